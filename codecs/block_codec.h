@@ -1,0 +1,55 @@
+// BlockCompressor / BlockDecompressor: one lz4 or zstd block in, one out.
+//
+// Each owns its zstd context so repeated calls allocate nothing; use one per
+// thread. Raw is handled by callers (it is a copy, or no copy at all).
+#pragma once
+
+#include <zstd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "codecs/codec_ids.h"
+#include "common/status.h"
+
+namespace vramflow {
+
+class BlockCompressor {
+ public:
+  BlockCompressor();
+  ~BlockCompressor();
+  BlockCompressor(const BlockCompressor&) = delete;
+  BlockCompressor& operator=(const BlockCompressor&) = delete;
+
+  // Worst-case output size of Compress() for `size` input bytes, any codec.
+  static size_t Bound(size_t size);
+  // Compresses `src` with `codec` (kLz4 or kZstd; `level` is zstd's level,
+  // negative levels allowed) into `dst`, returning the compressed size.
+  Result<size_t> Compress(CodecId codec, int level, std::span<const uint8_t> src, std::span<uint8_t> dst);
+
+ private:
+  ZSTD_CCtx* zstd_ = nullptr;
+  int zstd_level_ = 0;  // level last set on zstd_, 0 = not yet set
+};
+
+class BlockDecompressor {
+ public:
+  BlockDecompressor();
+  ~BlockDecompressor();
+  BlockDecompressor(const BlockDecompressor&) = delete;
+  BlockDecompressor& operator=(const BlockDecompressor&) = delete;
+
+  // Decodes `src` into exactly dst.size() bytes; anything else (short output,
+  // trailing input, malformed block) is a corruption error.
+  Status Decompress(CodecId codec, std::span<const uint8_t> src, std::span<uint8_t> dst);
+
+ private:
+  ZSTD_DCtx* zstd_ = nullptr;
+};
+
+// zstd's supported level range (negative levels are the fast ones).
+int MinZstdLevel();
+int MaxZstdLevel();
+
+}  // namespace vramflow

@@ -1,0 +1,105 @@
+#include "codecs/chunk_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace vramflow {
+
+bool IsAllZero(std::span<const uint8_t> data) {
+  const uint8_t* p = data.data();
+  size_t n = data.size();
+  // 256-byte blocks of 64-bit words OR-ed together: early exit on non-zero
+  // data, memory-bound on zeros.
+  while (n >= 256) {
+    uint64_t acc = 0;
+    for (size_t i = 0; i < 256; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      acc |= w;
+    }
+    if (acc) return false;
+    p += 256;
+    n -= 256;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (p[i]) return false;
+  return true;
+}
+
+double HistogramEntropy(const uint32_t* histogram, uint64_t total) {
+  if (total == 0) return 0.0;
+  double bits = 0.0;
+  const double inv = 1.0 / static_cast<double>(total);
+  for (int i = 0; i < 256; ++i) {
+    if (!histogram[i]) continue;
+    double p = histogram[i] * inv;
+    bits -= p * std::log2(p);
+  }
+  return bits;
+}
+
+namespace {
+
+// Bits an entropy coder spends per byte of a plane with entropy h: a plane
+// near 8 bits is stored raw, a compressible one pays a small overhead.
+double PlaneCost(double h) { return h >= kIncompressibleBitsPerByte ? 8.0 : std::min(8.0, h * 1.03 + 0.05); }
+
+}  // namespace
+
+ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data) {
+  ChunkAnalysis a;
+  if (data.empty()) return a;
+  uint32_t hist[4][256];
+  std::memset(hist, 0, sizeof(hist));
+  uint64_t counts[4] = {0, 0, 0, 0};
+
+  // Sample 16 evenly spaced, 64-byte aligned segments (or everything).
+  constexpr size_t kSegments = 16;
+  constexpr size_t kSegmentBytes = kAnalysisSampleBytes / kSegments;
+  auto add = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) ++hist[i & 3][data[i]];
+    for (size_t i = begin; i < end; ++i) ++counts[i & 3];
+  };
+  if (data.size() <= kAnalysisSampleBytes) {
+    add(0, data.size());
+  } else {
+    size_t stride = data.size() / kSegments;
+    for (size_t s = 0; s < kSegments; ++s) {
+      size_t begin = (s * stride) & ~size_t{63};
+      add(begin, std::min(data.size(), begin + kSegmentBytes));
+    }
+  }
+
+  uint32_t mod2[2][256];
+  uint32_t all[256];
+  for (int v = 0; v < 256; ++v) {
+    mod2[0][v] = hist[0][v] + hist[2][v];
+    mod2[1][v] = hist[1][v] + hist[3][v];
+    all[v] = mod2[0][v] + mod2[1][v];
+  }
+  for (int p = 0; p < 4; ++p) a.entropy_mod4[p] = HistogramEntropy(hist[p], counts[p]);
+  a.entropy_mod2[0] = HistogramEntropy(mod2[0], counts[0] + counts[2]);
+  a.entropy_mod2[1] = HistogramEntropy(mod2[1], counts[1] + counts[3]);
+  a.entropy_all = HistogramEntropy(all, counts[0] + counts[1] + counts[2] + counts[3]);
+
+  a.bits_word1 = PlaneCost(a.entropy_all);
+  a.bits_word2 = (PlaneCost(a.entropy_mod2[0]) + PlaneCost(a.entropy_mod2[1])) / 2;
+  a.bits_word4 = 0;
+  for (double h : a.entropy_mod4) a.bits_word4 += PlaneCost(h) / 4;
+
+  // Grouping costs a pass over the data; take it only for a clear gain.
+  a.best_word = 1;
+  double best = a.bits_word1;
+  if (a.bits_word2 < best * 0.97) {
+    best = a.bits_word2;
+    a.best_word = 2;
+  }
+  if (a.bits_word4 < best * 0.97) {
+    best = a.bits_word4;
+    a.best_word = 4;
+  }
+  return a;
+}
+
+}  // namespace vramflow

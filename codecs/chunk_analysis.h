@@ -1,0 +1,41 @@
+// Cheap statistics that let the encoder choose a codec without trying them all.
+//
+// IsAllZero scans every byte (it decides zero runs, so it must be exact).
+// AnalyzeChunk looks at a sample of at most kAnalysisSampleBytes and
+// estimates, for each candidate word size, how many bits per byte an entropy
+// coder would need on each byte plane.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace vramflow {
+
+bool IsAllZero(std::span<const uint8_t> data);
+
+inline constexpr size_t kAnalysisSampleBytes = 64 * 1024;
+
+struct ChunkAnalysis {
+  // Order-0 entropy (bits per byte) of the sampled bytes at position i mod 4,
+  // at position i mod 2, and over all bytes.
+  std::array<double, 4> entropy_mod4{};
+  std::array<double, 2> entropy_mod2{};
+  double entropy_all = 8.0;
+  // Estimated compressed bits per input byte for word sizes 1, 2 and 4.
+  double bits_word1 = 8.0;
+  double bits_word2 = 8.0;
+  double bits_word4 = 8.0;
+  unsigned best_word = 1;  // 1 (no grouping), 2 or 4
+};
+
+// Planes (or whole chunks) whose entropy is at least this are stored raw.
+inline constexpr double kIncompressibleBitsPerByte = 7.6;
+
+ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data);
+
+// Order-0 entropy in bits per byte of a 256-bin histogram with `total` samples.
+double HistogramEntropy(const uint32_t* histogram, uint64_t total);
+
+}  // namespace vramflow

@@ -1,0 +1,246 @@
+#include "codecs/chunk_codec.h"
+
+#include <cstring>
+
+#include "codecs/byte_group.h"
+#include "codecs/chunk_analysis.h"
+#include "common/endian.h"
+#include "common/hash.h"
+
+namespace vramflow {
+namespace {
+
+// A compressed block must save at least this fraction or it is stored raw:
+// decoding raw is a copy, decoding anything else costs time.
+constexpr double kMinSaving = 0.02;
+
+bool WorthIt(size_t compressed, size_t raw) {
+  return static_cast<double>(compressed) <= static_cast<double>(raw) * (1.0 - kMinSaving);
+}
+
+Result<int> ParseLevel(std::string_view text) {
+  if (text.empty()) return Status::InvalidArgument("empty zstd level");
+  std::string s(text);
+  size_t used = 0;
+  int level = 0;
+  try {
+    level = std::stoi(s, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != s.size()) return Status::InvalidArgument("zstd level '" + s + "' is not an integer");
+  if (level < MinZstdLevel() || level > MaxZstdLevel() || level == 0)
+    return Status::InvalidArgument("zstd level " + s + " is outside " + std::to_string(MinZstdLevel()) + ".." +
+                                   std::to_string(MaxZstdLevel()) + " (and not 0)");
+  return level;
+}
+
+}  // namespace
+
+Status ParseCodecSpec(std::string_view spec, EncoderOptions* options) {
+  std::string_view name = spec.substr(0, spec.find(':'));
+  std::string_view level = spec.size() > name.size() ? spec.substr(name.size() + 1) : std::string_view();
+  if (name == "auto") options->codec = CodecChoice::kAuto;
+  else if (name == "raw") options->codec = CodecChoice::kRaw;
+  else if (name == "lz4") options->codec = CodecChoice::kLz4;
+  else if (name == "zstd") options->codec = CodecChoice::kZstd;
+  else return Status::InvalidArgument("unknown codec '" + std::string(spec) + "' (use auto, raw, lz4, zstd or zstd:LEVEL)");
+  if (spec.size() > name.size()) {
+    if (options->codec != CodecChoice::kZstd && options->codec != CodecChoice::kAuto)
+      return Status::InvalidArgument("codec '" + std::string(name) + "' takes no level");
+    VF_ASSIGN_OR_RETURN(options->zstd_level, ParseLevel(level));
+  }
+  return Status::Ok();
+}
+
+Status ParseTransformSpec(std::string_view spec, EncoderOptions* options) {
+  if (spec == "auto") options->transform = TransformChoice::kAuto;
+  else if (spec == "none") options->transform = TransformChoice::kNone;
+  else if (spec == "bytegroup2" || spec == "bf16" || spec == "fp16") options->transform = TransformChoice::kByteGroup2;
+  else if (spec == "bytegroup4" || spec == "fp32") options->transform = TransformChoice::kByteGroup4;
+  else return Status::InvalidArgument("unknown transform '" + std::string(spec) + "' (use auto, none, bytegroup2 or bytegroup4)");
+  return Status::Ok();
+}
+
+std::string DescribeOptions(const EncoderOptions& o) {
+  std::string codec;
+  switch (o.codec) {
+    case CodecChoice::kAuto: codec = "auto (zstd " + std::to_string(o.zstd_level) + ")"; break;
+    case CodecChoice::kRaw: codec = "raw"; break;
+    case CodecChoice::kLz4: codec = "lz4"; break;
+    case CodecChoice::kZstd: codec = "zstd " + std::to_string(o.zstd_level); break;
+  }
+  const char* transform = "auto";
+  if (o.transform == TransformChoice::kNone) transform = "none";
+  if (o.transform == TransformChoice::kByteGroup2) transform = "bytegroup2";
+  if (o.transform == TransformChoice::kByteGroup4) transform = "bytegroup4";
+  return codec + ", transform " + transform;
+}
+
+std::span<uint8_t> ChunkEncoder::Output(size_t size) {
+  if (output_.size() < size) output_.resize(size);
+  return std::span<uint8_t>(output_.data(), size);
+}
+
+Status ChunkEncoder::Encode(std::span<const uint8_t> raw, EncodedChunk* out) {
+  *out = EncodedChunk{};
+  if (options_.detect_zero_runs && !raw.empty() && IsAllZero(raw)) {
+    out->zero_run = true;
+    return Status::Ok();
+  }
+  out->raw_hash = Hash64(raw.data(), raw.size());
+  out->payload = raw;  // stored raw unless something below does better
+  if (options_.codec == CodecChoice::kRaw || raw.empty()) return Status::Ok();
+
+  // Word size: forced, or detected from a sample.
+  unsigned word = 1;
+  ChunkAnalysis analysis;
+  bool analysed = false;
+  switch (options_.transform) {
+    case TransformChoice::kNone: word = 1; break;
+    case TransformChoice::kByteGroup2: word = 2; break;
+    case TransformChoice::kByteGroup4: word = 4; break;
+    case TransformChoice::kAuto:
+      analysis = AnalyzeChunk(raw);
+      analysed = true;
+      word = analysis.best_word;
+      break;
+  }
+  if (raw.size() < word * 2) word = 1;
+
+  if (options_.codec != CodecChoice::kAuto) {
+    CodecId codec = options_.codec == CodecChoice::kLz4 ? CodecId::kLz4 : CodecId::kZstd;
+    if (word == 1) return EncodeWhole(codec, raw, out);
+    CodecId plane_codecs[4] = {codec, codec, codec, codec};
+    return EncodePlanar(word, plane_codecs, raw, out);
+  }
+
+  // Auto: entropy decides raw versus zstd, for the chunk or for each plane.
+  if (!analysed) analysis = AnalyzeChunk(raw);
+  if (word == 1) {
+    if (analysis.entropy_all >= kIncompressibleBitsPerByte) return Status::Ok();
+    return EncodeWhole(CodecId::kZstd, raw, out);
+  }
+  CodecId plane_codecs[4];
+  bool any_compressed = false;
+  for (unsigned p = 0; p < word; ++p) {
+    double h = word == 2 ? analysis.entropy_mod2[p] : analysis.entropy_mod4[p];
+    plane_codecs[p] = h >= kIncompressibleBitsPerByte ? CodecId::kRaw : CodecId::kZstd;
+    any_compressed |= plane_codecs[p] != CodecId::kRaw;
+  }
+  if (!any_compressed) return Status::Ok();
+  return EncodePlanar(word, plane_codecs, raw, out);
+}
+
+Status ChunkEncoder::EncodeWhole(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out) {
+  std::span<uint8_t> dst = Output(BlockCompressor::Bound(raw.size()));
+  VF_ASSIGN_OR_RETURN(size_t n, compressor_.Compress(codec, options_.zstd_level, raw, dst));
+  if (!WorthIt(n, raw.size())) return Status::Ok();  // keep raw
+  out->codec = codec;
+  out->payload = dst.first(n);
+  return Status::Ok();
+}
+
+Status ChunkEncoder::EncodePlanar(unsigned word, const CodecId* plane_codecs, std::span<const uint8_t> raw,
+                                  EncodedChunk* out) {
+  const size_t plane_size = raw.size() / word;
+  const size_t tail = raw.size() % word;
+  if (planes_.size() < plane_size * word) planes_.resize(plane_size * word);
+  uint8_t* plane_ptrs[4];
+  for (unsigned p = 0; p < word; ++p) plane_ptrs[p] = planes_.data() + p * plane_size;
+  GroupBytes(raw.data(), raw.size(), word, plane_ptrs);
+
+  const size_t table = kPlaneEntryBytes * word;
+  std::span<uint8_t> dst = Output(table + word * BlockCompressor::Bound(plane_size) + tail);
+  size_t pos = table;
+  for (unsigned p = 0; p < word; ++p) {
+    std::span<const uint8_t> plane(plane_ptrs[p], plane_size);
+    CodecId codec = plane_codecs[p];
+    size_t stored = plane_size;
+    if (codec != CodecId::kRaw) {
+      VF_ASSIGN_OR_RETURN(stored, compressor_.Compress(codec, options_.zstd_level, plane, dst.subspan(pos)));
+      if (!WorthIt(stored, plane_size)) codec = CodecId::kRaw;
+    }
+    if (codec == CodecId::kRaw) {
+      stored = plane_size;
+      std::memcpy(dst.data() + pos, plane.data(), plane_size);
+    }
+    uint8_t* entry = dst.data() + p * kPlaneEntryBytes;
+    entry[0] = static_cast<uint8_t>(codec);
+    entry[1] = entry[2] = entry[3] = 0;
+    StoreLE32(entry + 4, static_cast<uint32_t>(stored));
+    pos += stored;
+  }
+  std::memcpy(dst.data() + pos, raw.data() + plane_size * word, tail);
+  pos += tail;
+  if (!WorthIt(pos, raw.size())) return Status::Ok();  // keep raw
+  out->codec = CodecId::kPlanar;
+  out->transform = static_cast<TransformId>(word);
+  out->payload = dst.first(pos);
+  return Status::Ok();
+}
+
+Status ReadPlaneTable(TransformId transform, std::span<const uint8_t> payload, uint64_t raw_size,
+                      std::vector<PlaneInfo>* planes) {
+  const unsigned word = WordSize(transform);
+  if (word < 2) return Status::Corruption("planar payload without a byte-grouping transform");
+  const size_t table = kPlaneEntryBytes * word;
+  if (payload.size() < table)
+    return Status::Corruption("planar payload of " + std::to_string(payload.size()) + " bytes is shorter than its " +
+                              std::to_string(table) + "-byte plane table");
+  const uint64_t plane_size = raw_size / word;
+  uint64_t total = table + raw_size % word;
+  planes->clear();
+  for (unsigned p = 0; p < word; ++p) {
+    const uint8_t* entry = payload.data() + p * kPlaneEntryBytes;
+    if (!IsPlaneCodec(entry[0]))
+      return Status::Corruption("plane " + std::to_string(p) + " has unknown codec id " + std::to_string(entry[0]));
+    if (entry[1] || entry[2] || entry[3])
+      return Status::Corruption("plane " + std::to_string(p) + " has non-zero reserved bytes");
+    PlaneInfo info{static_cast<CodecId>(entry[0]), LoadLE32(entry + 4)};
+    if (info.codec == CodecId::kRaw && info.stored_bytes != plane_size)
+      return Status::Corruption("raw plane " + std::to_string(p) + " stores " + std::to_string(info.stored_bytes) +
+                                " bytes, expected " + std::to_string(plane_size));
+    total += info.stored_bytes;
+    planes->push_back(info);
+  }
+  if (total != payload.size())
+    return Status::Corruption("plane table accounts for " + std::to_string(total) + " bytes but the payload has " +
+                              std::to_string(payload.size()));
+  return Status::Ok();
+}
+
+Status ChunkDecoder::Decode(CodecId codec, TransformId transform, std::span<const uint8_t> payload,
+                            std::span<uint8_t> dst) {
+  if (transform == TransformId::kNone) {
+    if (codec == CodecId::kPlanar) return Status::Corruption("planar codec without a byte-grouping transform");
+    return decompressor_.Decompress(codec, payload, dst);
+  }
+  if (codec != CodecId::kPlanar)
+    return Status::Corruption("transform " + TransformName(transform) + " requires the planar codec, found " +
+                              CodecName(codec));
+  std::vector<PlaneInfo> planes;
+  VF_RETURN_IF_ERROR(ReadPlaneTable(transform, payload, dst.size(), &planes));
+  const unsigned word = WordSize(transform);
+  const size_t plane_size = dst.size() / word;
+  if (planes_.size() < plane_size * word) planes_.resize(plane_size * word);
+  const uint8_t* plane_ptrs[4];
+  size_t pos = kPlaneEntryBytes * word;
+  for (unsigned p = 0; p < word; ++p) {
+    std::span<const uint8_t> src = payload.subspan(pos, planes[p].stored_bytes);
+    if (planes[p].codec == CodecId::kRaw) {
+      plane_ptrs[p] = src.data();  // decode straight from the payload
+    } else {
+      std::span<uint8_t> plane(planes_.data() + p * plane_size, plane_size);
+      Status s = decompressor_.Decompress(planes[p].codec, src, plane);
+      if (!s.ok()) return s.WithContext("plane " + std::to_string(p));
+      plane_ptrs[p] = plane.data();
+    }
+    pos += planes[p].stored_bytes;
+  }
+  UngroupBytes(plane_ptrs, dst.size(), word, dst.data());
+  std::memcpy(dst.data() + plane_size * word, payload.data() + pos, dst.size() % word);
+  return Status::Ok();
+}
+
+}  // namespace vramflow

@@ -1,0 +1,95 @@
+// ChunkEncoder / ChunkDecoder: the per-chunk codec policy.
+//
+// The encoder turns one chunk of raw bytes into what a data frame carries:
+// a codec id, a transform id and a payload, or "this chunk is all zeros".
+// In auto mode it decides per chunk, from a cheap sample: zero run, stored
+// raw (incompressible), plain zstd, or byte-grouped planes with a codec per
+// plane. The decoder reverses any payload bit-exactly and rejects malformed
+// ones with a specific error.
+//
+// Both keep scratch buffers and codec contexts between calls: use one per
+// thread. Neither is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "codecs/block_codec.h"
+#include "codecs/codec_ids.h"
+#include "common/status.h"
+
+namespace vramflow {
+
+enum class CodecChoice { kAuto, kRaw, kLz4, kZstd };
+enum class TransformChoice { kAuto, kNone, kByteGroup2, kByteGroup4 };
+
+struct EncoderOptions {
+  CodecChoice codec = CodecChoice::kAuto;
+  int zstd_level = 1;  // zstd level for kZstd and for planes auto sends to zstd
+  // kAuto detects the word size per chunk; the CLI defaults to kNone when a
+  // fixed codec is asked for, so "zstd" means plain zstd.
+  TransformChoice transform = TransformChoice::kAuto;
+  bool detect_zero_runs = true;
+};
+
+// Parses "auto", "raw", "lz4", "zstd", "zstd:LEVEL" or "auto:LEVEL" (the
+// zstd level auto uses). Levels may be negative ("zstd:-5").
+Status ParseCodecSpec(std::string_view spec, EncoderOptions* options);
+// Parses "auto", "none", "bytegroup2" (alias "bf16"/"fp16") or "bytegroup4" (alias "fp32").
+Status ParseTransformSpec(std::string_view spec, EncoderOptions* options);
+std::string DescribeOptions(const EncoderOptions& options);
+
+// Size of one entry of the plane table that starts a planar payload.
+inline constexpr size_t kPlaneEntryBytes = 8;
+
+struct PlaneInfo {
+  CodecId codec = CodecId::kRaw;
+  uint32_t stored_bytes = 0;
+};
+
+struct EncodedChunk {
+  bool zero_run = false;
+  CodecId codec = CodecId::kRaw;
+  TransformId transform = TransformId::kNone;
+  uint64_t raw_hash = 0;  // XXH3-64 of the raw bytes; 0 for zero runs
+  // The frame payload. Points into the encoder's buffer or into the input;
+  // valid until the next Encode() or until the input changes.
+  std::span<const uint8_t> payload;
+};
+
+class ChunkEncoder {
+ public:
+  explicit ChunkEncoder(EncoderOptions options) : options_(options) {}
+  Status Encode(std::span<const uint8_t> raw, EncodedChunk* out);
+  const EncoderOptions& options() const { return options_; }
+
+ private:
+  Status EncodeWhole(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out);
+  Status EncodePlanar(unsigned word, const CodecId* plane_codecs, std::span<const uint8_t> raw, EncodedChunk* out);
+  std::span<uint8_t> Output(size_t size);
+
+  EncoderOptions options_;
+  BlockCompressor compressor_;
+  std::vector<uint8_t> planes_;  // grouped bytes
+  std::vector<uint8_t> output_;  // encoded payload
+};
+
+class ChunkDecoder {
+ public:
+  // Decodes `payload` into exactly dst.size() bytes.
+  Status Decode(CodecId codec, TransformId transform, std::span<const uint8_t> payload, std::span<uint8_t> dst);
+
+ private:
+  BlockDecompressor decompressor_;
+  std::vector<uint8_t> planes_;
+};
+
+// Reads the plane table of a planar payload (for inspection); fails on a
+// malformed table exactly as Decode() would.
+Status ReadPlaneTable(TransformId transform, std::span<const uint8_t> payload, uint64_t raw_size,
+                      std::vector<PlaneInfo>* planes);
+
+}  // namespace vramflow

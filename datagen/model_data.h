@@ -1,0 +1,36 @@
+// Model-like data for tests, benchmarks and the demo.
+//
+// Synthetic stand-ins for what a training job keeps in VRAM: fp32 weights
+// drawn from N(0, 0.02), their bf16 and fp16 copies, Adam moments (first
+// moment: small signed values ~N(0, 1e-3); second moment: small positive
+// squares of such values), zero-filled regions and random bytes.
+//
+// Generation is seeded and random-access: the bytes at any offset depend only
+// on (kind, seed, offset), so any range can be produced alone, in parallel,
+// and produced again later to check a restore without keeping a copy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vramflow {
+
+enum class DataKind { kFp32Weights, kBf16Weights, kFp16Weights, kAdamM, kAdamV, kZeros, kRandom };
+
+std::vector<DataKind> AllDataKinds();
+std::string DataKindName(DataKind kind);  // "fp32", "bf16", "fp16", "adam-m", "adam-v", "zeros", "random"
+std::optional<DataKind> ParseDataKind(std::string_view name);
+
+// Fills `out` with the bytes of the (kind, seed) sequence starting at byte
+// `offset`. Any offset is allowed (ranges need not be word aligned).
+void GenerateModelData(DataKind kind, uint64_t seed, uint64_t offset, std::span<uint8_t> out);
+
+// Rounding conversions used by the generator, exposed for tests.
+uint16_t FloatToBf16(float f);
+uint16_t FloatToFp16(float f);
+
+}  // namespace vramflow

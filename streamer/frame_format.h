@@ -1,0 +1,110 @@
+// The chunk-stream wire format: constants, header layouts, encode/decode.
+//
+// This header and docs/FORMAT.md are the single definition of the format;
+// the writer and reader include it and nothing else knows byte positions.
+// A stream is: a 64-byte stream header, then frames, each a 64-byte frame
+// header followed by `payload_size` payload bytes, the last frame being a
+// STREAM_END. All integers are little-endian.
+//
+// DO NOT CHANGE the values below: they are recorded in streams on disk.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codecs/codec_ids.h"
+#include "common/status.h"
+
+namespace vramflow {
+
+inline constexpr std::array<uint8_t, 8> kStreamMagic = {0x89, 'V', 'F', 'S', '\r', '\n', 0x1a, '\n'};
+inline constexpr uint16_t kFormatVersion = 1;
+inline constexpr size_t kStreamHeaderSize = 64;
+inline constexpr size_t kFrameHeaderSize = 64;
+inline constexpr size_t kProducerBytes = 32;
+
+// Limits a reader enforces before allocating anything.
+inline constexpr uint64_t kMaxChunkSize = 64ull << 20;     // raw bytes of one DATA frame
+inline constexpr uint32_t kMaxMetadataSize = 64u << 10;    // OBJECT_BEGIN payload
+inline constexpr size_t kMaxObjectNameBytes = 4096;
+inline constexpr uint32_t kStreamEndPayloadSize = 32;
+// OBJECT_BEGIN size of an object whose size is only known at its end (stdin);
+// its OBJECT_END then carries the real size.
+inline constexpr uint64_t kUnknownObjectSize = ~uint64_t{0};
+// Largest object size and end offset a stream may describe.
+inline constexpr uint64_t kMaxObjectSize = uint64_t{1} << 62;
+
+enum class FrameKind : uint8_t {
+  kObjectBegin = 1,
+  kData = 2,
+  kZeroRun = 3,
+  kObjectEnd = 4,
+  kStreamEnd = 5,
+  kDedupRef = 6,   // reserved: reference to an earlier identical chunk
+  kSeekIndex = 7,  // reserved: offsets of frames, for random access
+};
+std::string FrameKindName(uint8_t kind);
+
+// Frame flags. Every bit not defined here is reserved and must be zero.
+inline constexpr uint32_t kFlagSkippable = 1u << 0;  // a reader may skip this frame if it does not know its kind
+inline constexpr uint32_t kKnownFlags = kFlagSkippable;
+
+struct StreamHeader {
+  uint16_t version = kFormatVersion;
+  uint32_t flags = 0;
+  uint32_t chunk_size = 0;  // raw bytes per DATA frame the producer aimed for (informational)
+  int8_t zstd_level = 0;    // the producer's default zstd level (informational)
+  std::string producer;     // e.g. "vramflow 0.1.0", at most 32 bytes
+};
+
+struct FrameHeader {
+  uint8_t kind = 0;
+  uint8_t codec = 0;
+  uint8_t transform = 0;
+  uint32_t flags = 0;
+  uint32_t object_id = 0;
+  uint32_t payload_size = 0;
+  uint64_t sequence = 0;
+  uint64_t offset = 0;
+  uint64_t raw_size = 0;
+  uint64_t raw_hash = 0;
+};
+
+void EncodeStreamHeader(const StreamHeader& header, uint8_t out[kStreamHeaderSize]);
+// Checks magic, version, checksum and reserved fields.
+Status DecodeStreamHeader(const uint8_t in[kStreamHeaderSize], StreamHeader* header);
+
+void EncodeFrameHeader(const FrameHeader& header, uint8_t out[kFrameHeaderSize]);
+// Checks the header checksum and reserved fields only; meaning is checked by
+// the StreamValidator.
+Status DecodeFrameHeader(const uint8_t in[kFrameHeaderSize], FrameHeader* header);
+
+// OBJECT_BEGIN payload: the object's name and small key/value attributes.
+struct ObjectMetadata {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> attributes;
+  const std::string* Find(const std::string& key) const;
+};
+Result<std::vector<uint8_t>> EncodeObjectMetadata(const ObjectMetadata& metadata);
+Status DecodeObjectMetadata(std::span<const uint8_t> payload, ObjectMetadata* metadata);
+
+// STREAM_END payload: totals that let a reader prove nothing went missing.
+struct StreamTotals {
+  uint64_t object_count = 0;
+  uint64_t frame_count = 0;   // frames before the STREAM_END frame
+  uint64_t raw_bytes = 0;     // sum of object sizes
+  uint64_t stream_bytes = 0;  // bytes before the STREAM_END frame, stream header included
+  bool operator==(const StreamTotals&) const = default;
+};
+void EncodeStreamTotals(const StreamTotals& totals, uint8_t out[kStreamEndPayloadSize]);
+StreamTotals DecodeStreamTotals(const uint8_t in[kStreamEndPayloadSize]);
+
+// The object digest carried by OBJECT_END: the wrapping sum, over the
+// object's DATA and ZERO_RUN frames, of XXH3-64(offset, raw_size, raw_hash)
+// (three little-endian u64). Order-independent, so frames may interleave.
+uint64_t ObjectDigestTerm(uint64_t offset, uint64_t raw_size, uint64_t raw_hash);
+
+}  // namespace vramflow

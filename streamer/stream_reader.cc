@@ -1,0 +1,83 @@
+#include "streamer/stream_reader.h"
+
+#include <vector>
+
+#include "codecs/chunk_codec.h"
+#include "common/hash.h"
+#include "streamer/frame_reader.h"
+
+namespace vramflow {
+
+Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options) {
+  FrameReader reader(&source);
+  StreamValidator validator;
+  ChunkDecoder decoder;
+  std::vector<uint8_t> payload;
+  std::vector<uint8_t> decoded;
+
+  StreamHeader stream_header;
+  VF_RETURN_IF_ERROR(reader.ReadStreamHeader(&stream_header));
+  VF_RETURN_IF_ERROR(visitor.OnStreamHeader(stream_header));
+
+  for (;;) {
+    FrameHeader h;
+    bool end_of_input = false;
+    Status s = reader.ReadFrameHeader(&h, &end_of_input);
+    if (!s.ok()) return s.WithContext("frame " + std::to_string(validator.frames_seen()));
+    if (end_of_input)
+      return Status::Truncated("stream ends at offset " + std::to_string(reader.offset()) + " after " +
+                               std::to_string(validator.frames_seen()) +
+                               " frames without a STREAM_END frame: the stream is incomplete");
+    const uint64_t at = reader.frame_offset();
+    FrameAction action;
+    s = validator.CheckHeader(h, at, &action);
+    if (!s.ok()) return s.WithContext(validator.Describe(h, at));
+    if (action == FrameAction::kSkip) {
+      s = reader.SkipPayload(h.payload_size);
+      if (!s.ok()) return s.WithContext(validator.Describe(h, at));
+      continue;
+    }
+    payload.resize(h.payload_size);
+    s = reader.ReadPayload(payload);
+    if (!s.ok()) return s.WithContext(validator.Describe(h, at));
+    s = validator.Apply(h, payload);
+    if (!s.ok()) return s.WithContext(validator.Describe(h, at));
+
+    const ObjectState* object = validator.object(h.object_id);
+    switch (static_cast<FrameKind>(h.kind)) {
+      case FrameKind::kObjectBegin:
+        s = visitor.OnObjectBegin(*object);
+        break;
+      case FrameKind::kData: {
+        std::span<const uint8_t> data;
+        if (options.decode) {
+          decoded.resize(h.raw_size);
+          s = decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform), payload, decoded);
+          if (s.ok() && Hash64(decoded.data(), decoded.size()) != h.raw_hash)
+            s = Status::Corruption("payload hash mismatch: decoded bytes hash to " +
+                                   HexHash(Hash64(decoded.data(), decoded.size())) + ", frame says " +
+                                   HexHash(h.raw_hash));
+          if (!s.ok()) return s.WithContext(validator.Describe(h, at));
+          data = decoded;
+        }
+        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data});
+        break;
+      }
+      case FrameKind::kZeroRun:
+        s = visitor.OnChunk(ChunkEvent{h, at, *object, {}, {}});
+        break;
+      case FrameKind::kObjectEnd:
+        s = visitor.OnObjectEnd(*object);
+        break;
+      case FrameKind::kStreamEnd:
+        s = reader.ExpectEnd();
+        if (!s.ok()) return s;
+        return visitor.OnStreamEnd(validator.totals());
+      default:
+        s = Status::Internal("unhandled frame kind");
+    }
+    if (!s.ok()) return s;
+  }
+}
+
+}  // namespace vramflow

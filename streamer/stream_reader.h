@@ -1,0 +1,48 @@
+// ReadStream: reads, checks and (optionally) decodes a whole chunk stream,
+// serially, reporting what it finds to a StreamVisitor.
+//
+// This is the reference reader used by `unpack`, `inspect` and `verify`.
+// Every check of the format is applied; the first failure stops the read and
+// comes back as one Status naming the frame and stream offset. A stream is
+// complete only when STREAM_END was read, its totals matched and no byte
+// followed it: OnStreamEnd is the visitor's proof of that.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "streamer/frame_format.h"
+#include "streamer/stream_validator.h"
+#include "transport/byte_stream.h"
+
+namespace vramflow {
+
+struct ChunkEvent {
+  const FrameHeader& header;
+  uint64_t stream_offset;
+  const ObjectState& object;
+  std::span<const uint8_t> payload;  // stored bytes (empty for zero runs)
+  std::span<const uint8_t> data;     // decoded bytes; empty for zero runs or without decoding
+};
+
+class StreamVisitor {
+ public:
+  virtual ~StreamVisitor() = default;
+  virtual Status OnStreamHeader(const StreamHeader&) { return Status::Ok(); }
+  virtual Status OnObjectBegin(const ObjectState&) { return Status::Ok(); }
+  // DATA and ZERO_RUN frames, in stream order.
+  virtual Status OnChunk(const ChunkEvent&) { return Status::Ok(); }
+  // Called once the object's ranges and digest are proven.
+  virtual Status OnObjectEnd(const ObjectState&) { return Status::Ok(); }
+  virtual Status OnStreamEnd(const StreamTotals&) { return Status::Ok(); }
+};
+
+struct ReadOptions {
+  // Decode DATA payloads and check them against their hash. Without it only
+  // the framing, metadata and ranges are checked (fast inspect).
+  bool decode = true;
+};
+
+Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options = {});
+
+}  // namespace vramflow

@@ -1,0 +1,218 @@
+#include "streamer/stream_validator.h"
+
+#include "common/hash.h"
+
+namespace vramflow {
+
+bool RangeSet::Add(uint64_t begin, uint64_t end) {
+  if (begin >= end) return true;
+  auto next = ranges_.lower_bound(begin);  // first range starting at or after begin
+  if (next != ranges_.end() && next->first < end) return false;
+  auto prev = next == ranges_.begin() ? ranges_.end() : std::prev(next);
+  if (prev != ranges_.end() && prev->second > begin) return false;
+  if (prev != ranges_.end() && prev->second == begin) {
+    begin = prev->first;
+    ranges_.erase(prev);
+  }
+  if (next != ranges_.end() && next->first == end) {
+    end = next->second;
+    ranges_.erase(next);
+  }
+  ranges_[begin] = end;
+  return true;
+}
+
+bool RangeSet::FirstGap(uint64_t size, uint64_t* gap_begin, uint64_t* gap_end) const {
+  uint64_t pos = 0;
+  for (const auto& [b, e] : ranges_) {
+    if (b > pos) {
+      *gap_begin = pos;
+      *gap_end = b;
+      return true;
+    }
+    pos = e;
+  }
+  if (pos < size) {
+    *gap_begin = pos;
+    *gap_end = size;
+    return true;
+  }
+  return false;
+}
+
+const ObjectState* StreamValidator::object(uint32_t id) const {
+  auto it = objects_.find(id);
+  return it == objects_.end() ? nullptr : &it->second;
+}
+
+std::string StreamValidator::Describe(const FrameHeader& h, uint64_t stream_offset) const {
+  std::string s = "frame " + std::to_string(h.sequence) + " (" + FrameKindName(h.kind);
+  auto kind = static_cast<FrameKind>(h.kind);
+  if (kind != FrameKind::kStreamEnd) {
+    s += ", object " + std::to_string(h.object_id);
+    if (const ObjectState* o = object(h.object_id)) s += " '" + o->metadata.name + "'";
+  }
+  if (kind == FrameKind::kData || kind == FrameKind::kZeroRun)
+    s += ", offset " + std::to_string(h.offset) + ", " + std::to_string(h.raw_size) + " bytes";
+  return s + ") at stream offset " + std::to_string(stream_offset);
+}
+
+Result<ObjectState*> StreamValidator::OpenObject(const FrameHeader& h) {
+  auto it = objects_.find(h.object_id);
+  if (it == objects_.end())
+    return Status::Corruption("refers to object " + std::to_string(h.object_id) + ", which was never begun");
+  if (it->second.ended) return Status::Corruption("refers to object " + std::to_string(h.object_id) + " after its end");
+  return &it->second;
+}
+
+Status StreamValidator::CheckRange(ObjectState& object, const FrameHeader& h) {
+  if (h.raw_size == 0) return Status::Corruption("chunk has zero length");
+  const uint64_t limit = object.size == kUnknownObjectSize ? kMaxObjectSize : object.size;
+  if (h.offset > limit || h.raw_size > limit - h.offset)
+    return Status::Corruption("chunk [" + std::to_string(h.offset) + ", " + std::to_string(h.offset + h.raw_size) +
+                              ") runs past the object size " + std::to_string(object.size));
+  if (!object.covered.Add(h.offset, h.offset + h.raw_size))
+    return Status::Corruption("chunk [" + std::to_string(h.offset) + ", " + std::to_string(h.offset + h.raw_size) +
+                              ") overlaps a range already received");
+  return Status::Ok();
+}
+
+Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset, FrameAction* action) {
+  *action = FrameAction::kProcess;
+  if (complete_) return Status::Corruption("frame after STREAM_END");
+  if (h.sequence != next_sequence_)
+    return Status::Corruption("frame sequence number " + std::to_string(h.sequence) + ", expected " +
+                              std::to_string(next_sequence_) + " (a frame is missing, repeated or reordered)");
+  ++next_sequence_;
+  auto kind = static_cast<FrameKind>(h.kind);
+  bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kStreamEnd;
+  if (!known) {
+    if (h.flags & kFlagSkippable) {
+      ++totals_.frame_count;
+      *action = FrameAction::kSkip;
+      return Status::Ok();
+    }
+    if (kind == FrameKind::kDedupRef || kind == FrameKind::kSeekIndex)
+      return Status::NotSupported("frame kind " + FrameKindName(h.kind) +
+                                  " is reserved by the format but not supported by this version of vramflow");
+    return Status::Corruption("unknown frame kind " + std::to_string(h.kind));
+  }
+  if (h.flags != 0) return Status::Corruption("flags " + std::to_string(h.flags) + " are not valid on this frame kind");
+  bool has_codec = kind == FrameKind::kData;
+  if (!has_codec && (h.codec || h.transform))
+    return Status::Corruption("codec/transform fields must be zero on " + FrameKindName(h.kind));
+  ++totals_.frame_count;
+
+  switch (kind) {
+    case FrameKind::kObjectBegin: {
+      if (h.object_id == 0) return Status::Corruption("object id 0 is reserved");
+      if (objects_.count(h.object_id)) return Status::Corruption("object id " + std::to_string(h.object_id) + " begun twice");
+      if (h.offset != 0) return Status::Corruption("OBJECT_BEGIN with a non-zero offset");
+      if (h.raw_size != kUnknownObjectSize && h.raw_size > kMaxObjectSize)
+        return Status::Corruption("object size " + std::to_string(h.raw_size) + " exceeds the format limit");
+      if (h.payload_size == 0 || h.payload_size > kMaxMetadataSize)
+        return Status::Corruption("object metadata size " + std::to_string(h.payload_size) + " is out of range");
+      ObjectState& o = objects_[h.object_id];
+      o.id = h.object_id;
+      o.size = h.raw_size;
+      ++open_objects_;
+      ++totals_.object_count;
+      return Status::Ok();
+    }
+    case FrameKind::kData: {
+      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+      if (!IsKnownCodec(h.codec)) return Status::Corruption("unknown codec id " + std::to_string(h.codec));
+      if (!IsKnownTransform(h.transform)) return Status::Corruption("unknown transform id " + std::to_string(h.transform));
+      bool planar = h.codec == static_cast<uint8_t>(CodecId::kPlanar);
+      if (planar != (h.transform != 0))
+        return Status::Corruption("codec " + CodecName(static_cast<CodecId>(h.codec)) + " does not go with transform " +
+                                  TransformName(static_cast<TransformId>(h.transform)));
+      if (h.raw_size > kMaxChunkSize)
+        return Status::Corruption("chunk of " + std::to_string(h.raw_size) + " bytes exceeds the format limit of " +
+                                  std::to_string(kMaxChunkSize));
+      if (h.payload_size > h.raw_size)
+        return Status::Corruption("payload of " + std::to_string(h.payload_size) + " bytes is larger than the " +
+                                  std::to_string(h.raw_size) + " raw bytes it encodes");
+      if (h.codec == static_cast<uint8_t>(CodecId::kRaw) && h.payload_size != h.raw_size)
+        return Status::Corruption("raw payload of " + std::to_string(h.payload_size) + " bytes for " +
+                                  std::to_string(h.raw_size) + " raw bytes");
+      VF_RETURN_IF_ERROR(CheckRange(*o, h));
+      o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
+      return Status::Ok();
+    }
+    case FrameKind::kZeroRun: {
+      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+      if (h.payload_size != 0) return Status::Corruption("ZERO_RUN with a payload");
+      if (h.raw_hash != 0) return Status::Corruption("ZERO_RUN with a non-zero hash field");
+      VF_RETURN_IF_ERROR(CheckRange(*o, h));
+      o->digest += ObjectDigestTerm(h.offset, h.raw_size, 0);
+      return Status::Ok();
+    }
+    case FrameKind::kObjectEnd: {
+      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+      if (h.payload_size != 0 || h.offset != 0) return Status::Corruption("OBJECT_END with a payload or offset");
+      if (o->size == kUnknownObjectSize) {
+        if (h.raw_size > kMaxObjectSize)
+          return Status::Corruption("OBJECT_END size " + std::to_string(h.raw_size) + " exceeds the format limit");
+        o->size = h.raw_size;
+      }
+      if (h.raw_size != o->size)
+        return Status::Corruption("OBJECT_END gives size " + std::to_string(h.raw_size) + ", OBJECT_BEGIN gave " +
+                                  std::to_string(o->size));
+      if (o->covered.End() > o->size)
+        return Status::Corruption("a chunk ends at " + std::to_string(o->covered.End()) +
+                                  ", past the object size " + std::to_string(o->size));
+      uint64_t gap_begin, gap_end;
+      if (o->covered.FirstGap(o->size, &gap_begin, &gap_end))
+        return Status::Corruption("object ends with bytes [" + std::to_string(gap_begin) + ", " +
+                                  std::to_string(gap_end) + ") missing");
+      if (h.raw_hash != o->digest)
+        return Status::Corruption("object digest mismatch (stored " + HexHash(h.raw_hash) + ", computed " +
+                                  HexHash(o->digest) + ")");
+      o->ended = true;
+      --open_objects_;
+      totals_.raw_bytes += o->size;
+      return Status::Ok();
+    }
+    case FrameKind::kStreamEnd: {
+      if (h.object_id != 0 || h.offset != 0 || h.raw_size != 0)
+        return Status::Corruption("STREAM_END with object, offset or size fields set");
+      if (h.payload_size != kStreamEndPayloadSize)
+        return Status::Corruption("STREAM_END payload is " + std::to_string(h.payload_size) + " bytes, expected 32");
+      if (open_objects_ != 0) {
+        for (const auto& [id, o] : objects_)
+          if (!o.ended)
+            return Status::Corruption("stream ends while object " + std::to_string(id) + " '" + o.metadata.name +
+                                      "' is still open");
+      }
+      totals_.frame_count -= 1;  // totals count the frames before STREAM_END
+      totals_.stream_bytes = stream_offset;
+      return Status::Ok();
+    }
+    default: break;
+  }
+  return Status::Internal("unhandled frame kind");
+}
+
+Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> payload) {
+  auto kind = static_cast<FrameKind>(h.kind);
+  if (kind == FrameKind::kObjectBegin) {
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("object metadata hash mismatch");
+    return DecodeObjectMetadata(payload, &objects_[h.object_id].metadata);
+  }
+  if (kind == FrameKind::kStreamEnd) {
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("STREAM_END payload hash mismatch");
+    StreamTotals stored = DecodeStreamTotals(payload.data());
+    if (!(stored == totals_))
+      return Status::Corruption("stream totals do not match what was read: stored " +
+                                std::to_string(stored.object_count) + " objects / " +
+                                std::to_string(stored.frame_count) + " frames / " + std::to_string(stored.raw_bytes) +
+                                " raw bytes / " + std::to_string(stored.stream_bytes) + " stream bytes, read " +
+                                std::to_string(totals_.object_count) + " / " + std::to_string(totals_.frame_count) +
+                                " / " + std::to_string(totals_.raw_bytes) + " / " + std::to_string(totals_.stream_bytes));
+    complete_ = true;
+  }
+  return Status::Ok();
+}
+
+}  // namespace vramflow

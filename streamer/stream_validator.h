@@ -1,0 +1,80 @@
+// StreamValidator: checks that a sequence of frames forms a valid stream.
+//
+// Frame-by-frame state machine shared by every reader (the CLI, the restore
+// graph): sequence numbers, object lifetimes, byte ranges (inside the object,
+// no overlap, nothing missing at OBJECT_END), object digests and the
+// STREAM_END totals. It sees headers and the small payloads that carry
+// metadata; DATA payloads are decoded and hash-checked by the caller.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+
+#include "streamer/frame_format.h"
+
+namespace vramflow {
+
+// Disjoint half-open byte ranges, merged when adjacent. Memory stays constant
+// while chunks arrive in order.
+class RangeSet {
+ public:
+  // Adds [begin, end); fails (changing nothing) if it overlaps a range already present.
+  bool Add(uint64_t begin, uint64_t end);
+  // The first gap in [0, size), or false if [0, size) is fully covered.
+  bool FirstGap(uint64_t size, uint64_t* gap_begin, uint64_t* gap_end) const;
+  size_t range_count() const { return ranges_.size(); }
+  // End of the last range (0 when empty).
+  uint64_t End() const { return ranges_.empty() ? 0 : ranges_.rbegin()->second; }
+
+ private:
+  std::map<uint64_t, uint64_t> ranges_;  // begin -> end
+};
+
+struct ObjectState {
+  uint32_t id = 0;
+  ObjectMetadata metadata;
+  uint64_t size = 0;
+  uint64_t digest = 0;  // sum of digest terms seen so far
+  bool ended = false;
+  RangeSet covered;
+};
+
+enum class FrameAction {
+  kProcess,  // a frame this reader understands
+  kSkip,     // an unknown frame flagged skippable: drop its payload
+};
+
+class StreamValidator {
+ public:
+  // Checks a frame header, read at `stream_offset`, before its payload is
+  // read: everything that the header alone decides (limits, ids, ranges,
+  // overlaps, OBJECT_END completeness and digest).
+  Status CheckHeader(const FrameHeader& header, uint64_t stream_offset, FrameAction* action);
+  // Completes a processed frame once its payload is in memory: parses and
+  // hash-checks OBJECT_BEGIN metadata and STREAM_END totals.
+  Status Apply(const FrameHeader& header, std::span<const uint8_t> payload);
+
+  bool complete() const { return complete_; }
+  uint64_t frames_seen() const { return next_sequence_; }
+  const ObjectState* object(uint32_t id) const;
+  const std::map<uint32_t, ObjectState>& objects() const { return objects_; }
+  const StreamTotals& totals() const { return totals_; }
+
+  // "frame 12 (DATA, object 3 'bo-7', offset 1048576, 1048576 bytes) at stream offset 4242"
+  std::string Describe(const FrameHeader& header, uint64_t stream_offset) const;
+
+ private:
+  Result<ObjectState*> OpenObject(const FrameHeader& header);
+  Status CheckRange(ObjectState& object, const FrameHeader& header);
+
+  std::map<uint32_t, ObjectState> objects_;
+  size_t open_objects_ = 0;
+  uint64_t next_sequence_ = 0;
+  StreamTotals totals_;  // as counted while reading
+  bool complete_ = false;
+};
+
+}  // namespace vramflow

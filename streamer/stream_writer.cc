@@ -1,0 +1,145 @@
+#include "streamer/stream_writer.h"
+
+#include "common/hash.h"
+
+namespace vramflow {
+
+StreamWriter::StreamWriter(ByteSink* sink, StreamHeader header) : sink_(sink), header_(std::move(header)) {}
+
+Status StreamWriter::Fail(Status status) {
+  if (failed_.ok()) failed_ = status;
+  return status;
+}
+
+Status StreamWriter::Start() {
+  if (started_) return Status::Internal("stream already started");
+  started_ = true;
+  uint8_t buf[kStreamHeaderSize];
+  EncodeStreamHeader(header_, buf);
+  Status s = sink_->Write(buf);
+  if (!s.ok()) return Fail(s);
+  bytes_written_ += sizeof(buf);
+  return Status::Ok();
+}
+
+Status StreamWriter::WriteFrame(FrameHeader header, std::span<const uint8_t> payload) {
+  header.sequence = sequence_++;
+  header.payload_size = static_cast<uint32_t>(payload.size());
+  uint8_t buf[kFrameHeaderSize];
+  EncodeFrameHeader(header, buf);
+  Status s = sink_->Write(buf);
+  if (s.ok() && !payload.empty()) s = sink_->Write(payload);
+  if (!s.ok()) return Fail(s.WithContext("writing frame " + std::to_string(header.sequence)));
+  bytes_written_ += sizeof(buf) + payload.size();
+  ++totals_.frame_count;
+  return Status::Ok();
+}
+
+Result<uint32_t> StreamWriter::BeginObject(const ObjectMetadata& metadata, uint64_t size) {
+  VF_RETURN_IF_ERROR(failed_);
+  if (!started_ || finished_) return Status::Internal("BeginObject outside an open stream");
+  if (next_object_id_ == 0) return Status::InvalidArgument("too many objects in one stream");
+  if (size != kUnknownObjectSize && size > kMaxObjectSize)
+    return Status::InvalidArgument("object '" + metadata.name + "' is larger than the format allows");
+  VF_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, EncodeObjectMetadata(metadata));
+  uint32_t id = next_object_id_++;
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kObjectBegin);
+  h.object_id = id;
+  h.raw_size = size;
+  h.raw_hash = Hash64(payload.data(), payload.size());
+  VF_RETURN_IF_ERROR(WriteFrame(h, payload));
+  OpenObject& object = open_[id];
+  object.name = metadata.name;
+  object.size = size;
+  ++totals_.object_count;
+  return id;
+}
+
+Status StreamWriter::FlushZeroRun(uint32_t object_id, OpenObject& object) {
+  if (object.pending_zero_size == 0) return Status::Ok();
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kZeroRun);
+  h.object_id = object_id;
+  h.offset = object.pending_zero_offset;
+  h.raw_size = object.pending_zero_size;
+  object.digest += ObjectDigestTerm(h.offset, h.raw_size, 0);
+  ++stats_.zero_frames;
+  stats_.zero_bytes += h.raw_size;
+  object.pending_zero_size = 0;
+  return WriteFrame(h, {});
+}
+
+Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk) {
+  VF_RETURN_IF_ERROR(failed_);
+  auto it = open_.find(object_id);
+  if (it == open_.end()) return Status::Internal("AddChunk for object " + std::to_string(object_id) + " that is not open");
+  OpenObject& object = it->second;
+  const uint64_t limit = object.size == kUnknownObjectSize ? kMaxObjectSize : object.size;
+  if (object.size == kUnknownObjectSize && offset != object.covered)
+    return Status::Internal("chunks of an object of unknown size must come in order");
+  if (raw_size == 0 || raw_size > kMaxChunkSize || offset > limit || raw_size > limit - offset)
+    return Status::Internal("chunk [" + std::to_string(offset) + ", +" + std::to_string(raw_size) +
+                            ") does not fit object '" + object.name + "'");
+  object.covered += raw_size;
+  if (chunk.zero_run) {
+    if (object.pending_zero_size && object.pending_zero_offset + object.pending_zero_size == offset) {
+      object.pending_zero_size += raw_size;
+      return Status::Ok();
+    }
+    VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
+    object.pending_zero_offset = offset;
+    object.pending_zero_size = raw_size;
+    return Status::Ok();
+  }
+  VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kData);
+  h.codec = static_cast<uint8_t>(chunk.codec);
+  h.transform = static_cast<uint8_t>(chunk.transform);
+  h.object_id = object_id;
+  h.offset = offset;
+  h.raw_size = raw_size;
+  h.raw_hash = chunk.raw_hash;
+  object.digest += ObjectDigestTerm(offset, raw_size, chunk.raw_hash);
+  ++stats_.data_frames;
+  stats_.stored_payload_bytes += chunk.payload.size();
+  return WriteFrame(h, chunk.payload);
+}
+
+Status StreamWriter::EndObject(uint32_t object_id) {
+  VF_RETURN_IF_ERROR(failed_);
+  auto it = open_.find(object_id);
+  if (it == open_.end()) return Status::Internal("EndObject for object " + std::to_string(object_id) + " that is not open");
+  OpenObject& object = it->second;
+  if (object.size == kUnknownObjectSize) object.size = object.covered;
+  if (object.covered != object.size)
+    return Status::Internal("object '" + object.name + "' ended after " + std::to_string(object.covered) + " of " +
+                            std::to_string(object.size) + " bytes");
+  VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kObjectEnd);
+  h.object_id = object_id;
+  h.raw_size = object.size;
+  h.raw_hash = object.digest;
+  totals_.raw_bytes += object.size;
+  open_.erase(it);
+  return WriteFrame(h, {});
+}
+
+Status StreamWriter::Finish() {
+  VF_RETURN_IF_ERROR(failed_);
+  if (!started_ || finished_) return Status::Internal("Finish outside an open stream");
+  if (!open_.empty()) return Status::Internal("Finish with object '" + open_.begin()->second.name + "' still open");
+  totals_.stream_bytes = bytes_written_;
+  uint8_t payload[kStreamEndPayloadSize];
+  EncodeStreamTotals(totals_, payload);
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kStreamEnd);
+  h.raw_hash = Hash64(payload, sizeof(payload));
+  VF_RETURN_IF_ERROR(WriteFrame(h, payload));
+  finished_ = true;
+  return Status::Ok();
+}
+
+}  // namespace vramflow

@@ -1,0 +1,78 @@
+// StreamWriter: writes a chunk stream to a ByteSink, strictly sequentially.
+//
+// The caller encodes chunks (ChunkEncoder) and hands them over with their
+// object and offset; the writer frames them, numbers frames, merges adjacent
+// zero runs of an object into one frame, keeps each object's digest and the
+// stream totals, and writes OBJECT_END and STREAM_END. Objects may interleave.
+// It never seeks, so any sink works (pipes, sockets).
+//
+// Not thread-safe: the pipeline's ordered write stage is its only user.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "codecs/chunk_codec.h"
+#include "streamer/frame_format.h"
+#include "transport/byte_stream.h"
+
+namespace vramflow {
+
+struct WriterStats {
+  uint64_t data_frames = 0;
+  uint64_t zero_frames = 0;
+  uint64_t zero_bytes = 0;
+  uint64_t stored_payload_bytes = 0;  // DATA payload bytes
+};
+
+class StreamWriter {
+ public:
+  // `sink` must outlive the writer.
+  StreamWriter(ByteSink* sink, StreamHeader header);
+
+  // Writes the stream header. Call once, first.
+  Status Start();
+  // Announces an object; returns its id for the calls below. `size` may be
+  // kUnknownObjectSize when chunks are added in order and the size is only
+  // known at EndObject (a pipe).
+  Result<uint32_t> BeginObject(const ObjectMetadata& metadata, uint64_t size);
+  // Adds one encoded chunk of `raw_size` bytes at `offset` of the object.
+  Status AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk);
+  // Closes the object; all of [0, size) must have been added.
+  Status EndObject(uint32_t object_id);
+  // Writes STREAM_END; every object must be ended. Does not Commit() the sink.
+  Status Finish();
+
+  uint64_t bytes_written() const { return bytes_written_; }
+  const WriterStats& stats() const { return stats_; }
+
+ private:
+  struct OpenObject {
+    std::string name;
+    uint64_t size = 0;
+    uint64_t covered = 0;  // bytes added so far
+    uint64_t digest = 0;
+    // A zero run not yet written, merged with the next adjacent one.
+    uint64_t pending_zero_offset = 0;
+    uint64_t pending_zero_size = 0;
+  };
+
+  Status WriteFrame(FrameHeader header, std::span<const uint8_t> payload);
+  Status FlushZeroRun(uint32_t object_id, OpenObject& object);
+  Status Fail(Status status);
+
+  ByteSink* sink_;
+  StreamHeader header_;
+  std::map<uint32_t, OpenObject> open_;
+  uint32_t next_object_id_ = 1;
+  uint64_t sequence_ = 0;
+  uint64_t bytes_written_ = 0;
+  StreamTotals totals_;
+  WriterStats stats_;
+  bool started_ = false;
+  bool finished_ = false;
+  Status failed_;  // sticky: after a failure every call returns it
+};
+
+}  // namespace vramflow

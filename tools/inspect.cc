@@ -1,0 +1,232 @@
+#include "tools/inspect.h"
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <vector>
+
+#include "codecs/chunk_codec.h"
+#include "common/units.h"
+#include "streamer/stream_reader.h"
+#include "tools/cli_util.h"
+#include "transport/fd_stream.h"
+
+namespace vramflow {
+namespace {
+
+struct Mix {
+  uint64_t chunks = 0;
+  uint64_t raw_bytes = 0;
+  uint64_t stored_bytes = 0;
+};
+
+struct ObjectSummary {
+  uint32_t id = 0;
+  std::string name;
+  uint64_t size = 0;
+  bool ended = false;
+  std::vector<std::pair<std::string, std::string>> attributes;
+  uint64_t data_frames = 0;
+  uint64_t zero_frames = 0;
+  uint64_t zero_bytes = 0;
+  uint64_t stored_bytes = 0;  // payload bytes
+  std::map<std::string, Mix> codecs;
+};
+
+// Gathers per-object and per-codec figures while the reader walks the stream.
+class SummaryVisitor final : public StreamVisitor {
+ public:
+  Status OnStreamHeader(const StreamHeader& h) override {
+    header = h;
+    return Status::Ok();
+  }
+  Status OnObjectBegin(const ObjectState& o) override {
+    ObjectSummary& s = objects[o.id];
+    s.id = o.id;
+    s.name = o.metadata.name;
+    s.size = o.size;
+    s.attributes = o.metadata.attributes;
+    return Status::Ok();
+  }
+  Status OnChunk(const ChunkEvent& e) override {
+    ObjectSummary& s = objects[e.header.object_id];
+    if (e.header.kind == static_cast<uint8_t>(FrameKind::kZeroRun)) {
+      ++s.zero_frames;
+      s.zero_bytes += e.header.raw_size;
+      Add(s, "zero-run", e.header.raw_size, 0);
+      return Status::Ok();
+    }
+    ++s.data_frames;
+    s.stored_bytes += e.payload.size();
+    auto transform = static_cast<TransformId>(e.header.transform);
+    std::string key = CodecName(static_cast<CodecId>(e.header.codec));
+    if (transform != TransformId::kNone) {
+      std::vector<PlaneInfo> planes;
+      VF_RETURN_IF_ERROR(ReadPlaneTable(transform, e.payload, e.header.raw_size, &planes));
+      key = TransformName(transform) + "[";
+      for (size_t i = 0; i < planes.size(); ++i) key += (i ? "," : "") + CodecName(planes[i].codec);
+      key += "]";
+      ++word_sizes[WordSize(transform)];
+    } else {
+      ++word_sizes[1];
+    }
+    Add(s, key, e.header.raw_size, e.payload.size());
+    return Status::Ok();
+  }
+  Status OnObjectEnd(const ObjectState& o) override {
+    objects[o.id].ended = true;
+    objects[o.id].size = o.size;
+    return Status::Ok();
+  }
+  Status OnStreamEnd(const StreamTotals& t) override {
+    totals = t;
+    complete = true;
+    return Status::Ok();
+  }
+
+  void Add(ObjectSummary& s, const std::string& key, uint64_t raw, uint64_t stored) {
+    for (Mix* m : {&s.codecs[key], &codecs[key]}) {
+      ++m->chunks;
+      m->raw_bytes += raw;
+      m->stored_bytes += stored;
+    }
+  }
+
+  StreamHeader header;
+  std::map<uint32_t, ObjectSummary> objects;
+  std::map<std::string, Mix> codecs;
+  std::map<unsigned, uint64_t> word_sizes;  // chunks by detected word size (1 = no grouping)
+  StreamTotals totals;
+  bool complete = false;
+};
+
+// Counts bytes as they are read, so a report can give the stream size even
+// when the stream is cut short.
+class CountingSource final : public ByteSource {
+ public:
+  explicit CountingSource(ByteSource* inner) : inner_(inner) {}
+  Result<size_t> Read(std::span<uint8_t> data) override {
+    VF_ASSIGN_OR_RETURN(size_t n, inner_->Read(data));
+    bytes_ += n;
+    return n;
+  }
+  std::string Describe() const override { return inner_->Describe(); }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  ByteSource* inner_;
+  uint64_t bytes_ = 0;
+};
+
+std::string WordSizeLabel(unsigned w) { return w == 1 ? "none" : std::to_string(w) + "-byte"; }
+
+void PrintText(const SummaryVisitor& v, uint64_t stream_bytes, const Status& status, std::ostream& out) {
+  uint64_t raw = 0;
+  for (const auto& [id, o] : v.objects) raw += o.ended ? o.size : 0;
+  out << "stream:   " << (v.header.producer.empty() ? "?" : v.header.producer) << ", format version "
+      << v.header.version << ", chunk size " << FormatSize(v.header.chunk_size) << "\n";
+  out << "objects:  " << v.objects.size() << ", " << FormatSize(raw) << " raw in " << FormatSize(stream_bytes)
+      << " (ratio " << FormatRatio(raw, stream_bytes) << ")\n";
+  out << "status:   " << (status.ok() ? "complete" : "INCOMPLETE OR DAMAGED: " + status.ToString()) << "\n\n";
+
+  char line[512];
+  std::snprintf(line, sizeof(line), "%5s  %-32s %14s %8s %8s %14s %7s\n", "id", "name", "size", "chunks", "zeros",
+                "stored", "ratio");
+  out << line;
+  for (const auto& [id, o] : v.objects) {
+    std::string name = o.name.size() > 32 ? o.name.substr(0, 29) + "..." : o.name;
+    std::snprintf(line, sizeof(line), "%5u  %-32s %14s %8llu %8llu %14s %7s%s\n", o.id, name.c_str(),
+                  o.size == kUnknownObjectSize ? "?" : FormatSize(o.size).c_str(),
+                  static_cast<unsigned long long>(o.data_frames), static_cast<unsigned long long>(o.zero_frames),
+                  FormatSize(o.stored_bytes).c_str(), FormatRatio(o.size, o.stored_bytes).c_str(),
+                  o.ended ? "" : "  (not ended)");
+    out << line;
+    for (const auto& [k, val] : o.attributes) out << "       " << k << " = " << val << "\n";
+  }
+  out << "\ncodec mix:\n";
+  for (const auto& [key, m] : v.codecs) {
+    double share = raw ? 100.0 * static_cast<double>(m.raw_bytes) / static_cast<double>(raw) : 0;
+    std::snprintf(line, sizeof(line), "  %-32s %8llu chunks %14s raw (%5.1f%%) -> %14s  ratio %s\n", key.c_str(),
+                  static_cast<unsigned long long>(m.chunks), FormatSize(m.raw_bytes).c_str(), share,
+                  FormatSize(m.stored_bytes).c_str(), FormatRatio(m.raw_bytes, m.stored_bytes).c_str());
+    out << line;
+  }
+  out << "word sizes detected (data chunks):";
+  if (v.word_sizes.empty()) out << " -";
+  for (const auto& [w, n] : v.word_sizes) out << " " << WordSizeLabel(w) << " x" << n;
+  out << "\n";
+}
+
+void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& status, std::ostream& out) {
+  nlohmann::ordered_json j;
+  j["complete"] = status.ok();
+  if (!status.ok()) j["error"] = status.ToString();
+  j["producer"] = v.header.producer;
+  j["format_version"] = v.header.version;
+  j["chunk_size"] = v.header.chunk_size;
+  j["stream_bytes"] = stream_bytes;
+  uint64_t raw = 0;
+  nlohmann::ordered_json objects = nlohmann::ordered_json::array();
+  for (const auto& [id, o] : v.objects) {
+    raw += o.ended ? o.size : 0;
+    nlohmann::ordered_json jo;
+    jo["id"] = o.id;
+    jo["name"] = o.name;
+    jo["size"] = o.size == kUnknownObjectSize ? nlohmann::ordered_json() : nlohmann::ordered_json(o.size);
+    jo["ended"] = o.ended;
+    jo["data_chunks"] = o.data_frames;
+    jo["zero_runs"] = o.zero_frames;
+    jo["zero_bytes"] = o.zero_bytes;
+    jo["stored_bytes"] = o.stored_bytes;
+    nlohmann::ordered_json attrs = nlohmann::ordered_json::object();
+    for (const auto& [k, val] : o.attributes) attrs[k] = val;
+    jo["attributes"] = attrs;
+    nlohmann::ordered_json codecs = nlohmann::ordered_json::object();
+    for (const auto& [key, m] : o.codecs)
+      codecs[key] = {{"chunks", m.chunks}, {"raw_bytes", m.raw_bytes}, {"stored_bytes", m.stored_bytes}};
+    jo["codecs"] = codecs;
+    objects.push_back(jo);
+  }
+  j["raw_bytes"] = raw;
+  j["ratio"] = stream_bytes ? static_cast<double>(raw) / static_cast<double>(stream_bytes) : 0.0;
+  j["objects"] = objects;
+  nlohmann::ordered_json codecs = nlohmann::ordered_json::object();
+  for (const auto& [key, m] : v.codecs)
+    codecs[key] = {{"chunks", m.chunks}, {"raw_bytes", m.raw_bytes}, {"stored_bytes", m.stored_bytes}};
+  j["codecs"] = codecs;
+  nlohmann::ordered_json words = nlohmann::ordered_json::object();
+  for (const auto& [w, n] : v.word_sizes) words[WordSizeLabel(w)] = n;
+  j["word_sizes"] = words;
+  out << j.dump(2) << "\n";
+}
+
+}  // namespace
+
+Status RunInspect(const InspectOptions& options, std::ostream& out) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSourceSpec(options.input));
+  CountingSource counting(source.get());
+  SummaryVisitor visitor;
+  ReadOptions read;
+  read.decode = options.decode;
+  Status status = ReadStream(counting, visitor, read);
+  if (options.json) PrintJson(visitor, counting.bytes(), status, out);
+  else PrintText(visitor, counting.bytes(), status, out);
+  return status;
+}
+
+Status RunVerify(const std::string& input, bool quiet, std::ostream& out) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSourceSpec(input));
+  CountingSource counting(source.get());
+  SummaryVisitor visitor;
+  Stopwatch clock;
+  Status status = ReadStream(counting, visitor, ReadOptions{.decode = true});
+  if (status.ok() && !quiet)
+    out << "OK: " << input << ": " << visitor.totals.object_count << " objects, " << FormatSize(visitor.totals.raw_bytes)
+        << " raw, " << visitor.totals.frame_count << " frames, every hash and range checked ("
+        << FormatRate(visitor.totals.raw_bytes, clock.Seconds()) << ")\n";
+  return status;
+}
+
+}  // namespace vramflow

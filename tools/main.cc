@@ -1,0 +1,237 @@
+// The `vramflow` command line: one subcommand per job, each with --help.
+//
+// Exit status: 0 success, 1 the job failed (the message says what and where),
+// 2 the command line was wrong.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "codecs/chunk_codec.h"
+#include "common/units.h"
+#include "datagen/model_data.h"
+#include "tools/cli_util.h"
+#include "tools/codec_bench.h"
+#include "tools/inspect.h"
+#include "tools/pack.h"
+#include "tools/unpack.h"
+#include "transport/fd_stream.h"
+
+namespace vramflow {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+int Fail(const std::string& command, const Status& status) {
+  std::fprintf(stderr, "vramflow %s: error: %s\n", command.c_str(), status.ToString().c_str());
+  return kExitFailure;
+}
+
+// A size option given as text ("64M"), checked by ParseSize.
+CLI::Validator SizeValidator() {
+  return CLI::Validator(
+      [](std::string& text) {
+        Result<uint64_t> r = ParseSize(text);
+        return r.ok() ? std::string() : r.status().message();
+      },
+      "SIZE");
+}
+
+struct EncodingFlags {
+  std::string codec = "auto";
+  std::string transform;  // empty: auto for the auto codec, none otherwise
+  std::string chunk_size = "1M";
+
+  void Add(CLI::App* cmd) {
+    cmd->add_option("-c,--codec", codec,
+                    "auto (per-chunk choice: zero runs, raw, zstd, byte-grouped planes), raw, lz4, zstd, zstd:LEVEL "
+                    "(negative levels are faster), auto:LEVEL (zstd level used by auto)")
+        ->capture_default_str();
+    cmd->add_option("-t,--transform", transform,
+                    "byte grouping: auto (detect 2/4-byte words per chunk), none, bytegroup2 (bf16/fp16), bytegroup4 "
+                    "(fp32); default: auto with --codec auto, none otherwise");
+    cmd->add_option("--chunk-size", chunk_size, "raw bytes per chunk (max 64M)")->capture_default_str()->check(SizeValidator());
+  }
+  Status Resolve(EncoderOptions* encoder, uint32_t* chunk) const {
+    VF_RETURN_IF_ERROR(ParseCodecSpec(codec, encoder));
+    std::string t = transform.empty() ? (encoder->codec == CodecChoice::kAuto ? "auto" : "none") : transform;
+    VF_RETURN_IF_ERROR(ParseTransformSpec(t, encoder));
+    VF_ASSIGN_OR_RETURN(uint64_t size, ParseSize(chunk_size));
+    if (size == 0 || size > (64u << 20)) return Status::InvalidArgument("--chunk-size must be 1 .. 64M");
+    *chunk = static_cast<uint32_t>(size);
+    return Status::Ok();
+  }
+};
+
+int Main(int argc, char** argv) {
+  CLI::App app{"vramflow: checkpoint, migrate and restore GPU memory as compressed, checksummed chunk streams"};
+  app.set_version_flag("--version", ProducerString());
+  app.require_subcommand(1);
+  app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line.");
+
+  // pack
+  PackOptions pack;
+  EncodingFlags pack_flags;
+  CLI::App* pack_cmd = app.add_subcommand("pack", "Pack files (or - for stdin) into one chunk stream");
+  pack_cmd->add_option("inputs", pack.inputs, "files to pack; - reads stdin; legacy CRIU amdgpu-pages-*.img images "
+                                              "are recognised and restored byte for byte by unpack")
+      ->required();
+  pack_cmd->add_option("-o,--output", pack.output, "stream to write; - for stdout")->required();
+  pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
+  pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file");
+  pack_flags.Add(pack_cmd);
+  bool pack_quiet = false;
+  pack_cmd->add_flag("-q,--quiet", pack_quiet, "print nothing on success");
+
+  // unpack
+  UnpackOptions unpack;
+  CLI::App* unpack_cmd = app.add_subcommand(
+      "unpack",
+      "Unpack a chunk stream into files. OUT ending in / or an existing directory receives every object; otherwise a "
+      "one-object stream becomes the file OUT and a stream of several objects the directory OUT. Nothing appears "
+      "until the whole stream has been verified");
+  unpack_cmd->add_option("stream", unpack.input, "stream to read; - for stdin")->required();
+  unpack_cmd->add_option("-o,--output", unpack.output, "directory, file, or - (stdout, one object)")->required();
+  unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
+  bool unpack_quiet = false;
+  unpack_cmd->add_flag("-q,--quiet", unpack_quiet, "print nothing on success");
+
+  // inspect
+  InspectOptions inspect;
+  CLI::App* inspect_cmd = app.add_subcommand(
+      "inspect", "Show a stream's objects, chunks, codec mix, ratio and detected word sizes (framing is checked; add "
+                 "--decode to check payloads too)");
+  inspect_cmd->add_option("stream", inspect.input, "stream to read; - for stdin")->required();
+  inspect_cmd->add_flag("--json", inspect.json, "print JSON");
+  inspect_cmd->add_flag("--decode", inspect.decode, "also decode every payload and check its hash");
+
+  // verify
+  std::string verify_input;
+  bool verify_quiet = false;
+  CLI::App* verify_cmd = app.add_subcommand(
+      "verify", "Check a stream completely: framing, checksums, ranges, payload hashes, object digests, totals. Exit "
+                "status 0 means the stream is complete and intact");
+  verify_cmd->add_option("stream", verify_input, "stream to read; - for stdin")->required();
+  verify_cmd->add_flag("-q,--quiet", verify_quiet, "print nothing on success");
+
+  // gen
+  std::string gen_kind = "bf16", gen_size = "64M", gen_output;
+  uint64_t gen_seed = 1;
+  CLI::App* gen_cmd = app.add_subcommand("gen", "Write model-like test data (see docs/DATA.md)");
+  gen_cmd->add_option("-k,--kind", gen_kind, "fp32, bf16, fp16, adam-m, adam-v, zeros or random")->capture_default_str();
+  gen_cmd->add_option("-s,--size", gen_size, "bytes to write")->capture_default_str()->check(SizeValidator());
+  gen_cmd->add_option("--seed", gen_seed, "seed; same seed, same bytes")->capture_default_str();
+  gen_cmd->add_option("-o,--output", gen_output, "file to write; - for stdout")->required();
+
+  // bench
+  CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
+  bench_cmd->require_subcommand(1);
+  CodecBenchOptions bench;
+  std::string bench_size = "64M", bench_chunk = "1M", bench_kinds, bench_codecs;
+  bool bench_no_peers = false;
+  CLI::App* bench_codecs_cmd = bench_cmd->add_subcommand(
+      "codecs", "Single-core ratio and speed per codec and data kind, beside zstd -1, zstd --fast=1 and lz4 -1");
+  bench_codecs_cmd->add_option("-s,--size", bench_size, "bytes per data kind")->capture_default_str()->check(SizeValidator());
+  bench_codecs_cmd->add_option("--chunk-size", bench_chunk, "chunk size")->capture_default_str()->check(SizeValidator());
+  bench_codecs_cmd->add_option("--kinds", bench_kinds, "comma-separated data kinds (default: all)");
+  bench_codecs_cmd->add_option("--codecs", bench_codecs, "comma-separated vramflow codec specs (default: auto,zstd:1,zstd:-1,lz4)");
+  bench_codecs_cmd->add_option("--min-seconds", bench.min_seconds, "time per measurement")->capture_default_str();
+  bench_codecs_cmd->add_flag("--no-peers", bench_no_peers, "skip the zstd/lz4 command-line tools");
+  bench_codecs_cmd->add_option("--json", bench.json_path, "also write results as JSON to this file");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  if (*pack_cmd) {
+    Status s = pack_flags.Resolve(&pack.encoder, &pack.chunk_size);
+    if (!s.ok()) return Fail("pack", s);
+    PackReport report;
+    s = RunPack(pack, &report);
+    if (!s.ok()) return Fail("pack", s);
+    if (!pack_quiet)
+      std::fprintf(stderr, "packed %llu object(s)%s: %s -> %s (ratio %s) in %.2f s, %s\n",
+                   static_cast<unsigned long long>(report.objects),
+                   report.legacy_images ? " (legacy amdgpu-pages images recognised)" : "",
+                   FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
+                   FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
+                   FormatRate(report.raw_bytes, report.seconds).c_str());
+    return 0;
+  }
+  if (*unpack_cmd) {
+    UnpackReport report;
+    Status s = RunUnpack(unpack, &report);
+    if (!s.ok()) return Fail("unpack", s);
+    if (!unpack_quiet) {
+      std::fprintf(stderr, "unpacked %llu object(s), %s, verified\n", static_cast<unsigned long long>(report.objects),
+                   FormatSize(report.raw_bytes).c_str());
+      for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", path.c_str());
+    }
+    return 0;
+  }
+  if (*inspect_cmd) {
+    Status s = RunInspect(inspect, std::cout);
+    std::cout.flush();
+    return s.ok() ? 0 : Fail("inspect", s);
+  }
+  if (*verify_cmd) {
+    Status s = RunVerify(verify_input, verify_quiet, std::cout);
+    std::cout.flush();
+    return s.ok() ? 0 : Fail("verify", s);
+  }
+  if (*gen_cmd) {
+    std::optional<DataKind> kind = ParseDataKind(gen_kind);
+    if (!kind) return Fail("gen", Status::InvalidArgument("unknown data kind '" + gen_kind + "'"));
+    uint64_t size = ParseSize(gen_size).value();
+    FileSinkOptions sink_options;
+    sink_options.overwrite = true;
+    Result<std::unique_ptr<ByteSink>> sink = OpenSinkSpec(gen_output, sink_options);
+    if (!sink.ok()) return Fail("gen", sink.status());
+    std::vector<uint8_t> buf(4u << 20);
+    for (uint64_t offset = 0; offset < size;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - offset));
+      GenerateModelData(*kind, gen_seed, offset, std::span<uint8_t>(buf.data(), n));
+      Status s = (*sink)->Write(std::span<const uint8_t>(buf.data(), n));
+      if (!s.ok()) return Fail("gen", s);
+      offset += n;
+    }
+    Status s = (*sink)->Commit();
+    return s.ok() ? 0 : Fail("gen", s);
+  }
+  if (*bench_codecs_cmd) {
+    bench.size = ParseSize(bench_size).value();
+    uint64_t chunk = ParseSize(bench_chunk).value();
+    if (chunk == 0 || chunk > (64u << 20)) return Fail("bench codecs", Status::InvalidArgument("--chunk-size must be 1 .. 64M"));
+    bench.chunk_size = static_cast<uint32_t>(chunk);
+    bench.peers = !bench_no_peers;
+    if (!bench_kinds.empty()) {
+      bench.kinds.clear();
+      for (const std::string& k : CLI::detail::split(bench_kinds, ',')) {
+        std::optional<DataKind> kind = ParseDataKind(k);
+        if (!kind) return Fail("bench codecs", Status::InvalidArgument("unknown data kind '" + k + "'"));
+        bench.kinds.push_back(*kind);
+      }
+    }
+    if (!bench_codecs.empty()) bench.codecs = CLI::detail::split(bench_codecs, ',');
+    std::vector<CodecBenchRow> rows;
+    Status s = RunCodecBench(bench, std::cout, &rows);
+    return s.ok() ? 0 : Fail("bench codecs", s);
+  }
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace vramflow
+
+int main(int argc, char** argv) { return vramflow::Main(argc, argv); }

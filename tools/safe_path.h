@@ -1,0 +1,26 @@
+// Safe placement of untrusted object names under an output directory.
+//
+// Object names come from the stream, which may come from anyone. A name is
+// accepted only as a relative path of plain components (no "", ".", "..",
+// no NUL, no leading '/'); directories are created and entered one component
+// at a time with O_NOFOLLOW, so neither ".." nor a planted symlink can lead
+// outside the output directory.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+
+namespace vramflow {
+
+// Splits and checks a name; the error says why it is refused.
+Result<std::vector<std::string>> SplitSafeRelativePath(std::string_view name);
+
+// Opens (creating when `create`) the directory that will hold `components`'
+// last element, under `root`. Returns its fd.
+Result<UniqueFd> OpenParentDirectory(int root_fd, const std::vector<std::string>& components, bool create);
+
+}  // namespace vramflow

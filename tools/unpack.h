@@ -1,0 +1,35 @@
+// `vramflow unpack`: one chunk stream in, files out.
+//
+// Output placement: with `-o -` the stream's single object goes to stdout;
+// when OUT ends in '/' or is an existing directory, every object becomes a
+// file under it (names checked by safe_path.h); otherwise a one-object stream
+// becomes the file OUT and a stream of several objects the new directory OUT.
+// Everything is written into a private staging directory beside OUT and moved
+// into place only after STREAM_END has been verified, so a failed or
+// interrupted unpack leaves nothing that looks complete. Existing files are
+// never replaced without `force`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace vramflow {
+
+struct UnpackOptions {
+  std::string input;   // path or "-"
+  std::string output;  // directory, file or "-"
+  bool force = false;
+};
+
+struct UnpackReport {
+  uint64_t objects = 0;
+  uint64_t raw_bytes = 0;
+  std::vector<std::string> written;  // final paths
+};
+
+Status RunUnpack(const UnpackOptions& options, UnpackReport* report);
+
+}  // namespace vramflow

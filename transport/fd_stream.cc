@@ -1,0 +1,155 @@
+#include "transport/fd_stream.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+
+namespace vramflow {
+namespace {
+
+Status WriteAll(int fd, std::span<const uint8_t> data, const std::string& what) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("writing " + what, errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<size_t> ReadSome(int fd, std::span<uint8_t> data, const std::string& what) {
+  for (;;) {
+    ssize_t n = ::read(fd, data.data(), data.size());
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) return Status::FromErrno("reading " + what, errno);
+  }
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+class FileSink final : public ByteSink {
+ public:
+  FileSink(UniqueFd fd, std::string temp_path, std::string final_path, FileSinkOptions options)
+      : fd_(std::move(fd)), temp_path_(std::move(temp_path)), final_path_(std::move(final_path)), options_(options) {}
+  ~FileSink() override {
+    if (!committed_) ::unlink(temp_path_.c_str());
+  }
+  Status Write(std::span<const uint8_t> data) override {
+    if (committed_) return Status::Internal("write to committed " + Describe());
+    Status s = WriteAll(fd_.get(), data, Describe());
+    return s;
+  }
+  Status Commit() override {
+    if (committed_) return Status::Ok();
+    if (options_.fsync && ::fsync(fd_.get()) != 0) return Status::FromErrno("fsync " + Describe(), errno);
+    if (::close(fd_.Release()) != 0) return Status::FromErrno("closing " + Describe(), errno);
+    if (!options_.overwrite) {
+      // link() fails if the target appeared meanwhile; rename() would clobber it.
+      if (::link(temp_path_.c_str(), final_path_.c_str()) != 0)
+        return Status::FromErrno("creating '" + final_path_ + "'", errno);
+      ::unlink(temp_path_.c_str());
+    } else if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+      return Status::FromErrno("renaming '" + temp_path_ + "' to '" + final_path_ + "'", errno);
+    }
+    committed_ = true;
+    if (options_.fsync) {
+      UniqueFd dir(::open(DirName(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (dir.valid()) ::fsync(dir.get());
+    }
+    return Status::Ok();
+  }
+  std::string Describe() const override { return "file '" + final_path_ + "'"; }
+
+ private:
+  UniqueFd fd_;
+  std::string temp_path_;
+  std::string final_path_;
+  FileSinkOptions options_;
+  bool committed_ = false;
+};
+
+class FdSink final : public ByteSink {
+ public:
+  FdSink(int fd, std::string description) : fd_(fd), description_(std::move(description)) {}
+  Status Write(std::span<const uint8_t> data) override { return WriteAll(fd_, data, description_); }
+  Status Commit() override { return Status::Ok(); }
+  std::string Describe() const override { return description_; }
+
+ private:
+  int fd_;
+  std::string description_;
+};
+
+class FdSource final : public ByteSource {
+ public:
+  FdSource(UniqueFd owned, int fd, std::string description)
+      : owned_(std::move(owned)), fd_(fd), description_(std::move(description)) {}
+  Result<size_t> Read(std::span<uint8_t> data) override { return ReadSome(fd_, data, description_); }
+  std::string Describe() const override { return description_; }
+
+ private:
+  UniqueFd owned_;
+  int fd_;
+  std::string description_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const FileSinkOptions& options) {
+  struct stat st;
+  if (!options.overwrite && ::stat(path.c_str(), &st) == 0)
+    return Status::AlreadyExists("'" + path + "' exists (use --force to overwrite)");
+  std::random_device rd;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    char suffix[32];
+    std::snprintf(suffix, sizeof(suffix), ".vf-tmp-%08x", static_cast<unsigned>(rd()));
+    std::string temp = path + suffix;
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) return std::unique_ptr<ByteSink>(new FileSink(UniqueFd(fd), temp, path, options));
+    if (errno != EEXIST) return Status::FromErrno("creating '" + temp + "'", errno);
+  }
+  return Status::IoError("could not find a free temporary name beside '" + path + "'");
+}
+
+std::unique_ptr<ByteSink> BorrowFdSink(int fd, std::string description) {
+  return std::make_unique<FdSink>(fd, std::move(description));
+}
+
+Result<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("opening '" + path + "'", errno);
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument("'" + path + "' is a directory");
+  }
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return std::unique_ptr<ByteSource>(new FdSource(UniqueFd(fd), fd, "'" + path + "'"));
+}
+
+std::unique_ptr<ByteSource> BorrowFdSource(int fd, std::string description) {
+  return std::make_unique<FdSource>(UniqueFd(), fd, std::move(description));
+}
+
+Result<std::unique_ptr<ByteSink>> OpenSinkSpec(const std::string& spec, const FileSinkOptions& options) {
+  if (spec == "-") return BorrowFdSink(STDOUT_FILENO, "stdout");
+  return OpenFileSink(spec, options);
+}
+
+Result<std::unique_ptr<ByteSource>> OpenSourceSpec(const std::string& spec) {
+  if (spec == "-") return BorrowFdSource(STDIN_FILENO, "stdin");
+  return OpenFileSource(spec);
+}
+
+}  // namespace vramflow

@@ -1,0 +1,35 @@
+// Sinks and sources over file descriptors: regular files, stdin/stdout, pipes.
+//
+// A file sink writes to a temporary name beside the target and renames it on
+// Commit(), so an interrupted write never leaves a complete-looking file.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/unique_fd.h"
+#include "transport/byte_stream.h"
+
+namespace vramflow {
+
+struct FileSinkOptions {
+  bool overwrite = false;  // replace an existing file at the target path
+  bool fsync = false;      // fsync the file and its directory on Commit()
+};
+
+// Opens `path` for writing through a temporary file in the same directory.
+Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const FileSinkOptions& options);
+
+// Writes to an fd that it does not own (stdout, an inherited pipe).
+// Commit() only flushes nothing-buffered state; the fd stays open.
+std::unique_ptr<ByteSink> BorrowFdSink(int fd, std::string description);
+
+Result<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path);
+// Reads from an fd that it does not own (stdin, an inherited pipe).
+std::unique_ptr<ByteSource> BorrowFdSource(int fd, std::string description);
+
+// "-" means stdout/stdin; anything else is a path.
+Result<std::unique_ptr<ByteSink>> OpenSinkSpec(const std::string& spec, const FileSinkOptions& options);
+Result<std::unique_ptr<ByteSource>> OpenSourceSpec(const std::string& spec);
+
+}  // namespace vramflow
