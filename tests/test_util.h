@@ -1,0 +1,50 @@
+// Helpers shared by the tests: temporary directories, files, streams in memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codecs/chunk_codec.h"
+#include "datagen/model_data.h"
+#include "streamer/frame_format.h"
+
+namespace vramflow::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents when destroyed.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<uint8_t> ReadFileBytes(const std::string& path);
+void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes);
+std::vector<uint8_t> ModelBytes(DataKind kind, size_t size, uint64_t seed = 1);
+
+struct TestObject {
+  std::string name;
+  std::vector<uint8_t> bytes;
+};
+
+// Writes `objects` as one stream with the given encoder and chunk size.
+// With `interleave`, chunks of all objects alternate in the stream.
+std::vector<uint8_t> PackToMemory(const std::vector<TestObject>& objects, const EncoderOptions& encoder,
+                                  uint32_t chunk_size, bool interleave = false);
+
+// Reads a stream fully (decoding) and returns the objects it holds, or the error.
+Status UnpackFromMemory(const std::vector<uint8_t>& stream, std::vector<TestObject>* objects);
+
+// Runs a shell command line, capturing stdout+stderr; returns the exit status.
+int RunCommand(const std::string& command_line, std::string* output);
+// Path of the built vramflow binary.
+std::string VramflowBinary();
+
+}  // namespace vramflow::testing
