@@ -2,6 +2,8 @@
 
 #include <lz4.h>
 
+#include "codecs/huffman.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -16,7 +18,7 @@ BlockCompressor::~BlockCompressor() { ZSTD_freeCCtx(zstd_); }
 
 size_t BlockCompressor::Bound(size_t size) {
   size_t lz4 = size <= static_cast<size_t>(LZ4_MAX_INPUT_SIZE) ? static_cast<size_t>(LZ4_compressBound(static_cast<int>(size))) : 0;
-  return std::max(lz4, ZSTD_compressBound(size)) + 64;
+  return std::max({lz4, ZSTD_compressBound(size), HuffmanBound(size)}) + 64;
 }
 
 Result<size_t> BlockCompressor::Compress(CodecId codec, int level, std::span<const uint8_t> src, std::span<uint8_t> dst) {
@@ -41,6 +43,8 @@ Result<size_t> BlockCompressor::Compress(CodecId codec, int level, std::span<con
       if (ZSTD_isError(n)) return Status::Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(n));
       return n;
     }
+    case CodecId::kHuffman:
+      return HuffmanCompress(src, dst);
     default:
       return Status::InvalidArgument("codec " + CodecName(codec) + " is not a block compressor");
   }
@@ -78,6 +82,8 @@ Status BlockDecompressor::Decompress(CodecId codec, std::span<const uint8_t> src
                                   std::to_string(dst.size()));
       return Status::Ok();
     }
+    case CodecId::kHuffman:
+      return HuffmanDecompress(src, dst);
     default:
       return Status::Corruption("codec " + CodecName(codec) + " cannot appear here");
   }

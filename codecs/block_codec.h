@@ -24,7 +24,7 @@ class BlockCompressor {
 
   // Worst-case output size of Compress() for `size` input bytes, any codec.
   static size_t Bound(size_t size);
-  // Compresses `src` with `codec` (kLz4 or kZstd; `level` is zstd's level,
+  // Compresses `src` with `codec` (kLz4, kZstd or kHuffman; `level` is zstd's level,
   // negative levels allowed) into `dst`, returning the compressed size.
   Result<size_t> Compress(CodecId codec, int level, std::span<const uint8_t> src, std::span<uint8_t> dst);
 

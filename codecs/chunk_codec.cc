@@ -44,7 +44,8 @@ Status ParseCodecSpec(std::string_view spec, EncoderOptions* options) {
   else if (name == "raw") options->codec = CodecChoice::kRaw;
   else if (name == "lz4") options->codec = CodecChoice::kLz4;
   else if (name == "zstd") options->codec = CodecChoice::kZstd;
-  else return Status::InvalidArgument("unknown codec '" + std::string(spec) + "' (use auto, raw, lz4, zstd or zstd:LEVEL)");
+  else if (name == "huffman") options->codec = CodecChoice::kHuffman;
+  else return Status::InvalidArgument("unknown codec '" + std::string(spec) + "' (use auto, raw, lz4, zstd, zstd:LEVEL or huffman)");
   if (spec.size() > name.size()) {
     if (options->codec != CodecChoice::kZstd && options->codec != CodecChoice::kAuto)
       return Status::InvalidArgument("codec '" + std::string(name) + "' takes no level");
@@ -69,6 +70,7 @@ std::string DescribeOptions(const EncoderOptions& o) {
     case CodecChoice::kRaw: codec = "raw"; break;
     case CodecChoice::kLz4: codec = "lz4"; break;
     case CodecChoice::kZstd: codec = "zstd " + std::to_string(o.zstd_level); break;
+    case CodecChoice::kHuffman: codec = "huffman"; break;
   }
   const char* transform = "auto";
   if (o.transform == TransformChoice::kNone) transform = "none";
@@ -109,13 +111,18 @@ Status ChunkEncoder::Encode(std::span<const uint8_t> raw, EncodedChunk* out) {
   if (raw.size() < word * 2) word = 1;
 
   if (options_.codec != CodecChoice::kAuto) {
-    CodecId codec = options_.codec == CodecChoice::kLz4 ? CodecId::kLz4 : CodecId::kZstd;
+    CodecId codec = options_.codec == CodecChoice::kLz4       ? CodecId::kLz4
+                    : options_.codec == CodecChoice::kHuffman ? CodecId::kHuffman
+                                                              : CodecId::kZstd;
     if (word == 1) return EncodeWhole(codec, raw, out);
     CodecId plane_codecs[4] = {codec, codec, codec, codec};
     return EncodePlanar(word, plane_codecs, raw, out);
   }
 
-  // Auto: entropy decides raw versus zstd, for the chunk or for each plane.
+  // Auto: entropy decides raw versus compressed, for the chunk or for each
+  // plane. Ungrouped chunks go to zstd, whose matches help generic data;
+  // byte planes of words are close to i.i.d., so an order-0 coder gets their
+  // entropy at a fraction of zstd's cost.
   if (!analysed) analysis = AnalyzeChunk(raw);
   if (word == 1) {
     if (analysis.entropy_all >= kIncompressibleBitsPerByte) return Status::Ok();
@@ -125,7 +132,7 @@ Status ChunkEncoder::Encode(std::span<const uint8_t> raw, EncodedChunk* out) {
   bool any_compressed = false;
   for (unsigned p = 0; p < word; ++p) {
     double h = word == 2 ? analysis.entropy_mod2[p] : analysis.entropy_mod4[p];
-    plane_codecs[p] = h >= kIncompressibleBitsPerByte ? CodecId::kRaw : CodecId::kZstd;
+    plane_codecs[p] = h >= kIncompressibleBitsPerByte ? CodecId::kRaw : CodecId::kHuffman;
     any_compressed |= plane_codecs[p] != CodecId::kRaw;
   }
   if (!any_compressed) return Status::Ok();

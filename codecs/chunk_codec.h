@@ -23,7 +23,7 @@
 
 namespace vramflow {
 
-enum class CodecChoice { kAuto, kRaw, kLz4, kZstd };
+enum class CodecChoice { kAuto, kRaw, kLz4, kZstd, kHuffman };
 enum class TransformChoice { kAuto, kNone, kByteGroup2, kByteGroup4 };
 
 struct EncoderOptions {
@@ -35,8 +35,9 @@ struct EncoderOptions {
   bool detect_zero_runs = true;
 };
 
-// Parses "auto", "raw", "lz4", "zstd", "zstd:LEVEL" or "auto:LEVEL" (the
-// zstd level auto uses). Levels may be negative ("zstd:-5").
+// Parses "auto", "raw", "lz4", "zstd", "zstd:LEVEL", "huffman" or
+// "auto:LEVEL" (the zstd level auto uses for chunks it does not byte-group).
+// Levels may be negative ("zstd:-5").
 Status ParseCodecSpec(std::string_view spec, EncoderOptions* options);
 // Parses "auto", "none", "bytegroup2" (alias "bf16"/"fp16") or "bytegroup4" (alias "fp32").
 Status ParseTransformSpec(std::string_view spec, EncoderOptions* options);

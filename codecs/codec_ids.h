@@ -13,6 +13,7 @@ enum class CodecId : uint8_t {
   kRaw = 0,      // payload is the raw bytes
   kLz4 = 1,      // one LZ4 block (LZ4_compress_default format)
   kZstd = 2,     // one zstd frame
+  kHuffman = 3,  // order-0 canonical Huffman, four streams (codecs/huffman.h)
   kPlanar = 16,  // byte-grouped payload: plane table, then one payload per plane
 };
 
