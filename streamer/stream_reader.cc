@@ -23,7 +23,9 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
     FrameHeader h;
     bool end_of_input = false;
     Status s = reader.ReadFrameHeader(&h, &end_of_input);
-    if (!s.ok()) return s.WithContext("frame " + std::to_string(validator.frames_seen()));
+    if (!s.ok())
+      return s.WithContext("frame " + std::to_string(validator.frames_seen()) + " at stream offset " +
+                           std::to_string(reader.frame_offset()));
     if (end_of_input)
       return Status::Truncated("stream ends at offset " + std::to_string(reader.offset()) + " after " +
                                std::to_string(validator.frames_seen()) +
