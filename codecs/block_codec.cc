@@ -1,3 +1,4 @@
+#define ZSTD_STATIC_LINKING_ONLY  // context size estimates
 #include "codecs/block_codec.h"
 
 #include <lz4.h>
@@ -75,6 +76,12 @@ Status BlockDecompressor::Decompress(CodecId codec, std::span<const uint8_t> src
       return Status::Ok();
     }
     case CodecId::kZstd: {
+      // Exactly one frame: ZSTD_decompressDCtx would also accept several.
+      size_t frame = ZSTD_findFrameCompressedSize(src.data(), src.size());
+      if (ZSTD_isError(frame)) return Status::Corruption(std::string("zstd frame: ") + ZSTD_getErrorName(frame));
+      if (frame != src.size())
+        return Status::Corruption("zstd payload holds " + std::to_string(src.size() - frame) +
+                                  " bytes after its frame");
       size_t n = ZSTD_decompressDCtx(zstd_, dst.data(), dst.size(), src.data(), src.size());
       if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd frame: ") + ZSTD_getErrorName(n));
       if (n != dst.size())
@@ -88,6 +95,13 @@ Status BlockDecompressor::Decompress(CodecId codec, std::span<const uint8_t> src
       return Status::Corruption("codec " + CodecName(codec) + " cannot appear here");
   }
 }
+
+size_t CompressorStateBytes(int zstd_level, size_t block_size) {
+  if (zstd_level == 0) zstd_level = ZSTD_CLEVEL_DEFAULT;
+  return ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(zstd_level, block_size, 0));
+}
+
+size_t DecompressorStateBytes() { return ZSTD_estimateDCtxSize(); }
 
 int MinZstdLevel() { return std::max(ZSTD_minCLevel(), -131072); }
 int MaxZstdLevel() { return ZSTD_maxCLevel(); }

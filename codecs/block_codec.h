@@ -4,9 +4,10 @@
 // thread. Raw is handled by callers (it is a copy, or no copy at all).
 #pragma once
 
-#include <zstd.h>
 
 #include <cstddef>
+
+#include <zstd.h>
 #include <cstdint>
 #include <span>
 
@@ -47,6 +48,11 @@ class BlockDecompressor {
  private:
   ZSTD_DCtx* zstd_ = nullptr;
 };
+
+// Memory a BlockCompressor / BlockDecompressor holds after working on blocks
+// of up to `block_size` bytes (zstd contexts), for memory budgets.
+size_t CompressorStateBytes(int zstd_level, size_t block_size);
+size_t DecompressorStateBytes();
 
 // zstd's supported level range (negative levels are the fast ones).
 int MinZstdLevel();

@@ -1,5 +1,6 @@
 #include "codecs/chunk_codec.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "codecs/byte_group.h"
@@ -79,7 +80,24 @@ std::string DescribeOptions(const EncoderOptions& o) {
   return codec + ", transform " + transform;
 }
 
+size_t ChunkEncoder::MaxPayloadSize(size_t raw_size) {
+  size_t whole = BlockCompressor::Bound(raw_size);
+  size_t group2 = kPlaneEntryBytes * 2 + 2 * BlockCompressor::Bound(raw_size / 2) + 1;
+  size_t group4 = kPlaneEntryBytes * 4 + 4 * BlockCompressor::Bound(raw_size / 4) + 3;
+  return std::max({whole, group2, group4});
+}
+
+Status ChunkEncoder::EncodeInto(std::span<const uint8_t> raw, std::span<uint8_t> payload_buffer, EncodedChunk* out) {
+  if (payload_buffer.size() < MaxPayloadSize(raw.size()))
+    return Status::Internal("EncodeInto: payload buffer smaller than MaxPayloadSize");
+  external_ = payload_buffer;
+  Status s = Encode(raw, out);
+  external_ = {};
+  return s;
+}
+
 std::span<uint8_t> ChunkEncoder::Output(size_t size) {
+  if (!external_.empty()) return external_.first(size);
   if (output_.size() < size) output_.resize(size);
   return std::span<uint8_t>(output_.data(), size);
 }

@@ -65,7 +65,18 @@ class ChunkEncoder {
  public:
   explicit ChunkEncoder(EncoderOptions options) : options_(options) {}
   Status Encode(std::span<const uint8_t> raw, EncodedChunk* out);
+  // Like Encode, but an encoded payload is written into `payload_buffer`,
+  // which must hold MaxPayloadSize(raw.size()) bytes (a raw payload still
+  // points at `raw`). The encoder then keeps only ScratchBytes() of its own.
+  Status EncodeInto(std::span<const uint8_t> raw, std::span<uint8_t> payload_buffer, EncodedChunk* out);
   const EncoderOptions& options() const { return options_; }
+
+  static size_t MaxPayloadSize(size_t raw_size);
+  // Memory an encoder keeps for chunks of `raw_size` with EncodeInto:
+  // grouping scratch plus codec state.
+  static size_t MemoryBytes(const EncoderOptions& options, size_t raw_size) {
+    return raw_size + CompressorStateBytes(options.zstd_level, raw_size);
+  }
 
  private:
   Status EncodeWhole(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out);
@@ -75,11 +86,14 @@ class ChunkEncoder {
   EncoderOptions options_;
   BlockCompressor compressor_;
   std::vector<uint8_t> planes_;  // grouped bytes
-  std::vector<uint8_t> output_;  // encoded payload
+  std::vector<uint8_t> output_;  // encoded payload, unless external_ is set
+  std::span<uint8_t> external_;  // EncodeInto's buffer
 };
 
 class ChunkDecoder {
  public:
+  // Memory a decoder keeps for chunks of `raw_size`.
+  static size_t MemoryBytes(size_t raw_size) { return raw_size + DecompressorStateBytes(); }
   // Decodes `payload` into exactly dst.size() bytes.
   Status Decode(CodecId codec, TransformId transform, std::span<const uint8_t> payload, std::span<uint8_t> dst);
 

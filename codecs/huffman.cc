@@ -299,6 +299,8 @@ Status HuffmanDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
     }
     if ((bit[k] + 7) / 8 != stream_end[k])
       return Status::Corruption("huffman stream " + std::to_string(k) + " does not end where its size says");
+    if ((bit[k] & 7) && (base[bit[k] >> 3] >> (bit[k] & 7)) != 0)
+      return Status::Corruption("huffman stream " + std::to_string(k) + " has non-zero padding bits");
   }
   return Status::Ok();
 }

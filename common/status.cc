@@ -23,6 +23,7 @@ const char* CodeName(Status::Code code) {
     case Status::Code::kNotSupported: return "not supported";
     case Status::Code::kAlreadyExists: return "already exists";
     case Status::Code::kCancelled: return "cancelled";
+    case Status::Code::kTimedOut: return "timed out";
     case Status::Code::kInternal: return "internal error";
   }
   return "unknown";

@@ -26,6 +26,7 @@ class [[nodiscard]] Status {
     kNotSupported,     // valid, but not something this build can do
     kAlreadyExists,    // refusing to overwrite
     kCancelled,        // another part of the work failed first
+    kTimedOut,         // something did not happen in time (a DMA fence, a peer)
     kInternal,         // a bug in vramflow
   };
 
@@ -40,6 +41,7 @@ class [[nodiscard]] Status {
   static Status NotSupported(std::string msg) { return Status(Code::kNotSupported, std::move(msg)); }
   static Status AlreadyExists(std::string msg) { return Status(Code::kAlreadyExists, std::move(msg)); }
   static Status Cancelled(std::string msg) { return Status(Code::kCancelled, std::move(msg)); }
+  static Status TimedOut(std::string msg) { return Status(Code::kTimedOut, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
 
   bool ok() const { return state_ == nullptr; }

@@ -46,7 +46,8 @@ Status DecodeStreamHeader(const uint8_t in[kStreamHeaderSize], StreamHeader* h) 
   if (LoadLE16(in + 10) != kStreamHeaderSize)
     return Status::Corruption("stream header size " + std::to_string(LoadLE16(in + 10)) + " is not 64");
   h->flags = LoadLE32(in + 12);
-  if (h->flags != 0) return Status::NotSupported("stream header has unknown flags " + std::to_string(h->flags));
+  if (h->flags & ~kKnownStreamFlags)
+    return Status::NotSupported("stream header has unknown flags " + std::to_string(h->flags));
   h->chunk_size = LoadLE32(in + 16);
   h->zstd_level = static_cast<int8_t>(in[20]);
   if (in[21] || in[22] || in[23] || LoadLE32(in + 56))
@@ -125,6 +126,7 @@ bool GetString(std::span<const uint8_t> in, size_t* pos, std::string* s) {
 Result<std::vector<uint8_t>> EncodeObjectMetadata(const ObjectMetadata& m) {
   if (m.name.empty() || m.name.size() > kMaxObjectNameBytes)
     return Status::InvalidArgument("object name must be 1.." + std::to_string(kMaxObjectNameBytes) + " bytes");
+  if (m.name.find('\0') != std::string::npos) return Status::InvalidArgument("object name contains a NUL byte");
   if (m.attributes.size() > 0xffff) return Status::InvalidArgument("too many object attributes");
   std::vector<uint8_t> out;
   PutString(out, m.name);
@@ -160,6 +162,22 @@ Status DecodeObjectMetadata(std::span<const uint8_t> in, ObjectMetadata* m) {
   }
   if (pos != in.size())
     return Status::Corruption("object metadata: " + std::to_string(in.size() - pos) + " unexplained trailing bytes");
+  return Status::Ok();
+}
+
+void EncodeDedupRef(const DedupRef& ref, uint8_t out[kDedupRefPayloadSize]) {
+  StoreLE32(out, ref.source_object_id);
+  StoreLE32(out + 4, 0);
+  StoreLE64(out + 8, ref.source_offset);
+  StoreLE64(out + 16, ref.content.low);
+  StoreLE64(out + 24, ref.content.high);
+}
+
+Status DecodeDedupRef(const uint8_t in[kDedupRefPayloadSize], DedupRef* ref) {
+  ref->source_object_id = LoadLE32(in);
+  if (LoadLE32(in + 4) != 0) return Status::Corruption("DEDUP_REF reserved bytes are not zero");
+  ref->source_offset = LoadLE64(in + 8);
+  ref->content = Hash128{LoadLE64(in + 16), LoadLE64(in + 24)};
   return Status::Ok();
 }
 

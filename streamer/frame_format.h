@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "codecs/codec_ids.h"
+#include "common/hash.h"
 #include "common/status.h"
 
 namespace vramflow {
@@ -43,10 +44,24 @@ enum class FrameKind : uint8_t {
   kZeroRun = 3,
   kObjectEnd = 4,
   kStreamEnd = 5,
-  kDedupRef = 6,   // reserved: reference to an earlier identical chunk
+  kDedupRef = 6,   // the same bytes as an earlier DATA frame (dedup)
   kSeekIndex = 7,  // reserved: offsets of frames, for random access
 };
 std::string FrameKindName(uint8_t kind);
+
+// Stream header flags. Every bit not defined here is reserved and must be zero.
+inline constexpr uint32_t kStreamFlagDedup = 1u << 0;  // DEDUP_REF frames may appear
+inline constexpr uint32_t kKnownStreamFlags = kStreamFlagDedup;
+
+// DEDUP_REF payload: the DATA frame whose bytes these are.
+inline constexpr uint32_t kDedupRefPayloadSize = 32;
+struct DedupRef {
+  uint32_t source_object_id = 0;
+  uint64_t source_offset = 0;
+  Hash128 content;  // XXH3-128 of the bytes, the key the writer matched on
+};
+void EncodeDedupRef(const DedupRef& ref, uint8_t out[kDedupRefPayloadSize]);
+Status DecodeDedupRef(const uint8_t in[kDedupRefPayloadSize], DedupRef* ref);
 
 // Frame flags. Every bit not defined here is reserved and must be zero.
 inline constexpr uint32_t kFlagSkippable = 1u << 0;  // a reader may skip this frame if it does not know its kind

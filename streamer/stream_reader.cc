@@ -17,6 +17,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
 
   StreamHeader stream_header;
   VF_RETURN_IF_ERROR(reader.ReadStreamHeader(&stream_header));
+  validator.SetStreamHeader(stream_header);
   VF_RETURN_IF_ERROR(visitor.OnStreamHeader(stream_header));
 
   for (;;) {
@@ -42,7 +43,8 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
     payload.resize(h.payload_size);
     s = reader.ReadPayload(payload);
     if (!s.ok()) return s.WithContext(validator.Describe(h, at));
-    s = validator.Apply(h, payload);
+    DedupRef ref;
+    s = validator.Apply(h, payload, &ref);
     if (!s.ok()) return s.WithContext(validator.Describe(h, at));
 
     const ObjectState* object = validator.object(h.object_id);
@@ -67,6 +69,9 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
       }
       case FrameKind::kZeroRun:
         s = visitor.OnChunk(ChunkEvent{h, at, *object, {}, {}});
+        break;
+      case FrameKind::kDedupRef:
+        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, {}, &ref});
         break;
       case FrameKind::kObjectEnd:
         s = visitor.OnObjectEnd(*object);

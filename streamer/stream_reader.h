@@ -22,7 +22,8 @@ struct ChunkEvent {
   uint64_t stream_offset;
   const ObjectState& object;
   std::span<const uint8_t> payload;  // stored bytes (empty for zero runs)
-  std::span<const uint8_t> data;     // decoded bytes; empty for zero runs or without decoding
+  std::span<const uint8_t> data;     // decoded bytes; empty for zero runs, dedup refs or without decoding
+  const DedupRef* dedup = nullptr;   // for DEDUP_REF: the earlier DATA frame holding these bytes
 };
 
 class StreamVisitor {
@@ -30,7 +31,7 @@ class StreamVisitor {
   virtual ~StreamVisitor() = default;
   virtual Status OnStreamHeader(const StreamHeader&) { return Status::Ok(); }
   virtual Status OnObjectBegin(const ObjectState&) { return Status::Ok(); }
-  // DATA and ZERO_RUN frames, in stream order.
+  // DATA, ZERO_RUN and DEDUP_REF frames, in stream order.
   virtual Status OnChunk(const ChunkEvent&) { return Status::Ok(); }
   // Called once the object's ranges and digest are proven.
   virtual Status OnObjectEnd(const ObjectState&) { return Status::Ok(); }

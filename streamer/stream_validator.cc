@@ -52,7 +52,7 @@ std::string StreamValidator::Describe(const FrameHeader& h, uint64_t stream_offs
     s += ", object " + std::to_string(h.object_id);
     if (const ObjectState* o = object(h.object_id)) s += " '" + o->metadata.name + "'";
   }
-  if (kind == FrameKind::kData || kind == FrameKind::kZeroRun)
+  if (kind == FrameKind::kData || kind == FrameKind::kZeroRun || kind == FrameKind::kDedupRef)
     s += ", offset " + std::to_string(h.offset) + ", " + std::to_string(h.raw_size) + " bytes";
   return s + ") at stream offset " + std::to_string(stream_offset);
 }
@@ -85,14 +85,14 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
                               std::to_string(next_sequence_) + " (a frame is missing, repeated or reordered)");
   ++next_sequence_;
   auto kind = static_cast<FrameKind>(h.kind);
-  bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kStreamEnd;
+  bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kDedupRef;
   if (!known) {
     if (h.flags & kFlagSkippable) {
       ++totals_.frame_count;
       *action = FrameAction::kSkip;
       return Status::Ok();
     }
-    if (kind == FrameKind::kDedupRef || kind == FrameKind::kSeekIndex)
+    if (kind == FrameKind::kSeekIndex)
       return Status::NotSupported("frame kind " + FrameKindName(h.kind) +
                                   " is reserved by the format but not supported by this version of vramflow");
     return Status::Corruption("unknown frame kind " + std::to_string(h.kind));
@@ -136,6 +136,18 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       if (h.codec == static_cast<uint8_t>(CodecId::kRaw) && h.payload_size != h.raw_size)
         return Status::Corruption("raw payload of " + std::to_string(h.payload_size) + " bytes for " +
                                   std::to_string(h.raw_size) + " raw bytes");
+      VF_RETURN_IF_ERROR(CheckRange(*o, h));
+      o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
+      if (stream_flags_ & kStreamFlagDedup) data_frames_[{h.object_id, h.offset}] = {h.raw_size, h.raw_hash};
+      return Status::Ok();
+    }
+    case FrameKind::kDedupRef: {
+      if (!(stream_flags_ & kStreamFlagDedup))
+        return Status::Corruption("DEDUP_REF in a stream whose header does not announce dedup");
+      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+      if (h.payload_size != kDedupRefPayloadSize)
+        return Status::Corruption("DEDUP_REF payload is " + std::to_string(h.payload_size) + " bytes, expected 32");
+      if (h.raw_size > kMaxChunkSize) return Status::Corruption("DEDUP_REF larger than the chunk limit");
       VF_RETURN_IF_ERROR(CheckRange(*o, h));
       o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
       return Status::Ok();
@@ -194,8 +206,20 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
   return Status::Internal("unhandled frame kind");
 }
 
-Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> payload) {
+Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> payload, DedupRef* ref_out) {
   auto kind = static_cast<FrameKind>(h.kind);
+  if (kind == FrameKind::kDedupRef) {
+    DedupRef ref;
+    VF_RETURN_IF_ERROR(DecodeDedupRef(payload.data(), &ref));
+    auto it = data_frames_.find({ref.source_object_id, ref.source_offset});
+    if (it == data_frames_.end())
+      return Status::Corruption("DEDUP_REF names object " + std::to_string(ref.source_object_id) + " offset " +
+                                std::to_string(ref.source_offset) + ", where no earlier DATA frame is");
+    if (it->second.first != h.raw_size || it->second.second != h.raw_hash)
+      return Status::Corruption("DEDUP_REF size or hash differs from the DATA frame it names");
+    if (ref_out) *ref_out = ref;
+    return Status::Ok();
+  }
   if (kind == FrameKind::kObjectBegin) {
     if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("object metadata hash mismatch");
     return DecodeObjectMetadata(payload, &objects_[h.object_id].metadata);

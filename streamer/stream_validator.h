@@ -49,13 +49,16 @@ enum class FrameAction {
 
 class StreamValidator {
  public:
+  // The stream header read first; its flags decide what frames may follow.
+  void SetStreamHeader(const StreamHeader& header) { stream_flags_ = header.flags; }
   // Checks a frame header, read at `stream_offset`, before its payload is
   // read: everything that the header alone decides (limits, ids, ranges,
   // overlaps, OBJECT_END completeness and digest).
   Status CheckHeader(const FrameHeader& header, uint64_t stream_offset, FrameAction* action);
   // Completes a processed frame once its payload is in memory: parses and
-  // hash-checks OBJECT_BEGIN metadata and STREAM_END totals.
-  Status Apply(const FrameHeader& header, std::span<const uint8_t> payload);
+  // hash-checks OBJECT_BEGIN metadata and STREAM_END totals, and resolves a
+  // DEDUP_REF against the DATA frame it names (*ref receives it).
+  Status Apply(const FrameHeader& header, std::span<const uint8_t> payload, DedupRef* ref = nullptr);
 
   bool complete() const { return complete_; }
   uint64_t frames_seen() const { return next_sequence_; }
@@ -71,6 +74,10 @@ class StreamValidator {
   Status CheckRange(ObjectState& object, const FrameHeader& header);
 
   std::map<uint32_t, ObjectState> objects_;
+  uint32_t stream_flags_ = 0;
+  // DATA frames by (object, offset) -> (raw_size, raw_hash), kept only in
+  // dedup streams, for checking DEDUP_REF frames: about 80 bytes per chunk.
+  std::map<std::pair<uint32_t, uint64_t>, std::pair<uint64_t, uint64_t>> data_frames_;
   size_t open_objects_ = 0;
   uint64_t next_sequence_ = 0;
   StreamTotals totals_;  // as counted while reading

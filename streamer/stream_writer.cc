@@ -107,6 +107,31 @@ Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_
   return WriteFrame(h, chunk.payload);
 }
 
+Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
+                                 const DedupRef& ref) {
+  VF_RETURN_IF_ERROR(failed_);
+  if (!(header_.flags & kStreamFlagDedup)) return Status::Internal("DEDUP_REF in a stream without the dedup flag");
+  auto it = open_.find(object_id);
+  if (it == open_.end()) return Status::Internal("AddDedupRef for object " + std::to_string(object_id) + " that is not open");
+  OpenObject& object = it->second;
+  if (raw_size == 0 || raw_size > kMaxChunkSize || offset > object.size || raw_size > object.size - offset)
+    return Status::Internal("dedup reference does not fit object '" + object.name + "'");
+  object.covered += raw_size;
+  VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
+  uint8_t payload[kDedupRefPayloadSize];
+  EncodeDedupRef(ref, payload);
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kDedupRef);
+  h.object_id = object_id;
+  h.offset = offset;
+  h.raw_size = raw_size;
+  h.raw_hash = raw_hash;
+  object.digest += ObjectDigestTerm(offset, raw_size, raw_hash);
+  ++stats_.dedup_frames;
+  stats_.dedup_bytes += raw_size;
+  return WriteFrame(h, payload);
+}
+
 Status StreamWriter::EndObject(uint32_t object_id) {
   VF_RETURN_IF_ERROR(failed_);
   auto it = open_.find(object_id);

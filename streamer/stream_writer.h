@@ -21,6 +21,8 @@ namespace vramflow {
 
 struct WriterStats {
   uint64_t data_frames = 0;
+  uint64_t dedup_frames = 0;
+  uint64_t dedup_bytes = 0;
   uint64_t zero_frames = 0;
   uint64_t zero_bytes = 0;
   uint64_t stored_payload_bytes = 0;  // DATA payload bytes
@@ -39,6 +41,10 @@ class StreamWriter {
   Result<uint32_t> BeginObject(const ObjectMetadata& metadata, uint64_t size);
   // Adds one encoded chunk of `raw_size` bytes at `offset` of the object.
   Status AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk);
+  // Adds `raw_size` bytes at `offset` that are identical to the DATA frame
+  // written earlier at (source_object_id, source_offset) with `raw_hash`.
+  // The stream header must carry kStreamFlagDedup.
+  Status AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash, const DedupRef& ref);
   // Closes the object; all of [0, size) must have been added.
   Status EndObject(uint32_t object_id);
   // Writes STREAM_END; every object must be ended. Does not Commit() the sink.

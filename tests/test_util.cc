@@ -112,6 +112,11 @@ class CollectVisitor final : public StreamVisitor {
     if (b.size() < e.header.offset + e.header.raw_size) b.resize(e.header.offset + e.header.raw_size);
     if (e.header.kind == static_cast<uint8_t>(FrameKind::kData))
       std::copy(e.data.begin(), e.data.end(), b.begin() + static_cast<ptrdiff_t>(e.header.offset));
+    if (e.dedup) {
+      const std::vector<uint8_t>& src = objects[by_id.at(e.dedup->source_object_id)].bytes;
+      auto from = src.begin() + static_cast<ptrdiff_t>(e.dedup->source_offset);
+      std::copy(from, from + static_cast<ptrdiff_t>(e.header.raw_size), b.begin() + static_cast<ptrdiff_t>(e.header.offset));
+    }
     return Status::Ok();
   }
   Status OnObjectEnd(const ObjectState& o) override {
