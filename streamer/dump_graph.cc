@@ -1,0 +1,299 @@
+// The dump graph (see pipeline.h).
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+
+#include "codecs/chunk_analysis.h"
+#include "common/hash.h"
+#include "streamer/dma_completer.h"
+#include "streamer/memory_budget.h"
+#include "streamer/pipeline.h"
+#include "streamer/pipeline_common.h"
+#include "streamer/slot_pool.h"
+#include "streamer/stream_writer.h"
+
+namespace vramflow {
+namespace {
+
+namespace flow = oneapi::tbb::flow;
+
+struct DumpJob {
+  enum Kind : uint8_t { kBegin, kChunk, kEnd };
+  uint64_t seq = 0;
+  Kind kind = kChunk;
+  uint32_t source = 0;
+  uint32_t ring = 0;
+  uint64_t offset = 0;
+  uint32_t size = 0;
+  uint32_t slot = 0;
+  bool zero = false;
+  bool duplicate = false;
+  Hash128 content;
+  uint32_t ref_source = 0;
+  uint64_t ref_offset = 0;
+  EncodedChunk encoded;
+};
+
+// Produces jobs in stream order: BEGIN, chunks, END for each object, taking
+// one job per device in turn so every device's DMA stays busy.
+class JobGenerator {
+ public:
+  JobGenerator(const std::vector<DumpSource>& sources, uint32_t chunk_size)
+      : sources_(sources), chunk_size_(chunk_size) {
+    std::map<Device*, size_t> lane_of;
+    for (uint32_t i = 0; i < sources.size(); ++i) {
+      auto [it, inserted] = lane_of.emplace(sources[i].device, lanes_.size());
+      if (inserted) lanes_.push_back(Lane{});
+      lanes_[it->second].pending.push_back(i);
+    }
+  }
+
+  bool Next(DumpJob* job) {
+    for (size_t tried = 0; tried < lanes_.size(); ++tried) {
+      Lane& lane = lanes_[cursor_];
+      cursor_ = (cursor_ + 1) % lanes_.size();
+      if (NextInLane(lane, job)) {
+        job->seq = next_seq_++;
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  struct Lane {
+    std::deque<uint32_t> pending;
+    bool begun = false;
+    uint64_t offset = 0;
+    uint32_t next_ring = 0;
+  };
+
+  bool NextInLane(Lane& lane, DumpJob* job) {
+    if (lane.pending.empty()) return false;
+    *job = DumpJob{};
+    job->source = lane.pending.front();
+    const DumpSource& s = sources_[job->source];
+    if (!lane.begun) {
+      lane.begun = true;
+      lane.offset = 0;
+      job->kind = DumpJob::kBegin;
+    } else if (lane.offset < s.size) {
+      job->kind = DumpJob::kChunk;
+      job->offset = lane.offset;
+      job->size = static_cast<uint32_t>(std::min<uint64_t>(chunk_size_, s.size - lane.offset));
+      job->ring = lane.next_ring++ % s.device->RingCount();
+      lane.offset += job->size;
+    } else {
+      job->kind = DumpJob::kEnd;
+      lane.pending.pop_front();
+      lane.begun = false;
+    }
+    return true;
+  }
+
+  const std::vector<DumpSource>& sources_;
+  const uint32_t chunk_size_;
+  std::vector<Lane> lanes_;
+  size_t cursor_ = 0;
+  uint64_t next_seq_ = 0;
+};
+
+struct Hash128Less {
+  bool operator()(const Hash128& a, const Hash128& b) const {
+    return a.high != b.high ? a.high < b.high : a.low < b.low;
+  }
+};
+
+std::string Where(const DumpSource& s, const DumpJob& job) {
+  return "object '" + s.metadata.name + "' on " + s.device->Describe() + " at offset " + std::to_string(job.offset);
+}
+
+}  // namespace
+
+Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& options,
+               PipelineStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  const unsigned threads = ResolveThreads(options.threads);
+  const uint32_t chunk = options.chunk_size;
+  if (chunk == 0 || chunk > kMaxChunkSize) return Status::InvalidArgument("chunk size must be 1 byte .. 64 MiB");
+
+  std::vector<Device*> devices;
+  uint32_t rings = 0;
+  for (const DumpSource& s : sources) {
+    if (!s.device) return Status::InvalidArgument("dump source '" + s.metadata.name + "' has no device");
+    if (std::find(devices.begin(), devices.end(), s.device) == devices.end()) {
+      devices.push_back(s.device);
+      rings += s.device->RingCount();
+    }
+  }
+
+  MemoryBudget budget(options.max_memory);
+  VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * ChunkEncoder::MemoryBytes(options.encoder, chunk),
+                                   "codec state for " + std::to_string(threads) + " threads"));
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<SlotPool> pool,
+                      SlotPool::Create(&budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
+                                       /*max_slots=*/2 * rings + 3 * threads + 4));
+  std::vector<size_t> device_index(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) device_index[i] = pool->DeviceIndex(sources[i].device);
+
+  StreamHeader header;
+  header.chunk_size = chunk;
+  header.zstd_level = static_cast<int8_t>(std::clamp(options.encoder.zstd_level, -128, 127));
+  header.producer = options.producer;
+  header.flags = options.dedup ? kStreamFlagDedup : 0;
+  StreamWriter writer(sink, header);
+  VF_RETURN_IF_ERROR(writer.Start());
+
+  ErrorLatch errors;
+  JobGenerator generator(sources, chunk);
+  std::vector<uint32_t> object_ids(sources.size(), 0);
+  std::map<Hash128, std::pair<uint32_t, uint64_t>, Hash128Less> first_seen;  // content -> (source, offset)
+  uint64_t done_bytes = 0;
+  DmaCompleter completer(options.dma_timeout);
+
+  oneapi::tbb::task_arena arena(static_cast<int>(threads));
+  arena.execute([&] {
+    oneapi::tbb::enumerable_thread_specific<ChunkEncoder> encoders(options.encoder);
+    flow::graph g;
+
+    flow::input_node<DumpJob> generate(g, [&](oneapi::tbb::flow_control& fc) {
+      DumpJob job;
+      if (errors.failed() || !generator.Next(&job)) fc.stop();
+      return job;
+    });
+    flow::queue_node<uint32_t> free_slots(g);
+    flow::join_node<std::tuple<DumpJob, uint32_t>, flow::reserving> take_slot(g);
+    flow::function_node<std::tuple<DumpJob, uint32_t>, DumpJob> attach(
+        g, flow::unlimited, [](const std::tuple<DumpJob, uint32_t>& t) {
+          DumpJob job = std::get<0>(t);
+          job.slot = std::get<1>(t);
+          return job;
+        });
+
+    using DmaNode = flow::async_node<DumpJob, DumpJob>;
+    DmaNode dma(g, flow::unlimited, [&](const DumpJob& job, DmaNode::gateway_type& gateway) {
+      if (job.kind != DumpJob::kChunk || errors.failed()) {
+        gateway.try_put(job);
+        return;
+      }
+      const DumpSource& s = sources[job.source];
+      Slot& slot = pool->slot(job.slot);
+      Result<DmaFence> fence = s.device->SubmitCopy(job.ring, DmaDirection::kDeviceToHost, s.bo, job.offset,
+                                                    slot.staging_handles[device_index[job.source]], 0, job.size);
+      if (!fence.ok()) {
+        errors.Set(fence.status().WithContext("DMA read of " + Where(s, job)));
+        gateway.try_put(job);
+        return;
+      }
+      gateway.reserve_wait();
+      completer.Watch(s.device, *fence, [&, job, gw = &gateway](Status status) {
+        if (!status.ok()) errors.Set(status.WithContext("DMA read of " + Where(sources[job.source], job)));
+        gw->try_put(job);
+        gw->release_wait();
+      });
+    });
+
+    flow::function_node<DumpJob, DumpJob> analyze(g, flow::unlimited, [&](DumpJob job) {
+      if (job.kind != DumpJob::kChunk || errors.failed()) return job;
+      std::span<const uint8_t> data(pool->slot(job.slot).staging.data(), job.size);
+      job.zero = options.encoder.detect_zero_runs && IsAllZero(data);
+      if (!job.zero && options.dedup) job.content = HashContent128(data.data(), data.size());
+      return job;
+    });
+    flow::sequencer_node<DumpJob> order_for_dedup(g, [](const DumpJob& job) { return job.seq; });
+    flow::function_node<DumpJob, DumpJob> dedup(g, flow::serial, [&](DumpJob job) {
+      if (job.kind != DumpJob::kChunk || job.zero || !options.dedup || errors.failed()) return job;
+      auto [it, inserted] = first_seen.emplace(job.content, std::make_pair(job.source, job.offset));
+      if (!inserted) {
+        const auto& [ref_source, ref_offset] = it->second;
+        uint64_t ref_size = std::min<uint64_t>(chunk, sources[ref_source].size - ref_offset);
+        if (ref_size == job.size) {
+          job.duplicate = true;
+          job.ref_source = ref_source;
+          job.ref_offset = ref_offset;
+        }
+      }
+      return job;
+    });
+    flow::function_node<DumpJob, DumpJob> encode(g, flow::unlimited, [&](DumpJob job) {
+      if (job.kind != DumpJob::kChunk || errors.failed()) return job;
+      Slot& slot = pool->slot(job.slot);
+      std::span<const uint8_t> data(slot.staging.data(), job.size);
+      if (job.zero) {
+        job.encoded.zero_run = true;
+      } else if (job.duplicate) {
+        job.encoded.raw_hash = Hash64(data.data(), data.size());
+      } else {
+        Status s = encoders.local().EncodeInto(data, std::span<uint8_t>(slot.payload.data(), slot.payload.size()),
+                                               &job.encoded);
+        if (!s.ok()) errors.Set(s.WithContext("encoding " + Where(sources[job.source], job)));
+      }
+      return job;
+    });
+    flow::sequencer_node<DumpJob> order_for_write(g, [](const DumpJob& job) { return job.seq; });
+    flow::function_node<DumpJob, uint32_t> write(g, flow::serial, [&](const DumpJob& job) {
+      if (errors.failed()) return job.slot;
+      const DumpSource& s = sources[job.source];
+      Status status;
+      switch (job.kind) {
+        case DumpJob::kBegin: {
+          Result<uint32_t> id = writer.BeginObject(s.metadata, s.size);
+          if (id.ok()) object_ids[job.source] = *id;
+          status = id.status();
+          break;
+        }
+        case DumpJob::kChunk:
+          if (job.duplicate) {
+            DedupRef ref{object_ids[job.ref_source], job.ref_offset, job.content};
+            status = writer.AddDedupRef(object_ids[job.source], job.offset, job.size, job.encoded.raw_hash, ref);
+          } else {
+            status = writer.AddChunk(object_ids[job.source], job.offset, job.size, job.encoded);
+          }
+          done_bytes += job.size;
+          if (options.progress) options.progress(done_bytes);
+          break;
+        case DumpJob::kEnd:
+          status = writer.EndObject(object_ids[job.source]);
+          break;
+      }
+      if (!status.ok()) errors.Set(status.WithContext("writing " + Where(s, job) + " to " + sink->Describe()));
+      return job.slot;
+    });
+
+    flow::make_edge(generate, flow::input_port<0>(take_slot));
+    flow::make_edge(free_slots, flow::input_port<1>(take_slot));
+    flow::make_edge(take_slot, attach);
+    flow::make_edge(attach, dma);
+    flow::make_edge(dma, analyze);
+    flow::make_edge(analyze, order_for_dedup);
+    flow::make_edge(order_for_dedup, dedup);
+    flow::make_edge(dedup, encode);
+    flow::make_edge(encode, order_for_write);
+    flow::make_edge(order_for_write, write);
+    flow::make_edge(write, free_slots);
+
+    for (uint32_t i = 0; i < pool->size(); ++i) free_slots.try_put(i);
+    generate.activate();
+    g.wait_for_all();
+  });
+
+  VF_RETURN_IF_ERROR(errors.status());
+  VF_RETURN_IF_ERROR(writer.Finish());
+  stats->objects = sources.size();
+  stats->raw_bytes = done_bytes;
+  stats->stream_bytes = writer.bytes_written();
+  stats->zero_bytes = writer.stats().zero_bytes;
+  stats->dedup_bytes = writer.stats().dedup_bytes;
+  stats->data_chunks = writer.stats().data_frames;
+  stats->slots = pool->size();
+  stats->budget_peak = budget.peak();
+  stats->threads = threads;
+  stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::Ok();
+}
+
+}  // namespace vramflow

@@ -1,0 +1,85 @@
+// The dump and restore pipelines: oneTBB flow graphs that move objects
+// between devices and a chunk stream, overlapping DMA, codec work and I/O
+// across every core, object, ring and device, inside one memory budget.
+//
+// Dump:    generate jobs -> (slot token) -> DMA read into staging
+//          -> zero check + content hash (parallel) -> [in order] dedup
+//          -> encode (parallel) -> [in order] write frames -> slot back
+// Restore: (slot token) -> read + check frames (serial) -> decode + hash
+//          check (parallel) -> DMA write into the BO -> slot back;
+//          dedup references are copied device-side at the end.
+//
+// Every buffer comes from a fixed slot pool charged to the budget; a job
+// holds a slot from entry to exit, so nothing queues without bound. The
+// first error (sink, DMA, fence timeout, corrupt frame) stops the
+// generator or reader, in-flight jobs drain without doing work, and that
+// one error is returned. Output is deterministic for the same input and
+// options.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "codecs/chunk_codec.h"
+#include "streamer/device.h"
+#include "streamer/frame_format.h"
+#include "streamer/stream_validator.h"
+#include "transport/byte_stream.h"
+
+namespace vramflow {
+
+struct PipelineOptions {
+  EncoderOptions encoder;
+  uint32_t chunk_size = 1u << 20;
+  uint64_t max_memory = 256ull << 20;  // every buffer of the pipeline together
+  unsigned threads = 0;                // worker threads; 0 = every core
+  bool dedup = true;                   // dump: identical chunks become references
+  std::chrono::milliseconds dma_timeout{30000};
+  std::string producer = "vramflow";
+  // Called from a serial stage with the raw bytes done so far.
+  std::function<void(uint64_t)> progress;
+};
+
+struct PipelineStats {
+  uint64_t objects = 0;
+  uint64_t raw_bytes = 0;
+  uint64_t stream_bytes = 0;
+  uint64_t zero_bytes = 0;
+  uint64_t dedup_bytes = 0;
+  uint64_t data_chunks = 0;
+  uint64_t slots = 0;
+  uint64_t budget_peak = 0;  // highest charge against the memory budget
+  unsigned threads = 0;
+  double seconds = 0;
+};
+
+// One object to dump: a BO of `device`, imported by the caller.
+struct DumpSource {
+  Device* device = nullptr;
+  uint32_t bo = 0;
+  uint64_t size = 0;
+  ObjectMetadata metadata;
+};
+
+// Dumps `sources` as one stream into `sink` (not committed: the caller
+// commits once this returns OK).
+Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& options,
+               PipelineStats* stats);
+
+// Where one object of a stream is restored to.
+struct RestoreTarget {
+  Device* device = nullptr;
+  uint32_t bo = 0;
+};
+// Called (from the serial reader) for each OBJECT_BEGIN; every target's
+// device must be in `devices` passed to RunRestore.
+using RestoreResolver = std::function<Result<RestoreTarget>(const ObjectState& object)>;
+
+// Restores a stream. Returns OK only when the stream was complete and
+// intact and every byte of every object reached its device.
+Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const RestoreResolver& resolve,
+                  const PipelineOptions& options, PipelineStats* stats);
+
+}  // namespace vramflow

@@ -1,0 +1,351 @@
+// The restore graph (see pipeline.h).
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <chrono>
+#include <map>
+
+#include "common/hash.h"
+#include "common/units.h"
+#include "streamer/dma_completer.h"
+#include "streamer/frame_reader.h"
+#include "streamer/memory_budget.h"
+#include "streamer/pipeline.h"
+#include "streamer/pipeline_common.h"
+#include "streamer/slot_pool.h"
+
+namespace vramflow {
+namespace {
+
+namespace flow = oneapi::tbb::flow;
+
+struct RestoreJob {
+  enum Kind : uint8_t { kData, kZero };
+  Kind kind = kData;
+  uint32_t slot = 0;
+  RestoreTarget target;
+  size_t device_index = 0;
+  uint32_t ring = 0;
+  uint64_t offset = 0;
+  uint32_t size = 0;
+  uint8_t codec = 0;
+  uint8_t transform = 0;
+  uint32_t payload_size = 0;
+  uint64_t raw_hash = 0;
+  uint64_t frame = 0;          // sequence number, for messages
+  uint64_t stream_offset = 0;  // of the frame header, for messages
+  const std::string* object_name = nullptr;
+};
+
+std::string Where(const RestoreJob& job) {
+  return "frame " + std::to_string(job.frame) + " (object '" + *job.object_name + "', offset " +
+         std::to_string(job.offset) + ", " + std::to_string(job.size) + " bytes) at stream offset " +
+         std::to_string(job.stream_offset);
+}
+
+struct PendingRef {
+  RestoreTarget target;
+  uint64_t offset;
+  uint32_t size;
+  uint32_t source_object;
+  uint64_t source_offset;
+};
+
+// The serial front of the graph: reads frames, checks them, and turns each
+// DATA frame or zero-run piece into a job for the slot it was given.
+class FrameSource {
+ public:
+  FrameSource(ByteSource* source, const RestoreResolver& resolve, ErrorLatch* errors)
+      : reader_(source), resolve_(resolve), errors_(errors) {}
+
+  Status ReadStreamHeader(StreamHeader* header) {
+    VF_RETURN_IF_ERROR(reader_.ReadStreamHeader(header));
+    validator_.SetStreamHeader(*header);
+    return Status::Ok();
+  }
+  // The buffers DATA payloads are read into; set before Next().
+  void UsePool(SlotPool* pool, uint32_t slot_size) {
+    pool_ = pool;
+    slot_size_ = slot_size;
+  }
+
+  // Fills `job` for `slot`; false when the stream is done or failed.
+  bool Next(uint32_t slot, RestoreJob* job) {
+    if (done_ || errors_->failed()) return false;
+    Status s = NextJob(slot, job);
+    if (!s.ok()) {
+      errors_->Set(s);
+      done_ = true;
+      return false;
+    }
+    return !done_;
+  }
+
+  bool complete() const { return validator_.complete(); }
+  const std::vector<PendingRef>& refs() const { return refs_; }
+  const std::map<uint32_t, RestoreTarget>& targets() const { return targets_; }
+  uint64_t raw_bytes() const { return validator_.totals().raw_bytes; }
+  uint64_t objects() const { return validator_.totals().object_count; }
+  uint64_t stream_bytes() const { return reader_.offset(); }
+  uint64_t zero_bytes() const { return zero_bytes_; }
+  uint64_t dedup_bytes() const { return dedup_bytes_; }
+  uint64_t data_chunks() const { return data_chunks_; }
+
+ private:
+  Status NextJob(uint32_t slot, RestoreJob* job) {
+    for (;;) {
+      if (zero_left_ > 0) {  // hand out the next piece of a zero run
+        *job = zero_job_;
+        job->slot = slot;
+        job->size = static_cast<uint32_t>(std::min<uint64_t>(zero_left_, slot_size_));
+        job->ring = next_ring_++ % job->target.device->RingCount();
+        zero_job_.offset += job->size;
+        zero_left_ -= job->size;
+        return Status::Ok();
+      }
+      FrameHeader h;
+      bool end_of_input = false;
+      Status s = reader_.ReadFrameHeader(&h, &end_of_input);
+      if (!s.ok())
+        return s.WithContext("frame " + std::to_string(validator_.frames_seen()) + " at stream offset " +
+                             std::to_string(reader_.frame_offset()));
+      if (end_of_input)
+        return Status::Truncated("stream ends at offset " + std::to_string(reader_.offset()) + " after " +
+                                 std::to_string(validator_.frames_seen()) +
+                                 " frames without a STREAM_END frame: the stream is incomplete");
+      const uint64_t at = reader_.frame_offset();
+      FrameAction action;
+      s = validator_.CheckHeader(h, at, &action);
+      if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
+      if (action == FrameAction::kSkip) {
+        VF_RETURN_IF_ERROR(reader_.SkipPayload(h.payload_size).WithContext(validator_.Describe(h, at)));
+        continue;
+      }
+      auto kind = static_cast<FrameKind>(h.kind);
+      if (kind == FrameKind::kData) {
+        if (h.raw_size > slot_size_)
+          return Status::NotSupported(validator_.Describe(h, at) + ": chunk of " + std::to_string(h.raw_size) +
+                                      " bytes is larger than the restore buffers (" + std::to_string(slot_size_) +
+                                      " bytes, from the stream header's chunk size)");
+        Slot& buffers = pool_->slot(slot);
+        s = reader_.ReadPayload(std::span<uint8_t>(buffers.payload.data(), h.payload_size));
+        if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
+        *job = MakeJob(h, at, RestoreJob::kData);
+        job->slot = slot;
+        job->size = static_cast<uint32_t>(h.raw_size);
+        job->codec = h.codec;
+        job->transform = h.transform;
+        job->payload_size = h.payload_size;
+        job->raw_hash = h.raw_hash;
+        ++data_chunks_;
+        return Status::Ok();
+      }
+      small_.resize(h.payload_size);
+      s = reader_.ReadPayload(small_);
+      if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
+      DedupRef ref;
+      s = validator_.Apply(h, small_, &ref);
+      if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
+      switch (kind) {
+        case FrameKind::kObjectBegin: {
+          const ObjectState* object = validator_.object(h.object_id);
+          Result<RestoreTarget> target = resolve_(*object);
+          if (!target.ok()) return target.status().WithContext("restoring object '" + object->metadata.name + "'");
+          if (pool_->DeviceIndex(target->device) >= pool_->device_count())
+            return Status::InvalidArgument("restore target for '" + object->metadata.name + "' is on an unknown device");
+          targets_[h.object_id] = *target;
+          break;
+        }
+        case FrameKind::kZeroRun:
+          zero_job_ = MakeJob(h, at, RestoreJob::kZero);
+          zero_left_ = h.raw_size;
+          zero_bytes_ += h.raw_size;
+          break;
+        case FrameKind::kDedupRef:
+          refs_.push_back(PendingRef{targets_.at(h.object_id), h.offset, static_cast<uint32_t>(h.raw_size),
+                                     ref.source_object_id, ref.source_offset});
+          dedup_bytes_ += h.raw_size;
+          break;
+        case FrameKind::kStreamEnd:
+          VF_RETURN_IF_ERROR(reader_.ExpectEnd());
+          done_ = true;
+          return Status::Ok();
+        default:
+          break;  // OBJECT_END: fully checked by the validator
+      }
+    }
+  }
+
+  RestoreJob MakeJob(const FrameHeader& h, uint64_t at, RestoreJob::Kind kind) {
+    RestoreJob job;
+    job.kind = kind;
+    job.target = targets_.at(h.object_id);
+    job.device_index = pool_->DeviceIndex(job.target.device);
+    job.ring = next_ring_++ % job.target.device->RingCount();
+    job.offset = h.offset;
+    job.frame = h.sequence;
+    job.stream_offset = at;
+    job.object_name = &validator_.object(h.object_id)->metadata.name;
+    return job;
+  }
+
+  FrameReader reader_;
+  StreamValidator validator_;
+  const RestoreResolver& resolve_;
+  SlotPool* pool_ = nullptr;
+  uint32_t slot_size_ = 0;
+  ErrorLatch* errors_;
+  bool done_ = false;
+  std::map<uint32_t, RestoreTarget> targets_;
+  std::vector<PendingRef> refs_;
+  std::vector<uint8_t> small_;
+  RestoreJob zero_job_;
+  uint64_t zero_left_ = 0;
+  uint32_t next_ring_ = 0;
+  uint64_t zero_bytes_ = 0;
+  uint64_t dedup_bytes_ = 0;
+  uint64_t data_chunks_ = 0;
+};
+
+// Copies one range device-side through a staging buffer: read, wait, write, wait.
+Status CopyThroughStaging(const RestoreTarget& from, uint64_t from_offset, const RestoreTarget& to, uint64_t to_offset,
+                          uint32_t size, uint32_t from_staging, uint32_t to_staging, std::chrono::milliseconds timeout) {
+  VF_ASSIGN_OR_RETURN(DmaFence read, from.device->SubmitCopy(0, DmaDirection::kDeviceToHost, from.bo, from_offset,
+                                                             from_staging, 0, size));
+  VF_RETURN_IF_ERROR(from.device->WaitFence(read, timeout));
+  VF_ASSIGN_OR_RETURN(DmaFence write,
+                      to.device->SubmitCopy(0, DmaDirection::kHostToDevice, to.bo, to_offset, to_staging, 0, size));
+  return to.device->WaitFence(write, timeout);
+}
+
+}  // namespace
+
+Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const RestoreResolver& resolve,
+                  const PipelineOptions& options, PipelineStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  const unsigned threads = ResolveThreads(options.threads);
+  uint32_t rings = 0;
+  for (Device* d : devices) rings += d->RingCount();
+
+  // The stream header says how large its chunks are; restore buffers match it.
+  ErrorLatch errors;
+  FrameSource frame_source(source, resolve, &errors);
+  FrameSource* frames = &frame_source;
+  StreamHeader header;
+  VF_RETURN_IF_ERROR(frames->ReadStreamHeader(&header));
+  uint32_t slot_size = options.chunk_size;
+  if (header.chunk_size > 0 && header.chunk_size <= kMaxChunkSize) slot_size = header.chunk_size;
+  MemoryBudget budget(options.max_memory);
+  std::unique_ptr<SlotPool> pool;
+  VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * ChunkDecoder::MemoryBytes(slot_size),
+                                   "decoder state for " + std::to_string(threads) + " threads"));
+  VF_ASSIGN_OR_RETURN(BudgetedBuffer zeros, BudgetedBuffer::Allocate(&budget, slot_size, "zero buffer"));
+  VF_ASSIGN_OR_RETURN(pool, SlotPool::Create(&budget, devices, slot_size, slot_size, /*min_slots=*/2,
+                                             /*max_slots=*/2 * rings + 3 * threads + 4));
+  std::vector<uint32_t> zero_handles;
+  for (Device* d : devices) {
+    VF_ASSIGN_OR_RETURN(uint32_t handle, d->RegisterStaging(zeros.data(), zeros.size()));
+    zero_handles.push_back(handle);
+  }
+  struct Unregister {
+    const std::vector<Device*>& devices;
+    std::vector<uint32_t>& handles;
+    ~Unregister() {
+      for (size_t i = 0; i < handles.size(); ++i) (void)devices[i]->UnregisterStaging(handles[i]);
+    }
+  } unregister{devices, zero_handles};
+
+  frames->UsePool(pool.get(), slot_size);
+  uint64_t done_bytes = 0;
+  DmaCompleter completer(options.dma_timeout);
+
+  oneapi::tbb::task_arena arena(static_cast<int>(threads));
+  arena.execute([&] {
+    oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders;
+    flow::graph g;
+    flow::queue_node<uint32_t> free_slots(g);
+    using ReadNode = flow::multifunction_node<uint32_t, std::tuple<RestoreJob>>;
+    ReadNode read(g, flow::serial, [&](uint32_t slot, ReadNode::output_ports_type& out) {
+      RestoreJob job;
+      if (frames->Next(slot, &job)) std::get<0>(out).try_put(job);
+    });
+    flow::function_node<RestoreJob, RestoreJob> decode(g, flow::unlimited, [&](RestoreJob job) {
+      if (job.kind != RestoreJob::kData || errors.failed()) return job;
+      Slot& slot = pool->slot(job.slot);
+      std::span<uint8_t> dst(slot.staging.data(), job.size);
+      Status s = decoders.local().Decode(static_cast<CodecId>(job.codec), static_cast<TransformId>(job.transform),
+                                         std::span<const uint8_t>(slot.payload.data(), job.payload_size), dst);
+      if (s.ok() && Hash64(dst.data(), dst.size()) != job.raw_hash)
+        s = Status::Corruption("payload hash mismatch: decoded bytes hash to " + HexHash(Hash64(dst.data(), dst.size())) +
+                               ", frame says " + HexHash(job.raw_hash));
+      if (!s.ok()) errors.Set(s.WithContext(Where(job)));
+      return job;
+    });
+    using DmaNode = flow::async_node<RestoreJob, RestoreJob>;
+    DmaNode dma(g, flow::unlimited, [&](const RestoreJob& job, DmaNode::gateway_type& gateway) {
+      if (errors.failed()) {
+        gateway.try_put(job);
+        return;
+      }
+      uint32_t staging = job.kind == RestoreJob::kZero ? zero_handles[job.device_index]
+                                                        : pool->slot(job.slot).staging_handles[job.device_index];
+      Result<DmaFence> fence = job.target.device->SubmitCopy(job.ring, DmaDirection::kHostToDevice, job.target.bo,
+                                                             job.offset, staging, 0, job.size);
+      if (!fence.ok()) {
+        errors.Set(fence.status().WithContext("DMA write for " + Where(job)));
+        gateway.try_put(job);
+        return;
+      }
+      gateway.reserve_wait();
+      completer.Watch(job.target.device, *fence, [&, job, gw = &gateway](Status status) {
+        if (!status.ok()) errors.Set(status.WithContext("DMA write for " + Where(job)));
+        gw->try_put(job);
+        gw->release_wait();
+      });
+    });
+    flow::function_node<RestoreJob, uint32_t> account(g, flow::serial, [&](const RestoreJob& job) {
+      done_bytes += job.size;
+      if (options.progress && !errors.failed()) options.progress(done_bytes);
+      return job.slot;
+    });
+
+    flow::make_edge(free_slots, read);
+    flow::make_edge(flow::output_port<0>(read), decode);
+    flow::make_edge(decode, dma);
+    flow::make_edge(dma, account);
+    flow::make_edge(account, free_slots);
+
+    for (uint32_t i = 0; i < pool->size(); ++i) free_slots.try_put(i);
+    g.wait_for_all();
+  });
+
+  VF_RETURN_IF_ERROR(errors.status());
+  if (!frames->complete()) return Status::Internal("restore graph stopped before STREAM_END without an error");
+
+  // Dedup references: copy from where the first copy of the bytes now lives.
+  Slot& scratch = pool->slot(0);
+  for (const PendingRef& ref : frames->refs()) {
+    const RestoreTarget& from = frames->targets().at(ref.source_object);
+    Status s = CopyThroughStaging(from, ref.source_offset, ref.target, ref.offset, ref.size,
+                                  scratch.staging_handles[pool->DeviceIndex(from.device)],
+                                  scratch.staging_handles[pool->DeviceIndex(ref.target.device)], options.dma_timeout);
+    if (!s.ok()) return s.WithContext("copying a deduplicated chunk to offset " + std::to_string(ref.offset));
+  }
+  done_bytes = frames->raw_bytes();
+  if (options.progress) options.progress(done_bytes);
+
+  stats->objects = frames->objects();
+  stats->raw_bytes = done_bytes;
+  stats->stream_bytes = frames->stream_bytes();
+  stats->zero_bytes = frames->zero_bytes();
+  stats->dedup_bytes = frames->dedup_bytes();
+  stats->data_chunks = frames->data_chunks();
+  stats->slots = pool->size();
+  stats->budget_peak = budget.peak();
+  stats->threads = threads;
+  stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::Ok();
+}
+
+}  // namespace vramflow
