@@ -44,62 +44,12 @@ BoMapping& BoMapping::operator=(BoMapping&& other) noexcept {
   return *this;
 }
 
-SimDevice::SimDevice(std::string name, SimDeviceOptions options) : name_(std::move(name)), options_(options) {
-  uint32_t rings = std::max<uint32_t>(1, options_.rings);
-  for (uint32_t i = 0; i < rings; ++i) rings_.push_back(std::make_unique<Ring>());
-  for (auto& ring : rings_) ring->worker = std::thread([this, r = ring.get()] { RunRing(*r); });
-}
+SimDevice::SimDevice(std::string name, SimDeviceOptions options)
+    : name_(std::move(name)),
+      options_(options),
+      rings_("sim " + name_, options.rings, options.bytes_per_second, options.latency) {}
 
-SimDevice::~SimDevice() {
-  {
-    std::lock_guard<std::mutex> lock(tables_mu_);
-    stopping_ = true;
-  }
-  for (auto& ring : rings_) {
-    {
-      std::lock_guard<std::mutex> lock(ring->mu);
-      ring->stalled = true;  // tells the worker to leave
-    }
-    ring->cv.notify_all();
-    ring->worker.join();
-  }
-}
-
-void SimDevice::RunRing(Ring& ring) {
-  const auto start = std::chrono::steady_clock::now();
-  double busy_until = 0;  // seconds since start, for the bandwidth model
-  for (;;) {
-    Copy copy;
-    {
-      std::unique_lock<std::mutex> lock(ring.mu);
-      ring.cv.wait(lock, [&] { return ring.stalled || !ring.queue.empty(); });
-      if (ring.stalled) return;
-      copy = ring.queue.front();
-      ring.queue.pop_front();
-      if (copy.stall) {  // the engine hangs: nothing after this completes
-        ring.stalled = true;
-        return;
-      }
-    }
-    if (!copy.fail) {
-      if (copy.direction == DmaDirection::kDeviceToHost) std::memcpy(copy.staging, copy.bo, copy.size);
-      else std::memcpy(copy.bo, copy.staging, copy.size);
-    }
-    if (options_.bytes_per_second > 0 || options_.latency.count() > 0) {
-      double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      double cost = std::chrono::duration<double>(options_.latency).count() +
-                    (options_.bytes_per_second > 0 ? copy.size / options_.bytes_per_second : 0);
-      busy_until = std::max(busy_until, now) + cost;
-      if (busy_until > now) std::this_thread::sleep_for(std::chrono::duration<double>(busy_until - now));
-    }
-    {
-      std::lock_guard<std::mutex> lock(ring.mu);
-      ring.completed = copy.sequence;
-      if (copy.fail) ring.errors[copy.sequence] = "injected copy failure";
-    }
-    ring.cv.notify_all();
-  }
-}
+SimDevice::~SimDevice() = default;
 
 Result<uint32_t> SimDevice::ImportBo(int dmabuf_fd, uint64_t size) {
   VF_ASSIGN_OR_RETURN(BoMapping mapping, BoMapping::Map(dmabuf_fd, size));
@@ -128,14 +78,13 @@ Status SimDevice::UnregisterStaging(uint32_t staging) {
   return Status::Ok();
 }
 
-Result<DmaFence> SimDevice::SubmitCopy(uint32_t ring_index, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
+Result<DmaFence> SimDevice::SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
                                        uint32_t staging, size_t staging_offset, size_t size) {
-  Copy copy{};
-  copy.direction = direction;
-  copy.size = size;
+  uint8_t* bo_bytes;
+  uint8_t* staging_bytes;
+  bool fail, stall;
   {
     std::lock_guard<std::mutex> lock(tables_mu_);
-    if (ring_index >= rings_.size()) return Status::InvalidArgument(Describe() + ": no ring " + std::to_string(ring_index));
     auto b = bos_.find(bo);
     auto s = staging_.find(staging);
     if (b == bos_.end()) return Status::InvalidArgument(Describe() + ": no BO " + std::to_string(bo));
@@ -145,40 +94,25 @@ Result<DmaFence> SimDevice::SubmitCopy(uint32_t ring_index, DmaDirection directi
                                      ") outside a BO of " + std::to_string(b->second.size()) + " bytes");
     if (staging_offset > s->second.second || size > s->second.second - staging_offset)
       return Status::InvalidArgument(Describe() + ": copy outside its staging buffer");
-    copy.bo = b->second.data() + bo_offset;
-    copy.staging = s->second.first + staging_offset;
+    bo_bytes = b->second.data() + bo_offset;
+    staging_bytes = s->second.first + staging_offset;
     int64_t n = static_cast<int64_t>(copies_++);
-    copy.fail = n == options_.fail_copy_at;
-    copy.stall = n == options_.stall_copy_at;
+    fail = n == options_.fail_copy_at;
+    stall = n == options_.stall_copy_at;
   }
-  Ring& ring = *rings_[ring_index];
-  DmaFence fence;
-  fence.ring = ring_index;
-  {
-    std::lock_guard<std::mutex> lock(ring.mu);
-    copy.sequence = fence.sequence = ring.next_sequence++;
-    ring.queue.push_back(copy);
-  }
-  ring.cv.notify_all();
-  return fence;
+  return rings_.Submit(
+      ring, size,
+      [=]() -> Status {
+        if (fail) return Status::IoError("injected copy failure");
+        if (direction == DmaDirection::kDeviceToHost) std::memcpy(staging_bytes, bo_bytes, size);
+        else std::memcpy(bo_bytes, staging_bytes, size);
+        return Status::Ok();
+      },
+      stall);
 }
 
 Status SimDevice::WaitFence(const DmaFence& fence, std::chrono::milliseconds timeout) {
-  if (fence.ring >= rings_.size()) return Status::InvalidArgument(Describe() + ": no ring " + std::to_string(fence.ring));
-  Ring& ring = *rings_[fence.ring];
-  std::unique_lock<std::mutex> lock(ring.mu);
-  if (!ring.cv.wait_for(lock, timeout, [&] { return ring.completed >= fence.sequence; }))
-    return Status::TimedOut(Describe() + ": DMA fence " + std::to_string(fence.sequence) + " on ring " +
-                           std::to_string(fence.ring) + " did not signal within " + std::to_string(timeout.count()) +
-                           " ms");
-  auto error = ring.errors.find(fence.sequence);
-  if (error != ring.errors.end()) {
-    std::string what = error->second;
-    ring.errors.erase(error);
-    return Status::IoError(Describe() + ": DMA copy " + std::to_string(fence.sequence) + " on ring " +
-                           std::to_string(fence.ring) + " failed: " + what);
-  }
-  return Status::Ok();
+  return rings_.Wait(fence, timeout);
 }
 
 uint64_t SimDevice::copies_submitted() const {

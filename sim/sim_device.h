@@ -9,17 +9,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "streamer/copy_rings.h"
 #include "streamer/device.h"
 
 namespace vramflow {
@@ -58,7 +56,7 @@ class SimDevice final : public Device {
   ~SimDevice() override;
 
   std::string Describe() const override { return "sim " + name_; }
-  uint32_t RingCount() const override { return static_cast<uint32_t>(rings_.size()); }
+  uint32_t RingCount() const override { return rings_.count(); }
   Result<uint32_t> ImportBo(int dmabuf_fd, uint64_t size) override;
   Status ReleaseBo(uint32_t bo) override;
   Result<uint32_t> RegisterStaging(uint8_t* data, size_t size) override;
@@ -70,36 +68,14 @@ class SimDevice final : public Device {
   uint64_t copies_submitted() const;
 
  private:
-  struct Copy {
-    uint64_t sequence;
-    DmaDirection direction;
-    uint8_t* bo;
-    uint8_t* staging;
-    size_t size;
-    bool fail;
-    bool stall;
-  };
-  struct Ring {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Copy> queue;
-    uint64_t next_sequence = 1;
-    uint64_t completed = 0;                 // highest sequence done
-    std::map<uint64_t, std::string> errors;  // failed sequences, until waited on
-    bool stalled = false;
-    std::thread worker;
-  };
-  void RunRing(Ring& ring);
-
   std::string name_;
   SimDeviceOptions options_;
-  std::vector<std::unique_ptr<Ring>> rings_;
+  CopyRings rings_;
   mutable std::mutex tables_mu_;
   std::map<uint32_t, BoMapping> bos_;
   std::map<uint32_t, std::pair<uint8_t*, size_t>> staging_;
   uint32_t next_handle_ = 1;
   uint64_t copies_ = 0;
-  bool stopping_ = false;
 };
 
 }  // namespace vramflow

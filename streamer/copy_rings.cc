@@ -1,0 +1,84 @@
+#include "streamer/copy_rings.h"
+
+namespace vramflow {
+
+CopyRings::CopyRings(std::string owner, uint32_t count, double bytes_per_second, std::chrono::microseconds latency)
+    : owner_(std::move(owner)), bytes_per_second_(bytes_per_second), latency_(latency) {
+  for (uint32_t i = 0; i < std::max<uint32_t>(1, count); ++i) rings_.push_back(std::make_unique<Ring>());
+  for (auto& ring : rings_) ring->worker = std::thread([this, r = ring.get()] { Run(*r); });
+}
+
+CopyRings::~CopyRings() {
+  for (auto& ring : rings_) {
+    {
+      std::lock_guard<std::mutex> lock(ring->mu);
+      ring->stop = true;
+    }
+    ring->cv.notify_all();
+    ring->worker.join();
+  }
+}
+
+void CopyRings::Run(Ring& ring) {
+  const auto start = std::chrono::steady_clock::now();
+  double busy_until = 0;  // seconds since start, for the bandwidth model
+  for (;;) {
+    Work work;
+    {
+      std::unique_lock<std::mutex> lock(ring.mu);
+      ring.cv.wait(lock, [&] { return ring.stop || !ring.queue.empty(); });
+      if (ring.stop) return;
+      work = std::move(ring.queue.front());
+      ring.queue.pop_front();
+      if (work.stall) {  // the engine hangs: wait for shutdown, complete nothing
+        ring.cv.wait(lock, [&] { return ring.stop; });
+        return;
+      }
+    }
+    Status status = work.copy();
+    if (bytes_per_second_ > 0 || latency_.count() > 0) {
+      double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      double cost = std::chrono::duration<double>(latency_).count() +
+                    (bytes_per_second_ > 0 ? static_cast<double>(work.bytes) / bytes_per_second_ : 0);
+      busy_until = std::max(busy_until, now) + cost;
+      if (busy_until > now) std::this_thread::sleep_for(std::chrono::duration<double>(busy_until - now));
+    }
+    {
+      std::lock_guard<std::mutex> lock(ring.mu);
+      ring.completed = work.sequence;
+      if (!status.ok()) ring.errors[work.sequence] = std::move(status);
+    }
+    ring.cv.notify_all();
+  }
+}
+
+Result<DmaFence> CopyRings::Submit(uint32_t ring_index, size_t bytes, std::function<Status()> copy, bool stall) {
+  if (ring_index >= rings_.size()) return Status::InvalidArgument(owner_ + ": no ring " + std::to_string(ring_index));
+  Ring& ring = *rings_[ring_index];
+  DmaFence fence;
+  fence.ring = ring_index;
+  {
+    std::lock_guard<std::mutex> lock(ring.mu);
+    fence.sequence = ring.next_sequence++;
+    ring.queue.push_back(Work{fence.sequence, bytes, std::move(copy), stall});
+  }
+  ring.cv.notify_all();
+  return fence;
+}
+
+Status CopyRings::Wait(const DmaFence& fence, std::chrono::milliseconds timeout) {
+  if (fence.ring >= rings_.size()) return Status::InvalidArgument(owner_ + ": no ring " + std::to_string(fence.ring));
+  Ring& ring = *rings_[fence.ring];
+  std::unique_lock<std::mutex> lock(ring.mu);
+  if (!ring.cv.wait_for(lock, timeout, [&] { return ring.completed >= fence.sequence; }))
+    return Status::TimedOut(owner_ + ": DMA fence " + std::to_string(fence.sequence) + " on ring " +
+                            std::to_string(fence.ring) + " did not signal within " + std::to_string(timeout.count()) +
+                            " ms");
+  auto error = ring.errors.find(fence.sequence);
+  if (error == ring.errors.end()) return Status::Ok();
+  Status s = std::move(error->second);
+  ring.errors.erase(error);
+  return s.WithContext(owner_ + ": DMA copy " + std::to_string(fence.sequence) + " on ring " + std::to_string(fence.ring));
+}
+
+}  // namespace vramflow

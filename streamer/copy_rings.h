@@ -1,0 +1,64 @@
+// CopyRings: DMA rings emulated by threads, for devices without hardware
+// engines (the simulated GPU, the file device).
+//
+// Each ring is a worker thread running submitted copies in order. A copy is
+// a closure; its fence signals when the closure has run, carrying its
+// Status. An optional bandwidth and per-copy latency model slows the ring
+// down to a chosen speed. A copy submitted with `stall` hangs its ring: its
+// fence and every later one on that ring never signal (fault injection).
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "streamer/device.h"
+
+namespace vramflow {
+
+class CopyRings {
+ public:
+  CopyRings(std::string owner, uint32_t count, double bytes_per_second = 0,
+            std::chrono::microseconds latency = std::chrono::microseconds(0));
+  ~CopyRings();  // abandons queued copies
+  CopyRings(const CopyRings&) = delete;
+  CopyRings& operator=(const CopyRings&) = delete;
+
+  uint32_t count() const { return static_cast<uint32_t>(rings_.size()); }
+  Result<DmaFence> Submit(uint32_t ring, size_t bytes, std::function<Status()> copy, bool stall = false);
+  Status Wait(const DmaFence& fence, std::chrono::milliseconds timeout);
+
+ private:
+  struct Work {
+    uint64_t sequence;
+    size_t bytes;
+    std::function<Status()> copy;
+    bool stall;
+  };
+  struct Ring {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Work> queue;
+    uint64_t next_sequence = 1;
+    uint64_t completed = 0;
+    std::map<uint64_t, Status> errors;  // failed sequences, until waited on
+    bool stop = false;
+    std::thread worker;
+  };
+  void Run(Ring& ring);
+
+  const std::string owner_;
+  const double bytes_per_second_;
+  const std::chrono::microseconds latency_;
+  std::vector<std::unique_ptr<Ring>> rings_;
+};
+
+}  // namespace vramflow

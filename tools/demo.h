@@ -1,0 +1,45 @@
+// `vramflow demo`: the whole data path on a simulated GPU process.
+//
+// Builds a simulated process (model-like BOs on several simulated GPUs),
+// dumps it through the dump graph to a file (or any sink), restores the file
+// into fresh simulated GPUs through the restore graph, checks every byte and
+// prints a table: sizes, ratio, dump and restore speed, peak memory, dedup
+// and zero savings.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "common/status.h"
+#include "streamer/pipeline.h"
+
+namespace vramflow {
+
+struct DemoOptions {
+  uint32_t gpus = 2;
+  uint64_t bytes_per_gpu = 1ull << 30;
+  uint32_t rings = 2;               // simulated SDMA rings per GPU
+  double ring_bytes_per_second = 0;  // 0: memcpy speed
+  PipelineOptions pipeline;
+  std::string destination;  // stream file; empty: a temporary file, removed afterwards
+  bool progress = true;
+  bool json = false;
+};
+
+struct DemoReport {
+  uint64_t raw_bytes = 0;
+  uint64_t stream_bytes = 0;
+  uint64_t zero_bytes = 0;
+  uint64_t dedup_bytes = 0;
+  double dump_seconds = 0;
+  double restore_seconds = 0;
+  uint64_t dump_peak_anon = 0;     // RssAnon peak while dumping
+  uint64_t restore_peak_anon = 0;  // RssAnon peak while restoring
+  uint64_t budget_peak = 0;
+  unsigned threads = 0;
+};
+
+Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report);
+
+}  // namespace vramflow
