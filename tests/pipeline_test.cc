@@ -1,127 +1,68 @@
-// Dump and restore graphs end to end through simulated GPUs.
+// Dump and restore graphs end to end through simulated GPUs: layouts,
+// dedup, determinism, the memory budget and injected faults.
 #include <gtest/gtest.h>
 
-#include <cstring>
+#include <chrono>
 #include <memory>
 
-#include "datagen/model_data.h"
-#include "sim/sim_device.h"
+#include "sim/sim_process.h"
 #include "streamer/pipeline.h"
-#include "streamer/stream_reader.h"
 #include "tests/test_util.h"
 #include "transport/memory_stream.h"
 
 namespace vramflow {
 namespace {
 
-// A simulated process: BOs on several simulated GPUs.
-struct SimBo {
-  std::string name;
-  size_t gpu;
-  uint64_t size;
-  UniqueFd fd;
-  BoMapping map;
-};
+using namespace std::chrono_literals;
 
-class SimProcess {
- public:
-  explicit SimProcess(size_t gpus, SimDeviceOptions options = {}) {
-    for (size_t i = 0; i < gpus; ++i)
-      devices_.push_back(std::make_unique<SimDevice>("gpu" + std::to_string(i), options));
-  }
-  SimBo& AddBo(const std::string& name, size_t gpu, uint64_t size) {
-    SimBo bo;
-    bo.name = name;
-    bo.gpu = gpu;
-    bo.size = size;
-    bo.fd = CreateSimBo(name, size).value();
-    bo.map = BoMapping::Map(bo.fd.get(), size).value();
-    bos_.push_back(std::move(bo));
-    return bos_.back();
-  }
-  std::vector<DumpSource> Sources() {
-    std::vector<DumpSource> out;
-    for (SimBo& bo : bos_) {
-      DumpSource s;
-      s.device = devices_[bo.gpu].get();
-      s.bo = s.device->ImportBo(bo.fd.get(), bo.size).value();
-      s.size = bo.size;
-      s.metadata.name = bo.name;
-      out.push_back(s);
-    }
-    return out;
-  }
-  std::vector<Device*> Devices() {
-    std::vector<Device*> out;
-    for (auto& d : devices_) out.push_back(d.get());
-    return out;
-  }
-  SimDevice& device(size_t i) { return *devices_[i]; }
-  std::vector<SimBo>& bos() { return bos_; }
-
- private:
-  std::vector<std::unique_ptr<SimDevice>> devices_;
-  std::vector<SimBo> bos_;
-};
-
-void Fill(SimBo& bo, DataKind kind, uint64_t seed) {
-  GenerateModelData(kind, seed, 0, std::span<uint8_t>(bo.map.data(), bo.size));
-}
-
-// Restores `stream` into a fresh process with the same BO layout as `from`.
-Status RestoreInto(const std::vector<uint8_t>& stream, SimProcess& from, SimProcess& to, const PipelineOptions& options,
-                   PipelineStats* stats) {
-  std::map<std::string, std::pair<size_t, uint64_t>> layout;
-  for (SimBo& bo : from.bos()) layout[bo.name] = {bo.gpu, bo.size};
-  for (auto& [name, where] : layout) to.AddBo(name, where.first, where.second);
-  std::map<std::string, SimBo*> by_name;
-  for (SimBo& bo : to.bos()) by_name[bo.name] = &bo;
-  MemorySource source(stream);
-  return RunRestore(
-      &source, to.Devices(),
-      [&](const ObjectState& object) -> Result<RestoreTarget> {
-        auto it = by_name.find(object.metadata.name);
-        if (it == by_name.end()) return Status::InvalidArgument("no BO named " + object.metadata.name);
-        Device* d = &to.device(it->second->gpu);
-        VF_ASSIGN_OR_RETURN(uint32_t bo, d->ImportBo(it->second->fd.get(), it->second->size));
-        return RestoreTarget{d, bo};
-      },
-      options, stats);
-}
-
-void ExpectSameContents(SimProcess& a, SimProcess& b) {
-  std::map<std::string, SimBo*> by_name;
-  for (SimBo& bo : b.bos()) by_name[bo.name] = &bo;
-  for (SimBo& bo : a.bos()) {
-    SimBo* other = by_name.at(bo.name);
-    ASSERT_EQ(bo.size, other->size);
-    EXPECT_EQ(0, std::memcmp(bo.map.data(), other->map.data(), bo.size)) << bo.name;
-  }
-}
-
-PipelineOptions SmallOptions() {
+PipelineOptions SmallOptions(unsigned threads = 2) {
   PipelineOptions o;
   o.chunk_size = 64 << 10;
   o.max_memory = 16 << 20;
-  o.threads = 2;
+  o.threads = threads;
+  o.dma_timeout = 5s;
   return o;
 }
 
-TEST(PipelineTest, RoundTripsManyLayoutsAcrossTwoGpus) {
-  SimProcess p(2);
-  Fill(p.AddBo("gpu0/weights-bf16", 0, 1 << 20), DataKind::kBf16Weights, 1);
-  Fill(p.AddBo("gpu1/weights-bf16", 1, 1 << 20), DataKind::kBf16Weights, 1);  // replica: dedup
-  Fill(p.AddBo("gpu0/master-fp32", 0, (1 << 20) + 12345), DataKind::kFp32Weights, 2);
-  Fill(p.AddBo("gpu1/adam-m", 1, 300000), DataKind::kAdamM, 3);
-  Fill(p.AddBo("gpu1/adam-v", 1, 300001), DataKind::kAdamV, 4);
-  p.AddBo("gpu0/kv-cache", 0, 3 << 20);  // zeros
-  Fill(p.AddBo("gpu0/tiny", 0, 1), DataKind::kRandom, 5);
-  p.AddBo("gpu1/empty", 1, 0);
-  Fill(p.AddBo("gpu1/random", 1, 200000), DataKind::kRandom, 6);
+std::unique_ptr<SimProcess> MakeProcess(const std::vector<SimBoSpec>& specs, uint32_t gpus,
+                                        SimDeviceOptions device = {}) {
+  auto p = std::make_unique<SimProcess>(gpus, device);
+  Status s = p->Allocate(specs);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  p->Fill();
+  return p;
+}
 
+Status Dump(SimProcess& p, ByteSink* sink, const PipelineOptions& options, PipelineStats* stats) {
+  VF_ASSIGN_OR_RETURN(std::vector<DumpSource> sources, p.DumpSources());
+  return RunDump(sources, sink, options, stats);
+}
+
+Status Restore(const std::vector<uint8_t>& stream, SimProcess& into, const PipelineOptions& options,
+               PipelineStats* stats) {
+  MemorySource source(stream);
+  return RunRestore(&source, into.devices(), into.Resolver(), options, stats);
+}
+
+std::vector<SimBoSpec> MixedLayout() {
+  return {
+      {"gpu0/weights-bf16", 0, 1 << 20, DataKind::kBf16Weights, 1},
+      {"gpu1/weights-bf16", 1, 1 << 20, DataKind::kBf16Weights, 1},  // replica: dedup
+      {"gpu0/master-fp32", 0, (1 << 20) + 12345, DataKind::kFp32Weights, 2},
+      {"gpu1/adam-m", 1, 300000, DataKind::kAdamM, 3},
+      {"gpu1/adam-v", 1, 300001, DataKind::kAdamV, 4},
+      {"gpu0/kv-cache", 0, 3 << 20, DataKind::kZeros, 0},
+      {"gpu0/tiny", 0, 1, DataKind::kRandom, 5},
+      {"gpu1/empty", 1, 0, DataKind::kZeros, 0},
+      {"gpu1/random", 1, 200000, DataKind::kRandom, 6},
+  };
+}
+
+TEST(PipelineTest, RoundTripsManyLayoutsAcrossTwoGpus) {
+  auto p = MakeProcess(MixedLayout(), 2);
   MemorySink sink;
   PipelineStats dump;
-  ASSERT_TRUE(RunDump(p.Sources(), &sink, SmallOptions(), &dump).ok());
+  ASSERT_TRUE(Dump(*p, &sink, SmallOptions(), &dump).ok());
   EXPECT_EQ(dump.dedup_bytes, 1u << 20);
   EXPECT_GE(dump.zero_bytes, 3u << 20);
   EXPECT_LE(dump.budget_peak, SmallOptions().max_memory);
@@ -129,28 +70,158 @@ TEST(PipelineTest, RoundTripsManyLayoutsAcrossTwoGpus) {
   // The stream is valid for the serial reference reader too.
   std::vector<testing::TestObject> objects;
   ASSERT_TRUE(testing::UnpackFromMemory(sink.bytes(), &objects).ok());
-  EXPECT_EQ(objects.size(), p.bos().size());
+  EXPECT_EQ(objects.size(), p->specs().size());
 
-  SimProcess restored(2);
+  auto restored = std::make_unique<SimProcess>(2, SimDeviceOptions{});
+  ASSERT_TRUE(restored->Allocate(MixedLayout()).ok());
   PipelineStats stats;
-  Status s = RestoreInto(sink.bytes(), p, restored, SmallOptions(), &stats);
+  Status s = Restore(sink.bytes(), *restored, SmallOptions(), &stats);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_LE(stats.budget_peak, SmallOptions().max_memory);
-  ExpectSameContents(p, restored);
+  EXPECT_TRUE(p->Compare(*restored).ok());
+}
+
+TEST(PipelineTest, RoundTripsWithEveryThreadCountAndManyBos) {
+  std::vector<SimBoSpec> specs;
+  for (uint32_t i = 0; i < 40; ++i)
+    specs.push_back({"bo" + std::to_string(i), i % 3, 1000 + i * 7919, static_cast<DataKind>(i % 7), i});
+  auto p = MakeProcess(specs, 3);
+  for (unsigned threads : {1u, 2u, 4u}) {
+    MemorySink sink;
+    PipelineStats stats;
+    ASSERT_TRUE(Dump(*p, &sink, SmallOptions(threads), &stats).ok());
+    auto restored = std::make_unique<SimProcess>(3, SimDeviceOptions{});
+    ASSERT_TRUE(restored->Allocate(specs).ok());
+    Status s = Restore(sink.bytes(), *restored, SmallOptions(threads), &stats);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(p->Compare(*restored).ok()) << threads << " threads";
+  }
 }
 
 TEST(PipelineTest, OutputIsDeterministic) {
-  SimProcess p(2);
-  Fill(p.AddBo("a", 0, 700000), DataKind::kBf16Weights, 1);
-  Fill(p.AddBo("b", 1, 700000), DataKind::kBf16Weights, 1);
-  Fill(p.AddBo("c", 1, 500000), DataKind::kFp32Weights, 1);
+  auto p = MakeProcess(MixedLayout(), 2);
   MemorySink one, two;
   PipelineStats stats;
-  PipelineOptions options = SmallOptions();
-  ASSERT_TRUE(RunDump(p.Sources(), &one, options, &stats).ok());
-  options.threads = 1;
-  ASSERT_TRUE(RunDump(p.Sources(), &two, options, &stats).ok());
+  ASSERT_TRUE(Dump(*p, &one, SmallOptions(4), &stats).ok());
+  ASSERT_TRUE(Dump(*p, &two, SmallOptions(1), &stats).ok());
   EXPECT_EQ(one.bytes(), two.bytes());
+}
+
+TEST(PipelineTest, BudgetTooSmallIsAClearError) {
+  auto p = MakeProcess(MixedLayout(), 2);
+  MemorySink sink;
+  PipelineStats stats;
+  PipelineOptions o = SmallOptions();
+  o.max_memory = 1 << 20;
+  Status s = Dump(*p, &sink, o, &stats);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("memory budget"), std::string::npos) << s.ToString();
+}
+
+TEST(PipelineTest, BudgetBoundsThePoolWhateverTheVramSize) {
+  // Four times the data, same budget: the same peak.
+  std::vector<SimBoSpec> small = {{"a", 0, 2 << 20, DataKind::kFp32Weights, 1}};
+  std::vector<SimBoSpec> large = {{"a", 0, 8 << 20, DataKind::kFp32Weights, 1}};
+  PipelineStats s1, s2;
+  MemorySink k1, k2;
+  ASSERT_TRUE(Dump(*MakeProcess(small, 1), &k1, SmallOptions(), &s1).ok());
+  ASSERT_TRUE(Dump(*MakeProcess(large, 1), &k2, SmallOptions(), &s2).ok());
+  EXPECT_EQ(s1.budget_peak, s2.budget_peak);
+  EXPECT_LE(s2.budget_peak, SmallOptions().max_memory);
+}
+
+class FailingSink final : public ByteSink {
+ public:
+  explicit FailingSink(size_t fail_after) : left_(fail_after) {}
+  Status Write(std::span<const uint8_t> data) override {
+    if (data.size() > left_) return Status::IoError("disk full (injected)");
+    left_ -= data.size();
+    return Status::Ok();
+  }
+  Status Commit() override { return Status::Ok(); }
+  std::string Describe() const override { return "failing sink"; }
+
+ private:
+  size_t left_;
+};
+
+TEST(PipelineFaultTest, SinkFailureStopsTheDumpWithItsError) {
+  auto p = MakeProcess(MixedLayout(), 2);
+  FailingSink sink(300000);
+  PipelineStats stats;
+  auto start = std::chrono::steady_clock::now();
+  Status s = Dump(*p, &sink, SmallOptions(), &stats);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("disk full (injected)"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("failing sink"), std::string::npos) << s.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+TEST(PipelineFaultTest, FailedDmaCopyStopsTheDump) {
+  SimDeviceOptions device;
+  device.fail_copy_at = 5;
+  auto p = MakeProcess(MixedLayout(), 2, device);
+  MemorySink sink;
+  PipelineStats stats;
+  Status s = Dump(*p, &sink, SmallOptions(), &stats);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("injected copy failure"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("DMA read of object"), std::string::npos) << s.ToString();
+}
+
+TEST(PipelineFaultTest, StuckFenceTimesOutInsteadOfHanging) {
+  SimDeviceOptions device;
+  device.stall_copy_at = 3;
+  auto p = MakeProcess(MixedLayout(), 2, device);
+  MemorySink sink;
+  PipelineStats stats;
+  PipelineOptions o = SmallOptions();
+  o.dma_timeout = 200ms;
+  auto start = std::chrono::steady_clock::now();
+  Status s = Dump(*p, &sink, o, &stats);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kTimedOut) << s.ToString();
+  EXPECT_NE(s.message().find("did not signal"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST(PipelineFaultTest, FailedDmaWriteFailsTheRestore) {
+  auto p = MakeProcess(MixedLayout(), 2);
+  MemorySink sink;
+  PipelineStats stats;
+  ASSERT_TRUE(Dump(*p, &sink, SmallOptions(), &stats).ok());
+  SimDeviceOptions device;
+  device.fail_copy_at = 7;
+  SimProcess restored(2, device);
+  ASSERT_TRUE(restored.Allocate(MixedLayout()).ok());
+  Status s = Restore(sink.bytes(), restored, SmallOptions(), &stats);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("DMA write"), std::string::npos) << s.ToString();
+}
+
+TEST(PipelineFaultTest, CorruptOrTruncatedStreamsFailTheRestoreNamingTheFrame) {
+  auto p = MakeProcess(MixedLayout(), 2);
+  MemorySink sink;
+  PipelineStats stats;
+  ASSERT_TRUE(Dump(*p, &sink, SmallOptions(), &stats).ok());
+  const std::vector<uint8_t>& good = sink.bytes();
+
+  std::vector<uint8_t> flipped = good;
+  flipped[good.size() / 2] ^= 0x10;  // somewhere in a payload or header
+  SimProcess r1(2, SimDeviceOptions{});
+  ASSERT_TRUE(r1.Allocate(MixedLayout()).ok());
+  Status s = Restore(flipped, r1, SmallOptions(), &stats);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("frame"), std::string::npos) << s.ToString();
+
+  for (size_t cut : {size_t{10}, good.size() / 3, good.size() - 1}) {
+    std::vector<uint8_t> truncated(good.begin(), good.begin() + static_cast<ptrdiff_t>(cut));
+    SimProcess r2(2, SimDeviceOptions{});
+    ASSERT_TRUE(r2.Allocate(MixedLayout()).ok());
+    s = Restore(truncated, r2, SmallOptions(), &stats);
+    ASSERT_FALSE(s.ok()) << "cut at " << cut;
+    EXPECT_EQ(s.code(), Status::Code::kTruncated) << s.ToString();
+  }
 }
 
 }  // namespace
