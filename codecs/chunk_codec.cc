@@ -237,6 +237,10 @@ Status ReadPlaneTable(TransformId transform, std::span<const uint8_t> payload, u
 
 Status ChunkDecoder::Decode(CodecId codec, TransformId transform, std::span<const uint8_t> payload,
                             std::span<uint8_t> dst) {
+  if (!IsKnownTransform(static_cast<uint8_t>(transform)))
+    return Status::Corruption("unknown transform id " + std::to_string(static_cast<int>(transform)));
+  if (!IsKnownCodec(static_cast<uint8_t>(codec)))
+    return Status::Corruption("unknown codec id " + std::to_string(static_cast<int>(codec)));
   if (transform == TransformId::kNone) {
     if (codec == CodecId::kPlanar) return Status::Corruption("planar codec without a byte-grouping transform");
     return decompressor_.Decompress(codec, payload, dst);

@@ -99,6 +99,26 @@ Status SimProcess::Compare(SimProcess& other) {
   return Status::Ok();
 }
 
+Status SimProcess::VerifyAgainstSpecs() {
+  constexpr uint64_t kPiece = 4 << 20;
+  std::vector<std::pair<size_t, uint64_t>> pieces;
+  for (size_t i = 0; i < specs_.size(); ++i)
+    for (uint64_t off = 0; off < specs_[i].size; off += kPiece) pieces.emplace_back(i, off);
+  std::atomic<int64_t> first_bad{-1};
+  oneapi::tbb::parallel_for(size_t{0}, pieces.size(), [&](size_t p) {
+    auto [i, off] = pieces[p];
+    size_t n = static_cast<size_t>(std::min(kPiece, specs_[i].size - off));
+    std::vector<uint8_t> expected(n);
+    GenerateModelData(specs_[i].kind, specs_[i].seed, off, expected);
+    if (std::memcmp(expected.data(), bos_[i].map.data() + off, n) != 0) {
+      int64_t none = -1;
+      first_bad.compare_exchange_strong(none, static_cast<int64_t>(i));
+    }
+  });
+  if (first_bad >= 0) return Status::Corruption("BO '" + specs_[first_bad].name + "' does not hold the expected bytes");
+  return Status::Ok();
+}
+
 std::vector<Device*> SimProcess::devices() {
   std::vector<Device*> out;
   for (auto& d : devices_) out.push_back(d.get());

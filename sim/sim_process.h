@@ -43,6 +43,9 @@ class SimProcess {
   RestoreResolver Resolver();
   // Byte-for-byte comparison with another process of the same layout.
   Status Compare(SimProcess& other);
+  // Checks every BO against the contents its spec generates, a piece at a
+  // time (no second copy of the VRAM needed).
+  Status VerifyAgainstSpecs();
 
   std::vector<Device*> devices();
   const std::vector<SimBoSpec>& specs() const { return specs_; }

@@ -165,17 +165,28 @@ Status DecodeObjectMetadata(std::span<const uint8_t> in, ObjectMetadata* m) {
   return Status::Ok();
 }
 
+namespace {
+// Low 32 bits of XXH3-64 over the payload with its checksum field zeroed.
+uint32_t DedupRefChecksum(const uint8_t in[kDedupRefPayloadSize]) {
+  uint8_t copy[kDedupRefPayloadSize];
+  std::memcpy(copy, in, sizeof(copy));
+  StoreLE32(copy + 4, 0);
+  return HeaderChecksum(copy, sizeof(copy));
+}
+}  // namespace
+
 void EncodeDedupRef(const DedupRef& ref, uint8_t out[kDedupRefPayloadSize]) {
   StoreLE32(out, ref.source_object_id);
   StoreLE32(out + 4, 0);
   StoreLE64(out + 8, ref.source_offset);
   StoreLE64(out + 16, ref.content.low);
   StoreLE64(out + 24, ref.content.high);
+  StoreLE32(out + 4, DedupRefChecksum(out));
 }
 
 Status DecodeDedupRef(const uint8_t in[kDedupRefPayloadSize], DedupRef* ref) {
   ref->source_object_id = LoadLE32(in);
-  if (LoadLE32(in + 4) != 0) return Status::Corruption("DEDUP_REF reserved bytes are not zero");
+  if (LoadLE32(in + 4) != DedupRefChecksum(in)) return Status::Corruption("DEDUP_REF payload checksum mismatch");
   ref->source_offset = LoadLE64(in + 8);
   ref->content = Hash128{LoadLE64(in + 16), LoadLE64(in + 24)};
   return Status::Ok();

@@ -53,7 +53,8 @@ std::string FrameKindName(uint8_t kind);
 inline constexpr uint32_t kStreamFlagDedup = 1u << 0;  // DEDUP_REF frames may appear
 inline constexpr uint32_t kKnownStreamFlags = kStreamFlagDedup;
 
-// DEDUP_REF payload: the DATA frame whose bytes these are.
+// DEDUP_REF payload: the DATA frame whose bytes these are, the content key
+// the writer matched on, and a checksum over both (nothing else covers them).
 inline constexpr uint32_t kDedupRefPayloadSize = 32;
 struct DedupRef {
   uint32_t source_object_id = 0;

@@ -9,7 +9,7 @@ Status FrameReader::ReadStreamHeader(StreamHeader* header) {
   uint8_t buf[kStreamHeaderSize];
   VF_ASSIGN_OR_RETURN(size_t n, ReadFully(*source_, buf));
   offset_ += n;
-  if (n == 0) return Status::Truncated("input is empty: no stream header");
+  if (n == 0) return Status::Truncated("input is empty: the stream is truncated before its header");
   if (n < kStreamHeaderSize) {
     size_t magic_bytes = std::min(n, kStreamMagic.size());
     if (!std::equal(buf, buf + magic_bytes, kStreamMagic.begin()))

@@ -114,7 +114,12 @@ Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t r
   auto it = open_.find(object_id);
   if (it == open_.end()) return Status::Internal("AddDedupRef for object " + std::to_string(object_id) + " that is not open");
   OpenObject& object = it->second;
-  if (raw_size == 0 || raw_size > kMaxChunkSize || offset > object.size || raw_size > object.size - offset)
+  // The same placement rules as AddChunk: an object of unknown size takes
+  // its chunks in order, up to the format's object size limit.
+  const uint64_t limit = object.size == kUnknownObjectSize ? kMaxObjectSize : object.size;
+  if (object.size == kUnknownObjectSize && offset != object.covered)
+    return Status::Internal("chunks of an object of unknown size must come in order");
+  if (raw_size == 0 || raw_size > kMaxChunkSize || offset > limit || raw_size > limit - offset)
     return Status::Internal("dedup reference does not fit object '" + object.name + "'");
   object.covered += raw_size;
   VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));

@@ -1,0 +1,149 @@
+#include "tools/pipeline_bench.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "common/units.h"
+#include "sim/sim_process.h"
+#include "tools/cli_util.h"
+#include "tools/progress.h"
+#include "transport/fd_stream.h"
+
+namespace vramflow {
+namespace {
+
+struct Run {
+  unsigned threads = 0;
+  PipelineStats dump;
+  PipelineStats restore;
+  uint64_t dump_rss_anon = 0;
+  uint64_t restore_rss_anon = 0;
+};
+
+Status MeasureOnce(const std::vector<SimBoSpec>& layout, SimProcess& original, const PipelineOptions& pipeline,
+                   const std::string& path, Run* run) {
+  {
+    VF_ASSIGN_OR_RETURN(std::vector<DumpSource> sources, original.DumpSources());
+    FileSinkOptions sink_options;
+    sink_options.overwrite = true;
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, sink_options));
+    RssAnonSampler rss;
+    VF_RETURN_IF_ERROR(RunDump(sources, sink.get(), pipeline, &run->dump).WithContext("dump"));
+    VF_RETURN_IF_ERROR(sink->Commit());
+    run->dump_rss_anon = rss.peak_bytes();
+  }
+  SimProcess restored(static_cast<uint32_t>(original.devices().size()), SimDeviceOptions{});
+  VF_RETURN_IF_ERROR(restored.Allocate(layout));
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(path));
+  {
+    RssAnonSampler rss;
+    VF_RETURN_IF_ERROR(
+        RunRestore(source.get(), restored.devices(), restored.Resolver(), pipeline, &run->restore).WithContext("restore"));
+    run->restore_rss_anon = rss.peak_bytes();
+  }
+  return restored.VerifyAgainstSpecs().WithContext("verify");
+}
+
+}  // namespace
+
+Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) {
+  std::vector<SimBoSpec> layout;
+  if (options.layout == "model") {
+    layout = DemoLayout(options.gpus, options.bytes_per_gpu);
+  } else if (options.layout == "zeros") {
+    for (uint32_t g = 0; g < options.gpus; ++g)
+      layout.push_back({"gpu" + std::to_string(g) + "/zeros", g, options.bytes_per_gpu, DataKind::kZeros, 0});
+  } else {
+    return Status::InvalidArgument("unknown layout '" + options.layout + "' (use model or zeros)");
+  }
+  SimProcess original(options.gpus, SimDeviceOptions{});
+  VF_RETURN_IF_ERROR(original.Allocate(layout));
+  original.Fill();
+
+  if (!options.export_raw.empty()) {
+    FileSinkOptions sink_options;
+    sink_options.overwrite = true;
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(options.export_raw, sink_options));
+    for (size_t i = 0; i < layout.size(); ++i) VF_RETURN_IF_ERROR(sink->Write(original.bytes(i)));
+    VF_RETURN_IF_ERROR(sink->Commit());
+  }
+
+  std::string dir = options.work_dir;
+  if (dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
+  }
+  std::string path = dir + "/vramflow-bench-" + std::to_string(::getpid()) + ".vfs";
+  struct RemoveTemp {
+    std::string path;
+    ~RemoveTemp() { ::unlink(path.c_str()); }
+  } remove_temp{path};
+
+  std::vector<Run> runs;
+  std::vector<unsigned> thread_counts;
+  unsigned threads = options.pipeline.threads ? options.pipeline.threads : std::thread::hardware_concurrency();
+  if (options.single_thread_too && threads > 1) thread_counts.push_back(1);
+  thread_counts.push_back(threads);
+  for (unsigned t : thread_counts) {
+    PipelineOptions pipeline = options.pipeline;
+    pipeline.threads = t;
+    pipeline.producer = ProducerString();
+    Run run;
+    run.threads = t;
+    VF_RETURN_IF_ERROR(MeasureOnce(layout, original, pipeline, path, &run));
+    runs.push_back(run);
+  }
+
+  auto gbps = [](uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0; };
+  char line[200];
+  out << "vramflow pipeline on " << options.gpus << " simulated GPUs, layout " << options.layout << ", "
+      << FormatSize(original.total_bytes()) << " of VRAM, codec " << DescribeOptions(options.pipeline.encoder)
+      << ", budget " << FormatSize(options.pipeline.max_memory) << ", stream in " << dir << "\n";
+  std::snprintf(line, sizeof(line), "%-8s %10s %10s %8s %12s %12s %14s %14s\n", "threads", "dump", "restore", "ratio",
+                "dedup", "zero", "rss-anon dump", "rss-anon rest.");
+  out << line;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const Run& r : runs) {
+    std::snprintf(line, sizeof(line), "%-8u %5.2f GB/s %5.2f GB/s %8s %12s %12s %14s %14s\n", r.threads,
+                  gbps(r.dump.raw_bytes, r.dump.seconds), gbps(r.restore.raw_bytes, r.restore.seconds),
+                  FormatRatio(r.dump.raw_bytes, r.dump.stream_bytes).c_str(), FormatSize(r.dump.dedup_bytes).c_str(),
+                  FormatSize(r.dump.zero_bytes).c_str(), FormatSize(r.dump_rss_anon).c_str(),
+                  FormatSize(r.restore_rss_anon).c_str());
+    out << line;
+    rows.push_back({{"threads", r.threads},
+                    {"raw_bytes", r.dump.raw_bytes},
+                    {"stream_bytes", r.dump.stream_bytes},
+                    {"dump_seconds", r.dump.seconds},
+                    {"restore_seconds", r.restore.seconds},
+                    {"dump_gbps", gbps(r.dump.raw_bytes, r.dump.seconds)},
+                    {"restore_gbps", gbps(r.restore.raw_bytes, r.restore.seconds)},
+                    {"dedup_bytes", r.dump.dedup_bytes},
+                    {"zero_bytes", r.dump.zero_bytes},
+                    {"dump_rss_anon", r.dump_rss_anon},
+                    {"restore_rss_anon", r.restore_rss_anon},
+                    {"budget_peak", std::max(r.dump.budget_peak, r.restore.budget_peak)}});
+  }
+  if (runs.size() == 2) {
+    std::snprintf(line, sizeof(line), "scaling 1 -> %u threads: dump x%.2f, restore x%.2f\n", runs[1].threads,
+                  runs[0].dump.seconds / runs[1].dump.seconds, runs[0].restore.seconds / runs[1].restore.seconds);
+    out << line;
+  }
+  if (!options.json_path.empty()) {
+    nlohmann::ordered_json j = {{"gpus", options.gpus},
+                                {"layout", options.layout},
+                                {"raw_bytes", original.total_bytes()},
+                                {"max_memory", options.pipeline.max_memory},
+                                {"chunk_size", options.pipeline.chunk_size},
+                                {"runs", rows}};
+    std::ofstream f(options.json_path);
+    f << j.dump(2) << "\n";
+    if (!f) return Status::IoError("writing '" + options.json_path + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace vramflow

@@ -1,0 +1,29 @@
+// `vramflow bench pipeline`: dump and restore figures of the flow graphs on a
+// simulated GPU process, with one thread and with N, and optionally the raw
+// VRAM bytes exported so peer tools (bench/compare.sh) can be run on the
+// same data.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "common/status.h"
+#include "streamer/pipeline.h"
+
+namespace vramflow {
+
+struct PipelineBenchOptions {
+  uint32_t gpus = 2;
+  uint64_t bytes_per_gpu = 512ull << 20;
+  std::string layout = "model";  // "model" (demo layout) or "zeros" (one zero-filled BO per GPU)
+  PipelineOptions pipeline;
+  bool single_thread_too = true;  // also measure with 1 thread (scaling)
+  std::string work_dir;           // where the stream goes (default: /dev/shm or $TMPDIR)
+  std::string export_raw;         // write the raw VRAM bytes here
+  std::string json_path;
+};
+
+Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out);
+
+}  // namespace vramflow
