@@ -31,7 +31,8 @@ struct SimDeviceOptions {
   int64_t stall_copy_at = -1;    // that copy's fence never signals (and its ring stops)
 };
 
-// Creates a simulated BO: a memfd of `size` bytes (reads as zeros).
+// Creates a simulated BO: a memfd of `size` bytes with its pages allocated
+// (reads as zeros).
 Result<UniqueFd> CreateSimBo(const std::string& name, uint64_t size);
 
 // A read/write mapping of a whole simulated BO, unmapped on destruction.

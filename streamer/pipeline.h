@@ -72,14 +72,22 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
 struct RestoreTarget {
   Device* device = nullptr;
   uint32_t bo = 0;
+  // The target already reads as zeros (a new file): zero runs are skipped.
+  // GPU memory handed out by the driver is not known to be zero, so there
+  // zero runs are written.
+  bool zero_filled = false;
 };
 // Called (from the serial reader) for each OBJECT_BEGIN; every target's
 // device must be in `devices` passed to RunRestore.
 using RestoreResolver = std::function<Result<RestoreTarget>(const ObjectState& object)>;
 
+// Called (from the serial reader) at each verified OBJECT_END, when the
+// object's final size is known; its last bytes may still be in flight.
+using ObjectEndHook = std::function<Status(const ObjectState& object)>;
+
 // Restores a stream. Returns OK only when the stream was complete and
 // intact and every byte of every object reached its device.
 Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const RestoreResolver& resolve,
-                  const PipelineOptions& options, PipelineStats* stats);
+                  const PipelineOptions& options, PipelineStats* stats, const ObjectEndHook& on_object_end = {});
 
 }  // namespace vramflow

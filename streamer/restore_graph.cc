@@ -56,8 +56,9 @@ struct PendingRef {
 // DATA frame or zero-run piece into a job for the slot it was given.
 class FrameSource {
  public:
-  FrameSource(ByteSource* source, const RestoreResolver& resolve, ErrorLatch* errors)
-      : reader_(source), resolve_(resolve), errors_(errors) {}
+  FrameSource(ByteSource* source, const RestoreResolver& resolve, const ObjectEndHook& on_object_end,
+              ErrorLatch* errors)
+      : reader_(source), resolve_(resolve), on_object_end_(on_object_end), errors_(errors) {}
 
   Status ReadStreamHeader(StreamHeader* header) {
     VF_RETURN_IF_ERROR(reader_.ReadStreamHeader(header));
@@ -158,21 +159,25 @@ class FrameSource {
           break;
         }
         case FrameKind::kZeroRun:
+          zero_bytes_ += h.raw_size;
+          if (targets_.at(h.object_id).zero_filled) break;  // nothing to write
           zero_job_ = MakeJob(h, at, RestoreJob::kZero);
           zero_left_ = h.raw_size;
-          zero_bytes_ += h.raw_size;
           break;
         case FrameKind::kDedupRef:
           refs_.push_back(PendingRef{targets_.at(h.object_id), h.offset, static_cast<uint32_t>(h.raw_size),
                                      ref.source_object_id, ref.source_offset});
           dedup_bytes_ += h.raw_size;
           break;
+        case FrameKind::kObjectEnd:  // fully checked by the validator
+          if (on_object_end_) VF_RETURN_IF_ERROR(on_object_end_(*validator_.object(h.object_id)));
+          break;
         case FrameKind::kStreamEnd:
           VF_RETURN_IF_ERROR(reader_.ExpectEnd());
           done_ = true;
           return Status::Ok();
         default:
-          break;  // OBJECT_END: fully checked by the validator
+          break;
       }
     }
   }
@@ -193,6 +198,7 @@ class FrameSource {
   FrameReader reader_;
   StreamValidator validator_;
   const RestoreResolver& resolve_;
+  const ObjectEndHook& on_object_end_;
   SlotPool* pool_ = nullptr;
   uint32_t slot_size_ = 0;
   ErrorLatch* errors_;
@@ -222,7 +228,7 @@ Status CopyThroughStaging(const RestoreTarget& from, uint64_t from_offset, const
 }  // namespace
 
 Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const RestoreResolver& resolve,
-                  const PipelineOptions& options, PipelineStats* stats) {
+                  const PipelineOptions& options, PipelineStats* stats, const ObjectEndHook& on_object_end) {
   const auto start = std::chrono::steady_clock::now();
   const unsigned threads = ResolveThreads(options.threads);
   uint32_t rings = 0;
@@ -230,7 +236,7 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
 
   // The stream header says how large its chunks are; restore buffers match it.
   ErrorLatch errors;
-  FrameSource frame_source(source, resolve, &errors);
+  FrameSource frame_source(source, resolve, on_object_end, &errors);
   FrameSource* frames = &frame_source;
   StreamHeader header;
   VF_RETURN_IF_ERROR(frames->ReadStreamHeader(&header));

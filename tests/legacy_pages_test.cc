@@ -108,7 +108,7 @@ Status Pack(const std::vector<std::string>& inputs, const std::string& output, P
   PackOptions options;
   options.inputs = inputs;
   options.output = output;
-  options.chunk_size = 16 * 1024;
+  options.pipeline.chunk_size = 16 * 1024;
   return RunPack(options, report);
 }
 

@@ -31,6 +31,8 @@ struct ObjectSummary {
   uint64_t data_frames = 0;
   uint64_t zero_frames = 0;
   uint64_t zero_bytes = 0;
+  uint64_t dedup_frames = 0;
+  uint64_t dedup_bytes = 0;
   uint64_t stored_bytes = 0;  // payload bytes
   std::map<std::string, Mix> codecs;
 };
@@ -56,6 +58,13 @@ class SummaryVisitor final : public StreamVisitor {
       ++s.zero_frames;
       s.zero_bytes += e.header.raw_size;
       Add(s, "zero-run", e.header.raw_size, 0);
+      return Status::Ok();
+    }
+    if (e.header.kind == static_cast<uint8_t>(FrameKind::kDedupRef)) {  // no codec: its bytes are another frame's
+      ++s.dedup_frames;
+      s.dedup_bytes += e.header.raw_size;
+      s.stored_bytes += e.payload.size();
+      Add(s, "dedup-ref", e.header.raw_size, e.payload.size());
       return Status::Ok();
     }
     ++s.data_frames;
@@ -179,6 +188,8 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
     jo["data_chunks"] = o.data_frames;
     jo["zero_runs"] = o.zero_frames;
     jo["zero_bytes"] = o.zero_bytes;
+    jo["dedup_refs"] = o.dedup_frames;
+    jo["dedup_bytes"] = o.dedup_bytes;
     jo["stored_bytes"] = o.stored_bytes;
     nlohmann::ordered_json attrs = nlohmann::ordered_json::object();
     for (const auto& [k, val] : o.attributes) attrs[k] = val;

@@ -13,6 +13,8 @@
 #include "datagen/model_data.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
+#include "tools/demo.h"
+#include "tools/pipeline_bench.h"
 #include "tools/inspect.h"
 #include "tools/pack.h"
 #include "tools/unpack.h"
@@ -29,6 +31,14 @@ int Fail(const std::string& command, const Status& status) {
   return kExitFailure;
 }
 
+// A value the command line parser accepted but the command cannot use
+// (unknown codec, data kind, ...): a bad command line, so exit status 2.
+int UsageError(const std::string& command, const Status& status) {
+  std::fprintf(stderr, "vramflow %s: error: %s\nRun with --help for more information.\n", command.c_str(),
+               status.ToString().c_str());
+  return kExitUsage;
+}
+
 // A size option given as text ("64M"), checked by ParseSize.
 CLI::Validator SizeValidator() {
   return CLI::Validator(
@@ -39,29 +49,59 @@ CLI::Validator SizeValidator() {
       "SIZE");
 }
 
-struct EncodingFlags {
+// How the graphs run: threads and the memory budget.
+struct RunFlags {
+  unsigned threads = 0;
+  std::string max_memory = "256M";
+  double dma_timeout_s = 30;
+
+  void Add(CLI::App* cmd) {
+    cmd->add_option("-j,--threads", threads, "worker threads (0: one per core)")->capture_default_str();
+    cmd->add_option("-m,--max-memory", max_memory,
+                    "memory budget for every buffer of the pipeline (staging, encoded and I/O buffers, codec state)")
+        ->capture_default_str()
+        ->check(SizeValidator());
+    cmd->add_option("--dma-timeout", dma_timeout_s, "seconds to wait for one DMA copy before giving up")
+        ->capture_default_str();
+  }
+  Status Resolve(PipelineOptions* options) const {
+    options->threads = threads;
+    VF_ASSIGN_OR_RETURN(options->max_memory, ParseSize(max_memory));
+    if (dma_timeout_s <= 0) return Status::InvalidArgument("--dma-timeout must be positive");
+    options->dma_timeout = std::chrono::milliseconds(static_cast<int64_t>(dma_timeout_s * 1000));
+    return Status::Ok();
+  }
+};
+
+// How a dump encodes: codec, transform, chunk size, dedup; plus RunFlags.
+struct DumpFlags {
   std::string codec = "auto";
   std::string transform;  // empty: auto for the auto codec, none otherwise
   std::string chunk_size = "1M";
+  bool no_dedup = false;
+  RunFlags run;
 
   void Add(CLI::App* cmd) {
     cmd->add_option("-c,--codec", codec,
-                    "auto (per-chunk choice: zero runs, raw, zstd, byte-grouped planes), raw, lz4, zstd, zstd:LEVEL "
-                    "(negative levels are faster), auto:LEVEL (zstd level used by auto)")
+                    "auto (per-chunk choice: zero runs, raw, zstd, byte-grouped planes with Huffman), raw, lz4, zstd, "
+                    "zstd:LEVEL (negative levels are faster), huffman, auto:LEVEL (zstd level used by auto)")
         ->capture_default_str();
     cmd->add_option("-t,--transform", transform,
                     "byte grouping: auto (detect 2/4-byte words per chunk), none, bytegroup2 (bf16/fp16), bytegroup4 "
                     "(fp32); default: auto with --codec auto, none otherwise");
     cmd->add_option("--chunk-size", chunk_size, "raw bytes per chunk (max 64M)")->capture_default_str()->check(SizeValidator());
+    cmd->add_flag("--no-dedup", no_dedup, "write identical chunks in full instead of as references");
+    run.Add(cmd);
   }
-  Status Resolve(EncoderOptions* encoder, uint32_t* chunk) const {
-    VF_RETURN_IF_ERROR(ParseCodecSpec(codec, encoder));
-    std::string t = transform.empty() ? (encoder->codec == CodecChoice::kAuto ? "auto" : "none") : transform;
-    VF_RETURN_IF_ERROR(ParseTransformSpec(t, encoder));
+  Status Resolve(PipelineOptions* options) const {
+    VF_RETURN_IF_ERROR(ParseCodecSpec(codec, &options->encoder));
+    std::string t = transform.empty() ? (options->encoder.codec == CodecChoice::kAuto ? "auto" : "none") : transform;
+    VF_RETURN_IF_ERROR(ParseTransformSpec(t, &options->encoder));
     VF_ASSIGN_OR_RETURN(uint64_t size, ParseSize(chunk_size));
     if (size == 0 || size > (64u << 20)) return Status::InvalidArgument("--chunk-size must be 1 .. 64M");
-    *chunk = static_cast<uint32_t>(size);
-    return Status::Ok();
+    options->chunk_size = static_cast<uint32_t>(size);
+    options->dedup = !no_dedup;
+    return run.Resolve(options);
   }
 };
 
@@ -73,7 +113,7 @@ int Main(int argc, char** argv) {
 
   // pack
   PackOptions pack;
-  EncodingFlags pack_flags;
+  DumpFlags pack_flags;
   CLI::App* pack_cmd = app.add_subcommand("pack", "Pack files (or - for stdin) into one chunk stream");
   pack_cmd->add_option("inputs", pack.inputs, "files to pack; - reads stdin; legacy CRIU amdgpu-pages-*.img images "
                                               "are recognised and restored byte for byte by unpack")
@@ -81,6 +121,7 @@ int Main(int argc, char** argv) {
   pack_cmd->add_option("-o,--output", pack.output, "stream to write; - for stdout")->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
   pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file");
+  pack_cmd->add_flag("--fsync", pack.fsync, "make the output durable (fsync) before reporting success");
   pack_flags.Add(pack_cmd);
   bool pack_quiet = false;
   pack_cmd->add_flag("-q,--quiet", pack_quiet, "print nothing on success");
@@ -90,13 +131,33 @@ int Main(int argc, char** argv) {
   CLI::App* unpack_cmd = app.add_subcommand(
       "unpack",
       "Unpack a chunk stream into files. OUT ending in / or an existing directory receives every object; otherwise a "
-      "one-object stream becomes the file OUT and a stream of several objects the directory OUT. Nothing appears "
-      "until the whole stream has been verified");
+      "one-object stream becomes the file OUT and a stream of several objects the directory OUT. Files appear only "
+      "once the whole stream has been verified and written. With -o - the single object is written to stdout as it "
+      "is read (a failure then leaves partial output and exit status 1)");
   unpack_cmd->add_option("stream", unpack.input, "stream to read; - for stdin")->required();
   unpack_cmd->add_option("-o,--output", unpack.output, "directory, file, or - (stdout, one object)")->required();
   unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
   bool unpack_quiet = false;
   unpack_cmd->add_flag("-q,--quiet", unpack_quiet, "print nothing on success");
+  RunFlags unpack_flags;
+  unpack_flags.Add(unpack_cmd);
+
+  // demo
+  DemoOptions demo;
+  DumpFlags demo_flags;
+  demo_flags.run.max_memory = "256M";
+  std::string demo_size = "1G";
+  bool demo_quiet = false;
+  CLI::App* demo_cmd = app.add_subcommand(
+      "demo", "Dump a simulated GPU process (model-like BOs on several simulated GPUs) through the pipeline, restore it "
+              "into fresh simulated GPUs and check every byte");
+  demo_cmd->add_option("-g,--gpus", demo.gpus, "simulated GPUs")->capture_default_str();
+  demo_cmd->add_option("-s,--size", demo_size, "VRAM per GPU")->capture_default_str()->check(SizeValidator());
+  demo_cmd->add_option("--rings", demo.rings, "simulated SDMA rings per GPU")->capture_default_str();
+  demo_cmd->add_option("--to", demo.destination, "keep the stream in this file (default: a temporary file, removed)");
+  demo_cmd->add_flag("--json", demo.json, "print the results as JSON");
+  demo_cmd->add_flag("-q,--quiet", demo_quiet, "no progress bars");
+  demo_flags.Add(demo_cmd);
 
   // inspect
   InspectOptions inspect;
@@ -140,6 +201,22 @@ int Main(int argc, char** argv) {
   bench_codecs_cmd->add_option("--min-seconds", bench.min_seconds, "time per measurement")->capture_default_str();
   bench_codecs_cmd->add_flag("--no-peers", bench_no_peers, "skip the zstd/lz4 command-line tools");
   bench_codecs_cmd->add_option("--json", bench.json_path, "also write results as JSON to this file");
+  PipelineBenchOptions pbench;
+  DumpFlags pbench_flags;
+  std::string pbench_size = "512M";
+  bool pbench_no_scaling = false;
+  CLI::App* bench_pipeline_cmd = bench_cmd->add_subcommand(
+      "pipeline", "Dump and restore throughput of the flow graphs on a simulated GPU process, with 1 thread and with N "
+                  "(bench/compare.sh runs this beside pzstd, zstd and lz4)");
+  bench_pipeline_cmd->add_option("-g,--gpus", pbench.gpus, "simulated GPUs")->capture_default_str();
+  bench_pipeline_cmd->add_option("-s,--size-per-gpu", pbench_size, "VRAM per GPU")->capture_default_str()->check(SizeValidator());
+  bench_pipeline_cmd->add_option("--layout", pbench.layout, "model (the demo's BOs) or zeros (one zero-filled BO per GPU)")
+      ->capture_default_str();
+  bench_pipeline_cmd->add_flag("--no-scaling", pbench_no_scaling, "skip the 1-thread run");
+  bench_pipeline_cmd->add_option("--work-dir", pbench.work_dir, "where the stream is written (default: /dev/shm)");
+  bench_pipeline_cmd->add_option("--export-raw", pbench.export_raw, "also write the raw VRAM bytes to this file");
+  bench_pipeline_cmd->add_option("--json", pbench.json_path, "also write results as JSON to this file");
+  pbench_flags.Add(bench_pipeline_cmd);
 
   try {
     app.parse(argc, argv);
@@ -155,23 +232,26 @@ int Main(int argc, char** argv) {
   }
 
   if (*pack_cmd) {
-    Status s = pack_flags.Resolve(&pack.encoder, &pack.chunk_size);
-    if (!s.ok()) return Fail("pack", s);
+    Status s = pack_flags.Resolve(&pack.pipeline);
+    if (!s.ok()) return UsageError("pack", s);
     PackReport report;
     s = RunPack(pack, &report);
     if (!s.ok()) return Fail("pack", s);
     if (!pack_quiet)
-      std::fprintf(stderr, "packed %llu object(s)%s: %s -> %s (ratio %s) in %.2f s, %s\n",
+      std::fprintf(stderr, "packed %llu object(s)%s%s: %s -> %s (ratio %s) in %.2f s, %s\n",
                    static_cast<unsigned long long>(report.objects),
                    report.legacy_images ? " (legacy amdgpu-pages images recognised)" : "",
+                   report.sequential ? " serially (stdin or pipe input)" : "",
                    FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
                    FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
                    FormatRate(report.raw_bytes, report.seconds).c_str());
     return 0;
   }
   if (*unpack_cmd) {
+    Status s = unpack_flags.Resolve(&unpack.pipeline);
+    if (!s.ok()) return UsageError("unpack", s);
     UnpackReport report;
-    Status s = RunUnpack(unpack, &report);
+    s = RunUnpack(unpack, &report);
     if (!s.ok()) return Fail("unpack", s);
     if (!unpack_quiet) {
       std::fprintf(stderr, "unpacked %llu object(s), %s, verified\n", static_cast<unsigned long long>(report.objects),
@@ -179,6 +259,25 @@ int Main(int argc, char** argv) {
       for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", path.c_str());
     }
     return 0;
+  }
+  if (*demo_cmd) {
+    Status s = demo_flags.Resolve(&demo.pipeline);
+    if (!s.ok()) return UsageError("demo", s);
+    demo.bytes_per_gpu = ParseSize(demo_size).value();
+    demo.progress = !demo_quiet && !demo.json;
+    DemoReport report;
+    s = RunDemo(demo, std::cout, &report);
+    std::cout.flush();
+    return s.ok() ? 0 : Fail("demo", s);
+  }
+  if (*bench_pipeline_cmd) {
+    Status s = pbench_flags.Resolve(&pbench.pipeline);
+    if (!s.ok()) return UsageError("bench pipeline", s);
+    pbench.bytes_per_gpu = ParseSize(pbench_size).value();
+    pbench.single_thread_too = !pbench_no_scaling;
+    s = RunPipelineBench(pbench, std::cout);
+    std::cout.flush();
+    return s.ok() ? 0 : Fail("bench pipeline", s);
   }
   if (*inspect_cmd) {
     Status s = RunInspect(inspect, std::cout);
@@ -192,7 +291,7 @@ int Main(int argc, char** argv) {
   }
   if (*gen_cmd) {
     std::optional<DataKind> kind = ParseDataKind(gen_kind);
-    if (!kind) return Fail("gen", Status::InvalidArgument("unknown data kind '" + gen_kind + "'"));
+    if (!kind) return UsageError("gen", Status::InvalidArgument("unknown data kind '" + gen_kind + "'"));
     uint64_t size = ParseSize(gen_size).value();
     FileSinkOptions sink_options;
     sink_options.overwrite = true;
@@ -212,14 +311,15 @@ int Main(int argc, char** argv) {
   if (*bench_codecs_cmd) {
     bench.size = ParseSize(bench_size).value();
     uint64_t chunk = ParseSize(bench_chunk).value();
-    if (chunk == 0 || chunk > (64u << 20)) return Fail("bench codecs", Status::InvalidArgument("--chunk-size must be 1 .. 64M"));
+    if (chunk == 0 || chunk > (64u << 20))
+      return UsageError("bench codecs", Status::InvalidArgument("--chunk-size must be 1 .. 64M"));
     bench.chunk_size = static_cast<uint32_t>(chunk);
     bench.peers = !bench_no_peers;
     if (!bench_kinds.empty()) {
       bench.kinds.clear();
       for (const std::string& k : CLI::detail::split(bench_kinds, ',')) {
         std::optional<DataKind> kind = ParseDataKind(k);
-        if (!kind) return Fail("bench codecs", Status::InvalidArgument("unknown data kind '" + k + "'"));
+        if (!kind) return UsageError("bench codecs", Status::InvalidArgument("unknown data kind '" + k + "'"));
         bench.kinds.push_back(*kind);
       }
     }

@@ -1,12 +1,17 @@
 #include "tools/pack.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <memory>
 
 #include "streamer/amdgpu_pages.h"
+#include "streamer/file_device.h"
+#include "streamer/pipeline.h"
 #include "streamer/stream_writer.h"
 #include "tools/cli_util.h"
 #include "transport/fd_stream.h"
@@ -19,74 +24,115 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-struct Input {
+// A regular file to pack: its fd, the range that becomes the object, and
+// whether it is a legacy amdgpu-pages image (whose 8-byte header is left out).
+struct FileInput {
   std::string path;
   std::string name;
-  std::unique_ptr<ByteSource> source;
-  uint64_t size = 0;    // content bytes (after a legacy header)
-  bool size_known = false;
+  UniqueFd fd;
+  uint64_t base = 0;
+  uint64_t size = 0;
   bool legacy = false;
 };
 
-// Opens an input; recognises a legacy amdgpu-pages image by its name and a
-// header that matches the file size, and then consumes that header.
-Result<Input> OpenInput(const std::string& path, const std::string& stdin_name) {
-  Input in;
-  in.path = path;
-  in.name = path == "-" ? stdin_name : BaseName(path);
-  if (in.name.empty()) return Status::InvalidArgument("input '" + path + "' has no file name");
-  VF_ASSIGN_OR_RETURN(in.source, OpenSourceSpec(path));
+// Opens `path` if it is a regular file; returns false in *regular otherwise.
+Status OpenRegular(const std::string& path, FileInput* in, bool* regular) {
+  *regular = false;
+  if (path == "-") return Status::Ok();
+  in->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in->fd.valid()) return Status::FromErrno("opening '" + path + "'", errno);
   struct stat st;
-  if (path != "-" && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-    in.size = static_cast<uint64_t>(st.st_size);
-    in.size_known = true;
-  }
-  if (in.size_known && IsAmdgpuPagesFileName(in.name) && in.size >= kAmdgpuPagesHeaderSize) {
+  if (::fstat(in->fd.get(), &st) != 0) return Status::FromErrno("stat '" + path + "'", errno);
+  if (S_ISDIR(st.st_mode)) return Status::InvalidArgument("'" + path + "' is a directory");
+  if (!S_ISREG(st.st_mode)) return Status::Ok();
+  *regular = true;
+  in->path = path;
+  in->name = BaseName(path);
+  in->size = static_cast<uint64_t>(st.st_size);
+  if (IsAmdgpuPagesFileName(in->name) && in->size >= kAmdgpuPagesHeaderSize) {
     uint8_t header[kAmdgpuPagesHeaderSize];
-    VF_ASSIGN_OR_RETURN(size_t n, ReadFully(*in.source, header));
-    if (n != sizeof(header)) return Status::Truncated("'" + path + "' shrank while being read");
-    if (DecodeAmdgpuPagesHeader(header, HostIsLittleEndian()) == in.size - kAmdgpuPagesHeaderSize) {
-      in.legacy = true;
-      in.size -= kAmdgpuPagesHeaderSize;
-    } else {
-      // Not a well-formed legacy image: pack it as a plain file, from byte 0.
-      VF_ASSIGN_OR_RETURN(in.source, OpenSourceSpec(path));
+    if (::pread(in->fd.get(), header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) &&
+        DecodeAmdgpuPagesHeader(header, HostIsLittleEndian()) == in->size - kAmdgpuPagesHeaderSize) {
+      in->legacy = true;  // otherwise: not a well-formed legacy image, packed as a plain file
+      in->base = kAmdgpuPagesHeaderSize;
+      in->size -= kAmdgpuPagesHeaderSize;
     }
   }
-  return in;
+  return Status::Ok();
 }
 
-// Packs one input. Regular files declare their size up front and must not
-// change while read; pipes declare kUnknownObjectSize and end at EOF.
-Status PackInput(Input& in, StreamWriter& writer, ChunkEncoder& encoder, uint32_t chunk_size,
-                 std::vector<uint8_t>& buf) {
+ObjectMetadata MetadataFor(const std::string& name, bool legacy) {
   ObjectMetadata meta;
-  meta.name = in.name;
-  if (in.legacy) {
+  meta.name = name;
+  if (legacy) {
     meta.attributes.emplace_back(kLegacyFormatKey, kLegacyFormatAmdgpuPages);
     meta.attributes.emplace_back(kLegacyByteOrderKey, HostIsLittleEndian() ? "le" : "be");
   }
-  VF_ASSIGN_OR_RETURN(uint32_t id, writer.BeginObject(meta, in.size_known ? in.size : kUnknownObjectSize));
-  uint64_t offset = 0;
-  EncodedChunk chunk;
-  while (!in.size_known || offset < in.size) {
-    size_t want = in.size_known ? static_cast<size_t>(std::min<uint64_t>(chunk_size, in.size - offset)) : chunk_size;
-    VF_ASSIGN_OR_RETURN(size_t n, ReadFully(*in.source, std::span<uint8_t>(buf.data(), want)));
-    if (!in.size_known && n == 0) break;
-    if (in.size_known && n != want)
-      return Status::Truncated("'" + in.path + "' ended at byte " + std::to_string(offset + n) + " of " +
-                               std::to_string(in.size) + " (did it shrink while being packed?)");
-    VF_RETURN_IF_ERROR(encoder.Encode(std::span<const uint8_t>(buf.data(), n), &chunk));
-    VF_RETURN_IF_ERROR(writer.AddChunk(id, offset, n, chunk));
-    offset += n;
+  return meta;
+}
+
+// Regular files: the dump graph, with the files as a device.
+Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineOptions& pipeline, PackReport* report) {
+  FileDevice device("pack");
+  std::vector<DumpSource> sources;
+  for (FileInput& in : inputs) {
+    DumpSource s;
+    s.device = &device;
+    VF_ASSIGN_OR_RETURN(s.bo, device.ImportFileRange(in.fd.get(), in.base, in.size, "'" + in.path + "'"));
+    s.size = in.size;
+    s.metadata = MetadataFor(in.name, in.legacy);
+    sources.push_back(std::move(s));
+    report->legacy_images += in.legacy ? 1 : 0;
   }
-  if (in.size_known) {
-    uint8_t probe;
-    VF_ASSIGN_OR_RETURN(size_t extra, in.source->Read(std::span<uint8_t>(&probe, 1)));
-    if (extra != 0) return Status::IoError("'" + in.path + "' grew while being packed");
+  PipelineStats stats;
+  VF_RETURN_IF_ERROR(RunDump(sources, sink, pipeline, &stats));
+  // A file that grew while being read would otherwise lose its new tail silently.
+  for (FileInput& in : inputs) {
+    struct stat st;
+    if (::fstat(in.fd.get(), &st) == 0 && static_cast<uint64_t>(st.st_size) != in.base + in.size)
+      return Status::IoError("'" + in.path + "' changed size while being packed");
   }
-  in.size = offset;
-  return writer.EndObject(id);
+  report->objects = stats.objects;
+  report->raw_bytes = stats.raw_bytes;
+  report->stream_bytes = stats.stream_bytes;
+  report->dedup_bytes = stats.dedup_bytes;
+  return Status::Ok();
+}
+
+// Streams that are not regular files (stdin, pipes) have no size up front
+// and cannot be read at offsets: they are packed serially, in order, as
+// objects of unknown size.
+Status PackSequential(const PackOptions& options, ByteSink* sink, PackReport* report) {
+  const PipelineOptions& pipeline = options.pipeline;
+  StreamHeader header;
+  header.chunk_size = pipeline.chunk_size;
+  header.zstd_level = static_cast<int8_t>(std::clamp(pipeline.encoder.zstd_level, -128, 127));
+  header.producer = ProducerString();
+  StreamWriter writer(sink, header);
+  ChunkEncoder encoder(pipeline.encoder);
+  std::vector<uint8_t> buf(pipeline.chunk_size);
+  VF_RETURN_IF_ERROR(writer.Start());
+  for (const std::string& path : options.inputs) {
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSourceSpec(path));
+    std::string name = path == "-" ? options.stdin_name : BaseName(path);
+    VF_ASSIGN_OR_RETURN(uint32_t id, writer.BeginObject(MetadataFor(name, false), kUnknownObjectSize));
+    uint64_t offset = 0;
+    EncodedChunk chunk;
+    for (;;) {
+      VF_ASSIGN_OR_RETURN(size_t n, ReadFully(*source, buf));
+      if (n == 0) break;
+      std::span<const uint8_t> data(buf.data(), n);
+      VF_RETURN_IF_ERROR(encoder.Encode(data, &chunk));
+      VF_RETURN_IF_ERROR(writer.AddChunk(id, offset, n, chunk));
+      offset += n;
+    }
+    VF_RETURN_IF_ERROR(writer.EndObject(id).WithContext("packing '" + path + "'"));
+    ++report->objects;
+    report->raw_bytes += offset;
+  }
+  VF_RETURN_IF_ERROR(writer.Finish());
+  report->stream_bytes = writer.bytes_written();
+  return Status::Ok();
 }
 
 }  // namespace
@@ -94,39 +140,42 @@ Status PackInput(Input& in, StreamWriter& writer, ChunkEncoder& encoder, uint32_
 Status RunPack(const PackOptions& options, PackReport* report) {
   Stopwatch clock;
   if (options.inputs.empty()) return Status::InvalidArgument("no inputs");
-  if (options.chunk_size == 0 || options.chunk_size > kMaxChunkSize)
-    return Status::InvalidArgument("chunk size must be 1 byte .. 64 MiB");
+  const uint32_t chunk = options.pipeline.chunk_size;
+  if (chunk == 0 || chunk > kMaxChunkSize) return Status::InvalidArgument("chunk size must be 1 byte .. 64 MiB");
   std::map<std::string, std::string> names;
   for (const std::string& path : options.inputs) {
     std::string name = path == "-" ? options.stdin_name : BaseName(path);
+    if (name.empty()) return Status::InvalidArgument("input '" + path + "' has no file name");
     auto [it, inserted] = names.emplace(name, path);
     if (!inserted)
       return Status::InvalidArgument("inputs '" + it->second + "' and '" + path + "' would both be named '" + name + "'");
   }
 
+  // Regular files ride the dump graph; any stdin or pipe input makes the
+  // whole stream a serial one.
+  std::vector<FileInput> files;
+  bool all_regular = true;
+  for (const std::string& path : options.inputs) {
+    FileInput in;
+    bool regular = false;
+    VF_RETURN_IF_ERROR(OpenRegular(path, &in, &regular));
+    all_regular &= regular;
+    if (regular) files.push_back(std::move(in));
+  }
+
   FileSinkOptions sink_options;
   sink_options.overwrite = options.force;
+  sink_options.fsync = options.fsync;
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSinkSpec(options.output, sink_options));
-  StreamHeader header;
-  header.chunk_size = options.chunk_size;
-  header.zstd_level = static_cast<int8_t>(std::clamp(options.encoder.zstd_level, -128, 127));
-  header.producer = ProducerString();
-  StreamWriter writer(sink.get(), header);
-  ChunkEncoder encoder(options.encoder);
-  std::vector<uint8_t> buf(options.chunk_size);
-  VF_RETURN_IF_ERROR(writer.Start());
-
-  for (const std::string& path : options.inputs) {
-    VF_ASSIGN_OR_RETURN(Input in, OpenInput(path, options.stdin_name));
-    Status s = PackInput(in, writer, encoder, options.chunk_size, buf);
-    if (!s.ok()) return s.WithContext("packing '" + path + "'");
-    ++report->objects;
-    report->raw_bytes += in.size;
-    report->legacy_images += in.legacy ? 1 : 0;
+  PipelineOptions pipeline = options.pipeline;
+  pipeline.producer = ProducerString();
+  if (all_regular) {
+    VF_RETURN_IF_ERROR(PackFiles(files, sink.get(), pipeline, report));
+  } else {
+    report->sequential = true;
+    VF_RETURN_IF_ERROR(PackSequential(options, sink.get(), report));
   }
-  VF_RETURN_IF_ERROR(writer.Finish());
   VF_RETURN_IF_ERROR(sink->Commit());
-  report->stream_bytes = writer.bytes_written();
   report->seconds = clock.Seconds();
   return Status::Ok();
 }

@@ -1,29 +1,36 @@
 // `vramflow pack`: files (or stdin) in, one chunk stream out.
+//
+// Regular files ride the dump graph (streamer/pipeline.h) through a file
+// device: parallel reads, encoding and dedup inside the memory budget.
+// Inputs that are not regular files (stdin, pipes) have no size up front and
+// cannot be read at offsets; a command with any of them packs serially.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "codecs/chunk_codec.h"
 #include "common/status.h"
+#include "streamer/pipeline.h"
 
 namespace vramflow {
 
 struct PackOptions {
-  std::vector<std::string> inputs;  // paths, or "-" for stdin
-  std::string output;               // path, or "-" for stdout
+  std::vector<std::string> inputs;   // paths, or "-" for stdin
+  std::string output;                // path, or "-" for stdout
   std::string stdin_name = "stdin";  // object name for "-"
-  EncoderOptions encoder;
-  uint32_t chunk_size = 1u << 20;
-  bool force = false;  // overwrite an existing output file
+  PipelineOptions pipeline;          // codec, chunk size, threads, budget, dedup
+  bool force = false;                // overwrite an existing output file
+  bool fsync = false;                // make the output durable before reporting success
 };
 
 struct PackReport {
   uint64_t objects = 0;
   uint64_t raw_bytes = 0;
   uint64_t stream_bytes = 0;
+  uint64_t dedup_bytes = 0;
   uint64_t legacy_images = 0;
+  bool sequential = false;  // packed without the graph (stdin or pipe inputs)
   double seconds = 0;
 };
 

@@ -13,6 +13,8 @@
 
 #include "common/endian.h"
 #include "streamer/amdgpu_pages.h"
+#include "streamer/file_device.h"
+#include "streamer/pipeline.h"
 #include "streamer/stream_reader.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
@@ -81,6 +83,9 @@ class SequentialVisitor final : public StreamVisitor {
       return Status::InvalidArgument("chunks arrive out of order (offset " + std::to_string(e.header.offset) +
                                      ", expected " + std::to_string(next_) + "); unpack to a file instead of " +
                                      description_);
+    if (e.dedup)  // its bytes were written to stdout already; nothing to copy them from
+      return Status::NotSupported("the stream uses dedup references (frame at stream offset " +
+                                  std::to_string(e.stream_offset) + "); unpack to a file instead of " + description_);
     next_ += e.header.raw_size;
     if (e.header.kind == static_cast<uint8_t>(FrameKind::kZeroRun)) {
       static const uint8_t kZeros[64 * 1024] = {};
@@ -108,13 +113,17 @@ class SequentialVisitor final : public StreamVisitor {
   bool legacy_ = false;
 };
 
-// Writes every object as a file in a staging directory; Commit() moves them out.
-class StagingVisitor final : public StreamVisitor {
+// The files of an unpack, created in a staging directory as objects begin,
+// sized when they end, and moved to their final places by Commit().
+class StagedFiles {
  public:
-  StagingVisitor(int staging_fd, std::string output, bool directory_forced, bool force)
-      : staging_fd_(staging_fd), output_(std::move(output)), directory_forced_(directory_forced), force_(force) {}
+  StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, FileDevice* device)
+      : staging_fd_(staging_fd), output_(std::move(output)), directory_forced_(directory_forced), force_(force),
+        device_(device) {}
 
-  Status OnObjectBegin(const ObjectState& o) override {
+  // Creates the staged file of an object that begins; its content goes
+  // through the device, after the legacy header if it has one.
+  Result<RestoreTarget> Open(const ObjectState& o) {
     VF_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitSafeRelativePath(o.metadata.name));
     if (!names_.insert(o.metadata.name).second)
       return Status::InvalidArgument("object name '" + o.metadata.name + "' appears twice in the stream");
@@ -125,27 +134,26 @@ class StagingVisitor final : public StreamVisitor {
         return Status::AlreadyExists("'" + target + "' exists (use --force to overwrite)");
     }
     VF_ASSIGN_OR_RETURN(UniqueFd dir, OpenParentDirectory(staging_fd_, parts, /*create=*/true));
-    int fd = ::openat(dir.get(), parts.back().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = ::openat(dir.get(), parts.back().c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return Status::FromErrno("creating staged file for '" + o.metadata.name + "'", errno);
     OpenFile& f = files_[o.id];
     f.fd.Reset(fd);
     f.parts = std::move(parts);
     const std::string* legacy = o.metadata.Find(kLegacyFormatKey);
     if (legacy && *legacy == kLegacyFormatAmdgpuPages) {
+      if (o.size == kUnknownObjectSize) return Status::NotSupported("legacy image of unknown size");
       f.header = kAmdgpuPagesHeaderSize;
       const std::string* order = o.metadata.Find(kLegacyByteOrderKey);
       f.legacy_little_endian = !order || *order != "be";
     }
-    return Status::Ok();
+    uint64_t size = o.size == kUnknownObjectSize ? FileDevice::kUnbounded : o.size;
+    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, f.header, size, "'" + o.metadata.name + "'"));
+    return RestoreTarget{device_, bo, /*zero_filled=*/true};
   }
 
-  Status OnChunk(const ChunkEvent& e) override {
-    if (e.header.kind == static_cast<uint8_t>(FrameKind::kZeroRun)) return Status::Ok();  // a hole reads as zeros
-    OpenFile& f = files_.at(e.header.object_id);
-    return PwriteAll(f.fd.get(), e.data, f.header + e.header.offset, "'" + e.object.metadata.name + "'");
-  }
-
-  Status OnObjectEnd(const ObjectState& o) override {
+  // Writes the legacy header and sets the final size (zero runs at the end
+  // of an object are holes until then).
+  Status Finish(const ObjectState& o) {
     OpenFile& f = files_.at(o.id);
     const std::string what = "'" + o.metadata.name + "'";
     if (f.header) {
@@ -156,14 +164,12 @@ class StagingVisitor final : public StreamVisitor {
     if (::ftruncate(f.fd.get(), static_cast<off_t>(f.header + o.size)) != 0)
       return Status::FromErrno("sizing " + what, errno);
     if (::close(f.fd.Release()) != 0) return Status::FromErrno("closing " + what, errno);
-    bytes_ += o.size;
     return Status::Ok();
   }
 
   // Moves the staged files to their final places.
   Status Commit(UnpackReport* report) {
     report->objects = files_.size();
-    report->raw_bytes = bytes_;
     if (!directory_forced_ && files_.size() == 1) {
       const OpenFile& f = files_.begin()->second;
       VF_ASSIGN_OR_RETURN(UniqueFd from, OpenParentDirectory(staging_fd_, f.parts, false));
@@ -198,9 +204,9 @@ class StagingVisitor final : public StreamVisitor {
   std::string output_;
   bool directory_forced_;
   bool force_;
+  FileDevice* device_;
   std::map<uint32_t, OpenFile> files_;
   std::set<std::string> names_;
-  uint64_t bytes_ = 0;
 };
 
 // A private directory beside the output, removed with its contents on exit.
@@ -249,9 +255,15 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
 
   StagingDirectory staging;
   VF_RETURN_IF_ERROR(staging.Create(output));
-  StagingVisitor visitor(staging.fd(), output, directory_forced, options.force);
-  VF_RETURN_IF_ERROR(ReadStream(*source, visitor));
-  return visitor.Commit(report);
+  FileDevice device("unpack");
+  StagedFiles files(staging.fd(), output, directory_forced, options.force, &device);
+  PipelineStats stats;
+  VF_RETURN_IF_ERROR(RunRestore(
+      source.get(), {&device}, [&](const ObjectState& o) { return files.Open(o); }, options.pipeline, &stats,
+      [&](const ObjectState& o) { return files.Finish(o); }));
+  report->raw_bytes = stats.raw_bytes;
+  report->seconds = stats.seconds;
+  return files.Commit(report);
 }
 
 }  // namespace vramflow

@@ -4,10 +4,12 @@
 // when OUT ends in '/' or is an existing directory, every object becomes a
 // file under it (names checked by safe_path.h); otherwise a one-object stream
 // becomes the file OUT and a stream of several objects the new directory OUT.
-// Everything is written into a private staging directory beside OUT and moved
-// into place only after STREAM_END has been verified, so a failed or
-// interrupted unpack leaves nothing that looks complete. Existing files are
-// never replaced without `force`.
+// Files are filled by the restore graph (streamer/pipeline.h) through a file
+// device, in a private staging directory beside OUT, and moved into place
+// only after STREAM_END has been verified and every byte written, so a failed
+// or interrupted unpack leaves nothing that looks complete. Existing files
+// are never replaced without `force`. `-o -` reads serially and writes as it
+// goes: a failure there leaves partial output on stdout, with exit status 1.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "streamer/pipeline.h"
 
 namespace vramflow {
 
@@ -22,12 +25,14 @@ struct UnpackOptions {
   std::string input;   // path or "-"
   std::string output;  // directory, file or "-"
   bool force = false;
+  PipelineOptions pipeline;  // threads and memory budget of the restore graph
 };
 
 struct UnpackReport {
   uint64_t objects = 0;
   uint64_t raw_bytes = 0;
   std::vector<std::string> written;  // final paths
+  double seconds = 0;
 };
 
 Status RunUnpack(const UnpackOptions& options, UnpackReport* report);

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Pipeline benchmark: vramflow's dump and restore graphs beside pzstd, zstd
+# and lz4 on the same bytes, in the same run, with peak RSS from
+# /usr/bin/time -v. Prints a table and writes bench/results/compare.json.
+#
+#   bench/compare.sh [SIZE_PER_GPU] [GPUS]     default 512M, 2
+#   BIG=1 bench/compare.sh                     also the 8 GiB/--max-memory 64M
+#                                              and 4 GiB zero-BO checks
+set -euo pipefail
+cd "$(dirname "$0")/.."
+size="${1:-512M}"
+gpus="${2:-2}"
+threads=$(nproc)
+bin=build/vramflow
+[ -x "$bin" ] || ./scripts/build.sh >/dev/null
+for tool in pzstd zstd lz4 /usr/bin/time python3; do
+  command -v "$tool" >/dev/null || { echo "compare: $tool is missing (run scripts/setup.sh)" >&2; exit 1; }
+done
+mkdir -p bench/results
+work=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/vramflow-compare-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# timed NAME CMD...: runs CMD under /usr/bin/time -v into $work/NAME.time
+# (wall time and peak RSS, read back by the summary below).
+timed() {
+  local name=$1; shift
+  /usr/bin/time -v -o "$work/$name.time" "$@"
+}
+
+echo "== vramflow pipeline ($gpus simulated GPUs x $size, $threads threads; also exports the raw bytes)"
+timed vramflow "$bin" bench pipeline --gpus "$gpus" --size-per-gpu "$size" --threads "$threads" \
+  --export-raw "$work/raw.bin" --json "$work/ours.json" | tee "$work/ours.txt"
+raw=$(stat -c %s "$work/raw.bin")
+
+echo "== peers on the same $(numfmt --to=iec "$raw") of raw VRAM bytes"
+timed pzstd_c pzstd -q -1 -p "$threads" -f "$work/raw.bin" -o "$work/raw.pzst"
+timed pzstd_d pzstd -q -d -p "$threads" -f "$work/raw.pzst" -o /dev/null
+timed zstd_c zstd -q -1 -T"$threads" -f "$work/raw.bin" -o "$work/raw.zst"
+timed zstd_d zstd -q -d -f "$work/raw.zst" -o /dev/null
+timed lz4_c lz4 -q -1 -f "$work/raw.bin" "$work/raw.lz4"
+timed lz4_d lz4 -q -d -f "$work/raw.lz4" /dev/null
+# Peer timings include reading raw.bin from /dev/shm (page cache), which
+# costs them about what DMA from simulated VRAM costs us.
+
+big_json="null"
+if [ "${BIG:-0}" = 1 ]; then
+  echo "== 8 GiB of simulated VRAM, --max-memory 64M (private memory must stay <= 96 MiB)"
+  "$bin" bench pipeline --gpus 2 --size-per-gpu 4G --max-memory 64M --threads "$threads" --no-scaling \
+    --json "$work/big.json" | tee "$work/big.txt"
+  echo "== one zero-filled 4 GiB BO"
+  "$bin" bench pipeline --gpus 1 --size-per-gpu 4G --layout zeros --threads "$threads" --no-scaling \
+    --json "$work/zeros.json" | tee "$work/zeros.txt"
+  big_json="{\"budget64m\": $(cat "$work/big.json"), \"zero_bo\": $(cat "$work/zeros.json")}"
+fi
+
+python3 - "$work" "$raw" "$threads" "$big_json" <<'PY'
+import json, os, sys
+work, raw, threads, big = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+ours = json.load(open(f"{work}/ours.json"))
+runs = {r["threads"]: r for r in ours["runs"]}
+best = runs[max(runs)]
+def t(name):
+    d = {}
+    for line in open(f"{work}/{name}.time"):
+        k, _, v = line.strip().partition(": ")
+        d[k] = v
+    wall = d["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":")
+    secs = 0.0
+    for part in wall: secs = secs * 60 + float(part)
+    return secs, int(d["Maximum resident set size (kbytes)"]) * 1024
+size = lambda f: os.path.getsize(f"{work}/{f}")
+rows = []
+def row(name, stored, comp_s, decomp_s, rss):
+    rows.append({"tool": name, "ratio": raw / stored, "compress_gbps": raw / comp_s / 1e9,
+                 "decompress_gbps": raw / decomp_s / 1e9 if decomp_s else None, "peak_rss": rss})
+row(f"vramflow ({threads} threads)", best["stream_bytes"], best["dump_seconds"], best["restore_seconds"], t("vramflow")[1])
+if 1 in runs and max(runs) != 1:
+    one = runs[1]
+    row("vramflow (1 thread)", one["stream_bytes"], one["dump_seconds"], one["restore_seconds"], None)
+row(f"pzstd -1 -p {threads}", size("raw.pzst"), t("pzstd_c")[0], t("pzstd_d")[0], t("pzstd_c")[1])
+row(f"zstd -1 -T{threads} / zstd -d", size("raw.zst"), t("zstd_c")[0], t("zstd_d")[0], t("zstd_c")[1])
+row("lz4 -1", size("raw.lz4"), t("lz4_c")[0], t("lz4_d")[0], t("lz4_c")[1])
+print(f"\n{'tool':28} {'ratio':>7} {'compress':>12} {'decompress':>12} {'peak RSS':>10}")
+for r in rows:
+    d = f"{r['decompress_gbps']:.2f} GB/s" if r["decompress_gbps"] else "-"
+    m = f"{r['peak_rss']/2**20:.0f} MiB" if r["peak_rss"] else "-"
+    print(f"{r['tool']:28} {r['ratio']:7.3f} {r['compress_gbps']:7.2f} GB/s {d:>12} {m:>10}")
+print("(vramflow's peak RSS counts the simulated VRAM it maps, twice: source and restored GPUs;"
+      " its private memory is the rss-anon column above)")
+pz = next(r for r in rows if r["tool"].startswith("pzstd"))
+zd = next(r for r in rows if r["tool"].startswith("zstd"))
+targets = {
+    "dump >= 2.5x pzstd -1": rows[0]["compress_gbps"] / pz["compress_gbps"],
+    "stream smaller than pzstd's": pz["ratio"] < rows[0]["ratio"],
+    "restore >= 2x zstd -d": rows[0]["decompress_gbps"] / zd["decompress_gbps"],
+}
+if 1 in runs and max(runs) != 1:
+    targets["dump scaling 1 -> N threads"] = runs[1]["dump_seconds"] / best["dump_seconds"]
+    targets["restore scaling 1 -> N threads"] = runs[1]["restore_seconds"] / best["restore_seconds"]
+print("\ntargets:")
+for k, v in targets.items():
+    print(f"  {k:34} {v:.2f}" if isinstance(v, float) else f"  {k:34} {v}")
+result = {"raw_bytes": raw, "threads": threads, "rows": rows, "targets": targets, "pipeline": ours,
+          "big": json.loads(big) if big != "null" else None}
+json.dump(result, open("bench/results/compare.json", "w"), indent=2)
+print("results: bench/results/compare.json")
+PY
