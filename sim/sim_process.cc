@@ -37,6 +37,7 @@ Status SimProcess::Allocate(const std::vector<SimBoSpec>& specs) {
     Bo bo;
     VF_ASSIGN_OR_RETURN(bo.fd, CreateSimBo(spec.name, spec.size));
     VF_ASSIGN_OR_RETURN(bo.map, BoMapping::Map(bo.fd.get(), spec.size));
+    VF_ASSIGN_OR_RETURN(bo.handle, devices_[spec.gpu]->ImportBo(bo.fd.get(), spec.size));
     bos_.push_back(std::move(bo));
     specs_.push_back(spec);
   }
@@ -61,7 +62,7 @@ Result<std::vector<DumpSource>> SimProcess::DumpSources() {
   for (size_t i = 0; i < specs_.size(); ++i) {
     DumpSource s;
     s.device = devices_[specs_[i].gpu].get();
-    VF_ASSIGN_OR_RETURN(s.bo, s.device->ImportBo(bos_[i].fd.get(), specs_[i].size));
+    s.bo = bos_[i].handle;
     s.size = specs_[i].size;
     s.metadata.name = specs_[i].name;
     s.metadata.attributes.emplace_back("gpu", std::to_string(specs_[i].gpu));
@@ -78,9 +79,7 @@ RestoreResolver SimProcess::Resolver() {
     if (object.size != spec.size)
       return Status::InvalidArgument("BO '" + spec.name + "' is " + std::to_string(spec.size) + " bytes, the stream has " +
                                      std::to_string(object.size));
-    Device* device = devices_[spec.gpu].get();
-    VF_ASSIGN_OR_RETURN(uint32_t bo, device->ImportBo(bos_[it->second].fd.get(), spec.size));
-    return RestoreTarget{device, bo};
+    return RestoreTarget{devices_[spec.gpu].get(), bos_[it->second].handle};
   };
 }
 

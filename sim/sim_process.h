@@ -33,11 +33,13 @@ class SimProcess {
  public:
   SimProcess(uint32_t gpus, const SimDeviceOptions& options);
 
-  // Creates the BOs of `specs` (zero-filled).
+  // Creates the BOs of `specs` (zero-filled) and imports each into its
+  // device, as KFD hands a process's BOs to the checkpointer before any
+  // contents move.
   Status Allocate(const std::vector<SimBoSpec>& specs);
   // Fills every BO from its spec, in parallel; zero BOs are left untouched.
   void Fill();
-  // Imports every BO into its device, for dumping.
+  // Every BO as a dump source.
   Result<std::vector<DumpSource>> DumpSources();
   // Resolves stream objects to this process's BOs by name.
   RestoreResolver Resolver();
@@ -57,6 +59,7 @@ class SimProcess {
   struct Bo {
     UniqueFd fd;
     BoMapping map;
+    uint32_t handle = 0;  // in its device
   };
   std::vector<std::unique_ptr<SimDevice>> devices_;
   std::vector<SimBoSpec> specs_;

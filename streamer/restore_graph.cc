@@ -214,15 +214,39 @@ class FrameSource {
   uint64_t data_chunks_ = 0;
 };
 
-// Copies one range device-side through a staging buffer: read, wait, write, wait.
-Status CopyThroughStaging(const RestoreTarget& from, uint64_t from_offset, const RestoreTarget& to, uint64_t to_offset,
-                          uint32_t size, uint32_t from_staging, uint32_t to_staging, std::chrono::milliseconds timeout) {
-  VF_ASSIGN_OR_RETURN(DmaFence read, from.device->SubmitCopy(0, DmaDirection::kDeviceToHost, from.bo, from_offset,
-                                                             from_staging, 0, size));
-  VF_RETURN_IF_ERROR(from.device->WaitFence(read, timeout));
-  VF_ASSIGN_OR_RETURN(DmaFence write,
-                      to.device->SubmitCopy(0, DmaDirection::kHostToDevice, to.bo, to_offset, to_staging, 0, size));
-  return to.device->WaitFence(write, timeout);
+// Resolves DEDUP_REF ranges device-side: each range is read from where the
+// DATA frame it names was restored into a staging slot, then written to its
+// own place. Batches as many ranges as there are slots, spread over the
+// rings, so the copies overlap.
+Status CopyReferences(const std::vector<PendingRef>& refs, const std::map<uint32_t, RestoreTarget>& targets,
+                      SlotPool& pool, std::chrono::milliseconds timeout) {
+  for (size_t first = 0; first < refs.size(); first += pool.size()) {
+    const size_t count = std::min(pool.size(), refs.size() - first);
+    std::vector<DmaFence> fences(count);
+    for (int pass = 0; pass < 2; ++pass) {  // 0: read the sources, 1: write the targets
+      for (size_t i = 0; i < count; ++i) {
+        const PendingRef& ref = refs[first + i];
+        const RestoreTarget& from = targets.at(ref.source_object);
+        const RestoreTarget& side = pass == 0 ? from : ref.target;
+        uint32_t staging = pool.slot(static_cast<uint32_t>(i)).staging_handles[pool.DeviceIndex(side.device)];
+        uint32_t ring = static_cast<uint32_t>(i % side.device->RingCount());
+        Result<DmaFence> fence =
+            pass == 0 ? side.device->SubmitCopy(ring, DmaDirection::kDeviceToHost, side.bo, ref.source_offset, staging, 0,
+                                                ref.size)
+                      : side.device->SubmitCopy(ring, DmaDirection::kHostToDevice, side.bo, ref.offset, staging, 0,
+                                                ref.size);
+        if (!fence.ok()) return fence.status().WithContext("copying a deduplicated chunk to offset " + std::to_string(ref.offset));
+        fences[i] = *fence;
+      }
+      for (size_t i = 0; i < count; ++i) {
+        const PendingRef& ref = refs[first + i];
+        Device* device = pass == 0 ? targets.at(ref.source_object).device : ref.target.device;
+        Status s = device->WaitFence(fences[i], timeout);
+        if (!s.ok()) return s.WithContext("copying a deduplicated chunk to offset " + std::to_string(ref.offset));
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -330,14 +354,7 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   if (!frames->complete()) return Status::Internal("restore graph stopped before STREAM_END without an error");
 
   // Dedup references: copy from where the first copy of the bytes now lives.
-  Slot& scratch = pool->slot(0);
-  for (const PendingRef& ref : frames->refs()) {
-    const RestoreTarget& from = frames->targets().at(ref.source_object);
-    Status s = CopyThroughStaging(from, ref.source_offset, ref.target, ref.offset, ref.size,
-                                  scratch.staging_handles[pool->DeviceIndex(from.device)],
-                                  scratch.staging_handles[pool->DeviceIndex(ref.target.device)], options.dma_timeout);
-    if (!s.ok()) return s.WithContext("copying a deduplicated chunk to offset " + std::to_string(ref.offset));
-  }
+  VF_RETURN_IF_ERROR(CopyReferences(frames->refs(), frames->targets(), *pool, options.dma_timeout));
   done_bytes = frames->raw_bytes();
   if (options.progress) options.progress(done_bytes);
 

@@ -213,6 +213,8 @@ int Main(int argc, char** argv) {
   bench_pipeline_cmd->add_option("--layout", pbench.layout, "model (the demo's BOs) or zeros (one zero-filled BO per GPU)")
       ->capture_default_str();
   bench_pipeline_cmd->add_flag("--no-scaling", pbench_no_scaling, "skip the 1-thread run");
+  bench_pipeline_cmd->add_option("--repeat", pbench.repeat, "runs per thread count; the fastest is reported")
+      ->capture_default_str();
   bench_pipeline_cmd->add_option("--work-dir", pbench.work_dir, "where the stream is written (default: /dev/shm)");
   bench_pipeline_cmd->add_option("--export-raw", pbench.export_raw, "also write the raw VRAM bytes to this file");
   bench_pipeline_cmd->add_option("--json", pbench.json_path, "also write results as JSON to this file");

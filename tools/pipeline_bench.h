@@ -19,6 +19,7 @@ struct PipelineBenchOptions {
   std::string layout = "model";  // "model" (demo layout) or "zeros" (one zero-filled BO per GPU)
   PipelineOptions pipeline;
   bool single_thread_too = true;  // also measure with 1 thread (scaling)
+  unsigned repeat = 3;            // runs per thread count; the fastest dump and restore are reported
   std::string work_dir;           // where the stream goes (default: /dev/shm or $TMPDIR)
   std::string export_raw;         // write the raw VRAM bytes here
   std::string json_path;
