@@ -43,7 +43,7 @@ TEST(SdmaPacketsTest, IbSplitsAtTwoMibAndPadsWithNops) {
   const uint32_t counts[] = {(1u << 21) - 1, (1u << 21) - 1, (1u << 20) + 3 - 1};
   for (int k = 0; k < 3; ++k) {
     const uint32_t* p = ib.data() + 7 * k;
-    uint64_t advanced = uint64_t{k} << 21;
+    uint64_t advanced = static_cast<uint64_t>(k) << 21;
     EXPECT_EQ(p[0], 1u);
     EXPECT_EQ(p[1], counts[k]) << "packet " << k;
     EXPECT_EQ(p[2], 0u);

@@ -14,6 +14,7 @@
 #include "streamer/pipeline.h"
 #include "streamer/stream_writer.h"
 #include "tools/cli_util.h"
+#include "tools/safe_path.h"
 #include "transport/fd_stream.h"
 
 namespace vramflow {
@@ -146,6 +147,8 @@ Status RunPack(const PackOptions& options, PackReport* report) {
   for (const std::string& path : options.inputs) {
     std::string name = path == "-" ? options.stdin_name : BaseName(path);
     if (name.empty()) return Status::InvalidArgument("input '" + path + "' has no file name");
+    // The name must be one unpack will accept.
+    VF_RETURN_IF_ERROR(SplitSafeRelativePath(name).status());
     auto [it, inserted] = names.emplace(name, path);
     if (!inserted)
       return Status::InvalidArgument("inputs '" + it->second + "' and '" + path + "' would both be named '" + name + "'");
