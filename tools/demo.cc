@@ -29,9 +29,10 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   original.Fill();
 
   std::string path = options.destination;
-  if (path.empty()) {
+  if (path.empty()) {  // memory-backed when possible: the demo measures the pipeline, not a disk
     const char* tmp = std::getenv("TMPDIR");
-    path = std::string(tmp && *tmp ? tmp : "/tmp") + "/vramflow-demo-" + std::to_string(::getpid()) + ".vfs";
+    std::string dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
+    path = dir + "/vramflow-demo-" + std::to_string(::getpid()) + ".vfs";
   }
   struct RemoveTemp {
     std::string path;

@@ -22,7 +22,7 @@ struct DemoOptions {
   uint32_t rings = 2;               // simulated SDMA rings per GPU
   double ring_bytes_per_second = 0;  // 0: memcpy speed
   PipelineOptions pipeline;
-  std::string destination;  // stream file; empty: a temporary file, removed afterwards
+  std::string destination;  // stream file; empty: a temporary file (in /dev/shm when writable), removed afterwards
   bool progress = true;
   bool json = false;
 };
