@@ -268,7 +268,7 @@ Status ChunkDecoder::Decode(CodecId codec, TransformId transform, std::span<cons
     pos += planes[p].stored_bytes;
   }
   UngroupBytes(plane_ptrs, dst.size(), word, dst.data());
-  std::memcpy(dst.data() + plane_size * word, payload.data() + pos, dst.size() % word);
+  if (dst.size() % word) std::memcpy(dst.data() + plane_size * word, payload.data() + pos, dst.size() % word);
   return Status::Ok();
 }
 

@@ -198,7 +198,7 @@ Status HuffmanDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   if (src.empty()) return Status::Corruption("huffman payload is empty");
   if (src[0] == 0) {
     if (src.size() != 2) return Status::Corruption("huffman single-symbol payload is not 2 bytes");
-    std::memset(dst.data(), src[1], dst.size());
+    if (!dst.empty()) std::memset(dst.data(), src[1], dst.size());
     return Status::Ok();
   }
   if (src[0] != 1) return Status::Corruption("huffman payload has unknown mode " + std::to_string(src[0]));
