@@ -119,9 +119,13 @@ Result<uint32_t> AmdgpuDevice::ImportBo(int dmabuf_fd, uint64_t size) {
     return Status::InvalidArgument(Describe() + ": dma-buf of " + std::to_string(imported.alloc_size) +
                                    " bytes is smaller than the expected " + std::to_string(size));
   }
-  Result<MappedBo> mapped = MapBo(imported.buf_handle, size);
+  return AddBo(imported.buf_handle, size);
+}
+
+Result<uint32_t> AmdgpuDevice::AddBo(amdgpu_bo_handle bo, uint64_t size) {
+  Result<MappedBo> mapped = MapBo(bo, size);
   if (!mapped.ok()) {
-    amdgpu_bo_free(imported.buf_handle);
+    amdgpu_bo_free(bo);
     return mapped.status();
   }
   std::lock_guard<std::mutex> lock(tables_mu_);
@@ -137,16 +141,7 @@ Result<uint32_t> AmdgpuDevice::RegisterStaging(uint8_t* data, size_t size) {
   amdgpu_bo_handle bo = nullptr;
   int r = amdgpu_create_bo_from_user_mem(device_, data, PageRound(size), &bo);
   if (r) return DrmError(Describe() + ": registering " + std::to_string(size) + " bytes of host memory (userptr)", r);
-  Result<MappedBo> mapped = MapBo(bo, size);
-  if (!mapped.ok()) {
-    amdgpu_bo_free(bo);
-    return mapped.status();
-  }
-  std::lock_guard<std::mutex> lock(tables_mu_);
-  uint32_t handle = next_handle_++;
-  bos_[handle] = *mapped;
-  ++generation_;
-  return handle;
+  return AddBo(bo, size);
 }
 
 Status AmdgpuDevice::ReleaseBo(uint32_t handle) {

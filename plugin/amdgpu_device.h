@@ -68,6 +68,8 @@ class AmdgpuDevice final : public Device {
   AmdgpuDevice() = default;
   Status Init(const std::string& render_node);
   Result<MappedBo> MapBo(amdgpu_bo_handle bo, uint64_t size);
+  // Maps `bo` (taking ownership; freed on failure) and gives it a handle.
+  Result<uint32_t> AddBo(amdgpu_bo_handle bo, uint64_t size);
   void UnmapBo(MappedBo& bo);
   Status RefreshBoList(Ring& ring);  // caller holds ring.mu
   Status WaitSequence(Ring& ring, uint64_t sequence, uint64_t timeout_ns);
