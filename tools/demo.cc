@@ -112,7 +112,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   }
   char line[160];
   auto row = [&](const char* name, const std::string& value) {
-    std::snprintf(line, sizeof(line), "  %-26s %s\n", name, value.c_str());
+    std::snprintf(line, sizeof(line), "  %-28s %s\n", name, value.c_str());
     out << line;
   };
   out << "\nvramflow demo: " << options.gpus << " simulated GPUs, " << layout.size() << " BOs, " << report->threads
