@@ -67,7 +67,7 @@ class ChunkEncoder {
   Status Encode(std::span<const uint8_t> raw, EncodedChunk* out);
   // Like Encode, but an encoded payload is written into `payload_buffer`,
   // which must hold MaxPayloadSize(raw.size()) bytes (a raw payload still
-  // points at `raw`). The encoder then keeps only ScratchBytes() of its own.
+  // points at `raw`). The encoder then keeps only MemoryBytes() of its own.
   Status EncodeInto(std::span<const uint8_t> raw, std::span<uint8_t> payload_buffer, EncodedChunk* out);
   const EncoderOptions& options() const { return options_; }
 
