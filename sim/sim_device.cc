@@ -53,7 +53,8 @@ BoMapping& BoMapping::operator=(BoMapping&& other) noexcept {
 SimDevice::SimDevice(std::string name, SimDeviceOptions options)
     : name_(std::move(name)),
       options_(options),
-      rings_("sim " + name_, options.rings, options.bytes_per_second, options.latency) {}
+      rings_("sim " + name_, options.rings, options.bytes_per_second, options.latency),
+      staging_("sim " + name_) {}
 
 SimDevice::~SimDevice() = default;
 
@@ -71,37 +72,23 @@ Status SimDevice::ReleaseBo(uint32_t bo) {
   return Status::Ok();
 }
 
-Result<uint32_t> SimDevice::RegisterStaging(uint8_t* data, size_t size) {
-  std::lock_guard<std::mutex> lock(tables_mu_);
-  uint32_t handle = next_handle_++;
-  staging_[handle] = {data, size};
-  return handle;
-}
+Result<uint32_t> SimDevice::RegisterStaging(uint8_t* data, size_t size) { return staging_.Register(data, size); }
 
-Status SimDevice::UnregisterStaging(uint32_t staging) {
-  std::lock_guard<std::mutex> lock(tables_mu_);
-  if (!staging_.erase(staging)) return Status::InvalidArgument(Describe() + ": no staging buffer " + std::to_string(staging));
-  return Status::Ok();
-}
+Status SimDevice::UnregisterStaging(uint32_t staging) { return staging_.Unregister(staging); }
 
 Result<DmaFence> SimDevice::SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
                                        uint32_t staging, size_t staging_offset, size_t size) {
+  VF_ASSIGN_OR_RETURN(uint8_t* staging_bytes, staging_.Range(staging, staging_offset, size));
   uint8_t* bo_bytes;
-  uint8_t* staging_bytes;
   bool fail, stall;
   {
     std::lock_guard<std::mutex> lock(tables_mu_);
     auto b = bos_.find(bo);
-    auto s = staging_.find(staging);
     if (b == bos_.end()) return Status::InvalidArgument(Describe() + ": no BO " + std::to_string(bo));
-    if (s == staging_.end()) return Status::InvalidArgument(Describe() + ": no staging buffer " + std::to_string(staging));
     if (bo_offset > b->second.size() || size > b->second.size() - bo_offset)
       return Status::InvalidArgument(Describe() + ": copy [" + std::to_string(bo_offset) + ", +" + std::to_string(size) +
                                      ") outside a BO of " + std::to_string(b->second.size()) + " bytes");
-    if (staging_offset > s->second.second || size > s->second.second - staging_offset)
-      return Status::InvalidArgument(Describe() + ": copy outside its staging buffer");
     bo_bytes = b->second.data() + bo_offset;
-    staging_bytes = s->second.first + staging_offset;
     int64_t n = static_cast<int64_t>(copies_++);
     fail = n == options_.fail_copy_at;
     stall = n == options_.stall_copy_at;

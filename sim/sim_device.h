@@ -19,6 +19,7 @@
 #include "common/unique_fd.h"
 #include "streamer/copy_rings.h"
 #include "streamer/device.h"
+#include "streamer/host_staging.h"
 
 namespace vramflow {
 
@@ -74,7 +75,7 @@ class SimDevice final : public Device {
   CopyRings rings_;
   mutable std::mutex tables_mu_;
   std::map<uint32_t, BoMapping> bos_;
-  std::map<uint32_t, std::pair<uint8_t*, size_t>> staging_;
+  HostStagingTable staging_;
   uint32_t next_handle_ = 1;
   uint64_t copies_ = 0;
 };

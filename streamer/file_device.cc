@@ -7,7 +7,8 @@
 
 namespace vramflow {
 
-FileDevice::FileDevice(std::string name, uint32_t rings) : name_(std::move(name)), rings_("file device " + name_, rings) {}
+FileDevice::FileDevice(std::string name, uint32_t rings)
+    : name_(std::move(name)), rings_("file device " + name_, rings), staging_("file device " + name_) {}
 
 Result<uint32_t> FileDevice::ImportBo(int fd, uint64_t size) { return ImportFileRange(fd, 0, size, "fd " + std::to_string(fd)); }
 
@@ -26,39 +27,25 @@ Status FileDevice::ReleaseBo(uint32_t bo) {
   return Status::Ok();
 }
 
-Result<uint32_t> FileDevice::RegisterStaging(uint8_t* data, size_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
-  uint32_t handle = next_handle_++;
-  staging_[handle] = {data, size};
-  return handle;
-}
+Result<uint32_t> FileDevice::RegisterStaging(uint8_t* data, size_t size) { return staging_.Register(data, size); }
 
-Status FileDevice::UnregisterStaging(uint32_t staging) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!staging_.erase(staging)) return Status::InvalidArgument(Describe() + ": no staging buffer " + std::to_string(staging));
-  return Status::Ok();
-}
+Status FileDevice::UnregisterStaging(uint32_t staging) { return staging_.Unregister(staging); }
 
 Result<DmaFence> FileDevice::SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
                                         uint32_t staging, size_t staging_offset, size_t size) {
   int fd;
   uint64_t position;
-  uint8_t* bytes;
   std::string what;
+  VF_ASSIGN_OR_RETURN(uint8_t* bytes, staging_.Range(staging, staging_offset, size));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto r = ranges_.find(bo);
-    auto s = staging_.find(staging);
     if (r == ranges_.end()) return Status::InvalidArgument(Describe() + ": no file " + std::to_string(bo));
-    if (s == staging_.end()) return Status::InvalidArgument(Describe() + ": no staging buffer " + std::to_string(staging));
     const Range& range = r->second;
     if (range.size != kUnbounded && (bo_offset > range.size || size > range.size - bo_offset))
       return Status::InvalidArgument(Describe() + ": copy past the end of " + range.description);
-    if (staging_offset > s->second.second || size > s->second.second - staging_offset)
-      return Status::InvalidArgument(Describe() + ": copy outside its staging buffer");
     fd = range.fd.get();
     position = range.base + bo_offset;
-    bytes = s->second.first + staging_offset;
     what = range.description;
   }
   return rings_.Submit(ring, size, [=]() -> Status {

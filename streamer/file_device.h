@@ -9,6 +9,7 @@
 #include "common/unique_fd.h"
 #include "streamer/copy_rings.h"
 #include "streamer/device.h"
+#include "streamer/host_staging.h"
 
 namespace vramflow {
 
@@ -45,7 +46,7 @@ class FileDevice final : public Device {
   CopyRings rings_;
   std::mutex mu_;
   std::map<uint32_t, Range> ranges_;
-  std::map<uint32_t, std::pair<uint8_t*, size_t>> staging_;
+  HostStagingTable staging_;
   uint32_t next_handle_ = 1;
 };
 
