@@ -22,6 +22,7 @@ namespace vramflow {
 namespace {
 
 using testing::ModelBytes;
+using testing::TextBytes;
 
 // Codec and transform specs as the CLI takes them; a new codec slots in here.
 const std::vector<std::string>& CodecSpecs() {
@@ -545,18 +546,6 @@ TEST(PlanarPayloadTest, RandomDamageToThePlaneTableNeverCrashes) {
   }
 }
 
-// Compressible text-like bytes, so every block codec shrinks them.
-std::vector<uint8_t> TextBytes(size_t n) {
-  std::vector<uint8_t> out;
-  std::mt19937_64 rng(5);
-  const char* words[] = {"tensor ", "weight ", "gradient ", "moment ", "layer ", "bias ", "0.0125 ", "-3e-4 "};
-  while (out.size() < n) {
-    const char* w = words[rng() % 8];
-    out.insert(out.end(), w, w + std::strlen(w));
-  }
-  out.resize(n);
-  return out;
-}
 
 TEST(BlockPayloadTest, CorruptedCompressedPayloadsAreCorruption) {
   const std::vector<uint8_t> data = TextBytes(20000);

@@ -23,6 +23,7 @@ namespace vramflow {
 namespace {
 
 using testing::ModelBytes;
+using testing::TextBytes;
 using testing::TestObject;
 using testing::UnpackFromMemory;
 
@@ -35,17 +36,6 @@ constexpr uint32_t kMixedObject = 3;   // zeros, one zstd chunk, zeros
 constexpr uint32_t kEmptyObject = 4;   // no chunks
 constexpr uint32_t kDedupObject = 5;   // a DEDUP_REF to planar.bin's first chunk, then a raw chunk
 
-std::vector<uint8_t> TextBytes(size_t n) {
-  std::vector<uint8_t> out;
-  std::mt19937_64 rng(5);
-  const char* words[] = {"tensor ", "weight ", "gradient ", "moment ", "layer ", "bias ", "0.0125 ", "-3e-4 "};
-  while (out.size() < n) {
-    const char* w = words[rng() % 8];
-    out.insert(out.end(), w, w + std::strlen(w));
-  }
-  out.resize(n);
-  return out;
-}
 
 struct Source {
   std::vector<TestObject> objects;

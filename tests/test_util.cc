@@ -6,8 +6,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
+#include <random>
 #include <stdexcept>
 
 #include "streamer/stream_reader.h"
@@ -45,6 +47,18 @@ void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) 
 std::vector<uint8_t> ModelBytes(DataKind kind, size_t size, uint64_t seed) {
   std::vector<uint8_t> out(size);
   GenerateModelData(kind, seed, 0, out);
+  return out;
+}
+
+std::vector<uint8_t> TextBytes(size_t n) {
+  std::vector<uint8_t> out;
+  std::mt19937_64 rng(5);
+  const char* words[] = {"tensor ", "weight ", "gradient ", "moment ", "layer ", "bias ", "0.0125 ", "-3e-4 "};
+  while (out.size() < n) {
+    const char* w = words[rng() % 8];
+    out.insert(out.end(), w, w + std::strlen(w));
+  }
+  out.resize(n);
   return out;
 }
 

@@ -28,6 +28,8 @@ class TempDir {
 std::vector<uint8_t> ReadFileBytes(const std::string& path);
 void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> ModelBytes(DataKind kind, size_t size, uint64_t seed = 1);
+// Compressible text-like bytes (seeded), so every block codec shrinks them.
+std::vector<uint8_t> TextBytes(size_t n);
 
 struct TestObject {
   std::string name;
