@@ -9,6 +9,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   clang libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
   zstd lz4 time              # peer tools for benchmarks, /usr/bin/time for peak RSS
+  curl xz-utils              # scripts/tbb-tsan.sh fetches Debian's oneTBB source for the TSan build
 )
 
 missing=()
