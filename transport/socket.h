@@ -1,0 +1,61 @@
+// Stream sockets (TCP and UNIX) with deadlines: connect, listen, accept, and
+// whole-buffer send and receive that give up with a clear error after a
+// timeout instead of hanging on a peer that went away or stopped reading.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "transport/uri.h"
+
+namespace vramflow {
+
+struct SocketOptions {
+  std::chrono::milliseconds connect_timeout{10000};
+  // Longest wait for any progress of one send or receive; also the TCP
+  // user timeout and the keepalive horizon.
+  std::chrono::milliseconds io_timeout{30000};
+  int buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF request (the kernel may cap it)
+};
+
+// Connects to a kTcp or kUnix endpoint, tuned: TCP_NODELAY, large buffers,
+// keepalive, TCP_USER_TIMEOUT, close-on-exec.
+Result<UniqueFd> ConnectStream(const Endpoint& endpoint, const SocketOptions& options);
+
+// A listening socket. For UNIX sockets the path is created on Open() and
+// removed on destruction; an existing socket file nobody listens on is
+// replaced, any other existing file is an error.
+class Listener {
+ public:
+  static Result<Listener> Open(const Endpoint& endpoint, const SocketOptions& options);
+  Listener(Listener&&) noexcept;
+  Listener& operator=(Listener&&) noexcept;
+  ~Listener();
+
+  // Waits up to `timeout` (negative: forever) for a connection; the accepted
+  // socket is tuned like ConnectStream's. `peer` gets "1.2.3.4:5678" or "unix".
+  Result<UniqueFd> Accept(std::chrono::milliseconds timeout, std::string* peer);
+  // The bound address as a URI (tcp://127.0.0.1:41234 after port 0).
+  const std::string& uri() const { return uri_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  Listener() = default;
+  UniqueFd fd_;
+  std::string unix_path_;  // removed on destruction
+  std::string uri_;
+  SocketOptions options_;
+};
+
+// Sends all of `data` (MSG_NOSIGNAL). Fails with kTimedOut when no byte could
+// be sent for options.io_timeout, kIoError on a reset or closed peer.
+Status SendAll(int fd, std::span<const uint8_t> data, std::chrono::milliseconds timeout, const std::string& what);
+// Receives exactly data.size() bytes. kTruncated when the peer closes first
+// (the message says after how many bytes), kTimedOut as SendAll.
+Status RecvAll(int fd, std::span<uint8_t> data, std::chrono::milliseconds timeout, const std::string& what);
+
+}  // namespace vramflow

@@ -1,0 +1,38 @@
+// Endpoint: where a stream goes or comes from, parsed from the URI that the
+// CLI and the plugin accept everywhere:
+//
+//   PATH               a file (written through a temporary name)
+//   -                  stdout / stdin
+//   fd:N               an inherited file descriptor (pipe, file, socket)
+//   unix:/PATH         a UNIX stream socket, vramflow's network protocol
+//   tcp://HOST:PORT    TCP, vramflow's network protocol; HOST may be a name,
+//                      an IPv4 address or a bracketed IPv6 address ([::1])
+//
+// Network URIs take query parameters: ?streams=N (parallel connections).
+// As a source, a network URI is the address to listen on.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace vramflow {
+
+struct Endpoint {
+  enum class Kind { kPath, kStdio, kFd, kUnix, kTcp };
+  Kind kind = Kind::kPath;
+  std::string path;      // kPath, kUnix
+  int fd = -1;           // kFd
+  std::string host;      // kTcp, without brackets
+  uint16_t port = 0;     // kTcp
+  unsigned streams = 0;  // kTcp, kUnix: ?streams=N; 0 = the default
+  std::string uri;       // as given, for messages
+
+  bool is_network() const { return kind == Kind::kUnix || kind == Kind::kTcp; }
+};
+
+// Parses `uri`; errors name the URI and what is wrong with it.
+Result<Endpoint> ParseEndpoint(const std::string& uri);
+
+}  // namespace vramflow
