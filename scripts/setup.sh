@@ -6,9 +6,10 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libtbb-dev libzstd-dev liblz4-dev libxxhash-dev libprotobuf-dev protobuf-compiler libdrm-dev
-  libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libssl-dev
   clang libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
-  zstd lz4 time              # peer tools for benchmarks, /usr/bin/time for peak RSS
+  zstd lz4 time socat        # peer tools for benchmarks, /usr/bin/time for peak RSS
+  iproute2                   # ip netns, veth and tc for the network tests and benchmark
   curl xz-utils              # scripts/tbb-tsan.sh fetches Debian's oneTBB source for the TSan build
 )
 
