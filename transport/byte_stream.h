@@ -35,6 +35,11 @@ class ByteSource {
   // Reads up to data.size() bytes; returns 0 only at end of input.
   virtual Result<size_t> Read(std::span<uint8_t> data) = 0;
   virtual std::string Describe() const = 0;
+  // Tells the producer how consuming the stream ended: OK once everything was
+  // read and stored (or restored), else the consumer's error. A network
+  // source reports it to the sender, whose Commit() waits for it; other
+  // sources have nobody to tell.
+  virtual Status Finish(const Status& outcome) { return Status::Ok(); }
 };
 
 // Reads exactly data.size() bytes unless the input ends first; returns how

@@ -91,6 +91,21 @@ class FdSink final : public ByteSink {
   std::string description_;
 };
 
+class OwnedFdSink final : public ByteSink {
+ public:
+  OwnedFdSink(UniqueFd fd, std::string description) : fd_(std::move(fd)), description_(std::move(description)) {}
+  Status Write(std::span<const uint8_t> data) override { return WriteAll(fd_.get(), data, description_); }
+  Status Commit() override {
+    if (fd_.valid() && ::close(fd_.Release()) != 0) return Status::FromErrno("closing " + description_, errno);
+    return Status::Ok();
+  }
+  std::string Describe() const override { return description_; }
+
+ private:
+  UniqueFd fd_;
+  std::string description_;
+};
+
 class FdSource final : public ByteSource {
  public:
   FdSource(UniqueFd owned, int fd, std::string description)
@@ -108,6 +123,12 @@ class FdSource final : public ByteSource {
 
 Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const FileSinkOptions& options) {
   struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+    // A device (/dev/null) or a named pipe: nothing to rename, write to it.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno("opening '" + path + "'", errno);
+    return std::unique_ptr<ByteSink>(new OwnedFdSink(UniqueFd(fd), "'" + path + "'"));
+  }
   if (!options.overwrite && ::stat(path.c_str(), &st) == 0)
     return Status::AlreadyExists("'" + path + "' exists (use --force to overwrite)");
   std::random_device rd;

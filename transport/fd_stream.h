@@ -18,6 +18,8 @@ struct FileSinkOptions {
 };
 
 // Opens `path` for writing through a temporary file in the same directory.
+// An existing character device or FIFO (/dev/null, a named pipe) is written
+// directly.
 Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const FileSinkOptions& options);
 
 // Writes to an fd that it does not own (stdout, an inherited pipe).

@@ -1,0 +1,32 @@
+// Settings shared by the network sender (net_sink.h) and receiver
+// (net_source.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "transport/net_crypto.h"
+#include "transport/socket.h"
+
+namespace vramflow {
+
+struct NetOptions {
+  unsigned streams = 4;                // parallel connections (the URI's ?streams=N wins)
+  uint32_t segment_bytes = 1u << 20;   // stream bytes per DATA message
+  uint64_t window_bytes = 64ull << 20; // unacknowledged bytes a sender keeps for resending
+  std::optional<SharedKey> key;        // authenticate (and encrypt) when set
+  bool encrypt = true;                 // with a key: encrypt payloads, not only authenticate them
+  SocketOptions socket;
+  // Sender: how often a broken transfer is resumed before giving up.
+  unsigned retries = 3;
+  // Receiver: how long a session whose connections broke waits for its
+  // sender to come back before it fails.
+  std::chrono::milliseconds resume_timeout{30000};
+  // Called with the bytes done: acknowledged by the receiver (sender) or
+  // handed to the consumer (receiver). From an internal thread.
+  std::function<void(uint64_t)> progress;
+};
+
+}  // namespace vramflow

@@ -1,0 +1,367 @@
+#include "transport/net_sink.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "transport/net_protocol.h"
+#include "transport/socket.h"
+
+namespace vramflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g s", ms.count() / 1000.0);
+  return buf;
+}
+
+// Failures worth a reconnect: the network, not the peer's judgement.
+bool Transient(const Status& s) {
+  return s.code() == Status::Code::kIoError || s.code() == Status::Code::kTimedOut ||
+         s.code() == Status::Code::kTruncated;
+}
+
+class NetSink final : public ByteSink {
+ public:
+  NetSink(Endpoint endpoint, NetOptions options) : endpoint_(std::move(endpoint)), options_(std::move(options)) {
+    if (endpoint_.streams) options_.streams = endpoint_.streams;
+    options_.streams = std::clamp(options_.streams, 1u, kMaxStreams);
+    options_.segment_bytes = std::clamp<uint32_t>(options_.segment_bytes, 4096, kMaxSegmentBytes);
+    options_.window_bytes = std::clamp<uint64_t>(options_.window_bytes, 2ull * options_.segment_bytes, 1ull << 30);
+    ping_interval_ = std::max(options_.socket.io_timeout / 4, std::chrono::milliseconds(10));
+  }
+
+  ~NetSink() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    if (supervisor_.joinable()) supervisor_.join();
+    if (!done_ && generation_alive_ && !generation_.channels.empty()) {
+      // Best effort: tell the receiver to discard what it has.
+      (void)generation_.channels[0]->Send(MsgType::kAbort, position_, {});
+    }
+    TearDown();
+  }
+
+  Status Start() {
+    VF_RETURN_IF_ERROR(RandomBytes(session_));
+    uint64_t resume = 0;
+    VF_RETURN_IF_ERROR(Connect(&resume, /*resuming=*/false));
+    if (resume != 0) return Status::Internal("a new session was asked to resume at " + std::to_string(resume));
+    StartThreads();
+    supervisor_ = std::thread([this] { Supervise(); });
+    return Status::Ok();
+  }
+
+  Status Write(std::span<const uint8_t> data) override {
+    if (end_requested_) return Status::Internal("write to committed " + Describe());
+    while (!data.empty()) {
+      if (current_.capacity() < options_.segment_bytes) current_.reserve(options_.segment_bytes);
+      size_t take = std::min<size_t>(data.size(), options_.segment_bytes - current_.size());
+      current_.insert(current_.end(), data.begin(), data.begin() + take);
+      data = data.subspan(take);
+      if (current_.size() == options_.segment_bytes) VF_RETURN_IF_ERROR(Enqueue());
+    }
+    return Status::Ok();
+  }
+
+  Status Commit() override {
+    if (!current_.empty()) VF_RETURN_IF_ERROR(Enqueue());
+    std::unique_lock lock(mu_);
+    if (!fatal_.ok()) return fatal_;
+    end_requested_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return done_ || !fatal_.ok(); });
+    return fatal_.ok() ? Status::Ok() : fatal_;
+  }
+
+  std::string Describe() const override { return "receiver " + endpoint_.uri; }
+
+ private:
+  struct Segment {
+    uint64_t offset = 0;
+    std::vector<uint8_t> bytes;
+    uint64_t end() const { return offset + bytes.size(); }
+  };
+  struct Generation {
+    std::vector<std::unique_ptr<Channel>> channels;
+    std::vector<std::thread> threads;
+  };
+
+  // Hands the filled segment to the connections, waiting while the window
+  // of unacknowledged bytes is full.
+  Status Enqueue() {
+    auto segment = std::make_shared<Segment>();
+    segment->offset = position_;
+    segment->bytes = std::move(current_);
+    current_ = {};
+    std::unique_lock lock(mu_);
+    auto last_progress = Clock::now();
+    uint64_t last_acked = acked_;
+    while (fatal_.ok() && queued_bytes_ + segment->bytes.size() > window_) {
+      cv_.wait_for(lock, ping_interval_);
+      if (acked_ != last_acked || !generation_alive_) {
+        last_acked = acked_;
+        last_progress = Clock::now();
+      } else if (Clock::now() - last_progress > options_.socket.io_timeout) {
+        Fail(Status::TimedOut(Describe() + " acknowledged nothing for " + Seconds(options_.socket.io_timeout) +
+                              " with the window full: it stopped consuming the stream"));
+      }
+    }
+    if (!fatal_.ok()) return fatal_;
+    position_ += segment->bytes.size();
+    queued_bytes_ += segment->bytes.size();
+    segments_.push_back(std::move(segment));
+    cv_.notify_all();
+    return Status::Ok();
+  }
+
+  // Opens every connection of a new generation; `resume` gets the first byte
+  // the receiver still needs.
+  Status Connect(uint64_t* resume, bool resuming) {
+    Generation generation;
+    *resume = UINT64_MAX;
+    uint64_t granted = options_.window_bytes;
+    for (unsigned i = 0; i < options_.streams; ++i) {
+      std::string what = "connection " + std::to_string(i) + " to " + endpoint_.uri;
+      VF_ASSIGN_OR_RETURN(UniqueFd fd, ConnectStream(endpoint_, options_.socket));
+      ClientHello hello;
+      hello.flags = options_.key ? (kHelloKeyed | (options_.encrypt ? kHelloEncrypt : 0)) : 0;
+      if (resuming) hello.flags |= kHelloResume;
+      hello.conn_index = static_cast<uint16_t>(i);
+      hello.conn_count = static_cast<uint16_t>(options_.streams);
+      hello.session = session_;
+      hello.generation = static_cast<uint32_t>(generation_number_ + 1);
+      VF_RETURN_IF_ERROR(RandomBytes(hello.nonce));
+      hello.segment_bytes = options_.segment_bytes;
+      hello.window_bytes = options_.window_bytes;
+      VF_ASSIGN_OR_RETURN(ClientConnection conn,
+                          ClientHandshake(std::move(fd), hello, options_.key, options_.socket.io_timeout, what));
+      *resume = std::min(*resume, conn.resume_offset);
+      granted = std::min<uint64_t>(granted, conn.window_bytes);
+      generation.channels.push_back(std::move(conn.channel));
+    }
+    std::lock_guard lock(mu_);
+    window_ = granted;  // the receiver may hold less than we would send
+    generation_ = std::move(generation);
+    generation_alive_ = true;
+    generation_error_ = Status::Ok();
+    ++generation_number_;
+    return Status::Ok();
+  }
+
+  void StartThreads() {
+    uint64_t number = generation_number_;
+    for (size_t i = 0; i < generation_.channels.size(); ++i)
+      generation_.threads.emplace_back([this, i, number] { SendLoop(i, number); });
+    generation_.threads.emplace_back([this, number] { ControlLoop(number); });
+  }
+
+  // Shuts every connection of the current generation and joins its threads.
+  void TearDown() {
+    for (auto& channel : generation_.channels) channel->Shutdown();
+    for (auto& t : generation_.threads)
+      if (t.joinable()) t.join();
+    std::lock_guard lock(mu_);
+    generation_ = {};
+    generation_alive_ = false;
+  }
+
+  // A connection of generation `number` failed.
+  void Broken(uint64_t number, Status s) {
+    std::lock_guard lock(mu_);
+    if (number != generation_number_ || !generation_alive_) return;
+    generation_alive_ = false;
+    generation_error_ = std::move(s);
+    cv_.notify_all();
+  }
+
+  void Fail(Status s) {
+    if (fatal_.ok()) fatal_ = std::move(s);
+    cv_.notify_all();
+  }
+
+  bool Quit(uint64_t number) const { return stop_ || !fatal_.ok() || number != generation_number_ || !generation_alive_; }
+
+  // Sends unsent segments in order, and END once everything is sent.
+  void SendLoop(size_t index, uint64_t number) {
+    Channel* channel = generation_.channels[index].get();
+    for (;;) {
+      std::shared_ptr<Segment> segment;
+      bool send_end = false;
+      uint64_t total = 0;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] {
+          return Quit(number) || next_ < first_index_ + segments_.size() ||
+                 (index == 0 && end_requested_ && !end_sent_ && next_ == first_index_ + segments_.size());
+        });
+        if (Quit(number)) return;
+        if (next_ < first_index_ + segments_.size()) {
+          segment = segments_[next_ - first_index_];
+          ++next_;
+        } else {
+          send_end = true;
+          end_sent_ = true;
+          total = position_;
+        }
+      }
+      Status s = send_end ? channel->Send(MsgType::kEnd, total, {})
+                          : channel->Send(MsgType::kData, segment->offset, segment->bytes);
+      if (!s.ok()) return Broken(number, std::move(s));
+    }
+  }
+
+  // Connection 0 carries the receiver's ACK, PING, DONE and ERROR messages.
+  void ControlLoop(uint64_t number) {
+    Channel* channel = generation_.channels[0].get();
+    std::vector<uint8_t> payload;
+    for (;;) {
+      Result<MsgHeader> header = channel->ReceiveHeader(64 << 10);
+      if (!header.ok()) return Broken(number, header.status());
+      payload.resize(header->length);
+      Status s = channel->ReceivePayload(*header, payload);
+      if (!s.ok()) return Broken(number, std::move(s));
+      std::lock_guard lock(mu_);
+      if (number != generation_number_) return;
+      switch (header->type) {
+        case MsgType::kAck:
+          Acknowledge(header->offset);
+          break;
+        case MsgType::kPing:
+          break;
+        case MsgType::kDone:
+          if (header->offset != position_ || !end_requested_) {
+            Fail(Status::Corruption(Describe() + " reported the stream complete at byte " +
+                                    std::to_string(header->offset) + " but " + std::to_string(position_) +
+                                    " bytes were written"));
+          } else {
+            Acknowledge(header->offset);
+            done_ = true;
+          }
+          cv_.notify_all();
+          return;
+        case MsgType::kError:
+          Fail(Status::IoError(Describe() + " failed: " + std::string(payload.begin(), payload.end())));
+          return;
+        default:
+          Fail(Status::Corruption(Describe() + " sent an unexpected " + MsgTypeName(header->type) + " message"));
+          return;
+      }
+    }
+  }
+
+  // Drops every segment the receiver has consumed. Caller holds mu_.
+  void Acknowledge(uint64_t offset) {
+    if (offset > position_) {
+      Fail(Status::Corruption(Describe() + " acknowledged byte " + std::to_string(offset) + " of " +
+                              std::to_string(position_) + " sent"));
+      return;
+    }
+    acked_ = std::max(acked_, offset);
+    while (!segments_.empty() && segments_.front()->end() <= acked_) {
+      queued_bytes_ -= segments_.front()->bytes.size();
+      segments_.pop_front();
+      ++first_index_;
+    }
+    next_ = std::max(next_, first_index_);
+    if (options_.progress) options_.progress(acked_);
+    cv_.notify_all();
+  }
+
+  // Pings while things go well; reconnects and resends when a connection
+  // breaks, up to options_.retries times.
+  void Supervise() {
+    unsigned failures = 0;
+    for (;;) {
+      bool alive;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, ping_interval_, [&] { return stop_ || done_ || !fatal_.ok() || !generation_alive_; });
+        if (stop_ || done_ || !fatal_.ok()) return;
+        alive = generation_alive_;
+      }
+      if (alive) {
+        for (auto& channel : generation_.channels) (void)channel->Send(MsgType::kPing, position_, {});
+        continue;  // a failed ping shows up through the loops
+      }
+      Status why = generation_error_;
+      TearDown();
+      for (;;) {
+        if (!Transient(why) || failures >= options_.retries) {
+          std::lock_guard lock(mu_);
+          Fail(failures ? why.WithContext("giving up after " + std::to_string(failures) + " reconnects") : why);
+          return;
+        }
+        ++failures;
+        auto backoff = std::chrono::milliseconds(std::min(200 << std::min(failures, 5u), 5000));
+        {
+          std::unique_lock lock(mu_);
+          if (cv_.wait_for(lock, backoff, [&] { return stop_; })) return;
+        }
+        uint64_t resume = 0;
+        why = Connect(&resume, /*resuming=*/true);
+        if (!why.ok()) continue;
+        std::lock_guard lock(mu_);
+        if (resume < acked_ || resume > position_) {
+          Fail(Status::Corruption(Describe() + " asked to resume at byte " + std::to_string(resume) + " but acknowledged " +
+                                  std::to_string(acked_) + " of " + std::to_string(position_)));
+          return;
+        }
+        Acknowledge(resume);
+        next_ = first_index_;  // resend everything unacknowledged; the receiver drops duplicates
+        end_sent_ = false;
+        break;
+      }
+      StartThreads();
+    }
+  }
+
+  Endpoint endpoint_;
+  NetOptions options_;
+  std::chrono::milliseconds ping_interval_;
+  SessionId session_{};
+  std::thread supervisor_;
+  std::vector<uint8_t> current_;  // the segment being filled (Write's thread only)
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Segment>> segments_;  // unacknowledged, in stream order
+  uint64_t first_index_ = 0;                       // absolute number of segments_.front()
+  uint64_t next_ = 0;                              // absolute number of the next segment to send
+  uint64_t queued_bytes_ = 0;
+  uint64_t window_ = 0;  // granted by the receiver
+  uint64_t position_ = 0;  // stream bytes handed to segments_
+  uint64_t acked_ = 0;
+  bool end_requested_ = false;
+  bool end_sent_ = false;
+  bool done_ = false;
+  bool stop_ = false;
+  Status fatal_;
+  Generation generation_;  // replaced only by the supervisor (or the destructor) with no loops running
+  uint64_t generation_number_ = 0;
+  bool generation_alive_ = false;
+  Status generation_error_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ByteSink>> OpenNetSink(const Endpoint& endpoint, const NetOptions& options) {
+  if (!endpoint.is_network()) return Status::InvalidArgument("'" + endpoint.uri + "' is not a network address");
+  if (endpoint.kind == Endpoint::Kind::kTcp && (endpoint.host.empty() || endpoint.port == 0))
+    return Status::InvalidArgument("'" + endpoint.uri + "': sending needs a host and a port");
+  auto sink = std::make_unique<NetSink>(endpoint, options);
+  VF_RETURN_IF_ERROR(sink->Start());
+  return std::unique_ptr<ByteSink>(std::move(sink));
+}
+
+}  // namespace vramflow

@@ -1,0 +1,536 @@
+#include "transport/net_source.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <list>
+#include <map>
+#include <set>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "transport/net_protocol.h"
+#include "transport/socket.h"
+
+namespace vramflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g s", ms.count() / 1000.0);
+  return buf;
+}
+
+std::string WallClock() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm;
+  localtime_r(&now, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%H:%M:%S", &tm);
+  return buf;
+}
+
+// One sender's session: its connections, the reorder buffer, and where the
+// consumer is.
+struct Session {
+  SessionId id{};
+  uint16_t conn_count = 0;
+  uint32_t segment_bytes = 0;
+  uint64_t window_bytes = 0;
+  std::string peer;
+  std::string since;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t generation = 0;
+  std::vector<std::shared_ptr<Channel>> channels;  // this generation's, by connection index
+  std::optional<Clock::time_point> disconnected_since;
+  struct Piece {
+    std::vector<uint8_t> bytes;
+    size_t start = 0;  // bytes already consumed or received before
+  };
+  std::map<uint64_t, Piece> pending;  // by stream offset
+  uint64_t pending_bytes = 0;
+  uint64_t delivered = 0;  // stream bytes handed to the consumer
+  uint64_t acked = 0;
+  std::optional<uint64_t> end;
+  Status failed;
+  bool finished = false;  // Finish() ran (with success when failed is OK)
+  int open_readers = 0;
+
+  void Fail(Status s) {
+    if (failed.ok()) failed = std::move(s);
+    cv.notify_all();
+  }
+  // Closes this generation's connections (the readers then exit).
+  void DropConnections() {
+    for (auto& c : channels)
+      if (c) c->Shutdown();
+    std::fill(channels.begin(), channels.end(), nullptr);
+  }
+  std::shared_ptr<Channel> Control() {
+    std::lock_guard lock(mu);
+    return channels.empty() ? nullptr : channels[0];
+  }
+};
+
+class Core : public std::enable_shared_from_this<Core> {
+ public:
+  Core(Listener listener, NetOptions options, std::string destination)
+      : listener_(std::move(listener)), options_(std::move(options)), destination_(std::move(destination)) {
+    ping_interval_ = std::max(options_.socket.io_timeout / 4, std::chrono::milliseconds(10));
+  }
+
+  void Start() {
+    accept_thread_ = std::thread([self = shared_from_this()] { self->AcceptLoop(); });
+    ping_thread_ = std::thread([self = shared_from_this()] { self->PingLoop(); });
+  }
+
+  // Ends every thread; the last owner calls it.
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+      for (int fd : handshaking_) ::shutdown(fd, SHUT_RDWR);
+      if (session_) {
+        std::lock_guard session_lock(session_->mu);
+        session_->DropConnections();
+        session_->Fail(Status::Cancelled("the receiver is shutting down"));
+      }
+    }
+    if (accept_thread_.joinable()) accept_thread_.join();
+    if (ping_thread_.joinable()) ping_thread_.join();
+    std::list<std::thread> threads;
+    {
+      std::lock_guard lock(mu_);
+      threads.swap(connection_threads_);
+    }
+    for (auto& t : threads) t.join();
+  }
+
+  std::string uri() const { return listener_.uri(); }
+
+  Result<std::shared_ptr<Session>> WaitForSession(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    auto ready = [&] { return session_ != nullptr || stop_; };
+    if (timeout.count() < 0) {
+      cv_.wait(lock, ready);
+    } else if (!cv_.wait_for(lock, timeout, ready)) {
+      return Status::TimedOut("no sender connected to " + uri() + " within " + Seconds(timeout));
+    }
+    if (!session_) return Status::Cancelled("the receiver on " + uri() + " shut down");
+    return session_;
+  }
+
+  const NetOptions& options() const { return options_; }
+
+ private:
+  void AcceptLoop() {
+    for (;;) {
+      {
+        std::lock_guard lock(mu_);
+        if (stop_) return;
+      }
+      std::string peer;
+      Result<UniqueFd> fd = listener_.Accept(std::chrono::milliseconds(100), &peer);
+      if (!fd.ok()) continue;  // timeouts, and errors such as EMFILE, are retried
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+      connection_threads_.emplace_back(
+          [self = shared_from_this(), f = std::make_shared<UniqueFd>(std::move(*fd)), peer] {
+            self->Serve(std::move(*f), peer);
+          });
+    }
+  }
+
+  // Connections still in their handshake are tracked so Stop() can cut a
+  // silent one short instead of waiting out its timeout.
+  void Serve(UniqueFd fd, const std::string& peer) {
+    int raw = fd.get();
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return;
+      handshaking_.insert(raw);
+    }
+    ServeConnection(std::move(fd), peer, raw);
+    HandshakeDone(raw);
+  }
+
+  void HandshakeDone(int raw) {
+    std::lock_guard lock(mu_);
+    handshaking_.erase(raw);
+  }
+
+  // The handshake, then reading this connection's messages into its session.
+  void ServeConnection(UniqueFd fd, const std::string& peer, int raw) {
+    const auto timeout = options_.socket.io_timeout;
+    std::string what = "connection from " + peer;
+    Result<IncomingHello> in = ReadClientHello(fd.get(), timeout, what);
+    if (!in.ok()) return;  // not a sender, or gone: nothing to answer
+    const ClientHello& hello = in->hello;
+    if (hello.version != kNetProtocolVersion)
+      return RefuseClient(fd.get(), HelloStatus::kVersion,
+                          "this receiver speaks protocol version " + std::to_string(kNetProtocolVersion) +
+                              ", the sender " + std::to_string(hello.version), timeout);
+    bool keyed = (hello.flags & kHelloKeyed) != 0;
+    if (keyed && !options_.key)
+      return RefuseClient(fd.get(), HelloStatus::kKeyMismatch,
+                          "the receiver has no key, the sender has one: give the receiver the same key "
+                          "(--key-file or VRAMFLOW_KEY_FILE) or send without one", timeout);
+    if (!keyed && options_.key)
+      return RefuseClient(fd.get(), HelloStatus::kKeyMismatch,
+                          "the receiver requires authentication: give the sender the key (--key-file or VRAMFLOW_KEY_FILE)",
+                          timeout);
+
+    // An existing session (a reconnect, or another stripe), or a new one.
+    // A new session only exists once a connection has passed the handshake,
+    // so a sender with a wrong key never blocks the destination.
+    std::shared_ptr<Session> session;
+    uint64_t resume = 0;
+    bool finished_ok = false;
+    {
+      std::lock_guard lock(mu_);
+      if (session_ && session_->id != hello.session)
+        return RefuseClient(fd.get(), HelloStatus::kBusy, BusyMessage(), timeout);
+      if (!session_ && (hello.flags & kHelloResume))
+        return RefuseClient(fd.get(), HelloStatus::kSessionOver,
+                            "this receiver has no session to resume (was it restarted?)", timeout);
+      session = session_;
+    }
+    if (session) {
+      std::lock_guard lock(session->mu);
+      if (hello.conn_count != session->conn_count || hello.segment_bytes != session->segment_bytes ||
+          Granted(hello) != session->window_bytes)
+        return RefuseClient(fd.get(), HelloStatus::kBadRequest, "the connection does not match its session's settings",
+                            timeout);
+      if (!session->failed.ok())
+        return RefuseClient(fd.get(), HelloStatus::kSessionOver, session->failed.message(), timeout);
+      finished_ok = session->finished;
+      resume = finished_ok && session->end ? *session->end : session->delivered;
+    }
+    Result<std::unique_ptr<Channel>> accepted = AcceptClient(
+        std::move(fd), *in, options_.key, resume, Granted(hello), timeout,
+        "connection " + std::to_string(hello.conn_index) + " from " + peer);
+    if (!accepted.ok()) return;  // a wrong key or a vanished sender: the sender sees the reason
+    std::shared_ptr<Channel> channel(std::move(*accepted));
+    HandshakeDone(raw);
+    if (!session) {
+      std::lock_guard lock(mu_);
+      if (!session_) {
+        session_ = std::make_shared<Session>();
+        session_->id = hello.session;
+        session_->conn_count = hello.conn_count;
+        session_->segment_bytes = hello.segment_bytes;
+        session_->window_bytes = Granted(hello);
+        session_->peer = peer;
+        session_->since = WallClock();
+        session_->channels.resize(hello.conn_count);
+        cv_.notify_all();
+      } else if (session_->id != hello.session) {
+        std::string text = BusyMessage();  // lost a race with another sender
+        (void)channel->Send(MsgType::kError, 0, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+        return;
+      }
+      session = session_;
+    }
+    if (finished_ok) {
+      // The sender missed our DONE; it is complete, say so again.
+      if (hello.conn_index == 0) (void)channel->Send(MsgType::kDone, resume, {});
+      return WaitForClose(channel);
+    }
+    {
+      std::lock_guard lock(session->mu);
+      if (hello.generation < session->generation) return;  // a straggler from before a reconnect
+      if (hello.generation > session->generation) {
+        session->DropConnections();  // the sender gave up on those
+        session->generation = hello.generation;
+      }
+      if (session->channels[hello.conn_index]) session->channels[hello.conn_index]->Shutdown();
+      session->channels[hello.conn_index] = channel;
+      session->disconnected_since.reset();
+      ++session->open_readers;
+      session->cv.notify_all();
+    }
+    ReadMessages(*session, channel, hello.conn_index, hello.generation);
+    std::lock_guard lock(session->mu);
+    --session->open_readers;
+    session->cv.notify_all();
+  }
+
+  // The sender's window, cut to this receiver's share of its budget (the
+  // reorder buffer holds up to a window).
+  uint32_t Granted(const ClientHello& hello) const {
+    uint64_t own = std::max<uint64_t>(options_.window_bytes, 2ull * hello.segment_bytes);
+    return static_cast<uint32_t>(std::min<uint64_t>({hello.window_bytes, own, 1ull << 30}));
+  }
+
+  std::string BusyMessage() const {  // caller holds mu_
+    return destination_ + " is busy: it is receiving another sender's stream (from " + session_->peer + " since " +
+           session_->since + ")";
+  }
+
+  void ReadMessages(Session& s, const std::shared_ptr<Channel>& channel, uint16_t index, uint32_t generation) {
+    for (;;) {
+      Status status;
+      Result<MsgHeader> header = channel->ReceiveHeader(s.segment_bytes);
+      std::vector<uint8_t> payload;
+      if (header.ok()) {
+        payload.resize(header->length);
+        status = channel->ReceivePayload(*header, payload);
+      } else {
+        status = header.status();
+      }
+      std::lock_guard lock(s.mu);
+      if (!status.ok()) {
+        if (s.finished || generation != s.generation || s.channels[index] != channel) return;
+        if (status.code() == Status::Code::kCorruption) {
+          // Tampering or a wrong key is not a network hiccup: no resume.
+          s.Fail(status);
+          s.DropConnections();
+          return;
+        }
+        // The sender reconnects every connection; drop the rest too.
+        s.DropConnections();
+        if (!s.disconnected_since) s.disconnected_since = Clock::now();
+        s.cv.notify_all();
+        return;
+      }
+      switch (header->type) {
+        case MsgType::kData:
+          Insert(s, header->offset, std::move(payload));
+          break;
+        case MsgType::kEnd:
+          if ((s.end && *s.end != header->offset) || header->offset < s.delivered ||
+              (!s.pending.empty() && s.pending.rbegin()->first + s.pending.rbegin()->second.bytes.size() > header->offset)) {
+            s.Fail(Status::Corruption(channel->what() + ": END at byte " + std::to_string(header->offset) +
+                                      " contradicts the data received"));
+          }
+          s.end = header->offset;
+          s.cv.notify_all();
+          break;
+        case MsgType::kPing:
+          break;
+        case MsgType::kAbort:
+          s.Fail(Status::Cancelled("the sender (" + s.peer + ") aborted the transfer at byte " +
+                                   std::to_string(header->offset)));
+          return;
+        case MsgType::kError:
+          s.Fail(Status::IoError("the sender (" + s.peer + ") failed: " + std::string(payload.begin(), payload.end())));
+          return;
+        default:
+          s.Fail(Status::Corruption(channel->what() + ": unexpected " + MsgTypeName(header->type) + " message"));
+          return;
+      }
+    }
+  }
+
+  // Files a DATA payload by offset. Caller holds s.mu.
+  void Insert(Session& s, uint64_t offset, std::vector<uint8_t> bytes) {
+    uint64_t end = offset + bytes.size();
+    if (end <= s.delivered || bytes.empty()) return;  // resent after a reconnect
+    if (s.end && end > *s.end) {
+      s.Fail(Status::Corruption("the sender sent bytes " + std::to_string(offset) + ".." + std::to_string(end) +
+                                " past the end it announced (" + std::to_string(*s.end) + ")"));
+      return;
+    }
+    if (s.pending.count(offset)) return;  // a duplicate
+    Session::Piece piece;
+    piece.start = offset < s.delivered ? s.delivered - offset : 0;
+    piece.bytes = std::move(bytes);
+    s.pending_bytes += piece.bytes.size();
+    s.pending.emplace(offset, std::move(piece));
+    if (s.pending_bytes > s.window_bytes + uint64_t{s.conn_count} * s.segment_bytes)
+      s.Fail(Status::Corruption("the sender overran its window of " + std::to_string(s.window_bytes) + " bytes"));
+    s.cv.notify_all();
+  }
+
+  void WaitForClose(const std::shared_ptr<Channel>& channel) {
+    std::vector<uint8_t> sink;
+    for (;;) {
+      Result<MsgHeader> header = channel->ReceiveHeader(kMaxSegmentBytes);
+      if (!header.ok()) return;
+      sink.resize(header->length);
+      if (!channel->ReceivePayload(*header, sink).ok()) return;
+    }
+  }
+
+  // Pings the current sender's control connection so it knows we are alive
+  // while the consumer is slow.
+  void PingLoop() {
+    for (;;) {
+      std::shared_ptr<Session> session;
+      {
+        std::unique_lock lock(mu_);
+        if (cv_.wait_for(lock, ping_interval_, [&] { return stop_; })) return;
+        session = session_;
+      }
+      if (!session) continue;
+      uint64_t delivered;
+      std::shared_ptr<Channel> control;
+      {
+        std::lock_guard lock(session->mu);
+        if (session->finished || !session->failed.ok()) continue;
+        delivered = session->delivered;
+        control = session->channels.empty() ? nullptr : session->channels[0];
+      }
+      if (control) (void)control->Send(MsgType::kPing, delivered, {});
+    }
+  }
+
+  Listener listener_;
+  NetOptions options_;
+  std::string destination_;
+  std::chrono::milliseconds ping_interval_;
+  std::thread accept_thread_;
+  std::thread ping_thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::shared_ptr<Session> session_;
+  std::list<std::thread> connection_threads_;
+  std::set<int> handshaking_;
+};
+
+// Owns the core's lifetime: the last of the receiver and its source stops it.
+struct CoreOwner {
+  explicit CoreOwner(std::shared_ptr<Core> c) : core(std::move(c)) {}
+  CoreOwner(const CoreOwner&) = delete;
+  CoreOwner& operator=(const CoreOwner&) = delete;
+  ~CoreOwner() { core->Stop(); }
+  std::shared_ptr<Core> core;
+};
+
+class NetSource final : public ByteSource {
+ public:
+  NetSource(std::shared_ptr<CoreOwner> owner, std::shared_ptr<Session> session)
+      : owner_(std::move(owner)), session_(std::move(session)), options_(owner_->core->options()) {
+    ack_every_ = std::max<uint64_t>(session_->window_bytes / 8, 1);
+  }
+  ~NetSource() override {
+    if (!finished_) (void)Finish(Status::Cancelled("the receiver stopped before the end of the stream"));
+  }
+
+  Result<size_t> Read(std::span<uint8_t> data) override {
+    Session& s = *session_;
+    size_t n = 0;
+    {
+      std::unique_lock lock(s.mu);
+      for (;;) {
+        if (!s.failed.ok()) return s.failed;
+        if (!s.pending.empty()) {
+          auto it = s.pending.begin();
+          Session::Piece& piece = it->second;
+          if (it->first + piece.start == s.delivered) {
+            n = std::min(data.size(), piece.bytes.size() - piece.start);
+            std::memcpy(data.data(), piece.bytes.data() + piece.start, n);
+            piece.start += n;
+            s.delivered += n;
+            if (piece.start == piece.bytes.size()) {
+              s.pending_bytes -= piece.bytes.size();
+              s.pending.erase(it);
+            }
+            break;
+          }
+        }
+        if (s.end && s.delivered >= *s.end) return size_t{0};
+        if (s.disconnected_since && Clock::now() - *s.disconnected_since >= options_.resume_timeout) {
+          s.Fail(Status::TimedOut("the sender (" + s.peer + ") disconnected at byte " + std::to_string(s.delivered) +
+                                  " and did not resume within " + Seconds(options_.resume_timeout)));
+          s.DropConnections();
+          continue;
+        }
+        s.cv.wait_for(lock, std::chrono::milliseconds(50));
+      }
+    }
+    if (options_.progress) options_.progress(s.delivered);
+    if (s.delivered - s.acked >= ack_every_) SendAck();
+    return n;
+  }
+
+  std::string Describe() const override { return "sender " + session_->peer; }
+
+  Status Finish(const Status& outcome) override {
+    if (finished_) return Status::Ok();
+    finished_ = true;
+    Session& s = *session_;
+    Status result = outcome;
+    uint64_t delivered;
+    {
+      std::lock_guard lock(s.mu);
+      if (result.ok() && !(s.end && s.delivered == *s.end))
+        result = Status::Internal("the stream was reported consumed before its end");
+      if (!result.ok()) s.Fail(result);
+      s.finished = true;
+      delivered = s.delivered;
+    }
+    std::shared_ptr<Channel> control = s.Control();
+    Status told;
+    if (control) {
+      if (result.ok()) {
+        told = control->Send(MsgType::kDone, delivered, {});
+      } else {
+        std::string text = result.ToString();
+        told = control->Send(MsgType::kError, delivered, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+      }
+    }
+    // Let the sender read the verdict and close first: closing with its pings
+    // unread would reset the connection under the verdict.
+    std::unique_lock lock(s.mu);
+    s.cv.wait_for(lock, std::min<std::chrono::milliseconds>(options_.socket.io_timeout, std::chrono::seconds(5)),
+                  [&] { return s.open_readers == 0; });
+    s.DropConnections();
+    return told;
+  }
+
+ private:
+  void SendAck() {
+    uint64_t delivered;
+    {
+      std::lock_guard lock(session_->mu);
+      delivered = session_->delivered;
+      session_->acked = delivered;
+    }
+    if (auto control = session_->Control()) (void)control->Send(MsgType::kAck, delivered, {});
+  }
+
+  std::shared_ptr<CoreOwner> owner_;
+  std::shared_ptr<Session> session_;
+  const NetOptions& options_;
+  uint64_t ack_every_ = 1;
+  bool finished_ = false;
+};
+
+class NetReceiverImpl final : public NetReceiver {
+ public:
+  explicit NetReceiverImpl(std::shared_ptr<CoreOwner> owner) : owner_(std::move(owner)) {}
+  std::string uri() const override { return owner_->core->uri(); }
+  Result<std::unique_ptr<ByteSource>> Accept(std::chrono::milliseconds timeout) override {
+    VF_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, owner_->core->WaitForSession(timeout));
+    return std::unique_ptr<ByteSource>(new NetSource(owner_, std::move(session)));
+  }
+
+ private:
+  std::shared_ptr<CoreOwner> owner_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<NetReceiver>> NetReceiver::Listen(const Endpoint& endpoint, const NetOptions& options,
+                                                         std::string destination) {
+  if (!endpoint.is_network()) return Status::InvalidArgument("'" + endpoint.uri + "' is not a network address");
+  VF_ASSIGN_OR_RETURN(Listener listener, Listener::Open(endpoint, options.socket));
+  auto core = std::make_shared<Core>(std::move(listener), options, std::move(destination));
+  core->Start();
+  auto owner = std::make_shared<CoreOwner>(core);
+  return std::unique_ptr<NetReceiver>(new NetReceiverImpl(std::move(owner)));
+}
+
+}  // namespace vramflow

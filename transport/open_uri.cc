@@ -1,0 +1,81 @@
+#include "transport/open_uri.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "transport/net_sink.h"
+#include "transport/net_source.h"
+#include "transport/uri.h"
+
+namespace vramflow {
+namespace {
+
+Status CheckFd(int fd, const std::string& uri) {
+  if (::fcntl(fd, F_GETFD) < 0) return Status::FromErrno("'" + uri + "'", errno);
+  return Status::Ok();
+}
+
+// A source that keeps its receiver (and so the listening socket, for
+// reconnects and refusals) alive.
+class ReceivedSource final : public ByteSource {
+ public:
+  ReceivedSource(std::unique_ptr<NetReceiver> receiver, std::unique_ptr<ByteSource> source)
+      : receiver_(std::move(receiver)), source_(std::move(source)) {}
+  Result<size_t> Read(std::span<uint8_t> data) override { return source_->Read(data); }
+  std::string Describe() const override { return source_->Describe(); }
+  Status Finish(const Status& outcome) override { return source_->Finish(outcome); }
+
+ private:
+  std::unique_ptr<NetReceiver> receiver_;
+  std::unique_ptr<ByteSource> source_;
+};
+
+}  // namespace
+
+void ShareBudget(const std::string& uri, uint64_t* budget, TransportOptions* options) {
+  Result<Endpoint> endpoint = ParseEndpoint(uri);
+  if (!endpoint.ok() || !endpoint->is_network()) return;
+  NetOptions& net = options->net;
+  uint64_t window = std::min<uint64_t>(*budget / 4, 64ull << 20);
+  window = std::max<uint64_t>(window, 2ull * net.segment_bytes);
+  net.window_bytes = window;
+  *budget = *budget > window ? *budget - window : 0;
+}
+
+Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const TransportOptions& options) {
+  VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
+  switch (endpoint.kind) {
+    case Endpoint::Kind::kStdio: return OpenSinkSpec("-", options.file);
+    case Endpoint::Kind::kFd:
+      VF_RETURN_IF_ERROR(CheckFd(endpoint.fd, uri));
+      return BorrowFdSink(endpoint.fd, uri);
+    case Endpoint::Kind::kPath: return OpenFileSink(endpoint.path, options.file);
+    case Endpoint::Kind::kUnix:
+    case Endpoint::Kind::kTcp: return OpenNetSink(endpoint, options.net);
+  }
+  return Status::Internal("unhandled endpoint kind");
+}
+
+Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const TransportOptions& options) {
+  VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
+  switch (endpoint.kind) {
+    case Endpoint::Kind::kStdio: return OpenSourceSpec("-");
+    case Endpoint::Kind::kFd:
+      VF_RETURN_IF_ERROR(CheckFd(endpoint.fd, uri));
+      return BorrowFdSource(endpoint.fd, uri);
+    case Endpoint::Kind::kPath: return OpenFileSource(endpoint.path);
+    case Endpoint::Kind::kUnix:
+    case Endpoint::Kind::kTcp: {
+      VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
+                          NetReceiver::Listen(endpoint, options.net, options.destination));
+      VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, receiver->Accept(options.accept_timeout));
+      return std::unique_ptr<ByteSource>(new ReceivedSource(std::move(receiver), std::move(source)));
+    }
+  }
+  return Status::Internal("unhandled endpoint kind");
+}
+
+}  // namespace vramflow

@@ -1,0 +1,37 @@
+// Opens the sink or source a URI names (see uri.h): the one entry point the
+// CLI and the plugin use, so every command accepts every transport.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "transport/byte_stream.h"
+#include "transport/fd_stream.h"
+#include "transport/net_options.h"
+
+namespace vramflow {
+
+struct TransportOptions {
+  FileSinkOptions file;  // paths
+  NetOptions net;        // tcp:// and unix:
+  // Receiving: how long to wait for a sender to connect (negative: forever).
+  std::chrono::milliseconds accept_timeout{-1};
+  // Receiving: names the destination in messages to refused senders.
+  std::string destination = "this receiver";
+};
+
+// PATH, -, fd:N: as fd_stream.h. tcp:// and unix:: a network sender
+// connected to a receiver there.
+Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const TransportOptions& options);
+// PATH, -, fd:N: as fd_stream.h. tcp:// and unix:: listens there and returns
+// the first sender's stream.
+Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const TransportOptions& options);
+
+// When `uri` is a network address, gives its window (the unacknowledged
+// bytes a sender keeps, the reorder buffer of a receiver) a share of the
+// memory budget: a quarter, at most 64 MiB, at least two segments. The
+// pipeline keeps the rest, so one budget still covers every buffer.
+void ShareBudget(const std::string& uri, uint64_t* budget, TransportOptions* options);
+
+}  // namespace vramflow
