@@ -1,10 +1,15 @@
 // `vramflow demo`: the whole data path on a simulated GPU process.
 //
 // Builds a simulated process (model-like BOs on several simulated GPUs),
-// dumps it through the dump graph to a file (or any sink), restores the file
-// into fresh simulated GPUs through the restore graph, checks every byte and
-// prints a table: sizes, ratio, dump and restore speed, peak memory, dedup
-// and zero savings.
+// dumps it through the dump graph to a file, restores the file into fresh
+// simulated GPUs through the restore graph, checks every byte and prints a
+// table: sizes, ratio, dump and restore speed, peak memory, dedup and zero
+// savings.
+//
+// Live migration in two halves: `--to tcp://HOST:PORT` (or unix:PATH) dumps
+// the process straight into the network, and `--listen` on the other end
+// restores it into fresh simulated GPUs as the frames arrive and checks every
+// byte; the sender reports success only after the receiver has.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +18,7 @@
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
+#include "transport/open_uri.h"
 
 namespace vramflow {
 
@@ -22,7 +28,11 @@ struct DemoOptions {
   uint32_t rings = 2;               // simulated SDMA rings per GPU
   double ring_bytes_per_second = 0;  // 0: memcpy speed
   PipelineOptions pipeline;
-  std::string destination;  // stream file; empty: a temporary file (in /dev/shm when writable), removed afterwards
+  // Where the stream goes: a file (kept), a network receiver, -, fd:N; empty:
+  // a temporary file (in /dev/shm when writable), restored and removed.
+  std::string destination;
+  std::string listen;  // receive the stream here and restore it instead of dumping
+  TransportOptions transport;
   bool progress = true;
   bool json = false;
 };
@@ -38,6 +48,7 @@ struct DemoReport {
   uint64_t restore_peak_anon = 0;  // RssAnon peak while restoring
   uint64_t budget_peak = 0;
   unsigned threads = 0;
+  bool restored_here = false;  // false when the stream went to another process
 };
 
 Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report);

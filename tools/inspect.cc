@@ -216,23 +216,25 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
 }  // namespace
 
 Status RunInspect(const InspectOptions& options, std::ostream& out) {
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSourceSpec(options.input));
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, options.transport));
   CountingSource counting(source.get());
   SummaryVisitor visitor;
   ReadOptions read;
   read.decode = options.decode;
   Status status = ReadStream(counting, visitor, read);
+  (void)source->Finish(status);
   if (options.json) PrintJson(visitor, counting.bytes(), status, out);
   else PrintText(visitor, counting.bytes(), status, out);
   return status;
 }
 
-Status RunVerify(const std::string& input, bool quiet, std::ostream& out) {
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSourceSpec(input));
+Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, transport));
   CountingSource counting(source.get());
   SummaryVisitor visitor;
   Stopwatch clock;
   Status status = ReadStream(counting, visitor, ReadOptions{.decode = true});
+  (void)source->Finish(status);
   if (status.ok() && !quiet)
     out << "OK: " << input << ": " << visitor.totals.object_count << " objects, " << FormatSize(visitor.totals.raw_bytes)
         << " raw, " << visitor.totals.frame_count << " frames, every hash and range checked ("

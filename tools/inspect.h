@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "transport/open_uri.h"
 
 namespace vramflow {
 
@@ -17,6 +18,7 @@ struct InspectOptions {
   std::string input;
   bool json = false;
   bool decode = false;  // also decode and hash-check payloads
+  TransportOptions transport;  // for tcp:// and unix: inputs (listened on)
 };
 
 // Prints what was read, even when the stream turns out to be bad, and
@@ -24,6 +26,7 @@ struct InspectOptions {
 Status RunInspect(const InspectOptions& options, std::ostream& out);
 
 // Prints a one-line verdict ("OK: ..." on success); returns the Status.
-Status RunVerify(const std::string& input, bool quiet, std::ostream& out);
+// A network sender learns the verdict.
+Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out);
 
 }  // namespace vramflow

@@ -17,8 +17,11 @@
 #include "tools/pipeline_bench.h"
 #include "tools/inspect.h"
 #include "tools/pack.h"
+#include "tools/transfer.h"
+#include "tools/transport_flags.h"
 #include "tools/unpack.h"
 #include "transport/fd_stream.h"
+#include "transport/uri.h"
 
 namespace vramflow {
 namespace {
@@ -118,11 +121,16 @@ int Main(int argc, char** argv) {
   pack_cmd->add_option("inputs", pack.inputs, "files to pack; - reads stdin; legacy CRIU amdgpu-pages-*.img images "
                                               "are recognised and restored byte for byte by unpack")
       ->required();
-  pack_cmd->add_option("-o,--output", pack.output, "stream to write; - for stdout")->required();
+  pack_cmd->add_option("-o,--output,--to", pack.output,
+                       "where the stream goes: a file, - (stdout), fd:N, tcp://HOST:PORT or unix:PATH (a vramflow "
+                       "receiver)")
+      ->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
   pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file");
   pack_cmd->add_flag("--fsync", pack.fsync, "make the output durable (fsync) before reporting success");
   pack_flags.Add(pack_cmd);
+  TransportFlags pack_net;
+  pack_net.Add(pack_cmd, /*sending=*/true, /*receiving=*/false);
   bool pack_quiet = false;
   pack_cmd->add_flag("-q,--quiet", pack_quiet, "print nothing on success");
 
@@ -134,13 +142,18 @@ int Main(int argc, char** argv) {
       "one-object stream becomes the file OUT and a stream of several objects the directory OUT. Files appear only "
       "once the whole stream has been verified and written. With -o - the single object is written to stdout as it "
       "is read (a failure then leaves partial output and exit status 1)");
-  unpack_cmd->add_option("stream", unpack.input, "stream to read; - for stdin")->required();
+  unpack_cmd->add_option("stream", unpack.input,
+                         "stream to read: a file, - (stdin), fd:N; tcp://HOST:PORT or unix:PATH listens there and "
+                         "unpacks what a sender sends, as it arrives")
+      ->required();
   unpack_cmd->add_option("-o,--output", unpack.output, "directory, file, or - (stdout, one object)")->required();
   unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
   bool unpack_quiet = false;
   unpack_cmd->add_flag("-q,--quiet", unpack_quiet, "print nothing on success");
   RunFlags unpack_flags;
   unpack_flags.Add(unpack_cmd);
+  TransportFlags unpack_net;
+  unpack_net.Add(unpack_cmd, /*sending=*/false, /*receiving=*/true);
 
   // demo
   DemoOptions demo;
@@ -154,17 +167,27 @@ int Main(int argc, char** argv) {
   demo_cmd->add_option("-g,--gpus", demo.gpus, "simulated GPUs")->capture_default_str();
   demo_cmd->add_option("-s,--size", demo_size, "VRAM per GPU")->capture_default_str()->check(SizeValidator());
   demo_cmd->add_option("--rings", demo.rings, "simulated SDMA rings per GPU")->capture_default_str();
-  demo_cmd->add_option("--to", demo.destination, "keep the stream in this file (default: a temporary file, removed)");
+  demo_cmd->add_option("--to", demo.destination,
+                       "where the stream goes: a file (kept, restored from here), or tcp://HOST:PORT / unix:PATH where "
+                       "`vramflow demo --listen` restores it (default: a temporary file, removed)");
+  demo_cmd->add_option("--listen", demo.listen,
+                       "be the receiving end: restore a stream sent by `demo --to` into fresh simulated GPUs (same "
+                       "--gpus and --size) as it arrives, and check every byte");
   demo_cmd->add_flag("--json", demo.json, "print the results as JSON");
   demo_cmd->add_flag("-q,--quiet", demo_quiet, "no progress bars");
   demo_flags.Add(demo_cmd);
+  TransportFlags demo_net;
+  demo_net.Add(demo_cmd, /*sending=*/true, /*receiving=*/true);
 
   // inspect
   InspectOptions inspect;
   CLI::App* inspect_cmd = app.add_subcommand(
       "inspect", "Show a stream's objects, chunks, codec mix, ratio and detected word sizes (framing is checked; add "
                  "--decode to check payloads too)");
-  inspect_cmd->add_option("stream", inspect.input, "stream to read; - for stdin")->required();
+  inspect_cmd->add_option("stream", inspect.input, "stream to read: a file, - (stdin), fd:N, or a network address to listen on")
+      ->required();
+  TransportFlags inspect_net;
+  inspect_net.Add(inspect_cmd, /*sending=*/false, /*receiving=*/true);
   inspect_cmd->add_flag("--json", inspect.json, "print JSON");
   inspect_cmd->add_flag("--decode", inspect.decode, "also decode every payload and check its hash");
 
@@ -174,8 +197,45 @@ int Main(int argc, char** argv) {
   CLI::App* verify_cmd = app.add_subcommand(
       "verify", "Check a stream completely: framing, checksums, ranges, payload hashes, object digests, totals. Exit "
                 "status 0 means the stream is complete and intact");
-  verify_cmd->add_option("stream", verify_input, "stream to read; - for stdin")->required();
+  verify_cmd->add_option("stream", verify_input, "stream to read: a file, - (stdin), fd:N, or a network address to listen on")
+      ->required();
+  TransportFlags verify_net;
+  verify_net.Add(verify_cmd, /*sending=*/false, /*receiving=*/true);
   verify_cmd->add_flag("-q,--quiet", verify_quiet, "print nothing on success");
+
+  // send
+  TransferOptions send;
+  TransportFlags send_net;
+  bool send_quiet = false;
+  CLI::App* send_cmd = app.add_subcommand(
+      "send", "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
+              "Succeeds only once the receiver has stored the whole stream");
+  send_cmd->add_option("source", send.source, "a file, - (stdin) or fd:N")->required();
+  send_cmd->add_option("destination", send.sink, "tcp://HOST:PORT or unix:PATH (any sink URI works)")->required();
+  send_cmd->add_flag("-q,--quiet", send_quiet, "no progress and no summary");
+  send_net.Add(send_cmd, /*sending=*/true, /*receiving=*/false);
+
+  // recv
+  TransferOptions recv;
+  TransportFlags recv_net;
+  bool recv_quiet = false, recv_force = false, recv_fsync = false;
+  CLI::App* recv_cmd = app.add_subcommand(
+      "recv", "Receive one stream from a sender (send, pack --to, demo --to, the plugin) and store it. The output "
+              "appears only once the whole stream has arrived; a second sender is refused while one is active. "
+              "(To restore as it arrives instead, give the address to `unpack` or `demo --listen`.)");
+  recv_cmd->add_option("--listen", recv.source, "address to listen on: tcp://HOST:PORT (HOST may be empty) or unix:PATH")
+      ->required();
+  recv_cmd->add_option("-o,--output", recv.sink, "where to store the stream: a file, - (stdout), fd:N")->required();
+  recv_cmd->add_flag("-f,--force", recv_force, "overwrite an existing output file");
+  recv_cmd->add_flag("--fsync", recv_fsync, "make the output durable before telling the sender it is stored");
+  recv_cmd->add_flag("-q,--quiet", recv_quiet, "no progress and no summary");
+  recv_net.Add(recv_cmd, /*sending=*/false, /*receiving=*/true);
+
+  // keygen
+  std::string keygen_output;
+  CLI::App* keygen_cmd = app.add_subcommand(
+      "keygen", "Write a new random shared key (for --key-file / VRAMFLOW_KEY_FILE); copy it to the other host securely");
+  keygen_cmd->add_option("-o,--output", keygen_output, "key file to create (mode 0600; never overwritten)")->required();
 
   // gen
   std::string gen_kind = "bf16", gen_size = "64M", gen_output;
@@ -235,6 +295,7 @@ int Main(int argc, char** argv) {
 
   if (*pack_cmd) {
     Status s = pack_flags.Resolve(&pack.pipeline);
+    if (s.ok()) s = pack_net.Resolve(&pack.transport);
     if (!s.ok()) return UsageError("pack", s);
     PackReport report;
     s = RunPack(pack, &report);
@@ -251,6 +312,7 @@ int Main(int argc, char** argv) {
   }
   if (*unpack_cmd) {
     Status s = unpack_flags.Resolve(&unpack.pipeline);
+    if (s.ok()) s = unpack_net.Resolve(&unpack.transport);
     if (!s.ok()) return UsageError("unpack", s);
     UnpackReport report;
     s = RunUnpack(unpack, &report);
@@ -264,6 +326,7 @@ int Main(int argc, char** argv) {
   }
   if (*demo_cmd) {
     Status s = demo_flags.Resolve(&demo.pipeline);
+    if (s.ok()) s = demo_net.Resolve(&demo.transport);
     if (!s.ok()) return UsageError("demo", s);
     demo.bytes_per_gpu = ParseSize(demo_size).value();
     demo.progress = !demo_quiet && !demo.json;
@@ -282,14 +345,53 @@ int Main(int argc, char** argv) {
     return s.ok() ? 0 : Fail("bench pipeline", s);
   }
   if (*inspect_cmd) {
-    Status s = RunInspect(inspect, std::cout);
+    Status s = inspect_net.Resolve(&inspect.transport);
+    if (!s.ok()) return UsageError("inspect", s);
+    s = RunInspect(inspect, std::cout);
     std::cout.flush();
     return s.ok() ? 0 : Fail("inspect", s);
   }
   if (*verify_cmd) {
-    Status s = RunVerify(verify_input, verify_quiet, std::cout);
+    TransportOptions transport;
+    Status s = verify_net.Resolve(&transport);
+    if (!s.ok()) return UsageError("verify", s);
+    s = RunVerify(verify_input, verify_quiet, transport, std::cout);
     std::cout.flush();
     return s.ok() ? 0 : Fail("verify", s);
+  }
+  if (*send_cmd || *recv_cmd) {
+    const char* name = *send_cmd ? "send" : "recv";
+    TransferOptions& options = *send_cmd ? send : recv;
+    Status s = (*send_cmd ? send_net : recv_net).Resolve(&options.transport);
+    if (!s.ok()) return UsageError(name, s);
+    options.transport.file.overwrite = recv_force;
+    options.transport.file.fsync = recv_fsync;
+    bool quiet = *send_cmd ? send_quiet : recv_quiet;
+    options.progress = !quiet;
+    if (*recv_cmd) {
+      Result<Endpoint> endpoint = ParseEndpoint(recv.source);
+      if (!endpoint.ok()) return UsageError(name, endpoint.status());
+      if (!endpoint->is_network())
+        return UsageError(name, Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH"));
+      options.transport.destination = "'" + recv.sink + "'";
+      if (!quiet) std::fprintf(stderr, "vramflow recv: listening on %s\n", recv.source.c_str());
+    }
+    TransferReport report;
+    s = RunTransfer(options, *send_cmd ? "send" : "recv", &report);
+    if (!s.ok()) return Fail(name, s);
+    if (!quiet)
+      std::fprintf(stderr, "%s %s %s %s in %.2f s (%s)%s\n", *send_cmd ? "sent" : "received",
+                   FormatSize(report.bytes).c_str(), *send_cmd ? "to" : "from",
+                   *send_cmd ? send.sink.c_str() : report.peer.c_str(), report.seconds,
+                   FormatRate(report.bytes, report.seconds).c_str(),
+                   *send_cmd ? "; the receiver stored all of it" : (", stored in " + recv.sink).c_str());
+    return 0;
+  }
+  if (*keygen_cmd) {
+    Status s = RunKeygen(keygen_output);
+    if (!s.ok()) return Fail("keygen", s);
+    std::fprintf(stderr, "wrote a new key to %s (keep it secret; both ends need it)\n", keygen_output.c_str());
+    return 0;
   }
   if (*gen_cmd) {
     std::optional<DataKind> kind = ParseDataKind(gen_kind);

@@ -16,6 +16,7 @@
 #include "tools/cli_util.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
+#include "transport/open_uri.h"
 
 namespace vramflow {
 namespace {
@@ -166,11 +167,12 @@ Status RunPack(const PackOptions& options, PackReport* report) {
     if (regular) files.push_back(std::move(in));
   }
 
-  FileSinkOptions sink_options;
-  sink_options.overwrite = options.force;
-  sink_options.fsync = options.fsync;
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSinkSpec(options.output, sink_options));
+  TransportOptions transport = options.transport;
+  transport.file.overwrite = options.force;
+  transport.file.fsync = options.fsync;
   PipelineOptions pipeline = options.pipeline;
+  ShareBudget(options.output, &pipeline.max_memory, &transport);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.output, transport));
   pipeline.producer = ProducerString();
   if (all_regular) {
     VF_RETURN_IF_ERROR(PackFiles(files, sink.get(), pipeline, report));

@@ -12,16 +12,18 @@
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
+#include "transport/open_uri.h"
 
 namespace vramflow {
 
 struct PackOptions {
   std::vector<std::string> inputs;   // paths, or "-" for stdin
-  std::string output;                // path, or "-" for stdout
+  std::string output;                // any sink URI: path, -, fd:N, tcp://HOST:PORT, unix:PATH
   std::string stdin_name = "stdin";  // object name for "-"
   PipelineOptions pipeline;          // codec, chunk size, threads, budget, dedup
   bool force = false;                // overwrite an existing output file
   bool fsync = false;                // make the output durable before reporting success
+  TransportOptions transport;        // network settings for tcp:// and unix: outputs
 };
 
 struct PackReport {

@@ -36,6 +36,12 @@ void ProgressBar::Update(uint64_t done) {
 
 void ProgressBar::Draw(uint64_t done, bool final) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (total_ == 0) {  // size unknown up front (a stream arriving): bytes and rate only
+    std::fprintf(stderr, "%s%-8s %s  %.2f GB/s%s", tty_ ? "\r" : "", label_.c_str(), FormatSize(done).c_str(),
+                 seconds > 0 ? static_cast<double>(done) / seconds / 1e9 : 0.0, (final || !tty_) ? "\n" : "");
+    std::fflush(stderr);
+    return;
+  }
   double fraction = total_ ? static_cast<double>(done) / static_cast<double>(total_) : 1.0;
   constexpr int kWidth = 30;
   int filled = static_cast<int>(fraction * kWidth + 0.5);

@@ -10,7 +10,8 @@
 namespace vramflow {
 
 // A one-line progress bar on stderr. On a terminal it redraws in place at
-// most ten times a second; otherwise it prints a line every 25%.
+// most ten times a second; otherwise it prints a line every 25%. With a total
+// of 0 (not known up front) it shows bytes and rate only.
 class ProgressBar {
  public:
   ProgressBar(std::string label, uint64_t total, bool enabled = true);

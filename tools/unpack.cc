@@ -234,10 +234,9 @@ class StagingDirectory {
   UniqueFd fd_;
 };
 
-}  // namespace
-
-Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSourceSpec(options.input));
+Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const PipelineOptions& pipeline,
+                  UnpackReport* report) {
+  ByteSource* source = &input;
   if (options.output == "-") {
     SequentialVisitor visitor(STDOUT_FILENO, "stdout");
     VF_RETURN_IF_ERROR(ReadStream(*source, visitor));
@@ -259,11 +258,24 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   StagedFiles files(staging.fd(), output, directory_forced, options.force, &device);
   PipelineStats stats;
   VF_RETURN_IF_ERROR(RunRestore(
-      source.get(), {&device}, [&](const ObjectState& o) { return files.Open(o); }, options.pipeline, &stats,
+      source, {&device}, [&](const ObjectState& o) { return files.Open(o); }, pipeline, &stats,
       [&](const ObjectState& o) { return files.Finish(o); }));
   report->raw_bytes = stats.raw_bytes;
   report->seconds = stats.seconds;
   return files.Commit(report);
+}
+
+}  // namespace
+
+Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
+  TransportOptions transport = options.transport;
+  PipelineOptions pipeline = options.pipeline;
+  ShareBudget(options.input, &pipeline.max_memory, &transport);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
+  Status status = UnpackFrom(*source, options, pipeline, report);
+  Status told = source->Finish(status);
+  VF_RETURN_IF_ERROR(status);
+  return told.WithContext("the files are in place, but telling " + source->Describe() + " failed");
 }
 
 }  // namespace vramflow

@@ -10,6 +10,8 @@
 // or interrupted unpack leaves nothing that looks complete. Existing files
 // are never replaced without `force`. `-o -` reads serially and writes as it
 // goes: a failure there leaves partial output on stdout, with exit status 1.
+// A network sender learns the outcome: its Commit() succeeds only once every
+// file is in place.
 #pragma once
 
 #include <cstdint>
@@ -18,14 +20,16 @@
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
+#include "transport/open_uri.h"
 
 namespace vramflow {
 
 struct UnpackOptions {
-  std::string input;   // path or "-"
+  std::string input;   // any source URI: path, -, fd:N; tcp:// and unix: are listened on
   std::string output;  // directory, file or "-"
   bool force = false;
   PipelineOptions pipeline;  // threads and memory budget of the restore graph
+  TransportOptions transport;
 };
 
 struct UnpackReport {

@@ -1,0 +1,53 @@
+#include "tools/transfer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "tools/cli_util.h"
+#include "tools/progress.h"
+#include "transport/net_crypto.h"
+
+namespace vramflow {
+
+Status RunTransfer(const TransferOptions& options, const std::string& label, TransferReport* report) {
+  // The sink first: a destination that cannot be written fails before any
+  // sender connects.
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.sink, options.transport));
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.source, options.transport));
+  Stopwatch clock;  // from the first connection: waiting for a sender is not transfer time
+  Status status = [&]() -> Status {
+    ProgressBar bar(label, 0, options.progress);
+    std::vector<uint8_t> buf(1u << 20);
+    for (;;) {
+      VF_ASSIGN_OR_RETURN(size_t n, source->Read(buf));
+      if (n == 0) break;
+      VF_RETURN_IF_ERROR(sink->Write({buf.data(), n}));
+      report->bytes += n;
+      bar.Update(report->bytes);
+    }
+    return sink->Commit();
+  }();
+  report->peer = source->Describe();
+  Status told = source->Finish(status);
+  report->seconds = clock.Seconds();
+  VF_RETURN_IF_ERROR(status);
+  return told.ok() ? Status::Ok() : told.WithContext("the stream is stored, but telling " + source->Describe() + " failed");
+}
+
+Status RunKeygen(const std::string& path) {
+  VF_ASSIGN_OR_RETURN(std::string key, GenerateKeyText());
+  key += "\n";
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return Status::FromErrno("creating key file '" + path + "'", errno);
+  if (::write(fd.get(), key.data(), key.size()) != static_cast<ssize_t>(key.size()) || ::fsync(fd.get()) != 0) {
+    Status s = Status::FromErrno("writing key file '" + path + "'", errno);
+    ::unlink(path.c_str());
+    return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace vramflow

@@ -1,0 +1,34 @@
+// `vramflow send`, `vramflow recv` and `vramflow keygen`: moving a stream
+// between any two transports as it is, and making keys for the network.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "transport/open_uri.h"
+
+namespace vramflow {
+
+struct TransferOptions {
+  std::string source;  // URI; a network URI is listened on
+  std::string sink;    // URI
+  TransportOptions transport;
+  bool progress = true;
+};
+
+struct TransferReport {
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::string peer;  // the other end, for messages
+};
+
+// Copies every byte from the source to the sink, commits the sink, and
+// reports the outcome back to the source (a network sender learns whether
+// the receiver stored the stream). Used by both send and recv.
+Status RunTransfer(const TransferOptions& options, const std::string& label, TransferReport* report);
+
+// Writes a new random key to `path` (mode 0600, never over an existing file).
+Status RunKeygen(const std::string& path);
+
+}  // namespace vramflow

@@ -1,0 +1,29 @@
+// Command-line flags for transports, shared by every command that opens a
+// sink or source by URI (pack, unpack, send, recv, demo, inspect, verify).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "transport/open_uri.h"
+
+namespace vramflow {
+
+struct TransportFlags {
+  std::string key_file;
+  bool no_encrypt = false;
+  unsigned streams = 4;
+  double timeout_s = 30;
+  double connect_timeout_s = 10;
+  unsigned retries = 3;
+  double resume_timeout_s = 30;
+  double accept_timeout_s = -1;
+
+  // `sending` and `receiving` pick which of the network flags apply.
+  void Add(CLI::App* cmd, bool sending, bool receiving);
+  // Fills the network part of `options` (the key included). A key file that
+  // cannot be used is an error here.
+  Status Resolve(TransportOptions* options) const;
+};
+
+}  // namespace vramflow
