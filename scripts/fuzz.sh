@@ -1,60 +1,74 @@
 #!/usr/bin/env bash
-# Fuzzes the chunk-stream reader (tests/fuzz/stream_reader_fuzz.cc) with
-# libFuzzer under ASan+UBSan, for a bounded time.
+# Fuzzes every parser of untrusted bytes with libFuzzer under ASan+UBSan, for
+# a bounded time each:
+#   stream_reader_fuzz   chunk streams (tests/fuzz/stream_reader_fuzz.cc)
+#   net_protocol_fuzz    the network protocol (tests/fuzz/net_protocol_fuzz.cc)
 #
-#   scripts/fuzz.sh [SECONDS]       default 60
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     default 60 seconds, every target
 #
-# Builds build-fuzz/ with clang (-DVRAMFLOW_FUZZ=ON), writes a seed corpus of
-# valid streams (scripts/fuzz_corpus.sh) to build-fuzz/corpus/seeds, keeps
-# what libFuzzer finds in build-fuzz/corpus/found (reused by the next run),
-# and writes crash/timeout/OOM inputs and the log to build-fuzz/fuzz-out/.
-# Exits non-zero when libFuzzer reports a crash (or the build fails).
-# Reproduce a finding with: build-fuzz/tests/fuzz/stream_reader_fuzz FILE
+# Builds build-fuzz/ with clang (-DVRAMFLOW_FUZZ=ON), writes seed corpora to
+# build-fuzz/corpus/TARGET/seeds (valid inputs, so mutations start past the
+# checksums), keeps what libFuzzer finds in build-fuzz/corpus/TARGET/found
+# (reused by the next run), and writes crash/timeout/OOM inputs and the logs
+# to build-fuzz/fuzz-out/. Exits non-zero when libFuzzer reports a crash (or
+# the build fails). Reproduce a finding with: build-fuzz/tests/fuzz/TARGET FILE
 #
 # Environment: CXX (default clang++), FUZZ_JOBS (parallel fuzzing processes,
 # default 1; more uses libFuzzer's -fork), FUZZ_ARGS (extra libFuzzer flags).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
-[[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS]" >&2; exit 2; }
+[[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2; }
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz)
 build=build-fuzz
 cxx="${CXX:-clang++}"
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (Debian: apt-get install clang libclang-rt-dev)" >&2; exit 1; }
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
   -DVRAMFLOW_FUZZ=ON -DVRAMFLOW_SANITIZE=address,undefined -DVRAMFLOW_BUILD_TESTS=ON >/dev/null
-cmake --build "$build" --target stream_reader_fuzz vramflow
+cmake --build "$build" --target "${targets[@]}" vramflow
 
-fuzzer="$build/tests/fuzz/stream_reader_fuzz"
-seeds="$build/corpus/seeds"
-found="$build/corpus/found"
-out="$build/fuzz-out"
-mkdir -p "$found" "$out"
-rm -rf "$seeds"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-scripts/fuzz_corpus.sh "$build/vramflow" "$seeds" "$fuzzer"
-
+out="$build/fuzz-out"
+mkdir -p "$out"
 jobs="${FUZZ_JOBS:-1}"
 parallel=()
 [ "$jobs" -gt 1 ] && parallel=(-fork="$jobs")
-log="$out/fuzz.log"
-stamp="$out/.started"
-touch "$stamp"
-echo "fuzz: running $fuzzer for ${seconds}s ($jobs job(s)); log in $log"
-set +e
-# The first corpus directory receives new inputs; the seeds stay as generated.
-# shellcheck disable=SC2086
-"$fuzzer" "$found" "$seeds" -max_total_time="$seconds" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
-  -artifact_prefix="$out/" -print_final_stats=1 "${parallel[@]}" ${FUZZ_ARGS:-} >"$log" 2>&1
-rc=$?
-set -e
-tail -n 25 "$log"
-artifacts=$(find "$out" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) \
-  -newer "$stamp" | sort)
-if [ "$rc" -ne 0 ] || [ -n "$artifacts" ]; then
-  echo "fuzz: FAILED (libFuzzer exit status $rc)" >&2
-  for a in $artifacts; do echo "fuzz: reproduce with: $fuzzer $a" >&2; done
-  exit 1
-fi
-echo "fuzz: no crash in ${seconds}s; corpus: $(ls "$found" | wc -l) inputs found + $(ls "$seeds" | wc -l) seeds"
+failed=0
+for target in "${targets[@]}"; do
+  fuzzer="$build/tests/fuzz/$target"
+  seeds="$build/corpus/$target/seeds"
+  found="$build/corpus/$target/found"
+  mkdir -p "$found"
+  rm -rf "$seeds"
+  mkdir -p "$seeds"
+  case "$target" in
+    stream_reader_fuzz) scripts/fuzz_corpus.sh "$build/vramflow" "$seeds" "$fuzzer" ;;
+    *) VRAMFLOW_FUZZ_WRITE_SEEDS="$seeds" "$fuzzer" ;;
+  esac
+  log="$out/$target.log"
+  stamp="$out/.started-$target"
+  touch "$stamp"
+  echo "fuzz: running $target for ${seconds}s ($jobs job(s)); log in $log"
+  set +e
+  # The first corpus directory receives new inputs; the seeds stay as generated.
+  # shellcheck disable=SC2086
+  "$fuzzer" "$found" "$seeds" -max_total_time="$seconds" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$out/$target-" -print_final_stats=1 "${parallel[@]}" ${FUZZ_ARGS:-} >"$log" 2>&1
+  rc=$?
+  set -e
+  tail -n 12 "$log"
+  artifacts=$(find "$out" -maxdepth 1 -type f -name "$target-*" \( -name '*crash-*' -o -name '*leak-*' -o -name '*timeout-*' \
+    -o -name '*oom-*' \) -newer "$stamp" | sort)
+  if [ "$rc" -ne 0 ] || [ -n "$artifacts" ]; then
+    echo "fuzz: $target FAILED (libFuzzer exit status $rc)" >&2
+    for a in $artifacts; do echo "fuzz: reproduce with: $fuzzer $a" >&2; done
+    failed=1
+  else
+    echo "fuzz: $target: no crash in ${seconds}s; corpus: $(ls "$found" | wc -l) inputs found + $(ls "$seeds" | wc -l) seeds"
+  fi
+done
+exit "$failed"
