@@ -1,0 +1,190 @@
+// Transfers between two network namespaces joined by a veth pair: a real
+// link that can be slowed down (tc tbf) and cut (link down), which loopback
+// cannot do. Needs root and `ip netns`; skipped with the reason otherwise.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "tests/test_util.h"
+
+namespace vramflow {
+namespace {
+
+using testing::RunCommand;
+using testing::TempDir;
+using testing::VramflowBinary;
+
+int Sh(const std::string& command, std::string* output = nullptr) {
+  std::string ignored;
+  return RunCommand(command, output ? output : &ignored);
+}
+
+// Two namespaces, A (10.98.N.1) and B (10.98.N.2), one veth pair between
+// them; removed on destruction.
+class NamespacePair {
+ public:
+  NamespacePair() {
+    tag_ = std::to_string(::getpid() % 100000) + "-" + std::to_string(counter_++);
+    a_ = "vfa-" + tag_;
+    b_ = "vfb-" + tag_;
+    subnet_ = std::to_string(1 + (::getpid() + counter_) % 250);
+  }
+  ~NamespacePair() {
+    Sh("ip netns del " + a_ + " 2>/dev/null");
+    Sh("ip netns del " + b_ + " 2>/dev/null");
+  }
+
+  // Returns an empty string when ready, else why the test must be skipped.
+  std::string Setup() {
+    if (::geteuid() != 0) return "needs root to create network namespaces";
+    std::string out;
+    if (Sh("ip netns add " + a_, &out) != 0) return "ip netns unavailable: " + out;
+    if (Sh("ip netns add " + b_, &out) != 0) return "ip netns unavailable: " + out;
+    std::string script =
+        "set -e; ip link add va type veth peer name vb netns " + b_ + " 2>&1 || exit 1;" +
+        // the peer was created in our namespace as `va`; move it to A
+        "ip link set va netns " + a_ + ";" +
+        "ip -n " + a_ + " addr add 10.98." + subnet_ + ".1/24 dev va;" +
+        "ip -n " + b_ + " addr add 10.98." + subnet_ + ".2/24 dev vb;" +
+        "ip -n " + a_ + " link set lo up; ip -n " + a_ + " link set va up;" +
+        "ip -n " + b_ + " link set lo up; ip -n " + b_ + " link set vb up";
+    if (Sh(script, &out) != 0) return "cannot make a veth pair between namespaces: " + out;
+    return "";
+  }
+  std::string InA(const std::string& command) const { return "ip netns exec " + a_ + " " + command; }
+  std::string InB(const std::string& command) const { return "ip netns exec " + b_ + " " + command; }
+  std::string AddressOfB() const { return "10.98." + subnet_ + ".2"; }
+  // Rate-limits A's side of the link (A -> B traffic).
+  bool Limit(const std::string& rate) const {
+    return Sh("ip netns exec " + a_ + " tc qdisc add dev va root tbf rate " + rate + " burst 32kb latency 400ms") == 0;
+  }
+  void CutLink() const { Sh("ip -n " + a_ + " link set va down"); }
+
+ private:
+  static inline int counter_ = 0;
+  std::string tag_, a_, b_, subnet_;
+};
+
+std::string MakeStream(const TempDir& dir, const std::string& size) {
+  std::string bin = VramflowBinary();
+  std::string in = dir.File("in.bin"), stream = dir.File("stream.vfs");
+  EXPECT_EQ(Sh(bin + " gen -k random -s " + size + " -o " + in), 0);
+  EXPECT_EQ(Sh(bin + " pack -q --codec raw " + in + " -o " + stream), 0);
+  return stream;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Starts `command` in the background; its output and exit status land in
+// files under `dir` named after `name`.
+void Background(const TempDir& dir, const std::string& name, const std::string& command) {
+  // The subshell must not hold RunCommand's pipe, or RunCommand waits for it.
+  Sh("(" + command + " > " + dir.File(name + ".log") + " 2>&1; echo $? > " + dir.File(name + ".rc") +
+     ") > /dev/null 2>&1 &");
+}
+
+// Waits up to `seconds` for the background command `name` to exit; returns
+// its exit status, or -1 if it is still running.
+int WaitFor(const TempDir& dir, const std::string& name, double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream rc(dir.File(name + ".rc"));
+    int status;
+    if (rc >> status) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+std::string Log(const TempDir& dir, const std::string& name) {
+  std::ifstream in(dir.File(name + ".log"));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(NetNamespaces, TransferAcrossAVethLinkWithAKey) {
+  NamespacePair ns;
+  if (std::string why = ns.Setup(); !why.empty()) GTEST_SKIP() << why;
+  TempDir dir;
+  std::string stream = MakeStream(dir, "8M");
+  std::string bin = VramflowBinary(), key = dir.File("key"), out = dir.File("out.vfs");
+  ASSERT_EQ(Sh(bin + " keygen -o " + key), 0);
+  std::string addr = "tcp://" + ns.AddressOfB() + ":7301";
+  Background(dir, "recv", ns.InB(bin + " recv -q --accept-timeout 20 --key-file " + key + " --listen " + addr + " -o " + out));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string output;
+  int rc = -1;
+  for (int attempt = 0; attempt < 20; ++attempt) {  // the receiver may still be starting
+    rc = Sh(ns.InA(bin + " send -q --key-file " + key + " " + stream + " " + addr), &output);
+    if (rc == 0 || output.find("refused") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(rc, 0) << output;
+  EXPECT_EQ(WaitFor(dir, "recv", 20), 0) << Log(dir, "recv");
+  EXPECT_EQ(testing::ReadFileBytes(out), testing::ReadFileBytes(stream));
+}
+
+// A slow link that keeps moving is not a timeout: 2 MiB at 4 Mbit/s takes
+// about 4 s, with --timeout 1.
+TEST(NetNamespaces, SlowButMovingLinkDoesNotTimeOut) {
+  NamespacePair ns;
+  if (std::string why = ns.Setup(); !why.empty()) GTEST_SKIP() << why;
+  if (!ns.Limit("4mbit")) GTEST_SKIP() << "tc tbf is unavailable";
+  TempDir dir;
+  std::string stream = MakeStream(dir, "2M");
+  std::string bin = VramflowBinary(), out = dir.File("out.vfs");
+  std::string addr = "tcp://" + ns.AddressOfB() + ":7302";
+  Background(dir, "recv", ns.InB(bin + " recv -q --timeout 1 --accept-timeout 20 --listen " + addr + " -o " + out));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string output;
+  auto start = std::chrono::steady_clock::now();
+  int rc = Sh(ns.InA(bin + " send -q --timeout 1 --streams 2 " + stream + " " + addr), &output);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(rc, 0) << output;
+  EXPECT_GT(seconds, 2.0) << "the link was not slowed down";
+  EXPECT_EQ(WaitFor(dir, "recv", 20), 0) << Log(dir, "recv");
+  EXPECT_EQ(testing::ReadFileBytes(out), testing::ReadFileBytes(stream));
+}
+
+// The link goes down mid-transfer and stays down: both ends stop with a
+// clear error within their timeouts, and nothing is stored.
+TEST(NetNamespaces, CutLinkStopsBothEndsAndStoresNothing) {
+  NamespacePair ns;
+  if (std::string why = ns.Setup(); !why.empty()) GTEST_SKIP() << why;
+  if (!ns.Limit("8mbit")) GTEST_SKIP() << "tc tbf is unavailable";
+  TempDir dir;
+  std::string stream = MakeStream(dir, "8M");  // about 8 s at 8 Mbit/s
+  std::string bin = VramflowBinary(), out = dir.File("out.vfs");
+  std::string addr = "tcp://" + ns.AddressOfB() + ":7303";
+  Background(dir, "recv", ns.InB(bin + " recv -q --timeout 1 --resume-timeout 2 --accept-timeout 20 --listen " + addr +
+                                 " -o " + out));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Background(dir, "send", ns.InA(bin + " send -q --timeout 1 --connect-timeout 1 --retries 2 " + stream + " " + addr));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_EQ(WaitFor(dir, "send", 0), -1) << "finished before the cut: " << Log(dir, "send");
+  ns.CutLink();
+  auto cut = std::chrono::steady_clock::now();
+  int send_rc = WaitFor(dir, "send", 30);
+  int recv_rc = WaitFor(dir, "recv", 30);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+  EXPECT_EQ(send_rc, 1) << Log(dir, "send");
+  EXPECT_EQ(recv_rc, 1) << Log(dir, "recv");
+  EXPECT_LT(seconds, 25.0);
+  EXPECT_NE(Log(dir, "send").find("error"), std::string::npos) << Log(dir, "send");
+  EXPECT_NE(Log(dir, "recv").find("did not resume"), std::string::npos) << Log(dir, "recv");
+  EXPECT_FALSE(Exists(out));
+  std::string listing;
+  Sh("ls -a " + dir.path(), &listing);
+  EXPECT_EQ(listing.find("out.vfs"), std::string::npos) << listing;  // no temporary left either
+}
+
+}  // namespace
+}  // namespace vramflow
