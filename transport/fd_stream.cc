@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <random>
 
 namespace vramflow {
@@ -143,7 +145,24 @@ Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const Fi
   return Status::IoError("could not find a free temporary name beside '" + path + "'");
 }
 
+// Pipes default to 64 KiB, so a fast writer and reader take turns sleeping;
+// a larger pipe lets each move a chunk per wake-up. Unprivileged processes
+// may go up to /proc/sys/fs/pipe-max-size (1 MiB by default); a refusal just
+// keeps the default.
+void EnlargePipe(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return;
+  int size = 1 << 20;
+  if (FILE* f = std::fopen("/proc/sys/fs/pipe-max-size", "r")) {
+    int max = 0;
+    if (std::fscanf(f, "%d", &max) == 1 && max > 0) size = std::min(size, max);
+    std::fclose(f);
+  }
+  if (::fcntl(fd, F_GETPIPE_SZ) < size) (void)::fcntl(fd, F_SETPIPE_SZ, size);
+}
+
 std::unique_ptr<ByteSink> BorrowFdSink(int fd, std::string description) {
+  EnlargePipe(fd);
   return std::make_unique<FdSink>(fd, std::move(description));
 }
 
@@ -160,6 +179,7 @@ Result<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path) {
 }
 
 std::unique_ptr<ByteSource> BorrowFdSource(int fd, std::string description) {
+  EnlargePipe(fd);
   return std::make_unique<FdSource>(UniqueFd(), fd, std::move(description));
 }
 

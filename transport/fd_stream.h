@@ -22,7 +22,8 @@ struct FileSinkOptions {
 // directly.
 Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const FileSinkOptions& options);
 
-// Writes to an fd that it does not own (stdout, an inherited pipe).
+// Writes to an fd that it does not own (stdout, an inherited pipe). A pipe
+// is enlarged to 1 MiB where the system allows.
 // Commit() only flushes nothing-buffered state; the fd stays open.
 std::unique_ptr<ByteSink> BorrowFdSink(int fd, std::string description);
 
