@@ -3,6 +3,7 @@
 // Exit status: 0 success, 1 the job failed (the message says what and where),
 // 2 the command line was wrong.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -297,6 +298,7 @@ int Main(int argc, char** argv) {
     Status s = pack_flags.Resolve(&pack.pipeline);
     if (s.ok()) s = pack_net.Resolve(&pack.transport);
     if (!s.ok()) return UsageError("pack", s);
+    pack.progress = !pack_quiet && ::isatty(STDERR_FILENO);
     PackReport report;
     s = RunPack(pack, &report);
     if (!s.ok()) return Fail("pack", s);
@@ -314,6 +316,7 @@ int Main(int argc, char** argv) {
     Status s = unpack_flags.Resolve(&unpack.pipeline);
     if (s.ok()) s = unpack_net.Resolve(&unpack.transport);
     if (!s.ok()) return UsageError("unpack", s);
+    unpack.progress = !unpack_quiet && ::isatty(STDERR_FILENO);
     UnpackReport report;
     s = RunUnpack(unpack, &report);
     if (!s.ok()) return Fail("unpack", s);

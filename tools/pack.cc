@@ -14,6 +14,7 @@
 #include "streamer/pipeline.h"
 #include "streamer/stream_writer.h"
 #include "tools/cli_util.h"
+#include "tools/progress.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
 #include "transport/open_uri.h"
@@ -175,6 +176,10 @@ Status RunPack(const PackOptions& options, PackReport* report) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.output, transport));
   pipeline.producer = ProducerString();
   if (all_regular) {
+    uint64_t total = 0;
+    for (const FileInput& in : files) total += in.size;
+    ProgressBar bar("pack", total, options.progress);
+    pipeline.progress = [&](uint64_t done) { bar.Update(done); };
     VF_RETURN_IF_ERROR(PackFiles(files, sink.get(), pipeline, report));
   } else {
     report->sequential = true;

@@ -24,6 +24,7 @@ struct PackOptions {
   bool force = false;                // overwrite an existing output file
   bool fsync = false;                // make the output durable before reporting success
   TransportOptions transport;        // network settings for tcp:// and unix: outputs
+  bool progress = false;             // a progress bar on stderr
 };
 
 struct PackReport {

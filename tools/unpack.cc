@@ -16,6 +16,7 @@
 #include "streamer/file_device.h"
 #include "streamer/pipeline.h"
 #include "streamer/stream_reader.h"
+#include "tools/progress.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
 
@@ -257,8 +258,11 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   FileDevice device("unpack");
   StagedFiles files(staging.fd(), output, directory_forced, options.force, &device);
   PipelineStats stats;
+  ProgressBar bar("unpack", 0, options.progress);
+  PipelineOptions with_progress = pipeline;
+  with_progress.progress = [&](uint64_t done) { bar.Update(done); };
   VF_RETURN_IF_ERROR(RunRestore(
-      source, {&device}, [&](const ObjectState& o) { return files.Open(o); }, pipeline, &stats,
+      source, {&device}, [&](const ObjectState& o) { return files.Open(o); }, with_progress, &stats,
       [&](const ObjectState& o) { return files.Finish(o); }));
   report->raw_bytes = stats.raw_bytes;
   report->seconds = stats.seconds;

@@ -30,6 +30,7 @@ struct UnpackOptions {
   bool force = false;
   PipelineOptions pipeline;  // threads and memory budget of the restore graph
   TransportOptions transport;
+  bool progress = false;  // a progress bar on stderr
 };
 
 struct UnpackReport {
