@@ -303,7 +303,7 @@ class NetSink final : public ByteSink {
           return;
         }
         ++failures;
-        auto backoff = std::chrono::milliseconds(std::min(200 << std::min(failures, 5u), 5000));
+        auto backoff = std::chrono::milliseconds(std::min(200 << std::min(failures - 1, 5u), 5000));  // 200 ms, doubling
         {
           std::unique_lock lock(mu_);
           if (cv_.wait_for(lock, backoff, [&] { return stop_; })) return;
