@@ -65,9 +65,20 @@ struct Session {
   bool finished = false;  // Finish() ran (with success when failed is OK)
   int open_readers = 0;
 
+  std::vector<std::vector<uint8_t>> spare;  // buffers of consumed pieces, for reuse
+
   void Fail(Status s) {
     if (failed.ok()) failed = std::move(s);
     cv.notify_all();
+  }
+  // A buffer for the next payload: reused, so that no fresh (page-faulting,
+  // zero-filled) megabytes are needed per segment.
+  std::vector<uint8_t> TakeBuffer() {
+    std::lock_guard lock(mu);
+    if (spare.empty()) return {};
+    std::vector<uint8_t> b = std::move(spare.back());
+    spare.pop_back();
+    return b;
   }
   // Closes this generation's connections (the readers then exit).
   void DropConnections() {
@@ -283,7 +294,8 @@ class Core : public std::enable_shared_from_this<Core> {
       Result<MsgHeader> header = channel->ReceiveHeader(s.segment_bytes);
       std::vector<uint8_t> payload;
       if (header.ok()) {
-        payload.resize(header->length);
+        payload = s.TakeBuffer();
+        payload.resize(header->length);  // a reused buffer is usually the right size already
         status = channel->ReceivePayload(*header, payload);
       } else {
         status = header.status();
@@ -435,6 +447,7 @@ class NetSource final : public ByteSource {
             s.delivered += n;
             if (piece.start == piece.bytes.size()) {
               s.pending_bytes -= piece.bytes.size();
+              if (s.spare.size() < 2u * s.conn_count) s.spare.push_back(std::move(piece.bytes));
               s.pending.erase(it);
             }
             break;
