@@ -1,6 +1,9 @@
 // The restore graph (see pipeline.h).
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/global_control.h>
+#include <optional>
+#include <thread>
 #include <oneapi/tbb/task_arena.h>
 
 #include <chrono>
@@ -290,6 +293,12 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   uint64_t done_bytes = 0;
   DmaCompleter completer(options.dma_timeout);
 
+  // Asked for more threads than cores: oneTBB would cap its workers at the
+  // core count (and print a warning) unless the limit is raised while the
+  // graph runs.
+  std::optional<oneapi::tbb::global_control> allow_threads;
+  if (threads > std::thread::hardware_concurrency())
+    allow_threads.emplace(oneapi::tbb::global_control::max_allowed_parallelism, threads);
   oneapi::tbb::task_arena arena(static_cast<int>(threads));
   arena.execute([&] {
     oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders;
