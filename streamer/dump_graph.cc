@@ -2,13 +2,13 @@
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/global_control.h>
-#include <optional>
-#include <thread>
 #include <oneapi/tbb/task_arena.h>
 
 #include <chrono>
 #include <deque>
 #include <map>
+#include <thread>
+#include <optional>
 
 #include "codecs/chunk_analysis.h"
 #include "common/hash.h"

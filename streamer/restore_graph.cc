@@ -2,12 +2,12 @@
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/global_control.h>
-#include <optional>
-#include <thread>
 #include <oneapi/tbb/task_arena.h>
 
 #include <chrono>
 #include <map>
+#include <thread>
+#include <optional>
 
 #include "common/hash.h"
 #include "common/units.h"
