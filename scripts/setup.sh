@@ -10,6 +10,7 @@ packages=(
   clang libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
   zstd lz4 time socat        # peer tools for benchmarks, /usr/bin/time for peak RSS
   iproute2                   # ip netns, veth and tc for the network tests and benchmark
+  criu                       # criu/criu-plugin.h: the plugin ABI amdgpu_plugin.so is built against
   curl xz-utils              # scripts/tbb-tsan.sh fetches Debian's oneTBB source for the TSan build
 )
 

@@ -1,0 +1,110 @@
+// amdgpu_plugin.so as CRIU sees it: loaded with dlopen, found by its
+// descriptor symbol, with the ABI version and hook table of the
+// criu-plugin.h it was built against, and answering -ENOTSUP for what is
+// not its own.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+#include <string>
+
+extern "C" {
+#include <criu/criu-plugin.h>
+}
+
+#include "tests/test_util.h"
+
+namespace vramflow {
+namespace {
+
+class Plugin {
+ public:
+  Plugin() : handle_(::dlopen(VRAMFLOW_PLUGIN, RTLD_NOW | RTLD_LOCAL)) {}
+  ~Plugin() {
+    if (handle_) ::dlclose(handle_);
+  }
+  bool loaded() const { return handle_ != nullptr; }
+  cr_plugin_desc_t* desc() const { return static_cast<cr_plugin_desc_t*>(::dlsym(handle_, "CR_PLUGIN_DESC")); }
+  template <typename Fn>
+  Fn* hook(int index) const {
+    return reinterpret_cast<Fn*>(desc()->hooks[index]);
+  }
+
+ private:
+  void* handle_;
+};
+
+TEST(CriuPlugin, ExportsTheDescriptorCriuLooksFor) {
+  Plugin plugin;
+  ASSERT_TRUE(plugin.loaded()) << ::dlerror();
+  cr_plugin_desc_t* desc = plugin.desc();
+  ASSERT_NE(desc, nullptr);
+  EXPECT_STREQ(desc->name, "amdgpu_plugin");  // what CRIU's inventory records
+  EXPECT_EQ(desc->version, static_cast<unsigned>(CRIU_PLUGIN_VERSION));
+  EXPECT_EQ(desc->max_hooks, static_cast<unsigned>(CR_PLUGIN_HOOK__MAX));
+  ASSERT_NE(desc->init, nullptr);
+  ASSERT_NE(desc->exit, nullptr);
+  EXPECT_EQ(desc->init(CR_PLUGIN_STAGE__DUMP), 0);
+  desc->exit(CR_PLUGIN_STAGE__DUMP, 0);
+}
+
+TEST(CriuPlugin, RegistersTheDeviceHooksAndNothingElse) {
+  Plugin plugin;
+  ASSERT_TRUE(plugin.loaded()) << ::dlerror();
+  cr_plugin_desc_t* desc = plugin.desc();
+  for (int hook : {CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA, CR_PLUGIN_HOOK__DUMP_EXT_FILE, CR_PLUGIN_HOOK__RESTORE_EXT_FILE,
+                   CR_PLUGIN_HOOK__UPDATE_VMA_MAP, CR_PLUGIN_HOOK__RESUME_DEVICES_LATE})
+    EXPECT_NE(desc->hooks[hook], nullptr) << "hook " << hook;
+  for (int hook : {CR_PLUGIN_HOOK__DUMP_UNIX_SK, CR_PLUGIN_HOOK__RESTORE_UNIX_SK, CR_PLUGIN_HOOK__DUMP_EXT_MOUNT,
+                   CR_PLUGIN_HOOK__RESTORE_EXT_MOUNT, CR_PLUGIN_HOOK__DUMP_EXT_LINK})
+    EXPECT_EQ(desc->hooks[hook], nullptr) << "hook " << hook;
+}
+
+TEST(CriuPlugin, OnlyTheDescriptorIsExported) {
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(std::string("nm -D --defined-only ") + VRAMFLOW_PLUGIN, &out), 0) << out;
+  EXPECT_NE(out.find(" CR_PLUGIN_DESC\n"), std::string::npos) << out;
+  // One line: nothing else of ours leaks into CRIU's symbol space.
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+TEST(CriuPlugin, AnswersNotSupportedForWhatIsNotItsOwn) {
+  Plugin plugin;
+  ASSERT_TRUE(plugin.loaded()) << ::dlerror();
+  testing::TempDir dir;
+  testing::WriteFileBytes(dir.File("f"), {1, 2, 3});
+  int fd = ::open(dir.File("f").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  struct stat regular;
+  ASSERT_EQ(::fstat(fd, &regular), 0);
+  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__DUMP_EXT_FILE_t>(CR_PLUGIN_HOOK__DUMP_EXT_FILE)(fd, 1), -ENOTSUP);
+  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(fd, &regular), -ENOTSUP);
+  ::close(fd);
+  struct stat dev_null;
+  ASSERT_EQ(::stat("/dev/null", &dev_null), 0);
+  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(-1, &dev_null), -ENOTSUP);
+  uint64_t new_pgoff = 0;
+  int plugin_fd = -1;
+  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__UPDATE_VMA_MAP_t>(CR_PLUGIN_HOOK__UPDATE_VMA_MAP)("/dev/zero", 0x1000, 0,
+                                                                                        &new_pgoff, &plugin_fd),
+            -ENOTSUP);
+  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__RESUME_DEVICES_LATE_t>(CR_PLUGIN_HOOK__RESUME_DEVICES_LATE)(12345), -ENOTSUP);
+}
+
+TEST(CriuPlugin, ClaimsRenderNodeMappings) {
+  Plugin plugin;
+  ASSERT_TRUE(plugin.loaded()) << ::dlerror();
+  struct stat render {};
+  render.st_mode = S_IFCHR | 0666;
+  render.st_rdev = makedev(226, 128);  // /dev/dri/renderD128
+  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(-1, &render), 0);
+  struct stat card = render;
+  card.st_rdev = makedev(226, 0);  // /dev/dri/card0: not a render node
+  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(-1, &card), -ENOTSUP);
+}
+
+}  // namespace
+}  // namespace vramflow
