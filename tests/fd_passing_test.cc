@@ -80,7 +80,7 @@ TEST(FdPassing, SeveralMessagesOfFds) {
   std::vector<UniqueFd> files;
   std::vector<int> batch;
   for (size_t i = 0; i < kMaxFdsPerMessage; ++i) {
-    files.push_back(Memfd("f" + std::to_string(i)));
+    files.push_back(Memfd(std::to_string(i) + "f"));
     batch.push_back(files.back().get());
   }
   UniqueFd last = Memfd("last");
