@@ -536,6 +536,13 @@ Result<uint32_t> SimKfd::RenderNodeGpu(int fd) const {
   return it->second.gpu_id;
 }
 
+GpuFileKind SimKfd::FileKind(uint64_t dev, uint64_t ino) const {
+  std::lock_guard lock(mu_);
+  auto it = files_.find(FileKey{dev, ino});
+  if (it == files_.end()) return GpuFileKind::kNone;
+  return it->second.kfd ? GpuFileKind::kKfd : GpuFileKind::kRenderNode;
+}
+
 std::unique_ptr<KfdOps> SimKfd::Ops() { return std::make_unique<OpsImpl>(this); }
 
 void SimKfd::SetFaults(SimKfdFaults faults) {

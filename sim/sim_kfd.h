@@ -51,6 +51,7 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "plugin/gpu_backend.h"
 #include "plugin/kfd_ops.h"
 #include "plugin/topology.h"
 
@@ -160,6 +161,10 @@ class SimKfd {
   Result<UniqueFd> OpenRenderNode(uint32_t gpu_id);
   // The GPU of a render node fd from OpenRenderNode.
   Result<uint32_t> RenderNodeGpu(int fd) const;
+  // What the file with this st_dev/st_ino is: one of the machine's KFD
+  // files, one of its render nodes, or neither (kNone). For
+  // GpuBackend::Classify, which sees a stat, not an fd.
+  GpuFileKind FileKind(uint64_t dev, uint64_t ino) const;
 
   // --- KFD's CRIU operations over this machine.
   std::unique_ptr<KfdOps> Ops();
