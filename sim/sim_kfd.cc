@@ -543,6 +543,12 @@ GpuFileKind SimKfd::FileKind(uint64_t dev, uint64_t ino) const {
   return it->second.kfd ? GpuFileKind::kKfd : GpuFileKind::kRenderNode;
 }
 
+uint32_t SimKfd::FileGpu(uint64_t dev, uint64_t ino) const {
+  std::lock_guard lock(mu_);
+  auto it = files_.find(FileKey{dev, ino});
+  return (it == files_.end() || it->second.kfd) ? 0 : it->second.gpu_id;
+}
+
 std::unique_ptr<KfdOps> SimKfd::Ops() { return std::make_unique<OpsImpl>(this); }
 
 void SimKfd::SetFaults(SimKfdFaults faults) {

@@ -165,6 +165,8 @@ class SimKfd {
   // files, one of its render nodes, or neither (kNone). For
   // GpuBackend::Classify, which sees a stat, not an fd.
   GpuFileKind FileKind(uint64_t dev, uint64_t ino) const;
+  // The GPU of a render node file, by inode; 0 for any other file.
+  uint32_t FileGpu(uint64_t dev, uint64_t ino) const;
 
   // --- KFD's CRIU operations over this machine.
   std::unique_ptr<KfdOps> Ops();

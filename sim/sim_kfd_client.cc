@@ -64,7 +64,10 @@ class SimGpuBackend final : public GpuBackend {
   std::string Describe() const override { return "simulated KFD at " + socket_path_; }
   KfdOps& Kfd() override { return ops_; }
   Result<GpuFileKind> Classify(const struct stat& st) override;
+  Result<uint32_t> RenderNodeGpuId(const struct stat& st) override;
   Result<UniqueFd> OpenKfd() override;
+  // Classify's answer, with the GPU of a render node.
+  Result<std::pair<GpuFileKind, uint32_t>> ClassifyFile(const struct stat& st);
   Result<Topology> LocalTopology() override { return ParseTopology(topology_root_); }
   Result<UniqueFd> OpenRenderNode(const KfdNode& gpu) override;
   std::string RenderNodePath(const KfdNode& gpu) const override {
@@ -129,20 +132,32 @@ Result<Reply> SimGpuBackend::Call(Op op, const Writer& body, std::span<const int
   return reply;
 }
 
-Result<GpuFileKind> SimGpuBackend::Classify(const struct stat& st) {
+Result<std::pair<GpuFileKind, uint32_t>> SimGpuBackend::ClassifyFile(const struct stat& st) {
   Writer body;
   body.U64(st.st_dev);
   body.U64(st.st_ino);
   VF_ASSIGN_OR_RETURN(Reply reply, Call(Op::kClassify, body, {}));
   Reader in(reply.body);
   const uint32_t kind = in.U32();
+  const uint32_t gpu_id = in.U32();
   VF_RETURN_IF_ERROR(in.Done("simulated KFD Classify reply"));
   switch (static_cast<GpuFileKind>(kind)) {
     case GpuFileKind::kNone:
     case GpuFileKind::kKfd:
-    case GpuFileKind::kRenderNode: return static_cast<GpuFileKind>(kind);
+    case GpuFileKind::kRenderNode: return std::pair{static_cast<GpuFileKind>(kind), gpu_id};
   }
   return Status::Corruption("simulated KFD Classify reply: unknown kind " + std::to_string(kind));
+}
+
+Result<GpuFileKind> SimGpuBackend::Classify(const struct stat& st) {
+  VF_ASSIGN_OR_RETURN(auto file, ClassifyFile(st));
+  return file.first;
+}
+
+Result<uint32_t> SimGpuBackend::RenderNodeGpuId(const struct stat& st) {
+  VF_ASSIGN_OR_RETURN(auto file, ClassifyFile(st));
+  if (file.first != GpuFileKind::kRenderNode) return Status::InvalidArgument(Describe() + ": not a render node");
+  return file.second;
 }
 
 // The one fd a reply must carry.

@@ -127,6 +127,7 @@ Status Handle(SimKfd& kfd, KfdOps& ops, Request& request, Answer* out) {
       const uint64_t dev = in.U64(), ino = in.U64();
       VF_RETURN_IF_ERROR(Expect(request, in, 0));
       out->body.U32(static_cast<uint32_t>(kfd.FileKind(dev, ino)));
+      out->body.U32(kfd.FileGpu(dev, ino));
       return Status::Ok();
     }
   }

@@ -10,7 +10,8 @@
 //   Resume          [kfd]  pid i32                 -> -
 //   OpenKfd         pid i32                        -> -  [the KFD file]
 //   OpenRenderNode  gpu_id u32                     -> -  [the render node]
-//   Classify        st_dev u64, st_ino u64         -> GpuFileKind u32 (0 none, 1 KFD, 2 render node)
+//   Classify        st_dev u64, st_ino u64         -> GpuFileKind u32 (0 none, 1 KFD, 2 render node),
+//                                                     gpu_id u32 (render nodes; else 0)
 #include "sim/sim_kfd_wire.h"
 
 #include <algorithm>
