@@ -1,0 +1,172 @@
+#include "plugin/image_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+#include "common/unique_fd.h"
+#include "transport/fd_stream.h"
+#include "transport/uri.h"
+
+namespace vramflow {
+namespace {
+
+class DirStore final : public ImageStore {
+ public:
+  DirStore(std::string dir, FileSinkOptions options) : dir_(std::move(dir)), options_(options) {}
+
+  Result<std::unique_ptr<ByteSink>> Create(const std::string& name) override {
+    return OpenFileSink(Path(name), options_);
+  }
+  Result<std::unique_ptr<ByteSource>> Open(const std::string& name) override {
+    struct stat st;
+    if (::stat(Path(name).c_str(), &st) != 0) {
+      if (errno == ENOENT) return std::unique_ptr<ByteSource>();
+      return Status::FromErrno("image " + Path(name), errno);
+    }
+    return OpenFileSource(Path(name));
+  }
+  std::string Describe() const override { return "images directory " + dir_; }
+
+ private:
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string dir_;
+  FileSinkOptions options_;
+};
+
+// Owns the pipe CRIU handed out and reads or writes through it.
+class PipeSink final : public ByteSink {
+ public:
+  PipeSink(UniqueFd fd, std::string name) : fd_(std::move(fd)), sink_(BorrowFdSink(fd_.get(), std::move(name))) {}
+  Status Write(std::span<const uint8_t> data) override { return sink_->Write(data); }
+  Status Commit() override {
+    VF_RETURN_IF_ERROR(sink_->Commit());
+    fd_.Reset();  // EOF tells the streamer the file is complete
+    return Status::Ok();
+  }
+  std::string Describe() const override { return sink_->Describe(); }
+
+ private:
+  UniqueFd fd_;
+  std::unique_ptr<ByteSink> sink_;
+};
+
+class PipeSource final : public ByteSource {
+ public:
+  PipeSource(UniqueFd fd, std::string name) : fd_(std::move(fd)), source_(BorrowFdSource(fd_.get(), std::move(name))) {}
+  Result<size_t> Read(std::span<uint8_t> data) override { return source_->Read(data); }
+  std::string Describe() const override { return source_->Describe(); }
+
+ private:
+  UniqueFd fd_;
+  std::unique_ptr<ByteSource> source_;
+};
+
+class StreamerStore final : public ImageStore {
+ public:
+  StreamerStore(StreamerOpenFn open, bool dump) : open_(open), dump_(dump) {}
+
+  Result<std::unique_ptr<ByteSink>> Create(const std::string& name) override {
+    if (!dump_) return Status::Internal("CRIU's image streamer is open for restore, not for writing " + name);
+    VF_ASSIGN_OR_RETURN(UniqueFd fd, OpenPipe(name, O_WRONLY | O_CREAT | O_TRUNC));
+    if (!fd.valid()) return Status::IoError("CRIU's image streamer refused to store " + name);
+    return std::unique_ptr<ByteSink>(new PipeSink(std::move(fd), "image " + name + " (CRIU image streamer)"));
+  }
+  Result<std::unique_ptr<ByteSource>> Open(const std::string& name) override {
+    if (dump_) return Status::Internal("CRIU's image streamer is open for dump, not for reading " + name);
+    VF_ASSIGN_OR_RETURN(UniqueFd fd, OpenPipe(name, O_RDONLY));
+    if (!fd.valid()) return std::unique_ptr<ByteSource>();
+    return std::unique_ptr<ByteSource>(new PipeSource(std::move(fd), "image " + name + " (CRIU image streamer)"));
+  }
+  std::string Describe() const override { return "CRIU's image streamer"; }
+
+ private:
+  // An invalid fd: no such image (restore).
+  Result<UniqueFd> OpenPipe(const std::string& name, int flags) {
+    std::string copy = name;  // CRIU's prototype takes a char*
+    int fd = open_(copy.data(), flags);
+    if (fd >= 0) return UniqueFd(fd);
+    if (fd == -ENOENT) return UniqueFd();
+    return Status::IoError("CRIU's image streamer could not open " + name + " (" + std::to_string(fd) + ")");
+  }
+  StreamerOpenFn open_;
+  bool dump_;
+};
+
+class UriStore final : public ImageStore {
+ public:
+  UriStore(std::string target, TransportOptions options) : target_(std::move(target)), options_(std::move(options)) {}
+
+  Result<std::unique_ptr<ByteSink>> Create(const std::string& name) override {
+    VF_ASSIGN_OR_RETURN(std::string uri, Uri(name));
+    return OpenSink(uri, options_);
+  }
+  Result<std::unique_ptr<ByteSource>> Open(const std::string& name) override {
+    VF_ASSIGN_OR_RETURN(std::string uri, Uri(name));
+    return OpenSource(uri, options_);
+  }
+  std::string Describe() const override { return "VRAMFLOW_TARGET " + target_; }
+
+ private:
+  Result<std::string> Uri(const std::string& name) {
+    if (!used_.empty() && !used_.count(name))
+      return Status::InvalidArgument("VRAMFLOW_TARGET=" + target_ + " carries one stream, but " + name +
+                                     " is another one after " + *used_.begin() +
+                                     " (one stream per GPU): put {name} in the URI to give each its own");
+    used_.insert(name);
+    return target_;
+  }
+  std::string target_;
+  TransportOptions options_;
+  std::set<std::string> used_;
+};
+
+class TemplateStore final : public ImageStore {
+ public:
+  TemplateStore(std::string target, TransportOptions options) : target_(std::move(target)), options_(std::move(options)) {}
+
+  Result<std::unique_ptr<ByteSink>> Create(const std::string& name) override { return OpenSink(Uri(name), options_); }
+  Result<std::unique_ptr<ByteSource>> Open(const std::string& name) override {
+    std::string uri = Uri(name);
+    VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
+    if (endpoint.kind == Endpoint::Kind::kPath) {
+      struct stat st;
+      if (::stat(endpoint.path.c_str(), &st) != 0 && errno == ENOENT) return std::unique_ptr<ByteSource>();
+    }
+    return OpenSource(uri, options_);
+  }
+  std::string Describe() const override { return "VRAMFLOW_TARGET " + target_; }
+
+ private:
+  std::string Uri(const std::string& name) const {
+    std::string uri = target_;
+    for (size_t pos; (pos = uri.find("{name}")) != std::string::npos;) uri.replace(pos, 6, name);
+    return uri;
+  }
+  std::string target_;
+  TransportOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<ImageStore> DirectoryStore(std::string dir, FileSinkOptions options) {
+  return std::make_unique<DirStore>(std::move(dir), options);
+}
+
+std::unique_ptr<ImageStore> CriuStreamerStore(StreamerOpenFn open, bool dump) {
+  return std::make_unique<StreamerStore>(open, dump);
+}
+
+Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const TransportOptions& options) {
+  if (target.find("{name}") != std::string::npos)
+    return std::unique_ptr<ImageStore>(std::make_unique<TemplateStore>(target, options));
+  VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(target));
+  if (endpoint.kind == Endpoint::Kind::kPath) {
+    FileSinkOptions file = options.file;
+    return DirectoryStore(endpoint.path, file);
+  }
+  return std::unique_ptr<ImageStore>(std::make_unique<UriStore>(target, options));
+}
+
+}  // namespace vramflow

@@ -1,0 +1,47 @@
+// ImageStore: where the plugin's image files are written and read by name.
+//
+// CRIU gives the plugin an images directory, or, with --stream, a
+// connection to criu-image-streamer that hands out one pipe per image file.
+// VRAM streams may go elsewhere (VRAMFLOW_TARGET: a directory or any
+// transport URI). The dump and restore code sees only this interface.
+//
+// Not thread-safe; sinks and sources it returns are independent.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "common/status.h"
+#include "transport/byte_stream.h"
+#include "transport/open_uri.h"
+
+namespace vramflow {
+
+class ImageStore {
+ public:
+  virtual ~ImageStore() = default;
+  // A new image; nothing is visible under `name` until the sink commits.
+  virtual Result<std::unique_ptr<ByteSink>> Create(const std::string& name) = 0;
+  // An existing image, or nullptr when there is no image of that name.
+  virtual Result<std::unique_ptr<ByteSource>> Open(const std::string& name) = 0;
+  virtual std::string Describe() const = 0;
+};
+
+// Files in `dir` (written through a temporary name, renamed on commit).
+std::unique_ptr<ImageStore> DirectoryStore(std::string dir, FileSinkOptions options = {});
+
+// CRIU's image streamer (criu/img-streamer.c): `open(name, flags)` is CRIU's
+// img_streamer_open, which returns our end of a pipe per file, or -ENOENT
+// on restore when the streamer has no such file. `dump` picks the flags
+// (CRIU's O_DUMP or O_RSTR). A file can be read once, front to back.
+using StreamerOpenFn = int (*)(char* filename, int flags);
+std::unique_ptr<ImageStore> CriuStreamerStore(StreamerOpenFn open, bool dump);
+
+// VRAMFLOW_TARGET. A URI containing "{name}" is used with the image's name
+// put in its place; a path without it is a directory; any other URI (a
+// network address) carries exactly one stream, and a second name is an
+// error that says how to name several.
+Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const TransportOptions& options);
+
+}  // namespace vramflow

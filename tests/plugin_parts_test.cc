@@ -1,0 +1,252 @@
+// The CRIU plugin's parts below the hooks: its settings, the topology a KFD
+// image carries, where images go, and one GPU's BO contents through a
+// stream or upstream's raw pages image.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "common/endian.h"
+#include "plugin/image_store.h"
+#include "plugin/kfd_devinfo.h"
+#include "plugin/plugin_options.h"
+#include "plugin/vram_io.h"
+#include "sim/sim_device.h"
+#include "sim/sim_kfd.h"
+#include "streamer/amdgpu_pages.h"
+#include "tests/test_util.h"
+#include "transport/memory_stream.h"
+
+namespace vramflow {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+Result<PluginOptions> FromEnv(const Env& env) {
+  return PluginOptionsFromEnvironment([&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(PluginOptions, DefaultsAndEveryVariable) {
+  Result<PluginOptions> d = FromEnv({});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->pipeline.max_memory, PipelineOptions{}.max_memory);
+  EXPECT_EQ(d->topology_root, kKfdTopologyRoot);
+  EXPECT_TRUE(d->target.empty());
+  EXPECT_EQ(d->parallel_restore, Tristate::kAuto);
+
+  Result<PluginOptions> o = FromEnv({{"KFD_MAX_BUFFER_SIZE", "64M"},
+                                     {"VRAMFLOW_CODEC", "zstd:3"},
+                                     {"VRAMFLOW_THREADS", "3"},
+                                     {"VRAMFLOW_TARGET", "tcp://host:7070"},
+                                     {"VRAMFLOW_KFD_TOPOLOGY", "/tmp/topo"},
+                                     {"VRAMFLOW_PARALLEL_RESTORE", "off"},
+                                     {"KFD_NUMA_CHECK", "0"}});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->pipeline.max_memory, 64ull << 20);
+  EXPECT_EQ(o->pipeline.encoder.codec, CodecChoice::kZstd);
+  EXPECT_EQ(o->pipeline.encoder.zstd_level, 3);
+  EXPECT_EQ(o->pipeline.threads, 3u);
+  EXPECT_EQ(o->target, "tcp://host:7070");
+  EXPECT_EQ(o->topology_root, "/tmp/topo");
+  EXPECT_EQ(o->parallel_restore, Tristate::kOff);
+  EXPECT_FALSE(o->checks.numa);
+  EXPECT_TRUE(o->checks.vram_size);
+  // Upstream's "no cap" keeps our default budget.
+  EXPECT_EQ(FromEnv({{"KFD_MAX_BUFFER_SIZE", "0"}})->pipeline.max_memory, PipelineOptions{}.max_memory);
+}
+
+TEST(PluginOptions, MistakesNameTheVariable) {
+  for (const Env& env : std::vector<Env>{{{"KFD_MAX_BUFFER_SIZE", "lots"}},
+                                         {{"KFD_MAX_BUFFER_SIZE", "1M"}},  // below what the pipeline needs
+                                         {{"VRAMFLOW_CODEC", "gzip"}},
+                                         {{"VRAMFLOW_THREADS", "two"}},
+                                         {{"VRAMFLOW_PARALLEL_RESTORE", "sometimes"}},
+                                         {{"VRAMFLOW_KEY_FILE", "/nonexistent/key"}},
+                                         {{"KFD_FW_VER_CHECK", "maybe"}}}) {
+    Result<PluginOptions> o = FromEnv(env);
+    ASSERT_FALSE(o.ok()) << env.begin()->first;
+    EXPECT_NE(o.status().message().find(env.begin()->first), std::string::npos) << o.status().ToString();
+  }
+}
+
+TEST(KfdDevinfo, TopologySurvivesTheImageWithUserGpuIds) {
+  SimKfdOptions options;
+  options.gpus = 3;
+  options.xgmi_hive_id = 0xabc;
+  SimKfd kfd(options);
+  Result<Topology> machine = kfd.MachineTopology();
+  ASSERT_TRUE(machine.ok());
+  const uint32_t first = machine->gpus()[0]->gpu_id;
+  criu::CriuKfd image;
+  TopologyToImage(*machine, {{first, 0x7777}}, &image);
+  EXPECT_EQ(image.num_of_gpus(), 3u);
+  EXPECT_EQ(image.num_of_cpus(), machine->cpus().size());
+  Result<Topology> back = TopologyFromImage(image, "img");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->nodes.size(), machine->nodes.size());
+  for (size_t i = 0; i < back->nodes.size(); ++i) {
+    KfdNode expected = machine->nodes[i];
+    if (expected.gpu_id == first) expected.gpu_id = 0x7777;
+    for (IoLink& l : expected.iolinks) l = IoLink{l.type, l.node_to_id, expected.node_id, 0, 0};  // what an image keeps
+    EXPECT_EQ(back->nodes[i], expected) << "node " << i;
+  }
+  EXPECT_EQ(back->nodes[1].hive_id, 0xabcu);
+}
+
+TEST(KfdDevinfo, InconsistentImagesAreCorruption) {
+  SimKfd kfd;
+  criu::CriuKfd image;
+  TopologyToImage(*kfd.MachineTopology(), {}, &image);
+  criu::CriuKfd wrong_count = image;
+  wrong_count.set_num_of_gpus(image.num_of_gpus() + 1);
+  EXPECT_EQ(TopologyFromImage(wrong_count, "img").status().code(), Status::Code::kCorruption);
+  criu::CriuKfd repeated = image;
+  *repeated.add_device_entries() = image.device_entries(1);
+  repeated.set_num_of_gpus(image.num_of_gpus() + 1);
+  EXPECT_EQ(TopologyFromImage(repeated, "img").status().code(), Status::Code::kCorruption);
+}
+
+TEST(ImageStore, DirectoryStoreCommitsOrLeavesNothing) {
+  testing::TempDir dir;
+  auto store = DirectoryStore(dir.path());
+  Result<std::unique_ptr<ByteSource>> missing = store->Open("nope.img");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(*missing, nullptr);
+  {
+    auto sink = store->Create("a.img");
+    ASSERT_TRUE(sink.ok());
+    ASSERT_TRUE((*sink)->Write(std::vector<uint8_t>{1, 2, 3}).ok());
+    // not committed: destroyed
+  }
+  EXPECT_EQ(*store->Open("a.img"), nullptr);
+  auto sink = store->Create("a.img");
+  ASSERT_TRUE((*sink)->Write(std::vector<uint8_t>{1, 2, 3}).ok());
+  ASSERT_TRUE((*sink)->Commit().ok());
+  EXPECT_EQ(testing::ReadFileBytes(dir.File("a.img")), (std::vector<uint8_t>{1, 2, 3}));
+}
+
+TEST(ImageStore, TargetTemplatesAndSingleStreamUris) {
+  testing::TempDir dir;
+  TransportOptions transport;
+  auto templated = TargetStore(dir.path() + "/x-{name}", transport);
+  ASSERT_TRUE(templated.ok());
+  auto sink = (*templated)->Create("s.img");
+  ASSERT_TRUE(sink.ok());
+  ASSERT_TRUE((*sink)->Commit().ok());
+  EXPECT_TRUE(std::filesystem::exists(dir.File("x-s.img")));
+  EXPECT_EQ(*(*templated)->Open("other.img"), nullptr);
+
+  auto directory = TargetStore(dir.path(), transport);
+  ASSERT_TRUE(directory.ok());
+  EXPECT_NE(*(*directory)->Open("x-s.img"), nullptr);
+
+  // One network address cannot carry two GPUs' streams; the error says what to do.
+  auto single = TargetStore("unix:" + dir.File("nobody.sock"), transport);
+  ASSERT_TRUE(single.ok());
+  (void)(*single)->Create("first.img");  // fails to connect; the name is taken all the same
+  Result<std::unique_ptr<ByteSink>> second = (*single)->Create("second.img");
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("{name}"), std::string::npos) << second.status().ToString();
+}
+
+// One GPU with a few BOs (memfds, as KFD's dma-bufs), filled with model-like data.
+struct Gpu {
+  SimDevice device{"gpu", SimDeviceOptions{}};
+  std::vector<UniqueFd> fds;
+  std::vector<BoMapping> maps;
+  std::vector<VramBo> bos;
+
+  explicit Gpu(const std::vector<uint64_t>& sizes, bool fill) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      fds.push_back(CreateSimBo("bo" + std::to_string(i), sizes[i]).value());
+      maps.push_back(BoMapping::Map(fds.back().get(), sizes[i]).value());
+      if (fill) GenerateModelData(DataKind::kBf16Weights, i + 1, 0, {maps.back().data(), sizes[i]});
+      bos.push_back(VramBo{static_cast<uint32_t>(2 * i + 1), sizes[i], 0x1000 * i, fds.back().get()});
+    }
+  }
+  std::vector<uint8_t> Bytes(size_t i) const { return {maps[i].data(), maps[i].data() + maps[i].size()}; }
+};
+
+PipelineOptions SmallPipeline() {
+  PipelineOptions o;
+  o.chunk_size = 256 << 10;
+  o.max_memory = 16 << 20;
+  o.threads = 2;
+  return o;
+}
+
+TEST(VramIo, StreamRoundTripAndMismatches) {
+  const std::vector<uint64_t> sizes = {1 << 20, 12345, 3 << 19};
+  Gpu src(sizes, true);
+  MemorySink sink;
+  PipelineStats stats;
+  ASSERT_TRUE(DumpVram(src.device, 0x1000, src.bos, sink, SmallPipeline(), &stats).ok());
+  EXPECT_TRUE(sink.committed());
+
+  Gpu dst(sizes, false);
+  MemorySource source(sink.bytes());
+  Status s = RestoreVram(dst.device, dst.bos, source, SmallPipeline(), &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(dst.Bytes(i), src.Bytes(i)) << i;
+
+  // A BO the stream lacks, and one it has in another size.
+  Gpu more({1 << 20, 12345, 3 << 19, 4096}, false);
+  MemorySource again(sink.bytes());
+  s = RestoreVram(more.device, more.bos, again, SmallPipeline(), &stats);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("without BO 7"), std::string::npos) << s.ToString();
+  Gpu resized({1 << 20, 12346, 3 << 19}, false);
+  MemorySource third(sink.bytes());
+  s = RestoreVram(resized.device, resized.bos, third, SmallPipeline(), &stats);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bo-3"), std::string::npos) << s.ToString();
+}
+
+std::vector<uint8_t> PagesImage(const Gpu& gpu, int64_t size_delta = 0) {
+  std::vector<uint8_t> file(kAmdgpuPagesHeaderSize);
+  for (size_t i = 0; i < gpu.bos.size(); ++i) {
+    std::vector<uint8_t> b = gpu.Bytes(i);
+    file.insert(file.end(), b.begin(), b.end());
+  }
+  EncodeAmdgpuPagesHeader(file.size() - kAmdgpuPagesHeaderSize + size_delta, HostIsLittleEndian(), file.data());
+  return file;
+}
+
+TEST(VramIo, UpstreamRawPagesRestoreAndErrors) {
+  const std::vector<uint64_t> sizes = {1 << 20, 12345, 700000};
+  Gpu src(sizes, true);
+  const std::vector<uint8_t> image = PagesImage(src);
+  {
+    Gpu dst(sizes, false);
+    MemorySource source(image, 100000);  // short reads too
+    Status s = RestoreRawPages(dst.device, dst.bos, source, SmallPipeline());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(dst.Bytes(i), src.Bytes(i)) << i;
+  }
+  {
+    Gpu dst(sizes, false);
+    const std::vector<uint8_t> wrong = PagesImage(src, 1);
+    MemorySource source(wrong);
+    EXPECT_EQ(RestoreRawPages(dst.device, dst.bos, source, SmallPipeline()).code(), Status::Code::kCorruption);
+  }
+  {
+    Gpu dst(sizes, false);
+    std::vector<uint8_t> cut(image.begin(), image.end() - 100);
+    MemorySource source(cut);
+    EXPECT_EQ(RestoreRawPages(dst.device, dst.bos, source, SmallPipeline()).code(), Status::Code::kTruncated);
+  }
+  {
+    Gpu dst(sizes, false);
+    std::vector<uint8_t> longer = image;
+    longer.push_back(0);
+    MemorySource source(longer);
+    EXPECT_EQ(RestoreRawPages(dst.device, dst.bos, source, SmallPipeline()).code(), Status::Code::kCorruption);
+  }
+}
+
+}  // namespace
+}  // namespace vramflow
