@@ -17,15 +17,22 @@ extern "C" {
 
 #include "tests/test_util.h"
 
+// CRIU exports this to its plugins; here it is the root directory, which
+// these tests never write to.
+extern "C" __attribute__((visibility("default"))) int criu_get_image_dir(void) {
+  static int dir = ::open("/", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  return dir;
+}
+
 namespace vramflow {
 namespace {
 
+// Loaded once per process and never closed, as CRIU does: the plugin's
+// protobuf code registers itself with libprotobuf at load time, and a second
+// load in one process would register it twice.
 class Plugin {
  public:
-  Plugin() : handle_(::dlopen(VRAMFLOW_PLUGIN, RTLD_NOW | RTLD_LOCAL)) {}
-  ~Plugin() {
-    if (handle_) ::dlclose(handle_);
-  }
+  Plugin() : handle_(Handle()) {}
   bool loaded() const { return handle_ != nullptr; }
   cr_plugin_desc_t* desc() const { return static_cast<cr_plugin_desc_t*>(::dlsym(handle_, "CR_PLUGIN_DESC")); }
   template <typename Fn>
@@ -34,7 +41,21 @@ class Plugin {
   }
 
  private:
+  static void* Handle() {
+    static void* handle = ::dlopen(VRAMFLOW_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    return handle;
+  }
   void* handle_;
+
+ public:
+  // As CRIU does before any hook; undone by the destructor of the guard.
+  struct Stage {
+    explicit Stage(cr_plugin_desc_t* d, int stage) : desc(d), stage(stage), ret(d->init(stage)) {}
+    ~Stage() { desc->exit(stage, 0); }
+    cr_plugin_desc_t* desc;
+    int stage;
+    int ret;
+  };
 };
 
 TEST(CriuPlugin, ExportsTheDescriptorCriuLooksFor) {
@@ -74,6 +95,8 @@ TEST(CriuPlugin, OnlyTheDescriptorIsExported) {
 TEST(CriuPlugin, AnswersNotSupportedForWhatIsNotItsOwn) {
   Plugin plugin;
   ASSERT_TRUE(plugin.loaded()) << ::dlerror();
+  Plugin::Stage stage(plugin.desc(), CR_PLUGIN_STAGE__RESTORE);
+  ASSERT_EQ(stage.ret, 0);
   testing::TempDir dir;
   testing::WriteFileBytes(dir.File("f"), {1, 2, 3});
   int fd = ::open(dir.File("f").c_str(), O_RDONLY | O_CLOEXEC);
@@ -97,6 +120,8 @@ TEST(CriuPlugin, AnswersNotSupportedForWhatIsNotItsOwn) {
 TEST(CriuPlugin, ClaimsRenderNodeMappings) {
   Plugin plugin;
   ASSERT_TRUE(plugin.loaded()) << ::dlerror();
+  Plugin::Stage stage(plugin.desc(), CR_PLUGIN_STAGE__DUMP);
+  ASSERT_EQ(stage.ret, 0);
   struct stat render {};
   render.st_mode = S_IFCHR | 0666;
   render.st_rdev = makedev(226, 128);  // /dev/dri/renderD128
@@ -104,6 +129,16 @@ TEST(CriuPlugin, ClaimsRenderNodeMappings) {
   struct stat card = render;
   card.st_rdev = makedev(226, 0);  // /dev/dri/card0: not a render node
   EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(-1, &card), -ENOTSUP);
+}
+
+TEST(CriuPlugin, InitRejectsAMistypedSetting) {
+  Plugin plugin;
+  ASSERT_TRUE(plugin.loaded()) << ::dlerror();
+  ::setenv("KFD_MAX_BUFFER_SIZE", "64 apples", 1);
+  const int ret = plugin.desc()->init(CR_PLUGIN_STAGE__DUMP);
+  ::unsetenv("KFD_MAX_BUFFER_SIZE");
+  EXPECT_LT(ret, 0);  // a typo stops CRIU instead of being ignored
+  plugin.desc()->exit(CR_PLUGIN_STAGE__DUMP, ret);
 }
 
 }  // namespace

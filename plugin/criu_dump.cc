@@ -1,0 +1,146 @@
+#include "plugin/criu_dump.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <set>
+
+#include "common/endian.h"
+#include "criu_amdgpu.pb.h"
+#include "plugin/kfd_devinfo.h"
+#include "plugin/kfd_image.h"
+#include "plugin/vram_io.h"
+
+namespace vramflow {
+namespace {
+
+// The ROCm runtime's shared memory (libhsakmt): upstream records its size
+// and first word so restore can recreate it.
+constexpr char kHsakmtSharedMem[] = "/dev/shm/hsakmt_shared_mem";
+
+void RecordHsakmtSharedMem(criu::CriuKfd* kfd) {
+  kfd->set_shared_mem_size(0);
+  kfd->set_shared_mem_magic(0);
+  UniqueFd fd(::open(kHsakmtSharedMem, O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return;
+  uint8_t magic[4] = {};
+  if (::pread(fd.get(), magic, sizeof magic, 0) != static_cast<ssize_t>(sizeof magic)) return;
+  kfd->set_shared_mem_size(static_cast<uint64_t>(st.st_size));
+  kfd->set_shared_mem_magic(LoadLE32(magic));
+}
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Writes one metadata image and commits it.
+Status WriteMetadata(ImageStore& store, const std::string& name, const google::protobuf::MessageLite& msg) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, store.Create(name));
+  VF_RETURN_IF_ERROR(WriteImage(*sink, msg).WithContext(name));
+  return sink->Commit().WithContext(name);
+}
+
+Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcessInfo& info, KfdDumpResult* result) {
+  KfdOps& kfd = ctx.backend->Kfd();
+  VF_ASSIGN_OR_RETURN(KfdCheckpoint checkpoint, kfd.Checkpoint(kfd_fd, info));
+  // Every dma-buf fd KFD installed is ours to close, whatever happens next.
+  std::vector<UniqueFd> dmabufs;
+  for (const KfdBo& bo : checkpoint.bos)
+    if (bo.dmabuf_fd >= 0) dmabufs.emplace_back(bo.dmabuf_fd);
+
+  VF_ASSIGN_OR_RETURN(Topology topology, ctx.backend->LocalTopology());
+  for (const KfdDevice& device : checkpoint.devices) {
+    if (!topology.FindGpu(device.actual_gpu_id))
+      return Status::InvalidArgument("KFD reports the process on GPU " + Hex(device.actual_gpu_id) +
+                                     ", which KFD's topology does not list");
+    result->user_gpu_ids[device.actual_gpu_id] = device.user_gpu_id;
+  }
+
+  criu::CriuKfd image;
+  image.set_pid(0);  // the pid is CRIU's to record; upstream's restore does not read it
+  TopologyToImage(topology, result->user_gpu_ids, &image);
+  image.set_num_of_bos(checkpoint.bos.size());
+  for (size_t i = 0; i < checkpoint.bos.size(); ++i) {
+    const KfdBo& bo = checkpoint.bos[i];
+    criu::KfdBoEntry* e = image.add_bo_entries();
+    e->set_addr(bo.addr);
+    e->set_size(bo.size);
+    e->set_offset(bo.offset);
+    e->set_alloc_flags(bo.alloc_flags);
+    e->set_gpu_id(bo.gpu_id);
+    // Upstream keeps the BO's GEM handle here to match BOs shared through
+    // dma-bufs between processes; vramflow numbers BOs uniquely per image.
+    e->set_handle(static_cast<uint32_t>(i + 1));
+    if (KfdBoHasContents(bo.alloc_flags) && bo.dmabuf_fd < 0)
+      return Status::Internal("KFD gave no dma-buf fd for BO " + std::to_string(i) + " at GPU VA " + Hex(bo.addr));
+  }
+  image.set_num_of_objects(checkpoint.num_objects);
+  image.set_priv_data(checkpoint.priv_data.data(), checkpoint.priv_data.size());
+  RecordHsakmtSharedMem(&image);
+
+  // Contents first, one stream per GPU; the metadata image last, so a
+  // complete-looking amdgpu-kfd image always has its streams.
+  for (const KfdDevice& device : checkpoint.devices) {
+    std::vector<VramBo> bos;
+    for (size_t i = 0; i < checkpoint.bos.size(); ++i) {
+      const KfdBo& bo = checkpoint.bos[i];
+      if (bo.gpu_id != device.user_gpu_id || !KfdBoHasContents(bo.alloc_flags)) continue;
+      bos.push_back(VramBo{static_cast<uint32_t>(i), bo.size, bo.addr, bo.dmabuf_fd});
+    }
+    const KfdNode* node = topology.FindGpu(device.actual_gpu_id);
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<Device> dma, ctx.backend->OpenDevice(*node));
+    const std::string name = VramStreamName(id, device.user_gpu_id);
+    Result<std::unique_ptr<ByteSink>> sink = ctx.vram->Create(name);
+    if (!sink.ok()) return sink.status().WithContext(name);
+    PipelineStats stats;
+    VF_RETURN_IF_ERROR(DumpVram(*dma, device.user_gpu_id, bos, **sink, ctx.options->pipeline, &stats));
+    result->stats.objects += stats.objects;
+    result->stats.raw_bytes += stats.raw_bytes;
+    result->stats.stream_bytes += stats.stream_bytes;
+    result->stats.zero_bytes += stats.zero_bytes;
+    result->stats.dedup_bytes += stats.dedup_bytes;
+    result->stats.seconds += stats.seconds;
+  }
+  return WriteMetadata(*ctx.images, KfdImageName(id), image);
+}
+
+}  // namespace
+
+Result<KfdDumpResult> DumpKfdFile(const PluginContext& ctx, int kfd_fd, int id, bool unpause_now) {
+  KfdOps& kfd = ctx.backend->Kfd();
+  uint32_t major = 0, minor = 0;
+  VF_RETURN_IF_ERROR(kfd.GetVersion(&major, &minor));
+  VF_RETURN_IF_ERROR(CheckKfdVersion(major, minor));
+
+  VF_ASSIGN_OR_RETURN(KfdProcessInfo info, kfd.ProcessInfo(kfd_fd, 0));
+  // From here the process is paused: whatever happens, it runs again unless
+  // the caller takes over unpausing after a success.
+  KfdDumpResult result;
+  Status status = DumpPaused(ctx, kfd_fd, id, info, &result);
+  if (unpause_now || !status.ok()) {
+    Status unpause = kfd.Unpause(kfd_fd);
+    if (status.ok()) status = unpause;
+  }
+  if (!status.ok()) return status.WithContext("dumping KFD file " + std::to_string(id));
+  return result;
+}
+
+Status DumpRenderNodeFile(const PluginContext& ctx, int id, uint32_t gpu_id,
+                          const std::map<uint32_t, uint32_t>& user_gpu_ids) {
+  VF_ASSIGN_OR_RETURN(Topology topology, ctx.backend->LocalTopology());
+  const KfdNode* node = topology.FindGpu(gpu_id);
+  if (!node) return Status::InvalidArgument("render node of GPU " + Hex(gpu_id) + " is not in KFD's topology");
+  auto it = user_gpu_ids.find(gpu_id);
+  criu::CriuRenderNode image;
+  image.set_gpu_id(it == user_gpu_ids.end() ? gpu_id : it->second);
+  image.set_id(static_cast<uint32_t>(id));
+  image.set_drm_render_minor(node->drm_render_minor);
+  image.set_num_of_bos(0);  // render-node BOs (criu-dev's DRM path) are not saved; see docs/PLUGIN.md
+  return WriteMetadata(*ctx.images, RenderImageName(id), image);
+}
+
+}  // namespace vramflow

@@ -1,0 +1,42 @@
+// The dump side of the CRIU plugin: a KFD file becomes amdgpu-kfd-<id>.img
+// (upstream's criu_kfd message, so either plugin restores it) plus one
+// vramflow chunk stream per GPU holding its VRAM and GTT BO contents
+// (amdgpu-vram-<id>-<gpu_id>.img, in the images directory or at
+// VRAMFLOW_TARGET); a render-node file becomes amdgpu-renderD-<id>.img.
+//
+// KFD's order (plugin/kfd_ops.h): PROCESS_INFO pauses the process's queues,
+// CHECKPOINT hands out the BOs' dma-buf fds, the contents move through the
+// dump graph, and UNPAUSE lets the queues run again — at the end of the
+// dump of that file, or later (DUMP_DEVICES_LATE) when the caller keeps the
+// paused file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "plugin/plugin_context.h"
+
+namespace vramflow {
+
+struct KfdDumpResult {
+  // The process's GPUs: actual gpu_id -> the gpu_id it knows (render-node
+  // images are written under the latter).
+  std::map<uint32_t, uint32_t> user_gpu_ids;
+  PipelineStats stats;  // all GPUs' streams together
+};
+
+// DUMP_EXT_FILE for `kfd_fd` (the target's /dev/kfd, drained into the
+// dumper), CRIU file id `id`. With `unpause_now` the queues run again before
+// this returns, success or not; otherwise the process stays paused after a
+// success and the caller unpauses it through ctx.backend->Kfd().Unpause.
+// On failure nothing under the image names is complete-looking.
+Result<KfdDumpResult> DumpKfdFile(const PluginContext& ctx, int kfd_fd, int id, bool unpause_now);
+
+// DUMP_EXT_FILE for a render node of GPU `gpu_id` (actual), as the process
+// knows it through `user_gpu_ids` (from the KFD dump; empty: as it is).
+Status DumpRenderNodeFile(const PluginContext& ctx, int id, uint32_t gpu_id,
+                          const std::map<uint32_t, uint32_t>& user_gpu_ids);
+
+}  // namespace vramflow

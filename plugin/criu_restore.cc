@@ -1,0 +1,278 @@
+#include "plugin/criu_restore.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/endian.h"
+#include "criu_amdgpu.pb.h"
+#include "plugin/kfd_devinfo.h"
+#include "plugin/kfd_image.h"
+
+namespace vramflow {
+namespace {
+
+constexpr char kHsakmtSharedMem[] = "/dev/shm/hsakmt_shared_mem";
+// The longest a task waits for the main process to take its job.
+constexpr std::chrono::milliseconds kHandOverTimeout{30000};
+
+// Whether `s` came from errno `err` (Status::FromErrno ends with its text).
+bool HasErrno(const Status& s, int err) {
+  const std::string text = std::strerror(err);
+  const std::string& m = s.message();
+  return m.size() >= text.size() && m.compare(m.size() - text.size(), text.size(), text) == 0;
+}
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Recreates the ROCm runtime's shared memory as upstream does, when the
+// image recorded one and it is not there yet.
+Status RestoreHsakmtSharedMem(const criu::CriuKfd& image) {
+  if (image.shared_mem_size() == 0) return Status::Ok();
+  UniqueFd fd(::open(kHsakmtSharedMem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+  if (!fd.valid()) {
+    if (errno == EEXIST) return Status::Ok();
+    return Status::FromErrno(std::string("creating ") + kHsakmtSharedMem, errno);
+  }
+  if (::ftruncate(fd.get(), static_cast<off_t>(image.shared_mem_size())) != 0)
+    return Status::FromErrno(std::string("sizing ") + kHsakmtSharedMem, errno);
+  uint8_t magic[4];
+  StoreLE32(magic, image.shared_mem_magic());
+  if (::pwrite(fd.get(), magic, sizeof magic, 0) != static_cast<ssize_t>(sizeof magic))
+    return Status::FromErrno(std::string("writing ") + kHsakmtSharedMem, errno);
+  return Status::Ok();
+}
+
+Result<int> RenderFd(const PluginContext& ctx, const KfdNode& gpu, TaskRestoreState* task) {
+  auto it = task->render_fds.find(gpu.gpu_id);
+  if (it != task->render_fds.end()) return it->second.get();
+  VF_ASSIGN_OR_RETURN(UniqueFd fd, ctx.backend->OpenRenderNode(gpu));
+  int raw = fd.get();
+  task->render_fds[gpu.gpu_id] = std::move(fd);
+  return raw;
+}
+
+Result<RestoreFileResult> RestoreKfd(const PluginContext& ctx, int id, ByteSource& source, TaskRestoreState* task,
+                                     const std::string& parallel_server) {
+  const std::string what = KfdImageName(id);
+  criu::CriuKfd image;
+  VF_RETURN_IF_ERROR(ReadImage(source, &image, what));
+  if (image.num_of_bos() != static_cast<uint64_t>(image.bo_entries_size()))
+    return Status::Corruption(what + ": num_of_bos " + std::to_string(image.num_of_bos()) + " but " +
+                              std::to_string(image.bo_entries_size()) + " BO entries");
+
+  KfdOps& kfd = ctx.backend->Kfd();
+  uint32_t major = 0, minor = 0;
+  VF_RETURN_IF_ERROR(kfd.GetVersion(&major, &minor));
+  VF_RETURN_IF_ERROR(CheckKfdVersion(major, minor));
+
+  VF_ASSIGN_OR_RETURN(Topology source_topology, TopologyFromImage(image, what));
+  VF_ASSIGN_OR_RETURN(Topology local, ctx.backend->LocalTopology());
+  if (!task->gpu_map) {
+    Result<GpuMap> map = MapGpus(source_topology, local, ctx.options->checks);
+    if (!map.ok()) return map.status().WithContext(what + ": the checkpoint's GPUs do not fit this machine's");
+    task->gpu_map = std::move(*map);
+  }
+  const GpuMap& map = *task->gpu_map;
+
+  KfdCheckpoint state;
+  for (const KfdNode* gpu : source_topology.gpus()) {
+    auto it = map.find(gpu->gpu_id);
+    if (it == map.end()) return Status::Internal(what + ": GPU " + Hex(gpu->gpu_id) + " has no local GPU");
+    const KfdNode* target = local.FindGpu(it->second);
+    KfdDevice device;
+    device.user_gpu_id = gpu->gpu_id;
+    device.actual_gpu_id = target->gpu_id;
+    VF_ASSIGN_OR_RETURN(device.drm_fd, RenderFd(ctx, *target, task));
+    state.devices.push_back(device);
+  }
+  for (int i = 0; i < image.bo_entries_size(); ++i) {
+    const criu::KfdBoEntry& e = image.bo_entries(i);
+    if (!map.count(e.gpu_id()))
+      return Status::Corruption(what + ": BO " + std::to_string(i) + " is on GPU " + Hex(e.gpu_id()) +
+                                ", which the image's topology does not list");
+    KfdBo bo;
+    bo.addr = e.addr();
+    bo.size = e.size();
+    bo.offset = e.offset();
+    bo.gpu_id = e.gpu_id();
+    bo.alloc_flags = e.alloc_flags();
+    state.bos.push_back(bo);
+  }
+  state.priv_data.assign(image.priv_data().begin(), image.priv_data().end());
+  state.num_objects = image.num_of_objects();
+
+  VF_ASSIGN_OR_RETURN(UniqueFd kfd_fd, ctx.backend->OpenKfd());
+  Status restored = kfd.Restore(kfd_fd.get(), &state);
+  std::vector<UniqueFd> dmabufs(state.bos.size());  // ours from here, closed on every path
+  for (size_t i = 0; i < state.bos.size(); ++i)
+    if (state.bos[i].dmabuf_fd >= 0) dmabufs[i].Reset(state.bos[i].dmabuf_fd);
+  VF_RETURN_IF_ERROR(restored.WithContext(what));
+
+  constexpr uint32_t kMapped = kKfdBoVram | kKfdBoGtt | kKfdBoMmioRemap | kKfdBoDoorbell;
+  for (const KfdBo& bo : state.bos)
+    if (bo.alloc_flags & kMapped) task->vmas.push_back({bo.addr, bo.offset, bo.restored_offset, map.at(bo.gpu_id)});
+
+  // Contents, GPU by GPU, in the image's BO order.
+  ParallelRestoreJob job;
+  job.image_id = id;
+  job.pid = ::getpid();
+  std::vector<std::pair<uint32_t, std::vector<VramBo>>> gpus;
+  for (const KfdNode* gpu : source_topology.gpus()) {
+    std::vector<VramBo> bos;
+    for (size_t i = 0; i < state.bos.size(); ++i) {
+      const KfdBo& bo = state.bos[i];
+      if (bo.gpu_id != gpu->gpu_id || !KfdBoHasContents(bo.alloc_flags)) continue;
+      if (!dmabufs[i].valid())
+        return Status::Internal(what + ": KFD's restore gave no dma-buf fd for BO " + std::to_string(i));
+      bos.push_back(VramBo{static_cast<uint32_t>(i), bo.size, bo.addr, dmabufs[i].get()});
+    }
+    gpus.emplace_back(gpu->gpu_id, std::move(bos));
+  }
+
+  bool handed_over = false;
+  if (!parallel_server.empty()) {
+    Status dup_status;
+    for (const auto& [image_gpu, bos] : gpus) {
+      ParallelRestoreGpu g;
+      g.image_gpu_id = image_gpu;
+      g.target_gpu_id = map.at(image_gpu);
+      for (const VramBo& bo : bos) {
+        UniqueFd copy(::fcntl(bo.dmabuf_fd, F_DUPFD_CLOEXEC, 0));
+        if (!copy.valid()) dup_status = Status::FromErrno("duplicating a dma-buf fd", errno);
+        g.bos.push_back(ParallelRestoreBo{bo.index, bo.size, std::move(copy)});
+      }
+      job.gpus.push_back(std::move(g));
+    }
+    Status sent = dup_status.ok() ? SendParallelRestoreJob(parallel_server, job, kHandOverTimeout) : dup_status;
+    if (sent.ok()) {
+      handed_over = true;
+    } else {
+      std::fprintf(stderr, "vramflow amdgpu_plugin: %s: the main CRIU process cannot take the BO contents (%s); "
+                   "restoring them in this task\n", what.c_str(), sent.ToString().c_str());
+    }
+  }
+  if (!handed_over) {
+    for (const auto& [image_gpu, bos] : gpus)
+      VF_RETURN_IF_ERROR(RestoreGpuContents(ctx, id, image_gpu, *local.FindGpu(map.at(image_gpu)), bos));
+  }
+
+  VF_RETURN_IF_ERROR(RestoreHsakmtSharedMem(image).WithContext(what));
+  RestoreFileResult result;
+  result.outcome = RestoreFileResult::Outcome::kRestored;
+  result.fd = std::move(kfd_fd);
+  return result;
+}
+
+Result<RestoreFileResult> RestoreRenderNode(const PluginContext& ctx, int id, ByteSource& source,
+                                            TaskRestoreState* task) {
+  const std::string what = RenderImageName(id);
+  criu::CriuRenderNode image;
+  VF_RETURN_IF_ERROR(ReadImage(source, &image, what));
+  if (image.num_of_bos() != 0 || image.bo_entries_size() != 0)
+    return Status::NotSupported(what + ": holds " + std::to_string(image.bo_entries_size()) +
+                                " render-node BOs (criu-dev's DRM path), which vramflow does not restore yet");
+  RestoreFileResult result;
+  if (!task->gpu_map) {
+    // The GPU mapping comes from the task's KFD image; CRIU may try again.
+    result.outcome = RestoreFileResult::Outcome::kRetry;
+    return result;
+  }
+  auto it = task->gpu_map->find(image.gpu_id());
+  if (it == task->gpu_map->end())
+    return Status::Corruption(what + ": GPU " + Hex(image.gpu_id()) + " is not among the checkpoint's GPUs");
+  VF_ASSIGN_OR_RETURN(Topology local, ctx.backend->LocalTopology());
+  const KfdNode* gpu = local.FindGpu(it->second);
+  if (!gpu) return Status::Internal(what + ": mapped GPU " + Hex(it->second) + " vanished from the topology");
+  VF_ASSIGN_OR_RETURN(result.fd, ctx.backend->OpenRenderNode(*gpu));
+  result.outcome = RestoreFileResult::Outcome::kRestored;
+  return result;
+}
+
+}  // namespace
+
+Result<RestoreFileResult> RestoreFile(const PluginContext& ctx, int id, TaskRestoreState* task,
+                                      const std::string& parallel_server) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> kfd, ctx.images->Open(KfdImageName(id)));
+  if (kfd) return RestoreKfd(ctx, id, *kfd, task, parallel_server);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> render, ctx.images->Open(RenderImageName(id)));
+  if (render) return RestoreRenderNode(ctx, id, *render, task);
+  return RestoreFileResult{};
+}
+
+Status RestoreGpuContents(const PluginContext& ctx, int id, uint32_t image_gpu_id, const KfdNode& local_gpu,
+                          const std::vector<VramBo>& bos) {
+  const std::string stream_name = VramStreamName(id, image_gpu_id);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, ctx.backend->OpenDevice(local_gpu));
+  Result<std::unique_ptr<ByteSource>> stream = ctx.vram->Open(stream_name);
+  if (!stream.ok()) return stream.status().WithContext(stream_name);
+  if (*stream) {
+    PipelineStats stats;
+    return RestoreVram(*device, bos, **stream, ctx.options->pipeline, &stats);
+  }
+  const std::string pages_name = PagesImageName(id, image_gpu_id);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> pages, ctx.images->Open(pages_name));
+  if (pages) return RestoreRawPages(*device, bos, *pages, ctx.options->pipeline);
+  return Status::InvalidArgument("no BO contents for GPU " + Hex(image_gpu_id) + " of KFD file " +
+                                 std::to_string(id) + ": neither " + stream_name + " in " + ctx.vram->Describe() +
+                                 " nor " + pages_name + " in " + ctx.images->Describe());
+}
+
+Status RunParallelRestoreJob(const PluginContext& ctx, ParallelRestoreJob job) {
+  // Anyone in this network namespace can reach the socket; only CRIU's own
+  // restored tasks (still with CRIU's credentials at this stage) may hand us
+  // fds to write checkpoint contents into.
+  if (job.peer_uid != ::geteuid())
+    return Status::InvalidArgument("a parallel-restore job came from uid " + std::to_string(job.peer_uid) +
+                                   " (pid " + std::to_string(job.peer_pid) + "), not from CRIU's uid " +
+                                   std::to_string(::geteuid()) + "; refused");
+  VF_ASSIGN_OR_RETURN(Topology local, ctx.backend->LocalTopology());
+  for (const ParallelRestoreGpu& gpu : job.gpus) {
+    const KfdNode* node = local.FindGpu(gpu.target_gpu_id);
+    if (!node) return Status::InvalidArgument("GPU " + Hex(gpu.target_gpu_id) + " is not in this machine's topology");
+    std::vector<VramBo> bos;
+    for (const ParallelRestoreBo& bo : gpu.bos) bos.push_back(VramBo{bo.index, bo.size, 0, bo.dmabuf.get()});
+    VF_RETURN_IF_ERROR(RestoreGpuContents(ctx, job.image_id, gpu.image_gpu_id, *node, bos));
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<VmaUpdate>> UpdateVma(const TaskRestoreState& task, const std::string& path, uint64_t addr,
+                                           uint64_t old_offset) {
+  for (const RestoredVma& vma : task.vmas) {
+    if (vma.addr != addr || vma.old_offset != old_offset) continue;
+    VmaUpdate update;
+    update.new_offset = vma.new_offset;
+    if (path.find("/dev/dri/renderD") != std::string::npos) {
+      auto it = task.render_fds.find(vma.gpu_id);
+      if (it == task.render_fds.end())
+        return Status::Internal("no render node open for GPU " + Hex(vma.gpu_id) + " of mapping " + Hex(addr));
+      update.fd = ::fcntl(it->second.get(), F_DUPFD_CLOEXEC, 0);
+      if (update.fd < 0) return Status::FromErrno("duplicating the render node fd", errno);
+    }
+    return std::optional<VmaUpdate>(update);
+  }
+  return std::optional<VmaUpdate>();
+}
+
+Result<bool> ResumeProcess(const PluginContext& ctx, int pid) {
+  // No KFD on this machine: nothing of ours to resume.
+  Result<UniqueFd> kfd_fd = ctx.backend->OpenKfd();
+  if (!kfd_fd.ok()) return HasErrno(kfd_fd.status(), ENOENT) ? Result<bool>(false) : kfd_fd.status();
+  Status s = ctx.backend->Kfd().Resume(kfd_fd->get(), pid);
+  if (s.ok()) return true;
+  // ESRCH: KFD holds no restored state for this pid; another plugin's task.
+  if (HasErrno(s, ESRCH)) return false;
+  return s.WithContext("resuming GPU queues of pid " + std::to_string(pid));
+}
+
+}  // namespace vramflow
