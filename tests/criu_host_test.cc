@@ -1,0 +1,146 @@
+// The CRIU plugin end to end: vramflow-criu-host loads the built
+// amdgpu_plugin.so and plays CRIU's dump and restore around it, on
+// simulated KFDs served to every process (the dumper, the restore main
+// process, each forked restored task), then checks every restored byte,
+// every remapped mmap offset and which processes KFD resumed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "plugin/kfd_image.h"
+#include "tests/test_util.h"
+
+namespace vramflow {
+namespace {
+
+struct HostRun {
+  int status = -1;
+  std::string output;
+};
+
+// Runs the host on a fresh work directory; `env` is prepended ("A=1 B=2").
+HostRun RunHost(const testing::TempDir& dir, const std::string& args, const std::string& env = "") {
+  HostRun run;
+  const std::string command = "env " + env + " " + VRAMFLOW_CRIU_HOST + " --plugin " + VRAMFLOW_PLUGIN +
+                              " --work " + dir.path() + " --size 4M " + args;
+  run.status = testing::RunCommand("timeout 120 " + command, &run.output);
+  return run;
+}
+
+bool Has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+TEST(CriuHost, OneGpuOneProcessRestoredInTheTask) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 1 --procs 1", "VRAMFLOW_PARALLEL_RESTORE=0");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
+  // The metadata image is upstream's; BO contents are in our stream, not a pages file.
+  EXPECT_TRUE(std::filesystem::exists(dir.File("images/" + KfdImageName(100))));
+  EXPECT_TRUE(std::filesystem::exists(dir.File("images/" + VramStreamName(100, 0x1000))));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("images/" + PagesImageName(100, 0x1000))));
+}
+
+TEST(CriuHost, TwoGpusTwoProcessesRestoredByTheMainProcess) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 2 --procs 2");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "verified: 2 task(s)")) << run.output;
+  for (int id : {100, 200})
+    for (uint32_t gpu : {0x1000u, 0x1111u})
+      EXPECT_TRUE(std::filesystem::exists(dir.File("images/" + VramStreamName(id, gpu)))) << id << " " << gpu;
+}
+
+TEST(CriuHost, TwoGpusRestoredInTheTasks) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 2 --procs 2", "VRAMFLOW_PARALLEL_RESTORE=0 VRAMFLOW_THREADS=1 VRAMFLOW_CODEC=zstd");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "verified: 2 task(s)")) << run.output;
+}
+
+TEST(CriuHost, RestoresOntoGpusWithOtherIds) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 2 --restore-first-gpu-id 0x4000");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
+}
+
+TEST(CriuHost, TooFewGpusIsAClearErrorBeforeAnyResume) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 2 --restore-gpus 1 --expect-restore-failure");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "GPU")) << run.output;
+  EXPECT_TRUE(Has(run.output, "no process was resumed")) << run.output;
+}
+
+TEST(CriuHost, RestoresUpstreamRawPagesImages) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 2 --legacy-pages");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.File("images/" + PagesImageName(100, 0x1000))));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("images/" + VramStreamName(100, 0x1000))));
+}
+
+TEST(CriuHost, CorruptStreamAbortsTheRestoreBeforeResume) {
+  for (const char* mode : {"VRAMFLOW_PARALLEL_RESTORE=0", "VRAMFLOW_PARALLEL_RESTORE=1"}) {
+    testing::TempDir dir;
+    HostRun run = RunHost(dir, "--gpus 2 --corrupt-stream --expect-restore-failure", mode);
+    ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;
+    EXPECT_TRUE(Has(run.output, VramStreamName(100, 0x1111))) << mode << "\n" << run.output;
+    EXPECT_TRUE(Has(run.output, "no process was resumed")) << run.output;
+  }
+}
+
+TEST(CriuHost, TruncatedStreamAbortsTheRestoreBeforeResume) {
+  for (const char* mode : {"VRAMFLOW_PARALLEL_RESTORE=0", "VRAMFLOW_PARALLEL_RESTORE=1"}) {
+    testing::TempDir dir;
+    HostRun run = RunHost(dir, "--gpus 2 --truncate-stream --expect-restore-failure", mode);
+    ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;
+    EXPECT_TRUE(Has(run.output, "truncated")) << mode << "\n" << run.output;
+  }
+}
+
+TEST(CriuHost, VramStreamsGoToTheTarget) {
+  testing::TempDir dir;
+  testing::TempDir target;
+  HostRun run = RunHost(dir, "--gpus 1", "VRAMFLOW_TARGET=" + target.path());
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(std::filesystem::exists(target.File(VramStreamName(100, 0x1000))));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("images/" + VramStreamName(100, 0x1000))));
+  EXPECT_TRUE(std::filesystem::exists(dir.File("images/" + KfdImageName(100))));
+}
+
+TEST(CriuHost, UnderStreamEveryImageGoesThroughTheImageStreamer) {
+  for (const char* mode : {"VRAMFLOW_PARALLEL_RESTORE=0", "VRAMFLOW_PARALLEL_RESTORE=1"}) {
+    testing::TempDir dir;
+    HostRun run = RunHost(dir, "--gpus 2 --procs 2 --stream", mode);
+    ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;
+    EXPECT_TRUE(Has(run.output, "verified: 2 task(s)")) << run.output;
+    // What the streamer captured: our metadata and VRAM streams, nothing on disk.
+    EXPECT_TRUE(std::filesystem::exists(dir.File("captured/" + KfdImageName(200))));
+    EXPECT_TRUE(std::filesystem::exists(dir.File("captured/" + VramStreamName(200, 0x1111))));
+    EXPECT_FALSE(std::filesystem::exists(dir.File("images/" + KfdImageName(200))));
+  }
+}
+
+TEST(CriuHost, UnderStreamUpstreamPagesAndCorruptionToo) {
+  testing::TempDir pages;
+  HostRun run = RunHost(pages, "--gpus 2 --stream --legacy-pages");
+  ASSERT_EQ(run.status, 0) << run.output;
+  testing::TempDir corrupt;
+  run = RunHost(corrupt, "--gpus 2 --stream --corrupt-stream --expect-restore-failure");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "CRIU image streamer")) << run.output;
+}
+
+TEST(CriuHost, AMistypedCheckSwitchStopsTheRestore) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 1 --expect-restore-failure", "KFD_VRAM_SIZE_CHECK=maybe");
+  // The dump refuses too: the setting is read at init in every stage.
+  EXPECT_NE(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "KFD_VRAM_SIZE_CHECK")) << run.output;
+}
+
+}  // namespace
+}  // namespace vramflow

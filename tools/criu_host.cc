@@ -1,0 +1,637 @@
+// vramflow-criu-host: plays CRIU for amdgpu_plugin.so, on simulated GPUs.
+//
+// It dlopens the built plugin and drives its hooks in the order and from
+// the processes CRIU uses (/work/shared/context/criu-amdgpu.md, sections 1-3):
+//
+//   dump     a "criu dump" process: init(DUMP); HANDLE_DEVICE_VMA for each
+//            device mapping; DUMP_EXT_FILE for every KFD and render-node
+//            file of every task (and a plain file, which must be refused);
+//            DUMP_DEVICES_LATE where this CRIU has it; fini.
+//   restore  a "criu restore" main process: init(RESTORE); forks one
+//            restored task per checkpointed process, each calling
+//            RESTORE_EXT_FILE for its files and UPDATE_VMA_MAP for its
+//            device mappings; POST_FORKING where this CRIU has it;
+//            RESUME_DEVICES_LATE per task once all tasks are restored; fini.
+//
+// Behind the plugin is a simulated KFD (sim/sim_kfd.h) for the checkpointed
+// machine and another for the restoring one, each served to every process
+// over a UNIX socket (sim/sim_kfd_service.h) the way the kernel serves
+// /dev/kfd, with its topology written as a sysfs tree. This process owns
+// both machines: it builds the checkpointed processes with model-like BO
+// contents, and after the restore checks every restored BO byte for byte,
+// its new mmap offset against UPDATE_VMA_MAP's answer, and that KFD resumed
+// exactly the processes it should have.
+//
+// Exit status: 0 when everything the run expected happened, 1 otherwise,
+// with the reason on stderr.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/endian.h"
+#include "common/units.h"
+#include "datagen/model_data.h"
+#include "plugin/kfd_image.h"
+#include "sim/sim_kfd.h"
+#include "sim/sim_kfd_service.h"
+#include "streamer/amdgpu_pages.h"
+#include "tools/criu_streamer_protocol.h"
+
+extern "C" {
+#include <criu/criu-plugin.h>
+}
+
+// What CRIU exports to its plugins (the plugin looks them up at run time).
+static int g_image_dir = -1;
+static vramflow::CriuStreamerClient* g_streamer = nullptr;  // with --stream
+extern "C" __attribute__((visibility("default"))) int criu_get_image_dir(void) { return g_image_dir; }
+extern "C" __attribute__((visibility("default"))) int img_streamer_open(char* filename, int flags) {
+  return g_streamer ? g_streamer->Open(filename) : -1;
+}
+
+namespace vramflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Hooks newer than some criu-plugin.h headers, by their number in CRIU's
+// enum (a plugin built for a newer CRIU fills these slots).
+constexpr unsigned kHookPostForking = 12;      // CRIU 4.2+
+constexpr unsigned kHookDumpDevicesLate = 14;  // criu-dev after 4.2
+
+struct HostOptions {
+  std::string plugin;
+  std::string work;  // images/, topology trees and sockets go here
+  uint32_t gpus = 2;
+  uint32_t procs = 1;
+  uint64_t bytes_per_gpu = 32ull << 20;
+  uint32_t restore_first_gpu_id = 0;  // 0: as the checkpointed machine's
+  uint32_t restore_gpus = 0;          // 0: as many as the checkpointed machine
+  bool legacy_pages = false;          // replace our streams by upstream's raw pages images before restoring
+  bool corrupt_stream = false;        // flip one byte in a VRAM stream before restoring
+  bool truncate_stream = false;       // cut a VRAM stream short before restoring
+  bool expect_restore_failure = false;
+  bool stream = false;  // CRIU --stream: every image through an image streamer
+};
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "vramflow-criu-host: %s\n", what.c_str());
+  return 1;
+}
+
+// A device mapping of a checkpointed task, as CRIU's VMA list has it.
+struct Vma {
+  std::string path;
+  uint64_t addr = 0;
+  uint64_t offset = 0;
+};
+
+struct Task {
+  pid_t pid = 0;           // its pid on the checkpointed machine
+  int kfd_id = 0;          // CRIU file ids
+  std::vector<int> render_ids;
+  std::vector<Vma> vmas;
+};
+
+// The plugin, loaded and checked as criu/plugin.c does.
+struct Plugin {
+  void* handle = nullptr;
+  cr_plugin_desc_t* desc = nullptr;
+
+  // The hook in slot `hook`, if this plugin fills it. Slots past this
+  // header's CR_PLUGIN_HOOK__MAX (hooks of newer CRIUs) are never filled:
+  // LoadPlugin refuses descriptors with more.
+  template <typename Fn>
+  Fn Hook(unsigned hook) const {
+    std::span<void* const> hooks(desc->hooks, CR_PLUGIN_HOOK__MAX);
+    return hook < desc->max_hooks && hook < hooks.size() ? reinterpret_cast<Fn>(hooks[hook]) : nullptr;
+  }
+};
+
+Result<Plugin> LoadPlugin(const std::string& path) {
+  Plugin p;
+  p.handle = ::dlopen(path.c_str(), RTLD_LAZY);
+  if (!p.handle) return Status::IoError("dlopen " + path + ": " + ::dlerror());
+  p.desc = static_cast<cr_plugin_desc_t*>(::dlsym(p.handle, "CR_PLUGIN_DESC"));
+  if (!p.desc) return Status::InvalidArgument(path + " has no CR_PLUGIN_DESC");
+  if (p.desc->version > CRIU_PLUGIN_VERSION || p.desc->max_hooks > CR_PLUGIN_HOOK__MAX)
+    return Status::InvalidArgument(path + ": plugin ABI newer than this CRIU's");
+  if (std::strcmp(p.desc->name, "amdgpu_plugin") != 0)
+    return Status::InvalidArgument(path + " registers as '" + p.desc->name + "', not amdgpu_plugin");
+  return p;
+}
+
+uint32_t Minor(const SimKfd& kfd, uint32_t gpu_id) {
+  Result<Topology> t = kfd.MachineTopology();
+  const KfdNode* n = t.ok() ? t->FindGpu(gpu_id) : nullptr;
+  return n ? n->drm_render_minor : 0;
+}
+
+// The checkpointed processes: per GPU, model-like VRAM BOs (weights
+// replicated on every GPU, optimizer state, a zero-filled pool, an unaligned
+// size), a GTT BO, and a doorbell page (no contents).
+Status BuildProcesses(SimKfd& kfd, const HostOptions& o, std::vector<Task>* tasks) {
+  const std::vector<uint32_t> gpus = kfd.GpuIds();
+  for (uint32_t p = 0; p < o.procs; ++p) {
+    Task task;
+    task.pid = static_cast<pid_t>(4190000 + p);
+    std::vector<SimKfdBoSpec> specs;
+    struct Fill {
+      DataKind kind;
+      uint64_t seed;
+    };
+    std::vector<Fill> fills;
+    uint64_t va = 0x7f0000000000ull + (uint64_t{p} << 36);
+    auto add = [&](uint32_t flags, uint32_t gpu, uint64_t size, DataKind kind, uint64_t seed) {
+      specs.push_back(SimKfdBoSpec{va, size, flags, gpu});
+      fills.push_back({kind, seed});
+      va += (size + 0x1fffff) & ~uint64_t{0x1fffff};
+    };
+    for (size_t g = 0; g < gpus.size(); ++g) {
+      const uint64_t unit = std::max<uint64_t>(o.bytes_per_gpu / 8, 4096) & ~uint64_t{4095};
+      add(kKfdBoVram, gpus[g], 3 * unit, DataKind::kBf16Weights, 100 + p);  // replicated on every GPU
+      add(kKfdBoVram, gpus[g], 2 * unit, DataKind::kAdamM, 200 + g);
+      add(kKfdBoVram, gpus[g], 2 * unit, DataKind::kZeros, 0);
+      add(kKfdBoVram, gpus[g], unit + 4096 * 3 + 4096, DataKind::kFp32Weights, 300 + g);
+      add(kKfdBoGtt, gpus[g], 64 * 4096, DataKind::kRandom, 400 + g);
+      add(kKfdBoDoorbell, gpus[g], 4096, DataKind::kZeros, 0);
+    }
+    VF_RETURN_IF_ERROR(kfd.AddProcess(task.pid, specs));
+    VF_ASSIGN_OR_RETURN(std::vector<SimKfdBoInfo> bos, kfd.Bos(task.pid));
+    for (size_t i = 0; i < bos.size(); ++i) {
+      if (KfdBoHasContents(bos[i].alloc_flags) && fills[i].kind != DataKind::kZeros) {
+        VF_ASSIGN_OR_RETURN(std::span<uint8_t> bytes, kfd.BoBytes(task.pid, i));
+        GenerateModelData(fills[i].kind, fills[i].seed, 0, bytes);
+      }
+      const bool render = KfdBoHasContents(bos[i].alloc_flags);
+      task.vmas.push_back(Vma{render ? "/dev/dri/renderD" + std::to_string(Minor(kfd, bos[i].gpu_id)) : "/dev/kfd",
+                              bos[i].addr, bos[i].offset});
+    }
+    task.kfd_id = static_cast<int>(100 * (p + 1));
+    for (size_t g = 0; g < gpus.size(); ++g) task.render_ids.push_back(task.kfd_id + 1 + static_cast<int>(g));
+    tasks->push_back(std::move(task));
+  }
+  return Status::Ok();
+}
+
+// Runs `body` in a child process and returns its exit status (0 = success).
+template <typename Fn>
+int InChild(Fn&& body) {
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return Fail(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) ::_exit(body());
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int OpenImagesDir(const std::string& dir) {
+  g_image_dir = ::open(dir.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  return g_image_dir;
+}
+
+// ---- criu dump -------------------------------------------------------------
+
+int RunDump(const HostOptions& o, SimKfd& kfd, const std::vector<Task>& tasks, const std::string& images) {
+  // The target's files, as the parasite drains them into the dumper.
+  std::vector<std::vector<UniqueFd>> files;
+  for (const Task& t : tasks) {
+    std::vector<UniqueFd> f;
+    Result<UniqueFd> k = kfd.OpenKfd(t.pid);
+    if (!k.ok()) return Fail(k.status().ToString());
+    f.push_back(std::move(*k));
+    for (uint32_t gpu : kfd.GpuIds()) {
+      Result<UniqueFd> r = kfd.OpenRenderNode(gpu);
+      if (!r.ok()) return Fail(r.status().ToString());
+      f.push_back(std::move(*r));
+    }
+    files.push_back(std::move(f));
+  }
+  return InChild([&]() -> int {
+    if (OpenImagesDir(images) < 0) return Fail("cannot open " + images);
+    std::unique_ptr<CriuStreamerClient> streamer;
+    if (o.stream) {  // as CRIU's open_image_dir() does
+      Result<std::unique_ptr<CriuStreamerClient>> c = CriuStreamerClient::Connect(images, /*dump=*/true);
+      if (!c.ok()) return Fail(c.status().ToString());
+      streamer = std::move(*c);
+      g_streamer = streamer.get();
+    }
+    Result<Plugin> plugin = LoadPlugin(o.plugin);
+    if (!plugin.ok()) return Fail(plugin.status().ToString());
+    const cr_plugin_desc_t* d = plugin->desc;
+    if (d->init(CR_PLUGIN_STAGE__DUMP) != 0) return Fail("dump: init failed");
+    int ret = 0;
+    auto vma_hook = plugin->Hook<int (*)(int, const struct stat*)>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA);
+    auto dump_file = plugin->Hook<int (*)(int, int)>(CR_PLUGIN_HOOK__DUMP_EXT_FILE);
+    // A plain file is not the plugin's.
+    UniqueFd plain(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
+    struct stat st;
+    ::fstat(plain.get(), &st);
+    if (vma_hook(plain.get(), &st) != -ENOTSUP || dump_file(plain.get(), 99) != -ENOTSUP)
+      ret = Fail("dump: the plugin claimed a plain file");
+    for (size_t t = 0; t < tasks.size() && ret == 0; ++t) {
+      for (const UniqueFd& f : files[t]) {
+        ::fstat(f.get(), &st);
+        if (vma_hook(f.get(), &st) != 0) ret = Fail("dump: HANDLE_DEVICE_VMA refused a GPU mapping");
+      }
+      // The KFD file first, then render nodes, as the runtime opened them.
+      for (size_t i = 0; i < files[t].size() && ret == 0; ++i) {
+        const int id = i == 0 ? tasks[t].kfd_id : tasks[t].render_ids[i - 1];
+        const int r = dump_file(files[t][i].get(), id);
+        if (r != 0) ret = Fail("dump: DUMP_EXT_FILE(" + std::to_string(id) + ") returned " + std::to_string(r));
+      }
+    }
+    if (auto late = plugin->Hook<int (*)(int)>(kHookDumpDevicesLate); ret == 0 && late) {
+      if (late(tasks[0].pid) != 0) ret = Fail("dump: DUMP_DEVICES_LATE failed");
+    }
+    d->exit(CR_PLUGIN_STAGE__DUMP, ret);
+    return ret;
+  });
+}
+
+// ---- between dump and restore ----------------------------------------------
+
+// Rewrites every VRAM stream as upstream's raw pages image.
+Status WriteLegacyPages(SimKfd& kfd, const std::vector<Task>& tasks, const std::string& images) {
+  for (const Task& t : tasks) {
+    VF_ASSIGN_OR_RETURN(std::vector<SimKfdBoInfo> bos, kfd.Bos(t.pid));
+    for (uint32_t gpu : kfd.GpuIds()) {
+      std::vector<uint8_t> file(kAmdgpuPagesHeaderSize);
+      for (size_t i = 0; i < bos.size(); ++i) {
+        if (bos[i].gpu_id != gpu || !KfdBoHasContents(bos[i].alloc_flags)) continue;
+        VF_ASSIGN_OR_RETURN(std::span<uint8_t> bytes, kfd.BoBytes(t.pid, i));
+        file.insert(file.end(), bytes.begin(), bytes.end());
+      }
+      EncodeAmdgpuPagesHeader(file.size() - kAmdgpuPagesHeaderSize, HostIsLittleEndian(), file.data());
+      const std::string path = images + "/" + PagesImageName(t.kfd_id, gpu);
+      FILE* f = std::fopen(path.c_str(), "wb");
+      if (!f || std::fwrite(file.data(), 1, file.size(), f) != file.size() || std::fclose(f) != 0)
+        return Status::IoError("writing " + path);
+      fs::remove(images + "/" + VramStreamName(t.kfd_id, gpu));
+    }
+  }
+  return Status::Ok();
+}
+
+Status DamageStream(const Task& t, uint32_t gpu, const std::string& images, bool truncate) {
+  const std::string path = images + "/" + VramStreamName(t.kfd_id, gpu);
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) return Status::IoError("no stream " + path + " to damage");
+  if (truncate) {
+    fs::resize_file(path, size / 2, ec);
+    return ec ? Status::IoError("truncating " + path) : Status::Ok();
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  uint8_t b = 0;
+  const off_t at = static_cast<off_t>(size / 2);
+  if (!fd.valid() || ::pread(fd.get(), &b, 1, at) != 1) return Status::IoError("reading " + path);
+  b ^= 0x40;
+  if (::pwrite(fd.get(), &b, 1, at) != 1) return Status::IoError("writing " + path);
+  return Status::Ok();
+}
+
+// ---- criu restore ----------------------------------------------------------
+
+// One restored task's report to the restore main process: its pid and, per
+// device mapping, the offset and whether UPDATE_VMA_MAP gave an fd.
+struct TaskReport {
+  int32_t pid = 0;
+  int32_t ok = 0;
+  int32_t task = 0;  // index into the checkpointed tasks
+  std::vector<uint64_t> new_offsets;
+};
+
+int RestoreTask(const Plugin& plugin, const Task& task, int32_t index, int report_fd, int go_fd) {
+  auto restore_file = reinterpret_cast<int (*)(int, bool*)>(plugin.desc->hooks[CR_PLUGIN_HOOK__RESTORE_EXT_FILE]);
+  auto update_vma =
+      plugin.Hook<int (*)(const char*, uint64_t, uint64_t, uint64_t*, int*)>(CR_PLUGIN_HOOK__UPDATE_VMA_MAP);
+  std::vector<uint64_t> offsets;
+  int ok = 1;
+  std::vector<int> ids = {task.kfd_id};
+  ids.insert(ids.end(), task.render_ids.begin(), task.render_ids.end());
+  for (int id : ids) {
+    // CRIUs before criu-dev's retry support call RESTORE_EXT_FILE(id) only;
+    // passing the pointer to such a hook is harmless in the C calling convention.
+    bool retry = false;
+    const int fd = restore_file(id, &retry);
+    if (fd < 0 || retry) {
+      std::fprintf(stderr, "vramflow-criu-host: task %d: RESTORE_EXT_FILE(%d) returned %d\n", ::getpid(), id, fd);
+      ok = 0;
+      break;
+    }
+  }
+  if (ok && restore_file(999999, nullptr) != -ENOTSUP) ok = 0;  // no such file: not the plugin's
+  for (const Vma& vma : task.vmas) {
+    if (!ok) break;
+    uint64_t new_offset = 0;
+    int fd = -1;
+    const int r = update_vma(vma.path.c_str(), vma.addr, vma.offset, &new_offset, &fd);
+    const bool render = vma.path.find("renderD") != std::string::npos;
+    if (r != 1 || (render && fd < 0) || (!render && fd >= 0)) {
+      std::fprintf(stderr, "vramflow-criu-host: task %d: UPDATE_VMA_MAP(%s, 0x%llx) returned %d, fd %d\n", ::getpid(),
+                   vma.path.c_str(), static_cast<unsigned long long>(vma.addr), r, fd);
+      ok = 0;
+    }
+    if (fd >= 0) ::close(fd);
+    offsets.push_back(new_offset);
+  }
+  const int32_t header[4] = {static_cast<int32_t>(::getpid()), ok, index, static_cast<int32_t>(offsets.size())};
+  if (::write(report_fd, header, sizeof header) != sizeof header) return 1;
+  const ssize_t bytes = static_cast<ssize_t>(offsets.size() * sizeof(uint64_t));
+  if (bytes && ::write(report_fd, offsets.data(), bytes) != bytes) return 1;
+  // The task goes on running until CRIU lets it go.
+  char c;
+  while (::read(go_fd, &c, 1) < 0 && errno == EINTR) {
+  }
+  return ok ? 0 : 1;
+}
+
+// The restore main process. Writes "pid offsets..." lines for the host to check.
+int RunRestore(const HostOptions& o, const std::vector<Task>& tasks, const std::string& images,
+               const std::string& report_path) {
+  return InChild([&]() -> int {
+    if (OpenImagesDir(images) < 0) return Fail("cannot open " + images);
+    std::unique_ptr<CriuStreamerClient> streamer;
+    if (o.stream) {  // shared by every restored task, as CRIU's service fd is
+      Result<std::unique_ptr<CriuStreamerClient>> c = CriuStreamerClient::Connect(images, /*dump=*/false);
+      if (!c.ok()) return Fail(c.status().ToString());
+      streamer = std::move(*c);
+      g_streamer = streamer.get();
+    }
+    Result<Plugin> plugin = LoadPlugin(o.plugin);
+    if (!plugin.ok()) return Fail(plugin.status().ToString());
+    cr_plugin_desc_t* d = plugin->desc;
+    if (d->init(CR_PLUGIN_STAGE__RESTORE) != 0) return Fail("restore: init failed");
+
+    int report[2], go[2];
+    if (::pipe2(report, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) return Fail("pipe");
+    std::vector<pid_t> children;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      std::fflush(nullptr);
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        ::close(report[0]);
+        ::close(go[1]);
+        ::_exit(RestoreTask(*plugin, tasks[i], static_cast<int32_t>(i), report[1], go[0]));
+      }
+      children.push_back(pid);
+    }
+    ::close(report[1]);
+    ::close(go[0]);
+    int ret = 0;
+    if (auto post_forking = plugin->Hook<int (*)()>(kHookPostForking)) {
+      if (post_forking() != 0) ret = Fail("restore: POST_FORKING failed");
+    }
+    // Wait until every task is restored (CRIU's restore stages).
+    std::vector<TaskReport> reports;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      int32_t header[4];
+      if (::read(report[0], header, sizeof header) != sizeof header) {
+        ret = Fail("restore: a task died before it was restored");
+        break;
+      }
+      TaskReport r{header[0], header[1], header[2], std::vector<uint64_t>(static_cast<size_t>(header[3]))};
+      const ssize_t bytes = static_cast<ssize_t>(r.new_offsets.size() * sizeof(uint64_t));
+      if (bytes && ::read(report[0], r.new_offsets.data(), bytes) != bytes) ret = Fail("restore: short report");
+      if (!r.ok) ret = Fail("restore: task " + std::to_string(r.pid) + " failed to restore");
+      reports.push_back(std::move(r));
+    }
+    auto resume = plugin->Hook<int (*)(int)>(CR_PLUGIN_HOOK__RESUME_DEVICES_LATE);
+    for (const TaskReport& r : reports) {
+      if (ret != 0) break;
+      const int rr = resume(r.pid);
+      if (rr != 0) ret = Fail("restore: RESUME_DEVICES_LATE(" + std::to_string(r.pid) + ") returned " + std::to_string(rr));
+    }
+    if (ret == 0 && resume(1) != -ENOTSUP) ret = Fail("restore: RESUME_DEVICES_LATE claimed a process it did not restore");
+    ::close(go[1]);  // CRIU detaches; the tasks go on (here: exit)
+    for (pid_t c : children) {
+      int status = 0;
+      ::waitpid(c, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ret = ret ? ret : 1;
+    }
+    d->exit(CR_PLUGIN_STAGE__RESTORE, ret);
+    FILE* f = std::fopen(report_path.c_str(), "w");
+    std::sort(reports.begin(), reports.end(), [](const TaskReport& a, const TaskReport& b) { return a.task < b.task; });
+    for (const TaskReport& r : reports) {
+      std::fprintf(f, "%d", r.pid);
+      for (uint64_t off : r.new_offsets) std::fprintf(f, " %llu", static_cast<unsigned long long>(off));
+      std::fprintf(f, "\n");
+    }
+    std::fclose(f);
+    return ret;
+  });
+}
+
+// ---- checks ------------------------------------------------------------------
+
+Status CheckRestored(SimKfd& src, SimKfd& dst, const std::vector<Task>& tasks, const std::string& report_path) {
+  FILE* f = std::fopen(report_path.c_str(), "r");
+  if (!f) return Status::IoError("no report from the restore");
+  std::vector<std::pair<pid_t, std::vector<uint64_t>>> reports;
+  char line[1 << 16];
+  while (std::fgets(line, sizeof line, f)) {
+    char* p = line;
+    std::pair<pid_t, std::vector<uint64_t>> r;
+    r.first = static_cast<pid_t>(std::strtol(p, &p, 10));
+    while (*p && *p != '\n') r.second.push_back(std::strtoull(p, &p, 10));
+    reports.push_back(std::move(r));
+  }
+  std::fclose(f);
+  if (reports.size() != tasks.size()) return Status::Internal("restore reported " + std::to_string(reports.size()) + " tasks");
+  uint64_t bytes = 0;
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const pid_t pid = reports[t].first;
+    VF_ASSIGN_OR_RETURN(SimKfdProcessState state, dst.ProcessState(pid));
+    if (state != SimKfdProcessState::kRunning) return Status::Internal("task " + std::to_string(pid) + " was not resumed");
+    VF_ASSIGN_OR_RETURN(std::vector<SimKfdBoInfo> before, src.Bos(tasks[t].pid));
+    VF_ASSIGN_OR_RETURN(std::vector<SimKfdBoInfo> after, dst.Bos(pid));
+    if (before.size() != after.size()) return Status::Internal("BO count differs after restore");
+    for (size_t i = 0; i < before.size(); ++i) {
+      if (after[i].addr != before[i].addr || after[i].size != before[i].size)
+        return Status::Internal("BO " + std::to_string(i) + " moved or changed size");
+      if (reports[t].second.size() != before.size() || reports[t].second[i] != after[i].offset)
+        return Status::Internal("UPDATE_VMA_MAP's offset for BO " + std::to_string(i) + " is not KFD's new offset");
+      if (!KfdBoHasContents(before[i].alloc_flags)) continue;
+      VF_ASSIGN_OR_RETURN(std::span<uint8_t> a, src.BoBytes(tasks[t].pid, i));
+      VF_ASSIGN_OR_RETURN(std::span<uint8_t> b, dst.BoBytes(pid, i));
+      if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0)
+        return Status::Corruption("BO " + std::to_string(i) + " of task " + std::to_string(pid) +
+                                  " differs from the checkpointed one");
+      bytes += a.size();
+    }
+  }
+  std::printf("verified: %zu task(s), %s of BO contents restored byte for byte, queues resumed\n", tasks.size(),
+              FormatSize(bytes).c_str());
+  return Status::Ok();
+}
+
+// Nothing may be resumed after a failed restore.
+Status CheckNothingResumed(SimKfd& dst, const std::string& report_path) {
+  FILE* f = std::fopen(report_path.c_str(), "r");
+  if (!f) return Status::Ok();
+  char line[1 << 16];
+  while (std::fgets(line, sizeof line, f)) {
+    const pid_t pid = static_cast<pid_t>(std::strtol(line, nullptr, 10));
+    Result<SimKfdProcessState> state = dst.ProcessState(pid);
+    if (state.ok() && *state == SimKfdProcessState::kRunning)
+      return Status::Internal("task " + std::to_string(pid) + " was resumed although the restore failed");
+  }
+  std::fclose(f);
+  return Status::Ok();
+}
+
+int Main(int argc, char** argv) {
+  HostOptions o;
+  std::string bytes = "32M";
+  CLI::App app{"Plays CRIU for amdgpu_plugin.so on simulated GPUs: dump, restore, verify"};
+  app.add_option("--plugin", o.plugin, "amdgpu_plugin.so to load")->required();
+  app.add_option("--work", o.work, "directory for images, sockets and topology trees (created)")->required();
+  app.add_option("--gpus", o.gpus, "GPUs of the checkpointed machine")->capture_default_str();
+  app.add_option("--procs", o.procs, "checkpointed processes (restored as a tree of tasks)")->capture_default_str();
+  app.add_option("--size", bytes, "BO bytes per GPU per process")->capture_default_str();
+  app.add_option("--restore-first-gpu-id", o.restore_first_gpu_id, "gpu_id of the restoring machine's first GPU");
+  app.add_option("--restore-gpus", o.restore_gpus, "GPUs of the restoring machine (default: as many)");
+  app.add_flag("--legacy-pages", o.legacy_pages, "restore from upstream's raw amdgpu-pages images");
+  app.add_flag("--corrupt-stream", o.corrupt_stream, "flip a byte in a VRAM stream before restoring");
+  app.add_flag("--truncate-stream", o.truncate_stream, "cut a VRAM stream in half before restoring");
+  app.add_flag("--expect-restore-failure", o.expect_restore_failure, "succeed only if the restore fails cleanly");
+  app.add_flag("--stream", o.stream, "run CRIU with --stream: images through an image streamer, none on disk");
+  CLI11_PARSE(app, argc, argv);
+  ::signal(SIGPIPE, SIG_IGN);  // a peer that went away is an error, not a death
+  Result<uint64_t> size = ParseSize(bytes);
+  if (!size.ok()) return Fail(size.status().ToString());
+  o.bytes_per_gpu = *size;
+
+  const std::string images = o.work + "/images";
+  std::error_code ec;
+  fs::create_directories(images, ec);
+  if (ec) return Fail("cannot create " + images);
+
+  SimKfdOptions src_options;
+  src_options.gpus = o.gpus;
+  SimKfd src(src_options);
+  SimKfdOptions dst_options = src_options;
+  if (o.restore_first_gpu_id) dst_options.first_gpu_id = o.restore_first_gpu_id;
+  if (o.restore_gpus) dst_options.gpus = o.restore_gpus;
+  dst_options.first_render_minor = 130;  // render minors differ on the restoring machine
+  SimKfd dst(dst_options);
+  const std::string src_topology = o.work + "/topology-src", dst_topology = o.work + "/topology-dst";
+  for (auto [kfd, root] : {std::pair{&src, src_topology}, std::pair{&dst, dst_topology}}) {
+    fs::remove_all(root, ec);
+    Status s = kfd->WriteSysfsTopology(root);
+    if (!s.ok()) return Fail(s.ToString());
+  }
+  Result<std::unique_ptr<SimKfdServer>> src_server = SimKfdServer::Start(&src, o.work + "/kfd-src.sock");
+  Result<std::unique_ptr<SimKfdServer>> dst_server = SimKfdServer::Start(&dst, o.work + "/kfd-dst.sock");
+  if (!src_server.ok()) return Fail(src_server.status().ToString());
+  if (!dst_server.ok()) return Fail(dst_server.status().ToString());
+
+  std::vector<Task> tasks;
+  Status built = BuildProcesses(src, o, &tasks);
+  if (!built.ok()) return Fail(built.ToString());
+
+  // criu dump
+  ::setenv("VRAMFLOW_SIM_KFD", (*src_server)->socket_path().c_str(), 1);
+  ::setenv("VRAMFLOW_KFD_TOPOLOGY", src_topology.c_str(), 1);
+  std::unique_ptr<ImageStreamer> capture;
+  if (o.stream) {
+    Result<std::unique_ptr<ImageStreamer>> s = ImageStreamer::Start(images, /*capture=*/true);
+    if (!s.ok()) return Fail(s.status().ToString());
+    capture = std::move(*s);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  if (RunDump(o, src, tasks, images) != 0) return Fail("the dump failed");
+  const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Under --stream the images live in the streamer; they are kept in a
+  // directory of their own here so the same tools can damage or convert them.
+  const std::string files = o.stream ? o.work + "/captured" : images;
+  if (o.stream) {
+    Result<std::map<std::string, std::vector<uint8_t>>> captured = capture->Finish();
+    if (!captured.ok()) return Fail(captured.status().ToString());
+    capture.reset();
+    for (const auto& entry : fs::directory_iterator(images))
+      return Fail("--stream: the dump left " + entry.path().string() + " in the images directory");
+    fs::remove_all(files, ec);
+    fs::create_directories(files, ec);
+    for (const auto& [name, bytes] : *captured) {
+      FILE* f = std::fopen((files + "/" + name).c_str(), "wb");
+      if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0)
+        return Fail("cannot keep " + name);
+    }
+  }
+  for (const Task& t : tasks) {
+    Result<SimKfdProcessState> state = src.ProcessState(t.pid);
+    if (!state.ok() || *state != SimKfdProcessState::kRunning)
+      return Fail("process " + std::to_string(t.pid) + " was left paused after the dump");
+  }
+  uint64_t stored = 0;
+  for (const auto& entry : fs::directory_iterator(files)) stored += entry.file_size();
+  std::printf("dumped: %zu process(es) on %u GPU(s) in %.2f s, images %s\n", tasks.size(), o.gpus, dump_s,
+              FormatSize(stored).c_str());
+
+  Status prepared;
+  if (o.legacy_pages) prepared = WriteLegacyPages(src, tasks, files);
+  if (prepared.ok() && (o.corrupt_stream || o.truncate_stream))
+    prepared = DamageStream(tasks[0], src.GpuIds().back(), files, o.truncate_stream);
+  if (!prepared.ok()) return Fail(prepared.ToString());
+  std::unique_ptr<ImageStreamer> serve;
+  if (o.stream) {
+    std::map<std::string, std::vector<uint8_t>> served;
+    for (const auto& entry : fs::directory_iterator(files)) {
+      std::vector<uint8_t>& bytes = served[entry.path().filename().string()];
+      bytes.resize(entry.file_size());
+      FILE* f = std::fopen(entry.path().c_str(), "rb");
+      if (!f || std::fread(bytes.data(), 1, bytes.size(), f) != bytes.size()) return Fail("cannot read " + entry.path().string());
+      std::fclose(f);
+    }
+    Result<std::unique_ptr<ImageStreamer>> s = ImageStreamer::Start(images, /*capture=*/false, std::move(served));
+    if (!s.ok()) return Fail(s.status().ToString());
+    serve = std::move(*s);
+  }
+
+  // criu restore, on the other machine
+  ::setenv("VRAMFLOW_SIM_KFD", (*dst_server)->socket_path().c_str(), 1);
+  ::setenv("VRAMFLOW_KFD_TOPOLOGY", dst_topology.c_str(), 1);
+  const std::string report = o.work + "/restore-report.txt";
+  fs::remove(report, ec);
+  t0 = std::chrono::steady_clock::now();
+  const int restored = RunRestore(o, tasks, images, report);
+  const double restore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (serve) {
+    Result<std::map<std::string, std::vector<uint8_t>>> left = serve->Finish();
+    if (!left.ok() && restored == 0) return Fail(left.status().ToString());
+  }
+  if (o.expect_restore_failure) {
+    if (restored == 0) return Fail("the restore succeeded, but it was expected to fail");
+    Status s = CheckNothingResumed(dst, report);
+    if (!s.ok()) return Fail(s.ToString());
+    std::printf("restore failed as expected; no process was resumed\n");
+    return 0;
+  }
+  if (restored != 0) return Fail("the restore failed");
+  std::printf("restored in %.2f s\n", restore_s);
+  Status checked = CheckRestored(src, dst, tasks, report);
+  return checked.ok() ? 0 : Fail(checked.ToString());
+}
+
+}  // namespace
+}  // namespace vramflow
+
+int main(int argc, char** argv) { return vramflow::Main(argc, argv); }
