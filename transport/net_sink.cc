@@ -45,7 +45,13 @@ class NetSink final : public ByteSink {
       cv_.notify_all();
     }
     if (supervisor_.joinable()) supervisor_.join();
-    if (!done_ && generation_alive_ && !generation_.channels.empty()) {
+    bool abort;
+    {
+      // The connections' loops may still set these (Broken, DONE).
+      std::lock_guard lock(mu_);
+      abort = !done_ && generation_alive_ && !generation_.channels.empty();
+    }
+    if (abort) {
       // Best effort: tell the receiver to discard what it has.
       (void)generation_.channels[0]->Send(MsgType::kAbort, position_, {});
     }
@@ -302,14 +308,16 @@ class NetSink final : public ByteSink {
     unsigned failures = 0;
     for (;;) {
       bool alive;
+      uint64_t position;  // Write()'s thread moves it on under mu_
       {
         std::unique_lock lock(mu_);
         cv_.wait_for(lock, ping_interval_, [&] { return stop_ || done_ || !fatal_.ok() || !generation_alive_; });
         if (stop_ || done_ || !fatal_.ok()) return;
         alive = generation_alive_;
+        position = position_;
       }
       if (alive) {
-        for (auto& channel : generation_.channels) (void)channel->Send(MsgType::kPing, position_, {});
+        for (auto& channel : generation_.channels) (void)channel->Send(MsgType::kPing, position, {});
         continue;  // a failed ping shows up through the loops
       }
       Status why = generation_error_;
