@@ -51,6 +51,10 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
   std::vector<UniqueFd> dmabufs;
   for (const KfdBo& bo : checkpoint.bos)
     if (bo.dmabuf_fd >= 0) dmabufs.emplace_back(bo.dmabuf_fd);
+  if (checkpoint.bos.size() != info.num_bos || checkpoint.devices.size() != info.num_devices)
+    return Status::Internal("KFD's CHECKPOINT returned " + std::to_string(checkpoint.devices.size()) + " devices and " +
+                            std::to_string(checkpoint.bos.size()) + " BOs, but PROCESS_INFO announced " +
+                            std::to_string(info.num_devices) + " and " + std::to_string(info.num_bos));
 
   VF_ASSIGN_OR_RETURN(Topology topology, ctx.backend->LocalTopology());
   for (const KfdDevice& device : checkpoint.devices) {

@@ -217,7 +217,11 @@ Status RestoreGpuContents(const PluginContext& ctx, int id, uint32_t image_gpu_i
   if (!stream.ok()) return stream.status().WithContext(stream_name);
   if (*stream) {
     PipelineStats stats;
-    return RestoreVram(*device, bos, **stream, ctx.options->pipeline, &stats);
+    Status restored = RestoreVram(*device, bos, **stream, ctx.options->pipeline, &stats);
+    // A network sender learns here that every byte reached the GPU.
+    Status told = (*stream)->Finish(restored);
+    VF_RETURN_IF_ERROR(restored);
+    return told.WithContext("BOs restored, but telling the sender of " + stream_name + " failed");
   }
   const std::string pages_name = PagesImageName(id, image_gpu_id);
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> pages, ctx.images->Open(pages_name));

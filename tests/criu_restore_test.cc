@@ -1,0 +1,135 @@
+// The plugin's dump and restore code without the hooks: against a simulated
+// KFD served in this process, with this process as the restored task.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "datagen/model_data.h"
+#include "plugin/criu_dump.h"
+#include "plugin/criu_restore.h"
+#include "plugin/kfd_image.h"
+#include "sim/sim_kfd.h"
+#include "sim/sim_kfd_service.h"
+#include "tests/test_util.h"
+
+namespace vramflow {
+namespace {
+
+constexpr pid_t kCheckpointed = 4170001;
+
+struct Machine {
+  testing::TempDir dir;
+  SimKfd kfd;
+  std::unique_ptr<SimKfdServer> server;
+  std::unique_ptr<GpuBackend> backend;
+  PluginOptions options;
+  std::unique_ptr<ImageStore> images = DirectoryStore(dir.path());
+  PluginContext ctx;
+
+  Machine() {
+    EXPECT_TRUE(kfd.WriteSysfsTopology(dir.File("topology")).ok());
+    server = SimKfdServer::Start(&kfd, dir.File("kfd.sock")).value();
+    backend = ConnectSimGpuBackend(dir.File("kfd.sock"), dir.File("topology")).value();
+    options.pipeline.max_memory = 32 << 20;
+    options.pipeline.chunk_size = 256 << 10;
+    ctx = PluginContext{backend.get(), &options, images.get(), images.get()};
+  }
+};
+
+// One process with a VRAM and a GTT BO on each GPU, filled.
+void AddProcess(SimKfd& kfd, pid_t pid) {
+  std::vector<SimKfdBoSpec> bos;
+  uint64_t va = 0x100000000ull;
+  for (uint32_t gpu : kfd.GpuIds()) {
+    bos.push_back({va, 3 << 20, kKfdBoVram, gpu});
+    bos.push_back({va + (4 << 20), 5 * 4096, kKfdBoGtt, gpu});
+    bos.push_back({va + (5 << 20), 4096, kKfdBoDoorbell, gpu});
+    va += 64 << 20;
+  }
+  ASSERT_TRUE(kfd.AddProcess(pid, bos).ok());
+  for (size_t i = 0; i < bos.size(); ++i)
+    if (KfdBoHasContents(bos[i].alloc_flags)) GenerateModelData(DataKind::kBf16Weights, i, 0, kfd.BoBytes(pid, i).value());
+}
+
+TEST(CriuRestore, FallsBackToTheTaskWhenTheMainProcessIsUnreachable) {
+  Machine m;
+  AddProcess(m.kfd, kCheckpointed);
+  UniqueFd kfd_file = m.kfd.OpenKfd(kCheckpointed).value();
+  Result<KfdDumpResult> dumped = DumpKfdFile(m.ctx, kfd_file.get(), 7, /*unpause_now=*/true);
+  ASSERT_TRUE(dumped.ok()) << dumped.status().ToString();
+  EXPECT_EQ(m.kfd.ProcessState(kCheckpointed).value(), SimKfdProcessState::kRunning);
+
+  // This process is the restored task; no parallel-restore server exists.
+  TaskRestoreState task;
+  Result<RestoreFileResult> restored = RestoreFile(m.ctx, 7, &task, "vramflow-nobody-listens-here");
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  ASSERT_EQ(restored->outcome, RestoreFileResult::Outcome::kRestored);
+  EXPECT_TRUE(restored->fd.valid());
+  const pid_t self = ::getpid();
+  std::vector<SimKfdBoInfo> before = m.kfd.Bos(kCheckpointed).value(), after = m.kfd.Bos(self).value();
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    if (!KfdBoHasContents(before[i].alloc_flags)) continue;
+    std::span<uint8_t> a = m.kfd.BoBytes(kCheckpointed, i).value(), b = m.kfd.BoBytes(self, i).value();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0) << "BO " << i;
+  }
+
+  // UPDATE_VMA_MAP: every device mapping moves to KFD's new offset; render
+  // node mappings get an fd, KFD's own (doorbells) none.
+  for (size_t i = 0; i < before.size(); ++i) {
+    const bool render = KfdBoHasContents(before[i].alloc_flags);
+    Result<std::optional<VmaUpdate>> u =
+        UpdateVma(task, render ? "/dev/dri/renderD128" : "/dev/kfd", before[i].addr, before[i].offset);
+    ASSERT_TRUE(u.ok() && u->has_value()) << i;
+    EXPECT_EQ((*u)->new_offset, after[i].offset) << i;
+    EXPECT_EQ((*u)->fd >= 0, render) << i;
+    if ((*u)->fd >= 0) ::close((*u)->fd);
+  }
+  EXPECT_FALSE(UpdateVma(task, "/dev/kfd", 0x1234000, 0).value().has_value());  // not ours
+
+  // RESUME_DEVICES_LATE: ours resumes, anyone else's is not ours.
+  EXPECT_TRUE(ResumeProcess(m.ctx, self).value());
+  EXPECT_EQ(m.kfd.ProcessState(self).value(), SimKfdProcessState::kRunning);
+  EXPECT_FALSE(ResumeProcess(m.ctx, 4170999).value());
+}
+
+TEST(CriuRestore, RenderNodesWaitForTheirTasksKfdFileAndFilesNotOursAreNotOurs) {
+  Machine m;
+  AddProcess(m.kfd, kCheckpointed);
+  UniqueFd render = m.kfd.OpenRenderNode(m.kfd.GpuIds()[1]).value();
+  ASSERT_TRUE(DumpRenderNodeFile(m.ctx, 9, m.kfd.GpuIds()[1], {}).ok());
+  TaskRestoreState task;
+  Result<RestoreFileResult> early = RestoreFile(m.ctx, 9, &task, "");
+  ASSERT_TRUE(early.ok()) << early.status().ToString();
+  EXPECT_EQ(early->outcome, RestoreFileResult::Outcome::kRetry);
+  Result<RestoreFileResult> none = RestoreFile(m.ctx, 12345, &task, "");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->outcome, RestoreFileResult::Outcome::kNotOurs);
+
+  UniqueFd kfd_file = m.kfd.OpenKfd(kCheckpointed).value();
+  ASSERT_TRUE(DumpKfdFile(m.ctx, kfd_file.get(), 8, true).ok());
+  ASSERT_TRUE(RestoreFile(m.ctx, 8, &task, "").ok());
+  Result<RestoreFileResult> later = RestoreFile(m.ctx, 9, &task, "");
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  ASSERT_EQ(later->outcome, RestoreFileResult::Outcome::kRestored);
+  EXPECT_EQ(m.kfd.RenderNodeGpu(later->fd.get()).value(), m.kfd.GpuIds()[1]);
+}
+
+TEST(CriuRestore, AFailedDumpLeavesTheProcessRunningAndNoMetadataImage) {
+  Machine m;
+  AddProcess(m.kfd, kCheckpointed);
+  UniqueFd kfd_file = m.kfd.OpenKfd(kCheckpointed).value();
+  SimKfdFaults faults;
+  faults.checkpoint_drops_last_bo = true;  // KFD lost a BO between PROCESS_INFO and CHECKPOINT
+  m.kfd.SetFaults(faults);
+  Result<KfdDumpResult> dumped = DumpKfdFile(m.ctx, kfd_file.get(), 7, true);
+  EXPECT_FALSE(dumped.ok());
+  m.kfd.SetFaults({});
+  EXPECT_EQ(m.kfd.ProcessState(kCheckpointed).value(), SimKfdProcessState::kRunning);
+  EXPECT_EQ(*m.images->Open(KfdImageName(7)), nullptr);
+}
+
+}  // namespace
+}  // namespace vramflow
