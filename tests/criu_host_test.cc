@@ -5,6 +5,8 @@
 // every remapped mmap offset and which processes KFD resumed.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 
@@ -132,6 +134,31 @@ TEST(CriuHost, UnderStreamUpstreamPagesAndCorruptionToo) {
   run = RunHost(corrupt, "--gpus 2 --stream --corrupt-stream --expect-restore-failure");
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_TRUE(Has(run.output, "CRIU image streamer")) << run.output;
+}
+
+// Live migration: the dump streams VRAM to `vramflow recv` on one socket; the
+// restore listens on another and fills the GPUs as `vramflow send` delivers,
+// and the sender succeeds only once every BO is restored.
+TEST(CriuHost, VramCrossesTheNetworkBothWays) {
+  testing::TempDir dir;
+  testing::TempDir net;
+  const std::string vf = testing::VramflowBinary();
+  const std::string stored = net.File(VramStreamName(100, 0x1000));
+  const std::string script =
+      "(" + vf + " recv --listen unix:" + net.File("dump.sock") + " -o " + stored + " --accept-timeout 60 && " +
+      "for i in $(seq 600); do [ -S " + net.File("restore.sock") + " ] && break; sleep 0.05; done && " + vf +
+      " send " + stored + " unix:" + net.File("restore.sock") + " && touch " + net.File("sent") + ") > " +
+      net.File("net.log") + " 2>&1 &";
+  std::string out;
+  ASSERT_EQ(testing::RunCommand(script, &out), 0) << out;
+  HostRun run = RunHost(dir, "--gpus 1 --restore-target unix:" + net.File("restore.sock"),
+                        "VRAMFLOW_TARGET=unix:" + net.File("dump.sock"));
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("images/" + VramStreamName(100, 0x1000))));
+  for (int i = 0; i < 100 && !std::filesystem::exists(net.File("sent")); ++i) ::usleep(50000);
+  const std::vector<uint8_t> log = testing::ReadFileBytes(net.File("net.log"));
+  EXPECT_TRUE(std::filesystem::exists(net.File("sent"))) << std::string(log.begin(), log.end());
 }
 
 TEST(CriuHost, AMistypedCheckSwitchStopsTheRestore) {

@@ -86,6 +86,7 @@ struct HostOptions {
   bool truncate_stream = false;       // cut a VRAM stream short before restoring
   bool expect_restore_failure = false;
   bool stream = false;  // CRIU --stream: every image through an image streamer
+  std::string restore_target;  // VRAMFLOW_TARGET for the restore only (a migration's other end)
 };
 
 int Fail(const std::string& what) {
@@ -513,6 +514,7 @@ int Main(int argc, char** argv) {
   app.add_flag("--truncate-stream", o.truncate_stream, "cut a VRAM stream in half before restoring");
   app.add_flag("--expect-restore-failure", o.expect_restore_failure, "succeed only if the restore fails cleanly");
   app.add_flag("--stream", o.stream, "run CRIU with --stream: images through an image streamer, none on disk");
+  app.add_option("--restore-target", o.restore_target, "VRAMFLOW_TARGET for the restore (default: the dump's)");
   CLI11_PARSE(app, argc, argv);
   ::signal(SIGPIPE, SIG_IGN);  // a peer that went away is an error, not a death
   Result<uint64_t> size = ParseSize(bytes);
@@ -609,6 +611,7 @@ int Main(int argc, char** argv) {
   // criu restore, on the other machine
   ::setenv("VRAMFLOW_SIM_KFD", (*dst_server)->socket_path().c_str(), 1);
   ::setenv("VRAMFLOW_KFD_TOPOLOGY", dst_topology.c_str(), 1);
+  if (!o.restore_target.empty()) ::setenv("VRAMFLOW_TARGET", o.restore_target.c_str(), 1);
   const std::string report = o.work + "/restore-report.txt";
   fs::remove(report, ec);
   t0 = std::chrono::steady_clock::now();
