@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libtbb-dev libzstd-dev liblz4-dev libxxhash-dev libprotobuf-dev protobuf-compiler libdrm-dev
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libssl-dev
+  libcurl4-openssl-dev       # s3:// (libcurl, OpenSSL flavour)
   clang libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
   zstd lz4 time socat        # peer tools for benchmarks, /usr/bin/time for peak RSS
   iproute2                   # ip netns, veth and tc for the network tests and benchmark

@@ -151,7 +151,7 @@ TEST(UriTest, BadTcp) {
 
 TEST(UriTest, UnsupportedSchemes) {
   for (const std::string& uri :
-       std::vector<std::string>{"s3://b/k", "http://host/x", "https://h:443/", "TCPX://h:1", "file:///tmp/x"}) {
+       std::vector<std::string>{"gs://b/k", "http://host/x", "https://h:443/", "TCPX://h:1", "file:///tmp/x"}) {
     auto r = ParseEndpoint(uri);
     ASSERT_FALSE(r.ok()) << uri;
     EXPECT_EQ(r.status().code(), Status::Code::kNotSupported) << uri;
@@ -160,8 +160,9 @@ TEST(UriTest, UnsupportedSchemes) {
     EXPECT_NE(r.status().message().find("'" + uri + "'"), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("tcp://HOST:PORT"), std::string::npos) << r.status().message();
   }
-  EXPECT_EQ(ParseEndpoint("s3://b/k").status().message(),
-            "unsupported URI scheme 's3' in 's3://b/k' (supported: PATH, -, fd:N, unix:PATH, tcp://HOST:PORT)");
+  EXPECT_EQ(ParseEndpoint("gs://b/k").status().message(),
+            "unsupported URI scheme 'gs' in 'gs://b/k' (supported: PATH, -, fd:N, unix:PATH, tcp://HOST:PORT, "
+            "s3://BUCKET/KEY)");
 }
 
 }  // namespace

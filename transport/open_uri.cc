@@ -8,6 +8,8 @@
 
 #include "transport/net_sink.h"
 #include "transport/net_source.h"
+#include "transport/s3_sink.h"
+#include "transport/s3_source.h"
 #include "transport/uri.h"
 
 namespace vramflow {
@@ -37,6 +39,13 @@ class ReceivedSource final : public ByteSource {
 
 void ShareBudget(const std::string& uri, uint64_t* budget, TransportOptions* options) {
   Result<Endpoint> endpoint = ParseEndpoint(uri);
+  if (endpoint.ok() && endpoint->kind == Endpoint::Kind::kS3) {
+    uint64_t share = std::min<uint64_t>(*budget / 4, 256ull << 20);
+    share = std::max<uint64_t>(share, 2 * options->s3.limits.min_part_size);
+    options->s3.memory_budget = share;
+    *budget = *budget > share ? *budget - share : 0;
+    return;
+  }
   if (!endpoint.ok() || !endpoint->is_network()) return;
   NetOptions& net = options->net;
   uint64_t window = std::min<uint64_t>(*budget / 4, 64ull << 20);
@@ -55,6 +64,7 @@ Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const Transpo
     case Endpoint::Kind::kPath: return OpenFileSink(endpoint.path, options.file);
     case Endpoint::Kind::kUnix:
     case Endpoint::Kind::kTcp: return OpenNetSink(endpoint, options.net);
+    case Endpoint::Kind::kS3: return OpenS3Sink(endpoint.bucket, endpoint.key, options.s3);
   }
   return Status::Internal("unhandled endpoint kind");
 }
@@ -74,6 +84,7 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const Tra
       VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, receiver->Accept(options.accept_timeout));
       return std::unique_ptr<ByteSource>(new ReceivedSource(std::move(receiver), std::move(source)));
     }
+    case Endpoint::Kind::kS3: return OpenS3Source(endpoint.bucket, endpoint.key, options.s3);
   }
   return Status::Internal("unhandled endpoint kind");
 }

@@ -9,12 +9,14 @@
 #include "transport/byte_stream.h"
 #include "transport/fd_stream.h"
 #include "transport/net_options.h"
+#include "transport/s3_options.h"
 
 namespace vramflow {
 
 struct TransportOptions {
   FileSinkOptions file;  // paths
   NetOptions net;        // tcp:// and unix:
+  S3Options s3;          // s3://
   // Receiving: how long to wait for a sender to connect (negative: forever).
   std::chrono::milliseconds accept_timeout{-1};
   // Receiving: names the destination in messages to refused senders.
@@ -22,16 +24,18 @@ struct TransportOptions {
 };
 
 // PATH, -, fd:N: as fd_stream.h. tcp:// and unix:: a network sender
-// connected to a receiver there.
+// connected to a receiver there. s3://: a multipart upload (s3_sink.h).
 Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const TransportOptions& options);
 // PATH, -, fd:N: as fd_stream.h. tcp:// and unix:: listens there and returns
-// the first sender's stream.
+// the first sender's stream. s3://: parallel ranged GETs (s3_source.h).
 Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const TransportOptions& options);
 
 // When `uri` is a network address, gives its window (the unacknowledged
 // bytes a sender keeps, the reorder buffer of a receiver) a share of the
 // memory budget: a quarter, at most 64 MiB, at least two segments. The
-// pipeline keeps the rest, so one budget still covers every buffer.
+// pipeline keeps the rest, so one budget still covers every buffer. An
+// s3:// URI gets a quarter too, at most 256 MiB, at least two 5 MiB parts,
+// as its S3Options::memory_budget.
 void ShareBudget(const std::string& uri, uint64_t* budget, TransportOptions* options);
 
 }  // namespace vramflow

@@ -7,7 +7,7 @@
 namespace vramflow {
 namespace {
 
-constexpr const char* kSupported = "(supported: PATH, -, fd:N, unix:PATH, tcp://HOST:PORT)";
+constexpr const char* kSupported = "(supported: PATH, -, fd:N, unix:PATH, tcp://HOST:PORT, s3://BUCKET/KEY)";
 constexpr unsigned kMaxStreams = 64;
 
 Status Bad(const std::string& uri, const std::string& what) {
@@ -114,12 +114,34 @@ Status ParseTcp(const std::string& uri, std::string_view rest, Endpoint* endpoin
   return Status::Ok();
 }
 
+// s3://BUCKET/KEY. Bucket names follow S3's rules (3-63 of a-z 0-9 . -);
+// the key is any non-empty text. A query is refused, not silently kept in
+// the key.
+Status ParseS3(const std::string& uri, std::string_view rest, Endpoint* endpoint) {
+  size_t slash = rest.find('/');
+  std::string_view bucket = rest.substr(0, slash);
+  if (bucket.empty()) return Bad(uri, "missing bucket (write s3://BUCKET/KEY)");
+  if (bucket.size() < 3 || bucket.size() > 63) return Bad(uri, "an S3 bucket name has 3 to 63 characters");
+  for (char c : bucket)
+    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' ||
+          c == '-'))
+      return Bad(uri, "invalid character '" + std::string(1, c) + "' in the bucket name (allowed: a-z 0-9 . -)");
+  if (slash == std::string_view::npos || slash + 1 == rest.size())
+    return Bad(uri, "missing object key (write s3://BUCKET/KEY)");
+  std::string_view key = rest.substr(slash + 1);
+  if (key.find('?') != std::string_view::npos) return Bad(uri, "s3:// URIs take no query ('?') in the key");
+  endpoint->kind = Endpoint::Kind::kS3;
+  endpoint->bucket = std::string(bucket);
+  endpoint->key = std::string(key);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Endpoint> ParseEndpoint(const std::string& uri) {
   Endpoint endpoint;
   endpoint.uri = uri;
-  if (uri.empty()) return Status::InvalidArgument("empty URI (expected PATH, -, fd:N, unix:PATH or tcp://HOST:PORT)");
+  if (uri.empty()) return Status::InvalidArgument("empty URI (expected PATH, -, fd:N, unix:PATH, tcp://HOST:PORT or s3://BUCKET/KEY)");
   std::string_view view(uri);
 
   if (uri == "-") {
@@ -145,6 +167,10 @@ Result<Endpoint> ParseEndpoint(const std::string& uri) {
   std::string scheme = SchemeOf(uri);
   if (scheme == "tcp") {
     VF_RETURN_IF_ERROR(ParseTcp(uri, view.substr(6), &endpoint));
+    return endpoint;
+  }
+  if (scheme == "s3") {
+    VF_RETURN_IF_ERROR(ParseS3(uri, view.substr(5), &endpoint));
     return endpoint;
   }
   if (!scheme.empty())

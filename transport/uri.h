@@ -7,6 +7,7 @@
 //   unix:/PATH         a UNIX stream socket, vramflow's network protocol
 //   tcp://HOST:PORT    TCP, vramflow's network protocol; HOST may be a name,
 //                      an IPv4 address or a bracketed IPv6 address ([::1])
+//   s3://BUCKET/KEY    an S3 object (docs/S3.md); KEY may contain '/'
 //
 // Network URIs take query parameters: ?streams=N (parallel connections).
 // As a source, a network URI is the address to listen on.
@@ -20,13 +21,15 @@
 namespace vramflow {
 
 struct Endpoint {
-  enum class Kind { kPath, kStdio, kFd, kUnix, kTcp };
+  enum class Kind { kPath, kStdio, kFd, kUnix, kTcp, kS3 };
   Kind kind = Kind::kPath;
   std::string path;      // kPath, kUnix
   int fd = -1;           // kFd
   std::string host;      // kTcp, without brackets
   uint16_t port = 0;     // kTcp
   unsigned streams = 0;  // kTcp, kUnix: ?streams=N; 0 = the default
+  std::string bucket;    // kS3
+  std::string key;       // kS3, as given (not URI-decoded)
   std::string uri;       // as given, for messages
 
   bool is_network() const { return kind == Kind::kUnix || kind == Kind::kTcp; }

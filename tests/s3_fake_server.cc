@@ -1,0 +1,364 @@
+#include "tests/s3_fake_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstring>
+
+#include "transport/s3_signer.h"
+#include "transport/s3_xml.h"
+
+namespace vramflow::testing {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string UrlDecode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+bool SendAll(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+std::string ErrorXml(const std::string& code, const std::string& message) {
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>" + code + "</Code><Message>" + message +
+         "</Message></Error>";
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+struct FakeS3::HttpRequest {
+  std::string method;
+  std::string path;  // decoded, without the leading '/'
+  std::map<std::string, std::string> query;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  std::string Header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? "" : it->second;
+  }
+};
+
+struct FakeS3::Reply {
+  int status = 200;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::optional<Fault> fault;
+  size_t content_length_override = SIZE_MAX;  // HEAD: the object's size, without a body
+};
+
+FakeS3::FakeS3() {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  ::listen(listen_fd_, 64);
+  socklen_t len = sizeof addr;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+}
+
+FakeS3::~FakeS3() {
+  stop_ = true;
+  acceptor_.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int fd : connection_fds_) ::shutdown(fd, SHUT_RDWR);
+    threads.swap(connections_);
+  }
+  stopped_.notify_all();
+  for (std::thread& t : threads) t.join();
+  ::close(listen_fd_);
+}
+
+void FakeS3::AcceptLoop() {
+  while (!stop_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    connection_fds_.push_back(fd);
+    connections_.emplace_back([this, fd] { Serve(fd); });
+  }
+}
+
+void FakeS3::Arm(const std::string& op, Fault fault, int times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  faults_[op].emplace_back(fault, times);
+}
+
+void FakeS3::SetEmptyCompleteETag(bool empty) {
+  std::lock_guard<std::mutex> lock(mu_);
+  empty_complete_etag_ = empty;
+}
+
+std::optional<std::string> FakeS3::Object(const std::string& bucket_key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(bucket_key);
+  if (it == objects_.end()) return std::nullopt;
+  return it->second;
+}
+
+void FakeS3::PutObject(const std::string& bucket_key, std::string data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  objects_[bucket_key] = std::move(data);
+}
+
+int FakeS3::Count(const std::string& op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = counts_.find(op);
+  return it == counts_.end() ? 0 : it->second;
+}
+
+size_t FakeS3::OpenUploads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return uploads_.size();
+}
+
+std::vector<size_t> FakeS3::LastPartSizes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_part_sizes_;
+}
+
+std::string FakeS3::OpName(const HttpRequest& r) const {
+  bool upload_id = r.query.count("uploadId") > 0;
+  if (r.method == "POST" && r.query.count("uploads")) return "CreateMultipartUpload";
+  if (r.method == "PUT" && r.query.count("partNumber")) return "UploadPart";
+  if (r.method == "POST" && upload_id) return "CompleteMultipartUpload";
+  if (r.method == "DELETE" && upload_id) return "AbortMultipartUpload";
+  if (r.method == "PUT") return "PutObject";
+  if (r.method == "HEAD") return "HeadObject";
+  if (r.method == "GET" && r.query.count("list-type")) return "ListObjectsV2";
+  if (r.method == "GET") return "GetObject";
+  return "Unknown";
+}
+
+// Holds the connection open without replying until the server stops (the
+// client's stall timeout fires first and it closes its end).
+void FakeS3::Stall(int fd) {
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    int n = ::poll(&p, 1, 50);
+    if (stop_) return;
+    if (n > 0) {
+      char c;
+      if (::recv(fd, &c, 1, MSG_PEEK) <= 0) return;  // the client gave up
+    }
+  }
+}
+
+void FakeS3::Serve(int fd) {
+  std::string in;
+  char buf[64 * 1024];
+  for (;;) {
+    size_t end;
+    while ((end = in.find("\r\n\r\n")) == std::string::npos) {
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) goto done;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    HttpRequest r;
+    {
+      std::string head = in.substr(0, end);
+      in.erase(0, end + 4);
+      size_t line_end = head.find("\r\n");
+      std::string line = head.substr(0, line_end);
+      size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
+      r.method = line.substr(0, sp1);
+      std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+      size_t q = target.find('?');
+      r.path = UrlDecode(target.substr(1, q == std::string::npos ? std::string::npos : q - 1));
+      if (q != std::string::npos) {
+        std::string query = target.substr(q + 1);
+        size_t pos = 0;
+        while (pos <= query.size()) {
+          size_t amp = query.find('&', pos);
+          std::string kv = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+          size_t eq = kv.find('=');
+          r.query[UrlDecode(kv.substr(0, eq))] = eq == std::string::npos ? "" : UrlDecode(kv.substr(eq + 1));
+          if (amp == std::string::npos) break;
+          pos = amp + 1;
+        }
+      }
+      size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
+      while (pos < head.size()) {
+        size_t e = head.find("\r\n", pos);
+        if (e == std::string::npos) e = head.size();
+        std::string h = head.substr(pos, e - pos);
+        size_t colon = h.find(':');
+        if (colon != std::string::npos) {
+          size_t v = h.find_first_not_of(' ', colon + 1);
+          r.headers[Lower(h.substr(0, colon))] = v == std::string::npos ? "" : h.substr(v);
+        }
+        pos = e + 2;
+      }
+    }
+    size_t length = r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
+    while (in.size() < length) {
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) goto done;
+      in.append(buf, static_cast<size_t>(n));
+    }
+    r.body = in.substr(0, length);
+    in.erase(0, length);
+
+    int now = ++concurrent_;
+    for (int seen = max_concurrent_; now > seen && !max_concurrent_.compare_exchange_weak(seen, now);) {
+    }
+    Reply reply = Handle(r);
+    --concurrent_;
+    if (reply.fault == Fault::kCloseConnection) break;
+    if (reply.fault == Fault::kStall) {
+      Stall(fd);
+      break;
+    }
+    std::string out = "HTTP/1.1 " + std::to_string(reply.status) + " X\r\n";
+    size_t content_length =
+        reply.content_length_override != SIZE_MAX ? reply.content_length_override : reply.body.size();
+    out += "Content-Length: " + std::to_string(content_length) + "\r\n";
+    for (const auto& [k, v] : reply.headers) out += k + ": " + v + "\r\n";
+    out += "\r\n";
+    if (r.method != "HEAD") out += reply.body;
+    if (!SendAll(fd, out)) break;
+  }
+done:
+  std::lock_guard<std::mutex> lock(mu_);
+  ::close(fd);
+  for (int& f : connection_fds_)
+    if (f == fd) f = -1;
+}
+
+FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
+  std::string op = OpName(r);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counts_[op];
+  Reply reply;
+  for (const std::string& key : {op, std::string("*")}) {
+    auto& armed = faults_[key];
+    if (armed.empty()) continue;
+    Fault fault = armed.front().first;
+    if (--armed.front().second <= 0) armed.erase(armed.begin());
+    if (fault == Fault::kInternalError500) return Reply{500, ErrorXml("InternalError", "injected"), {}, {}};
+    if (fault == Fault::kSlowDown503) return Reply{503, ErrorXml("SlowDown", "Please reduce your request rate."), {}, {}};
+    reply.fault = fault;
+    return reply;
+  }
+
+  auto error = [](int status, const std::string& code) { return Reply{status, ErrorXml(code, code), {}, {}}; };
+  if (op == "CreateMultipartUpload") {
+    std::string id = "upload-" + std::to_string(next_upload_++);
+    uploads_[id] = Upload{r.path, {}};
+    reply.body = "<?xml version=\"1.0\"?><InitiateMultipartUploadResult><UploadId>" + id +
+                 "</UploadId></InitiateMultipartUploadResult>";
+    return reply;
+  }
+  if (op == "UploadPart" || op == "PutObject") {
+    std::string md5 = r.Header("content-md5");
+    if (!md5.empty() && md5 != s3::Md5Base64(Bytes(r.body))) return error(400, "BadDigest");
+    std::string etag = "\"" + s3::Md5Hex(Bytes(r.body)) + "\"";
+    if (op == "PutObject") {
+      objects_[r.path] = r.body;
+    } else {
+      auto it = uploads_.find(r.query.at("uploadId"));
+      if (it == uploads_.end()) return error(404, "NoSuchUpload");
+      it->second.parts[std::stoi(r.query.at("partNumber"))] = r.body;
+    }
+    reply.headers.emplace_back("ETag", etag);
+    return reply;
+  }
+  if (op == "CompleteMultipartUpload") {
+    auto it = uploads_.find(r.query.at("uploadId"));
+    if (it == uploads_.end()) return error(404, "NoSuchUpload");
+    std::vector<std::string> numbers = s3::XmlFields(r.body, "PartNumber");
+    std::vector<std::string> etags = s3::XmlFields(r.body, "ETag");
+    if (numbers.empty() || numbers.size() != etags.size()) return error(400, "MalformedXML");
+    std::string object;
+    std::vector<size_t> sizes;
+    for (size_t i = 0; i < numbers.size(); ++i) {
+      auto part = it->second.parts.find(std::stoi(numbers[i]));
+      if (part == it->second.parts.end() || etags[i] != "\"" + s3::Md5Hex(Bytes(part->second)) + "\"")
+        return error(400, "InvalidPart");
+      object += part->second;
+      sizes.push_back(part->second.size());
+    }
+    objects_[it->second.bucket_key] = object;
+    last_part_sizes_ = sizes;
+    uploads_.erase(it);
+    std::string etag = empty_complete_etag_ ? "" : "&quot;fake-" + std::to_string(numbers.size()) + "&quot;";
+    reply.body = "<?xml version=\"1.0\"?><CompleteMultipartUploadResult><ETag>" + etag +
+                 "</ETag></CompleteMultipartUploadResult>";
+    return reply;
+  }
+  if (op == "AbortMultipartUpload") {
+    if (uploads_.erase(r.query.at("uploadId")) == 0) return error(404, "NoSuchUpload");
+    reply.status = 204;
+    return reply;
+  }
+  if (op == "ListObjectsV2") {
+    std::string prefix = r.path + "/" + (r.query.count("prefix") ? r.query.at("prefix") : "");
+    reply.body = "<?xml version=\"1.0\"?><ListBucketResult>";
+    for (const auto& [k, v] : objects_)
+      if (k.rfind(prefix, 0) == 0) reply.body += "<Contents><Key>" + k.substr(r.path.size() + 1) + "</Key></Contents>";
+    reply.body += "</ListBucketResult>";
+    return reply;
+  }
+  auto it = objects_.find(r.path);
+  if (it == objects_.end()) return error(404, "NoSuchKey");
+  const std::string& data = it->second;
+  std::string etag = "\"" + s3::Md5Hex(Bytes(data)) + "\"";
+  reply.headers.emplace_back("ETag", etag);
+  if (op == "HeadObject") {
+    reply.content_length_override = data.size();
+    return reply;
+  }
+  std::string if_match = r.Header("if-match");
+  if (!if_match.empty() && if_match != etag) return error(412, "PreconditionFailed");
+  std::string range = r.Header("range");
+  if (range.empty()) {
+    reply.body = data;
+    return reply;
+  }
+  size_t dash = range.find('-');
+  uint64_t first = std::stoull(range.substr(6, dash - 6));
+  uint64_t last = std::stoull(range.substr(dash + 1));
+  if (first >= data.size() || last < first) return error(416, "InvalidRange");
+  last = std::min<uint64_t>(last, data.size() - 1);
+  reply.status = 206;
+  reply.body = data.substr(first, last - first + 1);
+  reply.headers.emplace_back("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string(last) + "/" +
+                                                  std::to_string(data.size()));
+  return reply;
+}
+
+}  // namespace vramflow::testing

@@ -1,0 +1,89 @@
+// FakeS3: a tiny in-process S3 on loopback for the s3:// transport tests.
+//
+// It speaks HTTP/1.1 with keep-alive and implements just what the sink and
+// source use: CreateMultipartUpload, UploadPart (checks Content-MD5),
+// CompleteMultipartUpload (checks part ETags), AbortMultipartUpload,
+// PutObject, HeadObject, GetObject with Range and If-Match, and
+// ListObjectsV2 keys. Objects live in memory under "bucket/key" (path-style
+// requests only). It does not check signatures. Faults are armed per
+// operation: the next N matching requests get a 500, a 503 SlowDown, a
+// closed connection, or a stall (no reply) until the connection is closed.
+// Thread-safe; destroying it stops every connection.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace vramflow::testing {
+
+class FakeS3 {
+ public:
+  enum class Fault { kInternalError500, kSlowDown503, kCloseConnection, kStall };
+
+  FakeS3();
+  ~FakeS3();
+  FakeS3(const FakeS3&) = delete;
+  FakeS3& operator=(const FakeS3&) = delete;
+
+  // "http://127.0.0.1:PORT".
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // The next `times` requests of operation `op` ("UploadPart", "GetObject",
+  // ..., or "*" for any) get `fault`.
+  void Arm(const std::string& op, Fault fault, int times);
+  // Complete replies with <ETag></ETag>, as Ceph RGW 16 does.
+  void SetEmptyCompleteETag(bool empty);
+
+  std::optional<std::string> Object(const std::string& bucket_key) const;
+  void PutObject(const std::string& bucket_key, std::string data);
+  // Requests seen per operation (faulted ones included).
+  int Count(const std::string& op) const;
+  // Multipart uploads created and neither completed nor aborted.
+  size_t OpenUploads() const;
+  // Part sizes (by part number) of the last completed multipart upload.
+  std::vector<size_t> LastPartSizes() const;
+  // The largest number of requests handled at the same time.
+  int MaxConcurrent() const { return max_concurrent_; }
+
+ private:
+  struct HttpRequest;
+  struct Reply;
+  struct Upload {
+    std::string bucket_key;
+    std::map<int, std::string> parts;
+  };
+
+  void AcceptLoop();
+  void Serve(int fd);
+  Reply Handle(const HttpRequest& request);
+  std::string OpName(const HttpRequest& request) const;
+  void Stall(int fd);
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+
+  mutable std::mutex mu_;
+  std::condition_variable stopped_;
+  std::vector<std::thread> connections_;          // GUARDED_BY(mu_)
+  std::vector<int> connection_fds_;               // GUARDED_BY(mu_)
+  std::map<std::string, std::string> objects_;    // GUARDED_BY(mu_)
+  std::map<std::string, Upload> uploads_;         // GUARDED_BY(mu_)
+  std::map<std::string, std::vector<std::pair<Fault, int>>> faults_;  // GUARDED_BY(mu_)
+  std::map<std::string, int> counts_;             // GUARDED_BY(mu_)
+  std::vector<size_t> last_part_sizes_;           // GUARDED_BY(mu_)
+  bool empty_complete_etag_ = false;              // GUARDED_BY(mu_)
+  int next_upload_ = 1;                           // GUARDED_BY(mu_)
+  std::atomic<int> concurrent_{0};
+  std::atomic<int> max_concurrent_{0};
+};
+
+}  // namespace vramflow::testing

@@ -1,0 +1,52 @@
+// Settings of the s3:// transport (TransportOptions::s3). Every field has a
+// default that works against AWS and a local Ceph RGW; tests shrink the
+// limits and timeouts.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace vramflow {
+
+// S3's multipart limits (docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html).
+// Injectable so a test can simulate them with small numbers.
+struct S3Limits {
+  uint64_t min_part_size = 5ull << 20;  // every part but the last
+  uint64_t max_part_size = 5ull << 30;
+  uint32_t max_parts = 10000;
+};
+
+struct S3Options {
+  // Upload: bytes of part buffers alive at once (the one being filled and
+  // those uploading). Parts in flight x part size <= memory_budget, except
+  // that one part is always allowed (see docs/S3.md, "Part sizes").
+  // Download: bytes of ranges fetched ahead.
+  uint64_t memory_budget = 64ull << 20;
+  // First part size; 0 = memory_budget / (concurrency + 1), at least
+  // limits.min_part_size. Parts grow from there (s3_part_plan.h).
+  uint64_t part_size = 0;
+  // Requests in flight at most (uploads or ranged GETs); 0 = 8.
+  unsigned concurrency = 0;
+  // Download range size (bytes per ranged GET).
+  uint64_t range_size = 8ull << 20;
+  // Overrides of the environment / ~/.aws settings (s3_config.h); empty =
+  // not overridden. addressing: "path" or "virtual".
+  std::string endpoint;
+  std::string region;
+  std::string addressing;
+  std::chrono::milliseconds connect_timeout{10000};
+  // A request that moves no byte for this long fails (and is retried).
+  std::chrono::milliseconds stall_timeout{30000};
+  // Attempts per request = retries + 1; waits double from backoff_base up
+  // to backoff_max, with random jitter (half to full wait).
+  unsigned retries = 5;
+  std::chrono::milliseconds backoff_base{200};
+  std::chrono::milliseconds backoff_max{10000};
+  S3Limits limits;
+  // Environment lookup (tests inject one); empty = ::getenv.
+  std::function<const char*(const char*)> getenv;
+};
+
+}  // namespace vramflow

@@ -1,0 +1,275 @@
+#include "transport/s3_sink.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <vector>
+
+#include "transport/s3_part_plan.h"
+#include "transport/s3_xml.h"
+
+namespace vramflow {
+namespace {
+
+using s3::Client;
+using s3::Request;
+using s3::Response;
+
+// A part on its way up: its future yields the part's ETag.
+struct InFlight {
+  uint32_t number;
+  uint64_t size;
+  std::future<Result<std::string>> etag;
+};
+
+// `s` with `note` appended to its message, same code.
+Status WithNote(const Status& s, const std::string& note) {
+  std::string m = s.message() + note;
+  switch (s.code()) {
+    case Status::Code::kTimedOut: return Status::TimedOut(m);
+    case Status::Code::kCancelled: return Status::Cancelled(m);
+    case Status::Code::kInvalidArgument: return Status::InvalidArgument(m);
+    case Status::Code::kInternal: return Status::Internal(m);
+    default: return Status::IoError(m);
+  }
+}
+
+std::string Range(uint64_t offset, uint64_t size) {
+  return "bytes " + std::to_string(offset) + "-" + std::to_string(offset + size - 1);
+}
+
+class S3Sink final : public ByteSink {
+ public:
+  S3Sink(std::shared_ptr<Client> client, std::string key, const S3Options& options)
+      : client_(std::move(client)),
+        key_(std::move(key)),
+        plan_(s3::FirstPartSize(options), options.limits),
+        budget_(options.memory_budget),
+        concurrency_(s3::Concurrency(options)) {}
+
+  ~S3Sink() override {
+    if (committed_) return;
+    cancel_ = true;  // stops parts in flight at their next progress tick
+    Drain();
+    if (!upload_id_.empty()) (void)Abort();  // best effort: nothing else to do in a destructor
+  }
+
+  Status Write(std::span<const uint8_t> data) override {
+    if (!failed_.ok()) return failed_;
+    if (committed_) return Status::Internal(Describe() + ": Write after Commit");
+    while (!data.empty()) {
+      if (buffer_.capacity() == 0) VF_RETURN_IF_ERROR(Fail(StartBuffer()));
+      size_t room = static_cast<size_t>(part_size_ - buffer_.size());
+      size_t n = std::min(room, data.size());
+      buffer_.insert(buffer_.end(), data.begin(), data.begin() + static_cast<ptrdiff_t>(n));
+      data = data.subspan(n);
+      if (buffer_.size() == part_size_) VF_RETURN_IF_ERROR(Fail(SendPart()));
+    }
+    return Status::Ok();
+  }
+
+  Status Commit() override {
+    if (!failed_.ok()) return failed_;
+    if (committed_) return Status::Ok();
+    if (upload_id_.empty()) {
+      VF_RETURN_IF_ERROR(Fail(PutWhole()));
+    } else {
+      if (!buffer_.empty()) VF_RETURN_IF_ERROR(Fail(SendPart()));
+      VF_RETURN_IF_ERROR(Fail(Collect(true)));
+      VF_RETURN_IF_ERROR(Fail(Complete()));
+    }
+    committed_ = true;
+    return Status::Ok();
+  }
+
+  std::string Describe() const override { return client_->Uri(key_); }
+
+ private:
+  // Records the first error, stops and aborts the upload; returns the error.
+  Status Fail(Status status) {
+    if (status.ok()) return status;
+    cancel_ = true;
+    Drain();
+    std::string note;
+    if (!upload_id_.empty()) {
+      Status aborted = Abort();
+      note = aborted.ok() ? " (multipart upload aborted)" : " (aborting the upload failed too: " + aborted.message() + ")";
+      upload_id_.clear();
+    }
+    failed_ = WithNote(status, note);
+    return failed_;
+  }
+
+  // Allocates the next part's buffer once the parts in flight leave room
+  // for it in the budget (or none is in flight).
+  Status StartBuffer() {
+    if (next_part_ > plan_.max_parts())
+      return Status::IoError(Describe() + ": the stream exceeds S3's " + std::to_string(plan_.max_parts()) +
+                             " parts (" + std::to_string(position_) + " bytes so far)");
+    part_size_ = plan_.PartSize(next_part_);
+    while (!in_flight_.empty() && in_flight_bytes_ + part_size_ > budget_) VF_RETURN_IF_ERROR(CollectOldest());
+    buffer_.reserve(static_cast<size_t>(part_size_));
+    return Status::Ok();
+  }
+
+  Status SendPart() {
+    if (upload_id_.empty()) VF_RETURN_IF_ERROR(Create());
+    while (in_flight_.size() >= concurrency_) VF_RETURN_IF_ERROR(CollectOldest());
+    VF_RETURN_IF_ERROR(Collect(false));  // notice a failed part early
+    uint32_t number = next_part_++;
+    uint64_t size = buffer_.size();
+    std::string what = "UploadPart " + std::to_string(number) + " (" + Range(position_, size) + ")";
+    position_ += size;
+    in_flight_bytes_ += size;
+    in_flight_.push_back(InFlight{
+        number, size,
+        std::async(std::launch::async,
+                   [client = client_, key = key_, id = upload_id_, number, what, cancel = &cancel_,
+                    data = std::move(buffer_)]() -> Result<std::string> {
+                     Request r;
+                     r.method = "PUT";
+                     r.key = key;
+                     r.query = {{"partNumber", std::to_string(number)}, {"uploadId", id}};
+                     r.headers = {{"Content-MD5", s3::Md5Base64(data)}};
+                     r.body = data;
+                     r.what = what;
+                     VF_ASSIGN_OR_RETURN(Response response, client->Send(r, cancel));
+                     std::string etag = response.Header("etag");
+                     if (etag.empty()) return Status::IoError(client->Uri(key) + ": " + what + ": reply has no ETag");
+                     return etag;
+                   })});
+    buffer_ = std::vector<uint8_t>();
+    return Status::Ok();
+  }
+
+  Status CollectOldest() {
+    InFlight part = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    Result<std::string> etag = part.etag.get();
+    in_flight_bytes_ -= part.size;
+    if (!etag.ok()) return etag.status();
+    etags_.resize(std::max<size_t>(etags_.size(), part.number));
+    etags_[part.number - 1] = *etag;
+    return Status::Ok();
+  }
+
+  // Collects every part in flight (`all`), or only those finished at the
+  // front of the queue; returns the first part's error.
+  Status Collect(bool all) {
+    while (!in_flight_.empty()) {
+      bool ready = in_flight_.front().etag.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      if (!all && !ready) return Status::Ok();
+      VF_RETURN_IF_ERROR(CollectOldest());
+    }
+    return Status::Ok();
+  }
+
+  // Waits for every part in flight, ignoring their outcome (failure path).
+  void Drain() {
+    for (InFlight& part : in_flight_) (void)part.etag.get();  // outcome already superseded by the first error
+    in_flight_.clear();
+    in_flight_bytes_ = 0;
+  }
+
+  Status Create() {
+    Request r;
+    r.method = "POST";
+    r.key = key_;
+    r.query = {{"uploads", ""}};
+    r.what = "CreateMultipartUpload";
+    VF_ASSIGN_OR_RETURN(Response response, client_->Send(r, &cancel_));
+    std::optional<std::string> id = s3::XmlField(response.body, "UploadId");
+    if (!id || id->empty()) return Status::IoError(Describe() + ": CreateMultipartUpload reply has no UploadId");
+    upload_id_ = *id;
+    return Status::Ok();
+  }
+
+  Status PutWhole() {
+    Request r;
+    r.method = "PUT";
+    r.key = key_;
+    r.headers = {{"Content-MD5", s3::Md5Base64(buffer_)}};
+    r.body = buffer_;
+    r.what = "PutObject (" + std::to_string(buffer_.size()) + " bytes)";
+    VF_RETURN_IF_ERROR(client_->Send(r, &cancel_).status());
+    position_ = buffer_.size();
+    buffer_ = std::vector<uint8_t>();
+    return Status::Ok();
+  }
+
+  Status Complete() {
+    std::string body = "<CompleteMultipartUpload>";
+    for (size_t i = 0; i < etags_.size(); ++i)
+      body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + s3::XmlEscape(etags_[i]) +
+              "</ETag></Part>";
+    body += "</CompleteMultipartUpload>";
+    Request r;
+    r.method = "POST";
+    r.key = key_;
+    r.query = {{"uploadId", upload_id_}};
+    r.body = std::span(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    r.error_in_ok_body = true;
+    r.what = "CompleteMultipartUpload (" + std::to_string(etags_.size()) + " parts)";
+    VF_ASSIGN_OR_RETURN(Response response, client_->Send(r, &cancel_));
+    std::string etag = s3::XmlField(response.body, "ETag").value_or("");
+    if (!etag.empty()) return Status::Ok();
+    // Ceph RGW 16 answers the first Complete with <ETag></ETag>: confirm
+    // that the object is there, whole, before calling it committed.
+    Request head;
+    head.method = "HEAD";
+    head.key = key_;
+    head.what = "HeadObject (Complete returned no ETag)";
+    VF_ASSIGN_OR_RETURN(Response confirm, client_->Send(head, &cancel_));
+    std::string length = confirm.Header("content-length");
+    if (length != std::to_string(position_))
+      return Status::IoError(Describe() + ": CompleteMultipartUpload returned no ETag and HEAD shows " +
+                             (length.empty() ? "no size" : length + " bytes") + ", not the " +
+                             std::to_string(position_) + " written");
+    return Status::Ok();
+  }
+
+  Status Abort() {
+    Request r;
+    r.method = "DELETE";
+    r.key = key_;
+    r.query = {{"uploadId", upload_id_}};
+    r.what = "AbortMultipartUpload";
+    Result<Response> response = client_->Send(r);  // not cancellable: it is the cleanup
+    return response.status();
+  }
+
+  std::shared_ptr<Client> client_;
+  std::string key_;
+  s3::PartPlan plan_;
+  uint64_t budget_;
+  unsigned concurrency_;
+  std::atomic<bool> cancel_{false};
+
+  std::string upload_id_;  // "" until the first part is full
+  std::vector<uint8_t> buffer_;
+  uint64_t part_size_ = 0;  // of the part in buffer_
+  uint32_t next_part_ = 1;
+  uint64_t position_ = 0;  // stream bytes handed to parts (or the PUT)
+  std::deque<InFlight> in_flight_;
+  uint64_t in_flight_bytes_ = 0;
+  std::vector<std::string> etags_;  // by part number - 1
+  Status failed_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<ByteSink> NewS3Sink(std::shared_ptr<s3::Client> client, const std::string& key,
+                                    const S3Options& options) {
+  return std::make_unique<S3Sink>(std::move(client), key, options);
+}
+
+Result<std::unique_ptr<ByteSink>> OpenS3Sink(const std::string& bucket, const std::string& key,
+                                             const S3Options& options) {
+  VF_ASSIGN_OR_RETURN(s3::Config config, s3::LoadConfig(options));
+  return NewS3Sink(std::make_shared<s3::Client>(std::move(config), options, bucket), key, options);
+}
+
+}  // namespace vramflow
