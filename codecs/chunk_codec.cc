@@ -87,11 +87,12 @@ size_t ChunkEncoder::MaxPayloadSize(size_t raw_size) {
   return std::max({whole, group2, group4});
 }
 
-Status ChunkEncoder::EncodeInto(std::span<const uint8_t> raw, std::span<uint8_t> payload_buffer, EncodedChunk* out) {
+Status ChunkEncoder::EncodeInto(std::span<const uint8_t> raw, std::span<uint8_t> payload_buffer, EncodedChunk* out,
+                                std::optional<uint64_t> known_raw_hash) {
   if (payload_buffer.size() < MaxPayloadSize(raw.size()))
     return Status::Internal("EncodeInto: payload buffer smaller than MaxPayloadSize");
   external_ = payload_buffer;
-  Status s = Encode(raw, out);
+  Status s = EncodeChunk(raw, known_raw_hash, out);
   external_ = {};
   return s;
 }
@@ -103,12 +104,17 @@ std::span<uint8_t> ChunkEncoder::Output(size_t size) {
 }
 
 Status ChunkEncoder::Encode(std::span<const uint8_t> raw, EncodedChunk* out) {
+  return EncodeChunk(raw, std::nullopt, out);
+}
+
+Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uint64_t> known_raw_hash,
+                                 EncodedChunk* out) {
   *out = EncodedChunk{};
   if (options_.detect_zero_runs && !raw.empty() && IsAllZero(raw)) {
     out->zero_run = true;
     return Status::Ok();
   }
-  out->raw_hash = Hash64(raw.data(), raw.size());
+  out->raw_hash = known_raw_hash ? *known_raw_hash : Hash64(raw.data(), raw.size());
   out->payload = raw;  // stored raw unless something below does better
   if (options_.codec == CodecChoice::kRaw || raw.empty()) return Status::Ok();
 

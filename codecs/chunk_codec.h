@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -68,7 +69,10 @@ class ChunkEncoder {
   // Like Encode, but an encoded payload is written into `payload_buffer`,
   // which must hold MaxPayloadSize(raw.size()) bytes (a raw payload still
   // points at `raw`). The encoder then keeps only MemoryBytes() of its own.
-  Status EncodeInto(std::span<const uint8_t> raw, std::span<uint8_t> payload_buffer, EncodedChunk* out);
+  // `known_raw_hash`, when given, is the caller's Hash64 of `raw` (the dump
+  // graph has it from HashChunk), and saves the encoder a pass over the chunk.
+  Status EncodeInto(std::span<const uint8_t> raw, std::span<uint8_t> payload_buffer, EncodedChunk* out,
+                    std::optional<uint64_t> known_raw_hash = std::nullopt);
   const EncoderOptions& options() const { return options_; }
 
   static size_t MaxPayloadSize(size_t raw_size);
@@ -79,6 +83,7 @@ class ChunkEncoder {
   }
 
  private:
+  Status EncodeChunk(std::span<const uint8_t> raw, std::optional<uint64_t> known_raw_hash, EncodedChunk* out);
   Status EncodeWhole(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out);
   Status EncodePlanar(unsigned word, const CodecId* plane_codecs, std::span<const uint8_t> raw, EncodedChunk* out);
   std::span<uint8_t> Output(size_t size);

@@ -13,6 +13,14 @@ Hash128 HashContent128(const void* data, size_t size) {
   return Hash128{h.low64, h.high64};
 }
 
+ChunkHashes HashChunk(const void* data, size_t size) {
+  constexpr size_t kSharedAbove = 240;  // XXH3's "long input" path
+  ChunkHashes h;
+  h.content = HashContent128(data, size);
+  h.hash64 = size > kSharedAbove ? h.content.low : Hash64(data, size);
+  return h;
+}
+
 uint32_t HeaderChecksum(const void* data, size_t size) {
   return static_cast<uint32_t>(XXH3_64bits(data, size));
 }

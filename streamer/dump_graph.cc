@@ -36,6 +36,7 @@ struct DumpJob {
   bool zero = false;
   bool duplicate = false;
   Hash128 content;
+  std::optional<uint64_t> raw_hash;  // from HashChunk, when dedup hashed the chunk
   uint32_t ref_source = 0;
   uint64_t ref_offset = 0;
   EncodedChunk encoded;
@@ -210,7 +211,11 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
       if (job.kind != DumpJob::kChunk || errors.failed()) return job;
       std::span<const uint8_t> data(pool->slot(job.slot).staging.data(), job.size);
       job.zero = options.encoder.detect_zero_runs && IsAllZero(data);
-      if (!job.zero && options.dedup) job.content = HashContent128(data.data(), data.size());
+      if (!job.zero && options.dedup) {
+        ChunkHashes h = HashChunk(data.data(), data.size());  // one pass: dedup key and frame hash
+        job.content = h.content;
+        job.raw_hash = h.hash64;
+      }
       return job;
     });
     flow::sequencer_node<DumpJob> order_for_dedup(g, [](const DumpJob& job) { return job.seq; });
@@ -235,10 +240,10 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
       if (job.zero) {
         job.encoded.zero_run = true;
       } else if (job.duplicate) {
-        job.encoded.raw_hash = Hash64(data.data(), data.size());
+        job.encoded.raw_hash = job.raw_hash ? *job.raw_hash : Hash64(data.data(), data.size());
       } else {
         Status s = encoders.local().EncodeInto(data, std::span<uint8_t>(slot.payload.data(), slot.payload.size()),
-                                               &job.encoded);
+                                               &job.encoded, job.raw_hash);
         if (!s.ok()) errors.Set(s.WithContext("encoding " + Where(sources[job.source], job)));
       }
       return job;
