@@ -17,7 +17,7 @@ readonly BUCKET=vramflow-test
 readonly REGION=us-east-1
 readonly POOLS=(.rgw.root default.rgw.log default.rgw.control default.rgw.meta
                 default.rgw.buckets.index default.rgw.buckets.non-ec default.rgw.buckets.data)
-readonly BINARIES=(ceph ceph-authtool monmaptool ceph-mon ceph-osd radosgw radosgw-admin curl uuidgen)
+readonly BINARIES=(ceph ceph-authtool monmaptool ceph-mon ceph-osd radosgw radosgw-admin curl)
 
 usage() { echo "usage: $0 start DIR [PORT] | stop DIR | fixture DIR" >&2; exit 2; }
 log() { echo "rgw: $*" >&2; }
@@ -165,7 +165,7 @@ do_start() {
 
   t0=$SECONDS
   mkdir -p "$D/run" "$D/log" "$D/mon.a" "$D/osd.0" "$D/rgw.a"
-  fsid=$(uuidgen)
+  fsid=$(cat /proc/sys/kernel/random/uuid)
   monport=$(free_port)
   port=${port_arg:-$(free_port)}
   answers "$port" && fail "port $port already answers HTTP"
@@ -191,7 +191,7 @@ do_start() {
   # OSD on bluestore, in a sparse file DIR/osd.0/block.
   local key uuid id
   key=$(ceph-authtool --gen-print-key)
-  uuid=$(uuidgen)
+  uuid=$(cat /proc/sys/kernel/random/uuid)
   printf '{"cephx_secret": "%s"}\n' "$key" >"$D/osd.0/new.json"
   id=$(cephc osd new "$uuid" -i "$D/osd.0/new.json" 2>>"$D/log/setup.log") ||
     fail "ceph osd new" setup.log mon.a.log
