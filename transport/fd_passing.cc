@@ -9,51 +9,15 @@
 #include <cstring>
 #include <optional>
 
+#include "transport/deadline.h"
+
 namespace vramflow {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // Room for the most fds one message carries.
 constexpr size_t kControlBytes = CMSG_SPACE(kMaxFdsPerMessage * sizeof(int));
-
-std::string Seconds(milliseconds timeout) {
-  return std::to_string(timeout.count() / 1000) + "." + std::to_string(timeout.count() % 1000 / 100) + " s";
-}
-
-// A point in time `timeout` from now; a negative timeout never expires.
-class Deadline {
- public:
-  explicit Deadline(milliseconds timeout) : infinite_(timeout.count() < 0) {
-    end_ = Clock::now() + std::min<milliseconds>(timeout, std::chrono::hours(24 * 365));
-  }
-  int PollMs() const {
-    if (infinite_) return -1;
-    auto left = std::chrono::ceil<milliseconds>(end_ - Clock::now()).count();
-    return static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX));
-  }
-  bool Expired() const { return !infinite_ && Clock::now() >= end_; }
-
- private:
-  bool infinite_;
-  Clock::time_point end_;
-};
-
-// Waits for `events` on `fd` (or an error, which the next call reports).
-// False when the deadline passed first.
-Result<bool> WaitFor(int fd, short events, const Deadline& deadline, const std::string& what) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, deadline.PollMs());
-    if (r > 0) return true;
-    if (r == 0) {
-      if (deadline.Expired()) return false;
-      continue;  // woke a little early (rounding)
-    }
-    if (errno != EINTR) return Status::FromErrno(what + ": poll", errno);
-  }
-}
 
 // Moves the fds of every SCM_RIGHTS message in `msg` to *out.
 void TakeFds(msghdr* msg, std::vector<UniqueFd>* out) {
@@ -107,7 +71,7 @@ Status SendWithFds(int socket, std::span<const uint8_t> data, std::span<const in
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return Status::FromErrno(what, errno);
     if (!deadline) deadline.emplace(timeout);
     VF_ASSIGN_OR_RETURN(bool ready, WaitFor(socket, POLLOUT, *deadline, what));
-    if (!ready) return Status::TimedOut(what + ": peer accepted no data for " + Seconds(timeout) + " (stopped reading?)");
+    if (!ready) return Status::TimedOut(what + ": peer accepted no data for " + FormatSeconds(timeout) + " (stopped reading?)");
   }
   return Status::Ok();
 }
@@ -148,7 +112,7 @@ Status RecvWithFds(int socket, std::span<uint8_t> data, std::vector<UniqueFd>* f
     if (!ready) {
       std::string progress =
           done > 0 ? " (after " + std::to_string(done) + " of " + std::to_string(data.size()) + " bytes)" : "";
-      return Status::TimedOut(what + ": nothing received for " + Seconds(timeout) + progress);
+      return Status::TimedOut(what + ": nothing received for " + FormatSeconds(timeout) + progress);
     }
   }
   return Status::Ok();

@@ -22,57 +22,14 @@
 #include <thread>
 #include <utility>
 
+#include "transport/deadline.h"
+
 namespace vramflow {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr int kListenBacklog = 64;
-
-// "30 s", "0.5 s": seconds with at most one decimal, for messages.
-std::string FormatSeconds(milliseconds timeout) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f", static_cast<double>(timeout.count()) / 1000.0);
-  std::string s(text);
-  if (s.ends_with(".0")) s.resize(s.size() - 2);
-  return s + " s";
-}
-
-// A point in time `timeout` from now; a negative timeout never expires.
-class Deadline {
- public:
-  explicit Deadline(milliseconds timeout) : infinite_(timeout.count() < 0) {
-    // Clamp so that adding to now() cannot overflow the clock's representation.
-    end_ = Clock::now() + std::min<milliseconds>(timeout, std::chrono::hours(24 * 365));
-  }
-  // The wait for poll(): -1 when infinite, else the remaining milliseconds rounded up.
-  int PollMs() const {
-    if (infinite_) return -1;
-    auto left = std::chrono::ceil<milliseconds>(end_ - Clock::now()).count();
-    return static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX));
-  }
-  bool Expired() const { return !infinite_ && Clock::now() >= end_; }
-
- private:
-  bool infinite_;
-  Clock::time_point end_;
-};
-
-// Waits until `fd` reports one of `events` (or an error/hangup, which the next
-// send/recv turns into a proper error). False when the deadline passed first.
-Result<bool> WaitFor(int fd, short events, const Deadline& deadline, const std::string& what) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, deadline.PollMs());
-    if (r > 0) return true;
-    if (r == 0) {
-      if (deadline.Expired()) return false;
-      continue;  // woke up a little early (rounding): wait out the rest
-    }
-    if (errno != EINTR) return Status::FromErrno(what + ": poll", errno);
-  }
-}
 
 void SetInt(int fd, int level, int option, int value) {
   // Tuning is best effort: a kernel that refuses an option still moves bytes.
