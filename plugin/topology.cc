@@ -139,11 +139,7 @@ Result<std::vector<uint32_t>> ListNumbered(const std::string& root, const std::s
 
 // The `properties` keys that fill KfdNode's 32-bit fields, by the kernel's
 // names (which are also the proto's).
-struct NodeKey {
-  const char* key;
-  uint32_t KfdNode::*field;
-};
-constexpr NodeKey kNodeKeys[] = {
+constexpr KfdNodeProperty kNodeKeys[] = {
     {"cpu_cores_count", &KfdNode::cpu_cores_count},
     {"simd_count", &KfdNode::simd_count},
     {"mem_banks_count", &KfdNode::mem_banks_count},
@@ -175,7 +171,7 @@ constexpr NodeKey kNodeKeys[] = {
 Status ParseNodeProperties(const std::string& root, const std::string& dir, KfdNode* node) {
   PropertyFile props;
   VF_RETURN_IF_ERROR(props.Load(root, dir + "/properties"));
-  for (const NodeKey& k : kNodeKeys) VF_RETURN_IF_ERROR(props.Get(k.key, &(node->*k.field)));
+  for (const KfdNodeProperty& k : kNodeKeys) VF_RETURN_IF_ERROR(props.Get(k.key, &(node->*k.field)));
   return props.Get("hive_id", &node->hive_id);
 }
 
@@ -287,6 +283,8 @@ std::optional<uint32_t> Topology::NumaNode(const KfdNode& node) const {
   if (best == nullptr) return std::nullopt;
   return best->node_to_id;
 }
+
+std::span<const KfdNodeProperty> KfdNodeProperties() { return kNodeKeys; }
 
 Result<Topology> ParseTopology(const std::string& root) {
   const std::string context = "KFD topology at " + root;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,15 @@ struct Topology {
   // without its CPU nodes). A CPU node is its own NUMA node.
   std::optional<uint32_t> NumaNode(const KfdNode& node) const;
 };
+
+// The `properties` keys of KfdNode's 32-bit fields, by the kernel's names
+// (also the proto's): what ParseTopology reads, and what a simulated KFD
+// writes.
+struct KfdNodeProperty {
+  const char* key;
+  uint32_t KfdNode::*field;
+};
+std::span<const KfdNodeProperty> KfdNodeProperties();
 
 // Reads the topology under `root` (a directory holding nodes/). Nodes whose
 // gpu_id is missing or unreadable (EPERM: hidden from this process by the

@@ -173,39 +173,6 @@ Topology BuildTopology(const SimKfdOptions& o) {
   return t;
 }
 
-// The properties keys of KfdNode's 32-bit fields, by the kernel's names.
-struct NodeKey {
-  const char* key;
-  uint32_t KfdNode::*field;
-};
-constexpr NodeKey kNodeKeys[] = {
-    {"cpu_cores_count", &KfdNode::cpu_cores_count},
-    {"simd_count", &KfdNode::simd_count},
-    {"mem_banks_count", &KfdNode::mem_banks_count},
-    {"caches_count", &KfdNode::caches_count},
-    {"io_links_count", &KfdNode::io_links_count},
-    {"max_waves_per_simd", &KfdNode::max_waves_per_simd},
-    {"lds_size_in_kb", &KfdNode::lds_size_in_kb},
-    {"gds_size_in_kb", &KfdNode::gds_size_in_kb},
-    {"num_gws", &KfdNode::num_gws},
-    {"wave_front_size", &KfdNode::wave_front_size},
-    {"array_count", &KfdNode::array_count},
-    {"simd_arrays_per_engine", &KfdNode::simd_arrays_per_engine},
-    {"cu_per_simd_array", &KfdNode::cu_per_simd_array},
-    {"simd_per_cu", &KfdNode::simd_per_cu},
-    {"max_slots_scratch_cu", &KfdNode::max_slots_scratch_cu},
-    {"vendor_id", &KfdNode::vendor_id},
-    {"device_id", &KfdNode::device_id},
-    {"domain", &KfdNode::domain},
-    {"drm_render_minor", &KfdNode::drm_render_minor},
-    {"num_sdma_engines", &KfdNode::num_sdma_engines},
-    {"num_sdma_xgmi_engines", &KfdNode::num_sdma_xgmi_engines},
-    {"num_sdma_queues_per_engine", &KfdNode::num_sdma_queues_per_engine},
-    {"num_cp_queues", &KfdNode::num_cp_queues},
-    {"fw_version", &KfdNode::fw_version},
-    {"capability", &KfdNode::capability},
-    {"sdma_fw_version", &KfdNode::sdma_fw_version},
-};
 
 Status WriteText(const std::filesystem::path& path, const std::string& text) {
   std::error_code ec;
@@ -222,7 +189,7 @@ Status WriteNode(const std::filesystem::path& root, const KfdNode& n) {
   const std::filesystem::path dir = root / "nodes" / std::to_string(n.node_id);
   VF_RETURN_IF_ERROR(WriteText(dir / "gpu_id", std::to_string(n.gpu_id) + "\n"));
   std::string props;
-  for (const NodeKey& k : kNodeKeys) props += std::string(k.key) + " " + std::to_string(n.*k.field) + "\n";
+  for (const KfdNodeProperty& k : KfdNodeProperties()) props += std::string(k.key) + " " + std::to_string(n.*k.field) + "\n";
   props += "hive_id " + std::to_string(n.hive_id) + "\n";
   // Keys vramflow does not read, as the kernel prints them.
   props += "gfx_target_version " + std::string(n.is_gpu() ? "90010" : "0") + "\n";
