@@ -8,7 +8,7 @@
 //
 //   size(n) = min(max_part_size, first << ((n - 1) / group))   n = 1, 2, ...
 //
-// From the smallest first part (5 MiB), 10,000 parts hold about 21.7 TiB
+// From the smallest first part (5 MiB), 10,000 parts hold about 21.4 TiB
 // (11 doublings reach 5 GiB, the cap), beyond the 5 TiB that S3-compatible
 // stores allow for an object. A short stream still uses small parts.
 #pragma once
