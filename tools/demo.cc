@@ -23,6 +23,11 @@ bool IsLocalFile(const std::string& uri) {
   return endpoint.ok() && endpoint->kind == Endpoint::Kind::kPath;
 }
 
+bool IsS3(const std::string& uri) {
+  Result<Endpoint> endpoint = ParseEndpoint(uri);
+  return endpoint.ok() && endpoint->kind == Endpoint::Kind::kS3;
+}
+
 // The receiving half of a live migration: fresh simulated GPUs of the same
 // layout, filled from the network as frames arrive, then checked.
 Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& device_options, std::ostream& out,
@@ -103,9 +108,10 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
       if (remove) ::unlink(path.c_str());
     }
   } remove_temp{path, options.destination.empty()};
-  // A file is restored here; anything else (a receiver, a pipe) is the
-  // other side's to restore.
-  const bool restore_here = options.destination.empty() || IsLocalFile(options.destination);
+  // A file or an S3 object (read back from the store) is restored here;
+  // anything else (a receiver, a pipe) is the other side's to restore.
+  const bool restore_here =
+      options.destination.empty() || IsLocalFile(options.destination) || IsS3(options.destination);
 
   // Dump.
   PipelineOptions pipeline = options.pipeline;
@@ -113,18 +119,19 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   PipelineStats dump;
   {
     VF_ASSIGN_OR_RETURN(std::vector<DumpSource> sources, original.DumpSources());
+    PipelineOptions run = pipeline;  // less the transport's share (S3 part buffers, a send window)
     TransportOptions transport = options.transport;
     transport.file.overwrite = true;
-    ShareBudget(path, &pipeline.max_memory, &transport);
+    ShareBudget(path, &run.max_memory, &transport);
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(path, transport));
     ProgressBar bar(restore_here ? "dump" : "send", original.total_bytes(), options.progress);
-    pipeline.progress = [&](uint64_t done) { bar.Update(done); };
+    run.progress = [&](uint64_t done) { bar.Update(done); };
     RssAnonSampler rss;
     Stopwatch delivered;
-    VF_RETURN_IF_ERROR(RunDump(sources, sink.get(), pipeline, &dump).WithContext("dump"));
+    VF_RETURN_IF_ERROR(RunDump(sources, sink.get(), run, &dump).WithContext("dump"));
     VF_RETURN_IF_ERROR(sink->Commit());
-    // Sent elsewhere, the dump is done when the receiver has everything.
-    if (!restore_here) dump.seconds = delivered.Seconds();
+    // Sent elsewhere or uploaded, the dump is done when the receiver or the store has everything.
+    if (!IsLocalFile(path)) dump.seconds = delivered.Seconds();
     bar.Update(dump.raw_bytes);
     report->dump_peak_anon = rss.peak_bytes();
   }
@@ -134,12 +141,17 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   PipelineStats restore;
   if (restore_here) {
     VF_RETURN_IF_ERROR(restored.Allocate(layout));
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(path));
+    // An S3 object is read back (parallel ranged GETs within a share of the budget).
+    PipelineOptions run = pipeline;
+    TransportOptions transport = options.transport;
+    ShareBudget(path, &run.max_memory, &transport);
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source,
+                        IsS3(path) ? OpenSource(path, transport) : OpenFileSource(path));
     ProgressBar bar("restore", original.total_bytes(), options.progress);
-    pipeline.progress = [&](uint64_t done) { bar.Update(done); };
+    run.progress = [&](uint64_t done) { bar.Update(done); };
     RssAnonSampler rss;
     VF_RETURN_IF_ERROR(
-        RunRestore(source.get(), restored.devices(), restored.Resolver(), pipeline, &restore).WithContext("restore"));
+        RunRestore(source.get(), restored.devices(), restored.Resolver(), run, &restore).WithContext("restore"));
     bar.Update(restore.raw_bytes);
     report->restore_peak_anon = rss.peak_bytes();
     VF_RETURN_IF_ERROR(original.Compare(restored).WithContext("verify"));
