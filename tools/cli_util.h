@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
+
 namespace vramflow {
 
 // "vramflow <version>", as recorded in stream headers.
@@ -13,6 +15,11 @@ std::string ProducerString();
 std::string FormatRatio(uint64_t raw, uint64_t stored);
 // "812.3 MB/s" (decimal megabytes, like zstd and lz4 print).
 std::string FormatRate(uint64_t bytes, double seconds);
+
+// After ShareBudget() gave part of --max-memory to a transport (S3 part
+// buffers, a network window): a pipeline error about its smaller budget says
+// how --max-memory was split. Other statuses pass through.
+Status ExplainBudgetShare(const Status& status, uint64_t max_memory, uint64_t pipeline_budget, const std::string& uri);
 
 class Stopwatch {
  public:

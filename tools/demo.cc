@@ -128,7 +128,9 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     run.progress = [&](uint64_t done) { bar.Update(done); };
     RssAnonSampler rss;
     Stopwatch delivered;
-    VF_RETURN_IF_ERROR(RunDump(sources, sink.get(), run, &dump).WithContext("dump"));
+    VF_RETURN_IF_ERROR(
+        ExplainBudgetShare(RunDump(sources, sink.get(), run, &dump), pipeline.max_memory, run.max_memory, path)
+            .WithContext("dump"));
     VF_RETURN_IF_ERROR(sink->Commit());
     // Sent elsewhere or uploaded, the dump is done when the receiver or the store has everything.
     if (!IsLocalFile(path)) dump.seconds = delivered.Seconds();
@@ -151,7 +153,9 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     run.progress = [&](uint64_t done) { bar.Update(done); };
     RssAnonSampler rss;
     VF_RETURN_IF_ERROR(
-        RunRestore(source.get(), restored.devices(), restored.Resolver(), run, &restore).WithContext("restore"));
+        ExplainBudgetShare(RunRestore(source.get(), restored.devices(), restored.Resolver(), run, &restore),
+                           pipeline.max_memory, run.max_memory, path)
+            .WithContext("restore"));
     bar.Update(restore.raw_bytes);
     report->restore_peak_anon = rss.peak_bytes();
     VF_RETURN_IF_ERROR(original.Compare(restored).WithContext("verify"));

@@ -180,7 +180,8 @@ Status RunPack(const PackOptions& options, PackReport* report) {
     for (const FileInput& in : files) total += in.size;
     ProgressBar bar("pack", total, options.progress);
     pipeline.progress = [&](uint64_t done) { bar.Update(done); };
-    VF_RETURN_IF_ERROR(PackFiles(files, sink.get(), pipeline, report));
+    VF_RETURN_IF_ERROR(ExplainBudgetShare(PackFiles(files, sink.get(), pipeline, report),
+                                          options.pipeline.max_memory, pipeline.max_memory, options.output));
   } else {
     report->sequential = true;
     VF_RETURN_IF_ERROR(PackSequential(options, sink.get(), report));

@@ -16,6 +16,7 @@
 #include "streamer/file_device.h"
 #include "streamer/pipeline.h"
 #include "streamer/stream_reader.h"
+#include "tools/cli_util.h"
 #include "tools/progress.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
@@ -276,7 +277,8 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.input, &pipeline.max_memory, &transport);
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
-  Status status = UnpackFrom(*source, options, pipeline, report);
+  Status status = ExplainBudgetShare(UnpackFrom(*source, options, pipeline, report), options.pipeline.max_memory,
+                                     pipeline.max_memory, options.input);
   Status told = source->Finish(status);
   VF_RETURN_IF_ERROR(status);
   return told.WithContext("the files are in place, but telling " + source->Describe() + " failed");
