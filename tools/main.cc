@@ -119,12 +119,13 @@ int Main(int argc, char** argv) {
   PackOptions pack;
   DumpFlags pack_flags;
   CLI::App* pack_cmd = app.add_subcommand("pack", "Pack files (or - for stdin) into one chunk stream");
-  pack_cmd->add_option("inputs", pack.inputs, "files to pack; - reads stdin; legacy CRIU amdgpu-pages-*.img images "
-                                              "are recognised and restored byte for byte by unpack")
+  pack_cmd->add_option("inputs", pack.inputs, "files to pack; - reads stdin, s3://BUCKET/KEY an S3 object; legacy CRIU "
+                                              "amdgpu-pages-*.img images are recognised and restored byte for byte by "
+                                              "unpack")
       ->required();
   pack_cmd->add_option("-o,--output,--to", pack.output,
                        "where the stream goes: a file, - (stdout), fd:N, tcp://HOST:PORT or unix:PATH (a vramflow "
-                       "receiver)")
+                       "receiver), or s3://BUCKET/KEY (an S3 object, uploaded in parallel parts)")
       ->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
   pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file");
@@ -144,8 +145,8 @@ int Main(int argc, char** argv) {
       "once the whole stream has been verified and written. With -o - the single object is written to stdout as it "
       "is read (a failure then leaves partial output and exit status 1)");
   unpack_cmd->add_option("stream", unpack.input,
-                         "stream to read: a file, - (stdin), fd:N; tcp://HOST:PORT or unix:PATH listens there and "
-                         "unpacks what a sender sends, as it arrives")
+                         "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY; tcp://HOST:PORT or unix:PATH "
+                         "listens there and unpacks what a sender sends, as it arrives")
       ->required();
   unpack_cmd->add_option("-o,--output", unpack.output, "directory, file, or - (stdout, one object)")->required();
   unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
@@ -169,8 +170,9 @@ int Main(int argc, char** argv) {
   demo_cmd->add_option("-s,--size", demo_size, "VRAM per GPU")->capture_default_str()->check(SizeValidator());
   demo_cmd->add_option("--rings", demo.rings, "simulated SDMA rings per GPU")->capture_default_str();
   demo_cmd->add_option("--to", demo.destination,
-                       "where the stream goes: a file (kept, restored from here), or tcp://HOST:PORT / unix:PATH where "
-                       "`vramflow demo --listen` restores it (default: a temporary file, removed)");
+                       "where the stream goes: a file or s3://BUCKET/KEY (kept, read back and restored here), or "
+                       "tcp://HOST:PORT / unix:PATH where `vramflow demo --listen` restores it (default: a temporary "
+                       "file, removed)");
   demo_cmd->add_option("--listen", demo.listen,
                        "be the receiving end: restore a stream sent by `demo --to` into fresh simulated GPUs (same "
                        "--gpus and --size) as it arrives, and check every byte");
@@ -185,7 +187,8 @@ int Main(int argc, char** argv) {
   CLI::App* inspect_cmd = app.add_subcommand(
       "inspect", "Show a stream's objects, chunks, codec mix, ratio and detected word sizes (framing is checked; add "
                  "--decode to check payloads too)");
-  inspect_cmd->add_option("stream", inspect.input, "stream to read: a file, - (stdin), fd:N, or a network address to listen on")
+  inspect_cmd->add_option("stream", inspect.input,
+                          "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY, or a network address to listen on")
       ->required();
   TransportFlags inspect_net;
   inspect_net.Add(inspect_cmd, /*sending=*/false, /*receiving=*/true);
@@ -198,7 +201,8 @@ int Main(int argc, char** argv) {
   CLI::App* verify_cmd = app.add_subcommand(
       "verify", "Check a stream completely: framing, checksums, ranges, payload hashes, object digests, totals. Exit "
                 "status 0 means the stream is complete and intact");
-  verify_cmd->add_option("stream", verify_input, "stream to read: a file, - (stdin), fd:N, or a network address to listen on")
+  verify_cmd->add_option("stream", verify_input,
+                         "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY, or a network address to listen on")
       ->required();
   TransportFlags verify_net;
   verify_net.Add(verify_cmd, /*sending=*/false, /*receiving=*/true);
@@ -211,8 +215,9 @@ int Main(int argc, char** argv) {
   CLI::App* send_cmd = app.add_subcommand(
       "send", "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
               "Succeeds only once the receiver has stored the whole stream");
-  send_cmd->add_option("source", send.source, "a file, - (stdin) or fd:N")->required();
-  send_cmd->add_option("destination", send.sink, "tcp://HOST:PORT or unix:PATH (any sink URI works)")->required();
+  send_cmd->add_option("source", send.source, "a file, - (stdin), fd:N or s3://BUCKET/KEY")->required();
+  send_cmd->add_option("destination", send.sink, "tcp://HOST:PORT, unix:PATH or s3://BUCKET/KEY (any sink URI works)")
+      ->required();
   send_cmd->add_flag("-q,--quiet", send_quiet, "no progress and no summary");
   send_net.Add(send_cmd, /*sending=*/true, /*receiving=*/false);
 
@@ -226,7 +231,8 @@ int Main(int argc, char** argv) {
               "(To restore as it arrives instead, give the address to `unpack` or `demo --listen`.)");
   recv_cmd->add_option("--listen", recv.source, "address to listen on: tcp://HOST:PORT (HOST may be empty) or unix:PATH")
       ->required();
-  recv_cmd->add_option("-o,--output", recv.sink, "where to store the stream: a file, - (stdout), fd:N")->required();
+  recv_cmd->add_option("-o,--output", recv.sink, "where to store the stream: a file, - (stdout), fd:N, s3://BUCKET/KEY")
+      ->required();
   recv_cmd->add_flag("-f,--force", recv_force, "overwrite an existing output file");
   recv_cmd->add_flag("--fsync", recv_fsync, "make the output durable before telling the sender it is stored");
   recv_cmd->add_flag("-q,--quiet", recv_quiet, "no progress and no summary");
@@ -245,7 +251,7 @@ int Main(int argc, char** argv) {
   gen_cmd->add_option("-k,--kind", gen_kind, "fp32, bf16, fp16, adam-m, adam-v, zeros or random")->capture_default_str();
   gen_cmd->add_option("-s,--size", gen_size, "bytes to write")->capture_default_str()->check(SizeValidator());
   gen_cmd->add_option("--seed", gen_seed, "seed; same seed, same bytes")->capture_default_str();
-  gen_cmd->add_option("-o,--output", gen_output, "file to write; - for stdout")->required();
+  gen_cmd->add_option("-o,--output", gen_output, "file to write; - for stdout; s3://BUCKET/KEY")->required();
 
   // bench
   CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
@@ -306,7 +312,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "packed %llu object(s)%s%s: %s -> %s (ratio %s) in %.2f s, %s\n",
                    static_cast<unsigned long long>(report.objects),
                    report.legacy_images ? " (legacy amdgpu-pages images recognised)" : "",
-                   report.sequential ? " serially (stdin or pipe input)" : "",
+                   report.sequential ? " serially (stdin, pipe or s3:// input)" : "",
                    FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
                    FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
                    FormatRate(report.raw_bytes, report.seconds).c_str());
@@ -316,6 +322,11 @@ int Main(int argc, char** argv) {
     Status s = unpack_flags.Resolve(&unpack.pipeline);
     if (s.ok()) s = unpack_net.Resolve(&unpack.transport);
     if (!s.ok()) return UsageError("unpack", s);
+    if (Result<Endpoint> out = ParseEndpoint(unpack.output);
+        out.ok() && (out->kind == Endpoint::Kind::kS3 || out->is_network()))
+      return UsageError("unpack", Status::InvalidArgument(
+                                      "-o '" + unpack.output + "': unpack writes files (a directory, a file or -); to "
+                                      "store a stream as it is, use `vramflow send STREAM " + unpack.output + "`"));
     unpack.progress = !unpack_quiet && ::isatty(STDERR_FILENO);
     UnpackReport report;
     s = RunUnpack(unpack, &report);
@@ -400,9 +411,9 @@ int Main(int argc, char** argv) {
     std::optional<DataKind> kind = ParseDataKind(gen_kind);
     if (!kind) return UsageError("gen", Status::InvalidArgument("unknown data kind '" + gen_kind + "'"));
     uint64_t size = ParseSize(gen_size).value();
-    FileSinkOptions sink_options;
-    sink_options.overwrite = true;
-    Result<std::unique_ptr<ByteSink>> sink = OpenSinkSpec(gen_output, sink_options);
+    TransportOptions sink_options;  // a file, -, fd:N or s3://BUCKET/KEY
+    sink_options.file.overwrite = true;
+    Result<std::unique_ptr<ByteSink>> sink = OpenSink(gen_output, sink_options);
     if (!sink.ok()) return Fail("gen", sink.status());
     std::vector<uint8_t> buf(4u << 20);
     for (uint64_t offset = 0; offset < size;) {

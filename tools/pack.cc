@@ -22,6 +22,8 @@
 namespace vramflow {
 namespace {
 
+bool IsS3Uri(const std::string& path) { return path.rfind("s3://", 0) == 0; }
+
 std::string BaseName(const std::string& path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -41,7 +43,7 @@ struct FileInput {
 // Opens `path` if it is a regular file; returns false in *regular otherwise.
 Status OpenRegular(const std::string& path, FileInput* in, bool* regular) {
   *regular = false;
-  if (path == "-") return Status::Ok();
+  if (path == "-" || IsS3Uri(path)) return Status::Ok();  // read in order, as a stream
   in->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!in->fd.valid()) return Status::FromErrno("opening '" + path + "'", errno);
   struct stat st;
@@ -102,7 +104,7 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
   return Status::Ok();
 }
 
-// Streams that are not regular files (stdin, pipes) have no size up front
+// Streams that are not regular files (stdin, pipes, S3 objects) have no size up front
 // and cannot be read at offsets: they are packed serially, in order, as
 // objects of unknown size.
 Status PackSequential(const PackOptions& options, ByteSink* sink, PackReport* report) {
@@ -116,7 +118,8 @@ Status PackSequential(const PackOptions& options, ByteSink* sink, PackReport* re
   std::vector<uint8_t> buf(pipeline.chunk_size);
   VF_RETURN_IF_ERROR(writer.Start());
   for (const std::string& path : options.inputs) {
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSourceSpec(path));
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source,
+                        IsS3Uri(path) ? OpenSource(path, options.transport) : OpenSourceSpec(path));
     std::string name = path == "-" ? options.stdin_name : BaseName(path);
     VF_ASSIGN_OR_RETURN(uint32_t id, writer.BeginObject(MetadataFor(name, false), kUnknownObjectSize));
     uint64_t offset = 0;

@@ -17,7 +17,7 @@
 namespace vramflow {
 
 struct PackOptions {
-  std::vector<std::string> inputs;   // paths, or "-" for stdin
+  std::vector<std::string> inputs;   // paths, "-" for stdin, or s3://BUCKET/KEY
   std::string output;                // any sink URI: path, -, fd:N, tcp://HOST:PORT, unix:PATH
   std::string stdin_name = "stdin";  // object name for "-"
   PipelineOptions pipeline;          // codec, chunk size, threads, budget, dedup
