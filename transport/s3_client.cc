@@ -286,6 +286,10 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   if (s3 && !s3->code.empty()) text += " " + s3->code;
   if (s3 && !s3->message.empty()) text += ": " + s3->message;
   if (status == 404 && !s3) text += " (not found)";
+  // HEAD replies have no body, so no S3 code to hint from.
+  if (status == 403 && !s3)
+    text += " (forbidden: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (credentials from " +
+            config_.credentials_source + ") and the bucket's permissions)";
   text += Hint(attempt.s3_code, config_);
   attempt.error = Status::IoError(text);
   attempt.retryable = status >= 500 || status == 429 || RetryableCode(attempt.s3_code);
