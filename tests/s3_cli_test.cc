@@ -1,0 +1,228 @@
+// The `vramflow` command line against a real Ceph RGW (S3Rgw.*, see
+// s3_rgw_fixture.h): pack, unpack, inspect, verify and demo with s3:// URIs,
+// checked against the `aws` CLI (Debian's awscli) on the same bucket. They
+// run the built binary through a shell, as cli_test.cc does, and skip with
+// the reason when no RGW is configured.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "tests/s3_rgw_fixture.h"
+
+namespace vramflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Single-quotes a word for /bin/sh.
+std::string Q(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct CommandResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult Sh(const std::string& line) {
+  CommandResult r;
+  FILE* p = ::popen(("( " + line + " ) 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+#define EXPECT_CODE(result, expected) EXPECT_EQ((result).code, (expected)) << (result).output
+#define ASSERT_CODE(result, expected) ASSERT_EQ((result).code, (expected)) << (result).output
+
+// Debian's awscli (/usr/bin/aws: a pip-installed aws may come first on PATH), else any aws.
+std::string AwsCli() {
+  if (::access("/usr/bin/aws", X_OK) == 0) return "/usr/bin/aws";
+  return Sh("command -v aws").code == 0 ? "aws" : "";
+}
+
+// `vramflow ARGS` (shell words), with `env` (shell assignments, or a `cd DIR &&`) before it.
+CommandResult Vf(const std::string& args, const std::string& env = "") {
+  return Sh(env + (env.empty() ? "" : " ") + Q(VRAMFLOW_BINARY) + " " + args);
+}
+
+// `AWS --endpoint-url $AWS_ENDPOINT_URL ARGS` (Debian's awscli 2.9 ignores AWS_ENDPOINT_URL).
+CommandResult Aws(const std::string& aws, const std::string& args) {
+  return Sh(aws + " --endpoint-url \"$AWS_ENDPOINT_URL\" " + args);
+}
+
+// A fresh directory with two model-like inputs of two word sizes (a stream of
+// a few 5 MiB parts), removed with its contents when destroyed.
+class Work {
+ public:
+  Work() {
+    char tmpl[] = "/tmp/vf-s3cli-XXXXXX";
+    if (::mkdtemp(tmpl) != nullptr) dir_ = tmpl;
+  }
+  ~Work() {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+  // Call with ASSERT_NO_FATAL_FAILURE.
+  void MakeInputs() const {
+    ASSERT_FALSE(dir_.empty());
+    ASSERT_CODE(Vf("gen -k bf16 -s 9M --seed 3 -o " + Q(File("weights.bin"))), 0);
+    ASSERT_CODE(Vf("gen -k adam-v -s 5M --seed 4 -o " + Q(File("optimizer.bin"))), 0);
+  }
+  const std::string& dir() const { return dir_; }
+  std::string File(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Inputs() const { return Q(File("weights.bin")) + " " + Q(File("optimizer.bin")); }
+
+ private:
+  std::string dir_;
+};
+
+#define NEED_AWS(aws)                                                                          \
+  const std::string aws = AwsCli();                                                            \
+  if (aws.empty()) GTEST_SKIP() << "no aws CLI (scripts/setup.sh installs Debian's awscli)"
+
+
+//! pack -o s3:// writes exactly the bytes pack -o FILE writes (streams are
+//! deterministic), as the aws CLI downloads them; verify s3:// passes.
+TEST_F(S3Rgw, PackToS3EqualsPackToFileAndVerifies) {
+  NEED_AWS(aws);
+  Work w;
+  ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
+  const std::string options = "-c auto --chunk-size 1M -j 2 --max-memory 64M -q";
+  ASSERT_CODE(Vf("pack " + w.Inputs() + " -o " + Q(Uri("ckpt.vfs")) + " " + options), 0);
+  ASSERT_CODE(Vf("pack " + w.Inputs() + " -o " + Q(w.File("local.vfs")) + " " + options), 0);
+  ASSERT_CODE(Aws(aws, "s3 cp --only-show-errors " + Q(Uri("ckpt.vfs")) + " " + Q(w.File("downloaded.vfs"))), 0);
+  const std::string local = ReadFile(w.File("local.vfs"));
+  ASSERT_GT(local.size(), 10u << 20) << "meant to span several 5 MiB parts";
+  EXPECT_TRUE(ReadFile(w.File("downloaded.vfs")) == local) << "the uploaded object differs from pack -o FILE";
+
+  CommandResult v = Vf("verify " + Q(Uri("ckpt.vfs")));
+  EXPECT_CODE(v, 0);
+  EXPECT_TRUE(Contains(v.output, "OK: " + Uri("ckpt.vfs") + ": 2 objects")) << v.output;
+}
+
+//! A stream the aws CLI uploaded is unpacked from s3:// into identical files.
+TEST_F(S3Rgw, UnpackReadsAStreamTheAwsCliUploaded) {
+  NEED_AWS(aws);
+  Work w;
+  ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
+  ASSERT_CODE(Vf("pack " + w.Inputs() + " -o " + Q(w.File("local.vfs")) + " -q"), 0);
+  ASSERT_CODE(Aws(aws, "s3 cp --only-show-errors " + Q(w.File("local.vfs")) + " " + Q(Uri("uploaded.vfs"))), 0);
+  CommandResult u = Vf("unpack " + Q(Uri("uploaded.vfs")) + " -o " + Q(w.File("out") + "/") + " --max-memory 64M");
+  ASSERT_CODE(u, 0);
+  EXPECT_TRUE(Contains(u.output, "unpacked 2 object(s)")) << u.output;
+  for (const char* name : {"weights.bin", "optimizer.bin"}) {
+    const std::string original = ReadFile(w.File(name));
+    ASSERT_FALSE(original.empty());
+    EXPECT_TRUE(ReadFile(w.File(std::string("out/") + name)) == original) << name;
+  }
+  // One object to stdout, as it is read.
+  CommandResult one = Sh(Q(VRAMFLOW_BINARY) + " pack " + Q(w.File("weights.bin")) + " -q -o " + Q(Uri("one.vfs")) +
+                         " && " + Q(VRAMFLOW_BINARY) + " unpack -q " + Q(Uri("one.vfs")) + " -o - | cmp - " +
+                         Q(w.File("weights.bin")));
+  EXPECT_CODE(one, 0);
+}
+
+//! inspect s3:// shows the objects (text and JSON); a missing key is a clear
+//! error with a non-zero exit from inspect, verify and unpack.
+TEST_F(S3Rgw, InspectWorksAndAMissingKeyFailsClearly) {
+  Work w;
+  ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
+  ASSERT_CODE(Vf("pack " + w.Inputs() + " -o " + Q(Uri("ckpt.vfs")) + " -q"), 0);
+  CommandResult text = Vf("inspect " + Q(Uri("ckpt.vfs")));
+  EXPECT_CODE(text, 0);
+  for (const char* m : {"objects:  2", "weights.bin", "optimizer.bin", "status:   complete"})
+    EXPECT_TRUE(Contains(text.output, m)) << m << "\n" << text.output;
+  CommandResult json = Vf("inspect --json " + Q(Uri("ckpt.vfs")));
+  EXPECT_CODE(json, 0);
+  EXPECT_TRUE(Contains(json.output, "\"name\": \"weights.bin\"")) << json.output;
+
+  const std::string missing = Uri("no-such-key.vfs");
+  for (const std::string& command : {"inspect " + Q(missing), "verify " + Q(missing),
+                                     "unpack " + Q(missing) + " -o " + Q(w.File("never"))}) {
+    CommandResult r = Vf(command);
+    EXPECT_CODE(r, 1);
+    EXPECT_TRUE(Contains(r.output, missing + ": HeadObject: HTTP 404")) << command << "\n" << r.output;
+  }
+  EXPECT_FALSE(fs::exists(w.File("never")));
+}
+
+//! Wrong credentials: a clear error naming the setting to check, exit 1, and
+//! no object (nor a half-done upload) under the key.
+TEST_F(S3Rgw, WrongCredentialsFailClearlyAndLeaveNoObject) {
+  Work w;
+  ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
+  const std::string wrong_secret = "AWS_SECRET_ACCESS_KEY=not-the-secret-key-at-all-000000000000000";
+  CommandResult pack = Vf("pack " + w.Inputs() + " -o " + Q(Uri("denied.vfs")), wrong_secret);
+  EXPECT_CODE(pack, 1);
+  EXPECT_TRUE(Contains(pack.output, "vramflow pack: error:")) << pack.output;
+  EXPECT_TRUE(Contains(pack.output, "HTTP 403 SignatureDoesNotMatch")) << pack.output;
+  EXPECT_TRUE(Contains(pack.output, "check AWS_SECRET_ACCESS_KEY")) << pack.output;
+
+  CommandResult small = Vf("pack " + Q(w.File("optimizer.bin")) + " -o " + Q(Uri("denied-small.vfs")),
+                           "AWS_ACCESS_KEY_ID=NOSUCHACCESSKEY00000");
+  EXPECT_CODE(small, 1);
+  EXPECT_TRUE(Contains(small.output, "InvalidAccessKeyId")) << small.output;
+  EXPECT_TRUE(Contains(small.output, "check AWS_ACCESS_KEY_ID")) << small.output;
+  auto keys = Client()->ListKeys(prefix_);
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_TRUE(keys->empty()) << (*keys)[0];
+
+  // Reading: HEAD has no body to name the error, the hint still says what to check.
+  ASSERT_CODE(Vf("pack " + Q(w.File("optimizer.bin")) + " -o " + Q(Uri("readable.vfs")) + " -q"), 0);
+  CommandResult inspect = Vf("inspect " + Q(Uri("readable.vfs")), wrong_secret);
+  EXPECT_CODE(inspect, 1);
+  EXPECT_TRUE(Contains(inspect.output, "HTTP 403")) << inspect.output;
+  EXPECT_TRUE(Contains(inspect.output, "AWS_SECRET_ACCESS_KEY")) << inspect.output;
+}
+
+//! demo --to s3:// uploads, reads the object back and restores every byte here.
+TEST_F(S3Rgw, DemoToS3RestoresFromTheObject) {
+  CommandResult d = Vf("demo --gpus 1 --size 16M --to " + Q(Uri("demo.vfs")) + " --max-memory 64M -q");
+  EXPECT_CODE(d, 0);
+  EXPECT_TRUE(Contains(d.output, "every byte of every BO matches")) << d.output;
+  EXPECT_FALSE(Contains(d.output, "the receiver restored")) << d.output;
+  EXPECT_CODE(Vf("verify -q " + Q(Uri("demo.vfs"))), 0);
+}
+
+//! unpack writes files: -o s3:// is a bad command line, not a local path.
+TEST_F(S3Rgw, UnpackToS3IsAUsageError) {
+  Work w;
+  ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
+  ASSERT_CODE(Vf("pack " + Q(w.File("optimizer.bin")) + " -o " + Q(w.File("local.vfs")) + " -q"), 0);
+  CommandResult r = Vf("unpack " + Q(w.File("local.vfs")) + " -o " + Q(Uri("out/")), "cd " + Q(w.dir()) + " &&");
+  EXPECT_CODE(r, 2);
+  EXPECT_TRUE(Contains(r.output, "vramflow send")) << r.output;
+  EXPECT_FALSE(fs::exists(w.File("s3:")));
+  auto keys = Client()->ListKeys(prefix_);
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_TRUE(keys->empty()) << (*keys)[0];
+}
+
+}  // namespace
+}  // namespace vramflow
