@@ -37,5 +37,8 @@ apt update -q || [ ${#missing[@]} -eq 0 ]
 [ ${#missing[@]} -eq 0 ] || apt install -y -q --no-install-recommends "${missing[@]}"
 if [ ${#missing_optional[@]} -gt 0 ] &&
    ! apt install -y -q --no-install-recommends "${missing_optional[@]}"; then
-  echo "setup: WARNING: could not install ${missing_optional[*]}; the S3Rgw tests will skip" >&2
+  for p in "${missing_optional[@]}"; do  # one at a time: what can be installed, is
+    apt install -y -q --no-install-recommends "$p" ||
+      echo "setup: WARNING: could not install $p; S3Rgw tests that need it will skip" >&2
+  done
 fi
