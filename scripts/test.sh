@@ -22,4 +22,12 @@ cmake -S . -B "$dir" -G Ninja "${flags[@]}"
 cmake --build "$dir"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+# The S3Rgw tests' Ceph RGW (tests/CMakeLists.txt, fixture rgw): stopped even if ctest is cut
+# short, and if it could not start, the reason is the last line.
+rm -f "$dir/rgw.skipped"
+rgw_done() {
+  ./scripts/rgw.sh stop "$dir/rgw" 2>/dev/null || true
+  [ ! -s "$dir/rgw.skipped" ] || echo "test.sh: S3Rgw tests skipped: $(cat "$dir/rgw.skipped")"
+}
+trap rgw_done EXIT
 ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "${filter[@]}"
