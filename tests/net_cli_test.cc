@@ -1,0 +1,786 @@
+// End-to-end tests of the network commands of the `vramflow` binary: send,
+// recv, keygen, pack --to, unpack / demo --listen, with keys, refusals, full
+// disks and killed senders. Every process runs with a deadline and is killed
+// if it overstays, so no test can hang.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_util.h"
+#include "transport/net_options.h"
+#include "transport/net_source.h"
+#include "transport/uri.h"
+
+namespace vramflow {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+using ::vramflow::testing::ReadFileBytes;
+using ::vramflow::testing::RunCommand;
+using ::vramflow::testing::TempDir;
+using ::vramflow::testing::VramflowBinary;
+using ::vramflow::testing::WriteFileBytes;
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+// Entries directly in `dir`, sorted.
+std::vector<std::string> List(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+  return "[" + out + "]";
+}
+
+std::vector<uint8_t> RandomData(size_t n, uint64_t seed) {
+  std::vector<uint8_t> out(n);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
+  }
+  return out;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A `vramflow` process with stdout and stderr in a log file, stdin from
+// `stdin_fd` (or /dev/null). Killed and reaped on destruction if still running.
+class Child {
+ public:
+  // `env` entries ("NAME=value") are added to (or replace those of) this
+  // process's environment.
+  Child(const std::vector<std::string>& args, std::string log, int stdin_fd = -1,
+        const std::vector<std::string>& env = {})
+      : log_(std::move(log)) {
+    std::vector<std::string> argv_strings = {VramflowBinary()};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string entry = *e;
+      std::string name = entry.substr(0, entry.find('='));
+      bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& x) { return x.rfind(name + "=", 0) == 0; });
+      if (!replaced) env_strings.push_back(entry);
+    }
+    env_strings.insert(env_strings.end(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (std::string& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    const char* log_path = log_.c_str();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Only async-signal-safe calls between fork and exec.
+      int in = stdin_fd >= 0 ? stdin_fd : ::open("/dev/null", O_RDONLY);
+      int out = ::open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (in < 0 || out < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) ::_exit(126);
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(127);
+    }
+    EXPECT_GT(pid_, 0) << "fork failed";
+  }
+  ~Child() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      int status;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  // Reaps the process if it has exited; true while it runs.
+  bool running() {
+    if (pid_ <= 0 || exited_) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    return !exited_;
+  }
+  pid_t pid() const { return pid_; }
+  void Kill(int sig = SIGKILL) {
+    if (pid_ > 0 && !exited_) ::kill(pid_, sig);
+  }
+  // The exit status; 128 + N when killed by signal N; -1 when still running
+  // after `timeout` (the process is then killed).
+  int Wait(milliseconds timeout) {
+    if (exited_) return code_;
+    if (pid_ <= 0) return -1;
+    auto start = Clock::now();
+    for (;;) {
+      int status = 0;
+      pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exited_ = true;
+        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return code_;
+      }
+      if (Clock::now() - start > timeout) {
+        ADD_FAILURE() << "process " << pid_ << " did not exit within " << timeout.count() << " ms; killing it\n"
+                      << Log();
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        exited_ = true;
+        code_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  std::string Log() const { return ReadText(log_); }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int code_ = -1;
+};
+
+struct Ran {
+  int code = -1;
+  std::string output;
+};
+
+// Runs `vramflow args...` to completion (at most `timeout`).
+Ran RunVf(const TempDir& dir, const std::vector<std::string>& args, milliseconds timeout = 60000ms,
+          const std::vector<std::string>& env = {}) {
+  static int counter = 0;
+  std::string log = dir.File("run-" + std::to_string(counter++) + ".log");
+  Child child(args, log, -1, env);
+  Ran r;
+  r.code = child.Wait(timeout);
+  r.output = child.Log();
+  ::unlink(log.c_str());
+  return r;
+}
+
+// A loopback port held for one test: a socket bound to it (never listening)
+// keeps it out of the kernel's hands, so no other process's port-0 listener or
+// outgoing connection can take it between the test choosing it and a child
+// listening on it (a port that is merely free "right now" can be). Connecting
+// to it is refused. With `for_listener`, the holder sets SO_REUSEADDR, as
+// vramflow's listeners do, so a vramflow child can still listen there.
+class ReservedPort {
+ public:
+  explicit ReservedPort(bool for_listener = true) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    if (fd_ < 0 || (for_listener && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) ||
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ADD_FAILURE() << "cannot reserve a loopback port: " << std::strerror(errno);
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~ReservedPort() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 1;
+};
+
+// Waits until something accepts connections on 127.0.0.1:port (or the child
+// exits, or 10 s pass).
+bool WaitTcpListening(uint16_t port, Child* child) {
+  auto start = Clock::now();
+  while (SecondsSince(start) < 10) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (ok) return true;
+    if (child && !child->running()) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+// Waits until something accepts connections on the UNIX socket `path` (or
+// the child exits, or 10 s pass). The socket file alone is not enough: bind()
+// creates it before listen(), and a connection in between is refused.
+bool WaitUnixListening(const std::string& path, Child* child) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    ADD_FAILURE() << "socket path too long: " << path;
+    return false;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  auto start = Clock::now();
+  while (SecondsSince(start) < 10) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (fd >= 0) ::close(fd);
+    if (ok) return true;
+    if (child && !child->running()) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+// Writes all of `data` to a (non-blocking) fd, giving up after `timeout`
+// without progress.
+bool WriteWithTimeout(int fd, const std::vector<uint8_t>& data, milliseconds timeout) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+  }
+  return true;
+}
+
+// A pipe for a child's stdin: the read end goes to the child, the test keeps
+// the (non-blocking) write end.
+struct StdinPipe {
+  int read_end = -1, write_end = -1;
+  StdinPipe() {
+    int fds[2];
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    read_end = fds[0];
+    write_end = fds[1];
+    ::fcntl(write_end, F_SETFL, O_NONBLOCK);
+  }
+  ~StdinPipe() {
+    CloseRead();
+    CloseWrite();
+  }
+  void CloseRead() {
+    if (read_end >= 0) ::close(read_end);
+    read_end = -1;
+  }
+  void CloseWrite() {
+    if (write_end >= 0) ::close(write_end);
+    write_end = -1;
+  }
+};
+
+// The total size of the files in `dir` whose names start with `prefix`.
+uint64_t BytesIn(const std::string& dir, const std::string& prefix) {
+  uint64_t total = 0;
+  for (const std::string& name : List(dir)) {
+    struct stat st;
+    if (name.rfind(prefix, 0) == 0 && ::stat((dir + "/" + name).c_str(), &st) == 0) total += st.st_size;
+  }
+  return total;
+}
+
+// Waits until files named `prefix`* in `dir` hold at least `bytes`.
+bool WaitForBytes(const std::string& dir, const std::string& prefix, uint64_t bytes) {
+  auto start = Clock::now();
+  while (SecondsSince(start) < 10) {
+    if (BytesIn(dir, prefix) >= bytes) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+std::string Tcp(uint16_t port) { return "tcp://127.0.0.1:" + std::to_string(port); }
+
+// ------------------------------------------------------------------ keygen
+
+TEST(NetCli, KeygenWritesAPrivateKeyAndNeverOverwrites) {
+  TempDir dir;
+  const std::string key = dir.File("k");
+  Ran made = RunVf(dir, {"keygen", "-o", key});
+  ASSERT_EQ(made.code, 0) << made.output;
+  struct stat st;
+  ASSERT_EQ(::stat(key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  std::string text = ReadText(key);
+  ASSERT_EQ(text.size(), 65u) << text;
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_EQ(text.find_first_not_of("0123456789abcdef"), 64u) << text;
+
+  Ran again = RunVf(dir, {"keygen", "-o", key});
+  EXPECT_EQ(again.code, 1) << again.output;
+  EXPECT_TRUE(Contains(again.output, "exists")) << again.output;
+  EXPECT_EQ(ReadText(key), text) << "keygen overwrote an existing key";
+
+  // A second key differs.
+  ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("k2")}).code, 0);
+  EXPECT_NE(ReadText(dir.File("k2")), text);
+}
+
+// ------------------------------------------------------------ send / recv
+
+TEST(NetCli, SendRecvRoundTripWithKeyFileOverTcp) {
+  TempDir dir;
+  ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
+  const std::vector<uint8_t> data = RandomData((9 << 20) + 12345, 1);
+  WriteFileBytes(dir.File("in.bin"), data);
+  struct Case {
+    std::vector<std::string> sender_flags;
+  };
+  int round = 0;
+  for (const Case& c : {Case{{"--streams", "8"}}, Case{{"--no-encrypt", "--streams", "1"}}}) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::string out = dir.File("out" + std::to_string(round++) + ".bin");
+    ReservedPort reserved;
+    const uint16_t port = reserved.port();
+    Child recv({"recv", "--listen", Tcp(port), "-o", out, "--key-file", dir.File("key"), "--accept-timeout", "20"},
+               dir.File("recv.log"));
+    ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
+    std::vector<std::string> send = {"send", dir.File("in.bin"), Tcp(port), "--key-file", dir.File("key")};
+    send.insert(send.end(), c.sender_flags.begin(), c.sender_flags.end());
+    Ran sent = RunVf(dir, send);
+    EXPECT_EQ(sent.code, 0) << sent.output;
+    EXPECT_TRUE(Contains(sent.output, "the receiver stored all of it")) << sent.output;
+    EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
+    EXPECT_TRUE(Contains(recv.Log(), "stored in " + out)) << recv.Log();
+    EXPECT_TRUE(ReadFileBytes(out) == data) << "the received file differs";
+  }
+}
+
+TEST(NetCli, SendRecvOverUnixSocketAndStdout) {
+  TempDir dir;
+  const std::vector<uint8_t> data = RandomData(3 << 20, 2);
+  WriteFileBytes(dir.File("in.bin"), data);
+  const std::string sock = dir.File("sock");
+  // recv -o - writes the stream to stdout (the log here, with nothing else: -q).
+  Child recv({"recv", "--listen", "unix:" + sock, "-o", "-", "-q", "--accept-timeout", "20"}, dir.File("stdout.bin"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), "unix:" + sock + "?streams=3", "-q"});
+  EXPECT_EQ(sent.code, 0) << sent.output;
+  EXPECT_EQ(sent.output, "") << "-q prints nothing";
+  EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log().substr(0, 2000);
+  EXPECT_TRUE(ReadFileBytes(dir.File("stdout.bin")) == data);
+  EXPECT_FALSE(Exists(sock)) << "the socket file was left behind";
+}
+
+TEST(NetCli, PackToTcpAndUnpackFromTcpRestoresTheFile) {
+  TempDir dir;
+  const std::vector<uint8_t> data = testing::ModelBytes(DataKind::kBf16Weights, 6 << 20, 3);
+  WriteFileBytes(dir.File("in.bin"), data);
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
+  Child unpack({"unpack", Tcp(port), "-o", dir.File("outdir") + "/", "--accept-timeout", "20"}, dir.File("unpack.log"));
+  ASSERT_TRUE(WaitTcpListening(port, &unpack)) << unpack.Log();
+  Ran packed = RunVf(dir, {"pack", dir.File("in.bin"), "--to", Tcp(port), "--streams", "4", "-q"});
+  EXPECT_EQ(packed.code, 0) << packed.output;
+  ASSERT_EQ(unpack.Wait(30000ms), 0) << unpack.Log();
+  EXPECT_TRUE(Contains(unpack.Log(), "verified")) << unpack.Log();
+  ASSERT_TRUE(Exists(dir.File("outdir/in.bin"))) << Join(List(dir.File("outdir")));
+  EXPECT_TRUE(ReadFileBytes(dir.File("outdir/in.bin")) == data) << "the unpacked file differs";
+}
+
+TEST(NetCli, DemoToAndDemoListenBothSucceed) {
+  TempDir dir;
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
+  Child listen({"demo", "--listen", Tcp(port), "-s", "64M", "-q", "--accept-timeout", "20"}, dir.File("listen.log"));
+  ASSERT_TRUE(WaitTcpListening(port, &listen)) << listen.Log();
+  Ran to = RunVf(dir, {"demo", "--to", Tcp(port), "-s", "64M", "-q"}, 120000ms);
+  EXPECT_EQ(to.code, 0) << to.output;
+  EXPECT_TRUE(Contains(to.output, "restored and verified")) << to.output;
+  EXPECT_EQ(listen.Wait(60000ms), 0) << listen.Log();
+  EXPECT_TRUE(Contains(listen.Log(), "every byte of every BO matches")) << listen.Log();
+}
+
+TEST(NetCli, VerifyAndInspectListenForAStream) {
+  TempDir dir;
+  WriteFileBytes(dir.File("in.bin"), testing::ModelBytes(DataKind::kFp32Weights, 2 << 20, 4));
+  for (const std::string& command : {"verify", "inspect"}) {
+    SCOPED_TRACE(command);
+    const std::string sock = dir.File("sock");
+    Child listener({command, "unix:" + sock, "--accept-timeout", "20"}, dir.File(command + ".log"));
+    ASSERT_TRUE(WaitUnixListening(sock, &listener)) << listener.Log();
+    Ran packed = RunVf(dir, {"pack", dir.File("in.bin"), "--to", "unix:" + sock, "-q"});
+    EXPECT_EQ(packed.code, 0) << packed.output;
+    EXPECT_EQ(listener.Wait(30000ms), 0) << listener.Log();
+    EXPECT_TRUE(Contains(listener.Log(), command == "verify" ? "OK: " : "in.bin")) << listener.Log();
+  }
+}
+
+// ------------------------------------------------------------- refusals
+
+TEST(NetCli, SecondSenderIsRefusedWhileTheFirstIsActive) {
+  TempDir dir;
+  const std::string sock = dir.File("sock");
+  ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
+  const std::string out = dir.File("out/stream.bin");
+  Child recv({"recv", "--listen", "unix:" + sock, "-o", out, "-q", "--accept-timeout", "20", "--timeout", "5"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+
+  // The first sender reads its stream from a pipe we hold open: it stays busy.
+  StdinPipe pipe;
+  Child first({"send", "-", "unix:" + sock, "-q", "--timeout", "5"}, dir.File("first.log"), pipe.read_end);
+  pipe.CloseRead();
+  const std::vector<uint8_t> head = RandomData(3 << 20, 4);
+  ASSERT_TRUE(WriteWithTimeout(pipe.write_end, head, 5000ms)) << first.Log();
+  // Data reaching the receiver's temporary file proves the session is up.
+  ASSERT_TRUE(WaitForBytes(dir.File("out"), "stream.bin", 1 << 20)) << recv.Log() << first.Log();
+
+  WriteFileBytes(dir.File("small.bin"), RandomData(1000, 5));
+  Ran second = RunVf(dir, {"send", dir.File("small.bin"), "unix:" + sock, "--timeout", "5"});
+  EXPECT_EQ(second.code, 1) << second.output;
+  EXPECT_TRUE(Contains(second.output, "busy")) << second.output;
+  EXPECT_TRUE(Contains(second.output, "stream.bin")) << "the refusal should name the destination: " << second.output;
+
+  // The first transfer completes untouched.
+  const std::vector<uint8_t> tail = RandomData(1 << 20, 6);
+  ASSERT_TRUE(WriteWithTimeout(pipe.write_end, tail, 5000ms));
+  pipe.CloseWrite();
+  EXPECT_EQ(first.Wait(20000ms), 0) << first.Log();
+  EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
+  std::vector<uint8_t> want = head;
+  want.insert(want.end(), tail.begin(), tail.end());
+  EXPECT_TRUE(ReadFileBytes(out) == want) << "the first sender's stream was damaged";
+}
+
+TEST(NetCli, KeyMismatchFailsTheSenderAndTheRightKeyStillWorks) {
+  TempDir dir;
+  ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("ka")}).code, 0);
+  ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("kb")}).code, 0);
+  const std::vector<uint8_t> data = RandomData(1 << 20, 7);
+  WriteFileBytes(dir.File("in.bin"), data);
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
+  const std::string out = dir.File("out.bin");
+  Child recv({"recv", "--listen", Tcp(port), "-o", out, "--key-file", dir.File("ka"), "--accept-timeout", "20"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
+
+  Ran wrong = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--key-file", dir.File("kb"), "-q"});
+  EXPECT_EQ(wrong.code, 1) << wrong.output;
+  EXPECT_TRUE(Contains(wrong.output, "key")) << wrong.output;
+  Ran none = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "-q"});
+  EXPECT_EQ(none.code, 1) << none.output;
+  EXPECT_TRUE(Contains(none.output, "key")) << none.output;
+  EXPECT_TRUE(recv.running()) << "the receiver gave up after a refused sender: " << recv.Log();
+  EXPECT_FALSE(Exists(out));
+
+  Ran right = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--key-file", dir.File("ka"), "-q"});
+  EXPECT_EQ(right.code, 0) << right.output;
+  EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
+  EXPECT_TRUE(ReadFileBytes(out) == data);
+}
+
+TEST(NetCli, KeyFromTheEnvironmentMatchesAKeyFile) {
+  // The receiver takes the key from --key-file, the senders from
+  // $VRAMFLOW_KEY_FILE and from the secret in $VRAMFLOW_KEY.
+  TempDir dir;
+  const std::string secret = "0123456789abcdef0123456789abcdef";
+  WriteFileBytes(dir.File("key"), std::vector<uint8_t>(secret.begin(), secret.end()));
+  ASSERT_EQ(::chmod(dir.File("key").c_str(), 0600), 0);
+  const std::vector<uint8_t> data = RandomData(2 << 20, 15);
+  WriteFileBytes(dir.File("in.bin"), data);
+  int round = 0;
+  for (const std::string& env : {"VRAMFLOW_KEY_FILE=" + dir.File("key"), "VRAMFLOW_KEY=" + secret + "\n"}) {
+    SCOPED_TRACE(env);
+    const std::string sock = dir.File("sock");
+    const std::string out = dir.File("out" + std::to_string(round++) + ".bin");
+    Child recv({"recv", "--listen", "unix:" + sock, "-o", out, "--key-file", dir.File("key"), "-q", "--accept-timeout",
+                "20"},
+               dir.File("recv.log"), -1, {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
+    ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+    // Without the key the sender is refused; with it from the environment it is served.
+    Ran refused = RunVf(dir, {"send", dir.File("in.bin"), "unix:" + sock, "-q"}, 60000ms,
+                        {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
+    EXPECT_EQ(refused.code, 1) << refused.output;
+    EXPECT_TRUE(Contains(refused.output, "key")) << refused.output;
+    Ran sent = RunVf(dir, {"send", dir.File("in.bin"), "unix:" + sock, "-q"}, 60000ms, {env});
+    EXPECT_EQ(sent.code, 0) << sent.output;
+    EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
+    EXPECT_TRUE(ReadFileBytes(out) == data);
+  }
+}
+
+TEST(NetCli, UnusableKeyFileIsABadCommandLine) {
+  TempDir dir;
+  WriteFileBytes(dir.File("short"), {'a', 'b', 'c'});
+  ASSERT_EQ(::chmod(dir.File("short").c_str(), 0600), 0);
+  WriteFileBytes(dir.File("open"), std::vector<uint8_t>(32, 'x'));
+  ASSERT_EQ(::chmod(dir.File("open").c_str(), 0644), 0);
+  WriteFileBytes(dir.File("in.bin"), RandomData(100, 16));
+  Ran shortkey = RunVf(dir, {"send", dir.File("in.bin"), "tcp://127.0.0.1:9", "--key-file", dir.File("short")});
+  EXPECT_EQ(shortkey.code, 2) << shortkey.output;
+  EXPECT_TRUE(Contains(shortkey.output, "at least 16")) << shortkey.output;
+  Ran openkey = RunVf(dir, {"recv", "--listen", "unix:" + dir.File("s"), "-o", dir.File("o"), "--key-file",
+                            dir.File("open")});
+  EXPECT_EQ(openkey.code, 2) << openkey.output;
+  EXPECT_TRUE(Contains(openkey.output, "chmod 600")) << openkey.output;
+  EXPECT_FALSE(Exists(dir.File("s")));
+  EXPECT_FALSE(Exists(dir.File("o")));
+}
+
+TEST(NetCli, KeyOnlyOnTheSenderIsRefusedWithReason) {
+  TempDir dir;
+  ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("k")}).code, 0);
+  WriteFileBytes(dir.File("in.bin"), RandomData(1000, 8));
+  const std::string sock = dir.File("sock");
+  Child recv({"recv", "--listen", "unix:" + sock, "-o", dir.File("out.bin"), "--accept-timeout", "3"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), "unix:" + sock, "--key-file", dir.File("k")});
+  EXPECT_EQ(sent.code, 1) << sent.output;
+  EXPECT_TRUE(Contains(sent.output, "receiver has no key")) << sent.output;
+  // Nobody else comes: the receiver times out waiting and stores nothing.
+  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_TRUE(Contains(recv.Log(), "no sender connected")) << recv.Log();
+  EXPECT_FALSE(Exists(dir.File("out.bin")));
+  EXPECT_EQ(List(dir.path()), (std::vector<std::string>{"in.bin", "k", "recv.log"}));
+}
+
+TEST(NetCli, SendToNobodyFailsWithTheAddress) {
+  TempDir dir;
+  WriteFileBytes(dir.File("in.bin"), RandomData(1000, 9));
+  ReservedPort nobody(/*for_listener=*/false);  // bound, never listening: connections are refused
+  const uint16_t port = nobody.port();
+  auto start = Clock::now();
+  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--connect-timeout", "2"});
+  EXPECT_EQ(sent.code, 1) << sent.output;
+  EXPECT_TRUE(Contains(sent.output, Tcp(port))) << sent.output;
+  EXPECT_LT(SecondsSince(start), 10.0);
+}
+
+// ------------------------------------------------------ full destination
+
+TEST(NetCli, RecvOntoAFullTmpfsFailsBothEndsAndLeavesNothing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a 1 MiB tmpfs";
+  TempDir dir, small;
+  std::string output;
+  if (RunCommand("mount -t tmpfs -o size=1m tmpfs '" + small.path() + "'", &output) != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << output;
+  struct Unmount {
+    std::string path;
+    ~Unmount() {
+      std::string ignored;
+      RunCommand("umount '" + path + "'", &ignored);
+    }
+  } unmount{small.path()};
+
+  WriteFileBytes(dir.File("big.bin"), RandomData(4 << 20, 10));
+  const std::string sock = dir.File("sock");
+  Child recv({"recv", "--listen", "unix:" + sock, "-o", small.path() + "/out.vfs", "--accept-timeout", "20",
+              "--timeout", "5"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  Ran sent = RunVf(dir, {"send", dir.File("big.bin"), "unix:" + sock, "--timeout", "5"});
+  EXPECT_EQ(sent.code, 1) << sent.output;
+  EXPECT_TRUE(Contains(sent.output, "No space left")) << sent.output;
+  EXPECT_FALSE(Contains(sent.output, "stored all of it")) << sent.output;
+  int code = recv.Wait(20000ms);
+  EXPECT_NE(code, 0) << recv.Log();
+  EXPECT_GT(code, 0) << recv.Log();
+  EXPECT_TRUE(Contains(recv.Log(), "No space left")) << recv.Log();
+  EXPECT_EQ(List(small.path()), std::vector<std::string>{}) << "left behind: " << Join(List(small.path()));
+}
+
+TEST(NetCli, RecvToDevFullTellsTheSenderNoSpace) {
+  TempDir dir;
+  WriteFileBytes(dir.File("big.bin"), RandomData(4 << 20, 11));
+  const std::string sock = dir.File("sock");
+  Child recv({"recv", "--listen", "unix:" + sock, "-o", "/dev/full", "--accept-timeout", "20", "--timeout", "5"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  Ran sent = RunVf(dir, {"send", dir.File("big.bin"), "unix:" + sock, "--timeout", "5"});
+  EXPECT_EQ(sent.code, 1) << sent.output;
+  EXPECT_TRUE(Contains(sent.output, "No space left")) << sent.output;
+  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+}
+
+// ---------------------------------------------------------- killed sender
+
+TEST(NetCli, KilledSenderFailsAnInProcessReceiver) {
+  TempDir dir;
+  WriteFileBytes(dir.File("big.bin"), RandomData(64 << 20, 12));
+  NetOptions options;
+  options.window_bytes = 2 << 20;  // a small reorder buffer: the sender runs ahead by little
+  options.socket.io_timeout = 2000ms;
+  options.resume_timeout = 1000ms;
+  Result<std::unique_ptr<NetReceiver>> receiver =
+      NetReceiver::Listen(ParseEndpoint("tcp://127.0.0.1:0").value(), options, "the test");
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  Child sender({"send", dir.File("big.bin"), (*receiver)->uri(), "-q", "--timeout", "2"}, dir.File("send.log"));
+  Result<std::unique_ptr<ByteSource>> source = (*receiver)->Accept(10000ms);
+  ASSERT_TRUE(source.ok()) << source.status().ToString() << sender.Log();
+
+  Clock::time_point killed_at{};
+  std::atomic<bool> killed{false};
+  std::thread killer([&] {
+    std::this_thread::sleep_for(200ms);
+    killed_at = Clock::now();
+    sender.Kill(SIGKILL);
+    killed = true;
+  });
+  // A slow consumer: 64 KiB per read, 10 ms apart (about 6 MB/s).
+  std::vector<uint8_t> buf(64 << 10);
+  uint64_t total = 0;
+  Status failure;
+  bool eof = false;
+  auto start = Clock::now();
+  while (SecondsSince(start) < 30) {
+    Result<size_t> n = (*source)->Read(buf);
+    if (!n.ok()) {
+      failure = n.status();
+      break;
+    }
+    if (*n == 0) {
+      eof = true;
+      break;
+    }
+    total += *n;
+    std::this_thread::sleep_for(10ms);
+  }
+  auto failed_at = Clock::now();
+  killer.join();
+  ASSERT_TRUE(killed.load());
+  EXPECT_EQ(sender.Wait(5000ms), 128 + SIGKILL);
+  EXPECT_FALSE(eof) << "a killed sender's stream read as complete";
+  ASSERT_FALSE(failure.ok()) << "no error after " << total << " bytes";
+  EXPECT_EQ(failure.code(), Status::Code::kTimedOut) << failure.ToString();
+  EXPECT_TRUE(Contains(failure.message(), "did not resume")) << failure.ToString();
+  EXPECT_LT(total, 64u << 20);
+  double after_kill = std::chrono::duration<double>(failed_at - killed_at).count();
+  EXPECT_LT(after_kill, 1.0 + 3.0) << "resume_timeout is 1 s";
+  (void)(*source)->Finish(failure);
+}
+
+TEST(NetCli, StoppedSenderTimesOutAndCannotResumeLater) {
+  // SIGSTOP: the sender's connections stay open but go silent. The receiver
+  // notices within --timeout, waits --resume-timeout, and fails; the sender,
+  // continued afterwards, finds its session over and fails too.
+  TempDir dir;
+  WriteFileBytes(dir.File("big.bin"), RandomData(32 << 20, 14));
+  NetOptions options;
+  options.window_bytes = 2 << 20;
+  options.socket.io_timeout = 1000ms;
+  options.resume_timeout = 1000ms;
+  Result<std::unique_ptr<NetReceiver>> receiver =
+      NetReceiver::Listen(ParseEndpoint("tcp://127.0.0.1:0").value(), options, "the test");
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  Child sender({"send", dir.File("big.bin"), (*receiver)->uri(), "--timeout", "1"}, dir.File("send.log"));
+  Result<std::unique_ptr<ByteSource>> source = (*receiver)->Accept(10000ms);
+  ASSERT_TRUE(source.ok()) << source.status().ToString() << sender.Log();
+  std::vector<uint8_t> buf(64 << 10);
+  uint64_t total = 0;
+  Status failure;
+  bool eof = false;
+  auto start = Clock::now();
+  Clock::time_point stopped_at{};
+  bool stopped = false;
+  while (SecondsSince(start) < 30) {
+    if (!stopped && SecondsSince(start) > 0.2) {
+      sender.Kill(SIGSTOP);
+      stopped = true;
+      stopped_at = Clock::now();
+    }
+    Result<size_t> n = (*source)->Read(buf);
+    if (!n.ok()) {
+      failure = n.status();
+      break;
+    }
+    if (*n == 0) {
+      eof = true;
+      break;
+    }
+    total += *n;
+    std::this_thread::sleep_for(10ms);
+  }
+  double after_stop = SecondsSince(stopped_at);
+  sender.Kill(SIGCONT);
+  EXPECT_FALSE(eof) << "a stopped sender's stream read as complete";
+  ASSERT_FALSE(failure.ok());
+  EXPECT_EQ(failure.code(), Status::Code::kTimedOut) << failure.ToString();
+  EXPECT_TRUE(Contains(failure.message(), "did not resume")) << failure.ToString();
+  EXPECT_LT(after_stop, 1.0 + 1.0 + 3.0) << "io timeout 1 s + resume timeout 1 s";
+  (void)(*source)->Finish(failure);
+  // The receiver is still there, holding the failed session: the sender is
+  // refused when it tries to resume.
+  EXPECT_EQ(sender.Wait(20000ms), 1) << sender.Log();
+  EXPECT_FALSE(Contains(sender.Log(), "stored all of it")) << sender.Log();
+}
+
+TEST(NetCli, KilledSenderLeavesNoRecvOutput) {
+  TempDir dir;
+  const std::string sock = dir.File("sock");
+  ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
+  Child recv({"recv", "--listen", "unix:" + sock, "-o", dir.File("out/stream.bin"), "--accept-timeout", "20",
+              "--resume-timeout", "1", "--timeout", "2"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  StdinPipe pipe;
+  Child sender({"send", "-", "unix:" + sock, "-q", "--timeout", "2"}, dir.File("send.log"), pipe.read_end);
+  pipe.CloseRead();
+  ASSERT_TRUE(WriteWithTimeout(pipe.write_end, RandomData(4 << 20, 13), 5000ms)) << sender.Log();
+  ASSERT_TRUE(WaitForBytes(dir.File("out"), "stream.bin", 1 << 20)) << recv.Log() << sender.Log();
+  auto killed_at = Clock::now();
+  sender.Kill(SIGKILL);
+  EXPECT_EQ(sender.Wait(5000ms), 128 + SIGKILL);
+  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_LT(SecondsSince(killed_at), 1.0 + 4.0);
+  EXPECT_TRUE(Contains(recv.Log(), "did not resume")) << recv.Log();
+  EXPECT_EQ(List(dir.File("out")), std::vector<std::string>{}) << "left behind: " << Join(List(dir.File("out")));
+}
+
+}  // namespace
+}  // namespace vramflow
