@@ -6,12 +6,13 @@
 #   bench/compare.sh [SIZE_PER_GPU] [GPUS]     default 512M, 2
 #   BIG=1 bench/compare.sh                     also the 8 GiB/--max-memory 64M
 #                                              and 4 GiB zero-BO checks
+#   VRAMFLOW_BIN=build-x/vramflow bench/compare.sh   measures that binary
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size="${1:-512M}"
 gpus="${2:-2}"
 threads=$(nproc)
-bin=build/vramflow
+bin="${VRAMFLOW_BIN:-build/vramflow}"  # VRAMFLOW_BIN: measure another build
 [ -x "$bin" ] || ./scripts/build.sh >/dev/null
 for tool in pzstd zstd lz4 /usr/bin/time python3; do
   command -v "$tool" >/dev/null || { echo "compare: $tool is missing (run scripts/setup.sh)" >&2; exit 1; }

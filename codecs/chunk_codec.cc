@@ -176,13 +176,20 @@ Status ChunkEncoder::EncodePlanar(unsigned word, const CodecId* plane_codecs, st
                                   EncodedChunk* out) {
   const size_t plane_size = raw.size() / word;
   const size_t tail = raw.size() % word;
-  if (planes_.size() < plane_size * word) planes_.resize(plane_size * word);
-  uint8_t* plane_ptrs[4];
-  for (unsigned p = 0; p < word; ++p) plane_ptrs[p] = planes_.data() + p * plane_size;
-  GroupBytes(raw.data(), raw.size(), word, plane_ptrs);
-
   const size_t table = kPlaneEntryBytes * word;
   std::span<uint8_t> dst = Output(table + word * BlockCompressor::Bound(plane_size) + tail);
+  // Raw planes in front of the first coded plane have a known place in the
+  // payload: they are grouped straight into it. The others go to scratch.
+  if (planes_.size() < plane_size * word) planes_.resize(plane_size * word);
+  uint8_t* plane_ptrs[4];
+  unsigned placed = 0;  // planes 0 .. placed-1 are already in the payload
+  while (placed < word && plane_codecs[placed] == CodecId::kRaw) {
+    plane_ptrs[placed] = dst.data() + table + placed * plane_size;
+    ++placed;
+  }
+  for (unsigned p = placed; p < word; ++p) plane_ptrs[p] = planes_.data() + p * plane_size;
+  GroupBytes(raw.data(), raw.size(), word, plane_ptrs);
+
   size_t pos = table;
   for (unsigned p = 0; p < word; ++p) {
     std::span<const uint8_t> plane(plane_ptrs[p], plane_size);
@@ -194,7 +201,7 @@ Status ChunkEncoder::EncodePlanar(unsigned word, const CodecId* plane_codecs, st
     }
     if (codec == CodecId::kRaw) {
       stored = plane_size;
-      std::memcpy(dst.data() + pos, plane.data(), plane_size);
+      if (p >= placed) std::memcpy(dst.data() + pos, plane.data(), plane_size);
     }
     uint8_t* entry = dst.data() + p * kPlaneEntryBytes;
     entry[0] = static_cast<uint8_t>(codec);
