@@ -1,0 +1,49 @@
+// libFuzzer target: the S3 reply fields vramflow reads from a server's XML
+// (transport/s3_xml.h: UploadId, ETag, keys, error code and message).
+//
+// With VRAMFLOW_FUZZ_WRITE_SEEDS=DIR the binary writes typical replies into
+// DIR and exits.
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include "transport/s3_xml.h"
+
+namespace {
+
+void WriteSeeds(const std::string& dir) {
+  const char* seeds[] = {
+      "<?xml version=\"1.0\"?><InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key>"
+      "<UploadId>2~abc&amp;def</UploadId></InitiateMultipartUploadResult>",
+      "<CompleteMultipartUploadResult><Location>l</Location><ETag>&quot;0123-4&quot;</ETag>"
+      "</CompleteMultipartUploadResult>",
+      "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>",
+      "<ListBucketResult><Contents><Key>a</Key></Contents><Contents><Key>b&lt;c</Key></Contents></ListBucketResult>",
+  };
+  int i = 0;
+  for (const char* s : seeds) std::ofstream(dir + "/seed" + std::to_string(i++)) << s;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (const char* dir = std::getenv("VRAMFLOW_FUZZ_WRITE_SEEDS")) {
+    WriteSeeds(dir);
+    std::exit(0);
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace vramflow::s3;
+  std::string_view xml(reinterpret_cast<const char*>(data), size);
+  (void)XmlField(xml, "UploadId");
+  (void)XmlField(xml, "ETag");
+  (void)XmlFields(xml, "Key");
+  (void)ParseError(xml);
+  std::string unescaped = XmlUnescape(xml);
+  if (XmlUnescape(XmlEscape(unescaped)) != unescaped) std::abort();  // escaping round-trips
+  return 0;
+}
