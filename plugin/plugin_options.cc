@@ -72,6 +72,9 @@ Result<PluginOptions> PluginOptionsFromEnvironment(const std::function<const cha
                       ParseTristate("VRAMFLOW_PARALLEL_RESTORE", getenv("VRAMFLOW_PARALLEL_RESTORE")));
   VF_ASSIGN_OR_RETURN(options.criu_stream, ParseTristate("VRAMFLOW_CRIU_STREAM", getenv("VRAMFLOW_CRIU_STREAM")));
   options.pipeline.producer = "vramflow amdgpu_plugin";
+  // A restore listening on a network VRAMFLOW_TARGET gives up on a sender
+  // that never comes, instead of holding CRIU for ever.
+  options.transport.accept_timeout = std::chrono::minutes(10);
   return options;
 }
 

@@ -146,8 +146,9 @@ TEST(CriuHost, VramCrossesTheNetworkBothWays) {
   const std::string stored = net.File(VramStreamName(100, 0x1000));
   const std::string script =
       "(" + vf + " recv --listen unix:" + net.File("dump.sock") + " -o " + stored + " --accept-timeout 60 && " +
-      "for i in $(seq 600); do [ -S " + net.File("restore.sock") + " ] && break; sleep 0.05; done && " + vf +
-      " send " + stored + " unix:" + net.File("restore.sock") + " && touch " + net.File("sent") + ") > " +
+      // The socket file appears a moment before its listener accepts: try until a send succeeds.
+      "for i in $(seq 600); do " + vf + " send " + stored + " unix:" + net.File("restore.sock") +
+      " --connect-timeout 2 2>/dev/null && touch " + net.File("sent") + " && break; sleep 0.05; done) > " +
       net.File("net.log") + " 2>&1 &";
   std::string out;
   ASSERT_EQ(testing::RunCommand(script, &out), 0) << out;
