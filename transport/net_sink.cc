@@ -291,8 +291,10 @@ class NetSink final : public ByteSink {
     while (!segments_.empty() && segments_.front()->end() <= acked_) {
       queued_bytes_ -= segments_.front()->bytes.size();
       // Keep the buffer for the next segment, unless a connection is still
-      // sending it (a resend) or enough are kept already.
-      if (segments_.front().use_count() == 1 && spare_.size() < 4)
+      // sending it (a resend). The window bounds how many exist at once, so
+      // keeping them all costs no more memory than a full window; freeing
+      // them would cost a page fault and a zeroed page per 4 KiB on reuse.
+      if (segments_.front().use_count() == 1)
         spare_.push_back(std::move(segments_.front()->bytes));
       segments_.pop_front();
       ++first_index_;
