@@ -9,12 +9,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "tests/s3_fault_proxy.h"
 #include "tests/s3_rgw_fixture.h"
 
 namespace vramflow {
@@ -222,6 +225,78 @@ TEST_F(S3Rgw, UnpackToS3IsAUsageError) {
   auto keys = Client()->ListKeys(prefix_);
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();
   EXPECT_TRUE(keys->empty()) << (*keys)[0];
+}
+
+//! An existing object is refused as an existing file is: pack -o s3:// says
+//! so, names the object and suggests --force, and leaves the object as it
+//! was; with --force it is replaced. demo --to overwrites, as it does a file.
+TEST_F(S3Rgw, PackRefusesAnExistingObjectUnlessForced) {
+  Work w;
+  ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
+  const std::string uri = Uri("existing.vfs");
+  ASSERT_CODE(Vf("pack " + Q(w.File("optimizer.bin")) + " -o " + Q(uri) + " -q"), 0);
+  auto holds = [&](const char* name) {
+    return Sh(Q(VRAMFLOW_BINARY) + " unpack -q " + Q(uri) + " -o - | cmp - " + Q(w.File(name))).code == 0;
+  };
+  ASSERT_TRUE(holds("optimizer.bin"));
+
+  CommandResult refused = Vf("pack " + Q(w.File("weights.bin")) + " -o " + Q(uri));
+  EXPECT_CODE(refused, 1);
+  EXPECT_TRUE(Contains(refused.output, "vramflow pack: error: already exists: " + uri +
+                                          " exists (use --force to overwrite)"))
+      << refused.output;
+  EXPECT_TRUE(holds("optimizer.bin")) << "a refused pack changed the object";
+  // The same rule for a file, for comparison.
+  ASSERT_CODE(Vf("pack " + Q(w.File("optimizer.bin")) + " -o " + Q(w.File("local.vfs")) + " -q"), 0);
+  CommandResult file = Vf("pack " + Q(w.File("weights.bin")) + " -o " + Q(w.File("local.vfs")));
+  EXPECT_CODE(file, 1);
+  EXPECT_TRUE(Contains(file.output, "exists (use --force to overwrite)")) << file.output;
+
+  ASSERT_CODE(Vf("pack " + Q(w.File("weights.bin")) + " -o " + Q(uri) + " --force -q"), 0);
+  EXPECT_TRUE(holds("weights.bin")) << "--force did not replace the object";
+
+  CommandResult demo = Vf("demo --gpus 1 --size 8M --to " + Q(uri) + " --max-memory 64M -q");
+  EXPECT_CODE(demo, 0);
+  EXPECT_TRUE(Contains(demo.output, "every byte of every BO matches")) << demo.output;
+}
+
+//! pack -o s3:// through a proxy that fails some UploadParts (500
+//! InternalError twice, 503 SlowDown once) retries them: exit 0, and the
+//! object is the stream pack -o FILE writes, which verify s3:// accepts.
+TEST_F(S3Rgw, PackRetriesFailedPartsAndTheObjectVerifies) {
+  Work w;
+  ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
+  auto proxy = testing::FaultProxy::Start(std::getenv("AWS_ENDPOINT_URL"));
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  using Fault = testing::FaultProxy::Fault;
+  (*proxy)->Arm(testing::FaultProxy::UploadPartNumber(2), Fault::kInternalError500, 2);
+  (*proxy)->Arm(testing::FaultProxy::UploadPartNumber(1), Fault::kSlowDown503, 1);
+
+  const std::string options = "-c auto --chunk-size 1M -j 2 --max-memory 64M -q";  // 5 MiB parts
+  CommandResult pack = Vf("pack " + w.Inputs() + " -o " + Q(Uri("retried.vfs")) + " " + options,
+                          "AWS_ENDPOINT_URL=" + Q((*proxy)->endpoint()));
+  ASSERT_CODE(pack, 0);
+  int part2 = 0, injected = 0;
+  for (const auto& seen : (*proxy)->Log()) {
+    part2 += testing::FaultProxy::UploadPartNumber(2)(seen);
+    injected += seen.injected;
+  }
+  EXPECT_EQ(part2, 3);
+  EXPECT_EQ(injected, 3);
+
+  ASSERT_CODE(Vf("pack " + w.Inputs() + " -o " + Q(w.File("local.vfs")) + " " + options), 0);
+  const std::string local = ReadFile(w.File("local.vfs"));
+  ASSERT_GT(local.size(), 10u << 20) << "meant to span three 5 MiB parts";
+  auto source = OpenSource(Uri("retried.vfs"), options_);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  std::string object(local.size() + 1, '\0');
+  auto n = ReadFully(**source, std::span(reinterpret_cast<uint8_t*>(object.data()), object.size()));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  object.resize(*n);
+  EXPECT_TRUE(object == local) << "the uploaded object differs from pack -o FILE";
+  CommandResult v = Vf("verify " + Q(Uri("retried.vfs")));
+  EXPECT_CODE(v, 0);
+  EXPECT_TRUE(Contains(v.output, "OK: " + Uri("retried.vfs") + ": 2 objects")) << v.output;
 }
 
 }  // namespace

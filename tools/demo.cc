@@ -122,6 +122,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     PipelineOptions run = pipeline;  // less the transport's share (S3 part buffers, a send window)
     TransportOptions transport = options.transport;
     transport.file.overwrite = true;
+    transport.s3.overwrite = true;
     ShareBudget(path, &run.max_memory, &transport);
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(path, transport));
     ProgressBar bar(restore_here ? "dump" : "send", original.total_bytes(), options.progress);

@@ -128,7 +128,7 @@ int Main(int argc, char** argv) {
                        "receiver), or s3://BUCKET/KEY (an S3 object, uploaded in parallel parts)")
       ->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
-  pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file");
+  pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file or S3 object");
   pack_cmd->add_flag("--fsync", pack.fsync, "make the output durable (fsync) before reporting success");
   pack_flags.Add(pack_cmd);
   TransportFlags pack_net;
@@ -233,7 +233,7 @@ int Main(int argc, char** argv) {
       ->required();
   recv_cmd->add_option("-o,--output", recv.sink, "where to store the stream: a file, - (stdout), fd:N, s3://BUCKET/KEY")
       ->required();
-  recv_cmd->add_flag("-f,--force", recv_force, "overwrite an existing output file");
+  recv_cmd->add_flag("-f,--force", recv_force, "overwrite an existing output file or S3 object");
   recv_cmd->add_flag("--fsync", recv_fsync, "make the output durable before telling the sender it is stored");
   recv_cmd->add_flag("-q,--quiet", recv_quiet, "no progress and no summary");
   recv_net.Add(recv_cmd, /*sending=*/false, /*receiving=*/true);
@@ -379,6 +379,7 @@ int Main(int argc, char** argv) {
     Status s = (*send_cmd ? send_net : recv_net).Resolve(&options.transport);
     if (!s.ok()) return UsageError(name, s);
     options.transport.file.overwrite = recv_force;
+    options.transport.s3.overwrite = recv_force;
     options.transport.file.fsync = recv_fsync;
     bool quiet = *send_cmd ? send_quiet : recv_quiet;
     options.progress = !quiet;
@@ -413,6 +414,7 @@ int Main(int argc, char** argv) {
     uint64_t size = ParseSize(gen_size).value();
     TransportOptions sink_options;  // a file, -, fd:N or s3://BUCKET/KEY
     sink_options.file.overwrite = true;
+    sink_options.s3.overwrite = true;
     Result<std::unique_ptr<ByteSink>> sink = OpenSink(gen_output, sink_options);
     if (!sink.ok()) return Fail("gen", sink.status());
     std::vector<uint8_t> buf(4u << 20);

@@ -173,6 +173,7 @@ Status RunPack(const PackOptions& options, PackReport* report) {
 
   TransportOptions transport = options.transport;
   transport.file.overwrite = options.force;
+  transport.s3.overwrite = options.force;  // an existing object is refused as a file is
   transport.file.fsync = options.fsync;
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.output, &pipeline.max_memory, &transport);

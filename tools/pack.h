@@ -21,7 +21,7 @@ struct PackOptions {
   std::string output;                // any sink URI: path, -, fd:N, tcp://HOST:PORT, unix:PATH
   std::string stdin_name = "stdin";  // object name for "-"
   PipelineOptions pipeline;          // codec, chunk size, threads, budget, dedup
-  bool force = false;                // overwrite an existing output file
+  bool force = false;                // overwrite an existing output file or S3 object
   bool fsync = false;                // make the output durable before reporting success
   TransportOptions transport;        // network settings for tcp:// and unix: outputs
   bool progress = false;             // a progress bar on stderr

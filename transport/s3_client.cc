@@ -279,6 +279,7 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
 
   long status = attempt.response.status;
   bool ok = status >= 200 && status < 300;
+  if (std::find(request.answers.begin(), request.answers.end(), status) != request.answers.end()) return attempt;
   std::optional<S3Error> s3 = ParseError(attempt.response.body);
   if (ok && !(request.error_in_ok_body && s3)) return attempt;
   attempt.s3_code = s3 ? s3->code : "";

@@ -35,6 +35,9 @@ struct Request {
   // S3 can answer CompleteMultipartUpload with 200 and an <Error> body;
   // set for such operations to treat that body as the error it is.
   bool error_in_ok_body = false;
+  // Statuses besides 2xx that are answers, not errors: returned as the
+  // Response (HEAD for "is there an object?": 404), never retried.
+  std::vector<long> answers;
   std::string what;  // "UploadPart 7 (bytes 0-8388607)", for messages
 };
 

@@ -45,6 +45,10 @@ struct S3Options {
   std::chrono::milliseconds backoff_base{200};
   std::chrono::milliseconds backoff_max{10000};
   S3Limits limits;
+  // Upload: replace an existing object. When false, OpenS3Sink() sends HEAD
+  // first and refuses a key that exists (kAlreadyExists), as a file sink
+  // refuses an existing file (FileSinkOptions::overwrite; the CLI's --force).
+  bool overwrite = false;
   // Environment lookup (tests inject one); empty = ::getenv.
   std::function<const char*(const char*)> getenv;
 };

@@ -259,6 +259,22 @@ class S3Sink final : public ByteSink {
   bool committed_ = false;
 };
 
+// Refuses an existing object, as a file sink refuses an existing file. A
+// HEAD reply that says nothing more (HEAD has no body): 403 (write-only
+// credentials, or wrong ones), 400 or 301 (a wrong region), lets the upload
+// go on, which reports a real problem with S3's error code and a hint.
+Status RefuseExisting(Client& client, const std::string& key) {
+  Request head;
+  head.method = "HEAD";
+  head.key = key;
+  head.answers = {301, 400, 403, 404};
+  head.what = "HeadObject (is there an object already?)";
+  VF_ASSIGN_OR_RETURN(Response response, client.Send(head));
+  if (response.status >= 200 && response.status < 300)
+    return Status::AlreadyExists(client.Uri(key) + " exists (use --force to overwrite)");
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::unique_ptr<ByteSink> NewS3Sink(std::shared_ptr<s3::Client> client, const std::string& key,
@@ -269,7 +285,9 @@ std::unique_ptr<ByteSink> NewS3Sink(std::shared_ptr<s3::Client> client, const st
 Result<std::unique_ptr<ByteSink>> OpenS3Sink(const std::string& bucket, const std::string& key,
                                              const S3Options& options) {
   VF_ASSIGN_OR_RETURN(s3::Config config, s3::LoadConfig(options));
-  return NewS3Sink(std::make_shared<s3::Client>(std::move(config), options, bucket), key, options);
+  auto client = std::make_shared<s3::Client>(std::move(config), options, bucket);
+  if (!options.overwrite) VF_RETURN_IF_ERROR(RefuseExisting(*client, key));
+  return NewS3Sink(std::move(client), key, options);
 }
 
 }  // namespace vramflow

@@ -10,6 +10,11 @@
 // one PUT instead. On any failure, and when the sink is destroyed without a
 // successful Commit(), the multipart upload is aborted: no object, and no
 // part of one, is left behind. Not thread-safe (one writer), as ByteSink.
+//
+// Unless S3Options::overwrite, OpenS3Sink() first sends HEAD and refuses a
+// key that already holds an object (kAlreadyExists), as a file sink refuses
+// an existing file. The check and the upload are not atomic: a writer that
+// creates the object in between is overwritten.
 #pragma once
 
 #include <memory>
@@ -23,7 +28,8 @@ namespace vramflow {
 
 Result<std::unique_ptr<ByteSink>> OpenS3Sink(const std::string& bucket, const std::string& key,
                                              const S3Options& options);
-// With an existing client (tests, or many objects in one bucket).
+// With an existing client (tests, or many objects in one bucket); no
+// check for an existing object.
 std::unique_ptr<ByteSink> NewS3Sink(std::shared_ptr<s3::Client> client, const std::string& key,
                                     const S3Options& options);
 
