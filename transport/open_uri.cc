@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "transport/file_random_access.h"
 #include "transport/net_sink.h"
 #include "transport/net_source.h"
 #include "transport/s3_sink.h"
@@ -87,6 +88,20 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const Tra
     case Endpoint::Kind::kS3: return OpenS3Source(endpoint.bucket, endpoint.key, options.s3);
   }
   return Status::Internal("unhandled endpoint kind");
+}
+
+Result<std::unique_ptr<RandomAccessSource>> OpenRandomAccess(const std::string& uri, const TransportOptions& options) {
+  VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
+  switch (endpoint.kind) {
+    case Endpoint::Kind::kPath: return OpenFileRandomAccess(endpoint.path);
+    case Endpoint::Kind::kS3: return OpenS3RandomAccess(endpoint.bucket, endpoint.key, options.s3);
+    case Endpoint::Kind::kStdio:
+    case Endpoint::Kind::kFd:
+    case Endpoint::Kind::kUnix:
+    case Endpoint::Kind::kTcp: break;
+  }
+  return Status::NotSupported("'" + uri + "' cannot be read at offsets (only a file or an s3:// object can): it is "
+                              "read in order");
 }
 
 }  // namespace vramflow

@@ -9,6 +9,7 @@
 #include "transport/byte_stream.h"
 #include "transport/fd_stream.h"
 #include "transport/net_options.h"
+#include "transport/random_access.h"
 #include "transport/s3_options.h"
 
 namespace vramflow {
@@ -29,6 +30,12 @@ Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const Transpo
 // PATH, -, fd:N: as fd_stream.h. tcp:// and unix:: listens there and returns
 // the first sender's stream. s3://: parallel ranged GETs (s3_source.h).
 Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const TransportOptions& options);
+
+// A stored stream read at any offset (a seek index, restoring some objects
+// only): a regular file (pread) or s3:// (ranged GETs). Anything else (-,
+// fd:N, a FIFO or device path, tcp://, unix:) is NotSupported, saying so:
+// such streams can only be read in order, with OpenSource().
+Result<std::unique_ptr<RandomAccessSource>> OpenRandomAccess(const std::string& uri, const TransportOptions& options);
 
 // When `uri` is a network address, gives its window (the unacknowledged
 // bytes a sender keeps, the reorder buffer of a receiver) a share of the

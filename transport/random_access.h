@@ -1,9 +1,15 @@
 // RandomAccessSource: a stored stream read at any offset, for readers that
 // seek (a seek index, parallel restore of one object). Unlike ByteSource,
 // ReadAt() is safe to call from several threads at once.
+//
+// Implementations: files (file_random_access.h), S3 objects (s3_source.h),
+// memory (tests); OpenRandomAccess() (open_uri.h) picks one by URI.
+// CountingRandomAccess counts what a reader fetched ("reads only the index").
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -19,7 +25,44 @@ class RandomAccessSource {
   // Reads data.size() bytes at `offset`; fewer only where the stream ends
   // first (returns how many). Thread-safe.
   virtual Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) = 0;
+  // As ReadAt, but may give up early (kCancelled) once `cancel` is set: a
+  // reader that no longer wants the bytes need not wait for a slow request
+  // and its retries. Sources that finish quickly anyway ignore it.
+  virtual Result<size_t> ReadAtUnlessCancelled(uint64_t offset, std::span<uint8_t> data,
+                                               const std::atomic<bool>& cancel) {
+    return ReadAt(offset, data);
+  }
   virtual std::string Describe() const = 0;
+};
+
+// Forwards to another source and counts the bytes it returned. Thread-safe.
+class CountingRandomAccess final : public RandomAccessSource {
+ public:
+  explicit CountingRandomAccess(std::shared_ptr<RandomAccessSource> inner) : inner_(std::move(inner)) {}
+  uint64_t Size() const override { return inner_->Size(); }
+  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override {
+    return Count(inner_->ReadAt(offset, data));
+  }
+  Result<size_t> ReadAtUnlessCancelled(uint64_t offset, std::span<uint8_t> data,
+                                       const std::atomic<bool>& cancel) override {
+    return Count(inner_->ReadAtUnlessCancelled(offset, data, cancel));
+  }
+  std::string Describe() const override { return inner_->Describe(); }
+
+  uint64_t bytes() const { return bytes_.load(); }
+  uint64_t reads() const { return reads_.load(); }
+
+ private:
+  Result<size_t> Count(Result<size_t> n) {
+    if (n.ok()) {
+      bytes_ += *n;
+      ++reads_;
+    }
+    return n;
+  }
+  std::shared_ptr<RandomAccessSource> inner_;
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> reads_{0};
 };
 
 }  // namespace vramflow

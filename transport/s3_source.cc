@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <deque>
-#include <future>
 
+#include "transport/range_reader.h"
 #include "transport/s3_part_plan.h"
 
 namespace vramflow {
@@ -55,93 +54,46 @@ class S3Object final : public RandomAccessSource {
     return std::move(response.body);
   }
 
-  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override {
+  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override { return ReadSome(offset, data, nullptr); }
+  Result<size_t> ReadAtUnlessCancelled(uint64_t offset, std::span<uint8_t> data,
+                                       const std::atomic<bool>& cancel) override {
+    return ReadSome(offset, data, &cancel);
+  }
+
+ private:
+  Result<size_t> ReadSome(uint64_t offset, std::span<uint8_t> data, const std::atomic<bool>* cancel) const {
     if (offset >= size_ || data.empty()) return size_t{0};
     uint64_t n = std::min<uint64_t>(data.size(), size_ - offset);
-    VF_ASSIGN_OR_RETURN(std::string bytes, Fetch(offset, n, nullptr));
+    VF_ASSIGN_OR_RETURN(std::string bytes, Fetch(offset, n, cancel));
     std::memcpy(data.data(), bytes.data(), bytes.size());
     return static_cast<size_t>(n);
   }
 
- private:
   std::shared_ptr<Client> client_;
   std::string key_;
   uint64_t size_;
   std::string etag_;
 };
 
-class S3Source final : public ByteSource {
- public:
-  S3Source(std::unique_ptr<S3Object> object, const S3Options& options)
-      : object_(std::move(object)), range_size_(std::max<uint64_t>(1, options.range_size)) {
-    // The range being read counts against the budget too.
-    uint64_t ranges = options.memory_budget / range_size_;
-    ahead_ = static_cast<size_t>(std::clamp<uint64_t>(ranges > 1 ? ranges - 1 : 1, 1, s3::Concurrency(options)));
-  }
-
-  ~S3Source() override {
-    cancel_ = true;
-    for (Pending& p : pending_) (void)p.bytes.wait();  // cancelled; the outcome no longer matters
-  }
-
-  Result<size_t> Read(std::span<uint8_t> data) override {
-    if (!failed_.ok()) return failed_;
-    while (current_pos_ == current_.size()) {
-      Launch();
-      if (pending_.empty()) return size_t{0};  // end of object
-      Result<std::string> bytes = pending_.front().bytes.get();
-      pending_.pop_front();
-      if (!bytes.ok()) {
-        failed_ = bytes.status();
-        return failed_;
-      }
-      current_ = std::move(*bytes);
-      current_pos_ = 0;
-    }
-    Launch();
-    size_t n = std::min(data.size(), current_.size() - current_pos_);
-    std::memcpy(data.data(), current_.data() + current_pos_, n);
-    current_pos_ += n;
-    return n;
-  }
-
-  std::string Describe() const override { return object_->Describe(); }
-
- private:
-  struct Pending {
-    std::future<Result<std::string>> bytes;
-  };
-
-  // Keeps `ahead_` ranges requested beyond the one being read.
-  void Launch() {
-    while (pending_.size() < ahead_ && next_offset_ < object_->Size()) {
-      uint64_t offset = next_offset_;
-      uint64_t size = std::min(range_size_, object_->Size() - offset);
-      next_offset_ += size;
-      pending_.push_back(Pending{std::async(std::launch::async, [object = object_.get(), offset, size,
-                                                                 cancel = &cancel_] {
-        return object->Fetch(offset, size, cancel);
-      })});
-    }
-  }
-
-  std::unique_ptr<S3Object> object_;
-  uint64_t range_size_;
-  size_t ahead_;
-  std::atomic<bool> cancel_{false};
-  std::deque<Pending> pending_;
-  uint64_t next_offset_ = 0;
-  std::string current_;
-  size_t current_pos_ = 0;
-  Status failed_;
-};
+// The whole object as a stream: ranged GETs of range_size bytes (of half the
+// budget when that is less, so that two overlap), as many in flight as the
+// budget and the concurrency allow (range_reader.h).
+std::unique_ptr<ByteSource> NewObjectStream(std::shared_ptr<S3Object> object, const S3Options& options) {
+  RangeReaderOptions read;
+  read.memory_budget = options.memory_budget;
+  read.request_size = std::max<uint64_t>(
+      1, std::min<uint64_t>(options.range_size, std::max<uint64_t>(options.memory_budget / 2, 1u << 20)));
+  read.concurrency = s3::Concurrency(options);
+  const uint64_t size = object->Size();
+  return NewRangeReader(std::move(object), {ByteRange{0, size}}, read);
+}
 
 }  // namespace
 
 Result<std::unique_ptr<ByteSource>> NewS3Source(std::shared_ptr<Client> client, const std::string& key,
                                                 const S3Options& options) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<S3Object> object, S3Object::Open(std::move(client), key));
-  return std::unique_ptr<ByteSource>(new S3Source(std::move(object), options));
+  return NewObjectStream(std::move(object), options);
 }
 
 Result<std::unique_ptr<RandomAccessSource>> NewS3RandomAccess(std::shared_ptr<Client> client,

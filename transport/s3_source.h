@@ -1,9 +1,10 @@
 // The s3:// source: an S3 object read as a stream, and at random offsets.
 //
 // Opening sends HEAD for the size and ETag. The stream source then keeps a
-// few ranged GETs in flight ahead of the reader (each range_size bytes; at
-// most memory_budget / range_size ranges and Concurrency() requests), and
-// Read() hands their bytes out in order. Every GET carries If-Match with
+// few ranged GETs in flight ahead of the reader (range_reader.h: each
+// range_size bytes, or half the memory_budget when that is less; no more
+// fetched bytes held than the budget, no more than Concurrency() requests),
+// and Read() hands their bytes out in order. Every GET carries If-Match with
 // the ETag, so an object replaced mid-read fails instead of mixing two
 // versions. Errors name the object and the byte range.
 #pragma once
