@@ -5,6 +5,7 @@
 #   net_protocol_fuzz    the network protocol (tests/fuzz/net_protocol_fuzz.cc)
 #   kfd_image_fuzz       the CRIU plugin's metadata images (tests/fuzz/kfd_image_fuzz.cc)
 #   s3_xml_fuzz          S3 servers' XML replies (tests/fuzz/s3_xml_fuzz.cc)
+#   seek_index_fuzz      seek indexes and stored streams' tails (tests/fuzz/seek_index_fuzz.cc)
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default 60 seconds, every target
 #
@@ -23,7 +24,7 @@ seconds="${1:-60}"
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2; }
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz)
 build=build-fuzz
 cxx="${CXX:-clang++}"
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (Debian: apt-get install clang libclang-rt-dev)" >&2; exit 1; }

@@ -148,7 +148,7 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
   header.chunk_size = chunk;
   header.zstd_level = static_cast<int8_t>(std::clamp(options.encoder.zstd_level, -128, 127));
   header.producer = options.producer;
-  header.flags = options.dedup ? kStreamFlagDedup : 0;
+  header.flags = (options.dedup ? kStreamFlagDedup : 0) | (options.seek_index && sink->Seekable() ? kStreamFlagSeekIndex : 0);
   StreamWriter writer(sink, header);
   VF_RETURN_IF_ERROR(writer.Start());
 

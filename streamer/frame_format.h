@@ -45,13 +45,14 @@ enum class FrameKind : uint8_t {
   kObjectEnd = 4,
   kStreamEnd = 5,
   kDedupRef = 6,   // the same bytes as an earlier DATA frame (dedup)
-  kSeekIndex = 7,  // reserved: offsets of frames, for random access
+  kSeekIndex = 7,  // where every object's frames are, for random access (seek_index.h)
 };
 std::string FrameKindName(uint8_t kind);
 
 // Stream header flags. Every bit not defined here is reserved and must be zero.
-inline constexpr uint32_t kStreamFlagDedup = 1u << 0;  // DEDUP_REF frames may appear
-inline constexpr uint32_t kKnownStreamFlags = kStreamFlagDedup;
+inline constexpr uint32_t kStreamFlagDedup = 1u << 0;      // DEDUP_REF frames may appear
+inline constexpr uint32_t kStreamFlagSeekIndex = 1u << 1;  // a SEEK_INDEX frame comes just before STREAM_END
+inline constexpr uint32_t kKnownStreamFlags = kStreamFlagDedup | kStreamFlagSeekIndex;
 
 // DEDUP_REF payload: the DATA frame whose bytes these are, the content key
 // the writer matched on, and a checksum over both (nothing else covers them).

@@ -36,6 +36,7 @@ struct PipelineOptions {
   uint64_t max_memory = 256ull << 20;  // every buffer of the pipeline together
   unsigned threads = 0;                // worker threads; 0 = every core
   bool dedup = true;                   // dump: identical chunks become references
+  bool seek_index = true;              // dump: end with a seek index when the sink is Seekable()
   std::chrono::milliseconds dma_timeout{30000};
   std::string producer = "vramflow";
   // Called from a serial stage with the raw bytes done so far.

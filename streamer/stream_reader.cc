@@ -76,6 +76,8 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
       case FrameKind::kObjectEnd:
         s = visitor.OnObjectEnd(*object);
         break;
+      case FrameKind::kSeekIndex:  // checked against the frames by the validator
+        break;
       case FrameKind::kStreamEnd:
         s = reader.ExpectEnd();
         if (!s.ok()) return s;

@@ -48,7 +48,7 @@ const ObjectState* StreamValidator::object(uint32_t id) const {
 std::string StreamValidator::Describe(const FrameHeader& h, uint64_t stream_offset) const {
   std::string s = "frame " + std::to_string(h.sequence) + " (" + FrameKindName(h.kind);
   auto kind = static_cast<FrameKind>(h.kind);
-  if (kind != FrameKind::kStreamEnd) {
+  if (kind != FrameKind::kStreamEnd && kind != FrameKind::kSeekIndex) {
     s += ", object " + std::to_string(h.object_id);
     if (const ObjectState* o = object(h.object_id)) s += " '" + o->metadata.name + "'";
   }
@@ -84,17 +84,17 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
     return Status::Corruption("frame sequence number " + std::to_string(h.sequence) + ", expected " +
                               std::to_string(next_sequence_) + " (a frame is missing, repeated or reordered)");
   ++next_sequence_;
+  frame_offset_ = stream_offset;
   auto kind = static_cast<FrameKind>(h.kind);
-  bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kDedupRef;
+  if (index_seen_ && kind != FrameKind::kStreamEnd)
+    return Status::Corruption("frame after SEEK_INDEX: the index must be the last frame before STREAM_END");
+  bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kSeekIndex;
   if (!known) {
     if (h.flags & kFlagSkippable) {
       ++totals_.frame_count;
       *action = FrameAction::kSkip;
       return Status::Ok();
     }
-    if (kind == FrameKind::kSeekIndex)
-      return Status::NotSupported("frame kind " + FrameKindName(h.kind) +
-                                  " is reserved by the format but not supported by this version of vramflow");
     return Status::Corruption("unknown frame kind " + std::to_string(h.kind));
   }
   if (h.flags != 0) return Status::Corruption("flags " + std::to_string(h.flags) + " are not valid on this frame kind");
@@ -139,6 +139,8 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       VF_RETURN_IF_ERROR(CheckRange(*o, h));
       o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
       if (stream_flags_ & kStreamFlagDedup) data_frames_[{h.object_id, h.offset}] = {h.raw_size, h.raw_hash};
+      if (indexed())
+        index_.Chunk(h.object_id, {stream_offset, h.offset, h.raw_size, h.payload_size, FrameKind::kData});
       return Status::Ok();
     }
     case FrameKind::kDedupRef: {
@@ -158,6 +160,7 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       if (h.raw_hash != 0) return Status::Corruption("ZERO_RUN with a non-zero hash field");
       VF_RETURN_IF_ERROR(CheckRange(*o, h));
       o->digest += ObjectDigestTerm(h.offset, h.raw_size, 0);
+      if (indexed()) index_.Chunk(h.object_id, {stream_offset, h.offset, h.raw_size, 0, FrameKind::kZeroRun});
       return Status::Ok();
     }
     case FrameKind::kObjectEnd: {
@@ -184,6 +187,7 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       o->ended = true;
       --open_objects_;
       totals_.raw_bytes += o->size;
+      if (indexed()) index_.ObjectEnd(h.object_id, o->size, o->digest, stream_offset);
       return Status::Ok();
     }
     case FrameKind::kStreamEnd: {
@@ -197,8 +201,29 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
             return Status::Corruption("stream ends while object " + std::to_string(id) + " '" + o.metadata.name +
                                       "' is still open");
       }
+      if (indexed() && !index_seen_)
+        return Status::Corruption("the stream header announces a seek index, but the stream ends without one");
       totals_.frame_count -= 1;  // totals count the frames before STREAM_END
       totals_.stream_bytes = stream_offset;
+      return Status::Ok();
+    }
+    case FrameKind::kSeekIndex: {
+      if (!indexed()) return Status::Corruption("SEEK_INDEX in a stream whose header does not announce one");
+      if (h.object_id != 0 || h.offset != 0 || h.raw_size != 0)
+        return Status::Corruption("SEEK_INDEX with object, offset or size fields set");
+      for (const auto& [id, o] : objects_)
+        if (!o.ended)
+          return Status::Corruption("SEEK_INDEX while object " + std::to_string(id) + " '" + o.metadata.name +
+                                    "' is still open: the index must come after every object");
+      index_seen_ = true;
+      // The frames fix the index's size, so a wrong size is caught before
+      // the payload is read.
+      Result<std::vector<uint8_t>> expected = EncodeSeekIndex(index_.Build());
+      if (!expected.ok()) return expected.status();
+      if (h.payload_size != expected->size())
+        return Status::Corruption("SEEK_INDEX payload is " + std::to_string(h.payload_size) +
+                                  " bytes; the frames of this stream make an index of " +
+                                  std::to_string(expected->size()));
       return Status::Ok();
     }
     default: break;
@@ -217,12 +242,22 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
                                 std::to_string(ref.source_offset) + ", where no earlier DATA frame is");
     if (it->second.first != h.raw_size || it->second.second != h.raw_hash)
       return Status::Corruption("DEDUP_REF size or hash differs from the DATA frame it names");
+    if (indexed())
+      index_.Chunk(h.object_id, {frame_offset_, h.offset, h.raw_size, h.payload_size, FrameKind::kDedupRef,
+                                 ref.source_object_id, ref.source_offset});
     if (ref_out) *ref_out = ref;
     return Status::Ok();
   }
   if (kind == FrameKind::kObjectBegin) {
     if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("object metadata hash mismatch");
-    return DecodeObjectMetadata(payload, &objects_[h.object_id].metadata);
+    ObjectMetadata& metadata = objects_[h.object_id].metadata;
+    VF_RETURN_IF_ERROR(DecodeObjectMetadata(payload, &metadata));
+    if (indexed()) index_.ObjectBegin(h.object_id, metadata, frame_offset_, h.payload_size);
+    return Status::Ok();
+  }
+  if (kind == FrameKind::kSeekIndex) {
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("SEEK_INDEX payload hash mismatch");
+    return CheckStoredIndex(payload);
   }
   if (kind == FrameKind::kStreamEnd) {
     if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("STREAM_END payload hash mismatch");
@@ -237,6 +272,43 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
     complete_ = true;
   }
   return Status::Ok();
+}
+
+// Compares the stored index with the one the frames make, and names the
+// first difference.
+Status StreamValidator::CheckStoredIndex(std::span<const uint8_t> payload) const {
+  Result<SeekIndex> stored = DecodeSeekIndex(payload);
+  if (!stored.ok()) return stored.status();
+  const SeekIndex expected = index_.Build();
+  if (*stored == expected) return Status::Ok();
+  if (stored->objects.size() != expected.objects.size())
+    return Status::Corruption("the seek index lists " + std::to_string(stored->objects.size()) +
+                              " objects; the stream has " + std::to_string(expected.objects.size()));
+  for (size_t i = 0; i < expected.objects.size(); ++i) {
+    const SeekIndexObject& s = stored->objects[i];
+    const SeekIndexObject& e = expected.objects[i];
+    if (s == e) continue;
+    std::string what = "the seek index entry of object " + std::to_string(e.id) + " '" + e.metadata.name + "'";
+    if (s.id != e.id || s.begin_offset != e.begin_offset || s.end_offset != e.end_offset)
+      return Status::Corruption(what + " says object " + std::to_string(s.id) + " with frames at stream offsets " +
+                                std::to_string(s.begin_offset) + ".." + std::to_string(s.end_offset) +
+                                "; the stream has them at " + std::to_string(e.begin_offset) + ".." +
+                                std::to_string(e.end_offset));
+    if (s.chunks.size() != e.chunks.size())
+      return Status::Corruption(what + " lists " + std::to_string(s.chunks.size()) + " chunks; the stream has " +
+                                std::to_string(e.chunks.size()));
+    for (size_t c = 0; c < e.chunks.size(); ++c)
+      if (!(s.chunks[c] == e.chunks[c]))
+        return Status::Corruption(what + ": chunk " + std::to_string(c) + " at object offset " +
+                                  std::to_string(s.chunks[c].object_offset) + " is said to be a " +
+                                  FrameKindName(static_cast<uint8_t>(s.chunks[c].kind)) + " frame at stream offset " +
+                                  std::to_string(s.chunks[c].stream_offset) + "; the stream has a " +
+                                  FrameKindName(static_cast<uint8_t>(e.chunks[c].kind)) + " at " +
+                                  std::to_string(e.chunks[c].stream_offset) + " for object offset " +
+                                  std::to_string(e.chunks[c].object_offset));
+    return Status::Corruption(what + " differs from the object (name, attributes, size or digest)");
+  }
+  return Status::Corruption("the seek index differs from the frames");
 }
 
 }  // namespace vramflow

@@ -3,8 +3,10 @@
 // Frame-by-frame state machine shared by every reader (the CLI, the restore
 // graph): sequence numbers, object lifetimes, byte ranges (inside the object,
 // no overlap, nothing missing at OBJECT_END), object digests and the
-// STREAM_END totals. It sees headers and the small payloads that carry
-// metadata; DATA payloads are decoded and hash-checked by the caller.
+// STREAM_END totals. In a stream that announces a seek index it rebuilds the
+// index from the frames and checks the stored SEEK_INDEX against it. It sees
+// headers and the small payloads that carry metadata and the index; DATA
+// payloads are decoded and hash-checked by the caller.
 // Not thread-safe.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "streamer/frame_format.h"
+#include "streamer/seek_index.h"
 
 namespace vramflow {
 
@@ -72,6 +75,8 @@ class StreamValidator {
  private:
   Result<ObjectState*> OpenObject(const FrameHeader& header);
   Status CheckRange(ObjectState& object, const FrameHeader& header);
+  bool indexed() const { return (stream_flags_ & kStreamFlagSeekIndex) != 0; }
+  Status CheckStoredIndex(std::span<const uint8_t> payload) const;
 
   std::map<uint32_t, ObjectState> objects_;
   uint32_t stream_flags_ = 0;
@@ -80,6 +85,11 @@ class StreamValidator {
   std::map<std::pair<uint32_t, uint64_t>, std::pair<uint64_t, uint64_t>> data_frames_;
   size_t open_objects_ = 0;
   uint64_t next_sequence_ = 0;
+  uint64_t frame_offset_ = 0;  // stream offset of the frame CheckHeader saw last
+  // Indexed streams only: the index the frames make, and whether the stored
+  // one was seen (it must come right before STREAM_END).
+  SeekIndexBuilder index_;
+  bool index_seen_ = false;
   StreamTotals totals_;  // as counted while reading
   bool complete_ = false;
 };

@@ -48,7 +48,9 @@ Result<uint32_t> StreamWriter::BeginObject(const ObjectMetadata& metadata, uint6
   h.object_id = id;
   h.raw_size = size;
   h.raw_hash = Hash64(payload.data(), payload.size());
+  const uint64_t at = bytes_written_;
   VF_RETURN_IF_ERROR(WriteFrame(h, payload));
+  if (indexed()) index_.ObjectBegin(id, metadata, at, static_cast<uint32_t>(payload.size()));
   OpenObject& object = open_[id];
   object.name = metadata.name;
   object.size = size;
@@ -67,6 +69,7 @@ Status StreamWriter::FlushZeroRun(uint32_t object_id, OpenObject& object) {
   ++stats_.zero_frames;
   stats_.zero_bytes += h.raw_size;
   object.pending_zero_size = 0;
+  if (indexed()) index_.Chunk(object_id, {bytes_written_, h.offset, h.raw_size, 0, FrameKind::kZeroRun});
   return WriteFrame(h, {});
 }
 
@@ -104,6 +107,9 @@ Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_
   object.digest += ObjectDigestTerm(offset, raw_size, chunk.raw_hash);
   ++stats_.data_frames;
   stats_.stored_payload_bytes += chunk.payload.size();
+  if (indexed())
+    index_.Chunk(object_id, {bytes_written_, offset, raw_size, static_cast<uint32_t>(chunk.payload.size()),
+                             FrameKind::kData});
   return WriteFrame(h, chunk.payload);
 }
 
@@ -134,6 +140,9 @@ Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t r
   object.digest += ObjectDigestTerm(offset, raw_size, raw_hash);
   ++stats_.dedup_frames;
   stats_.dedup_bytes += raw_size;
+  if (indexed())
+    index_.Chunk(object_id, {bytes_written_, offset, raw_size, kDedupRefPayloadSize, FrameKind::kDedupRef,
+                             ref.source_object_id, ref.source_offset});
   return WriteFrame(h, payload);
 }
 
@@ -153,6 +162,7 @@ Status StreamWriter::EndObject(uint32_t object_id) {
   h.raw_size = object.size;
   h.raw_hash = object.digest;
   totals_.raw_bytes += object.size;
+  if (indexed()) index_.ObjectEnd(object_id, object.size, object.digest, bytes_written_);
   open_.erase(it);
   return WriteFrame(h, {});
 }
@@ -161,6 +171,14 @@ Status StreamWriter::Finish() {
   VF_RETURN_IF_ERROR(failed_);
   if (!started_ || finished_) return Status::Internal("Finish outside an open stream");
   if (!open_.empty()) return Status::Internal("Finish with object '" + open_.begin()->second.name + "' still open");
+  if (indexed()) {
+    Result<std::vector<uint8_t>> index = EncodeSeekIndex(index_.Build());
+    if (!index.ok()) return Fail(index.status());
+    FrameHeader ih;
+    ih.kind = static_cast<uint8_t>(FrameKind::kSeekIndex);
+    ih.raw_hash = Hash64(index->data(), index->size());
+    VF_RETURN_IF_ERROR(WriteFrame(ih, *index));
+  }
   totals_.stream_bytes = bytes_written_;
   uint8_t payload[kStreamEndPayloadSize];
   EncodeStreamTotals(totals_, payload);

@@ -4,7 +4,10 @@
 // object and offset; the writer frames them, numbers frames, merges adjacent
 // zero runs of an object into one frame, keeps each object's digest and the
 // stream totals, and writes OBJECT_END and STREAM_END. Objects may interleave.
-// It never seeks, so any sink works (pipes, sockets).
+// It never seeks, so any sink works (pipes, sockets). When the header carries
+// kStreamFlagSeekIndex it also records where each frame went and writes the
+// SEEK_INDEX frame before STREAM_END (seek_index.h): about 48 bytes of memory
+// per chunk until Finish().
 //
 // Not thread-safe: the pipeline's ordered write stage is its only user.
 #pragma once
@@ -15,6 +18,7 @@
 
 #include "codecs/chunk_codec.h"
 #include "streamer/frame_format.h"
+#include "streamer/seek_index.h"
 #include "transport/byte_stream.h"
 
 namespace vramflow {
@@ -47,10 +51,12 @@ class StreamWriter {
   Status AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash, const DedupRef& ref);
   // Closes the object; all of [0, size) must have been added.
   Status EndObject(uint32_t object_id);
-  // Writes STREAM_END; every object must be ended. Does not Commit() the sink.
+  // Writes SEEK_INDEX (if the header announces one) and STREAM_END; every
+  // object must be ended. Does not Commit() the sink.
   Status Finish();
 
   uint64_t bytes_written() const { return bytes_written_; }
+  bool indexed() const { return (header_.flags & kStreamFlagSeekIndex) != 0; }
   const WriterStats& stats() const { return stats_; }
 
  private:
@@ -76,6 +82,7 @@ class StreamWriter {
   uint64_t bytes_written_ = 0;
   StreamTotals totals_;
   WriterStats stats_;
+  SeekIndexBuilder index_;  // fed only when indexed()
   bool started_ = false;
   bool finished_ = false;
   Status failed_;  // sticky: after a failure every call returns it

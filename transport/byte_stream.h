@@ -27,6 +27,10 @@ class ByteSink {
   virtual Status Commit() = 0;
   // Human-readable name for messages ("file 'x.vfs'", "stdout").
   virtual std::string Describe() const = 0;
+  // True when the bytes end up where a reader can later read them at any
+  // offset (a regular file, an object in a store), so that a writer should
+  // end its stream with a seek index. False for pipes, sockets, devices.
+  virtual bool Seekable() const { return false; }
 };
 
 class ByteSource {

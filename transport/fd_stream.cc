@@ -72,6 +72,7 @@ class FileSink final : public ByteSink {
     return Status::Ok();
   }
   std::string Describe() const override { return "file '" + final_path_ + "'"; }
+  bool Seekable() const override { return true; }
 
  private:
   UniqueFd fd_;

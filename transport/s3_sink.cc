@@ -85,6 +85,7 @@ class S3Sink final : public ByteSink {
   }
 
   std::string Describe() const override { return client_->Uri(key_); }
+  bool Seekable() const override { return true; }
 
  private:
   // Records the first error, stops and aborts the upload; returns the error.

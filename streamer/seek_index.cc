@@ -1,0 +1,392 @@
+#include "streamer/seek_index.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "common/hash.h"
+
+namespace vramflow {
+namespace {
+
+// Byte layout (FORMAT.md 4.7).
+constexpr uint32_t kIndexVersion = 1;
+constexpr size_t kIndexHeaderBytes = 16;
+constexpr size_t kObjectRecordBytes = 48;
+constexpr size_t kChunkRecordBytes = 48;
+constexpr size_t kFooterBytes = 16;
+constexpr std::array<uint8_t, 8> kFooterMagic = {'V', 'F', 'S', 'I', 'N', 'D', 'E', 'X'};
+// How much of a stream's tail ReadSeekIndex fetches first: STREAM_END, the
+// footer and, for most streams, the whole index in one read.
+constexpr uint64_t kTailGuess = 256u << 10;
+
+void Put32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void Put64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+uint32_t Get32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint64_t Get64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::string ObjectName(const SeekIndexObject& o) {
+  return "object " + std::to_string(o.id) + " '" + o.metadata.name + "'";
+}
+
+std::string ChunkName(const SeekIndexObject& o, const SeekIndexChunk& c) {
+  return ObjectName(o) + ", " + FrameKindName(static_cast<uint8_t>(c.kind)) + " at object offset " +
+         std::to_string(c.object_offset) + " (stream offset " + std::to_string(c.stream_offset) + ")";
+}
+
+// The rules of FORMAT.md 4.7 that a chunk record must follow on its own.
+Status CheckChunk(const SeekIndexChunk& c) {
+  if (c.raw_size == 0) return Status::Corruption("zero length");
+  switch (c.kind) {
+    case FrameKind::kData:
+      if (c.raw_size > kMaxChunkSize) return Status::Corruption("larger than the chunk limit");
+      if (c.payload_size > c.raw_size) return Status::Corruption("payload larger than the raw bytes");
+      break;
+    case FrameKind::kZeroRun:
+      if (c.payload_size != 0) return Status::Corruption("ZERO_RUN with a payload");
+      break;
+    case FrameKind::kDedupRef:
+      if (c.raw_size > kMaxChunkSize) return Status::Corruption("larger than the chunk limit");
+      if (c.payload_size != kDedupRefPayloadSize) return Status::Corruption("DEDUP_REF payload is not 32 bytes");
+      if (c.source_object_id == 0) return Status::Corruption("DEDUP_REF without a source object");
+      return Status::Ok();
+    default:
+      return Status::Corruption("kind " + FrameKindName(static_cast<uint8_t>(c.kind)) + " is not a chunk");
+  }
+  if (c.source_object_id != 0 || c.source_offset != 0) return Status::Corruption("source fields set on a non-DEDUP_REF");
+  return Status::Ok();
+}
+
+// Checks the index as a whole: each object covered exactly by its chunks,
+// every frame inside the stream before `limit` and none overlapping another,
+// DEDUP_REF sources naming earlier DATA frames of the same size.
+Status CheckIndex(const SeekIndex& index, uint64_t limit) {
+  struct Extent {
+    uint64_t begin, end;
+    const SeekIndexObject* object;
+  };
+  std::vector<Extent> extents;
+  std::unordered_map<uint32_t, const SeekIndexObject*> by_id;
+  for (const SeekIndexObject& o : index.objects) {
+    if (o.id == 0) return Status::Corruption("seek index: object id 0");
+    if (!by_id.emplace(o.id, &o).second) return Status::Corruption("seek index: " + ObjectName(o) + " listed twice");
+    if (o.size > kMaxObjectSize) return Status::Corruption("seek index: " + ObjectName(o) + " is larger than the format allows");
+    if (o.begin_payload_size == 0 || o.begin_payload_size > kMaxMetadataSize)
+      return Status::Corruption("seek index: " + ObjectName(o) + " has a metadata size out of range");
+    // Offsets stay far from 2^64, so the sums below cannot wrap.
+    constexpr uint64_t kMaxOffset = uint64_t{1} << 62;
+    if (o.begin_offset < kStreamHeaderSize || o.end_offset <= o.begin_offset || o.end_offset > kMaxOffset)
+      return Status::Corruption("seek index: " + ObjectName(o) + " begins at " + std::to_string(o.begin_offset) +
+                                " and ends at " + std::to_string(o.end_offset));
+    extents.push_back({o.begin_offset, o.begin_offset + kFrameHeaderSize + o.begin_payload_size, &o});
+    extents.push_back({o.end_offset, o.end_offset + kFrameHeaderSize, &o});
+    uint64_t covered = 0;
+    for (const SeekIndexChunk& c : o.chunks) {
+      Status s = CheckChunk(c);
+      if (!s.ok()) return s.WithContext("seek index: " + ChunkName(o, c));
+      if (c.object_offset != covered)
+        return Status::Corruption("seek index: " + ChunkName(o, c) + " does not start where the previous chunk ended (" +
+                                  std::to_string(covered) + ")");
+      if (c.raw_size > o.size - covered)
+        return Status::Corruption("seek index: " + ChunkName(o, c) + " runs past the object size " +
+                                  std::to_string(o.size));
+      covered += c.raw_size;
+      if (c.stream_offset <= o.begin_offset || c.stream_offset >= o.end_offset)
+        return Status::Corruption("seek index: " + ChunkName(o, c) + " lies outside its object's frames");
+      extents.push_back({c.stream_offset, c.stream_offset + c.frame_bytes(), &o});
+    }
+    if (covered != o.size)
+      return Status::Corruption("seek index: the chunks of " + ObjectName(o) + " cover " + std::to_string(covered) +
+                                " of " + std::to_string(o.size) + " bytes");
+  }
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  for (size_t i = 0; i < extents.size(); ++i) {
+    if (extents[i].end > limit)
+      return Status::Corruption("seek index: a frame of " + ObjectName(*extents[i].object) + " at stream offset " +
+                                std::to_string(extents[i].begin) + " runs past the index itself (" +
+                                std::to_string(limit) + ")");
+    if (i > 0 && extents[i].begin < extents[i - 1].end)
+      return Status::Corruption("seek index: frames at stream offsets " + std::to_string(extents[i - 1].begin) +
+                                " and " + std::to_string(extents[i].begin) + " overlap");
+  }
+  for (const SeekIndexObject& o : index.objects) {
+    for (const SeekIndexChunk& c : o.chunks) {
+      if (c.kind != FrameKind::kDedupRef) continue;
+      const SeekIndexChunk* source = index.FindData(c.source_object_id, c.source_offset);
+      if (!source || source->raw_size != c.raw_size || source->stream_offset >= c.stream_offset)
+        return Status::Corruption("seek index: " + ChunkName(o, c) + " names object " +
+                                  std::to_string(c.source_object_id) + " offset " + std::to_string(c.source_offset) +
+                                  ", where no earlier DATA frame of " + std::to_string(c.raw_size) + " bytes is");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const SeekIndexObject* SeekIndex::Find(uint32_t id) const {
+  for (const SeekIndexObject& o : objects)
+    if (o.id == id) return &o;
+  return nullptr;
+}
+
+const SeekIndexChunk* SeekIndex::FindData(uint32_t object_id, uint64_t offset) const {
+  const SeekIndexObject* o = Find(object_id);
+  if (!o) return nullptr;
+  auto it = std::lower_bound(o->chunks.begin(), o->chunks.end(), offset,
+                             [](const SeekIndexChunk& c, uint64_t off) { return c.object_offset < off; });
+  if (it == o->chunks.end() || it->object_offset != offset || it->kind != FrameKind::kData) return nullptr;
+  return &*it;
+}
+
+Result<std::vector<uint8_t>> EncodeSeekIndex(const SeekIndex& index) {
+  std::vector<uint8_t> out;
+  uint64_t chunk_count = 0;
+  for (const SeekIndexObject& o : index.objects) chunk_count += o.chunks.size();
+  if (index.objects.size() > UINT32_MAX) return Status::InvalidArgument("too many objects for a seek index");
+  Put32(out, kIndexVersion);
+  Put32(out, static_cast<uint32_t>(index.objects.size()));
+  Put64(out, chunk_count);
+  for (const SeekIndexObject& o : index.objects) {
+    VF_ASSIGN_OR_RETURN(std::vector<uint8_t> metadata, EncodeObjectMetadata(o.metadata));
+    if (metadata.size() != o.begin_payload_size)
+      return Status::Internal("seek index: the metadata of " + ObjectName(o) + " encodes to " +
+                              std::to_string(metadata.size()) + " bytes, its OBJECT_BEGIN has " +
+                              std::to_string(o.begin_payload_size));
+    Put32(out, o.id);
+    Put32(out, o.begin_payload_size);
+    Put64(out, o.size);
+    Put64(out, o.digest);
+    Put64(out, o.begin_offset);
+    Put64(out, o.end_offset);
+    Put64(out, o.chunks.size());
+    out.insert(out.end(), metadata.begin(), metadata.end());
+    for (const SeekIndexChunk& c : o.chunks) {
+      Put64(out, c.stream_offset);
+      Put64(out, c.object_offset);
+      Put64(out, c.raw_size);
+      Put32(out, c.payload_size);
+      Put32(out, static_cast<uint8_t>(c.kind));  // kind, then three reserved zero bytes
+      Put32(out, c.source_object_id);
+      Put32(out, 0);
+      Put64(out, c.source_offset);
+    }
+  }
+  uint64_t total = out.size() + kFooterBytes;
+  if (total > UINT32_MAX) return Status::InvalidArgument("seek index larger than a frame payload can be");
+  Put64(out, total);
+  out.insert(out.end(), kFooterMagic.begin(), kFooterMagic.end());
+  return out;
+}
+
+Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> p) {
+  if (p.size() < kIndexHeaderBytes + kFooterBytes)
+    return Status::Corruption("seek index of " + std::to_string(p.size()) + " bytes is too short");
+  const uint8_t* footer = p.data() + p.size() - kFooterBytes;
+  if (std::memcmp(footer + 8, kFooterMagic.data(), kFooterMagic.size()) != 0)
+    return Status::Corruption("seek index footer magic is wrong");
+  if (Get64(footer) != p.size())
+    return Status::Corruption("seek index footer gives " + std::to_string(Get64(footer)) + " bytes, the payload has " +
+                              std::to_string(p.size()));
+  if (Get32(p.data()) != kIndexVersion)
+    return Status::NotSupported("seek index version " + std::to_string(Get32(p.data())) + " (this vramflow reads 1)");
+  const uint32_t object_count = Get32(p.data() + 4);
+  const uint64_t chunk_count = Get64(p.data() + 8);
+  size_t pos = kIndexHeaderBytes;
+  const size_t end = p.size() - kFooterBytes;
+  // Every count is checked against the bytes left before anything is sized by it.
+  if (object_count > (end - pos) / kObjectRecordBytes)
+    return Status::Corruption("seek index lists " + std::to_string(object_count) + " objects in " +
+                              std::to_string(p.size()) + " bytes");
+  SeekIndex index;
+  index.objects.reserve(object_count);
+  uint64_t chunks_seen = 0;
+  for (uint32_t i = 0; i < object_count; ++i) {
+    if (end - pos < kObjectRecordBytes) return Status::Corruption("seek index ends inside object record " + std::to_string(i));
+    const uint8_t* r = p.data() + pos;
+    SeekIndexObject o;
+    o.id = Get32(r);
+    o.begin_payload_size = Get32(r + 4);
+    o.size = Get64(r + 8);
+    o.digest = Get64(r + 16);
+    o.begin_offset = Get64(r + 24);
+    o.end_offset = Get64(r + 32);
+    const uint64_t chunks = Get64(r + 40);
+    pos += kObjectRecordBytes;
+    if (o.begin_payload_size > end - pos)
+      return Status::Corruption("seek index: the metadata of object record " + std::to_string(i) + " runs past the end");
+    Status s = DecodeObjectMetadata(p.subspan(pos, o.begin_payload_size), &o.metadata);
+    if (!s.ok()) return s.WithContext("seek index, object " + std::to_string(o.id));
+    pos += o.begin_payload_size;
+    if (chunks > (end - pos) / kChunkRecordBytes)
+      return Status::Corruption("seek index: " + ObjectName(o) + " lists " + std::to_string(chunks) +
+                                " chunks, more than the bytes left hold");
+    o.chunks.resize(chunks);
+    for (SeekIndexChunk& c : o.chunks) {
+      const uint8_t* q = p.data() + pos;
+      c.stream_offset = Get64(q);
+      c.object_offset = Get64(q + 8);
+      c.raw_size = Get64(q + 16);
+      c.payload_size = Get32(q + 24);
+      c.kind = static_cast<FrameKind>(q[28]);
+      if (q[29] || q[30] || q[31] || Get32(q + 36) != 0)
+        return Status::Corruption("seek index: reserved bytes set in a chunk record of " + ObjectName(o));
+      c.source_object_id = Get32(q + 32);
+      c.source_offset = Get64(q + 40);
+      pos += kChunkRecordBytes;
+    }
+    chunks_seen += chunks;
+    index.objects.push_back(std::move(o));
+  }
+  if (pos != end)
+    return Status::Corruption("seek index has " + std::to_string(end - pos) + " bytes after its last object");
+  if (chunks_seen != chunk_count)
+    return Status::Corruption("seek index announces " + std::to_string(chunk_count) + " chunks and lists " +
+                              std::to_string(chunks_seen));
+  VF_RETURN_IF_ERROR(CheckIndex(index, UINT64_MAX));
+  return index;
+}
+
+void SeekIndexBuilder::ObjectBegin(uint32_t id, const ObjectMetadata& metadata, uint64_t stream_offset,
+                                   uint32_t payload_size) {
+  position_[id] = objects_.size();
+  SeekIndexObject& o = objects_.emplace_back();
+  o.id = id;
+  o.metadata = metadata;
+  o.begin_offset = stream_offset;
+  o.begin_payload_size = payload_size;
+}
+
+void SeekIndexBuilder::Chunk(uint32_t object_id, const SeekIndexChunk& chunk) {
+  auto it = position_.find(object_id);
+  if (it != position_.end()) objects_[it->second].chunks.push_back(chunk);
+}
+
+void SeekIndexBuilder::ObjectEnd(uint32_t id, uint64_t size, uint64_t digest, uint64_t stream_offset) {
+  auto it = position_.find(id);
+  if (it == position_.end()) return;
+  SeekIndexObject& o = objects_[it->second];
+  o.size = size;
+  o.digest = digest;
+  o.end_offset = stream_offset;
+}
+
+SeekIndex SeekIndexBuilder::Build() const {
+  SeekIndex index;
+  index.objects = objects_;
+  for (SeekIndexObject& o : index.objects)
+    std::stable_sort(o.chunks.begin(), o.chunks.end(),
+                     [](const SeekIndexChunk& a, const SeekIndexChunk& b) { return a.object_offset < b.object_offset; });
+  return index;
+}
+
+Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source) {
+  StoredStreamIndex result;
+  const uint64_t size = source.Size();
+  result.stream_size = size;
+  auto read = [&](uint64_t offset, uint64_t length, std::vector<uint8_t>* out) -> Status {
+    out->resize(length);
+    VF_ASSIGN_OR_RETURN(size_t n, source.ReadAt(offset, *out));
+    result.bytes_read += n;
+    if (n != length)
+      return Status::Truncated(source.Describe() + ": " + std::to_string(length) + " bytes at offset " +
+                               std::to_string(offset) + " ran past the end");
+    return Status::Ok();
+  };
+  constexpr uint64_t kEndBytes = kFrameHeaderSize + kStreamEndPayloadSize;
+  if (size < kStreamHeaderSize + kEndBytes)
+    return Status::Truncated(source.Describe() + " is " + std::to_string(size) + " bytes, too short for a chunk stream");
+
+  // The tail first: with a small index, one read gets all of it.
+  const uint64_t tail_offset = size - std::min(size, kTailGuess);
+  std::vector<uint8_t> tail;
+  VF_RETURN_IF_ERROR(read(tail_offset, size - tail_offset, &tail));
+  std::vector<uint8_t> head;
+  if (tail_offset == 0) {
+    head.assign(tail.begin(), tail.begin() + kStreamHeaderSize);
+  } else {
+    VF_RETURN_IF_ERROR(read(0, kStreamHeaderSize, &head));
+  }
+  VF_RETURN_IF_ERROR(DecodeStreamHeader(head.data(), &result.header).WithContext(source.Describe()));
+  if (!(result.header.flags & kStreamFlagSeekIndex))
+    return Status::NotSupported(source.Describe() + " has no seek index (it was written to a pipe or socket, or "
+                                "by an older vramflow)");
+
+  // STREAM_END: the last 96 bytes.
+  const uint64_t end_offset = size - kEndBytes;
+  const uint8_t* end = tail.data() + (end_offset - tail_offset);
+  auto where = [&](uint64_t offset) { return source.Describe() + ", stream offset " + std::to_string(offset); };
+  FrameHeader eh;
+  Status end_status = DecodeFrameHeader(end, &eh);
+  if (!end_status.ok())
+    return Status::Corruption(where(end_offset) + ": the last 96 bytes are not a STREAM_END frame (" +
+                              end_status.ToString() + "): the stream is incomplete or has bytes appended");
+  if (eh.kind != static_cast<uint8_t>(FrameKind::kStreamEnd) || eh.payload_size != kStreamEndPayloadSize)
+    return Status::Corruption(where(end_offset) + ": the stream does not end with a STREAM_END frame (found " +
+                              FrameKindName(eh.kind) + "): it is incomplete or has bytes appended");
+  if (Hash64(end + kFrameHeaderSize, kStreamEndPayloadSize) != eh.raw_hash)
+    return Status::Corruption(where(end_offset) + ": STREAM_END payload hash mismatch");
+  result.totals = DecodeStreamTotals(end + kFrameHeaderSize);
+  if (result.totals.stream_bytes != end_offset)
+    return Status::Corruption(where(end_offset) + ": STREAM_END says it is at offset " +
+                              std::to_string(result.totals.stream_bytes));
+
+  // The index footer ends where STREAM_END begins and gives the payload size.
+  if (end_offset < kStreamHeaderSize + kFrameHeaderSize + kIndexHeaderBytes + kFooterBytes)
+    return Status::Corruption(where(end_offset) + ": no room for a seek index before STREAM_END");
+  const uint8_t* footer = end - kFooterBytes;
+  if (std::memcmp(footer + 8, kFooterMagic.data(), kFooterMagic.size()) != 0)
+    return Status::Corruption(where(end_offset - kFooterBytes) +
+                              ": the stream announces a seek index but none ends before STREAM_END");
+  const uint64_t payload_size = Get64(footer);
+  if (payload_size < kIndexHeaderBytes + kFooterBytes || payload_size > UINT32_MAX ||
+      payload_size + kFrameHeaderSize > end_offset - kStreamHeaderSize)
+    return Status::Corruption(where(end_offset - kFooterBytes) + ": seek index size " + std::to_string(payload_size) +
+                              " does not fit the stream");
+  result.index_offset = end_offset - payload_size - kFrameHeaderSize;
+  std::vector<uint8_t> frame;
+  if (result.index_offset >= tail_offset) {
+    const uint8_t* p = tail.data() + (result.index_offset - tail_offset);
+    frame.assign(p, p + kFrameHeaderSize + payload_size);
+  } else {
+    VF_RETURN_IF_ERROR(read(result.index_offset, kFrameHeaderSize + payload_size, &frame));
+  }
+  FrameHeader ih;
+  VF_RETURN_IF_ERROR(DecodeFrameHeader(frame.data(), &ih).WithContext(where(result.index_offset)));
+  if (ih.kind != static_cast<uint8_t>(FrameKind::kSeekIndex) || ih.payload_size != payload_size || ih.flags != 0 ||
+      ih.object_id != 0 || ih.offset != 0 || ih.raw_size != 0 || ih.codec != 0 || ih.transform != 0)
+    return Status::Corruption(where(result.index_offset) + ": expected the SEEK_INDEX frame, found " +
+                              FrameKindName(ih.kind));
+  if (ih.sequence + 1 != result.totals.frame_count)
+    return Status::Corruption(where(result.index_offset) + ": SEEK_INDEX is frame " + std::to_string(ih.sequence) +
+                              ", but STREAM_END counts " + std::to_string(result.totals.frame_count) + " frames");
+  std::span<const uint8_t> payload(frame.data() + kFrameHeaderSize, payload_size);
+  if (Hash64(payload.data(), payload.size()) != ih.raw_hash)
+    return Status::Corruption(where(result.index_offset) + ": SEEK_INDEX payload hash mismatch");
+  Result<SeekIndex> index = DecodeSeekIndex(payload);
+  if (!index.ok()) return index.status().WithContext(where(result.index_offset));
+  result.index = std::move(*index);
+  VF_RETURN_IF_ERROR(CheckIndex(result.index, result.index_offset).WithContext(where(result.index_offset)));
+  uint64_t raw_bytes = 0;
+  for (const SeekIndexObject& o : result.index.objects) raw_bytes += o.size;
+  if (result.index.objects.size() != result.totals.object_count || raw_bytes != result.totals.raw_bytes)
+    return Status::Corruption(where(result.index_offset) + ": the seek index lists " +
+                              std::to_string(result.index.objects.size()) + " objects of " + std::to_string(raw_bytes) +
+                              " bytes, STREAM_END counts " + std::to_string(result.totals.object_count) + " of " +
+                              std::to_string(result.totals.raw_bytes));
+  return result;
+}
+
+}  // namespace vramflow

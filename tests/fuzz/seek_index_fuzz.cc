@@ -1,0 +1,185 @@
+// libFuzzer target: untrusted bytes through the seek-index readers.
+//
+// Every input goes
+//   1. through DecodeSeekIndex as a SEEK_INDEX payload; an index it accepts
+//      must encode again and decode to the same index;
+//   2. through ReadSeekIndex as a whole stored stream read from its two ends
+//      (what `inspect` and `unpack --object` do with a file or S3 object);
+//      an index it accepts must describe frames inside the stream.
+// An input that starts with the stream magic also has its SEEK_INDEX payload
+// "repaired" (frame hash and header checksum recomputed) and read again, so
+// mutations of the index itself get past the checksums.
+//
+// With VRAMFLOW_FUZZ_WRITE_SEEDS=DIR in the environment the binary writes
+// seed streams with indexes (several objects, zero runs, dedup references)
+// and bare index payloads into DIR and exits.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "codecs/chunk_codec.h"
+#include "common/hash.h"
+#include "datagen/model_data.h"
+#include "streamer/seek_index.h"
+#include "streamer/stream_writer.h"
+#include "transport/memory_stream.h"
+
+namespace vramflow {
+namespace {
+
+[[noreturn]] void Broken(const char* what) {
+  std::fprintf(stderr, "seek_index_fuzz: broken promise: %s\n", what);
+  std::abort();
+}
+
+class BytesAt final : public RandomAccessSource {
+ public:
+  explicit BytesAt(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+  uint64_t Size() const override { return bytes_.size(); }
+  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override {
+    if (offset > bytes_.size()) return Status::InvalidArgument("read past the end");
+    size_t n = std::min<uint64_t>(data.size(), bytes_.size() - offset);
+    if (n) std::memcpy(data.data(), bytes_.data() + offset, n);
+    return n;
+  }
+  std::string Describe() const override { return "fuzz input"; }
+
+ private:
+  std::span<const uint8_t> bytes_;
+};
+
+void DecodeIndex(std::span<const uint8_t> payload) {
+  Result<SeekIndex> index = DecodeSeekIndex(payload);
+  if (!index.ok()) return;
+  Result<std::vector<uint8_t>> again = EncodeSeekIndex(*index);
+  if (!again.ok()) Broken("an accepted index does not encode again");
+  Result<SeekIndex> back = DecodeSeekIndex(*again);
+  if (!back.ok() || !(*back == *index)) Broken("an accepted index does not survive encode + decode");
+}
+
+void ReadStored(std::span<const uint8_t> stream) {
+  BytesAt at(stream);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+  if (!stored.ok()) return;
+  for (const SeekIndexObject& o : stored->index.objects) {
+    if (o.end_offset + kFrameHeaderSize > stored->index_offset) Broken("an object's frames run past the index");
+    for (const SeekIndexChunk& c : o.chunks)
+      if (c.stream_offset + c.frame_bytes() > stored->index_offset) Broken("a chunk frame runs past the index");
+  }
+}
+
+// Recomputes the SEEK_INDEX frame's hash and header checksum, where the
+// stream's tail lets ReadSeekIndex find the frame.
+void RepairAndRead(std::vector<uint8_t> stream) {
+  constexpr size_t kEnd = kFrameHeaderSize + kStreamEndPayloadSize;
+  if (stream.size() < kStreamHeaderSize + kEnd + 16 + kFrameHeaderSize) return;
+  const size_t end = stream.size() - kEnd;
+  uint64_t payload_size = 0;
+  std::memcpy(&payload_size, stream.data() + end - 16, 8);  // little-endian hosts only, as the fuzz build is
+  if (payload_size > end - kStreamHeaderSize - kFrameHeaderSize) return;
+  const size_t at = end - payload_size - kFrameHeaderSize;
+  FrameHeader h;
+  if (!DecodeFrameHeader(stream.data() + at, &h).ok()) {
+    h = FrameHeader{};
+    h.kind = static_cast<uint8_t>(FrameKind::kSeekIndex);
+  }
+  h.payload_size = static_cast<uint32_t>(payload_size);
+  h.raw_hash = Hash64(stream.data() + at + kFrameHeaderSize, payload_size);
+  EncodeFrameHeader(h, stream.data() + at);
+  ReadStored(stream);
+}
+
+std::vector<uint8_t> SeedStream(int objects, bool dedup) {
+  MemorySink sink;
+  StreamHeader header;
+  header.flags = kStreamFlagSeekIndex | (dedup ? kStreamFlagDedup : 0);
+  header.producer = "seek_index_fuzz seeds";
+  StreamWriter writer(&sink, header);
+  ChunkEncoder encoder(EncoderOptions{});
+  auto check = [](const Status& s) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "seek_index_fuzz: writing seeds: %s\n", s.ToString().c_str());
+      std::exit(1);
+    }
+  };
+  constexpr uint32_t kChunk = 4096;
+  check(writer.Start());
+  uint32_t first = 0;
+  std::vector<uint64_t> first_hashes;
+  std::vector<uint8_t> first_bytes;
+  for (int i = 0; i < objects; ++i) {
+    std::vector<uint8_t> bytes(3 * kChunk);
+    GenerateModelData(DataKind::kBf16Weights, i + 1, 0, bytes);
+    std::fill(bytes.begin() + kChunk, bytes.begin() + 2 * kChunk, 0);
+    Result<uint32_t> id =
+        writer.BeginObject(ObjectMetadata{"gpu" + std::to_string(i % 2) + "/bo-" + std::to_string(i),
+                                          {{"gpu", std::to_string(i % 2)}}},
+                           bytes.size());
+    check(id.status());
+    for (uint64_t off = 0; off < bytes.size(); off += kChunk) {
+      if (dedup && i > 0 && off == 0) {
+        DedupRef ref{first, 0, HashContent128(first_bytes.data(), kChunk)};
+        check(writer.AddDedupRef(*id, 0, kChunk, first_hashes[0], ref));
+        continue;
+      }
+      EncodedChunk chunk;
+      std::span<const uint8_t> raw(i > 0 && off == 0 ? first_bytes.data() : bytes.data() + off, kChunk);
+      check(encoder.Encode(raw, &chunk));
+      if (i == 0) first_hashes.push_back(chunk.raw_hash);
+      check(writer.AddChunk(*id, off, kChunk, chunk));
+    }
+    if (i == 0) {
+      first = *id;
+      first_bytes = bytes;
+    }
+    check(writer.EndObject(*id));
+  }
+  check(writer.Finish());
+  return sink.bytes();
+}
+
+void WriteSeeds(const std::string& dir) {
+  int n = 0;
+  auto write = [&](const std::vector<uint8_t>& bytes) {
+    std::ofstream(dir + "/seed-" + std::to_string(n++), std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  };
+  for (int objects : {0, 1, 3}) {
+    for (bool dedup : {false, true}) {
+      std::vector<uint8_t> stream = SeedStream(objects, dedup);
+      write(stream);
+      BytesAt at(stream);
+      Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+      if (!stored.ok()) {
+        std::fprintf(stderr, "seek_index_fuzz: a seed has no readable index: %s\n", stored.status().ToString().c_str());
+        std::exit(1);
+      }
+      Result<std::vector<uint8_t>> payload = EncodeSeekIndex(stored->index);
+      if (payload.ok()) write(*payload);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vramflow
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (const char* dir = std::getenv("VRAMFLOW_FUZZ_WRITE_SEEDS")) {
+    vramflow::WriteSeeds(dir);
+    std::exit(0);
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::span<const uint8_t> input(data, size);
+  vramflow::DecodeIndex(input);
+  vramflow::ReadStored(input);
+  if (size >= 8 && std::memcmp(data, vramflow::kStreamMagic.data(), 8) == 0)
+    vramflow::RepairAndRead(std::vector<uint8_t>(data, data + size));
+  return 0;
+}
