@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -168,6 +170,35 @@ TEST(CriuHost, AMistypedCheckSwitchStopsTheRestore) {
   // The dump refuses too: the setting is read at init in every stage.
   EXPECT_NE(run.status, 0) << run.output;
   EXPECT_TRUE(Has(run.output, "KFD_VRAM_SIZE_CHECK")) << run.output;
+}
+
+//! VRAMFLOW_TARGET=s3://BUCKET/PREFIX/{name} against the local Ceph RGW
+//! (S3Rgw: the rgw fixture; skips, saying why, without one): every GPU's
+//! stream is uploaded as an object and restored from it. A second dump to
+//! the same objects fails naming one, as a second dump into a directory
+//! target that holds the stream files does.
+TEST(S3Rgw, PluginVramStreamsGoToS3) {
+  if (const char* skip = std::getenv("VRAMFLOW_TEST_S3_SKIP"); skip && *skip) GTEST_SKIP() << "no Ceph RGW: " << skip;
+  const char* bucket = std::getenv("VRAMFLOW_TEST_S3_BUCKET");
+  if (!bucket || !*bucket || !std::getenv("AWS_ENDPOINT_URL"))
+    GTEST_SKIP() << "AWS_ENDPOINT_URL and VRAMFLOW_TEST_S3_BUCKET are not set (ctest's rgw fixture sets them)";
+  const std::string prefix =
+      "s3://" + std::string(bucket) + "/plugin-" + std::to_string(::getpid()) + "-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "/";
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 2", "VRAMFLOW_TARGET=" + prefix + "{name}");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("images/" + VramStreamName(100, 0x1000))));
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(testing::VramflowBinary() + " verify -q " + prefix + VramStreamName(100, 0x1111), &out),
+            0)
+      << out;
+
+  testing::TempDir again;
+  HostRun second = RunHost(again, "--gpus 2", "VRAMFLOW_TARGET=" + prefix + "{name}");
+  EXPECT_NE(second.status, 0) << second.output;
+  EXPECT_TRUE(Has(second.output, prefix + VramStreamName(100, 0x1000) + " exists")) << second.output;
 }
 
 }  // namespace
