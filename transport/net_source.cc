@@ -111,6 +111,7 @@ class Core : public std::enable_shared_from_this<Core> {
       stop_ = true;
       cv_.notify_all();
       for (int fd : handshaking_) ::shutdown(fd, SHUT_RDWR);
+      listener_.Interrupt();
       if (session_) {
         std::lock_guard session_lock(session_->mu);
         session_->DropConnections();
@@ -151,7 +152,8 @@ class Core : public std::enable_shared_from_this<Core> {
         if (stop_) return;
       }
       std::string peer;
-      Result<UniqueFd> fd = listener_.Accept(std::chrono::milliseconds(100), &peer);
+      Result<UniqueFd> fd = listener_.Accept(std::chrono::milliseconds(1000), &peer);
+      if (!fd.ok() && fd.status().code() == Status::Code::kCancelled) return;  // Stop()
       if (!fd.ok()) continue;  // timeouts, and errors such as EMFILE, are retried
       std::lock_guard lock(mu_);
       if (stop_) return;

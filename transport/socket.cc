@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -209,6 +210,8 @@ Result<UniqueFd> ConnectStream(const Endpoint& endpoint, const SocketOptions& op
 Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& options) {
   Listener listener;
   listener.options_ = options;
+  listener.wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!listener.wake_.valid()) return Status::FromErrno("listening on " + endpoint.uri + ": eventfd", errno);
   int err = 0;
 
   if (endpoint.kind == Endpoint::Kind::kTcp) {
@@ -291,6 +294,7 @@ Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& o
 
 Listener::Listener(Listener&& other) noexcept
     : fd_(std::move(other.fd_)),
+      wake_(std::move(other.wake_)),
       unix_path_(std::exchange(other.unix_path_, {})),
       uri_(std::move(other.uri_)),
       options_(other.options_) {}
@@ -299,6 +303,7 @@ Listener& Listener::operator=(Listener&& other) noexcept {
   if (this != &other) {
     if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
     fd_ = std::move(other.fd_);
+    wake_ = std::move(other.wake_);
     unix_path_ = std::exchange(other.unix_path_, {});
     uri_ = std::move(other.uri_);
     options_ = other.options_;
@@ -314,8 +319,17 @@ Result<UniqueFd> Listener::Accept(milliseconds timeout, std::string* peer) {
   if (!fd_.valid()) return Status::Internal("Accept on a closed listener");
   Deadline deadline(timeout);
   for (;;) {
-    VF_ASSIGN_OR_RETURN(bool ready, WaitFor(fd_.get(), POLLIN, deadline, "waiting for a connection on " + uri_));
-    if (!ready) return Status::TimedOut("no connection on " + uri_ + " within " + FormatSeconds(timeout));
+    pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    int n = ::poll(fds, 2, deadline.PollMs());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("waiting for a connection on " + uri_, errno);
+    }
+    if (fds[1].revents) return Status::Cancelled("stopped listening on " + uri_);
+    if (n == 0) {
+      if (deadline.Expired()) return Status::TimedOut("no connection on " + uri_ + " within " + FormatSeconds(timeout));
+      continue;
+    }
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
     int fd = ::accept4(fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -330,6 +344,13 @@ Result<UniqueFd> Listener::Accept(milliseconds timeout, std::string* peer) {
     if (peer != nullptr) *peer = PeerName(ss);
     return conn;
   }
+}
+
+void Listener::Interrupt() {
+  if (!wake_.valid()) return;
+  uint64_t one = 1;
+  // Cannot fail short of a counter overflow; the fd stays readable either way.
+  [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof(one));
 }
 
 Status SendAll(int fd, std::span<const uint8_t> data, milliseconds timeout, const std::string& what) {

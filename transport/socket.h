@@ -39,6 +39,10 @@ class Listener {
   // Waits up to `timeout` (negative: forever) for a connection; the accepted
   // socket is tuned like ConnectStream's. `peer` gets "1.2.3.4:5678" or "unix".
   Result<UniqueFd> Accept(std::chrono::milliseconds timeout, std::string* peer);
+  // Makes a waiting Accept(), and every later one, return kCancelled at
+  // once, so a thread that accepts in a loop can be stopped without waiting
+  // out its poll timeout. Safe to call from any thread.
+  void Interrupt();
   // The bound address as a URI (tcp://127.0.0.1:41234 after port 0).
   const std::string& uri() const { return uri_; }
   int fd() const { return fd_.get(); }
@@ -46,6 +50,7 @@ class Listener {
  private:
   Listener() = default;
   UniqueFd fd_;
+  UniqueFd wake_;          // an eventfd: readable once Interrupt() was called
   std::string unix_path_;  // removed on destruction
   std::string uri_;
   SocketOptions options_;
