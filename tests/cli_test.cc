@@ -208,7 +208,7 @@ TEST_F(CliRoundTripTest, IdenticalChunksBecomeDedupReferences) {
     fs::remove_all(File("dd"));
     EXPECT_CODE(Run(std::string("pack -q a.bin copy/a2.bin d.bin -o dd.vfs --chunk-size 32K") + flags), 0);
     EXPECT_CODE(Run("verify -q dd.vfs"), 0);
-    CommandResult j = Sh("cd " + Q(dir_.path()) + " && $VF inspect --json dd.vfs 2>/dev/null");
+    CommandResult j = Sh("cd " + Q(dir_.path()) + " && $VF inspect --json --full dd.vfs 2>/dev/null");
     ASSERT_EQ(j.code, 0) << j.output;
     nlohmann::json doc = nlohmann::json::parse(j.output);
     const bool dedup = std::string(flags) != " --no-dedup";

@@ -9,8 +9,10 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/units.h"
+#include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
 #include "tools/cli_util.h"
+#include "tools/inspect_index.h"
 #include "transport/fd_stream.h"
 
 namespace vramflow {
@@ -131,14 +133,19 @@ class CountingSource final : public ByteSource {
 
 std::string WordSizeLabel(unsigned w) { return w == 1 ? "none" : std::to_string(w) + "-byte"; }
 
-void PrintText(const SummaryVisitor& v, uint64_t stream_bytes, const Status& status, std::ostream& out) {
+// `why_whole`: why a stored stream was read whole rather than through its
+// seek index (empty when that was not tried).
+void PrintText(const SummaryVisitor& v, uint64_t stream_bytes, const Status& status, const std::string& why_whole,
+               std::ostream& out) {
   uint64_t raw = 0;
   for (const auto& [id, o] : v.objects) raw += o.ended ? o.size : 0;
   out << "stream:   " << (v.header.producer.empty() ? "?" : v.header.producer) << ", format version "
       << v.header.version << ", chunk size " << FormatSize(v.header.chunk_size) << "\n";
   out << "objects:  " << v.objects.size() << ", " << FormatSize(raw) << " raw in " << FormatSize(stream_bytes)
       << " (ratio " << FormatRatio(raw, stream_bytes) << ")\n";
-  out << "status:   " << (status.ok() ? "complete" : "INCOMPLETE OR DAMAGED: " + status.ToString()) << "\n\n";
+  out << "status:   " << (status.ok() ? "complete" : "INCOMPLETE OR DAMAGED: " + status.ToString()) << "\n";
+  if (!why_whole.empty()) out << "read:     every frame: " << why_whole << "\n";
+  out << "\n";
 
   char line[512];
   std::snprintf(line, sizeof(line), "%5s  %-32s %14s %8s %8s %14s %7s\n", "id", "name", "size", "chunks", "zeros",
@@ -168,14 +175,18 @@ void PrintText(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
   out << "\n";
 }
 
-void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& status, std::ostream& out) {
+void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& status, const std::string& why_whole,
+               std::ostream& out) {
   nlohmann::ordered_json j;
   j["complete"] = status.ok();
   if (!status.ok()) j["error"] = status.ToString();
   j["producer"] = v.header.producer;
   j["format_version"] = v.header.version;
   j["chunk_size"] = v.header.chunk_size;
+  j["source"] = "frames";
+  if (!why_whole.empty()) j["note"] = why_whole;
   j["stream_bytes"] = stream_bytes;
+  j["bytes_read"] = stream_bytes;
   uint64_t raw = 0;
   nlohmann::ordered_json objects = nlohmann::ordered_json::array();
   for (const auto& [id, o] : v.objects) {
@@ -213,9 +224,37 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
   out << j.dump(2) << "\n";
 }
 
+// The objects from the seek index of a stored stream, reading nothing else.
+// Returns false when the stream is to be read whole: it cannot be read at
+// offsets (a pipe, socket, fd), or it has no usable index (*why_whole says
+// why, for the report).
+Result<bool> InspectIndex(const InspectOptions& options, std::ostream& out, std::string* why_whole) {
+  Result<std::unique_ptr<RandomAccessSource>> opened = OpenRandomAccess(options.input, options.transport);
+  if (!opened.ok()) {
+    if (opened.status().code() == Status::Code::kNotSupported) return false;
+    return opened.status();
+  }
+  CountingRandomAccess counting(std::move(*opened));
+  Result<StoredStreamIndex> stored = ReadSeekIndex(counting);
+  if (!stored.ok()) {
+    *why_whole = stored.status().code() == Status::Code::kNotSupported
+                     ? stored.status().message()
+                     : "the seek index of " + counting.Describe() + " cannot be used (" + stored.status().ToString() + ")";
+    return false;
+  }
+  if (options.json) PrintIndexJson(*stored, counting.bytes(), out);
+  else PrintIndexText(*stored, counting.bytes(), out);
+  return true;
+}
+
 }  // namespace
 
 Status RunInspect(const InspectOptions& options, std::ostream& out) {
+  std::string why_whole;
+  if (!options.full && !options.decode) {
+    VF_ASSIGN_OR_RETURN(bool done, InspectIndex(options, out, &why_whole));
+    if (done) return Status::Ok();
+  }
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, options.transport));
   CountingSource counting(source.get());
   SummaryVisitor visitor;
@@ -223,8 +262,8 @@ Status RunInspect(const InspectOptions& options, std::ostream& out) {
   read.decode = options.decode;
   Status status = ReadStream(counting, visitor, read);
   (void)source->Finish(status);
-  if (options.json) PrintJson(visitor, counting.bytes(), status, out);
-  else PrintText(visitor, counting.bytes(), status, out);
+  if (options.json) PrintJson(visitor, counting.bytes(), status, why_whole, out);
+  else PrintText(visitor, counting.bytes(), status, why_whole, out);
   return status;
 }
 

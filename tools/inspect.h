@@ -1,8 +1,12 @@
 // `vramflow inspect` and `vramflow verify`.
 //
-// inspect reads a stream's framing (without decoding payloads) and reports
-// its objects, chunk counts, codec mix, ratio and detected word sizes, as
-// text or JSON. verify applies every check, decoding every payload and
+// inspect of a stored stream with a seek index (a file, an s3:// object)
+// reads only its two ends, the header, the index and STREAM_END, and lists
+// the objects from the index (inspect_index.h). Otherwise, or with `full`,
+// it reads the stream's framing (without decoding payloads) and reports its
+// objects, chunk counts, codec mix, ratio and detected word sizes, as text
+// or JSON; for a stored stream without a usable index the report says why
+// it was read whole. verify applies every check, decoding every payload and
 // comparing it with its hash; its Status is the verdict.
 #pragma once
 
@@ -17,7 +21,8 @@ namespace vramflow {
 struct InspectOptions {
   std::string input;
   bool json = false;
-  bool decode = false;  // also decode and hash-check payloads
+  bool decode = false;  // also decode and hash-check payloads (reads every frame)
+  bool full = false;    // read every frame even when there is a seek index
   TransportOptions transport;  // for tcp:// and unix: inputs (listened on)
 };
 

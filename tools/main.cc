@@ -149,6 +149,11 @@ int Main(int argc, char** argv) {
                          "listens there and unpacks what a sender sends, as it arrives")
       ->required();
   unpack_cmd->add_option("-o,--output", unpack.output, "directory, file, or - (stdout, one object)")->required();
+  unpack_cmd->add_option("--object", unpack.select.names,
+                         "restore only the object of this name (repeatable); a file or s3:// stream with a seek "
+                         "index is then read only where those objects' frames are");
+  unpack_cmd->add_option("--gpu", unpack.select.gpus,
+                         "restore only the objects of this GPU (attribute gpu, or gpu-id; repeatable), as --object");
   unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
   bool unpack_quiet = false;
   unpack_cmd->add_flag("-q,--quiet", unpack_quiet, "print nothing on success");
@@ -186,14 +191,18 @@ int Main(int argc, char** argv) {
   InspectOptions inspect;
   CLI::App* inspect_cmd = app.add_subcommand(
       "inspect", "Show a stream's objects, chunks, codec mix, ratio and detected word sizes (framing is checked; add "
-                 "--decode to check payloads too)");
+                 "--decode to check payloads too). A file or s3:// stream with a seek index: its objects from the "
+                 "index alone, reading only the stream's ends (--full reads every frame)");
   inspect_cmd->add_option("stream", inspect.input,
                           "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY, or a network address to listen on")
       ->required();
   TransportFlags inspect_net;
   inspect_net.Add(inspect_cmd, /*sending=*/false, /*receiving=*/true);
   inspect_cmd->add_flag("--json", inspect.json, "print JSON");
-  inspect_cmd->add_flag("--decode", inspect.decode, "also decode every payload and check its hash");
+  inspect_cmd->add_flag("--full", inspect.full,
+                        "read every frame (codec mix, word sizes) even when the stream has a seek index; without it "
+                        "a file or s3:// stream with an index is read only at its ends");
+  inspect_cmd->add_flag("--decode", inspect.decode, "also decode every payload and check its hash (implies --full)");
 
   // verify
   std::string verify_input;
@@ -328,12 +337,22 @@ int Main(int argc, char** argv) {
                                       "-o '" + unpack.output + "': unpack writes files (a directory, a file or -); to "
                                       "store a stream as it is, use `vramflow send STREAM " + unpack.output + "`"));
     unpack.progress = !unpack_quiet && ::isatty(STDERR_FILENO);
+    unpack.note = [](const std::string& note) { std::fprintf(stderr, "vramflow unpack: %s\n", note.c_str()); };
     UnpackReport report;
     s = RunUnpack(unpack, &report);
     if (!s.ok()) return Fail("unpack", s);
     if (!unpack_quiet) {
       std::fprintf(stderr, "unpacked %llu object(s), %s, verified\n", static_cast<unsigned long long>(report.objects),
                    FormatSize(report.raw_bytes).c_str());
+      if (report.through_index)
+        std::fprintf(stderr, "  read %s of the %s stream (%.1f%%, %llu of %llu bytes): its seek index and the frames "
+                     "of %llu of its %llu objects\n",
+                     FormatSize(report.bytes_read).c_str(), FormatSize(report.stream_bytes).c_str(),
+                     report.stream_bytes ? 100.0 * report.bytes_read / report.stream_bytes : 0.0,
+                     static_cast<unsigned long long>(report.bytes_read),
+                     static_cast<unsigned long long>(report.stream_bytes),
+                     static_cast<unsigned long long>(report.objects),
+                     static_cast<unsigned long long>(report.stream_objects));
       for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", path.c_str());
     }
     return 0;

@@ -15,11 +15,15 @@
 #include "streamer/amdgpu_pages.h"
 #include "streamer/file_device.h"
 #include "streamer/pipeline.h"
+#include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
+#include "streamer/sub_stream.h"
 #include "tools/cli_util.h"
 #include "tools/progress.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
+#include "transport/s3_part_plan.h"
+#include "transport/uri.h"
 
 namespace vramflow {
 namespace {
@@ -61,11 +65,17 @@ std::string StripTrailingSlashes(std::string path) {
   return path;
 }
 
-// Writes the single object of a stream to an fd, in order.
+// Writes the single (selected) object of a stream to an fd, in order.
 class SequentialVisitor final : public StreamVisitor {
  public:
-  SequentialVisitor(int fd, std::string description) : fd_(fd), description_(std::move(description)) {}
+  SequentialVisitor(int fd, std::string description, const ObjectSelector* filter)
+      : fd_(fd), description_(std::move(description)), filter_(filter) {}
   Status OnObjectBegin(const ObjectState& o) override {
+    seen_.push_back(o.metadata);
+    if (filter_ && !filter_->Matches(o.metadata)) {
+      skipped_.insert(o.id);
+      return Status::Ok();
+    }
     if (++objects_ > 1)
       return Status::InvalidArgument("the stream holds more than one object (object " + std::to_string(o.id) + " '" +
                                      o.metadata.name + "'); unpack to a directory instead of " + description_);
@@ -81,6 +91,7 @@ class SequentialVisitor final : public StreamVisitor {
     return Status::Ok();
   }
   Status OnChunk(const ChunkEvent& e) override {
+    if (skipped_.count(e.header.object_id)) return Status::Ok();
     if (e.header.offset != next_)
       return Status::InvalidArgument("chunks arrive out of order (offset " + std::to_string(e.header.offset) +
                                      ", expected " + std::to_string(next_) + "); unpack to a file instead of " +
@@ -102,6 +113,7 @@ class SequentialVisitor final : public StreamVisitor {
   }
   uint64_t objects() const { return objects_; }
   uint64_t bytes() const { return next_; }
+  const std::vector<ObjectMetadata>& seen() const { return seen_; }
 
  private:
   Status Write(std::span<const uint8_t> data) {
@@ -110,22 +122,55 @@ class SequentialVisitor final : public StreamVisitor {
   }
   int fd_;
   std::string description_;
+  const ObjectSelector* filter_;
+  std::vector<ObjectMetadata> seen_;  // every object, for checking the selection
+  std::set<uint32_t> skipped_;
   uint64_t objects_ = 0;
   uint64_t next_ = 0;
   bool legacy_ = false;
 };
 
+// A private directory beside the output, removed with its contents on exit.
+class StagingDirectory {
+ public:
+  ~StagingDirectory() {
+    fd_.Reset();
+    if (!path_.empty()) ::nftw(path_.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  }
+  Status Create(const std::string& beside) {
+    std::string base = beside.substr(beside.find_last_of('/') + 1);
+    std::string pattern = ParentOf(beside) + "/." + base + ".vf-unpack-XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data())) return Status::FromErrno("creating a staging directory beside '" + beside + "'", errno);
+    path_ = buf.data();
+    fd_.Reset(::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd_.valid()) return Status::FromErrno("opening '" + path_ + "'", errno);
+    return Status::Ok();
+  }
+  int fd() const { return fd_.get(); }
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+};
+
 // The files of an unpack, created in a staging directory as objects begin,
-// sized when they end, and moved to their final places by Commit().
+// sized when they end, and moved to their final places by Commit(). Objects
+// that `filter` leaves out go to a second staging directory, by id, so that
+// references into them resolve, and are never moved.
 class StagedFiles {
  public:
-  StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, FileDevice* device)
+  StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, FileDevice* device,
+              const ObjectSelector* filter)
       : staging_fd_(staging_fd), output_(std::move(output)), directory_forced_(directory_forced), force_(force),
-        device_(device) {}
+        device_(device), filter_(filter) {}
 
   // Creates the staged file of an object that begins; its content goes
   // through the device, after the legacy header if it has one.
   Result<RestoreTarget> Open(const ObjectState& o) {
+    seen_.push_back(o.metadata);
+    if (filter_ && !filter_->Matches(o.metadata)) return OpenSkipped(o);
     VF_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitSafeRelativePath(o.metadata.name));
     if (!names_.insert(o.metadata.name).second)
       return Status::InvalidArgument("object name '" + o.metadata.name + "' appears twice in the stream");
@@ -157,6 +202,10 @@ class StagedFiles {
   // of an object are holes until then).
   Status Finish(const ObjectState& o) {
     OpenFile& f = files_.at(o.id);
+    if (f.skipped) {  // the device keeps its own descriptor for references into it
+      f.fd.Reset();
+      return Status::Ok();
+    }
     const std::string what = "'" + o.metadata.name + "'";
     if (f.header) {
       uint8_t header[kAmdgpuPagesHeaderSize];
@@ -166,25 +215,30 @@ class StagedFiles {
     if (::ftruncate(f.fd.get(), static_cast<off_t>(f.header + o.size)) != 0)
       return Status::FromErrno("sizing " + what, errno);
     if (::close(f.fd.Release()) != 0) return Status::FromErrno("closing " + what, errno);
+    kept_bytes_ += o.size;
     return Status::Ok();
   }
 
   // Moves the staged files to their final places.
   Status Commit(UnpackReport* report) {
-    report->objects = files_.size();
-    if (!directory_forced_ && files_.size() == 1) {
-      const OpenFile& f = files_.begin()->second;
+    std::vector<const OpenFile*> kept;
+    for (const auto& [id, f] : files_)
+      if (!f.skipped) kept.push_back(&f);
+    report->objects = kept.size();
+    if (!directory_forced_ && kept.size() == 1) {
+      const OpenFile& f = *kept.front();
       VF_ASSIGN_OR_RETURN(UniqueFd from, OpenParentDirectory(staging_fd_, f.parts, false));
       VF_RETURN_IF_ERROR(MoveInto(from.get(), f.parts.back(), AT_FDCWD, output_, force_, output_));
       report->written.push_back(output_);
       return Status::Ok();
     }
-    if (files_.empty() && !directory_forced_) return Status::Ok();
+    if (kept.empty() && !directory_forced_) return Status::Ok();
     if (::mkdir(output_.c_str(), 0755) != 0 && errno != EEXIST)
       return Status::FromErrno("creating directory '" + output_ + "'", errno);
     UniqueFd out(::open(output_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!out.valid()) return Status::FromErrno("opening directory '" + output_ + "'", errno);
-    for (const auto& [id, f] : files_) {
+    for (const OpenFile* kept_file : kept) {
+      const OpenFile& f = *kept_file;
       std::string shown = output_ + "/";
       for (size_t i = 0; i < f.parts.size(); ++i) shown += (i ? "/" : "") + f.parts[i];
       VF_ASSIGN_OR_RETURN(UniqueFd from, OpenParentDirectory(staging_fd_, f.parts, false));
@@ -195,53 +249,54 @@ class StagedFiles {
     return Status::Ok();
   }
 
+  // Every object the stream held, selected or not.
+  const std::vector<ObjectMetadata>& seen() const { return seen_; }
+  // Bytes of the objects that become files.
+  uint64_t kept_bytes() const { return kept_bytes_; }
+
  private:
   struct OpenFile {
     UniqueFd fd;
     std::vector<std::string> parts;
     uint64_t header = 0;  // bytes of legacy header before the content
     bool legacy_little_endian = true;
+    bool skipped = false;  // left out by the filter: restored only for references into it
   };
+
+  Result<RestoreTarget> OpenSkipped(const ObjectState& o) {
+    if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_));
+    const std::string name = std::to_string(o.id);
+    int fd = ::openat(skipped_dir_.fd(), name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::FromErrno("creating a scratch file for '" + o.metadata.name + "'", errno);
+    OpenFile& f = files_[o.id];
+    f.fd.Reset(fd);
+    f.skipped = true;
+    uint64_t size = o.size == kUnknownObjectSize ? FileDevice::kUnbounded : o.size;
+    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, 0, size, "'" + o.metadata.name + "' (not selected)"));
+    return RestoreTarget{device_, bo, /*zero_filled=*/true};
+  }
+
   int staging_fd_;
   std::string output_;
   bool directory_forced_;
   bool force_;
   FileDevice* device_;
+  const ObjectSelector* filter_;
+  StagingDirectory skipped_dir_;
+  std::vector<ObjectMetadata> seen_;
+  uint64_t kept_bytes_ = 0;
   std::map<uint32_t, OpenFile> files_;
   std::set<std::string> names_;
 };
 
-// A private directory beside the output, removed with its contents on exit.
-class StagingDirectory {
- public:
-  ~StagingDirectory() {
-    fd_.Reset();
-    if (!path_.empty()) ::nftw(path_.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
-  }
-  Status Create(const std::string& beside) {
-    std::string base = beside.substr(beside.find_last_of('/') + 1);
-    std::string pattern = ParentOf(beside) + "/." + base + ".vf-unpack-XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    if (!::mkdtemp(buf.data())) return Status::FromErrno("creating a staging directory beside '" + beside + "'", errno);
-    path_ = buf.data();
-    fd_.Reset(::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd_.valid()) return Status::FromErrno("opening '" + path_ + "'", errno);
-    return Status::Ok();
-  }
-  int fd() const { return fd_.get(); }
-
- private:
-  std::string path_;
-  UniqueFd fd_;
-};
-
+// Unpacks `input`; with a `filter`, only the objects it selects become files.
 Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const PipelineOptions& pipeline,
-                  UnpackReport* report) {
+                  const ObjectSelector* filter, UnpackReport* report) {
   ByteSource* source = &input;
   if (options.output == "-") {
-    SequentialVisitor visitor(STDOUT_FILENO, "stdout");
+    SequentialVisitor visitor(STDOUT_FILENO, "stdout", filter);
     VF_RETURN_IF_ERROR(ReadStream(*source, visitor));
+    if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
     report->raw_bytes = visitor.bytes();
     return Status::Ok();
@@ -257,7 +312,7 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   StagingDirectory staging;
   VF_RETURN_IF_ERROR(staging.Create(output));
   FileDevice device("unpack");
-  StagedFiles files(staging.fd(), output, directory_forced, options.force, &device);
+  StagedFiles files(staging.fd(), output, directory_forced, options.force, &device, filter);
   PipelineStats stats;
   ProgressBar bar("unpack", 0, options.progress);
   PipelineOptions with_progress = pipeline;
@@ -265,9 +320,75 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   VF_RETURN_IF_ERROR(RunRestore(
       source, {&device}, [&](const ObjectState& o) { return files.Open(o); }, with_progress, &stats,
       [&](const ObjectState& o) { return files.Finish(o); }));
-  report->raw_bytes = stats.raw_bytes;
+  report->raw_bytes = filter ? files.kept_bytes() : stats.raw_bytes;
   report->seconds = stats.seconds;
+  if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(files.seen(), source->Describe()));
   return files.Commit(report);
+}
+
+// How the selected objects' frames are fetched: an s3:// object within the
+// share of the budget ShareBudget() gave it, a file within a share taken
+// here from the pipeline's budget (an eighth, 2 to 32 MiB).
+SubStreamOptions FetchOptions(const std::string& uri, const TransportOptions& transport, uint64_t* pipeline_budget) {
+  SubStreamOptions sub;
+  Result<Endpoint> endpoint = ParseEndpoint(uri);
+  if (endpoint.ok() && endpoint->kind == Endpoint::Kind::kS3) {
+    const S3Options& s3 = transport.s3;
+    sub.fetch.memory_budget = s3.memory_budget;
+    sub.fetch.request_size =
+        std::min<uint64_t>(s3.range_size, std::max<uint64_t>(s3.memory_budget / 2, uint64_t{1} << 20));
+    sub.fetch.concurrency = s3::Concurrency(s3);
+  } else {
+    uint64_t share = std::clamp<uint64_t>(*pipeline_budget / 8, 2ull << 20, 32ull << 20);
+    *pipeline_budget = *pipeline_budget > share ? *pipeline_budget - share : 0;
+    sub.fetch.memory_budget = share;
+    sub.fetch.request_size = std::min<uint64_t>(4ull << 20, share / 2);
+    sub.fetch.concurrency = 4;
+  }
+  sub.max_range = sub.fetch.request_size;
+  return sub;
+}
+
+// A selection from a stored stream with a seek index: only the selected
+// objects' frames are fetched. Returns false (after a note) when the stream
+// has to be read whole instead.
+Result<bool> UnpackThroughIndex(const UnpackOptions& options, const TransportOptions& transport,
+                                PipelineOptions pipeline, UnpackReport* report) {
+  auto note = [&](const std::string& why) {
+    if (options.note)
+      options.note(why + ": reading the whole stream to restore " + options.select.Describe() +
+                   " (every object is restored into the staging area, only those are kept)");
+  };
+  Result<std::unique_ptr<RandomAccessSource>> opened = OpenRandomAccess(options.input, transport);
+  if (!opened.ok()) {
+    if (opened.status().code() != Status::Code::kNotSupported) return opened.status();
+    note(opened.status().message());
+    return false;
+  }
+  auto counting = std::make_shared<CountingRandomAccess>(std::shared_ptr<RandomAccessSource>(std::move(*opened)));
+  Result<StoredStreamIndex> stored = ReadSeekIndex(*counting);
+  if (!stored.ok()) {
+    if (stored.status().code() != Status::Code::kNotSupported)
+      return stored.status().WithContext("reading the seek index");
+    note(stored.status().message());
+    return false;
+  }
+  VF_ASSIGN_OR_RETURN(std::set<uint32_t> ids, SelectObjects(stored->index, options.select, counting->Describe()));
+  SubStreamOptions fetch = FetchOptions(options.input, transport, &pipeline.max_memory);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSubStream(counting, *stored, ids, fetch));
+  Status status = UnpackFrom(*source, options, pipeline, nullptr, report);
+  if (status.code() == Status::Code::kCorruption || status.code() == Status::Code::kTruncated)
+    status = status.WithContext(source->Describe() + "; frame numbers and stream offsets count in that selection");
+  else
+    status = ExplainBudgetShare(status, options.pipeline.max_memory, pipeline.max_memory,
+                                options.input + " (the selected frames, fetched ahead)");
+  report->through_index = true;
+  report->stream_bytes = stored->stream_size;
+  report->bytes_read = counting->bytes();
+  report->index_bytes = stored->bytes_read;
+  report->stream_objects = stored->index.objects.size();
+  VF_RETURN_IF_ERROR(status);
+  return true;
 }
 
 }  // namespace
@@ -276,9 +397,14 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   TransportOptions transport = options.transport;
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.input, &pipeline.max_memory, &transport);
+  const ObjectSelector* filter = options.select.all() ? nullptr : &options.select;
+  if (filter) {
+    VF_ASSIGN_OR_RETURN(bool done, UnpackThroughIndex(options, transport, pipeline, report));
+    if (done) return Status::Ok();
+  }
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
-  Status status = ExplainBudgetShare(UnpackFrom(*source, options, pipeline, report), options.pipeline.max_memory,
-                                     pipeline.max_memory, options.input);
+  Status status = ExplainBudgetShare(UnpackFrom(*source, options, pipeline, filter, report),
+                                     options.pipeline.max_memory, pipeline.max_memory, options.input);
   Status told = source->Finish(status);
   VF_RETURN_IF_ERROR(status);
   return told.WithContext("the files are in place, but telling " + source->Describe() + " failed");

@@ -12,14 +12,25 @@
 // goes: a failure there leaves partial output on stdout, with exit status 1.
 // A network sender learns the outcome: its Commit() succeeds only once every
 // file is in place.
+//
+// With a selection (`--object NAME`, `--gpu N`: object_selection.h) only the
+// selected objects become files. A stored stream with a seek index (a file,
+// an s3:// object) is then read through it: only the selected objects'
+// frames are fetched, in parallel ranges, as a sub-stream that the restore
+// graph checks as fully as a whole stream (streamer/sub_stream.h). Any other
+// stream is read whole (`note` says so): every object is restored into the
+// staging area, so that references into unselected objects resolve, and
+// only the selected ones are moved into place.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
+#include "tools/object_selection.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -31,6 +42,9 @@ struct UnpackOptions {
   PipelineOptions pipeline;  // threads and memory budget of the restore graph
   TransportOptions transport;
   bool progress = false;  // a progress bar on stderr
+  ObjectSelector select;  // empty: every object
+  // Told (once, before reading) when a selection has to read the whole stream.
+  std::function<void(const std::string&)> note;
 };
 
 struct UnpackReport {
@@ -38,6 +52,13 @@ struct UnpackReport {
   uint64_t raw_bytes = 0;
   std::vector<std::string> written;  // final paths
   double seconds = 0;
+  // A selection read through a seek index: what the stored stream is and
+  // what was fetched of it (the index included).
+  bool through_index = false;
+  uint64_t stream_bytes = 0;
+  uint64_t bytes_read = 0;
+  uint64_t index_bytes = 0;
+  uint64_t stream_objects = 0;
 };
 
 Status RunUnpack(const UnpackOptions& options, UnpackReport* report);

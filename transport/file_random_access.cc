@@ -49,12 +49,12 @@ Result<std::unique_ptr<RandomAccessSource>> OpenFileRandomAccess(const std::stri
   if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("opening '" + path + "'", errno);
   if (S_ISDIR(st.st_mode)) return Status::InvalidArgument("'" + path + "' is a directory");
   if (!S_ISREG(st.st_mode))
-    return Status::NotSupported("'" + path + "' is not a regular file: it can only be read in order");
+    return Status::NotSupported("'" + path + "' is not a regular file: it cannot be read at offsets");
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Status::FromErrno("opening '" + path + "'", errno);
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("opening '" + path + "'", errno);
   if (!S_ISREG(st.st_mode))  // replaced between stat and open
-    return Status::NotSupported("'" + path + "' is not a regular file: it can only be read in order");
+    return Status::NotSupported("'" + path + "' is not a regular file: it cannot be read at offsets");
   return std::unique_ptr<RandomAccessSource>(
       new FileRandomAccess(std::move(fd), static_cast<uint64_t>(st.st_size), path));
 }

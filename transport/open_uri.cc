@@ -100,8 +100,7 @@ Result<std::unique_ptr<RandomAccessSource>> OpenRandomAccess(const std::string& 
     case Endpoint::Kind::kUnix:
     case Endpoint::Kind::kTcp: break;
   }
-  return Status::NotSupported("'" + uri + "' cannot be read at offsets (only a file or an s3:// object can): it is "
-                              "read in order");
+  return Status::NotSupported("'" + uri + "' cannot be read at offsets (only a file or an s3:// object can)");
 }
 
 }  // namespace vramflow

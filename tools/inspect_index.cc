@@ -1,0 +1,124 @@
+#include "tools/inspect_index.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "common/units.h"
+#include "tools/cli_util.h"
+
+namespace vramflow {
+namespace {
+
+struct ObjectFigures {
+  uint64_t data_chunks = 0;
+  uint64_t zero_runs = 0;
+  uint64_t zero_bytes = 0;
+  uint64_t dedup_refs = 0;
+  uint64_t dedup_bytes = 0;
+  uint64_t stored_bytes = 0;  // payload bytes of DATA and DEDUP_REF frames
+  uint64_t frame_bytes = 0;   // every byte of the object's frames: what restoring it alone reads
+};
+
+ObjectFigures Figures(const SeekIndexObject& o) {
+  ObjectFigures f;
+  f.frame_bytes = 2 * kFrameHeaderSize + o.begin_payload_size;
+  for (const SeekIndexChunk& c : o.chunks) {
+    f.frame_bytes += c.frame_bytes();
+    switch (c.kind) {
+      case FrameKind::kZeroRun:
+        ++f.zero_runs;
+        f.zero_bytes += c.raw_size;
+        break;
+      case FrameKind::kDedupRef:
+        ++f.dedup_refs;
+        f.dedup_bytes += c.raw_size;
+        f.stored_bytes += c.payload_size;
+        break;
+      default:
+        ++f.data_chunks;
+        f.stored_bytes += c.payload_size;
+    }
+  }
+  return f;
+}
+
+uint64_t RawBytes(const SeekIndex& index) {
+  uint64_t raw = 0;
+  for (const SeekIndexObject& o : index.objects) raw += o.size;
+  return raw;
+}
+
+std::string Percent(uint64_t part, uint64_t whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f%%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0);
+  return buf;
+}
+
+}  // namespace
+
+void PrintIndexText(const StoredStreamIndex& stored, uint64_t bytes_read, std::ostream& out) {
+  const StreamHeader& h = stored.header;
+  const uint64_t raw = RawBytes(stored.index);
+  out << "stream:   " << (h.producer.empty() ? "?" : h.producer) << ", format version " << h.version << ", chunk size "
+      << FormatSize(h.chunk_size) << "\n";
+  out << "objects:  " << stored.index.objects.size() << ", " << FormatSize(raw) << " raw in "
+      << FormatSize(stored.stream_size) << " (ratio " << FormatRatio(raw, stored.stream_size) << ")\n";
+  out << "status:   complete (by its STREAM_END and seek index; frames not read: verify checks every one)\n";
+  out << "read:     " << FormatSize(bytes_read) << " of " << FormatSize(stored.stream_size) << " ("
+      << Percent(bytes_read, stored.stream_size)
+      << "): the stream header, the seek index and STREAM_END (--full reads every frame, for the codec mix)\n\n";
+
+  char line[512];
+  std::snprintf(line, sizeof(line), "%5s  %-32s %14s %8s %8s %8s %14s %7s\n", "id", "name", "size", "chunks", "zeros",
+                "refs", "stored", "ratio");
+  out << line;
+  for (const SeekIndexObject& o : stored.index.objects) {
+    ObjectFigures f = Figures(o);
+    std::string name = o.metadata.name.size() > 32 ? o.metadata.name.substr(0, 29) + "..." : o.metadata.name;
+    std::snprintf(line, sizeof(line), "%5u  %-32s %14s %8llu %8llu %8llu %14s %7s\n", o.id, name.c_str(),
+                  FormatSize(o.size).c_str(), static_cast<unsigned long long>(f.data_chunks),
+                  static_cast<unsigned long long>(f.zero_runs), static_cast<unsigned long long>(f.dedup_refs),
+                  FormatSize(f.stored_bytes).c_str(), FormatRatio(o.size, f.stored_bytes).c_str());
+    out << line;
+    for (const auto& [k, v] : o.metadata.attributes) out << "       " << k << " = " << v << "\n";
+  }
+}
+
+void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::ostream& out) {
+  nlohmann::ordered_json j;
+  const uint64_t raw = RawBytes(stored.index);
+  j["complete"] = true;
+  j["source"] = "seek index";
+  j["producer"] = stored.header.producer;
+  j["format_version"] = stored.header.version;
+  j["chunk_size"] = stored.header.chunk_size;
+  j["stream_bytes"] = stored.stream_size;
+  j["bytes_read"] = bytes_read;
+  j["raw_bytes"] = raw;
+  j["ratio"] = stored.stream_size ? static_cast<double>(raw) / static_cast<double>(stored.stream_size) : 0.0;
+  nlohmann::ordered_json objects = nlohmann::ordered_json::array();
+  for (const SeekIndexObject& o : stored.index.objects) {
+    ObjectFigures f = Figures(o);
+    nlohmann::ordered_json jo;
+    jo["id"] = o.id;
+    jo["name"] = o.metadata.name;
+    jo["size"] = o.size;
+    jo["ended"] = true;
+    jo["data_chunks"] = f.data_chunks;
+    jo["zero_runs"] = f.zero_runs;
+    jo["zero_bytes"] = f.zero_bytes;
+    jo["dedup_refs"] = f.dedup_refs;
+    jo["dedup_bytes"] = f.dedup_bytes;
+    jo["stored_bytes"] = f.stored_bytes;
+    jo["frame_bytes"] = f.frame_bytes;
+    nlohmann::ordered_json attrs = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : o.metadata.attributes) attrs[k] = v;
+    jo["attributes"] = attrs;
+    objects.push_back(jo);
+  }
+  j["objects"] = objects;
+  out << j.dump(2) << "\n";
+}
+
+}  // namespace vramflow
