@@ -6,7 +6,10 @@
 #      s3.multipart_chunksize and s3.max_concurrent_requests), and `vramflow send` of that
 #      stream (the transport alone);
 #   2. peak RSS (/usr/bin/time -v) of `vramflow pack` of a BIG checkpoint to s3:// with
-#      --max-memory MEM_LIMIT; target: peak RSS <= MEM_LIMIT + 32 MiB.
+#      --max-memory MEM_LIMIT; target: peak RSS <= MEM_LIMIT + 32 MiB;
+#   3. restore of one GPU of a two-GPU checkpoint (`vramflow demo -g 2 --to s3://`, the simulator's
+#      model-like layout): `unpack --gpu 1` (through the seek index) beside a full `unpack`: bytes
+#      fetched against the object size and against GPU 1's own frames, and the time.
 # Prints a table and writes bench/results/s3.json.
 #
 #   bench/s3.sh
@@ -14,6 +17,7 @@
 #   BIG=4G           checkpoint for the peak-RSS run (same mix; 0 skips it)
 #   MEM=256M         --max-memory of the upload comparison
 #   MEM_LIMIT=128M   --max-memory of the peak-RSS run
+#   GPU_SIZE=512M    VRAM per simulated GPU of the two-GPU checkpoint (0 skips case 3)
 #   REPEAT=1         runs per upload case; the fastest counts
 #   WORK=DIR         where the inputs are generated (default: a temporary directory in /tmp)
 #   VRAMFLOW=PATH    binary to measure (default build/vramflow)
@@ -26,6 +30,7 @@ size="${SIZE:-1G}"
 big="${BIG:-4G}"
 mem="${MEM:-256M}"
 mem_limit="${MEM_LIMIT:-128M}"
+gpu_size="${GPU_SIZE:-512M}"
 repeat="${REPEAT:-1}"
 bin="${VRAMFLOW:-build/vramflow}"
 
@@ -50,6 +55,7 @@ bytes() { python3 -c 'import re,sys
 m=re.fullmatch(r"(?i)\s*([0-9.]+)\s*([kmgt]?)(i?b)?\s*",sys.argv[1]); assert m, sys.argv[1]
 print(int(float(m.group(1))*1024**" kmgt".index((m.group(2) or " ").lower())))' "$1"; }
 size_b=$(bytes "$size"); big_b=$(bytes "$big"); mem_b=$(bytes "$mem"); mem_limit_b=$(bytes "$mem_limit")
+gpu_size_b=$(bytes "$gpu_size")
 
 work_made=0
 if [ -z "${WORK:-}" ]; then WORK=$(mktemp -d /tmp/vramflow-s3bench-XXXXXX); work_made=1; fi
@@ -121,8 +127,10 @@ stored_b=$(stat -c %s "$WORK/ckpt.vfs")
 
 echo "s3 bench: uploading (part size $((part_b >> 20)) MiB, $concurrency in flight, $repeat run(s) each)" >&2
 t_aws=$(timed s3 s3 cp --only-show-errors "$WORK/ckpt.vfs" "s3://$bucket/bench/aws.vfs")
-t_send=$(timed "$bin" send -q "$WORK/ckpt.vfs" "s3://$bucket/bench/send.vfs")
-t_pack=$(timed "$bin" pack "${inputs[@]}" -o "s3://$bucket/bench/pack.vfs" --max-memory "$mem" -q)
+# send refuses an existing object (there is no --force): a fresh key per run.
+send_fresh() { "$bin" send -q "$WORK/ckpt.vfs" "s3://$bucket/bench/send-$RANDOM$RANDOM.vfs"; }
+t_send=$(timed send_fresh)
+t_pack=$(timed "$bin" pack "${inputs[@]}" -o "s3://$bucket/bench/pack.vfs" --max-memory "$mem" -q -f)
 # The three objects are the same bytes.
 s3 s3 cp --only-show-errors "s3://$bucket/bench/pack.vfs" "$WORK/check.vfs"
 cmp -s "$WORK/check.vfs" "$WORK/ckpt.vfs" || { echo "s3 bench: the packed object differs from pack -o FILE" >&2; exit 1; }
@@ -146,12 +154,34 @@ if [ "$big_b" -gt 0 ]; then
   rm -rf "$WORK/big"
 fi
 
+# 3. One GPU of two, restored from S3 through the seek index, beside the full restore.
+gpus_json=""; t_gpus_all=0; t_gpu_one=0; gpu_one_read=0
+if [ "$gpu_size_b" -gt 0 ]; then
+  echo "s3 bench: dumping two simulated GPUs of $gpu_size each to s3://" >&2
+  gpus_uri="s3://$bucket/bench/gpus.vfs"
+  "$bin" demo -q -g 2 -s "$gpu_size" --to "$gpus_uri" --max-memory "$mem" >/dev/null
+  gpus_json=$("$bin" inspect --json "$gpus_uri")
+  echo "s3 bench: restoring both GPUs, then GPU 1 alone (--gpu 1)" >&2
+  t_gpus_all=$(timed "$bin" unpack -q -f "$gpus_uri" -o "$WORK/gpus-all/" --max-memory "$mem")
+  t_gpu_one=$(timed "$bin" unpack -f "$gpus_uri" --gpu 1 -o "$WORK/gpu-one/" --max-memory "$mem")
+  gpu_one_read=$(sed -n 's/.*, \([0-9]*\) of [0-9]* bytes).*/\1/p' "$WORK/last.log")
+  [ -n "$gpu_one_read" ] || { cat "$WORK/last.log" >&2; echo "s3 bench: unpack --gpu 1 reported no bytes read" >&2; exit 1; }
+  for f in "$WORK"/gpu-one/gpu1/*; do
+    cmp -s "$f" "$WORK/gpus-all/gpu1/$(basename "$f")" || { echo "s3 bench: $f differs from the full restore" >&2; exit 1; }
+  done
+  s3 s3 rm --only-show-errors "$gpus_uri"
+  rm -rf "$WORK/gpus-all" "$WORK/gpu-one"
+fi
+
 python3 - "$size_b" "$stored_b" "$t_aws" "$t_send" "$t_pack" "$part_b" "$concurrency" "$mem_b" \
-  "$big_b" "$big_stored" "$t_big" "$rss_kb" "$mem_limit_b" "$("$aws" --version 2>&1)" "$("$bin" --version)" <<'EOF'
+  "$big_b" "$big_stored" "$t_big" "$rss_kb" "$mem_limit_b" "$("$aws" --version 2>&1)" "$("$bin" --version)" \
+  "$gpu_size_b" "$t_gpus_all" "$t_gpu_one" "$gpu_one_read" "$gpus_json" <<'EOF'
 import json, sys
 (raw, stored, t_aws, t_send, t_pack, part, conc, mem, big, big_stored, t_big, rss_kb, limit) = (
     float(x) for x in sys.argv[1:14])
 aws_version, vf_version = sys.argv[14], sys.argv[15]
+gpu_size, t_gpus_all, t_gpu_one, gpu_one_read = (float(x) for x in sys.argv[16:20])
+gpus = json.loads(sys.argv[20]) if sys.argv[20] else None
 MiB = 1 << 20
 rows = [
     ("aws s3 cp (packed stream)", stored, stored, t_aws),
@@ -179,6 +209,25 @@ if big > 0:
     result["peak_rss"] = {"raw_bytes": int(big), "stream_bytes": int(big_stored), "max_memory": int(limit),
                           "peak_rss_bytes": int(rss), "target_bytes": int(limit + 32 * MiB), "met": ok,
                           "seconds": t_big}
+if gpus:
+    obj = gpus["stream_bytes"]
+    own = sum(o["frame_bytes"] for o in gpus["objects"] if o["attributes"].get("gpu") == "1")
+    own_raw = sum(o["size"] for o in gpus["objects"] if o["attributes"].get("gpu") == "1")
+    beyond = gpu_one_read - own - gpus["bytes_read"]
+    print(f"\nrestore from s3:// of a two-GPU checkpoint ({gpu_size / MiB:.0f} MiB of simulated VRAM per GPU, "
+          f"dedup on): object {obj / MiB:.1f} MiB, GPU 1's own frames {own / MiB:.1f} MiB ({100 * own / obj:.1f}%)")
+    print(f"{'case':<34} {'read MiB':>9} {'of object':>9} {'seconds':>8} {'restored MiB':>13} {'MB/s':>8}")
+    cases = [("vramflow unpack (both GPUs)", obj, t_gpus_all, gpus["raw_bytes"]),
+             ("vramflow unpack --gpu 1", gpu_one_read, t_gpu_one, own_raw)]
+    rows3 = []
+    for name, read, t, restored in cases:
+        print(f"{name:<34} {read / MiB:>9.1f} {100 * read / obj:>8.1f}% {t:>8.2f} {restored / MiB:>13.1f} "
+              f"{restored / t / 1e6:>8.1f}")
+        rows3.append({"case": name, "bytes_read": int(read), "seconds": t, "restored_bytes": int(restored)})
+    print(f"  --gpu 1 read = the seek index ({gpus['bytes_read'] / 1024:.0f} KiB) + GPU 1's frames "
+          f"({own / MiB:.1f} MiB) + {beyond / MiB:.1f} MiB of GPU 0's DATA frames that its dedup references name")
+    result["restore_one_gpu"] = {"gpu_bytes": int(gpu_size), "object_bytes": obj, "index_bytes": gpus["bytes_read"],
+                                 "gpu1_frame_bytes": own, "dedup_source_bytes": int(beyond), "cases": rows3}
 json.dump(result, open("bench/results/s3.json", "w"), indent=2)
 print("wrote bench/results/s3.json")
 EOF

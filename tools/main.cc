@@ -345,14 +345,17 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "unpacked %llu object(s), %s, verified\n", static_cast<unsigned long long>(report.objects),
                    FormatSize(report.raw_bytes).c_str());
       if (report.through_index)
-        std::fprintf(stderr, "  read %s of the %s stream (%.1f%%, %llu of %llu bytes): its seek index and the frames "
-                     "of %llu of its %llu objects\n",
+        std::fprintf(stderr,
+                     "  read %s of the %s stream (%.1f%%, %llu of %llu bytes): its seek index and the frames of %llu "
+                     "of its %llu objects%s, in %llu ranges\n",
                      FormatSize(report.bytes_read).c_str(), FormatSize(report.stream_bytes).c_str(),
                      report.stream_bytes ? 100.0 * report.bytes_read / report.stream_bytes : 0.0,
                      static_cast<unsigned long long>(report.bytes_read),
                      static_cast<unsigned long long>(report.stream_bytes),
                      static_cast<unsigned long long>(report.objects),
-                     static_cast<unsigned long long>(report.stream_objects));
+                     static_cast<unsigned long long>(report.stream_objects),
+                     report.moved_refs ? " (with the DATA frames their dedup references name)" : "",
+                     static_cast<unsigned long long>(report.ranges));
       for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", path.c_str());
     }
     return 0;

@@ -337,7 +337,10 @@ SubStreamOptions FetchOptions(const std::string& uri, const TransportOptions& tr
     sub.fetch.memory_budget = s3.memory_budget;
     sub.fetch.request_size =
         std::min<uint64_t>(s3.range_size, std::max<uint64_t>(s3.memory_budget / 2, uint64_t{1} << 20));
-    sub.fetch.concurrency = s3::Concurrency(s3);
+    // A selection's ranges are small (a frame or a few, where objects
+    // interleave), so request latency weighs more than with whole ranges:
+    // twice the requests in flight (measured on RGW: -10% time at 16).
+    sub.fetch.concurrency = 2 * s3::Concurrency(s3);
   } else {
     uint64_t share = std::clamp<uint64_t>(*pipeline_budget / 8, 2ull << 20, 32ull << 20);
     *pipeline_budget = *pipeline_budget > share ? *pipeline_budget - share : 0;
@@ -375,7 +378,8 @@ Result<bool> UnpackThroughIndex(const UnpackOptions& options, const TransportOpt
   }
   VF_ASSIGN_OR_RETURN(std::set<uint32_t> ids, SelectObjects(stored->index, options.select, counting->Describe()));
   SubStreamOptions fetch = FetchOptions(options.input, transport, &pipeline.max_memory);
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSubStream(counting, *stored, ids, fetch));
+  SubStreamPlan plan;
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSubStream(counting, *stored, ids, fetch, &plan));
   Status status = UnpackFrom(*source, options, pipeline, nullptr, report);
   if (status.code() == Status::Code::kCorruption || status.code() == Status::Code::kTruncated)
     status = status.WithContext(source->Describe() + "; frame numbers and stream offsets count in that selection");
@@ -387,6 +391,8 @@ Result<bool> UnpackThroughIndex(const UnpackOptions& options, const TransportOpt
   report->bytes_read = counting->bytes();
   report->index_bytes = stored->bytes_read;
   report->stream_objects = stored->index.objects.size();
+  report->ranges = plan.ranges;
+  report->moved_refs = plan.moved_refs;
   VF_RETURN_IF_ERROR(status);
   return true;
 }

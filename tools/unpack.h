@@ -59,6 +59,8 @@ struct UnpackReport {
   uint64_t bytes_read = 0;
   uint64_t index_bytes = 0;
   uint64_t stream_objects = 0;
+  uint64_t ranges = 0;      // ranges fetched (adjacent frames merged)
+  uint64_t moved_refs = 0;  // references into unselected objects, fetched as the DATA frames they name
 };
 
 Status RunUnpack(const UnpackOptions& options, UnpackReport* report);
