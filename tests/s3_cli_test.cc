@@ -5,6 +5,9 @@
 // the reason when no RGW is configured.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +22,8 @@
 
 #include "tests/s3_fault_proxy.h"
 #include "tests/s3_rgw_fixture.h"
+#include "transport/s3_client.h"
+#include "transport/s3_xml.h"
 
 namespace vramflow {
 namespace {
@@ -297,6 +302,81 @@ TEST_F(S3Rgw, PackRetriesFailedPartsAndTheObjectVerifies) {
   CommandResult v = Vf("verify " + Q(Uri("retried.vfs")));
   EXPECT_CODE(v, 0);
   EXPECT_TRUE(Contains(v.output, "OK: " + Uri("retried.vfs") + ": 2 objects")) << v.output;
+}
+
+// A pack killed with SIGKILL mid-upload cannot abort its multipart upload,
+// but S3 shows nothing under the key until CompleteMultipartUpload: no
+// listing, HEAD or GET sees a partial checkpoint. Its parts stay stored
+// until the upload is aborted (docs/S3.md, "Killed uploads").
+TEST_F(S3Rgw, PackKilledMidUploadLeavesNoVisibleObject) {
+  Work w;
+  ASSERT_FALSE(w.dir().empty());
+  ASSERT_CODE(Vf("gen -k adam-v -s 24M --seed 5 -o " + Q(w.File("big.bin"))), 0);
+  const std::string fifo = w.File("input");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // The packer reads the fifo, so it uploads what it is given and then waits.
+  CommandResult started = Sh(Q(VRAMFLOW_BINARY) + " pack -c raw -q " + Q(fifo) + " -o " + Q(Uri("killed.vfs")) +
+                             " > " + Q(w.File("pack.log")) + " 2>&1 & echo $!");
+  ASSERT_CODE(started, 0);
+  const pid_t pid = static_cast<pid_t>(std::stol(started.output));
+  int fd = ::open(fifo.c_str(), O_WRONLY);  // returns once the packer has opened it
+  ASSERT_GE(fd, 0);
+  const std::string bytes = ReadFile(w.File("big.bin"));
+  ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+
+  // Wait until parts of the upload are stored, then kill the packer.
+  auto client = Client();
+  const std::string key = prefix_ + "killed.vfs";
+  std::string upload_id;
+  size_t parts = 0;
+  for (int i = 0; i < 200 && parts < 2; ++i) {
+    s3::Request list;
+    list.method = "GET";
+    list.query = {{"uploads", ""}, {"prefix", key}};
+    list.what = "ListMultipartUploads";
+    auto uploads = client->Send(list);
+    ASSERT_TRUE(uploads.ok()) << uploads.status().ToString();
+    std::vector<std::string> ids = s3::XmlFields(uploads->body, "UploadId");
+    if (!ids.empty()) {
+      upload_id = ids[0];
+      s3::Request list_parts;
+      list_parts.method = "GET";
+      list_parts.key = key;
+      list_parts.query = {{"uploadId", upload_id}};
+      list_parts.what = "ListParts";
+      auto listed = client->Send(list_parts);
+      ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+      parts = s3::XmlFields(listed->body, "PartNumber").size();
+    }
+    if (parts < 2) ::usleep(100 * 1000);
+  }
+  ASSERT_GE(parts, 2u) << "the packer never stored two parts: " << ReadFile(w.File("pack.log"));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ::close(fd);
+  int status = 0;
+  (void)::waitpid(pid, &status, 0);  // not our child when a shell started it: then it is simply gone
+
+  // Nothing under the key: not in a listing, not to HEAD (inspect), not to aws.
+  auto keys = client->ListKeys(prefix_);
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_TRUE(keys->empty()) << (*keys)[0];
+  CommandResult inspect = Vf("inspect " + Q(Uri("killed.vfs")));
+  EXPECT_CODE(inspect, 1);
+  EXPECT_TRUE(Contains(inspect.output, "404")) << inspect.output;
+  if (const std::string aws = AwsCli(); !aws.empty()) {
+    CommandResult ls = Aws(aws, "s3 ls " + Q(Uri("")));
+    EXPECT_FALSE(Contains(ls.output, "killed.vfs")) << ls.output;
+  }
+
+  // The parts are still stored under the pending upload; aborting it (what a
+  // bucket lifecycle rule or `aws s3api abort-multipart-upload` does) frees them.
+  s3::Request abort;
+  abort.method = "DELETE";
+  abort.key = key;
+  abort.query = {{"uploadId", upload_id}};
+  abort.what = "AbortMultipartUpload";
+  auto aborted = client->Send(abort);
+  EXPECT_TRUE(aborted.ok()) << aborted.status().ToString();
 }
 
 }  // namespace
