@@ -126,12 +126,14 @@ class RestoreVisitor final : public StreamVisitor {
   }
   Status OnObjectBegin(const ObjectState& o) override {
     names[o.id] = o.metadata.name;
-    bytes[o.id].assign(o.size, 0);
+    if (o.size == kUnknownObjectSize && !unknown_sizes) return Status::Internal("unexpected unknown size");
+    bytes[o.id].assign(o.size == kUnknownObjectSize ? 0 : o.size, 0);
     return Status::Ok();
   }
   Status OnChunk(const ChunkEvent& e) override {
     ++kinds[static_cast<FrameKind>(e.header.kind)];
     std::vector<uint8_t>& out = bytes[e.header.object_id];
+    if (out.size() < e.header.offset + e.header.raw_size) out.resize(e.header.offset + e.header.raw_size);
     if (e.dedup) {
       const std::vector<uint8_t>& from = bytes.at(e.dedup->source_object_id);
       std::copy_n(from.begin() + static_cast<ptrdiff_t>(e.dedup->source_offset), e.header.raw_size,
@@ -153,6 +155,7 @@ class RestoreVisitor final : public StreamVisitor {
     return out;
   }
 
+  bool unknown_sizes = false;  // objects may begin without a size (grown as chunks come)
   uint32_t flags = 0;
   std::map<uint32_t, std::string> names;
   std::map<uint32_t, std::vector<uint8_t>> bytes;
@@ -374,6 +377,42 @@ TEST_F(SubStreamTest, IndexEntryThatDoesNotMatchTheFrame) {
   s = ReadSelection({"c"}, &v);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("object id: the seek index says 3, the frame says 1"), std::string::npos) << s.ToString();
+}
+
+//! An object whose size was unknown at its OBJECT_BEGIN (packed from a
+//! pipe) keeps that header; the reader learns the size at OBJECT_END.
+TEST(SubStreamUnknownSizeTest, ObjectOfUnknownSize) {
+  std::vector<uint8_t> first = ModelBytes(DataKind::kFp16Weights, 3 * kChunk + 100, 5);
+  std::vector<uint8_t> second = ModelBytes(DataKind::kAdamM, 2 * kChunk, 6);
+  MemorySink sink;
+  StreamHeader header;
+  header.chunk_size = kChunk;
+  header.flags = kStreamFlagSeekIndex;
+  StreamWriter writer(&sink, header);
+  ChunkEncoder encoder(EncoderOptions{});
+  ASSERT_TRUE(writer.Start().ok());
+  for (const auto& [name, bytes] : {std::pair{"first", &first}, std::pair{"second", &second}}) {
+    uint32_t id = writer.BeginObject(ObjectMetadata{name, {}}, kUnknownObjectSize).value();
+    for (size_t off = 0; off < bytes->size(); off += kChunk) {
+      std::span<const uint8_t> raw =
+          std::span<const uint8_t>(*bytes).subspan(off, std::min<size_t>(kChunk, bytes->size() - off));
+      EncodedChunk chunk;
+      ASSERT_TRUE(encoder.Encode(raw, &chunk).ok());
+      ASSERT_TRUE(writer.AddChunk(id, off, raw.size(), chunk).ok());
+    }
+    ASSERT_TRUE(writer.EndObject(id).ok());
+  }
+  ASSERT_TRUE(writer.Finish().ok());
+  auto source = std::make_shared<MemoryRandomAccess>(sink.bytes());
+  Result<StoredStreamIndex> stored = ReadSeekIndex(*source);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  Result<std::unique_ptr<ByteSource>> sub = OpenSubStream(source, *stored, {2}, {});
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  RestoreVisitor v;
+  v.unknown_sizes = true;
+  Status s = ReadStream(**sub, v);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(v.ByName(), (std::map<std::string, std::vector<uint8_t>>{{"second", second}}));
 }
 
 //! Selecting nothing, or an object the index does not list, is an error.
