@@ -238,34 +238,62 @@ class SubStreamSource final : public ByteSource {
     VF_RETURN_IF_ERROR(DecodeFrameHeader(bytes, &h));
     VF_RETURN_IF_ERROR(CheckAgainstIndex(step, h));
     h.sequence = sequence_++;
-    std::vector<uint8_t> ref_payload;
+    // A payload this stage reads whole, to check or rewrite it; others pass through.
+    std::vector<uint8_t> held;
     if (step.action == Step::Action::kMove) {
       h.object_id = step.to_object;
       h.offset = step.to_offset;
     } else if (step.action == Step::Action::kRedirect) {
-      ref_payload.resize(kDedupRefPayloadSize);
-      VF_ASSIGN_OR_RETURN(size_t got, ReadFully(*fetched_, ref_payload));
-      if (got != ref_payload.size()) return Status::Internal("the fetched ranges ended early");
-      DedupRef ref;
-      VF_RETURN_IF_ERROR(DecodeDedupRef(ref_payload.data(), &ref));
-      if (ref.source_object_id != step.source_object || ref.source_offset != step.source_offset)
-        return Status::Corruption("the seek index says it names object " + std::to_string(step.source_object) +
-                                  " offset " + std::to_string(step.source_offset) + ", the frame names object " +
-                                  std::to_string(ref.source_object_id) + " offset " +
-                                  std::to_string(ref.source_offset));
-      ref.source_object_id = step.to_object;
-      ref.source_offset = step.to_offset;
-      EncodeDedupRef(ref, ref_payload.data());
+      VF_ASSIGN_OR_RETURN(held, ReadPayload(h.payload_size));
+      VF_RETURN_IF_ERROR(Redirect(step, held));
+    } else if (step.kind == FrameKind::kObjectBegin) {
+      VF_ASSIGN_OR_RETURN(held, ReadPayload(h.payload_size));
+      VF_RETURN_IF_ERROR(CheckMetadata(step, h, held));
     }
     staged_.resize(kFrameHeaderSize);
     EncodeFrameHeader(h, staged_.data());
-    staged_.insert(staged_.end(), ref_payload.begin(), ref_payload.end());
-    payload_left_ = ref_payload.empty() ? h.payload_size : 0;
+    staged_.insert(staged_.end(), held.begin(), held.end());
+    payload_left_ = h.payload_size - held.size();
     emitted_ += kFrameHeaderSize + h.payload_size;
     if (h.kind == static_cast<uint8_t>(FrameKind::kObjectBegin)) {
       ++totals_.object_count;
       totals_.raw_bytes += step.object->size;
     }
+    return Status::Ok();
+  }
+
+  Result<std::vector<uint8_t>> ReadPayload(uint32_t size) {
+    std::vector<uint8_t> payload(size);
+    VF_ASSIGN_OR_RETURN(size_t got, ReadFully(*fetched_, payload));
+    if (got != payload.size()) return Status::Internal("the fetched ranges ended early");
+    return payload;
+  }
+
+  // The objects were chosen by the index's names and attributes: the
+  // OBJECT_BEGIN must carry the same, or the wrong data would be restored
+  // under the chosen names.
+  static Status CheckMetadata(const Step& step, const FrameHeader& h, std::span<const uint8_t> payload) {
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash)
+      return Status::Corruption("OBJECT_BEGIN payload hash mismatch");
+    ObjectMetadata metadata;
+    VF_RETURN_IF_ERROR(DecodeObjectMetadata(payload, &metadata));
+    if (metadata.name != step.object->metadata.name || metadata.attributes != step.object->metadata.attributes)
+      return Status::Corruption("metadata: the seek index says '" + step.object->metadata.name + "', the frame says '" +
+                                metadata.name + "' (or other attributes)");
+    return Status::Ok();
+  }
+
+  // A reference to a moved DATA frame: it names the frame's new place.
+  static Status Redirect(const Step& step, std::span<uint8_t> payload) {
+    DedupRef ref;
+    VF_RETURN_IF_ERROR(DecodeDedupRef(payload.data(), &ref));
+    if (ref.source_object_id != step.source_object || ref.source_offset != step.source_offset)
+      return Status::Corruption("the seek index says it names object " + std::to_string(step.source_object) +
+                                " offset " + std::to_string(step.source_offset) + ", the frame names object " +
+                                std::to_string(ref.source_object_id) + " offset " + std::to_string(ref.source_offset));
+    ref.source_object_id = step.to_object;
+    ref.source_offset = step.to_offset;
+    EncodeDedupRef(ref, payload.data());
     return Status::Ok();
   }
 

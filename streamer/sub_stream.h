@@ -14,9 +14,9 @@
 // bytes then names the moved frame. References within the selection stay.
 //
 // Nothing is trusted: every fetched header must pass its checksum and match
-// the index entry it was fetched for (kind, object, offset, sizes), or the
-// read fails naming the object, the frame and its offset in the stored
-// stream. Payloads pass through unchanged; the reader of the sub-stream
+// the index entry it was fetched for (kind, object, offset, sizes; an
+// OBJECT_BEGIN also its name and attributes), or the read fails naming the
+// object, the frame and its offset in the stored stream. Payloads pass through unchanged; the reader of the sub-stream
 // (ReadStream, the restore graph) decodes and hash-checks every one, so a
 // restore through a sub-stream is verified exactly as a full one. Its error
 // messages then count frames and offsets in the sub-stream, while object ids

@@ -377,6 +377,15 @@ TEST_F(SubStreamTest, IndexEntryThatDoesNotMatchTheFrame) {
   s = ReadSelection({"c"}, &v);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("object id: the seek index says 3, the frame says 1"), std::string::npos) << s.ToString();
+
+  // An index naming the object otherwise than its OBJECT_BEGIN: what was
+  // chosen by name is not what would be restored.
+  ASSERT_NO_FATAL_FAILURE(Open(stream_.bytes));
+  Object("c").metadata.name = "evil";
+  s = ReadSelection({"evil"}, &v);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("metadata: the seek index says 'evil', the frame says 'c'"), std::string::npos)
+      << s.ToString();
 }
 
 //! An object whose size was unknown at its OBJECT_BEGIN (packed from a
