@@ -5,7 +5,9 @@
 //      must encode again and decode to the same index;
 //   2. through ReadSeekIndex as a whole stored stream read from its two ends
 //      (what `inspect` and `unpack --object` do with a file or S3 object);
-//      an index it accepts must describe frames inside the stream.
+//      an index it accepts must describe frames inside the stream, and the
+//      first and the last object it lists are read back through a sub-stream
+//      (OpenSubStream + ReadStream, what `unpack --object` does).
 // An input that starts with the stream magic also has its SEEK_INDEX payload
 // "repaired" (frame hash and header checksum recomputed) and read again, so
 // mutations of the index itself get past the checksums.
@@ -25,6 +27,8 @@
 #include "common/hash.h"
 #include "datagen/model_data.h"
 #include "streamer/seek_index.h"
+#include "streamer/stream_reader.h"
+#include "streamer/sub_stream.h"
 #include "streamer/stream_writer.h"
 #include "transport/memory_stream.h"
 
@@ -62,13 +66,27 @@ void DecodeIndex(std::span<const uint8_t> payload) {
 }
 
 void ReadStored(std::span<const uint8_t> stream) {
-  BytesAt at(stream);
-  Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+  auto at = std::make_shared<BytesAt>(stream);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(*at);
   if (!stored.ok()) return;
   for (const SeekIndexObject& o : stored->index.objects) {
     if (o.end_offset + kFrameHeaderSize > stored->index_offset) Broken("an object's frames run past the index");
     for (const SeekIndexChunk& c : o.chunks)
       if (c.stream_offset + c.frame_bytes() > stored->index_offset) Broken("a chunk frame runs past the index");
+  }
+  if (stored->index.objects.empty()) return;
+  SubStreamOptions options;
+  options.fetch.memory_budget = 1 << 20;
+  options.fetch.request_size = 64 << 10;
+  options.fetch.concurrency = 1;
+  for (uint32_t id : {stored->index.objects.front().id, stored->index.objects.back().id}) {
+    SubStreamPlan plan;
+    Result<std::unique_ptr<ByteSource>> sub = OpenSubStream(at, *stored, {id}, options, &plan);
+    if (!sub.ok()) continue;
+    StreamVisitor nothing;
+    ReadOptions read;
+    read.decode = true;
+    (void)ReadStream(**sub, nothing, read);
   }
 }
 
