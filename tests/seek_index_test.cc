@@ -295,6 +295,9 @@ TEST(SeekIndex, OnlySeekableSinksGetAnIndex) {
   ASSERT_EQ(testing::RunCommand(bin + " pack -q " + dir.File("in.bin") + " -o " + dir.File("file.vfs"), &out), 0) << out;
   ASSERT_EQ(testing::RunCommand(bin + " pack -q " + dir.File("in.bin") + " -o - > " + dir.File("pipe.vfs"), &out), 0)
       << out;
+  // stdin is packed serially; its output file gets an index all the same.
+  ASSERT_EQ(testing::RunCommand(bin + " pack -q - -o " + dir.File("stdin.vfs") + " < " + dir.File("in.bin"), &out), 0)
+      << out;
   std::vector<uint8_t> file = testing::ReadFileBytes(dir.File("file.vfs"));
   std::vector<uint8_t> pipe = testing::ReadFileBytes(dir.File("pipe.vfs"));
   StreamHeader fh, ph;
@@ -302,6 +305,12 @@ TEST(SeekIndex, OnlySeekableSinksGetAnIndex) {
   Check(DecodeStreamHeader(pipe.data(), &ph));
   EXPECT_TRUE(fh.flags & kStreamFlagSeekIndex);
   EXPECT_FALSE(ph.flags & kStreamFlagSeekIndex);
+  std::vector<uint8_t> from_stdin = testing::ReadFileBytes(dir.File("stdin.vfs"));
+  BytesAt stdin_at(from_stdin);
+  Result<StoredStreamIndex> stdin_index = ReadSeekIndex(stdin_at);
+  ASSERT_TRUE(stdin_index.ok()) << stdin_index.status().ToString();
+  EXPECT_EQ(stdin_index->index.objects.at(0).size, bytes.size());
+  EXPECT_EQ(testing::RunCommand(bin + " verify " + dir.File("stdin.vfs"), &out), 0) << out;
   BytesAt at(file);
   Result<StoredStreamIndex> stored = ReadSeekIndex(at);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();

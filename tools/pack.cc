@@ -113,6 +113,8 @@ Status PackSequential(const PackOptions& options, ByteSink* sink, PackReport* re
   header.chunk_size = pipeline.chunk_size;
   header.zstd_level = static_cast<int8_t>(std::clamp(pipeline.encoder.zstd_level, -128, 127));
   header.producer = ProducerString();
+  // The output may still be a file or an object: then it gets its index.
+  if (pipeline.seek_index && sink->Seekable()) header.flags |= kStreamFlagSeekIndex;
   StreamWriter writer(sink, header);
   ChunkEncoder encoder(pipeline.encoder);
   std::vector<uint8_t> buf(pipeline.chunk_size);
