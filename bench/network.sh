@@ -13,7 +13,8 @@
 #
 # Targets:
 #   loopback TCP, no throttle: pack --to tcp >= 90% of the pipeline's
-#     throughput to /dev/null (raw bytes / wall seconds)
+#     throughput to /dev/null (raw bytes / wall seconds); pack -o FILE (tmpfs)
+#     and pack -o - | cat are printed beside it for context
 #   1 Gbit/s link between two namespaces (veth + tbf, made here when root):
 #     transfer time <= 1.1 x stored bytes / link rate, against sending the
 #     raw bytes with socat
@@ -164,6 +165,10 @@ sed -i '/^check /d' "$work/times"
 echo "== loopback, no throttle (best of $repeat)"
 for run in $(seq "$repeat"); do
   solo pipe_null "$run" "$bin" pack -q "$work/raw.bin" -o /dev/null
+  # Context: the same stream written somewhere real on this machine.
+  solo pipe_file "$run" "$bin" pack -q -f "$work/raw.bin" -o "$work/out.vfs"
+  solo pipe_pipe "$run" sh -c '"$1" pack -q "$2" -o - | cat >/dev/null' sh "$bin" "$work/raw.bin"
+  rm -f "$work/out.vfs"
   tcp_case pack_tcp "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q -- \
     "$bin" pack -q "$work/raw.bin" --to @ADDR@
   tcp_case pack_tcp_key "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q --key-file "$key" -- \
@@ -257,7 +262,9 @@ loop = {}
 for key, label in [("pipe_null", "pack -> /dev/null (the pipeline)"),
                    ("pack_tcp", "pack --to tcp://127.0.0.1"),
                    ("pack_tcp_key", "pack --to tcp://127.0.0.1, key (GCM)"),
-                   ("pack_unix", "pack --to unix:PATH")]:
+                   ("pack_unix", "pack --to unix:PATH"),
+                   ("pipe_file", "pack -o FILE (on the work tmpfs)"),
+                   ("pipe_pipe", "pack -o - | cat >/dev/null")]:
     s = best[key]
     loop[key] = {"seconds": s, "runs": runs[key], "raw_gbps": gbps(raw, s), "vs_pipeline": pipe / s,
                  "cpu_seconds": cpu[key]}
@@ -273,6 +280,8 @@ for key, label in [("send_tcp", "send stream.vfs tcp://127.0.0.1"),
     print(f"{label:40} {s:8.3f} {gbps(stored, s):9.3f} {sock / s:11.1%} {cpu[key]:6.2f}")
 print(f"(CPU s: user + system seconds of sender and receiver together; this machine has {cores} cores,"
       f" so no case can take less than CPU s / {cores} wall seconds)")
+print("(/dev/null takes the stream without copying it; the last two pack rows show what writing the same"
+      " stream to a file or a pipe costs)")
 if load[0] > cores / 2:
     print(f"warning: load average {load[0]:.2f} before the run: other work may share the CPUs, so timings may be noisy")
 
