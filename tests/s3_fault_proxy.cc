@@ -314,8 +314,11 @@ void FaultProxy::Serve(int client_fd) {
     const size_t index = Record(seen);
 
     if (fault) {
-      if (!client.Relay(seen.body_bytes, nullptr) || !client.Send(ErrorReply(*fault))) return;
+      if (!client.Relay(seen.body_bytes, nullptr)) return;
+      // Logged before the client can see the answer, so a test that looks
+      // at the log once its request returned finds the status there.
       SetStatus(index, FaultStatus(*fault));
+      if (!client.Send(ErrorReply(*fault))) return;
       continue;
     }
     if (!upstream) {
@@ -334,8 +337,10 @@ void FaultProxy::Serve(int client_fd) {
       std::optional<std::string> reply_text = upstream->ReadHead();
       if (!reply_text) return;
       Head reply = ParseHead(*reply_text);
-      if (!reply.valid || !client.Send(*reply_text)) return;
+      if (!reply.valid) return;
       status = std::atoi(reply.second.c_str());
+      if (status >= 200) SetStatus(index, status);  // before the client can see it (as above)
+      if (!client.Send(*reply_text)) return;
       if (status >= 100 && status < 200) continue;
       bool ok;
       if (head.first == "HEAD" || status == 204 || status == 304) {
@@ -354,7 +359,6 @@ void FaultProxy::Serve(int client_fd) {
       if (connection == "close") close_after = true;
       break;
     }
-    SetStatus(index, status);
     if (close_after) return;
   }
 }
