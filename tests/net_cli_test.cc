@@ -371,6 +371,21 @@ TEST(NetCli, KeygenWritesAPrivateKeyAndNeverOverwrites) {
 
 // ------------------------------------------------------------ send / recv
 
+// send to a file (any sink URI) refuses an existing one unless forced, as
+// pack does, so its "use --force" hint names a flag it has.
+TEST(NetCli, SendToAnExistingFileNeedsForce) {
+  TempDir dir;
+  WriteFileBytes(dir.File("in.vfs"), std::vector<uint8_t>{1, 2, 3, 4});
+  WriteFileBytes(dir.File("out.vfs"), std::vector<uint8_t>{9});
+  Ran refused = RunVf(dir, {"send", "-q", dir.File("in.vfs"), dir.File("out.vfs")});
+  EXPECT_EQ(refused.code, 1) << refused.output;
+  EXPECT_TRUE(Contains(refused.output, "exists (use --force to overwrite)")) << refused.output;
+  EXPECT_EQ(ReadText(dir.File("out.vfs")), std::string(1, '\x09'));
+  Ran forced = RunVf(dir, {"send", "-q", "--force", dir.File("in.vfs"), dir.File("out.vfs")});
+  EXPECT_EQ(forced.code, 0) << forced.output;
+  EXPECT_EQ(ReadText(dir.File("out.vfs")), std::string("\x01\x02\x03\x04"));
+}
+
 TEST(NetCli, SendRecvRoundTripWithKeyFileOverTcp) {
   TempDir dir;
   ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);

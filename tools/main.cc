@@ -220,7 +220,7 @@ int Main(int argc, char** argv) {
   // send
   TransferOptions send;
   TransportFlags send_net;
-  bool send_quiet = false;
+  bool send_quiet = false, send_force = false;
   CLI::App* send_cmd = app.add_subcommand(
       "send", "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
               "Succeeds only once the receiver has stored the whole stream");
@@ -228,6 +228,7 @@ int Main(int argc, char** argv) {
   send_cmd->add_option("destination", send.sink, "tcp://HOST:PORT, unix:PATH or s3://BUCKET/KEY (any sink URI works)")
       ->required();
   send_cmd->add_flag("-q,--quiet", send_quiet, "no progress and no summary");
+  send_cmd->add_flag("-f,--force", send_force, "overwrite an existing destination file or S3 object");
   send_net.Add(send_cmd, /*sending=*/true, /*receiving=*/false);
 
   // recv
@@ -400,8 +401,9 @@ int Main(int argc, char** argv) {
     TransferOptions& options = *send_cmd ? send : recv;
     Status s = (*send_cmd ? send_net : recv_net).Resolve(&options.transport);
     if (!s.ok()) return UsageError(name, s);
-    options.transport.file.overwrite = recv_force;
-    options.transport.s3.overwrite = recv_force;
+    const bool force = *send_cmd ? send_force : recv_force;
+    options.transport.file.overwrite = force;
+    options.transport.s3.overwrite = force;
     options.transport.file.fsync = recv_fsync;
     bool quiet = *send_cmd ? send_quiet : recv_quiet;
     options.progress = !quiet;
