@@ -23,25 +23,6 @@ using testing::TextBytes;
 
 constexpr uint32_t kChunk = 64 << 10;
 
-// A stream in memory read at any offset; counts what was read.
-class BytesAt final : public RandomAccessSource {
- public:
-  explicit BytesAt(const std::vector<uint8_t>& bytes) : bytes_(bytes) {}
-  uint64_t Size() const override { return bytes_.size(); }
-  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override {
-    if (offset > bytes_.size()) return Status::InvalidArgument("read past the end");
-    size_t n = std::min<uint64_t>(data.size(), bytes_.size() - offset);
-    std::memcpy(data.data(), bytes_.data() + offset, n);
-    read += n;
-    return n;
-  }
-  std::string Describe() const override { return "memory"; }
-  uint64_t read = 0;
-
- private:
-  const std::vector<uint8_t>& bytes_;
-};
-
 void Check(const Status& s) { ASSERT_TRUE(s.ok()) << s.ToString(); }
 
 // Two interleaved objects (text and fp32 weights), one with a zero hole, and
@@ -92,7 +73,7 @@ std::vector<uint8_t> IndexedStream(uint32_t flags = kStreamFlagSeekIndex | kStre
 // index, fixing the header's hash and checksum, so only the validator's
 // comparison with the frames can notice.
 void EditIndex(std::vector<uint8_t>& stream, const std::function<void(SeekIndex&)>& edit) {
-  BytesAt at(stream);
+  MemoryRandomAccess at(stream);
   Result<StoredStreamIndex> stored = ReadSeekIndex(at);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   SeekIndex index = stored->index;
@@ -116,7 +97,7 @@ Status ReadAll(const std::vector<uint8_t>& stream) {
 TEST(SeekIndex, WriterIndexPointsAtEveryFrame) {
   std::vector<uint8_t> stream = IndexedStream();
   Check(ReadAll(stream));  // the validator rebuilds the index and compares
-  BytesAt at(stream);
+  MemoryRandomAccess at(stream);
   Result<StoredStreamIndex> stored = ReadSeekIndex(at);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   const SeekIndex& index = stored->index;
@@ -171,7 +152,7 @@ TEST(SeekIndex, LargeIndexIsReadBeyondTheFirstTailRead) {
   }
   Check(writer.Finish());
   Check(ReadAll(sink.bytes()));
-  BytesAt at(sink.bytes());
+  MemoryRandomAccess at(sink.bytes());
   Result<StoredStreamIndex> stored = ReadSeekIndex(at);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   EXPECT_EQ(stored->index.objects.size(), 6000u);
@@ -181,7 +162,7 @@ TEST(SeekIndex, LargeIndexIsReadBeyondTheFirstTailRead) {
 
 TEST(SeekIndex, EncodeDecodeRoundTrip) {
   std::vector<uint8_t> stream = IndexedStream();
-  BytesAt at(stream);
+  MemoryRandomAccess at(stream);
   Result<StoredStreamIndex> stored = ReadSeekIndex(at);
   ASSERT_TRUE(stored.ok());
   Result<std::vector<uint8_t>> bytes = EncodeSeekIndex(stored->index);
@@ -194,7 +175,7 @@ TEST(SeekIndex, EncodeDecodeRoundTrip) {
 // Decoding rejects an index that contradicts itself, naming what is wrong.
 TEST(SeekIndex, DecodeRejectsInconsistentIndexes) {
   std::vector<uint8_t> stream = IndexedStream();
-  BytesAt at(stream);
+  MemoryRandomAccess at(stream);
   const SeekIndex good = ReadSeekIndex(at)->index;
   auto rejects = [&](const std::function<void(SeekIndex&)>& edit, const std::string& words) {
     SeekIndex index = good;
@@ -252,14 +233,14 @@ TEST(SeekIndex, AnnouncedButMissingIndexIsCorruption) {
   Status s = ReadAll(stream);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.ToString().find("ends without one"), std::string::npos) << s.ToString();
-  BytesAt at(stream);
+  MemoryRandomAccess at(stream);
   EXPECT_FALSE(ReadSeekIndex(at).ok());
 }
 
 TEST(SeekIndex, StreamWithoutIndexIsNotSupportedForRandomAccess) {
   std::vector<uint8_t> stream = IndexedStream(kStreamFlagDedup);
   Check(ReadAll(stream));
-  BytesAt at(stream);
+  MemoryRandomAccess at(stream);
   Result<StoredStreamIndex> stored = ReadSeekIndex(at);
   ASSERT_FALSE(stored.ok());
   EXPECT_EQ(stored.status().code(), Status::Code::kNotSupported);
@@ -269,19 +250,19 @@ TEST(SeekIndex, StreamWithoutIndexIsNotSupportedForRandomAccess) {
 TEST(SeekIndex, TruncatedOrExtendedStreamsAreRefused) {
   std::vector<uint8_t> stream = IndexedStream();
   std::vector<uint8_t> cut(stream.begin(), stream.end() - 10);
-  BytesAt at_cut(cut);
+  MemoryRandomAccess at_cut(cut);
   Result<StoredStreamIndex> r = ReadSeekIndex(at_cut);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().ToString().find("STREAM_END"), std::string::npos) << r.status().ToString();
 
   std::vector<uint8_t> longer = stream;
   longer.insert(longer.end(), 96, 0);
-  BytesAt at_longer(longer);
+  MemoryRandomAccess at_longer(longer);
   EXPECT_FALSE(ReadSeekIndex(at_longer).ok());
 
   std::vector<uint8_t> flipped = stream;
   flipped[flipped.size() - 96 - 20] ^= 1;  // inside the index payload (its footer)
-  BytesAt at_flipped(flipped);
+  MemoryRandomAccess at_flipped(flipped);
   EXPECT_FALSE(ReadSeekIndex(at_flipped).ok());
   EXPECT_FALSE(ReadAll(flipped).ok());
 }
@@ -306,12 +287,12 @@ TEST(SeekIndex, OnlySeekableSinksGetAnIndex) {
   EXPECT_TRUE(fh.flags & kStreamFlagSeekIndex);
   EXPECT_FALSE(ph.flags & kStreamFlagSeekIndex);
   std::vector<uint8_t> from_stdin = testing::ReadFileBytes(dir.File("stdin.vfs"));
-  BytesAt stdin_at(from_stdin);
+  MemoryRandomAccess stdin_at(from_stdin);
   Result<StoredStreamIndex> stdin_index = ReadSeekIndex(stdin_at);
   ASSERT_TRUE(stdin_index.ok()) << stdin_index.status().ToString();
   EXPECT_EQ(stdin_index->index.objects.at(0).size, bytes.size());
   EXPECT_EQ(testing::RunCommand(bin + " verify " + dir.File("stdin.vfs"), &out), 0) << out;
-  BytesAt at(file);
+  MemoryRandomAccess at(file);
   Result<StoredStreamIndex> stored = ReadSeekIndex(at);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   ASSERT_EQ(stored->index.objects.size(), 1u);

@@ -30,26 +30,6 @@ using testing::ModelBytes;
 
 constexpr uint32_t kChunk = 4096;
 
-// A stream in memory, read at offsets; counts what was read.
-class MemoryRandomAccess final : public RandomAccessSource {
- public:
-  explicit MemoryRandomAccess(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
-  uint64_t Size() const override { return bytes_.size(); }
-  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override {
-    if (offset >= bytes_.size()) return size_t{0};
-    size_t n = std::min<size_t>(data.size(), bytes_.size() - offset);
-    std::memcpy(data.data(), bytes_.data() + offset, n);
-    read_ += n;
-    return n;
-  }
-  std::string Describe() const override { return "memory stream"; }
-  uint64_t read() const { return read_.load(); }
-
- private:
-  std::vector<uint8_t> bytes_;
-  std::atomic<uint64_t> read_{0};
-};
-
 // Objects, interleaved, with every kind of chunk and reference:
 //   a (id 1): four DATA chunks
 //   b (id 2): a's chunk 2 (DEDUP_REF), own DATA, a's chunk 2 again (DEDUP_REF), its own chunk 1 again (DEDUP_REF)
@@ -172,7 +152,7 @@ class SubStreamTest : public ::testing::Test {
   }
 
   void Open(std::vector<uint8_t> bytes) {
-    source_ = std::make_shared<MemoryRandomAccess>(std::move(bytes));
+    source_ = std::make_shared<CountingRandomAccess>(std::make_shared<MemoryRandomAccess>(std::move(bytes)));
     Result<StoredStreamIndex> stored = ReadSeekIndex(*source_);
     ASSERT_TRUE(stored.ok()) << stored.status().ToString();
     stored_ = *stored;
@@ -209,14 +189,14 @@ class SubStreamTest : public ::testing::Test {
   }
 
   TestStream stream_;
-  std::shared_ptr<MemoryRandomAccess> source_;
+  std::shared_ptr<CountingRandomAccess> source_;  // counts what a sub-stream fetched
   StoredStreamIndex stored_;
 };
 
 //! One object of several: a complete, valid stream of that object alone,
 //! fetched as its own frames and nothing else.
 TEST_F(SubStreamTest, OneObjectOfSeveral) {
-  const uint64_t index_cost = source_->read();
+  const uint64_t index_cost = source_->bytes();
   EXPECT_EQ(index_cost, stored_.bytes_read);
   RestoreVisitor v;
   SubStreamPlan plan;
@@ -228,7 +208,7 @@ TEST_F(SubStreamTest, OneObjectOfSeveral) {
   EXPECT_EQ(v.totals.object_count, 1u);
   EXPECT_EQ(v.totals.raw_bytes, 2 * kChunk);
   EXPECT_EQ(plan.fetch_bytes, FrameBytes("c"));
-  EXPECT_EQ(source_->read() - index_cost, FrameBytes("c")) << "fetched more than the object's frames";
+  EXPECT_EQ(source_->bytes() - index_cost, FrameBytes("c")) << "fetched more than the object's frames";
   EXPECT_EQ(plan.moved_refs + plan.redirected_refs + plan.kept_refs, 0u);
 }
 

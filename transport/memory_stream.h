@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "transport/byte_stream.h"
+#include "transport/random_access.h"
 
 namespace vramflow {
 
@@ -41,6 +42,20 @@ class MemorySource final : public ByteSource {
   std::span<const uint8_t> data_;
   size_t pos_ = 0;
   size_t max_read_;
+};
+
+// A stream held in memory, read at any offset (a seek index, a sub-stream).
+// Owns its bytes; ReadAt() only reads them, so it is thread-safe. Wrap it in
+// a CountingRandomAccess to see what a reader fetched.
+class MemoryRandomAccess final : public RandomAccessSource {
+ public:
+  explicit MemoryRandomAccess(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
+  uint64_t Size() const override { return bytes_.size(); }
+  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override;
+  std::string Describe() const override { return "memory"; }
+
+ private:
+  const std::vector<uint8_t> bytes_;
 };
 
 }  // namespace vramflow

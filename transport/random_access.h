@@ -3,7 +3,7 @@
 // ReadAt() is safe to call from several threads at once.
 //
 // Implementations: files (file_random_access.h), S3 objects (s3_source.h),
-// memory (tests); OpenRandomAccess() (open_uri.h) picks one by URI.
+// memory (memory_stream.h); OpenRandomAccess() (open_uri.h) picks one by URI.
 // CountingRandomAccess counts what a reader fetched ("reads only the index").
 #pragma once
 

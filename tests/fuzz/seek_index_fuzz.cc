@@ -40,22 +40,6 @@ namespace {
   std::abort();
 }
 
-class BytesAt final : public RandomAccessSource {
- public:
-  explicit BytesAt(std::span<const uint8_t> bytes) : bytes_(bytes) {}
-  uint64_t Size() const override { return bytes_.size(); }
-  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override {
-    if (offset > bytes_.size()) return Status::InvalidArgument("read past the end");
-    size_t n = std::min<uint64_t>(data.size(), bytes_.size() - offset);
-    if (n) std::memcpy(data.data(), bytes_.data() + offset, n);
-    return n;
-  }
-  std::string Describe() const override { return "fuzz input"; }
-
- private:
-  std::span<const uint8_t> bytes_;
-};
-
 void DecodeIndex(std::span<const uint8_t> payload) {
   Result<SeekIndex> index = DecodeSeekIndex(payload);
   if (!index.ok()) return;
@@ -66,7 +50,7 @@ void DecodeIndex(std::span<const uint8_t> payload) {
 }
 
 void ReadStored(std::span<const uint8_t> stream) {
-  auto at = std::make_shared<BytesAt>(stream);
+  auto at = std::make_shared<MemoryRandomAccess>(std::vector<uint8_t>(stream.begin(), stream.end()));
   Result<StoredStreamIndex> stored = ReadSeekIndex(*at);
   if (!stored.ok()) return;
   for (const SeekIndexObject& o : stored->index.objects) {
@@ -170,7 +154,7 @@ void WriteSeeds(const std::string& dir) {
     for (bool dedup : {false, true}) {
       std::vector<uint8_t> stream = SeedStream(objects, dedup);
       write(stream);
-      BytesAt at(stream);
+      MemoryRandomAccess at(stream);
       Result<StoredStreamIndex> stored = ReadSeekIndex(at);
       if (!stored.ok()) {
         std::fprintf(stderr, "seek_index_fuzz: a seed has no readable index: %s\n", stored.status().ToString().c_str());
