@@ -330,15 +330,10 @@ TEST_F(S3Rgw, PackKilledMidUploadLeavesNoVisibleObject) {
   std::string upload_id;
   size_t parts = 0;
   for (int i = 0; i < 200 && parts < 2; ++i) {
-    s3::Request list;
-    list.method = "GET";
-    list.query = {{"uploads", ""}, {"prefix", key}};
-    list.what = "ListMultipartUploads";
-    auto uploads = client->Send(list);
+    auto uploads = OpenUploads(*client, key);
     ASSERT_TRUE(uploads.ok()) << uploads.status().ToString();
-    std::vector<std::string> ids = s3::XmlFields(uploads->body, "UploadId");
-    if (!ids.empty()) {
-      upload_id = ids[0];
+    if (!uploads->empty()) {
+      upload_id = (*uploads)[0];
       s3::Request list_parts;
       list_parts.method = "GET";
       list_parts.key = key;

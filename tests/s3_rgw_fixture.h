@@ -12,9 +12,11 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "transport/open_uri.h"
 #include "transport/s3_client.h"
+#include "transport/s3_xml.h"
 
 namespace vramflow {
 
@@ -43,6 +45,16 @@ class S3Rgw : public ::testing::Test {
     auto config = s3::LoadConfig(options_.s3);
     EXPECT_TRUE(config.ok()) << config.status().ToString();
     return std::make_shared<s3::Client>(*config, options_.s3, bucket_);
+  }
+
+  // Ids of the multipart uploads still open under `prefix` (ListMultipartUploads).
+  static Result<std::vector<std::string>> OpenUploads(s3::Client& client, const std::string& prefix) {
+    s3::Request list;
+    list.method = "GET";
+    list.query = {{"uploads", ""}, {"prefix", prefix}};
+    list.what = "ListMultipartUploads";
+    VF_ASSIGN_OR_RETURN(s3::Response reply, client.Send(list));
+    return s3::XmlFields(reply.body, "UploadId");
   }
 
   std::string bucket_, prefix_;

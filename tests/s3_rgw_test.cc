@@ -14,7 +14,6 @@
 #include "tests/s3_rgw_fixture.h"
 #include "transport/open_uri.h"
 #include "transport/s3_client.h"
-#include "transport/s3_xml.h"
 
 namespace vramflow {
 namespace {
@@ -77,13 +76,9 @@ TEST_F(S3Rgw, KilledUploadLeavesNothing) {
   auto keys = client->ListKeys(prefix_);
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();
   EXPECT_TRUE(keys->empty()) << (*keys)[0];
-  s3::Request list;
-  list.method = "GET";
-  list.query = {{"uploads", ""}, {"prefix", prefix_}};
-  list.what = "ListMultipartUploads";
-  auto uploads = client->Send(list);
+  auto uploads = OpenUploads(*client, prefix_);
   ASSERT_TRUE(uploads.ok()) << uploads.status().ToString();
-  EXPECT_TRUE(s3::XmlFields(uploads->body, "UploadId").empty()) << uploads->body;
+  EXPECT_TRUE(uploads->empty()) << (*uploads)[0];
 }
 
 }  // namespace
