@@ -13,6 +13,7 @@
 #include "common/endian.h"
 #include "common/hash.h"
 #include "streamer/stream_writer.h"
+#include "tests/shell.h"
 #include "tests/test_util.h"
 #include "transport/memory_stream.h"
 
@@ -29,17 +30,8 @@ using ::vramflow::testing::TestObject;
 using ::vramflow::testing::VramflowBinary;
 using ::vramflow::testing::WriteFileBytes;
 
-// Single-quotes a word for /bin/sh.
-std::string Q(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct CommandResult {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
+using testing::CommandResult;
+constexpr auto& Q = testing::ShellQuote;  // short: it quotes every word below
 
 // Runs `vramflow <args>` (args are already shell words) with the given working directory.
 CommandResult Vf(const std::string& args, const std::string& cwd = "") {

@@ -22,6 +22,7 @@
 
 #include "tests/s3_fault_proxy.h"
 #include "tests/s3_rgw_fixture.h"
+#include "tests/shell.h"
 #include "transport/s3_client.h"
 #include "transport/s3_xml.h"
 
@@ -30,29 +31,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Single-quotes a word for /bin/sh.
-std::string Q(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
+using testing::CommandResult;
+constexpr auto& Q = testing::ShellQuote;  // short: it quotes every word below
 
-struct CommandResult {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-CommandResult Sh(const std::string& line) {
-  CommandResult r;
-  FILE* p = ::popen(("( " + line + " ) 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CommandResult Sh(const std::string& line) { return testing::RunShell(line); }
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;

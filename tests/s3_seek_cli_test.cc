@@ -17,35 +17,18 @@
 #include <vector>
 
 #include "tests/s3_rgw_fixture.h"
+#include "tests/shell.h"
 
 namespace vramflow {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string Q(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct CommandResult {
-  int code = -1;
-  std::string output;  // stdout and stderr together, unless redirected
-};
+using testing::CommandResult;
+constexpr auto& Q = testing::ShellQuote;  // short: it quotes every word below
 
 // `vramflow ARGS` (shell words).
-CommandResult Vf(const std::string& args) {
-  CommandResult r;
-  FILE* p = ::popen(("( " + Q(VRAMFLOW_BINARY) + " " + args + " ) 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CommandResult Vf(const std::string& args) { return testing::RunShell(Q(VRAMFLOW_BINARY) + " " + args); }
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

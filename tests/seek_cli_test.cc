@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/shell.h"
 #include "tests/test_util.h"
 
 namespace vramflow {
@@ -21,16 +22,8 @@ using ::vramflow::testing::RunCommand;
 using ::vramflow::testing::TempDir;
 using ::vramflow::testing::VramflowBinary;
 
-std::string Q(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct CommandResult {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
+using testing::CommandResult;
+constexpr auto& Q = testing::ShellQuote;  // short: it quotes every word below
 
 // `line` in `dir`, with $VF the binary; stdout and stderr together unless redirected.
 CommandResult Sh(const std::string& dir, const std::string& line) {
