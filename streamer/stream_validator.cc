@@ -218,7 +218,8 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       index_seen_ = true;
       // The frames fix the index's size, so a wrong size is caught before
       // the payload is read.
-      Result<std::vector<uint8_t>> expected = EncodeSeekIndex(index_.Build());
+      expected_index_ = index_.Build();
+      Result<std::vector<uint8_t>> expected = EncodeSeekIndex(expected_index_);
       if (!expected.ok()) return expected.status();
       if (h.payload_size != expected->size())
         return Status::Corruption("SEEK_INDEX payload is " + std::to_string(h.payload_size) +
@@ -279,7 +280,7 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
 Status StreamValidator::CheckStoredIndex(std::span<const uint8_t> payload) const {
   Result<SeekIndex> stored = DecodeSeekIndex(payload);
   if (!stored.ok()) return stored.status();
-  const SeekIndex expected = index_.Build();
+  const SeekIndex& expected = expected_index_;
   if (*stored == expected) return Status::Ok();
   if (stored->objects.size() != expected.objects.size())
     return Status::Corruption("the seek index lists " + std::to_string(stored->objects.size()) +

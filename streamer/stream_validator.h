@@ -90,6 +90,7 @@ class StreamValidator {
   // one was seen (it must come right before STREAM_END).
   SeekIndexBuilder index_;
   bool index_seen_ = false;
+  SeekIndex expected_index_;  // index_ built once SEEK_INDEX arrives, to compare the stored one with
   StreamTotals totals_;  // as counted while reading
   bool complete_ = false;
 };
