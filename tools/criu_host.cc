@@ -26,6 +26,7 @@
 // with the reason on stderr.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -353,10 +354,18 @@ int RestoreTask(const Plugin& plugin, const Task& task, int32_t index, int repor
     if (fd >= 0) ::close(fd);
     offsets.push_back(new_offset);
   }
+  // Every task reports into one pipe: the report goes in one write of at
+  // most PIPE_BUF bytes, which the kernel keeps whole, so reports of tasks
+  // restored at the same time never interleave.
   const int32_t header[4] = {static_cast<int32_t>(::getpid()), ok, index, static_cast<int32_t>(offsets.size())};
-  if (::write(report_fd, header, sizeof header) != sizeof header) return 1;
-  const ssize_t bytes = static_cast<ssize_t>(offsets.size() * sizeof(uint64_t));
-  if (bytes && ::write(report_fd, offsets.data(), bytes) != bytes) return 1;
+  std::vector<uint8_t> report(sizeof header + offsets.size() * sizeof(uint64_t));
+  if (report.size() > PIPE_BUF) {
+    std::fprintf(stderr, "vramflow-criu-host: task %d: %zu mappings do not fit one report\n", ::getpid(), offsets.size());
+    return 1;
+  }
+  std::memcpy(report.data(), header, sizeof header);
+  if (!offsets.empty()) std::memcpy(report.data() + sizeof header, offsets.data(), offsets.size() * sizeof(uint64_t));
+  if (::write(report_fd, report.data(), report.size()) != static_cast<ssize_t>(report.size())) return 1;
   // The task goes on running until CRIU lets it go.
   char c;
   while (::read(go_fd, &c, 1) < 0 && errno == EINTR) {
@@ -406,6 +415,10 @@ int RunRestore(const HostOptions& o, const std::vector<Task>& tasks, const std::
       int32_t header[4];
       if (::read(report[0], header, sizeof header) != sizeof header) {
         ret = Fail("restore: a task died before it was restored");
+        break;
+      }
+      if (header[3] < 0 || static_cast<size_t>(header[3]) > (PIPE_BUF - sizeof header) / sizeof(uint64_t)) {
+        ret = Fail("restore: a task's report is garbled");
         break;
       }
       TaskReport r{header[0], header[1], header[2], std::vector<uint64_t>(static_cast<size_t>(header[3]))};
