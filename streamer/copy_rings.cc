@@ -1,5 +1,7 @@
 #include "streamer/copy_rings.h"
 
+#include <pthread.h>
+
 namespace vramflow {
 
 CopyRings::CopyRings(std::string owner, uint32_t count, double bytes_per_second, std::chrono::microseconds latency)
@@ -20,6 +22,7 @@ CopyRings::~CopyRings() {
 }
 
 void CopyRings::Run(Ring& ring) {
+  pthread_setname_np(pthread_self(), kDmaRingThreadName);
   const auto start = std::chrono::steady_clock::now();
   double busy_until = 0;  // seconds since start, for the bandwidth model
   for (;;) {

@@ -24,6 +24,10 @@
 
 namespace vramflow {
 
+// The name every ring thread carries (/proc/self/task/*/comm), so that
+// benchmarks can tell the CPU time of emulated DMA from the pipeline's own.
+inline constexpr char kDmaRingThreadName[] = "vf-dma-ring";
+
 class CopyRings {
  public:
   CopyRings(std::string owner, uint32_t count, double bytes_per_second = 0,

@@ -11,6 +11,7 @@
 #include "sim/sim_process.h"
 #include "tools/cli_util.h"
 #include "tools/progress.h"
+#include "tools/thread_cpu.h"
 #include "transport/fd_stream.h"
 
 namespace vramflow {
@@ -22,6 +23,8 @@ struct Run {
   PipelineStats restore;
   uint64_t dump_rss_anon = 0;
   uint64_t restore_rss_anon = 0;
+  CpuUse dump_cpu;
+  CpuUse restore_cpu;
 };
 
 Status MeasureOnce(const std::vector<SimBoSpec>& layout, SimProcess& original, const PipelineOptions& pipeline,
@@ -32,8 +35,11 @@ Status MeasureOnce(const std::vector<SimBoSpec>& layout, SimProcess& original, c
     sink_options.overwrite = true;
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, sink_options));
     RssAnonSampler rss;
+    VF_ASSIGN_OR_RETURN(CpuUse before, ProcessCpuUse());
     VF_RETURN_IF_ERROR(RunDump(sources, sink.get(), pipeline, &run->dump).WithContext("dump"));
     VF_RETURN_IF_ERROR(sink->Commit());
+    VF_ASSIGN_OR_RETURN(CpuUse after, ProcessCpuUse());
+    run->dump_cpu = after - before;
     run->dump_rss_anon = rss.peak_bytes();
   }
   SimProcess restored(static_cast<uint32_t>(original.devices().size()), SimDeviceOptions{});
@@ -41,8 +47,11 @@ Status MeasureOnce(const std::vector<SimBoSpec>& layout, SimProcess& original, c
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(path));
   {
     RssAnonSampler rss;
+    VF_ASSIGN_OR_RETURN(CpuUse before, ProcessCpuUse());
     VF_RETURN_IF_ERROR(
         RunRestore(source.get(), restored.devices(), restored.Resolver(), pipeline, &run->restore).WithContext("restore"));
+    VF_ASSIGN_OR_RETURN(CpuUse after, ProcessCpuUse());
+    run->restore_cpu = after - before;
     run->restore_rss_anon = rss.peak_bytes();
   }
   return restored.VerifyAgainstSpecs().WithContext("verify");
@@ -100,10 +109,12 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
       if (i == 0 || run.dump.seconds < best.dump.seconds) {
         best.dump = run.dump;
         best.dump_rss_anon = run.dump_rss_anon;
+        best.dump_cpu = run.dump_cpu;
       }
       if (i == 0 || run.restore.seconds < best.restore.seconds) {
         best.restore = run.restore;
         best.restore_rss_anon = run.restore_rss_anon;
+        best.restore_cpu = run.restore_cpu;
       }
       best.threads = t;
     }
@@ -138,12 +149,62 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
                     {"zero_bytes", r.dump.zero_bytes},
                     {"dump_rss_anon", r.dump_rss_anon},
                     {"restore_rss_anon", r.restore_rss_anon},
-                    {"budget_peak", std::max(r.dump.budget_peak, r.restore.budget_peak)}});
+                    {"budget_peak", std::max(r.dump.budget_peak, r.restore.budget_peak)},
+                    {"dump_cpu_seconds", r.dump_cpu.total_seconds},
+                    {"dump_dma_cpu_seconds", r.dump_cpu.dma_ring_seconds},
+                    {"restore_cpu_seconds", r.restore_cpu.total_seconds},
+                    {"restore_dma_cpu_seconds", r.restore_cpu.dma_ring_seconds}});
   }
-  if (runs.size() == 2) {
-    std::snprintf(line, sizeof(line), "scaling 1 -> %u threads: dump x%.2f, restore x%.2f\n", runs[1].threads,
-                  runs[0].dump.seconds / runs[1].dump.seconds, runs[0].restore.seconds / runs[1].restore.seconds);
+
+  // Where the CPU went: the simulated device's DMA rings copy with CPU
+  // threads (real SDMA would not), and they run beside the worker threads.
+  const unsigned cpus = UsableCpus();
+  out << "CPU seconds (user + system) of the fastest runs; DMA: the simulated rings' copy threads, which real SDMA "
+         "does not need\n";
+  std::snprintf(line, sizeof(line), "%-8s %10s %10s %10s %12s %10s %10s\n", "threads", "dump CPU", "of it DMA",
+                "cores busy", "restore CPU", "of it DMA", "cores busy");
+  out << line;
+  for (const Run& r : runs) {
+    std::snprintf(line, sizeof(line), "%-8u %10.2f %10.2f %10.2f %12.2f %10.2f %10.2f\n", r.threads,
+                  r.dump_cpu.total_seconds, r.dump_cpu.dma_ring_seconds, r.dump_cpu.total_seconds / r.dump.seconds,
+                  r.restore_cpu.total_seconds, r.restore_cpu.dma_ring_seconds,
+                  r.restore_cpu.total_seconds / r.restore.seconds);
     out << line;
+  }
+  nlohmann::ordered_json scaling = nullptr;
+  if (runs.size() == 2) {
+    // With N threads on `cpus` CPUs a run takes at least its CPU seconds /
+    // cpus, so the 1-thread time over that bounds the scaling these CPU
+    // costs allow; without the rings' CPU it is the bound on hardware DMA.
+    const Run& one = runs[0];
+    const Run& many = runs[1];
+    auto bound = [&](double one_seconds, double cpu_seconds) {
+      return cpu_seconds > 0 ? one_seconds * cpus / cpu_seconds : 0.0;
+    };
+    const double dump_x = one.dump.seconds / many.dump.seconds;
+    const double restore_x = one.restore.seconds / many.restore.seconds;
+    const double dump_bound = bound(one.dump.seconds, many.dump_cpu.total_seconds);
+    const double restore_bound = bound(one.restore.seconds, many.restore_cpu.total_seconds);
+    const double dump_bound_hw =
+        bound(one.dump.seconds, many.dump_cpu.total_seconds - many.dump_cpu.dma_ring_seconds);
+    const double restore_bound_hw =
+        bound(one.restore.seconds, many.restore_cpu.total_seconds - many.restore_cpu.dma_ring_seconds);
+    std::snprintf(line, sizeof(line), "scaling 1 -> %u threads: dump x%.2f, restore x%.2f\n", many.threads, dump_x,
+                  restore_x);
+    out << line;
+    std::snprintf(line, sizeof(line),
+                  "  at most possible on %u CPUs with this CPU use: dump x%.2f, restore x%.2f; without the rings' "
+                  "copying (hardware DMA): dump x%.2f, restore x%.2f\n",
+                  cpus, dump_bound, restore_bound, dump_bound_hw, restore_bound_hw);
+    out << line;
+    scaling = {{"threads", many.threads},
+               {"usable_cpus", cpus},
+               {"dump", dump_x},
+               {"restore", restore_x},
+               {"dump_cpu_bound", dump_bound},
+               {"restore_cpu_bound", restore_bound},
+               {"dump_cpu_bound_without_dma", dump_bound_hw},
+               {"restore_cpu_bound_without_dma", restore_bound_hw}};
   }
   if (!options.json_path.empty()) {
     nlohmann::ordered_json j = {{"gpus", options.gpus},
@@ -151,7 +212,8 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
                                 {"raw_bytes", original.total_bytes()},
                                 {"max_memory", options.pipeline.max_memory},
                                 {"chunk_size", options.pipeline.chunk_size},
-                                {"runs", rows}};
+                                {"runs", rows},
+                                {"scaling", scaling}};
     std::ofstream f(options.json_path);
     f << j.dump(2) << "\n";
     if (!f) return Status::IoError("writing '" + options.json_path + "'");
