@@ -157,6 +157,7 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
   std::vector<uint32_t> object_ids(sources.size(), 0);
   std::map<Hash128, std::pair<uint32_t, uint64_t>, Hash128Less> first_seen;  // content -> (source, offset)
   uint64_t done_bytes = 0;
+  double write_seconds = 0;  // inside the serial write stage
   DmaCompleter completer(options.dma_timeout);
 
   // Asked for more threads than cores: oneTBB would cap its workers at the
@@ -251,6 +252,7 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
     flow::sequencer_node<DumpJob> order_for_write(g, [](const DumpJob& job) { return job.seq; });
     flow::function_node<DumpJob, uint32_t> write(g, flow::serial, [&](const DumpJob& job) {
       if (errors.failed()) return job.slot;
+      const auto began = std::chrono::steady_clock::now();
       const DumpSource& s = sources[job.source];
       Status status;
       switch (job.kind) {
@@ -275,6 +277,7 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
           break;
       }
       if (!status.ok()) errors.Set(status.WithContext("writing " + Where(s, job) + " to " + sink->Describe()));
+      write_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       return job.slot;
     });
 
@@ -296,7 +299,9 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
   });
 
   VF_RETURN_IF_ERROR(errors.status());
+  const auto finish_began = std::chrono::steady_clock::now();
   VF_RETURN_IF_ERROR(writer.Finish());
+  write_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - finish_began).count();
   stats->objects = sources.size();
   stats->raw_bytes = done_bytes;
   stats->stream_bytes = writer.bytes_written();
@@ -307,6 +312,7 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
   stats->budget_peak = budget.peak();
   stats->threads = threads;
   stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats->serial_seconds = write_seconds;
   return Status::Ok();
 }
 

@@ -54,6 +54,11 @@ struct PipelineStats {
   uint64_t budget_peak = 0;  // highest charge against the memory budget
   unsigned threads = 0;
   double seconds = 0;
+  // Time spent in the graph's one serial stage that moves stream bytes: the
+  // ordered frame writer of a dump (framing and the sink's writes), the
+  // frame reader of a restore (the source's reads and parsing). Close to
+  // `seconds`, that stage is the bottleneck and more threads cannot help.
+  double serial_seconds = 0;
 };
 
 // One object to dump: a BO of `device`, imported by the caller.

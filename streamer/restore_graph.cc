@@ -299,6 +299,7 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   std::optional<oneapi::tbb::global_control> allow_threads;
   if (threads > std::thread::hardware_concurrency())
     allow_threads.emplace(oneapi::tbb::global_control::max_allowed_parallelism, threads);
+  double read_seconds = 0;  // inside the serial read stage
   oneapi::tbb::task_arena arena(static_cast<int>(threads));
   arena.execute([&] {
     oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders;
@@ -306,8 +307,11 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
     flow::queue_node<uint32_t> free_slots(g);
     using ReadNode = flow::multifunction_node<uint32_t, std::tuple<RestoreJob>>;
     ReadNode read(g, flow::serial, [&](uint32_t slot, ReadNode::output_ports_type& out) {
+      const auto began = std::chrono::steady_clock::now();
       RestoreJob job;
-      if (frames->Next(slot, &job)) std::get<0>(out).try_put(job);
+      const bool more = frames->Next(slot, &job);
+      read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      if (more) std::get<0>(out).try_put(job);
     });
     flow::function_node<RestoreJob, RestoreJob> decode(g, flow::unlimited, [&](RestoreJob job) {
       if (job.kind != RestoreJob::kData || errors.failed()) return job;
@@ -377,6 +381,7 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   stats->budget_peak = budget.peak();
   stats->threads = threads;
   stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats->serial_seconds = read_seconds;
   return Status::Ok();
 }
 

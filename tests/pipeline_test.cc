@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <thread>
 
 #include "sim/sim_process.h"
 #include "streamer/pipeline.h"
@@ -128,6 +129,65 @@ TEST(PipelineTest, BudgetBoundsThePoolWhateverTheVramSize) {
   ASSERT_TRUE(Dump(*MakeProcess(large, 1), &k2, SmallOptions(), &s2).ok());
   EXPECT_EQ(s1.budget_peak, s2.budget_peak);
   EXPECT_LE(s2.budget_peak, SmallOptions().max_memory);
+}
+
+// A sink that takes `delay` per write: the destination sets the pace.
+class SlowSink final : public ByteSink {
+ public:
+  explicit SlowSink(std::chrono::milliseconds delay) : delay_(delay) {}
+  Status Write(std::span<const uint8_t> data) override {
+    std::this_thread::sleep_for(delay_);
+    return inner_.Write(data);
+  }
+  Status Commit() override { return inner_.Commit(); }
+  std::string Describe() const override { return "slow sink"; }
+  const std::vector<uint8_t>& bytes() const { return inner_.bytes(); }
+
+ private:
+  std::chrono::milliseconds delay_;
+  MemorySink inner_;
+};
+
+// A source that takes `delay` per read.
+class SlowSource final : public ByteSource {
+ public:
+  SlowSource(const std::vector<uint8_t>& bytes, std::chrono::milliseconds delay) : inner_(bytes), delay_(delay) {}
+  Result<size_t> Read(std::span<uint8_t> data) override {
+    std::this_thread::sleep_for(delay_);
+    return inner_.Read(data);
+  }
+  std::string Describe() const override { return "slow source"; }
+
+ private:
+  MemorySource inner_;
+  std::chrono::milliseconds delay_;
+};
+
+TEST(PipelineTest, SerialStageTimeShowsASlowSinkOrSourceSetsThePace) {
+  std::vector<SimBoSpec> layout = {{"a", 0, 2 << 20, DataKind::kFp32Weights, 1}};
+  auto p = MakeProcess(layout, 1);
+  PipelineStats fast, slow;
+  MemorySink memory;
+  ASSERT_TRUE(Dump(*p, &memory, SmallOptions(), &fast).ok());
+  SlowSink sink(2ms);
+  ASSERT_TRUE(Dump(*p, &sink, SmallOptions(), &slow).ok());
+  EXPECT_EQ(sink.bytes(), memory.bytes());
+  // 32 chunks of 64 KiB, at least two writes each (header, payload), 2 ms a write.
+  EXPECT_GE(slow.serial_seconds, 0.128);
+  EXPECT_LE(slow.serial_seconds, slow.seconds);
+  EXPECT_GT(slow.serial_seconds, 0.5 * slow.seconds) << "the slow sink should dominate";
+  EXPECT_LE(fast.serial_seconds, fast.seconds);
+
+  SimProcess restored(1, SimDeviceOptions{});
+  ASSERT_TRUE(restored.Allocate(layout).ok());
+  SlowSource source(memory.bytes(), 2ms);
+  PipelineStats restore;
+  Status s = RunRestore(&source, restored.devices(), restored.Resolver(), SmallOptions(), &restore);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(p->Compare(restored).ok());
+  EXPECT_GE(restore.serial_seconds, 0.002);
+  EXPECT_LE(restore.serial_seconds, restore.seconds);
+  EXPECT_GT(restore.serial_seconds, 0.5 * restore.seconds) << "the slow source should dominate";
 }
 
 class FailingSink final : public ByteSink {

@@ -318,14 +318,20 @@ int Main(int argc, char** argv) {
     PackReport report;
     s = RunPack(pack, &report);
     if (!s.ok()) return Fail("pack", s);
-    if (!pack_quiet)
-      std::fprintf(stderr, "packed %llu object(s)%s%s: %s -> %s (ratio %s) in %.2f s, %s\n",
+    if (!pack_quiet) {
+      // How much of the time the ordered writer was busy: near 100% means the
+      // destination (or the copy into it), not compression, set the pace.
+      char writer[64] = "";
+      if (!report.sequential && report.seconds > 0)
+        std::snprintf(writer, sizeof writer, " (writer busy %.0f%%)", 100.0 * report.writer_seconds / report.seconds);
+      std::fprintf(stderr, "packed %llu object(s)%s%s: %s -> %s (ratio %s) in %.2f s, %s%s\n",
                    static_cast<unsigned long long>(report.objects),
                    report.legacy_images ? " (legacy amdgpu-pages images recognised)" : "",
                    report.sequential ? " serially (stdin, pipe or s3:// input)" : "",
                    FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
                    FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
-                   FormatRate(report.raw_bytes, report.seconds).c_str());
+                   FormatRate(report.raw_bytes, report.seconds).c_str(), writer);
+    }
     return 0;
   }
   if (*unpack_cmd) {

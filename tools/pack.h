@@ -35,6 +35,7 @@ struct PackReport {
   uint64_t legacy_images = 0;
   bool sequential = false;  // packed without the graph (stdin or pipe inputs)
   double seconds = 0;
+  double writer_seconds = 0;  // the graph's ordered writer (PipelineStats::serial_seconds)
 };
 
 Status RunPack(const PackOptions& options, PackReport* report);

@@ -153,7 +153,9 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
                     {"dump_cpu_seconds", r.dump_cpu.total_seconds},
                     {"dump_dma_cpu_seconds", r.dump_cpu.dma_ring_seconds},
                     {"restore_cpu_seconds", r.restore_cpu.total_seconds},
-                    {"restore_dma_cpu_seconds", r.restore_cpu.dma_ring_seconds}});
+                    {"restore_dma_cpu_seconds", r.restore_cpu.dma_ring_seconds},
+                    {"dump_writer_seconds", r.dump.serial_seconds},
+                    {"restore_reader_seconds", r.restore.serial_seconds}});
   }
 
   // Where the CPU went: the simulated device's DMA rings copy with CPU
@@ -161,14 +163,17 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
   const unsigned cpus = UsableCpus();
   out << "CPU seconds (user + system) of the fastest runs; DMA: the simulated rings' copy threads, which real SDMA "
          "does not need\n";
-  std::snprintf(line, sizeof(line), "%-8s %10s %10s %10s %12s %10s %10s\n", "threads", "dump CPU", "of it DMA",
-                "cores busy", "restore CPU", "of it DMA", "cores busy");
+  out << "and how busy each graph's serial stage was (dump: the ordered writer; restore: the frame reader)\n";
+  std::snprintf(line, sizeof(line), "%-8s %10s %10s %10s %8s %12s %10s %10s %8s\n", "threads", "dump CPU", "of it DMA",
+                "cores busy", "writer", "restore CPU", "of it DMA", "cores busy", "reader");
   out << line;
+  auto percent = [](double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; };
   for (const Run& r : runs) {
-    std::snprintf(line, sizeof(line), "%-8u %10.2f %10.2f %10.2f %12.2f %10.2f %10.2f\n", r.threads,
+    std::snprintf(line, sizeof(line), "%-8u %10.2f %10.2f %10.2f %7.0f%% %12.2f %10.2f %10.2f %7.0f%%\n", r.threads,
                   r.dump_cpu.total_seconds, r.dump_cpu.dma_ring_seconds, r.dump_cpu.total_seconds / r.dump.seconds,
-                  r.restore_cpu.total_seconds, r.restore_cpu.dma_ring_seconds,
-                  r.restore_cpu.total_seconds / r.restore.seconds);
+                  percent(r.dump.serial_seconds, r.dump.seconds), r.restore_cpu.total_seconds,
+                  r.restore_cpu.dma_ring_seconds, r.restore_cpu.total_seconds / r.restore.seconds,
+                  percent(r.restore.serial_seconds, r.restore.seconds));
     out << line;
   }
   nlohmann::ordered_json scaling = nullptr;
