@@ -84,6 +84,9 @@ wait_listen() {
 }
 
 now() { date +%s.%N; }
+# writer_of LOG: how busy pack's ordered writer was ("writer busy N%" in its
+# summary), or - for commands that do not say.
+writer_of() { sed -n 's/.*(writer busy \([0-9]*\)%).*/\1/p' "$1" | tail -n 1 | grep . || echo -; }
 # cpu_of FILE: user + system CPU seconds from /usr/bin/time -f "%U %S".
 cpu_of() { tail -n 1 "$1" | awk '{ printf "%.2f", $1 + $2 }'; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
@@ -95,7 +98,7 @@ solo() {
   timeout 300 /usr/bin/time -f "%U %S" -o "$work/send.cpu" "$@" >"$work/$name.send.log" 2>&1 || rc=$?
   t1=$(now)
   [ "$rc" = 0 ] || { show_logs "$name"; die "$name (run $run) failed with status $rc: $*"; }
-  echo "$name $run $(elapsed "$t0" "$t1") $(cpu_of "$work/send.cpu") 0" >>"$work/times"
+  echo "$name $run $(elapsed "$t0" "$t1") $(cpu_of "$work/send.cpu") 0 $(writer_of "$work/$name.send.log")" >>"$work/times"
 }
 
 # xfer NAME RUN: starts the receiver recv_cmd in the background, waits until
@@ -120,7 +123,7 @@ xfer() {
   t1=$(now)
   live_recv=""
   [ "$rrc" = 0 ] || { show_logs "$name"; die "$name (run $run): the receiver failed with status $rrc: ${recv_cmd[*]}"; }
-  echo "$name $run $(elapsed "$t0" "$t1") $(cpu_of "$work/send.cpu") $(cpu_of "$work/recv.cpu")" >>"$work/times"
+  echo "$name $run $(elapsed "$t0" "$t1") $(cpu_of "$work/send.cpu") $(cpu_of "$work/recv.cpu") $(writer_of "$work/$name.send.log")" >>"$work/times"
 }
 
 # tcp_case NAME RUN NS_RECV NS_SEND HOST RECV... -- SEND...: one transfer
@@ -164,18 +167,18 @@ sed -i '/^check /d' "$work/times"
 
 echo "== loopback, no throttle (best of $repeat)"
 for run in $(seq "$repeat"); do
-  solo pipe_null "$run" "$bin" pack -q "$work/raw.bin" -o /dev/null
+  solo pipe_null "$run" "$bin" pack "$work/raw.bin" -o /dev/null
   # Context: the same stream written somewhere real on this machine.
-  solo pipe_file "$run" "$bin" pack -q -f "$work/raw.bin" -o "$work/out.vfs"
-  solo pipe_pipe "$run" sh -c '"$1" pack -q "$2" -o - | cat >/dev/null' sh "$bin" "$work/raw.bin"
+  solo pipe_file "$run" "$bin" pack -f "$work/raw.bin" -o "$work/out.vfs"
+  solo pipe_pipe "$run" sh -c '"$1" pack "$2" -o - | cat >/dev/null' sh "$bin" "$work/raw.bin"
   rm -f "$work/out.vfs"
   tcp_case pack_tcp "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q -- \
-    "$bin" pack -q "$work/raw.bin" --to @ADDR@
+    "$bin" pack "$work/raw.bin" --to @ADDR@
   tcp_case pack_tcp_key "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q --key-file "$key" -- \
-    "$bin" pack -q "$work/raw.bin" --to @ADDR@ --key-file "$key"
+    "$bin" pack "$work/raw.bin" --to @ADDR@ --key-file "$key"
   sock="$work/vf-$run.sock"
   recv_cmd=("$bin" recv --listen "unix:$sock" -o /dev/null -q)
-  send_cmd=("$bin" pack -q "$work/raw.bin" --to "unix:$sock")
+  send_cmd=("$bin" pack "$work/raw.bin" --to "unix:$sock")
   listen_cmd=(ss -Hlx src "$sock")
   xfer pack_unix "$run"
   tcp_case send_tcp "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q -- \
@@ -243,13 +246,15 @@ python3 - "$work" "$raw" "$stored" "$repeat" "$size" "$rate" "$rate_bits" "$link
 import json, os, sys
 work, raw, stored, repeat, size, rate, rate_bits, link_status, netem, binary = sys.argv[1:]
 raw, stored, repeat, rate_bits = int(raw), int(stored), int(repeat), int(rate_bits)
-runs, cpus = {}, {}
+runs, cpus, writers = {}, {}, {}
 for line in open(f"{work}/times"):
-    name, _, secs, send_cpu, recv_cpu = line.split()
+    name, _, secs, send_cpu, recv_cpu, writer = line.split()
     runs.setdefault(name, []).append(float(secs))
     cpus.setdefault(name, []).append(float(send_cpu) + float(recv_cpu))
+    writers.setdefault(name, []).append(None if writer == "-" else int(writer))
 best = {k: min(v) for k, v in runs.items()}
 cpu = {k: cpus[k][runs[k].index(best[k])] for k in runs}  # both ends, the fastest run
+writer = {k: writers[k][runs[k].index(best[k])] for k in runs}  # pack's writer busy %, the fastest run
 cores = os.cpu_count()
 load = [float(x) for x in open(f"{work}/loadavg").read().split()[:3]]
 gbps = lambda n, s: n / s / 1e9
@@ -257,7 +262,7 @@ gbps = lambda n, s: n / s / 1e9
 pipe = best["pipe_null"]
 print(f"\nloopback, no throttle: {raw/2**20:.1f} MiB raw -> {stored/2**20:.1f} MiB stored"
       f" (ratio {raw/stored:.3f}), best of {repeat}")
-print(f"{'case':40} {'seconds':>8} {'raw GB/s':>9} {'vs pipeline':>12} {'CPU s':>6}")
+print(f"{'case':40} {'seconds':>8} {'raw GB/s':>9} {'vs pipeline':>12} {'CPU s':>6} {'writer':>7}")
 loop = {}
 for key, label in [("pipe_null", "pack -> /dev/null (the pipeline)"),
                    ("pack_tcp", "pack --to tcp://127.0.0.1"),
@@ -267,8 +272,9 @@ for key, label in [("pipe_null", "pack -> /dev/null (the pipeline)"),
                    ("pipe_pipe", "pack -o - | cat >/dev/null")]:
     s = best[key]
     loop[key] = {"seconds": s, "runs": runs[key], "raw_gbps": gbps(raw, s), "vs_pipeline": pipe / s,
-                 "cpu_seconds": cpu[key]}
-    print(f"{label:40} {s:8.3f} {gbps(raw, s):9.3f} {pipe / s:11.1%} {cpu[key]:6.2f}")
+                 "cpu_seconds": cpu[key], "writer_busy_percent": writer[key]}
+    w = f"{writer[key]}%" if writer[key] is not None else "-"
+    print(f"{label:40} {s:8.3f} {gbps(raw, s):9.3f} {pipe / s:11.1%} {cpu[key]:6.2f} {w:>7}")
 print(f"\n{'transport only (a stored stream)':40} {'seconds':>8} {'GB/s':>9} {'vs socat':>12} {'CPU s':>6}")
 sock = best["socat_stream"]
 for key, label in [("send_tcp", "send stream.vfs tcp://127.0.0.1"),
@@ -282,6 +288,8 @@ print(f"(CPU s: user + system seconds of sender and receiver together; this mach
       f" so no case can take less than CPU s / {cores} wall seconds)")
 print("(/dev/null takes the stream without copying it; the last two pack rows show what writing the same"
       " stream to a file or a pipe costs)")
+print("(writer: how much of the time pack's one ordered writer stage was busy; near 100%, the destination"
+      " or the copy into it sets the pace, not the codecs)")
 if load[0] > cores / 2:
     print(f"warning: load average {load[0]:.2f} before the run: other work may share the CPUs, so timings may be noisy")
 
