@@ -184,7 +184,12 @@ std::string Client::Url(const Request& request, std::string* host, std::string* 
   // empty values, as the AWS SDKs send it.
   char sep = '?';
   for (const auto& [k, v] : request.query) {
-    url += sep + UriEncode(k, false) + (v.empty() ? "" : "=" + UriEncode(v, false));
+    url += sep;
+    url += UriEncode(k, false);
+    if (!v.empty()) {
+      url += '=';
+      url += UriEncode(v, false);
+    }
     sep = '&';
   }
   return url;
