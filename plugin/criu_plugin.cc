@@ -130,12 +130,22 @@ Result<GpuFileKind> ClassifyFd(int fd, struct stat* st) {
   return g_state->backend->Classify(*st);
 }
 
-Status StartParallelWorker() {
-  PluginState& s = *g_state;
-  if (!s.parallel || s.parallel_started) return Status::Ok();
-  VF_ASSIGN_OR_RETURN(const PluginContext* ctx, Context());
-  s.parallel_started = true;
-  return s.parallel->Start([ctx](ParallelRestoreJob job) { return RunParallelRestoreJob(*ctx, std::move(job)); });
+// Parallel restore runs two threads in the main CRIU process. They must not
+// exist while CRIU forks the restored tasks: a child of a multi-threaded
+// process inherits whatever locks those threads held (malloc's under some
+// allocators, any of ours) and may only make async-signal-safe calls. So they
+// start in POST_FORKING, as upstream's worker does; a CRIU without that hook
+// (before 4.2) restores in the tasks, and refuses an explicit request.
+Result<bool> ParallelRestoreWanted(Tristate setting) {
+#ifdef VRAMFLOW_CRIU_HAS_POST_FORKING
+  return setting != Tristate::kOff;
+#else
+  if (setting == Tristate::kOn)
+    return Status::NotSupported(
+        "VRAMFLOW_PARALLEL_RESTORE=1 needs CRIU's POST_FORKING hook (CRIU 4.2+), and this plugin was built "
+        "against a criu-plugin.h without it: the worker's threads would run while CRIU forks the restored tasks");
+  return false;
+#endif
 }
 
 Status Init(int stage) {
@@ -147,15 +157,13 @@ Status Init(int stage) {
   } else {
     state->backend = OpenAmdgpuBackend(state->options.topology_root);
   }
-  g_state = state.release();
-  if (stage == CR_PLUGIN_STAGE__RESTORE && g_state->options.parallel_restore != Tristate::kOff) {
-    VF_ASSIGN_OR_RETURN(g_state->parallel, ParallelRestoreServer::Listen(UniqueParallelRestoreName()));
-#ifndef VRAMFLOW_CRIU_HAS_POST_FORKING
-    // This CRIU has no POST_FORKING hook: the worker waits from now on,
-    // blocked in accept while CRIU forks the root task.
-    VF_RETURN_IF_ERROR(StartParallelWorker());
-#endif
+  if (stage == CR_PLUGIN_STAGE__RESTORE) {
+    VF_ASSIGN_OR_RETURN(const bool parallel, ParallelRestoreWanted(state->options.parallel_restore));
+    if (parallel) {  // only the listening socket now; connections queue until POST_FORKING
+      VF_ASSIGN_OR_RETURN(state->parallel, ParallelRestoreServer::Listen(UniqueParallelRestoreName()));
+    }
   }
+  g_state = state.release();
   return Status::Ok();
 }
 
@@ -265,6 +273,15 @@ int ResumeDevicesLate(int pid) {
 }
 
 #ifdef VRAMFLOW_CRIU_HAS_POST_FORKING
+// Every restored task exists now: the parallel-restore worker may start.
+Status StartParallelWorker() {
+  PluginState& s = *g_state;
+  if (!s.parallel || s.parallel_started) return Status::Ok();
+  VF_ASSIGN_OR_RETURN(const PluginContext* ctx, Context());
+  s.parallel_started = true;
+  return s.parallel->Start([ctx](ParallelRestoreJob job) { return RunParallelRestoreJob(*ctx, std::move(job)); });
+}
+
 int PostForking() {
   if (!g_state) return 0;
   Status s = StartParallelWorker();

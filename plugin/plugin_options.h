@@ -33,7 +33,7 @@ struct PluginOptions {
   // to use instead of /dev/kfd. For the CRIU host harness and tests only.
   std::string sim_kfd;
   // VRAMFLOW_PARALLEL_RESTORE: fill BOs from the main CRIU process (auto:
-  // when this CRIU has the POST_FORKING hook).
+  // when this CRIU has the POST_FORKING hook; on without it is refused).
   Tristate parallel_restore = Tristate::kAuto;
   // VRAMFLOW_CRIU_STREAM: images through CRIU's image streamer (auto: when
   // the images directory holds the streamer's socket).

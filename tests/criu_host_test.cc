@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "plugin/kfd_image.h"
 #include "tests/test_util.h"
@@ -56,6 +57,16 @@ HostRun RunHost(const testing::TempDir& dir, const std::string& args, const std:
 
 bool Has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
+// Who fills the restored BOs: each task, and the main process where the
+// plugin has parallel restore (it needs CRIU's POST_FORKING hook).
+std::vector<std::string> RestoreModes() {
+  std::vector<std::string> modes = {"VRAMFLOW_PARALLEL_RESTORE=0"};
+#ifdef VRAMFLOW_CRIU_HAS_POST_FORKING
+  modes.push_back("VRAMFLOW_PARALLEL_RESTORE=1");
+#endif
+  return modes;
+}
+
 TEST(CriuHost, OneGpuOneProcessRestoredInTheTask) {
   testing::TempDir dir;
   HostRun run = RunHost(dir, "--gpus 1 --procs 1", "VRAMFLOW_PARALLEL_RESTORE=0");
@@ -67,7 +78,8 @@ TEST(CriuHost, OneGpuOneProcessRestoredInTheTask) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("images/" + PagesImageName(100, 0x1000))));
 }
 
-TEST(CriuHost, TwoGpusTwoProcessesRestoredByTheMainProcess) {
+// By default: by the main process where the plugin has parallel restore.
+TEST(CriuHost, TwoGpusTwoProcessesRestoredTheDefaultWay) {
   testing::TempDir dir;
   HostRun run = RunHost(dir, "--gpus 2 --procs 2");
   ASSERT_EQ(run.status, 0) << run.output;
@@ -91,6 +103,17 @@ TEST(CriuHost, RestoresOntoGpusWithOtherIds) {
   EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
 }
 
+#ifndef VRAMFLOW_CRIU_HAS_POST_FORKING
+// Without POST_FORKING the worker's threads would have to run while CRIU
+// forks the restored tasks: asking for parallel restore stops the restore.
+TEST(CriuHost, ParallelRestoreWithoutPostForkingIsRefused) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 1 --expect-restore-failure", "VRAMFLOW_PARALLEL_RESTORE=1");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "POST_FORKING")) << run.output;
+}
+#endif
+
 TEST(CriuHost, TooFewGpusIsAClearErrorBeforeAnyResume) {
   testing::TempDir dir;
   HostRun run = RunHost(dir, "--gpus 2 --restore-gpus 1 --expect-restore-failure");
@@ -109,7 +132,7 @@ TEST(CriuHost, RestoresUpstreamRawPagesImages) {
 }
 
 TEST(CriuHost, CorruptStreamAbortsTheRestoreBeforeResume) {
-  for (const char* mode : {"VRAMFLOW_PARALLEL_RESTORE=0", "VRAMFLOW_PARALLEL_RESTORE=1"}) {
+  for (const std::string& mode : RestoreModes()) {
     testing::TempDir dir;
     HostRun run = RunHost(dir, "--gpus 2 --corrupt-stream --expect-restore-failure", mode);
     ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;
@@ -119,7 +142,7 @@ TEST(CriuHost, CorruptStreamAbortsTheRestoreBeforeResume) {
 }
 
 TEST(CriuHost, TruncatedStreamAbortsTheRestoreBeforeResume) {
-  for (const char* mode : {"VRAMFLOW_PARALLEL_RESTORE=0", "VRAMFLOW_PARALLEL_RESTORE=1"}) {
+  for (const std::string& mode : RestoreModes()) {
     testing::TempDir dir;
     HostRun run = RunHost(dir, "--gpus 2 --truncate-stream --expect-restore-failure", mode);
     ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;
@@ -138,7 +161,7 @@ TEST(CriuHost, VramStreamsGoToTheTarget) {
 }
 
 TEST(CriuHost, UnderStreamEveryImageGoesThroughTheImageStreamer) {
-  for (const char* mode : {"VRAMFLOW_PARALLEL_RESTORE=0", "VRAMFLOW_PARALLEL_RESTORE=1"}) {
+  for (const std::string& mode : RestoreModes()) {
     testing::TempDir dir;
     HostRun run = RunHost(dir, "--gpus 2 --procs 2 --stream", mode);
     ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;

@@ -203,6 +203,14 @@ int InChild(Fn&& body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The threads of this process (its /proc/self/task entries).
+size_t ThreadCount() {
+  std::error_code ec;
+  size_t n = 0;
+  for (fs::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
+
 int OpenImagesDir(const std::string& dir) {
   g_image_dir = ::open(dir.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
   return g_image_dir;
@@ -389,6 +397,13 @@ int RunRestore(const HostOptions& o, const std::vector<Task>& tasks, const std::
     if (!plugin.ok()) return Fail(plugin.status().ToString());
     cr_plugin_desc_t* d = plugin->desc;
     if (d->init(CR_PLUGIN_STAGE__RESTORE) != 0) return Fail("restore: init failed");
+    // CRIU forks the tasks from its main process while that has one thread;
+    // a plugin's threads may only start in POST_FORKING.
+    if (const size_t threads = ThreadCount(); threads != 1) {
+      d->exit(CR_PLUGIN_STAGE__RESTORE, 1);
+      return Fail("restore: the main process has " + std::to_string(threads) +
+                  " threads after the plugin's init, before it forks the restored tasks");
+    }
 
     int report[2], go[2];
     if (::pipe2(report, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) return Fail("pipe");
