@@ -22,6 +22,11 @@
 // its new mmap offset against UPDATE_VMA_MAP's answer, and that KFD resumed
 // exactly the processes it should have.
 //
+// The dump and the restore main process are programs of their own, as CRIU
+// is: this binary executed again with --role (see RunCriuProcess), not a
+// copy of this multi-threaded process. The restore main process forks its
+// tasks while it has a single thread, as CRIU does.
+//
 // Exit status: 0 when everything the run expected happened, 1 otherwise,
 // with the reason on stderr.
 #include <dlfcn.h>
@@ -38,8 +43,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -107,6 +114,9 @@ struct Task {
   int kfd_id = 0;          // CRIU file ids
   std::vector<int> render_ids;
   std::vector<Vma> vmas;
+  // Dump only: the fds of its KFD file, then of its render nodes, as the
+  // parasite drained them into the dumper (which inherits them).
+  std::vector<int> files;
 };
 
 // The plugin, loaded and checked as criu/plugin.c does.
@@ -190,17 +200,96 @@ Status BuildProcesses(SimKfd& kfd, const HostOptions& o, std::vector<Task>* task
   return Status::Ok();
 }
 
-// Runs `body` in a child process and returns its exit status (0 = success).
-template <typename Fn>
-int InChild(Fn&& body) {
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) return Fail(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) ::_exit(body());
+// ---- the CRIU processes ------------------------------------------------------
+//
+// The dump and the restore main process are this binary run again with
+// --role, the tasks in a file of the work directory. This process has
+// threads (the KFD servers, the image streamer): a child forked from it gets
+// a copy of their locks in whatever state they were, and may only make
+// async-signal-safe calls until it execs. (Under ASan a child that
+// allocated instead hung, now and then, on the sanitizer's allocator lock.)
+
+std::string ImagesDir(const HostOptions& o) { return o.work + "/images"; }
+std::string TasksPath(const HostOptions& o, const std::string& role) { return o.work + "/" + role + "-tasks.txt"; }
+std::string ReportPath(const HostOptions& o) { return o.work + "/restore-report.txt"; }
+
+// The tasks file, a line per item:
+//   task PID KFD_ID RENDER_ID...
+//   vma ADDR OFFSET PATH     (a device mapping of the task above)
+//   file FD                  (dump only: one of its files, in order)
+Status WriteTasks(const std::string& path, const std::vector<Task>& tasks) {
+  std::ofstream out(path, std::ios::trunc);
+  for (const Task& t : tasks) {
+    out << "task " << t.pid << ' ' << t.kfd_id;
+    for (int id : t.render_ids) out << ' ' << id;
+    out << '\n';
+    for (const Vma& v : t.vmas) out << "vma " << v.addr << ' ' << v.offset << ' ' << v.path << '\n';
+    for (int fd : t.files) out << "file " << fd << '\n';
+  }
+  out.close();
+  return out ? Status::Ok() : Status::IoError("writing " + path);
+}
+
+Result<std::vector<Task>> ReadTasks(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::IoError("cannot open the tasks file " + path);
+  std::vector<Task> tasks;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    if (kind == "task") {
+      Task t;
+      if (!(fields >> t.pid >> t.kfd_id)) kind.clear();
+      for (int id; fields >> id;) t.render_ids.push_back(id);
+      if (!fields.eof()) kind.clear();
+      tasks.push_back(std::move(t));
+    } else if (kind == "vma" && !tasks.empty()) {
+      Vma v;
+      if (!(fields >> v.addr >> v.offset >> v.path)) kind.clear();
+      tasks.back().vmas.push_back(std::move(v));
+    } else if (kind == "file" && !tasks.empty()) {
+      int fd = -1;
+      if (!(fields >> fd)) kind.clear();
+      tasks.back().files.push_back(fd);
+    } else {
+      kind.clear();
+    }
+    if (kind.empty()) return Status::Corruption(path + ":" + std::to_string(n) + ": bad line '" + line + "'");
+  }
+  return tasks;
+}
+
+int WaitExitStatus(pid_t pid) {
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return Fail(std::string("waitpid: ") + std::strerror(errno));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs this binary as the CRIU process `role` (its tasks file written) and
+// returns its exit status (0 = success). Of this process's fds, only those
+// in `inherited` stay open in it, under the same numbers.
+int RunCriuProcess(const HostOptions& o, const std::string& role, const std::vector<UniqueFd>& inherited) {
+  std::vector<std::string> args = {"vramflow-criu-host", "--role", role, "--plugin", o.plugin, "--work", o.work};
+  if (o.stream) args.push_back("--stream");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return Fail(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Async-signal-safe calls only, up to exec.
+    for (const UniqueFd& fd : inherited) ::fcntl(fd.get(), F_SETFD, 0);
+    ::execve("/proc/self/exe", argv.data(), environ);
+    static constexpr char kExecFailed[] = "vramflow-criu-host: cannot exec /proc/self/exe\n";
+    (void)!::write(STDERR_FILENO, kExecFailed, sizeof kExecFailed - 1);
+    ::_exit(127);
+  }
+  return WaitExitStatus(pid);
 }
 
 // The threads of this process (its /proc/self/task entries).
@@ -218,61 +307,72 @@ int OpenImagesDir(const std::string& dir) {
 
 // ---- criu dump -------------------------------------------------------------
 
-int RunDump(const HostOptions& o, SimKfd& kfd, const std::vector<Task>& tasks, const std::string& images) {
-  // The target's files, as the parasite drains them into the dumper.
-  std::vector<std::vector<UniqueFd>> files;
+// The "criu dump" process (--role dump).
+int DumpMain(const HostOptions& o, const std::vector<Task>& tasks) {
   for (const Task& t : tasks) {
-    std::vector<UniqueFd> f;
-    Result<UniqueFd> k = kfd.OpenKfd(t.pid);
-    if (!k.ok()) return Fail(k.status().ToString());
-    f.push_back(std::move(*k));
-    for (uint32_t gpu : kfd.GpuIds()) {
-      Result<UniqueFd> r = kfd.OpenRenderNode(gpu);
-      if (!r.ok()) return Fail(r.status().ToString());
-      f.push_back(std::move(*r));
-    }
-    files.push_back(std::move(f));
+    if (t.files.size() != 1 + t.render_ids.size())
+      return Fail("dump: task " + std::to_string(t.pid) + " has " + std::to_string(t.files.size()) + " files for " +
+                  std::to_string(1 + t.render_ids.size()) + " file ids");
   }
-  return InChild([&]() -> int {
-    if (OpenImagesDir(images) < 0) return Fail("cannot open " + images);
-    std::unique_ptr<CriuStreamerClient> streamer;
-    if (o.stream) {  // as CRIU's open_image_dir() does
-      Result<std::unique_ptr<CriuStreamerClient>> c = CriuStreamerClient::Connect(images, /*dump=*/true);
-      if (!c.ok()) return Fail(c.status().ToString());
-      streamer = std::move(*c);
-      g_streamer = streamer.get();
+  const std::string images = ImagesDir(o);
+  if (OpenImagesDir(images) < 0) return Fail("cannot open " + images);
+  std::unique_ptr<CriuStreamerClient> streamer;
+  if (o.stream) {  // as CRIU's open_image_dir() does
+    Result<std::unique_ptr<CriuStreamerClient>> c = CriuStreamerClient::Connect(images, /*dump=*/true);
+    if (!c.ok()) return Fail(c.status().ToString());
+    streamer = std::move(*c);
+    g_streamer = streamer.get();
+  }
+  Result<Plugin> plugin = LoadPlugin(o.plugin);
+  if (!plugin.ok()) return Fail(plugin.status().ToString());
+  const cr_plugin_desc_t* d = plugin->desc;
+  if (d->init(CR_PLUGIN_STAGE__DUMP) != 0) return Fail("dump: init failed");
+  int ret = 0;
+  auto vma_hook = plugin->Hook<int (*)(int, const struct stat*)>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA);
+  auto dump_file = plugin->Hook<int (*)(int, int)>(CR_PLUGIN_HOOK__DUMP_EXT_FILE);
+  // A plain file is not the plugin's.
+  UniqueFd plain(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  ::fstat(plain.get(), &st);
+  if (vma_hook(plain.get(), &st) != -ENOTSUP || dump_file(plain.get(), 99) != -ENOTSUP)
+    ret = Fail("dump: the plugin claimed a plain file");
+  for (size_t t = 0; t < tasks.size() && ret == 0; ++t) {
+    const std::vector<int>& files = tasks[t].files;
+    for (int f : files) {
+      ::fstat(f, &st);
+      if (vma_hook(f, &st) != 0) ret = Fail("dump: HANDLE_DEVICE_VMA refused a GPU mapping");
     }
-    Result<Plugin> plugin = LoadPlugin(o.plugin);
-    if (!plugin.ok()) return Fail(plugin.status().ToString());
-    const cr_plugin_desc_t* d = plugin->desc;
-    if (d->init(CR_PLUGIN_STAGE__DUMP) != 0) return Fail("dump: init failed");
-    int ret = 0;
-    auto vma_hook = plugin->Hook<int (*)(int, const struct stat*)>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA);
-    auto dump_file = plugin->Hook<int (*)(int, int)>(CR_PLUGIN_HOOK__DUMP_EXT_FILE);
-    // A plain file is not the plugin's.
-    UniqueFd plain(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
-    struct stat st;
-    ::fstat(plain.get(), &st);
-    if (vma_hook(plain.get(), &st) != -ENOTSUP || dump_file(plain.get(), 99) != -ENOTSUP)
-      ret = Fail("dump: the plugin claimed a plain file");
-    for (size_t t = 0; t < tasks.size() && ret == 0; ++t) {
-      for (const UniqueFd& f : files[t]) {
-        ::fstat(f.get(), &st);
-        if (vma_hook(f.get(), &st) != 0) ret = Fail("dump: HANDLE_DEVICE_VMA refused a GPU mapping");
-      }
-      // The KFD file first, then render nodes, as the runtime opened them.
-      for (size_t i = 0; i < files[t].size() && ret == 0; ++i) {
-        const int id = i == 0 ? tasks[t].kfd_id : tasks[t].render_ids[i - 1];
-        const int r = dump_file(files[t][i].get(), id);
-        if (r != 0) ret = Fail("dump: DUMP_EXT_FILE(" + std::to_string(id) + ") returned " + std::to_string(r));
-      }
+    // The KFD file first, then render nodes, as the runtime opened them.
+    for (size_t i = 0; i < files.size() && ret == 0; ++i) {
+      const int id = i == 0 ? tasks[t].kfd_id : tasks[t].render_ids[i - 1];
+      const int r = dump_file(files[i], id);
+      if (r != 0) ret = Fail("dump: DUMP_EXT_FILE(" + std::to_string(id) + ") returned " + std::to_string(r));
     }
-    if (auto late = plugin->Hook<int (*)(int)>(kHookDumpDevicesLate); ret == 0 && late) {
-      if (late(tasks[0].pid) != 0) ret = Fail("dump: DUMP_DEVICES_LATE failed");
+  }
+  if (auto late = plugin->Hook<int (*)(int)>(kHookDumpDevicesLate); ret == 0 && late) {
+    if (late(tasks[0].pid) != 0) ret = Fail("dump: DUMP_DEVICES_LATE failed");
+  }
+  d->exit(CR_PLUGIN_STAGE__DUMP, ret);
+  return ret;
+}
+
+// Opens the target's files, as the parasite drains them into the dumper,
+// and runs the dump process, which inherits them.
+int RunDump(const HostOptions& o, SimKfd& kfd, std::vector<Task> tasks) {
+  std::vector<UniqueFd> open;
+  for (Task& t : tasks) {
+    std::vector<Result<UniqueFd>> files;
+    files.push_back(kfd.OpenKfd(t.pid));
+    for (uint32_t gpu : kfd.GpuIds()) files.push_back(kfd.OpenRenderNode(gpu));
+    for (Result<UniqueFd>& f : files) {
+      if (!f.ok()) return Fail(f.status().ToString());
+      t.files.push_back(f->get());
+      open.push_back(std::move(*f));
     }
-    d->exit(CR_PLUGIN_STAGE__DUMP, ret);
-    return ret;
-  });
+  }
+  Status written = WriteTasks(TasksPath(o, "dump"), tasks);
+  if (!written.ok()) return Fail(written.ToString());
+  return RunCriuProcess(o, "dump", open);
 }
 
 // ---- between dump and restore ----------------------------------------------
@@ -381,91 +481,95 @@ int RestoreTask(const Plugin& plugin, const Task& task, int32_t index, int repor
   return ok ? 0 : 1;
 }
 
-// The restore main process. Writes "pid offsets..." lines for the host to check.
-int RunRestore(const HostOptions& o, const std::vector<Task>& tasks, const std::string& images,
-               const std::string& report_path) {
-  return InChild([&]() -> int {
-    if (OpenImagesDir(images) < 0) return Fail("cannot open " + images);
-    std::unique_ptr<CriuStreamerClient> streamer;
-    if (o.stream) {  // shared by every restored task, as CRIU's service fd is
-      Result<std::unique_ptr<CriuStreamerClient>> c = CriuStreamerClient::Connect(images, /*dump=*/false);
-      if (!c.ok()) return Fail(c.status().ToString());
-      streamer = std::move(*c);
-      g_streamer = streamer.get();
-    }
-    Result<Plugin> plugin = LoadPlugin(o.plugin);
-    if (!plugin.ok()) return Fail(plugin.status().ToString());
-    cr_plugin_desc_t* d = plugin->desc;
-    if (d->init(CR_PLUGIN_STAGE__RESTORE) != 0) return Fail("restore: init failed");
-    // CRIU forks the tasks from its main process while that has one thread;
-    // a plugin's threads may only start in POST_FORKING.
-    if (const size_t threads = ThreadCount(); threads != 1) {
-      d->exit(CR_PLUGIN_STAGE__RESTORE, 1);
-      return Fail("restore: the main process has " + std::to_string(threads) +
-                  " threads after the plugin's init, before it forks the restored tasks");
-    }
+// The "criu restore" main process (--role restore). Writes "pid offsets..."
+// lines for the host to check.
+int RestoreMain(const HostOptions& o, const std::vector<Task>& tasks) {
+  const std::string images = ImagesDir(o), report_path = ReportPath(o);
+  if (OpenImagesDir(images) < 0) return Fail("cannot open " + images);
+  std::unique_ptr<CriuStreamerClient> streamer;
+  if (o.stream) {  // shared by every restored task, as CRIU's service fd is
+    Result<std::unique_ptr<CriuStreamerClient>> c = CriuStreamerClient::Connect(images, /*dump=*/false);
+    if (!c.ok()) return Fail(c.status().ToString());
+    streamer = std::move(*c);
+    g_streamer = streamer.get();
+  }
+  Result<Plugin> plugin = LoadPlugin(o.plugin);
+  if (!plugin.ok()) return Fail(plugin.status().ToString());
+  cr_plugin_desc_t* d = plugin->desc;
+  if (d->init(CR_PLUGIN_STAGE__RESTORE) != 0) return Fail("restore: init failed");
+  // CRIU forks the tasks from its main process while that has one thread;
+  // a plugin's threads may only start in POST_FORKING.
+  if (const size_t threads = ThreadCount(); threads != 1) {
+    d->exit(CR_PLUGIN_STAGE__RESTORE, 1);
+    return Fail("restore: the main process has " + std::to_string(threads) +
+                " threads after the plugin's init, before it forks the restored tasks");
+  }
 
-    int report[2], go[2];
-    if (::pipe2(report, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) return Fail("pipe");
-    std::vector<pid_t> children;
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      std::fflush(nullptr);
-      pid_t pid = ::fork();
-      if (pid == 0) {
-        ::close(report[0]);
-        ::close(go[1]);
-        ::_exit(RestoreTask(*plugin, tasks[i], static_cast<int32_t>(i), report[1], go[0]));
-      }
-      children.push_back(pid);
+  int report[2], go[2];
+  if (::pipe2(report, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) return Fail("pipe");
+  std::vector<pid_t> children;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(report[0]);
+      ::close(go[1]);
+      ::_exit(RestoreTask(*plugin, tasks[i], static_cast<int32_t>(i), report[1], go[0]));
     }
-    ::close(report[1]);
-    ::close(go[0]);
-    int ret = 0;
-    if (auto post_forking = plugin->Hook<int (*)()>(kHookPostForking)) {
-      if (post_forking() != 0) ret = Fail("restore: POST_FORKING failed");
+    children.push_back(pid);
+  }
+  ::close(report[1]);
+  ::close(go[0]);
+  int ret = 0;
+  if (auto post_forking = plugin->Hook<int (*)()>(kHookPostForking)) {
+    if (post_forking() != 0) ret = Fail("restore: POST_FORKING failed");
+  }
+  // Wait until every task is restored (CRIU's restore stages).
+  std::vector<TaskReport> reports;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    int32_t header[4];
+    if (::read(report[0], header, sizeof header) != sizeof header) {
+      ret = Fail("restore: a task died before it was restored");
+      break;
     }
-    // Wait until every task is restored (CRIU's restore stages).
-    std::vector<TaskReport> reports;
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      int32_t header[4];
-      if (::read(report[0], header, sizeof header) != sizeof header) {
-        ret = Fail("restore: a task died before it was restored");
-        break;
-      }
-      if (header[3] < 0 || static_cast<size_t>(header[3]) > (PIPE_BUF - sizeof header) / sizeof(uint64_t)) {
-        ret = Fail("restore: a task's report is garbled");
-        break;
-      }
-      TaskReport r{header[0], header[1], header[2], std::vector<uint64_t>(static_cast<size_t>(header[3]))};
-      const ssize_t bytes = static_cast<ssize_t>(r.new_offsets.size() * sizeof(uint64_t));
-      if (bytes && ::read(report[0], r.new_offsets.data(), bytes) != bytes) ret = Fail("restore: short report");
-      if (!r.ok) ret = Fail("restore: task " + std::to_string(r.pid) + " failed to restore");
-      reports.push_back(std::move(r));
+    if (header[3] < 0 || static_cast<size_t>(header[3]) > (PIPE_BUF - sizeof header) / sizeof(uint64_t)) {
+      ret = Fail("restore: a task's report is garbled");
+      break;
     }
-    auto resume = plugin->Hook<int (*)(int)>(CR_PLUGIN_HOOK__RESUME_DEVICES_LATE);
-    for (const TaskReport& r : reports) {
-      if (ret != 0) break;
-      const int rr = resume(r.pid);
-      if (rr != 0) ret = Fail("restore: RESUME_DEVICES_LATE(" + std::to_string(r.pid) + ") returned " + std::to_string(rr));
-    }
-    if (ret == 0 && resume(1) != -ENOTSUP) ret = Fail("restore: RESUME_DEVICES_LATE claimed a process it did not restore");
-    ::close(go[1]);  // CRIU detaches; the tasks go on (here: exit)
-    for (pid_t c : children) {
-      int status = 0;
-      ::waitpid(c, &status, 0);
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ret = ret ? ret : 1;
-    }
-    d->exit(CR_PLUGIN_STAGE__RESTORE, ret);
-    FILE* f = std::fopen(report_path.c_str(), "w");
-    std::sort(reports.begin(), reports.end(), [](const TaskReport& a, const TaskReport& b) { return a.task < b.task; });
-    for (const TaskReport& r : reports) {
-      std::fprintf(f, "%d", r.pid);
-      for (uint64_t off : r.new_offsets) std::fprintf(f, " %llu", static_cast<unsigned long long>(off));
-      std::fprintf(f, "\n");
-    }
-    std::fclose(f);
-    return ret;
-  });
+    TaskReport r{header[0], header[1], header[2], std::vector<uint64_t>(static_cast<size_t>(header[3]))};
+    const ssize_t bytes = static_cast<ssize_t>(r.new_offsets.size() * sizeof(uint64_t));
+    if (bytes && ::read(report[0], r.new_offsets.data(), bytes) != bytes) ret = Fail("restore: short report");
+    if (!r.ok) ret = Fail("restore: task " + std::to_string(r.pid) + " failed to restore");
+    reports.push_back(std::move(r));
+  }
+  auto resume = plugin->Hook<int (*)(int)>(CR_PLUGIN_HOOK__RESUME_DEVICES_LATE);
+  for (const TaskReport& r : reports) {
+    if (ret != 0) break;
+    const int rr = resume(r.pid);
+    if (rr != 0) ret = Fail("restore: RESUME_DEVICES_LATE(" + std::to_string(r.pid) + ") returned " + std::to_string(rr));
+  }
+  if (ret == 0 && resume(1) != -ENOTSUP) ret = Fail("restore: RESUME_DEVICES_LATE claimed a process it did not restore");
+  ::close(go[1]);  // CRIU detaches; the tasks go on (here: exit)
+  for (pid_t c : children) {
+    if (WaitExitStatus(c) != 0) ret = ret ? ret : 1;
+  }
+  d->exit(CR_PLUGIN_STAGE__RESTORE, ret);
+  FILE* f = std::fopen(report_path.c_str(), "w");
+  std::sort(reports.begin(), reports.end(), [](const TaskReport& a, const TaskReport& b) { return a.task < b.task; });
+  for (const TaskReport& r : reports) {
+    std::fprintf(f, "%d", r.pid);
+    for (uint64_t off : r.new_offsets) std::fprintf(f, " %llu", static_cast<unsigned long long>(off));
+    std::fprintf(f, "\n");
+  }
+  std::fclose(f);
+  return ret;
+}
+
+// Runs the restore main process.
+int RunRestore(const HostOptions& o, const std::vector<Task>& tasks) {
+  Status written = WriteTasks(TasksPath(o, "restore"), tasks);
+  if (!written.ok()) return Fail(written.ToString());
+  return RunCriuProcess(o, "restore", {});
 }
 
 // ---- checks ------------------------------------------------------------------
@@ -526,9 +630,17 @@ Status CheckNothingResumed(SimKfd& dst, const std::string& report_path) {
   return Status::Ok();
 }
 
+// The CRIU process `role`, started by RunCriuProcess.
+int CriuProcessMain(const HostOptions& o, const std::string& role) {
+  Result<std::vector<Task>> tasks = ReadTasks(TasksPath(o, role));
+  if (!tasks.ok()) return Fail(tasks.status().ToString());
+  return role == "dump" ? DumpMain(o, *tasks) : RestoreMain(o, *tasks);
+}
+
 int Main(int argc, char** argv) {
   HostOptions o;
   std::string bytes = "32M";
+  std::string role;
   CLI::App app{"Plays CRIU for amdgpu_plugin.so on simulated GPUs: dump, restore, verify"};
   app.add_option("--plugin", o.plugin, "amdgpu_plugin.so to load")->required();
   app.add_option("--work", o.work, "directory for images, sockets and topology trees (created)")->required();
@@ -543,13 +655,17 @@ int Main(int argc, char** argv) {
   app.add_flag("--expect-restore-failure", o.expect_restore_failure, "succeed only if the restore fails cleanly");
   app.add_flag("--stream", o.stream, "run CRIU with --stream: images through an image streamer, none on disk");
   app.add_option("--restore-target", o.restore_target, "VRAMFLOW_TARGET for the restore (default: the dump's)");
+  app.add_option("--role", role, "internal: run as the dump or restore process")
+      ->check(CLI::IsMember({"dump", "restore"}))
+      ->group("");  // hidden
   CLI11_PARSE(app, argc, argv);
   ::signal(SIGPIPE, SIG_IGN);  // a peer that went away is an error, not a death
+  if (!role.empty()) return CriuProcessMain(o, role);
   Result<uint64_t> size = ParseSize(bytes);
   if (!size.ok()) return Fail(size.status().ToString());
   o.bytes_per_gpu = *size;
 
-  const std::string images = o.work + "/images";
+  const std::string images = ImagesDir(o);
   std::error_code ec;
   fs::create_directories(images, ec);
   if (ec) return Fail("cannot create " + images);
@@ -587,7 +703,7 @@ int Main(int argc, char** argv) {
     capture = std::move(*s);
   }
   auto t0 = std::chrono::steady_clock::now();
-  if (RunDump(o, src, tasks, images) != 0) return Fail("the dump failed");
+  if (RunDump(o, src, tasks) != 0) return Fail("the dump failed");
   const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Under --stream the images live in the streamer; they are kept in a
   // directory of their own here so the same tools can damage or convert them.
@@ -640,10 +756,10 @@ int Main(int argc, char** argv) {
   ::setenv("VRAMFLOW_SIM_KFD", (*dst_server)->socket_path().c_str(), 1);
   ::setenv("VRAMFLOW_KFD_TOPOLOGY", dst_topology.c_str(), 1);
   if (!o.restore_target.empty()) ::setenv("VRAMFLOW_TARGET", o.restore_target.c_str(), 1);
-  const std::string report = o.work + "/restore-report.txt";
+  const std::string report = ReportPath(o);
   fs::remove(report, ec);
   t0 = std::chrono::steady_clock::now();
-  const int restored = RunRestore(o, tasks, images, report);
+  const int restored = RunRestore(o, tasks);
   const double restore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (serve) {
     Result<std::map<std::string, std::vector<uint8_t>>> left = serve->Finish();
