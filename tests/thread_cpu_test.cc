@@ -39,6 +39,8 @@ TEST(ThreadCpu, RingCopiesCountAsDmaAndTheCallerDoesNot) {
   // Clock ticks are 10 ms: allow a few for rounding.
   EXPECT_GE(ring.dma_ring_seconds, 0.25);
   EXPECT_GE(ring.total_seconds, ring.dma_ring_seconds - 0.02);
+  EXPECT_GE(ring.wall_seconds, 0.29);  // the ring burned 0.3 s of CPU on one thread
+  EXPECT_GT(ring.cores_busy(), 0.0);
 
   Burn(0.3);  // on this thread, not a ring
   Result<CpuUse> after_main = ProcessCpuUse();

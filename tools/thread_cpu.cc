@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -41,6 +42,7 @@ Result<double> ThreadSeconds(const std::string& task_dir) {
 
 Result<CpuUse> ProcessCpuUse() {
   CpuUse use;
+  use.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   rusage self{};
   if (::getrusage(RUSAGE_SELF, &self) != 0) return Status::FromErrno("getrusage", errno);
   use.total_seconds = Seconds(self.ru_utime) + Seconds(self.ru_stime);

@@ -15,6 +15,9 @@ namespace vramflow {
 struct CpuUse {
   double total_seconds = 0;     // user + system, every thread of the process
   double dma_ring_seconds = 0;  // of that, threads named kDmaRingThreadName
+  double wall_seconds = 0;      // a steady clock, for cores busy = total / wall over the same window
+
+  double cores_busy() const { return wall_seconds > 0 ? total_seconds / wall_seconds : 0.0; }
 };
 
 // The process's CPU use so far: getrusage for the total (exited threads
@@ -23,7 +26,7 @@ struct CpuUse {
 Result<CpuUse> ProcessCpuUse();
 
 inline CpuUse operator-(const CpuUse& a, const CpuUse& b) {
-  return {a.total_seconds - b.total_seconds, a.dma_ring_seconds - b.dma_ring_seconds};
+  return {a.total_seconds - b.total_seconds, a.dma_ring_seconds - b.dma_ring_seconds, a.wall_seconds - b.wall_seconds};
 }
 
 // CPUs this process may run on (its affinity mask, as taskset sets it).
