@@ -12,13 +12,7 @@ case "$mode" in
   release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release) ;;
   asan)
     dir=build-asan
-    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMFLOW_SANITIZE=address,undefined)
-    # The --stream runs of the CRIU host harness fork restored tasks while a
-    # thread of the forking process is inside GCC 12 libasan's allocator often
-    # enough that the task hangs on its lock in a good share of runs (glibc's malloc is
-    # fork-safe; see RunHost in tests/criu_host_test.cc). They run in the
-    # release suite; here they are left out until the harness forks safely.
-    filter=(-E 'CriuHost\.UnderStream') ;;
+    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMFLOW_SANITIZE=address,undefined) ;;
   tsan)
     dir=build-tsan
     tbb=$(./scripts/tbb-tsan.sh)

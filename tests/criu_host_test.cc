@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -26,33 +25,12 @@ struct HostRun {
 };
 
 // Runs the host on a fresh work directory; `env` is prepended ("A=1 B=2").
-// Under AddressSanitizer (GCC 12's libasan) a fork() can catch the
-// sanitizer's allocator lock held by another thread of the forking process;
-// the child then blocks forever on its first allocation. glibc's malloc,
-// which CRIU and the plugin run on outside sanitizer builds, takes its locks
-// around fork() and cannot hang this way. The harness forks restored tasks
-// from a process in which the plugin's threads run, as CRIU does, so under
-// ASan a run that hangs (killed by `timeout`: status 124) is retried in a
-// clean work directory, at most twice. Any other failure counts at once.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr int kHangRetries = 2;
-constexpr int kRunSeconds = 45;
-#else
-constexpr int kHangRetries = 0;
-constexpr int kRunSeconds = 120;
-#endif
-
 HostRun RunHost(const testing::TempDir& dir, const std::string& args, const std::string& env = "") {
   HostRun run;
   const std::string command = "env " + env + " " + VRAMFLOW_CRIU_HOST + " --plugin " + VRAMFLOW_PLUGIN +
                               " --work " + dir.path() + " --size 4M " + args;
-  for (int attempt = 0;; ++attempt) {
-    run.output.clear();
-    run.status = testing::RunCommand("timeout " + std::to_string(kRunSeconds) + " " + command, &run.output);
-    if (run.status != 124 || attempt >= kHangRetries) return run;
-    std::fprintf(stderr, "criu host run hung under ASan (a fork caught the sanitizer's allocator lock); retrying\n");
-    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) std::filesystem::remove_all(entry);
-  }
+  run.status = testing::RunCommand("timeout 120 " + command, &run.output);
+  return run;
 }
 
 bool Has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
