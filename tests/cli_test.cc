@@ -2,9 +2,11 @@
 // files on disk, run through a shell against the built binary.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -291,6 +293,31 @@ TEST_F(CliRoundTripTest, UnpackToStdout) {
   r = Sh("cd " + Q(dir_.path()) + " && $VF unpack two.vfs -o - > /dev/null");
   EXPECT_CODE(r, 1);
   EXPECT_TRUE(Contains(r.output, "more than one object")) << r.output;
+}
+
+TEST_F(CliRoundTripTest, UnpackWritesIntoDevicesAndNamedPipesWithoutReplacingThem) {
+  AssertCode(Run("pack -q b.bin -o one.vfs --no-dedup"), 0);
+  AssertCode(Run("pack -q a.bin b.bin -o two.vfs"), 0);
+
+  // A named pipe: the object flows through it, and the pipe stays a pipe.
+  ASSERT_EQ(::mkfifo(File("fifo").c_str(), 0600), 0);
+  CommandResult r = Sh("cd " + Q(dir_.path()) + " && { cat fifo > from-fifo.bin & $VF unpack one.vfs -o fifo; s=$?; wait; exit $s; }");
+  EXPECT_CODE(r, 0);
+  EXPECT_TRUE(Same("b.bin", "from-fifo.bin"));
+  EXPECT_EQ(fs::symlink_status(File("fifo")).type(), fs::file_type::fifo);
+
+  // A character device (a null device node of our own, not /dev/null): with
+  // or without --force it is written to, never renamed over.
+  if (::mknod(File("null").c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    GTEST_SKIP() << "cannot make a device node here (mknod: " << std::strerror(errno) << "); the pipe case passed";
+  }
+  EXPECT_CODE(Run("unpack one.vfs -o null"), 0);
+  EXPECT_CODE(Run("unpack one.vfs -o null --force"), 0);
+  r = Run("unpack two.vfs -o null --force");
+  EXPECT_CODE(r, 1);
+  EXPECT_TRUE(Contains(r.output, "more than one object")) << r.output;
+  EXPECT_EQ(fs::symlink_status(File("null")).type(), fs::file_type::character);
+  EXPECT_TRUE(StagingLeftovers(dir_.path()).empty());
 }
 
 // ---------------------------------------------------------------- refusals

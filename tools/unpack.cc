@@ -293,18 +293,30 @@ class StagedFiles {
 Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const PipelineOptions& pipeline,
                   const ObjectSelector* filter, UnpackReport* report) {
   ByteSource* source = &input;
-  if (options.output == "-") {
-    SequentialVisitor visitor(STDOUT_FILENO, "stdout", filter);
+  // One object, in order, to an fd: stdout, a device or a named pipe.
+  auto unpack_sequentially = [&](int fd, const std::string& description) -> Status {
+    SequentialVisitor visitor(fd, description, filter);
     VF_RETURN_IF_ERROR(ReadStream(*source, visitor));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
     report->raw_bytes = visitor.bytes();
     return Status::Ok();
-  }
+  };
+  if (options.output == "-") return unpack_sequentially(STDOUT_FILENO, "stdout");
   if (options.output.empty()) return Status::InvalidArgument("no output given");
   std::string output = StripTrailingSlashes(options.output);
   struct stat st;
   bool exists = ::stat(output.c_str(), &st) == 0;
+  // A character device (/dev/null) or a named pipe is written to, never
+  // replaced: staging a file beside it and renaming it over the node would
+  // turn /dev/null into a regular file.
+  if (exists && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+    UniqueFd fd(::open(output.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd.valid()) return Status::FromErrno("opening '" + output + "'", errno);
+    return unpack_sequentially(fd.get(), "'" + output + "'");
+  }
+  if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return Status::InvalidArgument("'" + output + "' is neither a file, a directory, a character device nor a named pipe");
   bool directory_forced = options.output.back() == '/' || (exists && S_ISDIR(st.st_mode));
   if (exists && !directory_forced && !options.force)
     return Status::AlreadyExists("'" + output + "' exists (use --force to overwrite)");
