@@ -305,6 +305,15 @@ int OpenImagesDir(const std::string& dir) {
   return g_image_dir;
 }
 
+// With --stream, connects to the image streamer as CRIU's open_image_dir()
+// does and makes it what img_streamer_open() uses; null without --stream.
+Result<std::unique_ptr<CriuStreamerClient>> ConnectStreamer(const HostOptions& o, const std::string& images, bool dump) {
+  if (!o.stream) return std::unique_ptr<CriuStreamerClient>();
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<CriuStreamerClient> client, CriuStreamerClient::Connect(images, dump));
+  g_streamer = client.get();
+  return client;
+}
+
 // ---- criu dump -------------------------------------------------------------
 
 // The "criu dump" process (--role dump).
@@ -316,13 +325,8 @@ int DumpMain(const HostOptions& o, const std::vector<Task>& tasks) {
   }
   const std::string images = ImagesDir(o);
   if (OpenImagesDir(images) < 0) return Fail("cannot open " + images);
-  std::unique_ptr<CriuStreamerClient> streamer;
-  if (o.stream) {  // as CRIU's open_image_dir() does
-    Result<std::unique_ptr<CriuStreamerClient>> c = CriuStreamerClient::Connect(images, /*dump=*/true);
-    if (!c.ok()) return Fail(c.status().ToString());
-    streamer = std::move(*c);
-    g_streamer = streamer.get();
-  }
+  Result<std::unique_ptr<CriuStreamerClient>> streamer = ConnectStreamer(o, images, /*dump=*/true);
+  if (!streamer.ok()) return Fail(streamer.status().ToString());
   Result<Plugin> plugin = LoadPlugin(o.plugin);
   if (!plugin.ok()) return Fail(plugin.status().ToString());
   const cr_plugin_desc_t* d = plugin->desc;
@@ -486,13 +490,9 @@ int RestoreTask(const Plugin& plugin, const Task& task, int32_t index, int repor
 int RestoreMain(const HostOptions& o, const std::vector<Task>& tasks) {
   const std::string images = ImagesDir(o), report_path = ReportPath(o);
   if (OpenImagesDir(images) < 0) return Fail("cannot open " + images);
-  std::unique_ptr<CriuStreamerClient> streamer;
-  if (o.stream) {  // shared by every restored task, as CRIU's service fd is
-    Result<std::unique_ptr<CriuStreamerClient>> c = CriuStreamerClient::Connect(images, /*dump=*/false);
-    if (!c.ok()) return Fail(c.status().ToString());
-    streamer = std::move(*c);
-    g_streamer = streamer.get();
-  }
+  // With --stream, one connection shared by every restored task, as CRIU's service fd is.
+  Result<std::unique_ptr<CriuStreamerClient>> streamer = ConnectStreamer(o, images, /*dump=*/false);
+  if (!streamer.ok()) return Fail(streamer.status().ToString());
   Result<Plugin> plugin = LoadPlugin(o.plugin);
   if (!plugin.ok()) return Fail(plugin.status().ToString());
   cr_plugin_desc_t* d = plugin->desc;
