@@ -10,9 +10,7 @@ mode="${1:-release}"
 filter=()
 case "$mode" in
   release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release) ;;
-  asan)
-    dir=build-asan
-    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMFLOW_SANITIZE=address,undefined) ;;
+  asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMFLOW_SANITIZE=address,undefined) ;;
   tsan)
     dir=build-tsan
     tbb=$(./scripts/tbb-tsan.sh)
