@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/streaming_copy.h"
+
 namespace vramflow {
 
 Result<UniqueFd> CreateSimBo(const std::string& name, uint64_t size) {
@@ -98,7 +100,7 @@ Result<DmaFence> SimDevice::SubmitCopy(uint32_t ring, DmaDirection direction, ui
       [=]() -> Status {
         if (fail) return Status::IoError("injected copy failure");
         if (direction == DmaDirection::kDeviceToHost) std::memcpy(staging_bytes, bo_bytes, size);
-        else std::memcpy(bo_bytes, staging_bytes, size);
+        else CopyAroundCache(bo_bytes, staging_bytes, size);  // VRAM: not read back by the CPU
         return Status::Ok();
       },
       stall);
