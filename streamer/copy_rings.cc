@@ -16,7 +16,7 @@ CopyRings::~CopyRings() {
       std::lock_guard<std::mutex> lock(ring->mu);
       ring->stop = true;
     }
-    ring->cv.notify_all();
+    ring->work_cv.notify_all();
     ring->worker.join();
   }
 }
@@ -29,12 +29,12 @@ void CopyRings::Run(Ring& ring) {
     Work work;
     {
       std::unique_lock<std::mutex> lock(ring.mu);
-      ring.cv.wait(lock, [&] { return ring.stop || !ring.queue.empty(); });
+      ring.work_cv.wait(lock, [&] { return ring.stop || !ring.queue.empty(); });
       if (ring.stop) return;
       work = std::move(ring.queue.front());
       ring.queue.pop_front();
       if (work.stall) {  // the engine hangs: wait for shutdown, complete nothing
-        ring.cv.wait(lock, [&] { return ring.stop; });
+        ring.work_cv.wait(lock, [&] { return ring.stop; });
         return;
       }
     }
@@ -51,7 +51,7 @@ void CopyRings::Run(Ring& ring) {
       ring.completed = work.sequence;
       if (!status.ok()) ring.errors[work.sequence] = std::move(status);
     }
-    ring.cv.notify_all();
+    ring.done_cv.notify_all();
   }
 }
 
@@ -65,7 +65,7 @@ Result<DmaFence> CopyRings::Submit(uint32_t ring_index, size_t bytes, std::funct
     fence.sequence = ring.next_sequence++;
     ring.queue.push_back(Work{fence.sequence, bytes, std::move(copy), stall});
   }
-  ring.cv.notify_all();
+  ring.work_cv.notify_one();  // one worker per ring
   return fence;
 }
 
@@ -73,7 +73,7 @@ Status CopyRings::Wait(const DmaFence& fence, std::chrono::milliseconds timeout)
   if (fence.ring >= rings_.size()) return Status::InvalidArgument(owner_ + ": no ring " + std::to_string(fence.ring));
   Ring& ring = *rings_[fence.ring];
   std::unique_lock<std::mutex> lock(ring.mu);
-  if (!ring.cv.wait_for(lock, timeout, [&] { return ring.completed >= fence.sequence; }))
+  if (!ring.done_cv.wait_for(lock, timeout, [&] { return ring.completed >= fence.sequence; }))
     return Status::TimedOut(owner_ + ": DMA fence " + std::to_string(fence.sequence) + " on ring " +
                             std::to_string(fence.ring) + " did not signal within " + std::to_string(timeout.count()) +
                             " ms");

@@ -49,7 +49,8 @@ class CopyRings {
   };
   struct Ring {
     std::mutex mu;
-    std::condition_variable cv;
+    std::condition_variable work_cv;  // the worker waits here for copies (and stop)
+    std::condition_variable done_cv;  // Wait() callers wait here for completions
     std::deque<Work> queue;
     uint64_t next_sequence = 1;
     uint64_t completed = 0;
