@@ -39,6 +39,10 @@ class CopyRings {
   uint32_t count() const { return static_cast<uint32_t>(rings_.size()); }
   Result<DmaFence> Submit(uint32_t ring, size_t bytes, std::function<Status()> copy, bool stall = false);
   Status Wait(const DmaFence& fence, std::chrono::milliseconds timeout);
+  // Calls `done` with what Wait() would return once `fence` completes: on the
+  // ring's worker right after the copy, or at once on this thread if it has
+  // completed already. A stalled ring never calls it. (Device::CallOnCompletion.)
+  void CallOnCompletion(const DmaFence& fence, std::function<void(Status)> done);
 
  private:
   struct Work {
@@ -48,6 +52,7 @@ class CopyRings {
     bool stall;
   };
   struct Ring {
+    uint32_t index = 0;
     std::mutex mu;
     std::condition_variable work_cv;  // the worker waits here for copies (and stop)
     std::condition_variable done_cv;  // Wait() callers wait here for completions
@@ -55,10 +60,12 @@ class CopyRings {
     uint64_t next_sequence = 1;
     uint64_t completed = 0;
     std::map<uint64_t, Status> errors;  // failed sequences, until waited on
+    std::map<uint64_t, std::function<void(Status)>> callbacks;  // CallOnCompletion, by sequence
     bool stop = false;
     std::thread worker;
   };
   void Run(Ring& ring);
+  Status CopyFailed(Status status, const DmaFence& fence) const;
 
   const std::string owner_;
   const double bytes_per_second_;
