@@ -40,16 +40,17 @@ class NoCallbackDevice final : public Device {
   Device* inner_;
 };
 
-// One simulated GPU with a 1 MiB BO and a 4 KiB staging buffer.
+// One simulated GPU with a 1 MiB BO and a staging buffer with room for 64
+// copies of 4 KiB, each copy to its own place (rings run concurrently).
 struct Rig {
-  explicit Rig(SimDeviceOptions options) : device("completer test", options), staging(4096) {
+  explicit Rig(SimDeviceOptions options) : device("completer test", options), staging(64 * 4096) {
     Result<UniqueFd> fd = CreateSimBo("completer", 1 << 20);
     bo = *device.ImportBo(fd->get(), 1 << 20);
     staging_handle = *device.RegisterStaging(staging.data(), staging.size());
   }
   ~Rig() { (void)device.UnregisterStaging(staging_handle); }
-  Result<DmaFence> Read(Device& d, uint32_t ring, uint64_t offset) {
-    return d.SubmitCopy(ring, DmaDirection::kDeviceToHost, bo, offset, staging_handle, 0, 4096);
+  Result<DmaFence> Read(Device& d, uint32_t ring, size_t copy) {
+    return d.SubmitCopy(ring, DmaDirection::kDeviceToHost, bo, copy * 4096, staging_handle, copy * 4096, 4096);
   }
   SimDevice device;
   std::vector<uint8_t> staging;
@@ -84,7 +85,7 @@ TEST(DmaCompleterTest, EveryFenceCompletesOnceWithOrWithoutDeviceCallbacks) {
     {
       DmaCompleter completer(5s);
       for (size_t i = 0; i < 40; ++i) {
-        Result<DmaFence> fence = rig.Read(device, static_cast<uint32_t>(i % 2), i * 4096);
+        Result<DmaFence> fence = rig.Read(device, static_cast<uint32_t>(i % 2), i);
         ASSERT_TRUE(fence.ok()) << fence.status().ToString();
         completer.Watch(&device, *fence, out.Collect(i));
       }
@@ -119,7 +120,7 @@ TEST(DmaCompleterTest, StuckRingTimesOutItsFencesAndNotTheOtherRings) {
     {
       DmaCompleter completer(300ms);
       for (size_t i = 0; i < 8; ++i) {
-        Result<DmaFence> fence = rig.Read(device, static_cast<uint32_t>(i % 2), i * 4096);
+        Result<DmaFence> fence = rig.Read(device, static_cast<uint32_t>(i % 2), i);
         ASSERT_TRUE(fence.ok());
         completer.Watch(&device, *fence, out.Collect(i));
       }
@@ -143,6 +144,7 @@ TEST(DmaCompleterTest, StuckRingTimesOutItsFencesAndNotTheOtherRings) {
 TEST(DmaCompleterTest, DeviceCallbacksRunOnTheRingThreadOrAtOnce) {
   SimDeviceOptions options;
   options.rings = 1;
+  options.latency = 100ms;  // the second copy cannot be done before Watch
   Rig rig(options);
   DmaCompleter completer(5s);
   Result<DmaFence> done_before = rig.Read(rig.device, 0, 0);
@@ -157,14 +159,14 @@ TEST(DmaCompleterTest, DeviceCallbacksRunOnTheRingThreadOrAtOnce) {
 
   std::atomic<bool> delivered{false};
   char name[32] = {};
-  Result<DmaFence> later = rig.Read(rig.device, 0, 4096);
+  Result<DmaFence> later = rig.Read(rig.device, 0, 1);
   ASSERT_TRUE(later.ok());
   completer.Watch(&rig.device, *later, [&](Status s) {
     EXPECT_TRUE(s.ok());
     pthread_getname_np(pthread_self(), name, sizeof(name));
     delivered = true;
   });
-  for (int i = 0; i < 500 && !delivered; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 2000 && !delivered; ++i) std::this_thread::sleep_for(1ms);
   ASSERT_TRUE(delivered.load());
   EXPECT_STREQ(name, kDmaRingThreadName);
 }
