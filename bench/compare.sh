@@ -7,6 +7,10 @@
 #   BIG=1 bench/compare.sh                     also the 8 GiB/--max-memory 64M
 #                                              and 4 GiB zero-BO checks
 #   VRAMFLOW_BIN=build-x/vramflow bench/compare.sh   measures that binary
+#   DMA_CPUS=4 taskset -c 2,3 bench/compare.sh       also runs the pipeline with the
+#                                              simulated rings on CPU 4 only, so that
+#                                              their copies cost the measured CPUs
+#                                              nothing (as SDMA's do not)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size="${1:-512M}"
@@ -48,6 +52,14 @@ for f in raw.pzst raw.zst raw.lz4; do echo "$f $(stat -c %s "$work/$f")"; done >
 # Peer timings include reading raw.bin from /dev/shm (page cache), which
 # costs them about what DMA from simulated VRAM costs us.
 
+dma_json="null"
+if [ -n "${DMA_CPUS:-}" ]; then
+  echo "== the same pipeline with the simulated rings on CPU $DMA_CPUS only"
+  "$bin" bench pipeline --gpus "$gpus" --size-per-gpu "$size" --threads "$threads" --dma-cpus "$DMA_CPUS" \
+    --json "$work/dma.json" | tee "$work/dma.txt"
+  dma_json=$(cat "$work/dma.json")
+fi
+
 big_json="null"
 if [ "${BIG:-0}" = 1 ]; then
   rm -f "$work"/raw.*  # the peers are done; 8 GiB twice (source and restored GPUs) needs the room
@@ -60,9 +72,9 @@ if [ "${BIG:-0}" = 1 ]; then
   big_json="{\"budget64m\": $(cat "$work/big.json"), \"zero_bo\": $(cat "$work/zeros.json")}"
 fi
 
-python3 - "$work" "$raw" "$threads" "$big_json" <<'PY'
+python3 - "$work" "$raw" "$threads" "$big_json" "$dma_json" <<'PY'
 import json, os, sys
-work, raw, threads, big = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+work, raw, threads, big, dma = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 ours = json.load(open(f"{work}/ours.json"))
 runs = {r["threads"]: r for r in ours["runs"]}
 best = runs[max(runs)]
@@ -116,8 +128,12 @@ if sc:  # what the measured CPU use leaves room for (vramflow bench pipeline's C
     print(f"  (room the measured CPU use leaves on {sc['usable_cpus']} CPUs, approximately: dump x{sc['dump_cpu_estimate']:.2f},"
           f" restore x{sc['restore_cpu_estimate']:.2f}; with hardware DMA, whose copies cost no CPU:"
           f" dump x{sc['dump_cpu_estimate_without_dma']:.2f}, restore x{sc['restore_cpu_estimate_without_dma']:.2f})")
+dma = json.loads(dma) if dma != "null" else None
+if dma and dma.get("scaling"):
+    print(f"  (with the simulated rings on CPU {','.join(map(str, dma['dma_cpus']))} only, as SDMA costs no CPU:"
+          f" dump scaling x{dma['scaling']['dump']:.2f}, restore scaling x{dma['scaling']['restore']:.2f})")
 result = {"raw_bytes": raw, "threads": threads, "rows": rows, "targets": targets, "pipeline": ours,
-          "big": json.loads(big) if big != "null" else None}
+          "pipeline_dma_cpus": dma, "big": json.loads(big) if big != "null" else None}
 json.dump(result, open("bench/results/compare.json", "w"), indent=2)
 print("results: bench/results/compare.json")
 PY

@@ -55,7 +55,7 @@ BoMapping& BoMapping::operator=(BoMapping&& other) noexcept {
 SimDevice::SimDevice(std::string name, SimDeviceOptions options)
     : name_(std::move(name)),
       options_(options),
-      rings_("sim " + name_, options.rings, options.bytes_per_second, options.latency),
+      rings_("sim " + name_, options.rings, options.bytes_per_second, options.latency, options.ring_cpus),
       staging_("sim " + name_) {}
 
 SimDevice::~SimDevice() = default;

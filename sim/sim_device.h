@@ -27,6 +27,10 @@ struct SimDeviceOptions {
   uint32_t rings = 2;
   double bytes_per_second = 0;  // per ring; 0 = as fast as memcpy
   std::chrono::microseconds latency{0};
+  // Pins the ring threads to these CPUs (empty: wherever the scheduler puts
+  // them). Benchmarks use it to keep the emulated copies off the CPUs the
+  // pipeline runs on, as SDMA would.
+  std::vector<int> ring_cpus;
   // Fault injection, by copy number across all rings (0-based); -1 = never.
   int64_t fail_copy_at = -1;     // that copy reports an error
   int64_t stall_copy_at = -1;    // that copy's fence never signals (and its ring stops)

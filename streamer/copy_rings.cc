@@ -1,11 +1,13 @@
 #include "streamer/copy_rings.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 namespace vramflow {
 
-CopyRings::CopyRings(std::string owner, uint32_t count, double bytes_per_second, std::chrono::microseconds latency)
-    : owner_(std::move(owner)), bytes_per_second_(bytes_per_second), latency_(latency) {
+CopyRings::CopyRings(std::string owner, uint32_t count, double bytes_per_second, std::chrono::microseconds latency,
+                     std::vector<int> cpus)
+    : owner_(std::move(owner)), bytes_per_second_(bytes_per_second), latency_(latency), cpus_(std::move(cpus)) {
   for (uint32_t i = 0; i < std::max<uint32_t>(1, count); ++i) {
     rings_.push_back(std::make_unique<Ring>());
     rings_.back()->index = i;
@@ -26,6 +28,19 @@ CopyRings::~CopyRings() {
 
 void CopyRings::Run(Ring& ring) {
   pthread_setname_np(pthread_self(), kDmaRingThreadName);
+  Status pinned;
+  if (!cpus_.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::string list;
+    for (int cpu : cpus_) {
+      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+      if (!list.empty()) list += ',';
+      list += std::to_string(cpu);
+    }
+    if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); err != 0)
+      pinned = Status::FromErrno(owner_ + ": pinning ring " + std::to_string(ring.index) + " to CPUs " + list, err);
+  }
   const auto start = std::chrono::steady_clock::now();
   double busy_until = 0;  // seconds since start, for the bandwidth model
   for (;;) {
@@ -41,7 +56,7 @@ void CopyRings::Run(Ring& ring) {
         return;
       }
     }
-    Status status = work.copy();
+    Status status = pinned.ok() ? work.copy() : pinned;
     if (bytes_per_second_ > 0 || latency_.count() > 0) {
       double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double cost = std::chrono::duration<double>(latency_).count() +

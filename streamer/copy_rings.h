@@ -4,7 +4,9 @@
 // Each ring is a worker thread running submitted copies in order. A copy is
 // a closure; its fence signals when the closure has run, carrying its
 // Status. An optional bandwidth and per-copy latency model slows the ring
-// down to a chosen speed. A copy submitted with `stall` hangs its ring: its
+// down to a chosen speed. Optionally the workers are pinned to given CPUs
+// (benchmarks: copies that take no CPU from the pipeline, as with SDMA); a
+// worker that cannot be pinned fails every copy, saying why. A copy submitted with `stall` hangs its ring: its
 // fence and every later one on that ring never signal (fault injection).
 // Thread-safe.
 #pragma once
@@ -31,7 +33,7 @@ inline constexpr char kDmaRingThreadName[] = "vf-dma-ring";
 class CopyRings {
  public:
   CopyRings(std::string owner, uint32_t count, double bytes_per_second = 0,
-            std::chrono::microseconds latency = std::chrono::microseconds(0));
+            std::chrono::microseconds latency = std::chrono::microseconds(0), std::vector<int> cpus = {});
   ~CopyRings();  // abandons queued copies
   CopyRings(const CopyRings&) = delete;
   CopyRings& operator=(const CopyRings&) = delete;
@@ -70,6 +72,7 @@ class CopyRings {
   const std::string owner_;
   const double bytes_per_second_;
   const std::chrono::microseconds latency_;
+  const std::vector<int> cpus_;
   std::vector<std::unique_ptr<Ring>> rings_;
 };
 

@@ -295,6 +295,11 @@ int Main(int argc, char** argv) {
   bench_pipeline_cmd->add_option("--work-dir", pbench.work_dir, "where the stream is written (default: /dev/shm)");
   bench_pipeline_cmd->add_option("--export-raw", pbench.export_raw, "also write the raw VRAM bytes to this file");
   bench_pipeline_cmd->add_option("--json", pbench.json_path, "also write results as JSON to this file");
+  bench_pipeline_cmd
+      ->add_option("--dma-cpus", pbench.dma_cpus,
+                   "run the simulated rings' copies on these CPUs only (comma-separated); with the bench itself on "
+                   "other CPUs (taskset), copies cost the pipeline no CPU, as with SDMA")
+      ->delimiter(',');
   pbench_flags.Add(bench_pipeline_cmd);
 
   try {

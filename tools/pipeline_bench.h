@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
@@ -23,6 +24,10 @@ struct PipelineBenchOptions {
   std::string work_dir;           // where the stream goes (default: /dev/shm or $TMPDIR)
   std::string export_raw;         // write the raw VRAM bytes here
   std::string json_path;
+  // Pins the simulated rings' threads to these CPUs. Run the bench on other
+  // CPUs (taskset) to see the pipeline with copies that cost it no CPU, as
+  // with SDMA.
+  std::vector<int> dma_cpus;
 };
 
 Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out);
