@@ -110,11 +110,6 @@ Status SimDevice::WaitFence(const DmaFence& fence, std::chrono::milliseconds tim
   return rings_.Wait(fence, timeout);
 }
 
-bool SimDevice::CallOnCompletion(const DmaFence& fence, std::function<void(Status)> done) {
-  rings_.CallOnCompletion(fence, std::move(done));
-  return true;
-}
-
 uint64_t SimDevice::copies_submitted() const {
   std::lock_guard<std::mutex> lock(tables_mu_);
   return copies_;

@@ -70,7 +70,6 @@ class SimDevice final : public Device {
   Result<DmaFence> SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
                               uint32_t staging, size_t staging_offset, size_t size) override;
   Status WaitFence(const DmaFence& fence, std::chrono::milliseconds timeout) override;
-  bool CallOnCompletion(const DmaFence& fence, std::function<void(Status)> done) override;
 
   uint64_t copies_submitted() const;
 

@@ -64,51 +64,13 @@ void CopyRings::Run(Ring& ring) {
       busy_until = std::max(busy_until, now) + cost;
       if (busy_until > now) std::this_thread::sleep_for(std::chrono::duration<double>(busy_until - now));
     }
-    std::function<void(Status)> callback;
     {
       std::lock_guard<std::mutex> lock(ring.mu);
       ring.completed = work.sequence;
-      auto registered = ring.callbacks.find(work.sequence);
-      if (registered != ring.callbacks.end()) {
-        callback = std::move(registered->second);
-        ring.callbacks.erase(registered);
-      } else if (!status.ok()) {
-        ring.errors[work.sequence] = status;
-      }
+      if (!status.ok()) ring.errors[work.sequence] = std::move(status);
     }
     ring.done_cv.notify_all();
-    if (callback) {
-      const DmaFence fence{ring.index, work.sequence};
-      callback(status.ok() ? Status::Ok() : CopyFailed(std::move(status), fence));
-    }
   }
-}
-
-Status CopyRings::CopyFailed(Status status, const DmaFence& fence) const {
-  return status.WithContext(owner_ + ": DMA copy " + std::to_string(fence.sequence) + " on ring " +
-                            std::to_string(fence.ring));
-}
-
-void CopyRings::CallOnCompletion(const DmaFence& fence, std::function<void(Status)> done) {
-  if (fence.ring >= rings_.size()) {
-    done(Status::InvalidArgument(owner_ + ": no ring " + std::to_string(fence.ring)));
-    return;
-  }
-  Ring& ring = *rings_[fence.ring];
-  Status outcome;
-  {
-    std::lock_guard<std::mutex> lock(ring.mu);
-    if (ring.completed < fence.sequence) {  // the worker calls it after the copy
-      ring.callbacks.emplace(fence.sequence, std::move(done));
-      return;
-    }
-    auto error = ring.errors.find(fence.sequence);
-    if (error != ring.errors.end()) {
-      outcome = CopyFailed(std::move(error->second), fence);
-      ring.errors.erase(error);
-    }
-  }
-  done(std::move(outcome));
 }
 
 Result<DmaFence> CopyRings::Submit(uint32_t ring_index, size_t bytes, std::function<Status()> copy, bool stall) {
@@ -137,7 +99,7 @@ Status CopyRings::Wait(const DmaFence& fence, std::chrono::milliseconds timeout)
   if (error == ring.errors.end()) return Status::Ok();
   Status s = std::move(error->second);
   ring.errors.erase(error);
-  return CopyFailed(std::move(s), fence);
+  return s.WithContext(owner_ + ": DMA copy " + std::to_string(fence.sequence) + " on ring " + std::to_string(fence.ring));
 }
 
 }  // namespace vramflow

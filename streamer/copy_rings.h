@@ -4,11 +4,11 @@
 // Each ring is a worker thread running submitted copies in order. A copy is
 // a closure; its fence signals when the closure has run, carrying its
 // Status. An optional bandwidth and per-copy latency model slows the ring
-// down to a chosen speed. Optionally the workers are pinned to given CPUs
-// (benchmarks: copies that take no CPU from the pipeline, as with SDMA); a
-// worker that cannot be pinned fails every copy, saying why. A copy submitted with `stall` hangs its ring: its
+// down to a chosen speed. A copy submitted with `stall` hangs its ring: its
 // fence and every later one on that ring never signal (fault injection).
-// Thread-safe.
+// Optionally the workers are pinned to given CPUs (benchmarks: copies that
+// take no CPU from the pipeline, as with SDMA); a worker that cannot be
+// pinned fails every copy, saying why. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -41,10 +41,6 @@ class CopyRings {
   uint32_t count() const { return static_cast<uint32_t>(rings_.size()); }
   Result<DmaFence> Submit(uint32_t ring, size_t bytes, std::function<Status()> copy, bool stall = false);
   Status Wait(const DmaFence& fence, std::chrono::milliseconds timeout);
-  // Calls `done` with what Wait() would return once `fence` completes: on the
-  // ring's worker right after the copy, or at once on this thread if it has
-  // completed already. A stalled ring never calls it. (Device::CallOnCompletion.)
-  void CallOnCompletion(const DmaFence& fence, std::function<void(Status)> done);
 
  private:
   struct Work {
@@ -62,12 +58,10 @@ class CopyRings {
     uint64_t next_sequence = 1;
     uint64_t completed = 0;
     std::map<uint64_t, Status> errors;  // failed sequences, until waited on
-    std::map<uint64_t, std::function<void(Status)>> callbacks;  // CallOnCompletion, by sequence
     bool stop = false;
     std::thread worker;
   };
   void Run(Ring& ring);
-  Status CopyFailed(Status status, const DmaFence& fence) const;
 
   const std::string owner_;
   const double bytes_per_second_;

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -55,18 +54,6 @@ class Device {
   // Waits for a fence. A failed copy is an error, a fence still unsignalled
   // after `timeout` a kTimedOut error, each naming device, ring and sequence.
   virtual Status WaitFence(const DmaFence& fence, std::chrono::milliseconds timeout) = 0;
-
-  // Optional: calls `done` with the outcome WaitFence would return once
-  // `fence` completes, on a thread of the device's own (or at once, on this
-  // thread, if it already has), so that nobody blocks in WaitFence. Engines
-  // run by threads (CopyRings) can do this without a second thread waking up
-  // per copy. Returns false, and never calls `done`, where the device cannot.
-  // A fence that never signals never calls `done`: callers keep a deadline.
-  virtual bool CallOnCompletion(const DmaFence& fence, std::function<void(Status)> done) {
-    (void)fence;
-    (void)done;
-    return false;
-  }
 };
 
 }  // namespace vramflow

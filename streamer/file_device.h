@@ -34,10 +34,6 @@ class FileDevice final : public Device {
   Status WaitFence(const DmaFence& fence, std::chrono::milliseconds timeout) override {
     return rings_.Wait(fence, timeout);
   }
-  bool CallOnCompletion(const DmaFence& fence, std::function<void(Status)> done) override {
-    rings_.CallOnCompletion(fence, std::move(done));
-    return true;
-  }
 
  private:
   struct Range {
