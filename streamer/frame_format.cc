@@ -17,6 +17,7 @@ std::string FrameKindName(uint8_t kind) {
     case FrameKind::kStreamEnd: return "STREAM_END";
     case FrameKind::kDedupRef: return "DEDUP_REF";
     case FrameKind::kSeekIndex: return "SEEK_INDEX";
+    case FrameKind::kIndexBlock: return "INDEX_BLOCK";
   }
   return "kind#" + std::to_string(kind);
 }
@@ -48,6 +49,8 @@ Status DecodeStreamHeader(const uint8_t in[kStreamHeaderSize], StreamHeader* h) 
   h->flags = LoadLE32(in + 12);
   if (h->flags & ~kKnownStreamFlags)
     return Status::NotSupported("stream header has unknown flags " + std::to_string(h->flags));
+  if ((h->flags & kStreamFlagIndexBlocks) && !(h->flags & kStreamFlagSeekIndex))
+    return Status::Corruption("stream header announces index blocks without a seek index");
   h->chunk_size = LoadLE32(in + 16);
   h->zstd_level = static_cast<int8_t>(in[20]);
   if (in[21] || in[22] || in[23] || LoadLE32(in + 56))

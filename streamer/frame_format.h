@@ -46,13 +46,19 @@ enum class FrameKind : uint8_t {
   kStreamEnd = 5,
   kDedupRef = 6,   // the same bytes as an earlier DATA frame (dedup)
   kSeekIndex = 7,  // where every object's frames are, for random access (seek_index.h)
+  kIndexBlock = 8, // where some chunk frames of one object are (seek_index.h)
 };
 std::string FrameKindName(uint8_t kind);
 
 // Stream header flags. Every bit not defined here is reserved and must be zero.
 inline constexpr uint32_t kStreamFlagDedup = 1u << 0;      // DEDUP_REF frames may appear
 inline constexpr uint32_t kStreamFlagSeekIndex = 1u << 1;  // a SEEK_INDEX frame comes just before STREAM_END
-inline constexpr uint32_t kKnownStreamFlags = kStreamFlagDedup | kStreamFlagSeekIndex;
+// INDEX_BLOCK frames list the chunk frames as the stream goes, and the
+// SEEK_INDEX names the blocks. Only with kStreamFlagSeekIndex; a stream with
+// that flag alone has the version 1 index of earlier writers, which this
+// build reads past without using it.
+inline constexpr uint32_t kStreamFlagIndexBlocks = 1u << 2;
+inline constexpr uint32_t kKnownStreamFlags = kStreamFlagDedup | kStreamFlagSeekIndex | kStreamFlagIndexBlocks;
 
 // DEDUP_REF payload: the DATA frame whose bytes these are, the content key
 // the writer matched on, and a checksum over both (nothing else covers them).

@@ -10,10 +10,11 @@ namespace vramflow {
 namespace {
 
 // Byte layout (FORMAT.md 4.7).
-constexpr uint32_t kIndexVersion = 1;
+constexpr uint32_t kIndexVersion = 2;
 constexpr size_t kIndexHeaderBytes = 16;
-constexpr size_t kObjectRecordBytes = 48;
-constexpr size_t kChunkRecordBytes = 48;
+constexpr size_t kObjectRecordBytes = 56;
+constexpr size_t kChunkRecordBytes = kChunkRecordSize;
+constexpr size_t kBlockRefBytes = 16;
 constexpr size_t kFooterBytes = 16;
 constexpr std::array<uint8_t, 8> kFooterMagic = {'V', 'F', 'S', 'I', 'N', 'D', 'E', 'X'};
 // How much of a stream's tail ReadSeekIndex fetches first: STREAM_END, the
@@ -35,6 +36,17 @@ uint64_t Get64(const uint8_t* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return v;
+}
+
+void PutChunk(std::vector<uint8_t>& out, const SeekIndexChunk& c) {
+  Put64(out, c.stream_offset);
+  Put64(out, c.object_offset);
+  Put64(out, c.raw_size);
+  Put32(out, c.payload_size);
+  Put32(out, static_cast<uint8_t>(c.kind));  // kind, then three reserved zero bytes
+  Put32(out, c.source_object_id);
+  Put32(out, 0);
+  Put64(out, c.source_offset);
 }
 
 std::string ObjectName(const SeekIndexObject& o) {
@@ -92,6 +104,15 @@ Status CheckIndex(const SeekIndex& index, uint64_t limit) {
                                 " and ends at " + std::to_string(o.end_offset));
     extents.push_back({o.begin_offset, o.begin_offset + kFrameHeaderSize + o.begin_payload_size, &o});
     extents.push_back({o.end_offset, o.end_offset + kFrameHeaderSize, &o});
+    for (const IndexBlockRef& b : o.blocks) {
+      if (b.stream_offset <= o.begin_offset || b.stream_offset >= o.end_offset)
+        return Status::Corruption("seek index: an INDEX_BLOCK of " + ObjectName(o) + " at stream offset " +
+                                  std::to_string(b.stream_offset) + " lies outside its object's frames");
+      extents.push_back({b.stream_offset, b.stream_offset + b.frame_bytes(), &o});
+    }
+    if (o.chunks.size() != o.chunk_count)
+      return Status::Corruption("seek index: " + ObjectName(o) + " has " + std::to_string(o.chunks.size()) +
+                                " chunk records in its blocks, its entry says " + std::to_string(o.chunk_count));
     uint64_t covered = 0;
     for (const SeekIndexChunk& c : o.chunks) {
       Status s = CheckChunk(c);
@@ -154,7 +175,7 @@ const SeekIndexChunk* SeekIndex::FindData(uint32_t object_id, uint64_t offset) c
 Result<std::vector<uint8_t>> EncodeSeekIndex(const SeekIndex& index) {
   std::vector<uint8_t> out;
   uint64_t chunk_count = 0;
-  for (const SeekIndexObject& o : index.objects) chunk_count += o.chunks.size();
+  for (const SeekIndexObject& o : index.objects) chunk_count += o.chunk_count;
   if (index.objects.size() > UINT32_MAX) return Status::InvalidArgument("too many objects for a seek index");
   Put32(out, kIndexVersion);
   Put32(out, static_cast<uint32_t>(index.objects.size()));
@@ -171,17 +192,13 @@ Result<std::vector<uint8_t>> EncodeSeekIndex(const SeekIndex& index) {
     Put64(out, o.digest);
     Put64(out, o.begin_offset);
     Put64(out, o.end_offset);
-    Put64(out, o.chunks.size());
+    Put64(out, o.chunk_count);
+    Put64(out, o.blocks.size());
     out.insert(out.end(), metadata.begin(), metadata.end());
-    for (const SeekIndexChunk& c : o.chunks) {
-      Put64(out, c.stream_offset);
-      Put64(out, c.object_offset);
-      Put64(out, c.raw_size);
-      Put32(out, c.payload_size);
-      Put32(out, static_cast<uint8_t>(c.kind));  // kind, then three reserved zero bytes
-      Put32(out, c.source_object_id);
+    for (const IndexBlockRef& b : o.blocks) {
+      Put64(out, b.stream_offset);
+      Put32(out, b.chunk_count);
       Put32(out, 0);
-      Put64(out, c.source_offset);
     }
   }
   uint64_t total = out.size() + kFooterBytes;
@@ -201,7 +218,7 @@ Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> p) {
     return Status::Corruption("seek index footer gives " + std::to_string(Get64(footer)) + " bytes, the payload has " +
                               std::to_string(p.size()));
   if (Get32(p.data()) != kIndexVersion)
-    return Status::NotSupported("seek index version " + std::to_string(Get32(p.data())) + " (this vramflow reads 1)");
+    return Status::NotSupported("seek index version " + std::to_string(Get32(p.data())) + " (this vramflow reads 2)");
   const uint32_t object_count = Get32(p.data() + 4);
   const uint64_t chunk_count = Get64(p.data() + 8);
   size_t pos = kIndexHeaderBytes;
@@ -212,6 +229,7 @@ Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> p) {
                               std::to_string(p.size()) + " bytes");
   SeekIndex index;
   index.objects.reserve(object_count);
+  std::unordered_map<uint32_t, uint32_t> seen;  // id -> position
   uint64_t chunks_seen = 0;
   for (uint32_t i = 0; i < object_count; ++i) {
     if (end - pos < kObjectRecordBytes) return Status::Corruption("seek index ends inside object record " + std::to_string(i));
@@ -223,31 +241,38 @@ Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> p) {
     o.digest = Get64(r + 16);
     o.begin_offset = Get64(r + 24);
     o.end_offset = Get64(r + 32);
-    const uint64_t chunks = Get64(r + 40);
+    o.chunk_count = Get64(r + 40);
+    const uint64_t blocks = Get64(r + 48);
     pos += kObjectRecordBytes;
-    if (o.begin_payload_size > end - pos)
-      return Status::Corruption("seek index: the metadata of object record " + std::to_string(i) + " runs past the end");
+    if (o.id == 0) return Status::Corruption("seek index: object id 0");
+    if (!seen.emplace(o.id, i).second) return Status::Corruption("seek index: " + ObjectName(o) + " listed twice");
+    if (o.begin_payload_size == 0 || o.begin_payload_size > kMaxMetadataSize || o.begin_payload_size > end - pos)
+      return Status::Corruption("seek index: the metadata of object record " + std::to_string(i) +
+                                " is empty, too large or runs past the end");
     Status s = DecodeObjectMetadata(p.subspan(pos, o.begin_payload_size), &o.metadata);
     if (!s.ok()) return s.WithContext("seek index, object " + std::to_string(o.id));
     pos += o.begin_payload_size;
-    if (chunks > (end - pos) / kChunkRecordBytes)
-      return Status::Corruption("seek index: " + ObjectName(o) + " lists " + std::to_string(chunks) +
-                                " chunks, more than the bytes left hold");
-    o.chunks.resize(chunks);
-    for (SeekIndexChunk& c : o.chunks) {
+    if (blocks > (end - pos) / kBlockRefBytes)
+      return Status::Corruption("seek index: " + ObjectName(o) + " lists " + std::to_string(blocks) +
+                                " blocks, more than the bytes left hold");
+    o.blocks.resize(blocks);
+    uint64_t listed = 0;
+    for (IndexBlockRef& b : o.blocks) {
       const uint8_t* q = p.data() + pos;
-      c.stream_offset = Get64(q);
-      c.object_offset = Get64(q + 8);
-      c.raw_size = Get64(q + 16);
-      c.payload_size = Get32(q + 24);
-      c.kind = static_cast<FrameKind>(q[28]);
-      if (q[29] || q[30] || q[31] || Get32(q + 36) != 0)
-        return Status::Corruption("seek index: reserved bytes set in a chunk record of " + ObjectName(o));
-      c.source_object_id = Get32(q + 32);
-      c.source_offset = Get64(q + 40);
-      pos += kChunkRecordBytes;
+      b.stream_offset = Get64(q);
+      b.chunk_count = Get32(q + 8);
+      if (Get32(q + 12) != 0) return Status::Corruption("seek index: reserved bytes set in a block of " + ObjectName(o));
+      if (b.chunk_count == 0 || b.chunk_count > kMaxUnlistedChunks)
+        return Status::Corruption("seek index: a block of " + ObjectName(o) + " lists " +
+                                  std::to_string(b.chunk_count) + " chunks (1.." +
+                                  std::to_string(kMaxUnlistedChunks) + " allowed)");
+      listed += b.chunk_count;
+      pos += kBlockRefBytes;
     }
-    chunks_seen += chunks;
+    if (listed != o.chunk_count)
+      return Status::Corruption("seek index: the blocks of " + ObjectName(o) + " list " + std::to_string(listed) +
+                                " chunks, its entry says " + std::to_string(o.chunk_count));
+    chunks_seen += o.chunk_count;
     index.objects.push_back(std::move(o));
   }
   if (pos != end)
@@ -255,13 +280,44 @@ Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> p) {
   if (chunks_seen != chunk_count)
     return Status::Corruption("seek index announces " + std::to_string(chunk_count) + " chunks and lists " +
                               std::to_string(chunks_seen));
-  VF_RETURN_IF_ERROR(CheckIndex(index, UINT64_MAX));
   return index;
+}
+
+std::vector<uint8_t> EncodeIndexBlock(std::span<const SeekIndexChunk> chunks) {
+  std::vector<uint8_t> out;
+  out.reserve(chunks.size() * kChunkRecordBytes);
+  for (const SeekIndexChunk& c : chunks) PutChunk(out, c);
+  return out;
+}
+
+Result<std::vector<SeekIndexChunk>> DecodeIndexBlock(std::span<const uint8_t> p) {
+  if (p.empty() || p.size() % kChunkRecordBytes != 0 || p.size() / kChunkRecordBytes > kMaxUnlistedChunks)
+    return Status::Corruption("INDEX_BLOCK payload of " + std::to_string(p.size()) + " bytes is not 1.." +
+                              std::to_string(kMaxUnlistedChunks) + " records of " + std::to_string(kChunkRecordBytes));
+  std::vector<SeekIndexChunk> chunks(p.size() / kChunkRecordBytes);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const uint8_t* q = p.data() + i * kChunkRecordBytes;
+    SeekIndexChunk& c = chunks[i];
+    c.stream_offset = Get64(q);
+    c.object_offset = Get64(q + 8);
+    c.raw_size = Get64(q + 16);
+    c.payload_size = Get32(q + 24);
+    c.kind = static_cast<FrameKind>(q[28]);
+    if (q[29] || q[30] || q[31] || Get32(q + 36) != 0)
+      return Status::Corruption("INDEX_BLOCK record " + std::to_string(i) + ": reserved bytes set");
+    c.source_object_id = Get32(q + 32);
+    c.source_offset = Get64(q + 40);
+    Status s = CheckChunk(c);
+    if (!s.ok())
+      return s.WithContext("INDEX_BLOCK record " + std::to_string(i) + " (object offset " +
+                           std::to_string(c.object_offset) + ")");
+  }
+  return chunks;
 }
 
 void SeekIndexBuilder::ObjectBegin(uint32_t id, const ObjectMetadata& metadata, uint64_t stream_offset,
                                    uint32_t payload_size) {
-  position_[id] = objects_.size();
+  open_[id].position = objects_.size();
   SeekIndexObject& o = objects_.emplace_back();
   o.id = id;
   o.metadata = metadata;
@@ -270,26 +326,50 @@ void SeekIndexBuilder::ObjectBegin(uint32_t id, const ObjectMetadata& metadata, 
 }
 
 void SeekIndexBuilder::Chunk(uint32_t object_id, const SeekIndexChunk& chunk) {
-  auto it = position_.find(object_id);
-  if (it != position_.end()) objects_[it->second].chunks.push_back(chunk);
+  auto it = open_.find(object_id);
+  if (it == open_.end()) return;
+  it->second.unlisted.push_back(chunk);
+  ++unlisted_;
+}
+
+uint32_t SeekIndexBuilder::FullestObject() const {
+  uint32_t fullest = 0;
+  size_t most = 0;
+  for (const auto& [id, open] : open_) {
+    if (open.unlisted.size() > most) {
+      most = open.unlisted.size();
+      fullest = id;
+    }
+  }
+  return fullest;
+}
+
+std::span<const SeekIndexChunk> SeekIndexBuilder::Unlisted(uint32_t object_id) const {
+  auto it = open_.find(object_id);
+  if (it == open_.end()) return {};
+  return it->second.unlisted;
+}
+
+void SeekIndexBuilder::BlockWritten(uint32_t object_id, uint64_t stream_offset) {
+  auto it = open_.find(object_id);
+  if (it == open_.end() || it->second.unlisted.empty()) return;
+  std::vector<SeekIndexChunk>& unlisted = it->second.unlisted;
+  SeekIndexObject& o = objects_[it->second.position];
+  o.blocks.push_back({stream_offset, static_cast<uint32_t>(unlisted.size())});
+  o.chunk_count += unlisted.size();
+  unlisted_ -= unlisted.size();
+  unlisted.clear();
 }
 
 void SeekIndexBuilder::ObjectEnd(uint32_t id, uint64_t size, uint64_t digest, uint64_t stream_offset) {
-  auto it = position_.find(id);
-  if (it == position_.end()) return;
-  SeekIndexObject& o = objects_[it->second];
+  auto it = open_.find(id);
+  if (it == open_.end()) return;
+  SeekIndexObject& o = objects_[it->second.position];
   o.size = size;
   o.digest = digest;
   o.end_offset = stream_offset;
-}
-
-SeekIndex SeekIndexBuilder::Build() const {
-  SeekIndex index;
-  index.objects = objects_;
-  for (SeekIndexObject& o : index.objects)
-    std::stable_sort(o.chunks.begin(), o.chunks.end(),
-                     [](const SeekIndexChunk& a, const SeekIndexChunk& b) { return a.object_offset < b.object_offset; });
-  return index;
+  unlisted_ -= it->second.unlisted.size();
+  open_.erase(it);
 }
 
 Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source) {
@@ -323,6 +403,9 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source) {
   if (!(result.header.flags & kStreamFlagSeekIndex))
     return Status::NotSupported(source.Describe() + " has no seek index (it was written to a pipe or socket, or "
                                 "by an older vramflow)");
+  if (!(result.header.flags & kStreamFlagIndexBlocks))
+    return Status::NotSupported(source.Describe() + " has a version 1 seek index, written by a vramflow before index "
+                                "blocks, which this one does not use");
 
   // STREAM_END: the last 96 bytes.
   const uint64_t end_offset = size - kEndBytes;
@@ -378,6 +461,50 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source) {
   Result<SeekIndex> index = DecodeSeekIndex(payload);
   if (!index.ok()) return index.status().WithContext(where(result.index_offset));
   result.index = std::move(*index);
+
+  // The chunk records, from the INDEX_BLOCK frames the index names. The
+  // blocks are checked to lie apart inside the stream first, so what is read
+  // (and held) is bounded by the stream's size.
+  std::vector<std::pair<uint64_t, uint64_t>> block_extents;
+  for (const SeekIndexObject& o : result.index.objects) {
+    for (const IndexBlockRef& b : o.blocks) {
+      if (b.stream_offset < kStreamHeaderSize || b.stream_offset > result.index_offset ||
+          b.frame_bytes() > result.index_offset - b.stream_offset)
+        return Status::Corruption(where(result.index_offset) + ": the seek index names an INDEX_BLOCK of " +
+                                  ObjectName(o) + " at stream offset " + std::to_string(b.stream_offset) +
+                                  ", outside the frames before it");
+      block_extents.emplace_back(b.stream_offset, b.stream_offset + b.frame_bytes());
+    }
+  }
+  std::sort(block_extents.begin(), block_extents.end());
+  for (size_t i = 1; i < block_extents.size(); ++i)
+    if (block_extents[i].first < block_extents[i - 1].second)
+      return Status::Corruption(where(result.index_offset) + ": the seek index names INDEX_BLOCK frames at stream "
+                                "offsets " + std::to_string(block_extents[i - 1].first) + " and " +
+                                std::to_string(block_extents[i].first) + ", which overlap");
+  std::vector<uint8_t> block;
+  for (SeekIndexObject& o : result.index.objects) {
+    for (const IndexBlockRef& b : o.blocks) {
+      VF_RETURN_IF_ERROR(read(b.stream_offset, b.frame_bytes(), &block));
+      FrameHeader bh;
+      VF_RETURN_IF_ERROR(DecodeFrameHeader(block.data(), &bh).WithContext(where(b.stream_offset)));
+      if (bh.kind != static_cast<uint8_t>(FrameKind::kIndexBlock) || bh.object_id != o.id ||
+          bh.payload_size != b.frame_bytes() - kFrameHeaderSize || bh.flags != 0 || bh.offset != 0 ||
+          bh.raw_size != 0 || bh.codec != 0 || bh.transform != 0)
+        return Status::Corruption(where(b.stream_offset) + ": expected an INDEX_BLOCK of " + ObjectName(o) + " with " +
+                                  std::to_string(b.chunk_count) + " records, found " + FrameKindName(bh.kind) +
+                                  " of object " + std::to_string(bh.object_id) + " with a payload of " +
+                                  std::to_string(bh.payload_size) + " bytes");
+      std::span<const uint8_t> records(block.data() + kFrameHeaderSize, bh.payload_size);
+      if (Hash64(records.data(), records.size()) != bh.raw_hash)
+        return Status::Corruption(where(b.stream_offset) + ": INDEX_BLOCK payload hash mismatch");
+      Result<std::vector<SeekIndexChunk>> chunks = DecodeIndexBlock(records);
+      if (!chunks.ok()) return chunks.status().WithContext(where(b.stream_offset));
+      o.chunks.insert(o.chunks.end(), chunks->begin(), chunks->end());
+    }
+    std::stable_sort(o.chunks.begin(), o.chunks.end(),
+                     [](const SeekIndexChunk& a, const SeekIndexChunk& b) { return a.object_offset < b.object_offset; });
+  }
   VF_RETURN_IF_ERROR(CheckIndex(result.index, result.index_offset).WithContext(where(result.index_offset)));
   uint64_t raw_bytes = 0;
   for (const SeekIndexObject& o : result.index.objects) raw_bytes += o.size;

@@ -1,15 +1,22 @@
-// SEEK_INDEX: where every object's frames lie in a stored stream.
+// SEEK_INDEX and INDEX_BLOCK: where every object's frames lie in a stored
+// stream.
 //
 // A writer whose output can later be read at any offset (a file, an S3
-// object) ends the stream with one SEEK_INDEX frame, just before STREAM_END,
-// and announces it with kStreamFlagSeekIndex in the stream header. With the
-// index a reader lists the objects (names, sizes, attributes) from the tail
-// of the stream alone, and fetches one object's frames, in parallel ranges,
-// without reading the rest. docs/FORMAT.md section 4.7 defines the bytes.
+// object) announces an index in the stream header (kStreamFlagSeekIndex and
+// kStreamFlagIndexBlocks). As it writes, it lists its chunk frames in
+// INDEX_BLOCK frames, at least every kMaxUnlistedChunks chunk frames and at
+// the latest before each OBJECT_END; just before STREAM_END it writes one
+// SEEK_INDEX frame naming every object and its blocks. Neither writer nor
+// reader ever holds more than kMaxUnlistedChunks chunk records plus one small
+// entry per object and per block, whatever the stream's size. With the index
+// a reader lists the objects (names, sizes, attributes) from the tail of the
+// stream and their blocks, and fetches one object's frames, in parallel
+// ranges, without reading the rest. docs/FORMAT.md sections 4.7 and 4.8
+// define the bytes.
 //
 // The index is a statement about the frames, so every sequential reader
 // rebuilds it from what it read (SeekIndexBuilder) and rejects a stream
-// whose stored index differs; `vramflow verify` therefore checks it.
+// whose stored blocks or index differ; `vramflow verify` therefore checks it.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +29,12 @@
 #include "transport/random_access.h"
 
 namespace vramflow {
+
+// At any point of a stream with index blocks, at most this many chunk frames
+// may not yet be listed in an INDEX_BLOCK (FORMAT.md 4.8): what bounds the
+// index records a writer or reader holds (48 bytes each, 192 KiB in all).
+inline constexpr uint32_t kMaxUnlistedChunks = 4096;
+inline constexpr uint32_t kChunkRecordSize = 48;
 
 // One DATA, ZERO_RUN or DEDUP_REF frame of an object.
 struct SeekIndexChunk {
@@ -38,6 +51,15 @@ struct SeekIndexChunk {
   bool operator==(const SeekIndexChunk&) const = default;
 };
 
+// An INDEX_BLOCK frame of an object, as the SEEK_INDEX names it.
+struct IndexBlockRef {
+  uint64_t stream_offset = 0;  // of the frame header
+  uint32_t chunk_count = 0;    // records in it
+
+  uint64_t frame_bytes() const { return kFrameHeaderSize + uint64_t{chunk_count} * kChunkRecordSize; }
+  bool operator==(const IndexBlockRef&) const = default;
+};
+
 struct SeekIndexObject {
   uint32_t id = 0;
   ObjectMetadata metadata;
@@ -46,12 +68,17 @@ struct SeekIndexObject {
   uint64_t begin_offset = 0;  // stream offset of the OBJECT_BEGIN frame header
   uint32_t begin_payload_size = 0;
   uint64_t end_offset = 0;    // stream offset of the OBJECT_END frame header
-  std::vector<SeekIndexChunk> chunks;  // sorted by object_offset
+  uint64_t chunk_count = 0;   // chunk frames of the object, the sum of its blocks' counts
+  std::vector<IndexBlockRef> blocks;   // in stream order
+  // Filled by ReadSeekIndex from the blocks, sorted by object_offset; empty
+  // in the index that the SEEK_INDEX payload alone gives.
+  std::vector<SeekIndexChunk> chunks;
 
   bool operator==(const SeekIndexObject& o) const {
     return id == o.id && metadata.name == o.metadata.name && metadata.attributes == o.metadata.attributes &&
            size == o.size && digest == o.digest && begin_offset == o.begin_offset &&
-           begin_payload_size == o.begin_payload_size && end_offset == o.end_offset && chunks == o.chunks;
+           begin_payload_size == o.begin_payload_size && end_offset == o.end_offset &&
+           chunk_count == o.chunk_count && blocks == o.blocks && chunks == o.chunks;
   }
 };
 
@@ -64,27 +91,50 @@ struct SeekIndex {
   const SeekIndexChunk* FindData(uint32_t object_id, uint64_t offset) const;
 };
 
-// The payload of a SEEK_INDEX frame (FORMAT.md 4.7), and back. Decode checks
-// everything the index says about itself: counts against the payload size,
-// ids, chunk ranges covering each object exactly, frames in the stream not
-// overlapping, DEDUP_REF sources naming earlier DATA frames. Errors say
-// which object or chunk is wrong.
+// The payload of a SEEK_INDEX frame (FORMAT.md 4.7), and back: objects and
+// their blocks, without chunks. Decode checks what the index says about
+// itself: counts against the payload size, ids, block counts adding up.
+// Errors say which object is wrong. Where the blocks' chunks cover each
+// object is checked by ReadSeekIndex, which reads them.
 Result<std::vector<uint8_t>> EncodeSeekIndex(const SeekIndex& index);
 Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> payload);
 
+// The payload of an INDEX_BLOCK frame (FORMAT.md 4.8): chunk records in
+// stream order, and back. Decode checks each record on its own (kind, sizes,
+// reserved bytes); `object` names the block in errors.
+std::vector<uint8_t> EncodeIndexBlock(std::span<const SeekIndexChunk> chunks);
+Result<std::vector<SeekIndexChunk>> DecodeIndexBlock(std::span<const uint8_t> payload);
+
 // Builds the index from the frames as they are written or read, in stream
-// order. The writer feeds it what it writes; the validator what it reads.
+// order. The writer feeds it what it writes and asks it when to write an
+// INDEX_BLOCK; the validator feeds it what it reads and compares. Holds one
+// entry per object and per block, and the records not yet in a block.
 class SeekIndexBuilder {
  public:
   void ObjectBegin(uint32_t id, const ObjectMetadata& metadata, uint64_t stream_offset, uint32_t payload_size);
+  // A chunk frame of an open object.
   void Chunk(uint32_t object_id, const SeekIndexChunk& chunk);
+  // Chunk frames not yet listed in a block, over all objects.
+  size_t unlisted() const { return unlisted_; }
+  // The open object with the most unlisted chunk frames (0 if none has any).
+  uint32_t FullestObject() const;
+  // The unlisted chunk frames of an open object, in stream order: the records
+  // of its next INDEX_BLOCK. Empty for an unknown object.
+  std::span<const SeekIndexChunk> Unlisted(uint32_t object_id) const;
+  // An INDEX_BLOCK listing Unlisted(object_id) was written at `stream_offset`.
+  void BlockWritten(uint32_t object_id, uint64_t stream_offset);
   void ObjectEnd(uint32_t id, uint64_t size, uint64_t digest, uint64_t stream_offset);
-  // The index of everything so far; objects must have ended.
-  SeekIndex Build() const;
+  // The index of everything so far (objects and blocks); objects must have ended.
+  SeekIndex Build() const { return SeekIndex{objects_}; }
 
  private:
   std::vector<SeekIndexObject> objects_;
-  std::map<uint32_t, size_t> position_;  // object id -> objects_ index
+  struct Open {
+    size_t position = 0;  // in objects_
+    std::vector<SeekIndexChunk> unlisted;
+  };
+  std::map<uint32_t, Open> open_;
+  size_t unlisted_ = 0;
 };
 
 // What a reader with random access learns from the stream's two ends.
@@ -97,10 +147,13 @@ struct StoredStreamIndex {
   uint64_t bytes_read = 0;    // what finding it cost (for "reads only the index")
 };
 
-// Reads the stream header, STREAM_END and the SEEK_INDEX frame of a stored
-// stream: two or three ranged reads, never the frames in between. Fails with
-// NotSupported when the stream has no index (written to a pipe or socket, or
-// by an older writer): the caller falls back to reading it all.
+// Reads the stream header, STREAM_END, the SEEK_INDEX frame and every
+// INDEX_BLOCK of a stored stream: ranged reads, never the chunk frames. The
+// objects come back with their chunks, and the whole is checked: each object
+// covered exactly, no two frames overlapping, DEDUP_REF sources naming
+// earlier DATA frames. Fails with NotSupported when the stream has no index
+// it can use (written to a pipe or socket, or by a vramflow before index
+// blocks): the caller falls back to reading it all.
 Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source);
 
 }  // namespace vramflow

@@ -77,6 +77,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
         s = visitor.OnObjectEnd(*object);
         break;
       case FrameKind::kSeekIndex:  // checked against the frames by the validator
+      case FrameKind::kIndexBlock:
         break;
       case FrameKind::kStreamEnd:
         s = reader.ExpectEnd();

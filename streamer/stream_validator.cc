@@ -1,5 +1,7 @@
 #include "streamer/stream_validator.h"
 
+#include <algorithm>
+
 #include "common/hash.h"
 
 namespace vramflow {
@@ -88,7 +90,7 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
   auto kind = static_cast<FrameKind>(h.kind);
   if (index_seen_ && kind != FrameKind::kStreamEnd)
     return Status::Corruption("frame after SEEK_INDEX: the index must be the last frame before STREAM_END");
-  bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kSeekIndex;
+  bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kIndexBlock;
   if (!known) {
     if (h.flags & kFlagSkippable) {
       ++totals_.frame_count;
@@ -139,9 +141,7 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       VF_RETURN_IF_ERROR(CheckRange(*o, h));
       o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
       if (stream_flags_ & kStreamFlagDedup) data_frames_[{h.object_id, h.offset}] = {h.raw_size, h.raw_hash};
-      if (indexed())
-        index_.Chunk(h.object_id, {stream_offset, h.offset, h.raw_size, h.payload_size, FrameKind::kData});
-      return Status::Ok();
+      return ListChunk(h.object_id, {stream_offset, h.offset, h.raw_size, h.payload_size, FrameKind::kData});
     }
     case FrameKind::kDedupRef: {
       if (!(stream_flags_ & kStreamFlagDedup))
@@ -160,8 +160,7 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       if (h.raw_hash != 0) return Status::Corruption("ZERO_RUN with a non-zero hash field");
       VF_RETURN_IF_ERROR(CheckRange(*o, h));
       o->digest += ObjectDigestTerm(h.offset, h.raw_size, 0);
-      if (indexed()) index_.Chunk(h.object_id, {stream_offset, h.offset, h.raw_size, 0, FrameKind::kZeroRun});
-      return Status::Ok();
+      return ListChunk(h.object_id, {stream_offset, h.offset, h.raw_size, 0, FrameKind::kZeroRun});
     }
     case FrameKind::kObjectEnd: {
       VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
@@ -184,10 +183,13 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       if (h.raw_hash != o->digest)
         return Status::Corruption("object digest mismatch (stored " + HexHash(h.raw_hash) + ", computed " +
                                   HexHash(o->digest) + ")");
+      if (index_blocks() && !index_.Unlisted(h.object_id).empty())
+        return Status::Corruption("object ends with " + std::to_string(index_.Unlisted(h.object_id).size()) +
+                                  " chunk frames that no INDEX_BLOCK lists");
       o->ended = true;
       --open_objects_;
       totals_.raw_bytes += o->size;
-      if (indexed()) index_.ObjectEnd(h.object_id, o->size, o->digest, stream_offset);
+      if (index_blocks()) index_.ObjectEnd(h.object_id, o->size, o->digest, stream_offset);
       return Status::Ok();
     }
     case FrameKind::kStreamEnd: {
@@ -216,6 +218,12 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
           return Status::Corruption("SEEK_INDEX while object " + std::to_string(id) + " '" + o.metadata.name +
                                     "' is still open: the index must come after every object");
       index_seen_ = true;
+      if (!index_blocks()) {
+        // The version 1 index of an earlier writer: as large as 48 bytes per
+        // chunk, and not used by this reader, so it is passed over unread.
+        *action = FrameAction::kSkip;
+        return Status::Ok();
+      }
       // The frames fix the index's size, so a wrong size is caught before
       // the payload is read.
       expected_index_ = index_.Build();
@@ -225,6 +233,24 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
         return Status::Corruption("SEEK_INDEX payload is " + std::to_string(h.payload_size) +
                                   " bytes; the frames of this stream make an index of " +
                                   std::to_string(expected->size()));
+      expected_index_bytes_ = std::move(*expected);
+      return Status::Ok();
+    }
+    case FrameKind::kIndexBlock: {
+      if (!index_blocks())
+        return Status::Corruption("INDEX_BLOCK in a stream whose header does not announce index blocks");
+      if (h.offset != 0 || h.raw_size != 0) return Status::Corruption("INDEX_BLOCK with offset or size fields set");
+      VF_RETURN_IF_ERROR(OpenObject(h).status());
+      // Its records are the object's chunk frames since its last block, so
+      // the frames fix the payload size too.
+      const size_t records = index_.Unlisted(h.object_id).size();
+      if (records == 0)
+        return Status::Corruption("INDEX_BLOCK of object " + std::to_string(h.object_id) +
+                                  ", which has no chunk frames since its last one");
+      if (h.payload_size != records * kChunkRecordSize)
+        return Status::Corruption("INDEX_BLOCK payload is " + std::to_string(h.payload_size) + " bytes; the " +
+                                  std::to_string(records) + " chunk frames it must list make " +
+                                  std::to_string(records * kChunkRecordSize));
       return Status::Ok();
     }
     default: break;
@@ -243,17 +269,22 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
                                 std::to_string(ref.source_offset) + ", where no earlier DATA frame is");
     if (it->second.first != h.raw_size || it->second.second != h.raw_hash)
       return Status::Corruption("DEDUP_REF size or hash differs from the DATA frame it names");
-    if (indexed())
-      index_.Chunk(h.object_id, {frame_offset_, h.offset, h.raw_size, h.payload_size, FrameKind::kDedupRef,
-                                 ref.source_object_id, ref.source_offset});
     if (ref_out) *ref_out = ref;
-    return Status::Ok();
+    return ListChunk(h.object_id, {frame_offset_, h.offset, h.raw_size, h.payload_size, FrameKind::kDedupRef,
+                                   ref.source_object_id, ref.source_offset});
   }
   if (kind == FrameKind::kObjectBegin) {
     if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("object metadata hash mismatch");
     ObjectMetadata& metadata = objects_[h.object_id].metadata;
     VF_RETURN_IF_ERROR(DecodeObjectMetadata(payload, &metadata));
-    if (indexed()) index_.ObjectBegin(h.object_id, metadata, frame_offset_, h.payload_size);
+    if (index_blocks()) index_.ObjectBegin(h.object_id, metadata, frame_offset_, h.payload_size);
+    return Status::Ok();
+  }
+  if (kind == FrameKind::kIndexBlock) {
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash)
+      return Status::Corruption("INDEX_BLOCK payload hash mismatch");
+    VF_RETURN_IF_ERROR(CheckIndexBlock(h.object_id, payload));
+    index_.BlockWritten(h.object_id, frame_offset_);
     return Status::Ok();
   }
   if (kind == FrameKind::kSeekIndex) {
@@ -275,13 +306,43 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
   return Status::Ok();
 }
 
+Status StreamValidator::ListChunk(uint32_t object_id, const SeekIndexChunk& chunk) {
+  if (!index_blocks()) return Status::Ok();
+  index_.Chunk(object_id, chunk);
+  if (index_.unlisted() > kMaxUnlistedChunks)
+    return Status::Corruption("more than " + std::to_string(kMaxUnlistedChunks) +
+                              " chunk frames that no INDEX_BLOCK lists yet");
+  return Status::Ok();
+}
+
+// Compares an INDEX_BLOCK with the chunk frames it must list, and names the
+// first difference.
+Status StreamValidator::CheckIndexBlock(uint32_t object_id, std::span<const uint8_t> payload) const {
+  std::span<const SeekIndexChunk> expected = index_.Unlisted(object_id);
+  if (std::ranges::equal(payload, EncodeIndexBlock(expected))) return Status::Ok();
+  Result<std::vector<SeekIndexChunk>> stored = DecodeIndexBlock(payload);
+  if (!stored.ok()) return stored.status();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const SeekIndexChunk& s = (*stored)[i];
+    const SeekIndexChunk& e = expected[i];
+    if (s == e) continue;
+    return Status::Corruption("INDEX_BLOCK record " + std::to_string(i) + " says a " +
+                              FrameKindName(static_cast<uint8_t>(s.kind)) + " frame at stream offset " +
+                              std::to_string(s.stream_offset) + " for object offset " + std::to_string(s.object_offset) +
+                              "; the stream has a " + FrameKindName(static_cast<uint8_t>(e.kind)) + " at " +
+                              std::to_string(e.stream_offset) + " for object offset " + std::to_string(e.object_offset) +
+                              " (or they differ in sizes or source)");
+  }
+  return Status::Corruption("INDEX_BLOCK differs from the frames it lists");
+}
+
 // Compares the stored index with the one the frames make, and names the
 // first difference.
 Status StreamValidator::CheckStoredIndex(std::span<const uint8_t> payload) const {
+  if (std::ranges::equal(payload, expected_index_bytes_)) return Status::Ok();
   Result<SeekIndex> stored = DecodeSeekIndex(payload);
   if (!stored.ok()) return stored.status();
   const SeekIndex& expected = expected_index_;
-  if (*stored == expected) return Status::Ok();
   if (stored->objects.size() != expected.objects.size())
     return Status::Corruption("the seek index lists " + std::to_string(stored->objects.size()) +
                               " objects; the stream has " + std::to_string(expected.objects.size()));
@@ -295,19 +356,17 @@ Status StreamValidator::CheckStoredIndex(std::span<const uint8_t> payload) const
                                 std::to_string(s.begin_offset) + ".." + std::to_string(s.end_offset) +
                                 "; the stream has them at " + std::to_string(e.begin_offset) + ".." +
                                 std::to_string(e.end_offset));
-    if (s.chunks.size() != e.chunks.size())
-      return Status::Corruption(what + " lists " + std::to_string(s.chunks.size()) + " chunks; the stream has " +
-                                std::to_string(e.chunks.size()));
-    for (size_t c = 0; c < e.chunks.size(); ++c)
-      if (!(s.chunks[c] == e.chunks[c]))
-        return Status::Corruption(what + ": chunk " + std::to_string(c) + " at object offset " +
-                                  std::to_string(s.chunks[c].object_offset) + " is said to be a " +
-                                  FrameKindName(static_cast<uint8_t>(s.chunks[c].kind)) + " frame at stream offset " +
-                                  std::to_string(s.chunks[c].stream_offset) + "; the stream has a " +
-                                  FrameKindName(static_cast<uint8_t>(e.chunks[c].kind)) + " at " +
-                                  std::to_string(e.chunks[c].stream_offset) + " for object offset " +
-                                  std::to_string(e.chunks[c].object_offset));
-    return Status::Corruption(what + " differs from the object (name, attributes, size or digest)");
+    if (s.blocks.size() != e.blocks.size())
+      return Status::Corruption(what + " lists " + std::to_string(s.blocks.size()) +
+                                " INDEX_BLOCK frames; the stream has " + std::to_string(e.blocks.size()));
+    for (size_t b = 0; b < e.blocks.size(); ++b)
+      if (!(s.blocks[b] == e.blocks[b]))
+        return Status::Corruption(what + ": block " + std::to_string(b) + " is said to be at stream offset " +
+                                  std::to_string(s.blocks[b].stream_offset) + " with " +
+                                  std::to_string(s.blocks[b].chunk_count) + " records; the stream has it at " +
+                                  std::to_string(e.blocks[b].stream_offset) + " with " +
+                                  std::to_string(e.blocks[b].chunk_count));
+    return Status::Corruption(what + " differs from the object (name, attributes, size, digest or chunk count)");
   }
   return Status::Corruption("the seek index differs from the frames");
 }

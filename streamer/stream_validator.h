@@ -3,8 +3,10 @@
 // Frame-by-frame state machine shared by every reader (the CLI, the restore
 // graph): sequence numbers, object lifetimes, byte ranges (inside the object,
 // no overlap, nothing missing at OBJECT_END), object digests and the
-// STREAM_END totals. In a stream that announces a seek index it rebuilds the
-// index from the frames and checks the stored SEEK_INDEX against it. It sees
+// STREAM_END totals. In a stream with index blocks it rebuilds the index
+// from the frames and checks each INDEX_BLOCK and the SEEK_INDEX against it,
+// holding no more than kMaxUnlistedChunks chunk records; the version 1
+// SEEK_INDEX of older streams is skipped unread. It sees
 // headers and the small payloads that carry metadata and the index; DATA
 // payloads are decoded and hash-checked by the caller.
 // Not thread-safe.
@@ -76,6 +78,10 @@ class StreamValidator {
   Result<ObjectState*> OpenObject(const FrameHeader& header);
   Status CheckRange(ObjectState& object, const FrameHeader& header);
   bool indexed() const { return (stream_flags_ & kStreamFlagSeekIndex) != 0; }
+  bool index_blocks() const { return (stream_flags_ & kStreamFlagIndexBlocks) != 0; }
+  // Records a chunk frame for the index; fails when too many are unlisted.
+  Status ListChunk(uint32_t object_id, const SeekIndexChunk& chunk);
+  Status CheckIndexBlock(uint32_t object_id, std::span<const uint8_t> payload) const;
   Status CheckStoredIndex(std::span<const uint8_t> payload) const;
 
   std::map<uint32_t, ObjectState> objects_;
@@ -86,11 +92,14 @@ class StreamValidator {
   size_t open_objects_ = 0;
   uint64_t next_sequence_ = 0;
   uint64_t frame_offset_ = 0;  // stream offset of the frame CheckHeader saw last
-  // Indexed streams only: the index the frames make, and whether the stored
-  // one was seen (it must come right before STREAM_END).
+  // Indexed streams: whether the SEEK_INDEX was seen (it must come right
+  // before STREAM_END). With index blocks also the index the frames make:
+  // the chunk frames no INDEX_BLOCK has listed yet, and an entry per object
+  // and per block.
   SeekIndexBuilder index_;
   bool index_seen_ = false;
   SeekIndex expected_index_;  // index_ built once SEEK_INDEX arrives, to compare the stored one with
+  std::vector<uint8_t> expected_index_bytes_;  // and its encoding
   StreamTotals totals_;  // as counted while reading
   bool complete_ = false;
 };

@@ -4,7 +4,10 @@
 
 namespace vramflow {
 
-StreamWriter::StreamWriter(ByteSink* sink, StreamHeader header) : sink_(sink), header_(std::move(header)) {}
+StreamWriter::StreamWriter(ByteSink* sink, StreamHeader header) : sink_(sink), header_(std::move(header)) {
+  // An index is always written in blocks; the version 1 layout is only read.
+  if (header_.flags & kStreamFlagSeekIndex) header_.flags |= kStreamFlagIndexBlocks;
+}
 
 Status StreamWriter::Fail(Status status) {
   if (failed_.ok()) failed_ = status;
@@ -32,6 +35,27 @@ Status StreamWriter::WriteFrame(FrameHeader header, std::span<const uint8_t> pay
   if (!s.ok()) return Fail(s.WithContext("writing frame " + std::to_string(header.sequence)));
   bytes_written_ += sizeof(buf) + payload.size();
   ++totals_.frame_count;
+  return Status::Ok();
+}
+
+Status StreamWriter::ListChunk(uint32_t object_id, const SeekIndexChunk& chunk) {
+  if (!indexed()) return Status::Ok();
+  index_.Chunk(object_id, chunk);
+  if (index_.unlisted() < kMaxUnlistedChunks) return Status::Ok();
+  return WriteIndexBlock(index_.FullestObject());
+}
+
+Status StreamWriter::WriteIndexBlock(uint32_t object_id) {
+  std::span<const SeekIndexChunk> chunks = index_.Unlisted(object_id);
+  if (chunks.empty()) return Status::Ok();
+  std::vector<uint8_t> payload = EncodeIndexBlock(chunks);
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kIndexBlock);
+  h.object_id = object_id;
+  h.raw_hash = Hash64(payload.data(), payload.size());
+  const uint64_t at = bytes_written_;
+  VF_RETURN_IF_ERROR(WriteFrame(h, payload));
+  index_.BlockWritten(object_id, at);
   return Status::Ok();
 }
 
@@ -69,8 +93,9 @@ Status StreamWriter::FlushZeroRun(uint32_t object_id, OpenObject& object) {
   ++stats_.zero_frames;
   stats_.zero_bytes += h.raw_size;
   object.pending_zero_size = 0;
-  if (indexed()) index_.Chunk(object_id, {bytes_written_, h.offset, h.raw_size, 0, FrameKind::kZeroRun});
-  return WriteFrame(h, {});
+  const uint64_t at = bytes_written_;
+  VF_RETURN_IF_ERROR(WriteFrame(h, {}));
+  return ListChunk(object_id, {at, h.offset, h.raw_size, 0, FrameKind::kZeroRun});
 }
 
 Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk) {
@@ -107,10 +132,9 @@ Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_
   object.digest += ObjectDigestTerm(offset, raw_size, chunk.raw_hash);
   ++stats_.data_frames;
   stats_.stored_payload_bytes += chunk.payload.size();
-  if (indexed())
-    index_.Chunk(object_id, {bytes_written_, offset, raw_size, static_cast<uint32_t>(chunk.payload.size()),
-                             FrameKind::kData});
-  return WriteFrame(h, chunk.payload);
+  const uint64_t at = bytes_written_;
+  VF_RETURN_IF_ERROR(WriteFrame(h, chunk.payload));
+  return ListChunk(object_id, {at, offset, raw_size, static_cast<uint32_t>(chunk.payload.size()), FrameKind::kData});
 }
 
 Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
@@ -140,10 +164,10 @@ Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t r
   object.digest += ObjectDigestTerm(offset, raw_size, raw_hash);
   ++stats_.dedup_frames;
   stats_.dedup_bytes += raw_size;
-  if (indexed())
-    index_.Chunk(object_id, {bytes_written_, offset, raw_size, kDedupRefPayloadSize, FrameKind::kDedupRef,
-                             ref.source_object_id, ref.source_offset});
-  return WriteFrame(h, payload);
+  const uint64_t at = bytes_written_;
+  VF_RETURN_IF_ERROR(WriteFrame(h, payload));
+  return ListChunk(object_id,
+                   {at, offset, raw_size, kDedupRefPayloadSize, FrameKind::kDedupRef, ref.source_object_id, ref.source_offset});
 }
 
 Status StreamWriter::EndObject(uint32_t object_id) {
@@ -156,6 +180,7 @@ Status StreamWriter::EndObject(uint32_t object_id) {
     return Status::Internal("object '" + object.name + "' ended after " + std::to_string(object.covered) + " of " +
                             std::to_string(object.size) + " bytes");
   VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
+  if (indexed()) VF_RETURN_IF_ERROR(WriteIndexBlock(object_id));  // the object's last chunks
   FrameHeader h;
   h.kind = static_cast<uint8_t>(FrameKind::kObjectEnd);
   h.object_id = object_id;

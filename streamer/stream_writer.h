@@ -5,9 +5,10 @@
 // zero runs of an object into one frame, keeps each object's digest and the
 // stream totals, and writes OBJECT_END and STREAM_END. Objects may interleave.
 // It never seeks, so any sink works (pipes, sockets). When the header carries
-// kStreamFlagSeekIndex it also records where each frame went and writes the
-// SEEK_INDEX frame before STREAM_END (seek_index.h): about 48 bytes of memory
-// per chunk until Finish().
+// kStreamFlagSeekIndex it also records where each frame went, lists the chunk
+// frames in INDEX_BLOCK frames as it goes and writes the SEEK_INDEX frame
+// before STREAM_END (seek_index.h): at most kMaxUnlistedChunks records held,
+// plus an entry per object and per block.
 //
 // Not thread-safe: the pipeline's ordered write stage is its only user.
 #pragma once
@@ -71,6 +72,10 @@ class StreamWriter {
   };
 
   Status WriteFrame(FrameHeader header, std::span<const uint8_t> payload);
+  // Records a chunk frame just written in the index, and writes an
+  // INDEX_BLOCK when kMaxUnlistedChunks frames are unlisted.
+  Status ListChunk(uint32_t object_id, const SeekIndexChunk& chunk);
+  Status WriteIndexBlock(uint32_t object_id);
   Status FlushZeroRun(uint32_t object_id, OpenObject& object);
   Status Fail(Status status);
 

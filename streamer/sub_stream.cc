@@ -350,7 +350,7 @@ Result<std::unique_ptr<ByteSource>> OpenSubStream(std::shared_ptr<RandomAccessSo
   }
 
   StreamHeader header = stored.header;
-  header.flags &= ~kStreamFlagSeekIndex;
+  header.flags &= ~(kStreamFlagSeekIndex | kStreamFlagIndexBlocks);
   if (plan.kept_refs + plan.redirected_refs == 0) header.flags &= ~kStreamFlagDedup;
   std::string description = std::to_string(plan.objects) + " of the " + std::to_string(stored.index.objects.size()) +
                             " objects of " + source->Describe() + " (through its seek index)";

@@ -411,9 +411,14 @@ TEST(StreamHeaderTest, ReservedBytesAndFlagsWithAValidChecksum) {
   std::vector<uint8_t> bad = good;
   StreamHeader h;
   ASSERT_TRUE(DecodeStreamHeader(bad.data(), &h).ok());
-  h.flags = 4;
+  h.flags = 8;
   EncodeStreamHeader(h, bad.data());
   EXPECT_EQ(Read(bad).code(), Status::Code::kNotSupported);
+  h.flags = kStreamFlagIndexBlocks;  // index blocks without a seek index
+  EncodeStreamHeader(h, bad.data());
+  Status s = Read(bad);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_TRUE(Contains(s, "index blocks without a seek index")) << s.ToString();
 }
 
 // --- (d) semantic corruptions with valid checksums ---------------------------
@@ -709,8 +714,17 @@ TEST(FrameKindTest, SeekIndexWithoutTheIndexedFlagIsCorruption) {
                    Status::Code::kCorruption, "SEEK_INDEX in a stream whose header does not announce one"});
 }
 
+TEST(FrameKindTest, IndexBlockWithoutTheIndexBlocksFlagIsCorruption) {
+  RunSemanticCase({"INDEX_BLOCK",
+                   [](Frames& f) {
+                     f.insert(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kData, kPlanarObject, 1)),
+                              MakeFrame(FrameKind::kIndexBlock, kPlanarObject, 0, 0, std::vector<uint8_t>(48, 1)));
+                   },
+                   Status::Code::kCorruption, "INDEX_BLOCK in a stream whose header does not announce index blocks"});
+}
+
 TEST(FrameKindTest, UnknownKindWithoutSkippableFlagIsCorruption) {
-  for (uint8_t kind : {uint8_t{0}, uint8_t{8}, uint8_t{42}, uint8_t{255}}) {
+  for (uint8_t kind : {uint8_t{0}, uint8_t{9}, uint8_t{42}, uint8_t{255}}) {
     RunSemanticCase({"kind " + std::to_string(kind),
                      [kind](Frames& f) {
                        Frame x;

@@ -88,6 +88,31 @@ void EditIndex(std::vector<uint8_t>& stream, const std::function<void(SeekIndex&
   std::copy(payload->begin(), payload->end(), stream.begin() + stored->index_offset + kFrameHeaderSize);
 }
 
+// Rewrites the INDEX_BLOCK frames of `stream` from an index whose chunks
+// `edit` changed (same number per object; the chunks of IndexedStream are in
+// stream order), fixing hashes, so only the checks of the records can notice.
+void EditBlocks(std::vector<uint8_t>& stream, const std::function<void(SeekIndex&)>& edit) {
+  MemoryRandomAccess at(stream);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  SeekIndex index = stored->index;
+  edit(index);
+  for (const SeekIndexObject& o : index.objects) {
+    size_t next = 0;
+    for (const IndexBlockRef& b : o.blocks) {
+      std::vector<uint8_t> payload =
+          EncodeIndexBlock(std::span<const SeekIndexChunk>(o.chunks).subspan(next, b.chunk_count));
+      next += b.chunk_count;
+      FrameHeader h;
+      ASSERT_TRUE(DecodeFrameHeader(stream.data() + b.stream_offset, &h).ok());
+      ASSERT_EQ(h.payload_size, payload.size());
+      h.raw_hash = Hash64(payload.data(), payload.size());
+      EncodeFrameHeader(h, stream.data() + b.stream_offset);
+      std::copy(payload.begin(), payload.end(), stream.begin() + static_cast<ptrdiff_t>(b.stream_offset + kFrameHeaderSize));
+    }
+  }
+}
+
 Status ReadAll(const std::vector<uint8_t>& stream) {
   MemorySource source(stream);
   StreamVisitor nothing;
@@ -113,8 +138,16 @@ TEST(SeekIndex, WriterIndexPointsAtEveryFrame) {
   EXPECT_EQ(index.objects[2].chunks[1].source_object_id, index.objects[0].id);
   EXPECT_EQ(index.objects[2].chunks[1].source_offset, uint64_t{kChunk});
   // Every entry names the frame that really is at that offset.
+  uint64_t block_bytes = 0;
   for (const SeekIndexObject& o : index.objects) {
     FrameHeader h;
+    EXPECT_EQ(o.chunks.size(), o.chunk_count);
+    ASSERT_EQ(o.blocks.size(), 1u);  // a small object: one block, right before its end
+    Check(DecodeFrameHeader(stream.data() + o.blocks[0].stream_offset, &h));
+    EXPECT_EQ(h.kind, static_cast<uint8_t>(FrameKind::kIndexBlock));
+    EXPECT_EQ(h.object_id, o.id);
+    EXPECT_EQ(o.blocks[0].stream_offset + o.blocks[0].frame_bytes(), o.end_offset);
+    block_bytes += o.blocks[0].frame_bytes();
     Check(DecodeFrameHeader(stream.data() + o.begin_offset, &h));
     EXPECT_EQ(h.kind, static_cast<uint8_t>(FrameKind::kObjectBegin));
     EXPECT_EQ(h.payload_size, o.begin_payload_size);
@@ -130,9 +163,9 @@ TEST(SeekIndex, WriterIndexPointsAtEveryFrame) {
       EXPECT_EQ(h.payload_size, c.payload_size);
     }
   }
-  // Found from the two ends: the stream header and one tail read.
+  // Found from the two ends (the stream header and one tail read), then the blocks.
   EXPECT_EQ(stored->bytes_read, std::min<uint64_t>(stream.size(), 256u << 10) +
-                                    (stream.size() > (256u << 10) ? kStreamHeaderSize : 0));
+                                    (stream.size() > (256u << 10) ? kStreamHeaderSize : 0) + block_bytes);
   EXPECT_EQ(stored->totals.object_count, 3u);
 }
 
@@ -160,6 +193,135 @@ TEST(SeekIndex, LargeIndexIsReadBeyondTheFirstTailRead) {
   EXPECT_LT(stored->bytes_read, sink.bytes().size());
 }
 
+// The frames of a stream, walked in order: (stream offset, header).
+std::vector<std::pair<uint64_t, FrameHeader>> Frames(const std::vector<uint8_t>& stream) {
+  std::vector<std::pair<uint64_t, FrameHeader>> frames;
+  for (uint64_t at = kStreamHeaderSize; at < stream.size();) {
+    FrameHeader h;
+    EXPECT_TRUE(DecodeFrameHeader(stream.data() + at, &h).ok());
+    frames.emplace_back(at, h);
+    at += kFrameHeaderSize + h.payload_size;
+  }
+  return frames;
+}
+
+// Two interleaved objects of 5000 and 7000 small chunks: the index records
+// held at any point stay within kMaxUnlistedChunks, and the SEEK_INDEX names
+// blocks, not chunks.
+TEST(SeekIndex, BlocksBoundTheRecordsHeldAndKeepTheSeekIndexSmall) {
+  constexpr uint32_t kSmall = 64;
+  MemorySink sink;
+  StreamHeader header;
+  header.flags = kStreamFlagSeekIndex;
+  StreamWriter writer(&sink, header);
+  Check(writer.Start());
+  ChunkEncoder encoder(EncoderOptions{});
+  std::vector<uint8_t> text = TextBytes(7000 * kSmall);
+  uint32_t ia = *writer.BeginObject(ObjectMetadata{"a", {}}, 5000 * kSmall);
+  uint32_t ib = *writer.BeginObject(ObjectMetadata{"b", {}}, 7000 * kSmall);
+  for (uint64_t i = 0; i < 7000; ++i) {
+    EncodedChunk chunk;
+    Check(encoder.Encode(std::span<const uint8_t>(text.data() + i * kSmall, kSmall), &chunk));
+    if (i < 5000) Check(writer.AddChunk(ia, i * kSmall, kSmall, chunk));
+    Check(writer.AddChunk(ib, i * kSmall, kSmall, chunk));
+    if (i == 4999) Check(writer.EndObject(ia));
+  }
+  Check(writer.EndObject(ib));
+  Check(writer.Finish());
+  const std::vector<uint8_t>& stream = sink.bytes();
+  Check(ReadAll(stream));
+
+  size_t unlisted = 0, most = 0, blocks = 0;
+  for (const auto& [at, h] : Frames(stream)) {
+    auto kind = static_cast<FrameKind>(h.kind);
+    if (kind == FrameKind::kData || kind == FrameKind::kZeroRun || kind == FrameKind::kDedupRef) ++unlisted;
+    if (kind == FrameKind::kIndexBlock) {
+      ++blocks;
+      ASSERT_LE(h.payload_size / kChunkRecordSize, unlisted);
+      unlisted -= h.payload_size / kChunkRecordSize;
+    }
+    most = std::max(most, unlisted);
+  }
+  EXPECT_EQ(unlisted, 0u);
+  EXPECT_EQ(most, kMaxUnlistedChunks);
+  EXPECT_GE(blocks, 12000u / kMaxUnlistedChunks);
+
+  MemoryRandomAccess at(stream);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  const uint64_t index_payload = stream.size() - 96 - stored->index_offset - kFrameHeaderSize;
+  EXPECT_LT(index_payload, 512u) << "a SEEK_INDEX listing all 12000 chunks would take 576000 bytes";
+  ASSERT_EQ(stored->index.objects.size(), 2u);
+  EXPECT_EQ(stored->index.objects[0].chunks.size(), 5000u);
+  EXPECT_EQ(stored->index.objects[1].chunks.size(), 7000u);
+  EXPECT_EQ(stored->index.objects[1].chunks[6999].object_offset, 6999u * kSmall);
+
+  // Without its first INDEX_BLOCK (frames renumbered), too many chunk frames go unlisted.
+  std::vector<uint8_t> dropped(stream.begin(), stream.begin() + kStreamHeaderSize);
+  bool skipped = false;
+  uint64_t sequence = 0;
+  for (const auto& [at, h] : Frames(stream)) {
+    if (!skipped && h.kind == static_cast<uint8_t>(FrameKind::kIndexBlock)) {
+      skipped = true;
+      continue;
+    }
+    FrameHeader renumbered = h;
+    renumbered.sequence = sequence++;
+    uint8_t bytes[kFrameHeaderSize];
+    EncodeFrameHeader(renumbered, bytes);
+    dropped.insert(dropped.end(), bytes, bytes + kFrameHeaderSize);
+    dropped.insert(dropped.end(), stream.begin() + static_cast<ptrdiff_t>(at + kFrameHeaderSize),
+                   stream.begin() + static_cast<ptrdiff_t>(at + kFrameHeaderSize + h.payload_size));
+  }
+  Status s = ReadAll(dropped);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("more than 4096 chunk frames that no INDEX_BLOCK lists yet"), std::string::npos)
+      << s.ToString();
+}
+
+// A stream of an earlier vramflow: the indexed flag alone, and a version 1
+// SEEK_INDEX. It is read in order, its index passed over; random access
+// says it cannot use it.
+TEST(SeekIndex, VersionOneIndexIsReadPastAndNotUsed) {
+  std::vector<uint8_t> stream = IndexedStream(kStreamFlagDedup);
+  StreamHeader header;
+  Check(DecodeStreamHeader(stream.data(), &header));
+  header.flags |= kStreamFlagSeekIndex;
+  EncodeStreamHeader(header, stream.data());
+  const size_t end_at = stream.size() - 96;
+  FrameHeader end;
+  Check(DecodeFrameHeader(stream.data() + end_at, &end));
+  StreamTotals totals = DecodeStreamTotals(stream.data() + end_at + kFrameHeaderSize);
+  std::vector<uint8_t> payload = TextBytes(1000);  // not looked at
+  FrameHeader index;
+  index.kind = static_cast<uint8_t>(FrameKind::kSeekIndex);
+  index.sequence = end.sequence;
+  index.payload_size = static_cast<uint32_t>(payload.size());
+  index.raw_hash = Hash64(payload.data(), payload.size());
+  std::vector<uint8_t> tail(kFrameHeaderSize);
+  EncodeFrameHeader(index, tail.data());
+  tail.insert(tail.end(), payload.begin(), payload.end());
+  totals.frame_count += 1;
+  totals.stream_bytes += tail.size();
+  uint8_t totals_bytes[kStreamEndPayloadSize];
+  EncodeStreamTotals(totals, totals_bytes);
+  end.sequence += 1;
+  end.raw_hash = Hash64(totals_bytes, sizeof(totals_bytes));
+  uint8_t end_bytes[kFrameHeaderSize];
+  EncodeFrameHeader(end, end_bytes);
+  stream.resize(end_at);
+  stream.insert(stream.end(), tail.begin(), tail.end());
+  stream.insert(stream.end(), end_bytes, end_bytes + kFrameHeaderSize);
+  stream.insert(stream.end(), totals_bytes, totals_bytes + sizeof(totals_bytes));
+
+  Check(ReadAll(stream));
+  MemoryRandomAccess at(stream);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+  ASSERT_FALSE(stored.ok());
+  EXPECT_EQ(stored.status().code(), Status::Code::kNotSupported);
+  EXPECT_NE(stored.status().ToString().find("version 1 seek index"), std::string::npos) << stored.status().ToString();
+}
+
 TEST(SeekIndex, EncodeDecodeRoundTrip) {
   std::vector<uint8_t> stream = IndexedStream();
   MemoryRandomAccess at(stream);
@@ -169,14 +331,17 @@ TEST(SeekIndex, EncodeDecodeRoundTrip) {
   ASSERT_TRUE(bytes.ok());
   Result<SeekIndex> back = DecodeSeekIndex(*bytes);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_TRUE(*back == stored->index);
+  SeekIndex without_chunks = stored->index;  // the SEEK_INDEX names blocks; chunks come from them
+  for (SeekIndexObject& o : without_chunks.objects) o.chunks.clear();
+  EXPECT_TRUE(*back == without_chunks);
 }
 
 // Decoding rejects an index that contradicts itself, naming what is wrong.
 TEST(SeekIndex, DecodeRejectsInconsistentIndexes) {
   std::vector<uint8_t> stream = IndexedStream();
   MemoryRandomAccess at(stream);
-  const SeekIndex good = ReadSeekIndex(at)->index;
+  SeekIndex good = ReadSeekIndex(at)->index;
+  for (SeekIndexObject& o : good.objects) o.chunks.clear();
   auto rejects = [&](const std::function<void(SeekIndex&)>& edit, const std::string& words) {
     SeekIndex index = good;
     edit(index);
@@ -186,13 +351,11 @@ TEST(SeekIndex, DecodeRejectsInconsistentIndexes) {
     ASSERT_FALSE(back.ok()) << "accepted: " << words;
     EXPECT_NE(back.status().ToString().find(words), std::string::npos) << back.status().ToString();
   };
-  rejects([](SeekIndex& i) { i.objects[0].chunks.pop_back(); }, "cover");
-  rejects([](SeekIndex& i) { i.objects[1].chunks[2].object_offset += 1; }, "does not start where");
-  rejects([](SeekIndex& i) { i.objects[1].chunks[0].stream_offset = i.objects[0].chunks[0].stream_offset; }, "overlap");
-  rejects([](SeekIndex& i) { i.objects[2].chunks[0].source_offset = 7; }, "no earlier DATA frame");
   rejects([](SeekIndex& i) { i.objects[2].id = i.objects[0].id; }, "listed twice");
-  rejects([](SeekIndex& i) { i.objects[0].chunks[0].kind = FrameKind::kObjectEnd; }, "is not a chunk");
-  rejects([](SeekIndex& i) { i.objects[0].chunks[0].stream_offset = i.objects[0].end_offset + 1; }, "outside");
+  rejects([](SeekIndex& i) { i.objects[1].id = 0; }, "object id 0");
+  rejects([](SeekIndex& i) { i.objects[0].chunk_count += 1; }, "chunks, its entry says");
+  rejects([](SeekIndex& i) { i.objects[0].blocks[0].chunk_count = 0; }, "lists 0 chunks");
+  rejects([](SeekIndex& i) { i.objects[0].blocks[0].chunk_count = kMaxUnlistedChunks + 1; }, "lists 4097 chunks");
 
   Result<std::vector<uint8_t>> bytes = EncodeSeekIndex(good);
   ASSERT_TRUE(bytes.ok());
@@ -205,16 +368,52 @@ TEST(SeekIndex, DecodeRejectsInconsistentIndexes) {
   EXPECT_FALSE(DecodeSeekIndex(bad_count).ok());
 }
 
+// The index read from the blocks is checked as a whole: chunks covering each
+// object exactly, frames apart, DEDUP_REF sources naming earlier DATA frames.
+TEST(SeekIndex, ReadSeekIndexRejectsBlocksThatContradictEachOther) {
+  const std::vector<uint8_t> good = IndexedStream();
+  auto rejects = [&](const std::function<void(SeekIndex&)>& edit, const std::string& words) {
+    std::vector<uint8_t> stream = good;
+    EditBlocks(stream, edit);
+    MemoryRandomAccess at(stream);
+    Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+    ASSERT_FALSE(stored.ok()) << "accepted: " << words;
+    EXPECT_NE(stored.status().ToString().find(words), std::string::npos) << stored.status().ToString();
+    EXPECT_FALSE(ReadAll(stream).ok()) << words;  // the validator compares each block with the frames
+  };
+  rejects([](SeekIndex& i) { i.objects[1].chunks.back().raw_size -= 1; }, "cover");
+  rejects([](SeekIndex& i) { i.objects[1].chunks[2].object_offset += 1; }, "does not start where");
+  rejects([](SeekIndex& i) { i.objects[1].chunks[0].stream_offset = i.objects[0].chunks[0].stream_offset; }, "overlap");
+  rejects([](SeekIndex& i) { i.objects[2].chunks[0].source_offset = 7; }, "no earlier DATA frame");
+  rejects([](SeekIndex& i) { i.objects[0].chunks[0].kind = FrameKind::kObjectEnd; }, "is not a chunk");
+  rejects([](SeekIndex& i) { i.objects[0].chunks[0].stream_offset = i.objects[0].end_offset + 1; }, "outside");
+  // A SEEK_INDEX naming a block where none is.
+  std::vector<uint8_t> stream = good;
+  EditIndex(stream, [](SeekIndex& i) { i.objects[1].blocks[0].stream_offset = i.objects[1].chunks[0].stream_offset; });
+  MemoryRandomAccess at(stream);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+  ASSERT_FALSE(stored.ok());
+  EXPECT_NE(stored.status().ToString().find("expected an INDEX_BLOCK"), std::string::npos) << stored.status().ToString();
+}
+
 TEST(SeekIndex, ValidatorRejectsAnIndexThatDisagreesWithTheFrames) {
   std::vector<uint8_t> stream = IndexedStream();
-  EditIndex(stream, [](SeekIndex& i) {
+  EditBlocks(stream, [](SeekIndex& i) {
     // Swap two DATA entries' stream offsets: self-consistent, but wrong.
     std::swap(i.objects[0].chunks[0].stream_offset, i.objects[1].chunks[0].stream_offset);
     std::swap(i.objects[0].chunks[0].payload_size, i.objects[1].chunks[0].payload_size);
   });
   Status s = ReadAll(stream);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.ToString().find("seek index entry of object 1 'gpu0/a'"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("INDEX_BLOCK record 0 says a DATA frame at stream offset"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.ToString().find("object 1 'gpu0/a'"), std::string::npos) << s.ToString();
+
+  std::vector<uint8_t> moved = IndexedStream();
+  EditIndex(moved, [](SeekIndex& i) { i.objects[0].blocks[0].stream_offset += 1; });
+  s = ReadAll(moved);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("seek index entry of object 1 'gpu0/a': block 0"), std::string::npos) << s.ToString();
   EXPECT_NE(s.ToString().find("SEEK_INDEX"), std::string::npos) << s.ToString();
 
   std::vector<uint8_t> renamed = IndexedStream();
@@ -235,6 +434,13 @@ TEST(SeekIndex, AnnouncedButMissingIndexIsCorruption) {
   EXPECT_NE(s.ToString().find("ends without one"), std::string::npos) << s.ToString();
   MemoryRandomAccess at(stream);
   EXPECT_FALSE(ReadSeekIndex(at).ok());
+  // Announcing index blocks too: the first object's end already finds its chunks unlisted.
+  header.flags |= kStreamFlagIndexBlocks;
+  EncodeStreamHeader(header, stream.data());
+  s = ReadAll(stream);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("chunk frames that no INDEX_BLOCK lists"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("OBJECT_END"), std::string::npos) << s.ToString();
 }
 
 TEST(SeekIndex, StreamWithoutIndexIsNotSupportedForRandomAccess) {

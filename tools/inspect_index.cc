@@ -67,7 +67,7 @@ void PrintIndexText(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
   out << "status:   complete (by its STREAM_END and seek index; frames not read: verify checks every one)\n";
   out << "read:     " << FormatSize(bytes_read) << " of " << FormatSize(stored.stream_size) << " ("
       << Percent(bytes_read, stored.stream_size)
-      << "): the stream header, the seek index and STREAM_END (--full reads every frame, for the codec mix)\n\n";
+      << "): the stream header, the seek index, its blocks and STREAM_END (--full reads every frame, for the codec mix)\n\n";
 
   char line[512];
   std::snprintf(line, sizeof(line), "%5s  %-32s %14s %8s %8s %8s %14s %7s\n", "id", "name", "size", "chunks", "zeros",

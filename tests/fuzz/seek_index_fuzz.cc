@@ -9,8 +9,9 @@
 //      first and the last object it lists are read back through a sub-stream
 //      (OpenSubStream + ReadStream, what `unpack --object` does).
 // An input that starts with the stream magic also has its SEEK_INDEX payload
-// "repaired" (frame hash and header checksum recomputed) and read again, so
-// mutations of the index itself get past the checksums.
+// and the INDEX_BLOCK frames it names "repaired" (frame hashes and header
+// checksums recomputed) and read again, so mutations of the index itself get
+// past the checksums.
 //
 // With VRAMFLOW_FUZZ_WRITE_SEEDS=DIR in the environment the binary writes
 // seed streams with indexes (several objects, zero runs, dedup references)
@@ -92,6 +93,21 @@ void RepairAndRead(std::vector<uint8_t> stream) {
   h.payload_size = static_cast<uint32_t>(payload_size);
   h.raw_hash = Hash64(stream.data() + at + kFrameHeaderSize, payload_size);
   EncodeFrameHeader(h, stream.data() + at);
+  // The INDEX_BLOCK frames it names get their hashes repaired too, so
+  // mutated chunk records reach the checks of the index as a whole.
+  Result<SeekIndex> index = DecodeSeekIndex(std::span<const uint8_t>(stream).subspan(at + kFrameHeaderSize, payload_size));
+  if (index.ok()) {
+    for (const SeekIndexObject& o : index->objects) {
+      for (const IndexBlockRef& b : o.blocks) {
+        FrameHeader bh;
+        if (b.stream_offset > at || b.frame_bytes() > at - b.stream_offset) continue;
+        if (!DecodeFrameHeader(stream.data() + b.stream_offset, &bh).ok()) continue;
+        if (bh.payload_size != b.frame_bytes() - kFrameHeaderSize) continue;
+        bh.raw_hash = Hash64(stream.data() + b.stream_offset + kFrameHeaderSize, bh.payload_size);
+        EncodeFrameHeader(bh, stream.data() + b.stream_offset);
+      }
+    }
+  }
   ReadStored(stream);
 }
 
