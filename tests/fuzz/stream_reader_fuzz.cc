@@ -343,7 +343,8 @@ void FuzzDecoders(std::span<const uint8_t> in) {
 }
 
 // Seeds the CLI cannot make: a dedup stream (DEDUP_REF frames naming DATA
-// frames of the same and of another object) and interleaved objects.
+// frames of the same and of another object) with a seek index, and
+// interleaved objects.
 Status WriteSeeds(const std::string& dir) {
   auto write = [&](const std::string& name, const std::vector<uint8_t>& bytes) -> Status {
     std::ofstream f(dir + "/" + name, std::ios::binary | std::ios::trunc);
@@ -360,7 +361,8 @@ Status WriteSeeds(const std::string& dir) {
       MemorySink sink;
       StreamHeader header;
       header.chunk_size = kChunk;
-      header.flags = dedup ? kStreamFlagDedup : 0;
+      // The dedup seeds also carry a seek index, with its INDEX_BLOCK frames.
+      header.flags = dedup ? kStreamFlagDedup | kStreamFlagSeekIndex : 0;
       header.producer = "stream_reader_fuzz seeds";
       StreamWriter writer(&sink, header);
       ChunkEncoder encoder(options);
