@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/hash.h"
 
@@ -229,7 +230,7 @@ Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> p) {
                               std::to_string(p.size()) + " bytes");
   SeekIndex index;
   index.objects.reserve(object_count);
-  std::unordered_map<uint32_t, uint32_t> seen;  // id -> position
+  std::unordered_set<uint32_t> seen;  // object ids
   uint64_t chunks_seen = 0;
   for (uint32_t i = 0; i < object_count; ++i) {
     if (end - pos < kObjectRecordBytes) return Status::Corruption("seek index ends inside object record " + std::to_string(i));
@@ -245,7 +246,7 @@ Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> p) {
     const uint64_t blocks = Get64(r + 48);
     pos += kObjectRecordBytes;
     if (o.id == 0) return Status::Corruption("seek index: object id 0");
-    if (!seen.emplace(o.id, i).second) return Status::Corruption("seek index: " + ObjectName(o) + " listed twice");
+    if (!seen.insert(o.id).second) return Status::Corruption("seek index: " + ObjectName(o) + " listed twice");
     if (o.begin_payload_size == 0 || o.begin_payload_size > kMaxMetadataSize || o.begin_payload_size > end - pos)
       return Status::Corruption("seek index: the metadata of object record " + std::to_string(i) +
                                 " is empty, too large or runs past the end");

@@ -100,8 +100,8 @@ Result<std::vector<uint8_t>> EncodeSeekIndex(const SeekIndex& index);
 Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> payload);
 
 // The payload of an INDEX_BLOCK frame (FORMAT.md 4.8): chunk records in
-// stream order, and back. Decode checks each record on its own (kind, sizes,
-// reserved bytes); `object` names the block in errors.
+// stream order, and back. Decode checks the record count and each record on
+// its own (kind, sizes, reserved bytes), naming the record in errors.
 std::vector<uint8_t> EncodeIndexBlock(std::span<const SeekIndexChunk> chunks);
 Result<std::vector<SeekIndexChunk>> DecodeIndexBlock(std::span<const uint8_t> payload);
 
