@@ -111,9 +111,6 @@ Status CheckIndex(const SeekIndex& index, uint64_t limit) {
                                   std::to_string(b.stream_offset) + " lies outside its object's frames");
       extents.push_back({b.stream_offset, b.stream_offset + b.frame_bytes(), &o});
     }
-    if (o.chunks.size() != o.chunk_count)
-      return Status::Corruption("seek index: " + ObjectName(o) + " has " + std::to_string(o.chunks.size()) +
-                                " chunk records in its blocks, its entry says " + std::to_string(o.chunk_count));
     uint64_t covered = 0;
     for (const SeekIndexChunk& c : o.chunks) {
       Status s = CheckChunk(c);

@@ -69,6 +69,17 @@ std::vector<uint8_t> IndexedStream(uint32_t flags = kStreamFlagSeekIndex | kStre
   return sink.bytes();
 }
 
+// Puts `payload` (as long as the old one) into the frame at `offset` and
+// fixes the frame's hash and header checksum.
+void RewritePayload(std::vector<uint8_t>& stream, uint64_t offset, const std::vector<uint8_t>& payload) {
+  FrameHeader h;
+  ASSERT_TRUE(DecodeFrameHeader(stream.data() + offset, &h).ok());
+  ASSERT_EQ(h.payload_size, payload.size());
+  h.raw_hash = Hash64(payload.data(), payload.size());
+  EncodeFrameHeader(h, stream.data() + offset);
+  std::copy(payload.begin(), payload.end(), stream.begin() + static_cast<ptrdiff_t>(offset + kFrameHeaderSize));
+}
+
 // Re-encodes the SEEK_INDEX frame of `stream` after `edit` changed the
 // index, fixing the header's hash and checksum, so only the validator's
 // comparison with the frames can notice.
@@ -81,11 +92,7 @@ void EditIndex(std::vector<uint8_t>& stream, const std::function<void(SeekIndex&
   Result<std::vector<uint8_t>> payload = EncodeSeekIndex(index);
   ASSERT_TRUE(payload.ok());
   ASSERT_EQ(payload->size(), stream.size() - stored->index_offset - kFrameHeaderSize - 96);
-  FrameHeader h;
-  ASSERT_TRUE(DecodeFrameHeader(stream.data() + stored->index_offset, &h).ok());
-  h.raw_hash = Hash64(payload->data(), payload->size());
-  EncodeFrameHeader(h, stream.data() + stored->index_offset);
-  std::copy(payload->begin(), payload->end(), stream.begin() + stored->index_offset + kFrameHeaderSize);
+  RewritePayload(stream, stored->index_offset, *payload);
 }
 
 // Rewrites the INDEX_BLOCK frames of `stream` from an index whose chunks
@@ -103,12 +110,7 @@ void EditBlocks(std::vector<uint8_t>& stream, const std::function<void(SeekIndex
       std::vector<uint8_t> payload =
           EncodeIndexBlock(std::span<const SeekIndexChunk>(o.chunks).subspan(next, b.chunk_count));
       next += b.chunk_count;
-      FrameHeader h;
-      ASSERT_TRUE(DecodeFrameHeader(stream.data() + b.stream_offset, &h).ok());
-      ASSERT_EQ(h.payload_size, payload.size());
-      h.raw_hash = Hash64(payload.data(), payload.size());
-      EncodeFrameHeader(h, stream.data() + b.stream_offset);
-      std::copy(payload.begin(), payload.end(), stream.begin() + static_cast<ptrdiff_t>(b.stream_offset + kFrameHeaderSize));
+      ASSERT_NO_FATAL_FAILURE(RewritePayload(stream, b.stream_offset, payload));
     }
   }
 }
