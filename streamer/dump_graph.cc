@@ -12,6 +12,7 @@
 
 #include "codecs/chunk_analysis.h"
 #include "common/hash.h"
+#include "streamer/dedup_window.h"
 #include "streamer/dma_completer.h"
 #include "streamer/memory_budget.h"
 #include "streamer/pipeline.h"
@@ -106,17 +107,34 @@ class JobGenerator {
   uint64_t next_seq_ = 0;
 };
 
-struct Hash128Less {
-  bool operator()(const Hash128& a, const Hash128& b) const {
-    return a.high != b.high ? a.high < b.high : a.low < b.low;
-  }
+struct Hash128Low {
+  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low); }  // already uniform
 };
+// Content -> (source, offset) of the latest DATA frames.
+using FirstCopies = DedupWindow<Hash128, std::pair<uint32_t, uint64_t>, Hash128Low>;
+
+// The dedup window the stream declares: what was asked for (or the default),
+// but no more than the dump has chunks.
+Result<uint32_t> ChooseDedupWindow(const std::vector<DumpSource>& sources, const PipelineOptions& options) {
+  uint64_t window = options.dedup_window ? options.dedup_window : DefaultDedupWindow(options.max_memory);
+  if (window > kMaxDedupWindow)
+    return Status::InvalidArgument("dedup window of " + std::to_string(window) + " chunks is more than the format's " +
+                                   std::to_string(kMaxDedupWindow));
+  uint64_t chunks = 0;
+  for (const DumpSource& s : sources) chunks += (s.size + options.chunk_size - 1) / options.chunk_size;
+  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min(window, chunks)));
+}
 
 std::string Where(const DumpSource& s, const DumpJob& job) {
   return "object '" + s.metadata.name + "' on " + s.device->Describe() + " at offset " + std::to_string(job.offset);
 }
 
 }  // namespace
+
+uint32_t DefaultDedupWindow(uint64_t max_memory) {
+  const uint64_t affordable = max_memory / 8 / kDedupWindowEntryBytes;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(affordable, 1, 65536));
+}
 
 Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& options,
                PipelineStats* stats) {
@@ -141,6 +159,12 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
   VF_ASSIGN_OR_RETURN(std::unique_ptr<SlotPool> pool,
                       SlotPool::Create(&budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
                                        /*max_slots=*/2 * rings + 3 * threads + 4));
+  uint32_t dedup_window = 0;
+  if (options.dedup) {
+    VF_ASSIGN_OR_RETURN(dedup_window, ChooseDedupWindow(sources, options));
+    VF_RETURN_IF_ERROR(budget.Charge(uint64_t{dedup_window} * kDedupWindowEntryBytes,
+                                     "dedup window of " + std::to_string(dedup_window) + " chunks"));
+  }
   std::vector<size_t> device_index(sources.size());
   for (size_t i = 0; i < sources.size(); ++i) device_index[i] = pool->DeviceIndex(sources[i].device);
 
@@ -149,13 +173,14 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
   header.zstd_level = static_cast<int8_t>(std::clamp(options.encoder.zstd_level, -128, 127));
   header.producer = options.producer;
   header.flags = (options.dedup ? kStreamFlagDedup : 0) | (options.seek_index && sink->Seekable() ? kStreamFlagSeekIndex : 0);
+  header.dedup_window = dedup_window;
   StreamWriter writer(sink, header);
   VF_RETURN_IF_ERROR(writer.Start());
 
   ErrorLatch errors;
   JobGenerator generator(sources, chunk);
   std::vector<uint32_t> object_ids(sources.size(), 0);
-  std::map<Hash128, std::pair<uint32_t, uint64_t>, Hash128Less> first_seen;  // content -> (source, offset)
+  FirstCopies first_copies(dedup_window);
   uint64_t done_bytes = 0;
   double write_seconds = 0;  // inside the serial write stage
   DmaCompleter completer(options.dma_timeout);
@@ -220,18 +245,21 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
       return job;
     });
     flow::sequencer_node<DumpJob> order_for_dedup(g, [](const DumpJob& job) { return job.seq; });
+    // In stream order, so that which chunks become references, and which
+    // DATA frames leave the window, is the same in every run.
     flow::function_node<DumpJob, DumpJob> dedup(g, flow::serial, [&](DumpJob job) {
       if (job.kind != DumpJob::kChunk || job.zero || !options.dedup || errors.failed()) return job;
-      auto [it, inserted] = first_seen.emplace(job.content, std::make_pair(job.source, job.offset));
-      if (!inserted) {
-        const auto& [ref_source, ref_offset] = it->second;
+      if (const auto* first = first_copies.Find(job.content)) {
+        const auto& [ref_source, ref_offset] = *first;
         uint64_t ref_size = std::min<uint64_t>(chunk, sources[ref_source].size - ref_offset);
         if (ref_size == job.size) {
           job.duplicate = true;
           job.ref_source = ref_source;
           job.ref_offset = ref_offset;
+          return job;
         }
       }
+      first_copies.Add(job.content, {job.source, job.offset});  // written as a DATA frame
       return job;
     });
     flow::function_node<DumpJob, DumpJob> encode(g, flow::unlimited, [&](DumpJob job) {

@@ -5,6 +5,7 @@
 
 #include "common/endian.h"
 #include "common/hash.h"
+#include "streamer/dedup_window.h"
 
 namespace vramflow {
 
@@ -31,6 +32,7 @@ void EncodeStreamHeader(const StreamHeader& h, uint8_t out[kStreamHeaderSize]) {
   StoreLE32(out + 16, h.chunk_size);
   out[20] = static_cast<uint8_t>(h.zstd_level);
   std::memcpy(out + 24, h.producer.data(), std::min(h.producer.size(), kProducerBytes));
+  StoreLE32(out + 56, h.dedup_window);
   StoreLE32(out + 60, HeaderChecksum(out, 60));
 }
 
@@ -53,8 +55,14 @@ Status DecodeStreamHeader(const uint8_t in[kStreamHeaderSize], StreamHeader* h) 
     return Status::Corruption("stream header announces index blocks without a seek index");
   h->chunk_size = LoadLE32(in + 16);
   h->zstd_level = static_cast<int8_t>(in[20]);
-  if (in[21] || in[22] || in[23] || LoadLE32(in + 56))
-    return Status::Corruption("stream header reserved bytes are not zero");
+  if (in[21] || in[22] || in[23]) return Status::Corruption("stream header reserved bytes are not zero");
+  h->dedup_window = LoadLE32(in + 56);
+  if (h->dedup_window != 0 && !(h->flags & kStreamFlagDedup))
+    return Status::Corruption("stream header declares a dedup window of " + std::to_string(h->dedup_window) +
+                              " DATA frames without the dedup flag");
+  if (h->dedup_window > kMaxDedupWindow)
+    return Status::Corruption("stream header declares a dedup window of " + std::to_string(h->dedup_window) +
+                              " DATA frames, more than the format's limit of " + std::to_string(kMaxDedupWindow));
   const char* producer = reinterpret_cast<const char*>(in + 24);
   h->producer.assign(producer, strnlen(producer, kProducerBytes));
   return Status::Ok();

@@ -80,6 +80,10 @@ struct StreamHeader {
   uint32_t flags = 0;
   uint32_t chunk_size = 0;  // raw bytes per DATA frame the producer aimed for (informational)
   int8_t zstd_level = 0;    // the producer's default zstd level (informational)
+  // Dedup streams: a DEDUP_REF names one of the last `dedup_window` DATA
+  // frames (dedup_window.h). 0 only in dedup streams of earlier writers,
+  // where it may name any earlier one; always 0 without kStreamFlagDedup.
+  uint32_t dedup_window = 0;
   std::string producer;     // e.g. "vramflow 0.1.0", at most 32 bytes
 };
 

@@ -36,6 +36,10 @@ struct PipelineOptions {
   uint64_t max_memory = 256ull << 20;  // every buffer of the pipeline together
   unsigned threads = 0;                // worker threads; 0 = every core
   bool dedup = true;                   // dump: identical chunks become references
+  // Dump: how many of the latest DATA frames a reference may name (FORMAT.md
+  // 4.6); 0 picks DefaultDedupWindow(max_memory). Never more than the dump's
+  // chunks. Costs kDedupWindowEntryBytes per frame on each side.
+  uint32_t dedup_window = 0;
   bool seek_index = true;              // dump: end with a seek index when the sink is Seekable()
   std::chrono::milliseconds dma_timeout{30000};
   std::string producer = "vramflow";
@@ -50,6 +54,9 @@ struct PipelineStats {
   uint64_t zero_bytes = 0;
   uint64_t dedup_bytes = 0;
   uint64_t data_chunks = 0;
+  // Restore: how many times dedup references were copied, in batches of at
+  // most kMaxPendingReferences (each one waits for the graph to drain).
+  uint64_t reference_batches = 0;
   uint64_t slots = 0;
   uint64_t budget_peak = 0;  // highest charge against the memory budget
   unsigned threads = 0;
@@ -69,10 +76,21 @@ struct DumpSource {
   ObjectMetadata metadata;
 };
 
+// The dedup window a dump declares unless told otherwise: 65536 DATA frames
+// (64 GiB of 1 MiB chunks), less where that would take more than an eighth of
+// the memory budget.
+uint32_t DefaultDedupWindow(uint64_t max_memory);
+
 // Dumps `sources` as one stream into `sink` (not committed: the caller
 // commits once this returns OK).
 Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& options,
                PipelineStats* stats);
+
+// A restore copies the ranges of DEDUP_REF frames from where the DATA frames
+// they name were restored, once those have reached the device: it reads on
+// until this many references wait, lets the graph drain, copies them, and
+// goes on. Bounds what it holds (48 bytes each) whatever the stream's size.
+inline constexpr size_t kMaxPendingReferences = 8192;
 
 // Where one object of a stream is restored to.
 struct RestoreTarget {

@@ -8,9 +8,11 @@
 #include <map>
 #include <thread>
 #include <optional>
+#include <utility>
 
 #include "common/hash.h"
 #include "common/units.h"
+#include "streamer/dedup_window.h"
 #include "streamer/dma_completer.h"
 #include "streamer/frame_reader.h"
 #include "streamer/memory_budget.h"
@@ -74,20 +76,26 @@ class FrameSource {
     slot_size_ = slot_size;
   }
 
-  // Fills `job` for `slot`; false when the stream is done or failed.
+  // Fills `job` for `slot`; false when the stream is done or failed, or
+  // when kMaxPendingReferences references wait to be copied (paused()).
   bool Next(uint32_t slot, RestoreJob* job) {
-    if (done_ || errors_->failed()) return false;
+    if (done_ || paused_ || errors_->failed()) return false;
     Status s = NextJob(slot, job);
     if (!s.ok()) {
       errors_->Set(s);
       done_ = true;
       return false;
     }
-    return !done_;
+    return !done_ && !paused_;
   }
 
   bool complete() const { return validator_.complete(); }
-  const std::vector<PendingRef>& refs() const { return refs_; }
+  bool paused() const { return paused_; }
+  // The references read since the last call; reading goes on after it.
+  std::vector<PendingRef> TakeRefs() {
+    paused_ = false;
+    return std::exchange(refs_, {});
+  }
   const std::map<uint32_t, RestoreTarget>& targets() const { return targets_; }
   uint64_t raw_bytes() const { return validator_.totals().raw_bytes; }
   uint64_t objects() const { return validator_.totals().object_count; }
@@ -106,6 +114,10 @@ class FrameSource {
         job->ring = next_ring_++ % job->target.device->RingCount();
         zero_job_.offset += job->size;
         zero_left_ -= job->size;
+        return Status::Ok();
+      }
+      if (refs_.size() >= kMaxPendingReferences) {  // between frames: copy them before reading on
+        paused_ = true;
         return Status::Ok();
       }
       FrameHeader h;
@@ -206,6 +218,7 @@ class FrameSource {
   uint32_t slot_size_ = 0;
   ErrorLatch* errors_;
   bool done_ = false;
+  bool paused_ = false;
   std::map<uint32_t, RestoreTarget> targets_;
   std::vector<PendingRef> refs_;
   std::vector<uint8_t> small_;
@@ -273,6 +286,14 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   std::unique_ptr<SlotPool> pool;
   VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * ChunkDecoder::MemoryBytes(slot_size),
                                    "decoder state for " + std::to_string(threads) + " threads"));
+  // What the validator keeps to check references, and the references read
+  // and not yet copied.
+  if (header.flags & kStreamFlagDedup) {
+    VF_RETURN_IF_ERROR(budget.Charge(uint64_t{header.dedup_window} * kDedupWindowEntryBytes,
+                                     "the stream's dedup window of " + std::to_string(header.dedup_window) +
+                                         " DATA frames"));
+    VF_RETURN_IF_ERROR(budget.Charge(kMaxPendingReferences * sizeof(PendingRef), "dedup references to copy"));
+  }
   VF_ASSIGN_OR_RETURN(BudgetedBuffer zeros, BudgetedBuffer::Allocate(&budget, slot_size, "zero buffer"));
   VF_ASSIGN_OR_RETURN(pool, SlotPool::Create(&budget, devices, slot_size, slot_size, /*min_slots=*/2,
                                              /*max_slots=*/2 * rings + 3 * threads + 4));
@@ -301,8 +322,10 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
     allow_threads.emplace(oneapi::tbb::global_control::max_allowed_parallelism, threads);
   double read_seconds = 0;  // inside the serial read stage
   oneapi::tbb::task_arena arena(static_cast<int>(threads));
-  arena.execute([&] {
-    oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders;
+  oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders;
+  // Runs the graph until the stream is done or failed, or until the frame
+  // source pauses to have its references copied.
+  auto run_graph = [&] {
     flow::graph g;
     flow::queue_node<uint32_t> free_slots(g);
     using ReadNode = flow::multifunction_node<uint32_t, std::tuple<RestoreJob>>;
@@ -361,13 +384,26 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
 
     for (uint32_t i = 0; i < pool->size(); ++i) free_slots.try_put(i);
     g.wait_for_all();
-  });
+  };
 
-  VF_RETURN_IF_ERROR(errors.status());
-  if (!frames->complete()) return Status::Internal("restore graph stopped before STREAM_END without an error");
-
-  // Dedup references: copy from where the first copy of the bytes now lives.
-  VF_RETURN_IF_ERROR(CopyReferences(frames->refs(), frames->targets(), *pool, options.dma_timeout));
+  uint64_t reference_batches = 0;
+  for (;;) {
+    arena.execute(run_graph);
+    VF_RETURN_IF_ERROR(errors.status());
+    const bool paused = frames->paused();
+    // Dedup references: every DATA frame read so far has reached its device,
+    // so each reference is copied from where the first copy of its bytes
+    // now lives.
+    const std::vector<PendingRef> refs = frames->TakeRefs();
+    if (!refs.empty()) {
+      VF_RETURN_IF_ERROR(CopyReferences(refs, frames->targets(), *pool, options.dma_timeout));
+      ++reference_batches;
+      for (const PendingRef& ref : refs) done_bytes += ref.size;
+      if (options.progress) options.progress(done_bytes);
+    }
+    if (frames->complete()) break;
+    if (!paused) return Status::Internal("restore graph stopped before STREAM_END without an error");
+  }
   done_bytes = frames->raw_bytes();
   if (options.progress) options.progress(done_bytes);
 
@@ -377,6 +413,7 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   stats->zero_bytes = frames->zero_bytes();
   stats->dedup_bytes = frames->dedup_bytes();
   stats->data_chunks = frames->data_chunks();
+  stats->reference_batches = reference_batches;
   stats->slots = pool->size();
   stats->budget_peak = budget.peak();
   stats->threads = threads;

@@ -84,8 +84,9 @@ Status CheckChunk(const SeekIndexChunk& c) {
 
 // Checks the index as a whole: each object covered exactly by its chunks,
 // every frame inside the stream before `limit` and none overlapping another,
-// DEDUP_REF sources naming earlier DATA frames of the same size.
-Status CheckIndex(const SeekIndex& index, uint64_t limit) {
+// DEDUP_REF sources naming earlier DATA frames of the same size, within the
+// stream's dedup window (0: any earlier one).
+Status CheckIndex(const SeekIndex& index, uint64_t limit, uint32_t dedup_window) {
   struct Extent {
     uint64_t begin, end;
     const SeekIndexObject* object;
@@ -140,6 +141,15 @@ Status CheckIndex(const SeekIndex& index, uint64_t limit) {
       return Status::Corruption("seek index: frames at stream offsets " + std::to_string(extents[i - 1].begin) +
                                 " and " + std::to_string(extents[i].begin) + " overlap");
   }
+  std::vector<uint64_t> data_offsets;  // of every DATA frame, in stream order
+  for (const SeekIndexObject& o : index.objects)
+    for (const SeekIndexChunk& c : o.chunks)
+      if (c.kind == FrameKind::kData) data_offsets.push_back(c.stream_offset);
+  std::sort(data_offsets.begin(), data_offsets.end());
+  auto data_frames_before = [&](uint64_t stream_offset) {
+    return static_cast<uint64_t>(std::lower_bound(data_offsets.begin(), data_offsets.end(), stream_offset) -
+                                 data_offsets.begin());
+  };
   for (const SeekIndexObject& o : index.objects) {
     for (const SeekIndexChunk& c : o.chunks) {
       if (c.kind != FrameKind::kDedupRef) continue;
@@ -148,6 +158,12 @@ Status CheckIndex(const SeekIndex& index, uint64_t limit) {
         return Status::Corruption("seek index: " + ChunkName(o, c) + " names object " +
                                   std::to_string(c.source_object_id) + " offset " + std::to_string(c.source_offset) +
                                   ", where no earlier DATA frame of " + std::to_string(c.raw_size) + " bytes is");
+      const uint64_t back = data_frames_before(c.stream_offset) - data_frames_before(source->stream_offset);
+      if (dedup_window != 0 && back > dedup_window)
+        return Status::Corruption("seek index: " + ChunkName(o, c) + " names the DATA frame of object " +
+                                  std::to_string(c.source_object_id) + " offset " + std::to_string(c.source_offset) +
+                                  ", " + std::to_string(back) + " DATA frames back, outside the stream's dedup window of " +
+                                  std::to_string(dedup_window));
     }
   }
   return Status::Ok();
@@ -503,7 +519,8 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source) {
     std::stable_sort(o.chunks.begin(), o.chunks.end(),
                      [](const SeekIndexChunk& a, const SeekIndexChunk& b) { return a.object_offset < b.object_offset; });
   }
-  VF_RETURN_IF_ERROR(CheckIndex(result.index, result.index_offset).WithContext(where(result.index_offset)));
+  VF_RETURN_IF_ERROR(CheckIndex(result.index, result.index_offset, result.header.dedup_window)
+                         .WithContext(where(result.index_offset)));
   uint64_t raw_bytes = 0;
   for (const SeekIndexObject& o : result.index.objects) raw_bytes += o.size;
   if (result.index.objects.size() != result.totals.object_count || raw_bytes != result.totals.raw_bytes)

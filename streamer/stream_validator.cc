@@ -140,7 +140,7 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
                                   std::to_string(h.raw_size) + " raw bytes");
       VF_RETURN_IF_ERROR(CheckRange(*o, h));
       o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
-      if (stream_flags_ & kStreamFlagDedup) data_frames_[{h.object_id, h.offset}] = {h.raw_size, h.raw_hash};
+      if (stream_flags_ & kStreamFlagDedup) data_frames_.Add({h.object_id, h.offset}, {h.raw_size, h.raw_hash});
       return ListChunk(h.object_id, {stream_offset, h.offset, h.raw_size, h.payload_size, FrameKind::kData});
     }
     case FrameKind::kDedupRef: {
@@ -263,11 +263,15 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
   if (kind == FrameKind::kDedupRef) {
     DedupRef ref;
     VF_RETURN_IF_ERROR(DecodeDedupRef(payload.data(), &ref));
-    auto it = data_frames_.find({ref.source_object_id, ref.source_offset});
-    if (it == data_frames_.end())
-      return Status::Corruption("DEDUP_REF names object " + std::to_string(ref.source_object_id) + " offset " +
-                                std::to_string(ref.source_offset) + ", where no earlier DATA frame is");
-    if (it->second.first != h.raw_size || it->second.second != h.raw_hash)
+    const std::pair<uint64_t, uint64_t>* source = data_frames_.Find({ref.source_object_id, ref.source_offset});
+    if (!source) {
+      const std::string named =
+          "DEDUP_REF names object " + std::to_string(ref.source_object_id) + " offset " + std::to_string(ref.source_offset);
+      if (data_frames_.capacity() == 0) return Status::Corruption(named + ", where no earlier DATA frame is");
+      return Status::Corruption(named + ", which is not one of the last " + std::to_string(data_frames_.capacity()) +
+                                " DATA frames (the stream's dedup window)");
+    }
+    if (source->first != h.raw_size || source->second != h.raw_hash)
       return Status::Corruption("DEDUP_REF size or hash differs from the DATA frame it names");
     if (ref_out) *ref_out = ref;
     return ListChunk(h.object_id, {frame_offset_, h.offset, h.raw_size, h.payload_size, FrameKind::kDedupRef,

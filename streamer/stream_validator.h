@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 
+#include "streamer/dedup_window.h"
 #include "streamer/frame_format.h"
 #include "streamer/seek_index.h"
 
@@ -55,7 +56,10 @@ enum class FrameAction {
 class StreamValidator {
  public:
   // The stream header read first; its flags decide what frames may follow.
-  void SetStreamHeader(const StreamHeader& header) { stream_flags_ = header.flags; }
+  void SetStreamHeader(const StreamHeader& header) {
+    stream_flags_ = header.flags;
+    data_frames_ = DataFrames(header.dedup_window);
+  }
   // Checks a frame header, read at `stream_offset`, before its payload is
   // read: everything that the header alone decides (limits, ids, ranges,
   // overlaps, OBJECT_END completeness and digest).
@@ -86,9 +90,16 @@ class StreamValidator {
 
   std::map<uint32_t, ObjectState> objects_;
   uint32_t stream_flags_ = 0;
-  // DATA frames by (object, offset) -> (raw_size, raw_hash), kept only in
-  // dedup streams, for checking DEDUP_REF frames: about 80 bytes per chunk.
-  std::map<std::pair<uint32_t, uint64_t>, std::pair<uint64_t, uint64_t>> data_frames_;
+  // The DATA frames a DEDUP_REF may name, by (object, offset) -> (raw_size,
+  // raw_hash): the stream's dedup window (all of them for earlier writers'
+  // streams, which declare none). Kept only in dedup streams.
+  struct PlaceHash {
+    size_t operator()(const std::pair<uint32_t, uint64_t>& p) const {
+      return std::hash<uint64_t>()(p.second * 0x9E3779B97F4A7C15ull ^ p.first);
+    }
+  };
+  using DataFrames = DedupWindow<std::pair<uint32_t, uint64_t>, std::pair<uint64_t, uint64_t>, PlaceHash>;
+  DataFrames data_frames_;
   size_t open_objects_ = 0;
   uint64_t next_sequence_ = 0;
   uint64_t frame_offset_ = 0;  // stream offset of the frame CheckHeader saw last

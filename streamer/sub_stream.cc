@@ -81,8 +81,10 @@ Status CheckAgainstIndex(const Step& s, const FrameHeader& h) {
 }
 
 // Lists the sub-stream's frames in stream order, replacing references whose
-// DATA frame lies outside the selection.
-Result<std::vector<Step>> PlanSteps(const SeekIndex& index, const std::set<uint32_t>& selected, SubStreamPlan* plan) {
+// DATA frame lies outside the selection, or outside the dedup window once
+// the frames in between are counted as the sub-stream has them.
+Result<std::vector<Step>> PlanSteps(const SeekIndex& index, const std::set<uint32_t>& selected, uint32_t dedup_window,
+                                    SubStreamPlan* plan) {
   std::vector<Step> steps;
   for (uint32_t id : selected) {
     const SeekIndexObject* o = index.Find(id);
@@ -119,30 +121,46 @@ Result<std::vector<Step>> PlanSteps(const SeekIndex& index, const std::set<uint3
   }
   std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.stream_offset < b.stream_offset; });
 
-  // Where each DATA frame named from outside the selection went.
-  std::map<std::pair<uint32_t, uint64_t>, std::pair<uint32_t, uint64_t>> moved;
+  // Where the bytes of each stored DATA frame can be named in the
+  // sub-stream: the frame itself when its object is selected, else where it
+  // was moved to last; and that place's number among the sub-stream's DATA
+  // frames, as a reference may only name one of the last `dedup_window`.
+  struct Place {
+    uint32_t object;
+    uint64_t offset;
+    uint64_t number;
+    bool moved;
+  };
+  std::map<std::pair<uint32_t, uint64_t>, Place> places;
+  uint64_t data_frames = 0;
   for (Step& s : steps) {
-    if (s.kind != FrameKind::kDedupRef) continue;
-    if (selected.count(s.source_object)) {
-      ++plan->kept_refs;
+    if (s.kind == FrameKind::kData) {
+      places[{s.object_id, s.offset}] = Place{s.object_id, s.offset, data_frames++, false};
       continue;
     }
+    if (s.kind != FrameKind::kDedupRef) continue;
     const std::pair<uint32_t, uint64_t> key{s.source_object, s.source_offset};
     s.ref_offset = s.offset;
-    if (auto it = moved.find(key); it != moved.end()) {
+    auto it = places.find(key);
+    if (it != places.end() && (dedup_window == 0 || data_frames - it->second.number <= dedup_window)) {
+      if (!it->second.moved) {
+        ++plan->kept_refs;
+        continue;
+      }
       s.action = Step::Action::kRedirect;
-      s.to_object = it->second.first;
-      s.to_offset = it->second.second;
+      s.to_object = it->second.object;
+      s.to_offset = it->second.offset;
       ++plan->redirected_refs;
       continue;
     }
+    // Its DATA frame is left out, or too far back: the frame takes its place.
     const SeekIndexChunk* data = index.FindData(s.source_object, s.source_offset);
     if (!data || data->raw_size != s.raw_size)
       return Status::Corruption("seek index: " + ObjectName(*s.object) + ": the DEDUP_REF at object offset " +
                                 std::to_string(s.offset) + " names object " + std::to_string(s.source_object) +
                                 " offset " + std::to_string(s.source_offset) + ", where no DATA frame of " +
                                 std::to_string(s.raw_size) + " bytes is");
-    moved[key] = {s.object_id, s.offset};
+    places[key] = Place{s.object_id, s.offset, data_frames++, true};
     s.action = Step::Action::kMove;
     s.to_object = s.object_id;
     s.to_offset = s.offset;
@@ -339,7 +357,7 @@ Result<std::unique_ptr<ByteSource>> OpenSubStream(std::shared_ptr<RandomAccessSo
     if (!stored.index.Find(id))
       return Status::InvalidArgument(source->Describe() + " has no object " + std::to_string(id));
   SubStreamPlan plan;
-  VF_ASSIGN_OR_RETURN(std::vector<Step> steps, PlanSteps(stored.index, objects, &plan));
+  VF_ASSIGN_OR_RETURN(std::vector<Step> steps, PlanSteps(stored.index, objects, stored.header.dedup_window, &plan));
   std::vector<ByteRange> ranges = PlanRanges(steps, std::max<uint64_t>(1, options.max_range));
   plan.frames = steps.size();
   plan.ranges = ranges.size();
@@ -351,7 +369,10 @@ Result<std::unique_ptr<ByteSource>> OpenSubStream(std::shared_ptr<RandomAccessSo
 
   StreamHeader header = stored.header;
   header.flags &= ~(kStreamFlagSeekIndex | kStreamFlagIndexBlocks);
-  if (plan.kept_refs + plan.redirected_refs == 0) header.flags &= ~kStreamFlagDedup;
+  if (plan.kept_refs + plan.redirected_refs == 0) {
+    header.flags &= ~kStreamFlagDedup;
+    header.dedup_window = 0;
+  }
   std::string description = std::to_string(plan.objects) + " of the " + std::to_string(stored.index.objects.size()) +
                             " objects of " + source->Describe() + " (through its seek index)";
   std::unique_ptr<ByteSource> fetched = NewRangeReader(std::move(source), std::move(ranges), options.fetch);

@@ -11,7 +11,9 @@
 // A DEDUP_REF whose DATA frame lies in an object left out is replaced by
 // that DATA frame, moved to the reference's object and offset (same size and
 // hash, so the object digest still holds); a later reference to the same
-// bytes then names the moved frame. References within the selection stay.
+// bytes then names the moved frame. References within the selection stay,
+// unless the frames moved in before them put their DATA frame out of the
+// stream's dedup window: those are replaced the same way.
 //
 // Nothing is trusted: every fetched header must pass its checksum and match
 // the index entry it was fetched for (kind, object, offset, sizes; an

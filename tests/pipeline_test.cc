@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "sim/sim_process.h"
+#include "streamer/dedup_window.h"
 #include "streamer/pipeline.h"
 #include "tests/test_util.h"
 #include "transport/memory_stream.h"
@@ -120,15 +121,89 @@ TEST(PipelineTest, BudgetTooSmallIsAClearError) {
 }
 
 TEST(PipelineTest, BudgetBoundsThePoolWhateverTheVramSize) {
-  // Four times the data, same budget: the same peak.
+  // Four times the data, same budget: the same peak. (A dump declares a
+  // dedup window no larger than its chunk count, so the window is set below
+  // both here: the window's own bound is DedupWindowCapsWhatTheDumpHolds.)
   std::vector<SimBoSpec> small = {{"a", 0, 2 << 20, DataKind::kFp32Weights, 1}};
   std::vector<SimBoSpec> large = {{"a", 0, 8 << 20, DataKind::kFp32Weights, 1}};
+  PipelineOptions options = SmallOptions();
+  options.dedup_window = 16;
   PipelineStats s1, s2;
   MemorySink k1, k2;
-  ASSERT_TRUE(Dump(*MakeProcess(small, 1), &k1, SmallOptions(), &s1).ok());
-  ASSERT_TRUE(Dump(*MakeProcess(large, 1), &k2, SmallOptions(), &s2).ok());
+  ASSERT_TRUE(Dump(*MakeProcess(small, 1), &k1, options, &s1).ok());
+  ASSERT_TRUE(Dump(*MakeProcess(large, 1), &k2, options, &s2).ok());
   EXPECT_EQ(s1.budget_peak, s2.budget_peak);
-  EXPECT_LE(s2.budget_peak, SmallOptions().max_memory);
+  EXPECT_LE(s2.budget_peak, options.max_memory);
+}
+
+StreamHeader HeaderOf(const std::vector<uint8_t>& stream) {
+  StreamHeader header;
+  EXPECT_TRUE(DecodeStreamHeader(stream.data(), &header).ok());
+  return header;
+}
+
+//! BO "b" repeats BO "a" on the same GPU, so each of its chunks is the 8th
+//! DATA frame back: a dedup window of 8 makes all of them references, one of
+//! 7 none. Either way the stream restores exactly, declares its window (by
+//! default no larger than the dump's 16 chunks) and is the same bytes for
+//! any thread count.
+TEST(PipelineTest, DedupWindowDecidesWhichRepeatsBecomeReferences) {
+  const uint64_t chunk = SmallOptions().chunk_size;
+  std::vector<SimBoSpec> specs = {{"a", 0, 8 * chunk, DataKind::kFp32Weights, 7},
+                                  {"b", 0, 8 * chunk, DataKind::kFp32Weights, 7}};
+  auto p = MakeProcess(specs, 1);
+  for (uint32_t window : {8u, 7u, 0u}) {
+    PipelineOptions options = SmallOptions(4);
+    options.dedup_window = window;
+    MemorySink sink;
+    PipelineStats dump;
+    ASSERT_TRUE(Dump(*p, &sink, options, &dump).ok());
+    EXPECT_EQ(dump.dedup_bytes, window == 7 ? 0 : 8 * chunk) << window;
+    EXPECT_EQ(HeaderOf(sink.bytes()).dedup_window, window == 0 ? 16u : window);
+
+    options.threads = 1;
+    MemorySink again;
+    ASSERT_TRUE(Dump(*p, &again, options, &dump).ok());
+    EXPECT_EQ(sink.bytes(), again.bytes()) << window;
+
+    auto restored = std::make_unique<SimProcess>(1, SimDeviceOptions{});
+    ASSERT_TRUE(restored->Allocate(specs).ok());
+    PipelineStats stats;
+    Status s = Restore(sink.bytes(), *restored, SmallOptions(), &stats);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(p->Compare(*restored).ok()) << window;
+  }
+  PipelineOptions options = SmallOptions();
+  options.dedup_window = kMaxDedupWindow + 1;
+  MemorySink sink;
+  PipelineStats dump;
+  Status s = Dump(*p, &sink, options, &dump);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+}
+
+//! More references than a restore holds at once: it copies them in batches
+//! of kMaxPendingReferences, draining the graph in between, and every byte
+//! arrives.
+TEST(PipelineTest, RestoreCopiesReferencesInBoundedBatches) {
+  PipelineOptions options = SmallOptions();
+  options.chunk_size = 512;
+  const uint64_t size = (kMaxPendingReferences + 100) * uint64_t{options.chunk_size};
+  std::vector<SimBoSpec> specs = {{"gpu0/w", 0, size, DataKind::kRandom, 3}, {"gpu1/w", 1, size, DataKind::kRandom, 3}};
+  auto p = MakeProcess(specs, 2);
+  MemorySink sink;
+  PipelineStats dump;
+  ASSERT_TRUE(Dump(*p, &sink, options, &dump).ok());
+  ASSERT_EQ(dump.dedup_bytes, size);
+
+  auto restored = std::make_unique<SimProcess>(2, SimDeviceOptions{});
+  ASSERT_TRUE(restored->Allocate(specs).ok());
+  PipelineStats stats;
+  Status s = Restore(sink.bytes(), *restored, options, &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(stats.reference_batches, 2u);
+  EXPECT_EQ(stats.dedup_bytes, size);
+  EXPECT_EQ(stats.raw_bytes, 2 * size);
+  EXPECT_TRUE(p->Compare(*restored).ok());
 }
 
 // A sink that takes `delay` per write: the destination sets the pace.

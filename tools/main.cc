@@ -12,6 +12,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/units.h"
 #include "datagen/model_data.h"
+#include "streamer/dedup_window.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
 #include "tools/demo.h"
@@ -83,6 +84,7 @@ struct DumpFlags {
   std::string transform;  // empty: auto for the auto codec, none otherwise
   std::string chunk_size = "1M";
   bool no_dedup = false;
+  uint32_t dedup_window = 0;
   RunFlags run;
 
   void Add(CLI::App* cmd) {
@@ -95,6 +97,10 @@ struct DumpFlags {
                     "(fp32); default: auto with --codec auto, none otherwise");
     cmd->add_option("--chunk-size", chunk_size, "raw bytes per chunk (max 64M)")->capture_default_str()->check(SizeValidator());
     cmd->add_flag("--no-dedup", no_dedup, "write identical chunks in full instead of as references");
+    cmd->add_option("--dedup-window", dedup_window,
+                    "how many of the latest distinct chunks a reference may name; each costs up to 96 bytes on both "
+                    "sides (default: 65536, less if that takes more than 1/8 of --max-memory)")
+        ->check(CLI::Range(1u, kMaxDedupWindow));
     run.Add(cmd);
   }
   Status Resolve(PipelineOptions* options) const {
@@ -105,6 +111,7 @@ struct DumpFlags {
     if (size == 0 || size > (64u << 20)) return Status::InvalidArgument("--chunk-size must be 1 .. 64M");
     options->chunk_size = static_cast<uint32_t>(size);
     options->dedup = !no_dedup;
+    options->dedup_window = dedup_window;
     return run.Resolve(options);
   }
 };
