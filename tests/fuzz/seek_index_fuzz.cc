@@ -115,6 +115,9 @@ std::vector<uint8_t> SeedStream(int objects, bool dedup) {
   MemorySink sink;
   StreamHeader header;
   header.flags = kStreamFlagSeekIndex | (dedup ? kStreamFlagDedup : 0);
+  // With three objects the last reference is exactly 3 DATA frames back, so
+  // the window check sits right at its edge.
+  header.dedup_window = dedup ? 3 : 0;
   header.producer = "seek_index_fuzz seeds";
   StreamWriter writer(&sink, header);
   ChunkEncoder encoder(EncoderOptions{});

@@ -363,6 +363,7 @@ Status WriteSeeds(const std::string& dir) {
       header.chunk_size = kChunk;
       // The dedup seeds also carry a seek index, with its INDEX_BLOCK frames.
       header.flags = dedup ? kStreamFlagDedup | kStreamFlagSeekIndex : 0;
+      header.dedup_window = dedup ? 16 : 0;  // the farthest reference is 6 or 9 DATA frames back
       header.producer = "stream_reader_fuzz seeds";
       StreamWriter writer(&sink, header);
       ChunkEncoder encoder(options);
