@@ -156,15 +156,16 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
   MemoryBudget budget(options.max_memory);
   VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * ChunkEncoder::MemoryBytes(options.encoder, chunk),
                                    "codec state for " + std::to_string(threads) + " threads"));
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<SlotPool> pool,
-                      SlotPool::Create(&budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
-                                       /*max_slots=*/2 * rings + 3 * threads + 4));
+  // Charged before the pool, which takes what is left.
   uint32_t dedup_window = 0;
   if (options.dedup) {
     VF_ASSIGN_OR_RETURN(dedup_window, ChooseDedupWindow(sources, options));
     VF_RETURN_IF_ERROR(budget.Charge(uint64_t{dedup_window} * kDedupWindowEntryBytes,
                                      "dedup window of " + std::to_string(dedup_window) + " chunks"));
   }
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<SlotPool> pool,
+                      SlotPool::Create(&budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
+                                       /*max_slots=*/2 * rings + 3 * threads + 4));
   std::vector<size_t> device_index(sources.size());
   for (size_t i = 0; i < sources.size(); ++i) device_index[i] = pool->DeviceIndex(sources[i].device);
 

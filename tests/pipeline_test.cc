@@ -181,6 +181,27 @@ TEST(PipelineTest, DedupWindowDecidesWhichRepeatsBecomeReferences) {
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
 }
 
+//! The dedup window is charged before the slot pool, which takes what is
+//! left: a budget of exactly codec state + window + two slots dumps, with
+//! two slots.
+TEST(PipelineTest, BudgetCoversTheDedupWindowBeforeThePool) {
+  PipelineOptions options = SmallOptions(2);
+  options.chunk_size = 4096;
+  options.dedup_window = 256;  // 24 KiB: more than one slot
+  const uint64_t slot = options.chunk_size + ChunkEncoder::MaxPayloadSize(options.chunk_size) + 8192;
+  ASSERT_GT(options.dedup_window * kDedupWindowEntryBytes, slot);
+  options.max_memory = 2 * ChunkEncoder::MemoryBytes(options.encoder, options.chunk_size) +
+                       options.dedup_window * kDedupWindowEntryBytes + 2 * slot;
+  auto p = MakeProcess({{"a", 0, 256 * 4096, DataKind::kFp32Weights, 5}}, 1);
+  MemorySink sink;
+  PipelineStats stats;
+  Status s = Dump(*p, &sink, options, &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(stats.slots, 2u);
+  EXPECT_LE(stats.budget_peak, options.max_memory);
+  EXPECT_EQ(HeaderOf(sink.bytes()).dedup_window, 256u);
+}
+
 //! More references than a restore holds at once: it copies them in batches
 //! of kMaxPendingReferences, draining the graph in between, and every byte
 //! arrives.
