@@ -207,6 +207,16 @@ TEST_F(CliRoundTripTest, IdenticalChunksBecomeDedupReferences) {
     nlohmann::json doc = nlohmann::json::parse(j.output);
     const bool dedup = std::string(flags) != " --no-dedup";
     EXPECT_EQ(doc["codecs"].contains("dedup-ref"), dedup) << doc["codecs"].dump();
+    // The dedup window declared: the default, cut down to the inputs' chunks.
+    uint64_t chunks = 0;
+    for (const char* name : {"a.bin", "copy/a2.bin", "d.bin"}) chunks += (fs::file_size(File(name)) + 32767) / 32768;
+    if (dedup) {
+      EXPECT_EQ(doc["dedup_window"], chunks);
+      CommandResult text = Run("inspect dd.vfs");
+      EXPECT_TRUE(Contains(text.output, "dedup window " + std::to_string(chunks) + " DATA frames")) << text.output;
+    } else {
+      EXPECT_TRUE(doc["dedup_window"].is_null()) << doc["dedup_window"];
+    }
     EXPECT_CODE(Run("unpack -q dd.vfs -o dd"), 0);
     EXPECT_TRUE(Same("a.bin", "dd/a.bin"));
     EXPECT_TRUE(Same("a.bin", "dd/a2.bin"));
@@ -675,6 +685,9 @@ TEST(CliDedupTest, UnpackCopiesReferencedBytes) {
   EXPECT_EQ(j["objects"][1]["data_chunks"], 1);
   EXPECT_EQ(j["objects"][2]["dedup_refs"], 1);
   EXPECT_EQ(j["codecs"]["dedup-ref"]["chunks"], 4);
+  EXPECT_EQ(j["dedup_window"], 0) << "written without a window, as earlier writers did";
+  r = Vf("inspect dedup.vfs", dir.path());
+  EXPECT_TRUE(Contains(r.output, "dedup without a window (an earlier writer)")) << r.output;
 
   // A one-object dedup stream to a file, and to stdout (refused: the bytes
   // it names have gone down the pipe already).

@@ -139,8 +139,7 @@ void PrintText(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
                std::ostream& out) {
   uint64_t raw = 0;
   for (const auto& [id, o] : v.objects) raw += o.ended ? o.size : 0;
-  out << "stream:   " << (v.header.producer.empty() ? "?" : v.header.producer) << ", format version "
-      << v.header.version << ", chunk size " << FormatSize(v.header.chunk_size) << "\n";
+  out << "stream:   " << DescribeStreamHeader(v.header) << "\n";
   out << "objects:  " << v.objects.size() << ", " << FormatSize(raw) << " raw in " << FormatSize(stream_bytes)
       << " (ratio " << FormatRatio(raw, stream_bytes) << ")\n";
   out << "status:   " << (status.ok() ? "complete" : "INCOMPLETE OR DAMAGED: " + status.ToString()) << "\n";
@@ -183,6 +182,7 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
   j["producer"] = v.header.producer;
   j["format_version"] = v.header.version;
   j["chunk_size"] = v.header.chunk_size;
+  j["dedup_window"] = DedupWindowJson(v.header);
   j["source"] = "frames";
   if (!why_whole.empty()) j["note"] = why_whole;
   j["stream_bytes"] = stream_bytes;

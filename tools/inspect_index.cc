@@ -57,11 +57,24 @@ std::string Percent(uint64_t part, uint64_t whole) {
 
 }  // namespace
 
+std::string DescribeStreamHeader(const StreamHeader& h) {
+  std::string line = (h.producer.empty() ? "?" : h.producer) + ", format version " + std::to_string(h.version) +
+                     ", chunk size " + FormatSize(h.chunk_size);
+  if (h.flags & kStreamFlagDedup)
+    line += h.dedup_window ? ", dedup window " + std::to_string(h.dedup_window) + " DATA frames"
+                           : ", dedup without a window (an earlier writer)";
+  return line;
+}
+
+nlohmann::ordered_json DedupWindowJson(const StreamHeader& h) {
+  if (!(h.flags & kStreamFlagDedup)) return nullptr;
+  return h.dedup_window;
+}
+
 void PrintIndexText(const StoredStreamIndex& stored, uint64_t bytes_read, std::ostream& out) {
   const StreamHeader& h = stored.header;
   const uint64_t raw = RawBytes(stored.index);
-  out << "stream:   " << (h.producer.empty() ? "?" : h.producer) << ", format version " << h.version << ", chunk size "
-      << FormatSize(h.chunk_size) << "\n";
+  out << "stream:   " << DescribeStreamHeader(h) << "\n";
   out << "objects:  " << stored.index.objects.size() << ", " << FormatSize(raw) << " raw in "
       << FormatSize(stored.stream_size) << " (ratio " << FormatRatio(raw, stored.stream_size) << ")\n";
   out << "status:   complete (by its STREAM_END and seek index; frames not read: verify checks every one)\n";
@@ -93,6 +106,7 @@ void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
   j["producer"] = stored.header.producer;
   j["format_version"] = stored.header.version;
   j["chunk_size"] = stored.header.chunk_size;
+  j["dedup_window"] = DedupWindowJson(stored.header);
   j["stream_bytes"] = stored.stream_size;
   j["bytes_read"] = bytes_read;
   j["raw_bytes"] = raw;

@@ -7,10 +7,19 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "streamer/seek_index.h"
 
 namespace vramflow {
+
+// The "stream:" line of both outputs: producer, format version, chunk size,
+// and for a dedup stream its dedup window.
+std::string DescribeStreamHeader(const StreamHeader& header);
+// The stream header's dedup window for JSON: null without dedup.
+nlohmann::ordered_json DedupWindowJson(const StreamHeader& header);
 
 // `bytes_read`: what reading the index cost (StoredStreamIndex::bytes_read
 // when nothing else was read).
