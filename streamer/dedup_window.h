@@ -17,9 +17,6 @@
 
 namespace vramflow {
 
-// The dedup window a stream may declare, at most (FORMAT.md 6): about 90 MiB
-// of bookkeeping on each side.
-inline constexpr uint32_t kMaxDedupWindow = 1u << 20;
 // What one entry costs, at most, on either side: the hash-map node and bucket
 // and the FIFO slot. Charged to the memory budget for the whole window.
 inline constexpr uint64_t kDedupWindowEntryBytes = 96;

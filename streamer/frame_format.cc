@@ -5,7 +5,6 @@
 
 #include "common/endian.h"
 #include "common/hash.h"
-#include "streamer/dedup_window.h"
 
 namespace vramflow {
 

@@ -31,6 +31,9 @@ inline constexpr size_t kProducerBytes = 32;
 inline constexpr uint64_t kMaxChunkSize = 64ull << 20;     // raw bytes of one DATA frame
 inline constexpr uint32_t kMaxMetadataSize = 64u << 10;    // OBJECT_BEGIN payload
 inline constexpr size_t kMaxObjectNameBytes = 4096;
+// Stream header dedup_window: DATA frames a reference may reach back, at
+// most (each costs a reader up to kDedupWindowEntryBytes, dedup_window.h).
+inline constexpr uint32_t kMaxDedupWindow = 1u << 20;
 inline constexpr uint32_t kStreamEndPayloadSize = 32;
 // OBJECT_BEGIN size of an object whose size is only known at its end (stdin);
 // its OBJECT_END then carries the real size.

@@ -13,7 +13,6 @@
 #include "codecs/chunk_codec.h"
 #include "common/endian.h"
 #include "common/hash.h"
-#include "streamer/dedup_window.h"
 #include "streamer/frame_format.h"
 #include "streamer/stream_reader.h"
 #include "streamer/stream_writer.h"

@@ -171,14 +171,11 @@ Status ReadSubStream(const WindowStream& t, const std::string& name, SubStreamPl
   for (const SeekIndexObject& o : stored.index.objects)
     if (o.metadata.name == name) ids.insert(o.id);
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> sub, OpenSubStream(source, stored, ids, {}, plan));
-  std::vector<uint8_t> bytes(64 << 10);
-  size_t size = 0;
-  for (;;) {
-    if (size == bytes.size()) bytes.resize(2 * size);
-    VF_ASSIGN_OR_RETURN(size_t n, sub->Read(std::span<uint8_t>(bytes).subspan(size)));
-    if (n == 0) break;
-    size += n;
-  }
+  std::vector<uint8_t> bytes(plan->stream_bytes + 1);  // one more, to see that it ends there
+  VF_ASSIGN_OR_RETURN(size_t size, ReadFully(*sub, bytes));
+  if (size != plan->stream_bytes || size < kStreamHeaderSize)
+    return Status::Internal("the sub-stream has " + std::to_string(size) + " bytes, its plan " +
+                            std::to_string(plan->stream_bytes));
   bytes.resize(size);
   VF_RETURN_IF_ERROR(DecodeStreamHeader(bytes.data(), header));
   return testing::UnpackFromMemory(bytes, objects);

@@ -12,7 +12,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/units.h"
 #include "datagen/model_data.h"
-#include "streamer/dedup_window.h"
+#include "streamer/frame_format.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
 #include "tools/demo.h"
