@@ -19,6 +19,7 @@
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/slot_pool.h"
+#include "streamer/stream_reader.h"
 
 namespace vramflow {
 namespace {
@@ -121,23 +122,9 @@ class FrameSource {
         return Status::Ok();
       }
       FrameHeader h;
-      bool end_of_input = false;
-      Status s = reader_.ReadFrameHeader(&h, &end_of_input);
-      if (!s.ok())
-        return s.WithContext("frame " + std::to_string(validator_.frames_seen()) + " at stream offset " +
-                             std::to_string(reader_.frame_offset()));
-      if (end_of_input)
-        return Status::Truncated("stream ends at offset " + std::to_string(reader_.offset()) + " after " +
-                                 std::to_string(validator_.frames_seen()) +
-                                 " frames without a STREAM_END frame: the stream is incomplete");
-      const uint64_t at = reader_.frame_offset();
-      FrameAction action;
-      s = validator_.CheckHeader(h, at, &action);
-      if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
-      if (action == FrameAction::kSkip) {
-        VF_RETURN_IF_ERROR(reader_.SkipPayload(h.payload_size).WithContext(validator_.Describe(h, at)));
-        continue;
-      }
+      uint64_t at = 0;
+      VF_RETURN_IF_ERROR(NextFrame(reader_, validator_, &h, &at));
+      Status s;
       auto kind = static_cast<FrameKind>(h.kind);
       if (kind == FrameKind::kData) {
         if (h.raw_size > slot_size_)

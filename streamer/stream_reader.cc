@@ -4,9 +4,28 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
-#include "streamer/frame_reader.h"
 
 namespace vramflow {
+
+Status NextFrame(FrameReader& reader, StreamValidator& validator, FrameHeader* header, uint64_t* at) {
+  for (;;) {
+    bool end_of_input = false;
+    Status s = reader.ReadFrameHeader(header, &end_of_input);
+    if (!s.ok())
+      return s.WithContext("frame " + std::to_string(validator.frames_seen()) + " at stream offset " +
+                           std::to_string(reader.frame_offset()));
+    if (end_of_input)
+      return Status::Truncated("stream ends at offset " + std::to_string(reader.offset()) + " after " +
+                               std::to_string(validator.frames_seen()) +
+                               " frames without a STREAM_END frame: the stream is incomplete");
+    *at = reader.frame_offset();
+    FrameAction action;
+    s = validator.CheckHeader(*header, *at, &action);
+    if (!s.ok()) return s.WithContext(validator.Describe(*header, *at));
+    if (action == FrameAction::kProcess) return Status::Ok();
+    VF_RETURN_IF_ERROR(reader.SkipPayload(header->payload_size).WithContext(validator.Describe(*header, *at)));
+  }
+}
 
 Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options) {
   FrameReader reader(&source);
@@ -22,26 +41,10 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
 
   for (;;) {
     FrameHeader h;
-    bool end_of_input = false;
-    Status s = reader.ReadFrameHeader(&h, &end_of_input);
-    if (!s.ok())
-      return s.WithContext("frame " + std::to_string(validator.frames_seen()) + " at stream offset " +
-                           std::to_string(reader.frame_offset()));
-    if (end_of_input)
-      return Status::Truncated("stream ends at offset " + std::to_string(reader.offset()) + " after " +
-                               std::to_string(validator.frames_seen()) +
-                               " frames without a STREAM_END frame: the stream is incomplete");
-    const uint64_t at = reader.frame_offset();
-    FrameAction action;
-    s = validator.CheckHeader(h, at, &action);
-    if (!s.ok()) return s.WithContext(validator.Describe(h, at));
-    if (action == FrameAction::kSkip) {
-      s = reader.SkipPayload(h.payload_size);
-      if (!s.ok()) return s.WithContext(validator.Describe(h, at));
-      continue;
-    }
+    uint64_t at = 0;
+    VF_RETURN_IF_ERROR(NextFrame(reader, validator, &h, &at));
     payload.resize(h.payload_size);
-    s = reader.ReadPayload(payload);
+    Status s = reader.ReadPayload(payload);
     if (!s.ok()) return s.WithContext(validator.Describe(h, at));
     DedupRef ref;
     s = validator.Apply(h, payload, &ref);

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "streamer/frame_format.h"
+#include "streamer/frame_reader.h"
 #include "streamer/stream_validator.h"
 #include "transport/byte_stream.h"
 
@@ -45,5 +46,12 @@ struct ReadOptions {
 };
 
 Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options = {});
+
+// One step of every in-order reader (ReadStream, the restore graph): reads
+// frame headers, checks each against the stream so far and passes over the
+// skippable frames the validator does not know, until a frame to process;
+// `at` is its stream offset, and its payload is next in `reader`. Errors name
+// the frame and offset; input that ends before STREAM_END is Truncated.
+Status NextFrame(FrameReader& reader, StreamValidator& validator, FrameHeader* header, uint64_t* at);
 
 }  // namespace vramflow
