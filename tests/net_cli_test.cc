@@ -462,7 +462,7 @@ TEST(NetCli, DemoToAndDemoListenBothSucceed) {
 TEST(NetCli, VerifyAndInspectListenForAStream) {
   TempDir dir;
   WriteFileBytes(dir.File("in.bin"), testing::ModelBytes(DataKind::kFp32Weights, 2 << 20, 4));
-  for (const std::string& command : {"verify", "inspect"}) {
+  for (std::string command : {"verify", "inspect"}) {
     SCOPED_TRACE(command);
     const std::string sock = dir.File("sock");
     Child listener({command, "unix:" + sock, "--accept-timeout", "20"}, dir.File(command + ".log"));

@@ -419,7 +419,7 @@ TEST(SeekIndex, ValidatorRejectsAnIndexThatDisagreesWithTheFrames) {
   EXPECT_NE(s.ToString().find("SEEK_INDEX"), std::string::npos) << s.ToString();
 
   std::vector<uint8_t> renamed = IndexedStream();
-  EditIndex(renamed, [](SeekIndex& i) { i.objects[1].metadata.attributes[0].second = "7"; });
+  EditIndex(renamed, [](SeekIndex& i) { i.objects[1].metadata.attributes[0].second.assign(1, '7'); });
   s = ReadAll(renamed);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.ToString().find("'gpu1/b'"), std::string::npos) << s.ToString();

@@ -77,7 +77,10 @@ class SummaryVisitor final : public StreamVisitor {
       std::vector<PlaneInfo> planes;
       VF_RETURN_IF_ERROR(ReadPlaneTable(transform, e.payload, e.header.raw_size, &planes));
       key = TransformName(transform) + "[";
-      for (size_t i = 0; i < planes.size(); ++i) key += (i ? "," : "") + CodecName(planes[i].codec);
+      for (size_t i = 0; i < planes.size(); ++i) {
+        if (i) key += ',';
+        key += CodecName(planes[i].codec);
+      }
       key += "]";
       ++word_sizes[WordSize(transform)];
     } else {
