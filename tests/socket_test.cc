@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "transport/deadline.h"
 
 namespace vramflow {
 namespace {
@@ -85,6 +86,16 @@ void ExchangeBothWays(int a, int b) {
   EXPECT_TRUE(b_recv.ok()) << b_recv.ToString();
   EXPECT_TRUE(a_in == b_out);
   EXPECT_TRUE(b_in == a_out);
+}
+
+TEST(FormatSecondsTest, ExactToTheMillisecondWithoutTrailingZeros) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(FormatSeconds(milliseconds(30000)), "30 s");
+  EXPECT_EQ(FormatSeconds(milliseconds(120000)), "120 s");  // was "1.2e+02 s" in the network messages
+  EXPECT_EQ(FormatSeconds(milliseconds(500)), "0.5 s");
+  EXPECT_EQ(FormatSeconds(milliseconds(50)), "0.05 s");     // was "0.1 s"
+  EXPECT_EQ(FormatSeconds(milliseconds(1234)), "1.234 s");
+  EXPECT_EQ(FormatSeconds(milliseconds(0)), "0 s");
 }
 
 TEST(SocketTest, TcpLoopbackRoundTripBothWays) {

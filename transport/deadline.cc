@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 
 namespace vramflow {
 
@@ -39,10 +40,12 @@ Result<bool> WaitFor(int fd, short events, const Deadline& deadline, const std::
 }
 
 std::string FormatSeconds(milliseconds timeout) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f", static_cast<double>(timeout.count()) / 1000.0);
+  const long long ms = timeout.count();
+  char text[48];
+  std::snprintf(text, sizeof(text), "%s%lld.%03lld", ms < 0 ? "-" : "", std::llabs(ms) / 1000, std::llabs(ms) % 1000);
   std::string s(text);
-  if (s.ends_with(".0")) s.resize(s.size() - 2);
+  while (s.ends_with('0')) s.pop_back();
+  if (s.ends_with('.')) s.pop_back();
   return s + " s";
 }
 

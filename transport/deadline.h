@@ -27,7 +27,8 @@ class Deadline {
 // first.
 Result<bool> WaitFor(int fd, short events, const Deadline& deadline, const std::string& what);
 
-// "30 s", "0.5 s": seconds with at most one decimal, for messages.
+// "30 s", "0.5 s", "120 s", "0.05 s": seconds, exact to the millisecond and
+// without trailing zeros, for messages.
 std::string FormatSeconds(std::chrono::milliseconds timeout);
 
 }  // namespace vramflow

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/deadline.h"
 #include "transport/net_protocol.h"
 #include "transport/socket.h"
 
@@ -15,12 +16,6 @@ namespace vramflow {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string Seconds(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g s", ms.count() / 1000.0);
-  return buf;
-}
 
 // Failures worth a reconnect: the network, not the peer's judgement.
 bool Transient(const Status& s) {
@@ -133,7 +128,7 @@ class NetSink final : public ByteSink {
         last_acked = acked_;
         last_progress = Clock::now();
       } else if (Clock::now() - last_progress > options_.socket.io_timeout) {
-        Fail(Status::TimedOut(Describe() + " acknowledged nothing for " + Seconds(options_.socket.io_timeout) +
+        Fail(Status::TimedOut(Describe() + " acknowledged nothing for " + FormatSeconds(options_.socket.io_timeout) +
                               " with the window full: it stopped consuming the stream"));
       }
     }

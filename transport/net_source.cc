@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/deadline.h"
 #include "transport/net_protocol.h"
 #include "transport/socket.h"
 
@@ -21,12 +22,6 @@ namespace vramflow {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string Seconds(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g s", ms.count() / 1000.0);
-  return buf;
-}
 
 std::string WallClock() {
   std::time_t now = std::time(nullptr);
@@ -136,7 +131,7 @@ class Core : public std::enable_shared_from_this<Core> {
     if (timeout.count() < 0) {
       cv_.wait(lock, ready);
     } else if (!cv_.wait_for(lock, timeout, ready)) {
-      return Status::TimedOut("no sender connected to " + uri() + " within " + Seconds(timeout));
+      return Status::TimedOut("no sender connected to " + uri() + " within " + FormatSeconds(timeout));
     }
     if (!session_) return Status::Cancelled("the receiver on " + uri() + " shut down");
     return session_;
@@ -458,7 +453,7 @@ class NetSource final : public ByteSource {
         if (s.end && s.delivered >= *s.end) return size_t{0};
         if (s.disconnected_since && Clock::now() - *s.disconnected_since >= options_.resume_timeout) {
           s.Fail(Status::TimedOut("the sender (" + s.peer + ") disconnected at byte " + std::to_string(s.delivered) +
-                                  " and did not resume within " + Seconds(options_.resume_timeout)));
+                                  " and did not resume within " + FormatSeconds(options_.resume_timeout)));
           s.DropConnections();
           continue;
         }
