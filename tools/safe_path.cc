@@ -21,7 +21,7 @@ Result<std::vector<std::string>> SplitSafeRelativePath(std::string_view name) {
     if (slash == std::string_view::npos) slash = name.size();
     std::string_view part = name.substr(start, slash - start);
     if (part.empty()) return refuse("empty path component");
-    if (part == "." || part == "..") return refuse(std::string(part == "." ? "'.'" : "'..'") + " path component");
+    if (part == "." || part == "..") return refuse(part == "." ? "'.' path component" : "'..' path component");
     if (part.size() > 255) return refuse("path component longer than 255 bytes");
     parts.emplace_back(part);
     start = slash + 1;
