@@ -141,11 +141,13 @@ Status CheckIndex(const SeekIndex& index, uint64_t limit, uint32_t dedup_window)
       return Status::Corruption("seek index: frames at stream offsets " + std::to_string(extents[i - 1].begin) +
                                 " and " + std::to_string(extents[i].begin) + " overlap");
   }
-  std::vector<uint64_t> data_offsets;  // of every DATA frame, in stream order
-  for (const SeekIndexObject& o : index.objects)
-    for (const SeekIndexChunk& c : o.chunks)
-      if (c.kind == FrameKind::kData) data_offsets.push_back(c.stream_offset);
-  std::sort(data_offsets.begin(), data_offsets.end());
+  std::vector<uint64_t> data_offsets;  // of every DATA frame, in stream order; only to check a window
+  if (dedup_window != 0) {
+    for (const SeekIndexObject& o : index.objects)
+      for (const SeekIndexChunk& c : o.chunks)
+        if (c.kind == FrameKind::kData) data_offsets.push_back(c.stream_offset);
+    std::sort(data_offsets.begin(), data_offsets.end());
+  }
   auto data_frames_before = [&](uint64_t stream_offset) {
     return static_cast<uint64_t>(std::lower_bound(data_offsets.begin(), data_offsets.end(), stream_offset) -
                                  data_offsets.begin());
@@ -158,8 +160,9 @@ Status CheckIndex(const SeekIndex& index, uint64_t limit, uint32_t dedup_window)
         return Status::Corruption("seek index: " + ChunkName(o, c) + " names object " +
                                   std::to_string(c.source_object_id) + " offset " + std::to_string(c.source_offset) +
                                   ", where no earlier DATA frame of " + std::to_string(c.raw_size) + " bytes is");
+      if (dedup_window == 0) continue;  // an earlier writer's stream: any earlier DATA frame
       const uint64_t back = data_frames_before(c.stream_offset) - data_frames_before(source->stream_offset);
-      if (dedup_window != 0 && back > dedup_window)
+      if (back > dedup_window)
         return Status::Corruption("seek index: " + ChunkName(o, c) + " names the DATA frame of object " +
                                   std::to_string(c.source_object_id) + " offset " + std::to_string(c.source_offset) +
                                   ", " + std::to_string(back) + " DATA frames back, outside the stream's dedup window of " +

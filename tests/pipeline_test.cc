@@ -123,7 +123,7 @@ TEST(PipelineTest, BudgetTooSmallIsAClearError) {
 TEST(PipelineTest, BudgetBoundsThePoolWhateverTheVramSize) {
   // Four times the data, same budget: the same peak. (A dump declares a
   // dedup window no larger than its chunk count, so the window is set below
-  // both here: the window's own bound is DedupWindowCapsWhatTheDumpHolds.)
+  // both here: the window's own bound is DedupWindowTest.HoldsTheLatestFramesOnly.)
   std::vector<SimBoSpec> small = {{"a", 0, 2 << 20, DataKind::kFp32Weights, 1}};
   std::vector<SimBoSpec> large = {{"a", 0, 8 << 20, DataKind::kFp32Weights, 1}};
   PipelineOptions options = SmallOptions();
