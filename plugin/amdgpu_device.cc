@@ -77,7 +77,6 @@ AmdgpuDevice::~AmdgpuDevice() {
     // Let in-flight copies finish before their IBs and BOs go away.
     for (uint64_t seq : ring->slot_fence)
       if (seq) (void)WaitSequence(*ring, seq, kIbWaitNs);
-    if (ring->bo_list) amdgpu_bo_list_destroy(ring->bo_list);
     if (ring->ib_cpu) amdgpu_bo_cpu_unmap(ring->ib.bo);
     if (ring->ib.bo) UnmapBo(ring->ib);
     if (ring->context) amdgpu_cs_ctx_free(ring->context);
@@ -131,7 +130,6 @@ Result<uint32_t> AmdgpuDevice::AddBo(amdgpu_bo_handle bo, uint64_t size) {
   std::lock_guard<std::mutex> lock(tables_mu_);
   uint32_t handle = next_handle_++;
   bos_[handle] = *mapped;
-  ++generation_;
   return handle;
 }
 
@@ -152,32 +150,12 @@ Status AmdgpuDevice::ReleaseBo(uint32_t handle) {
     if (it == bos_.end()) return Status::InvalidArgument(Describe() + ": no BO " + std::to_string(handle));
     bo = it->second;
     bos_.erase(it);
-    ++generation_;
   }
   UnmapBo(bo);
   return Status::Ok();
 }
 
 Status AmdgpuDevice::UnregisterStaging(uint32_t staging) { return ReleaseBo(staging); }
-
-Status AmdgpuDevice::RefreshBoList(Ring& ring) {
-  std::vector<amdgpu_bo_handle> handles;
-  uint64_t generation;
-  {
-    std::lock_guard<std::mutex> lock(tables_mu_);
-    generation = generation_;
-    if (ring.bo_list && ring.bo_list_generation == generation) return Status::Ok();
-    for (const auto& [h, bo] : bos_) handles.push_back(bo.bo);
-  }
-  handles.push_back(ring.ib.bo);
-  int r = ring.bo_list
-              ? amdgpu_bo_list_update(ring.bo_list, static_cast<uint32_t>(handles.size()), handles.data(), nullptr)
-              : amdgpu_bo_list_create(device_, static_cast<uint32_t>(handles.size()), handles.data(), nullptr,
-                                      &ring.bo_list);
-  if (r) return DrmError(Describe() + ": building the BO list of ring " + std::to_string(ring.hw_ring), r);
-  ring.bo_list_generation = generation;
-  return Status::Ok();
-}
 
 Status AmdgpuDevice::WaitSequence(Ring& ring, uint64_t sequence, uint64_t timeout_ns) {
   amdgpu_cs_fence fence{};
@@ -200,6 +178,7 @@ Result<DmaFence> AmdgpuDevice::SubmitCopy(uint32_t ring_index, DmaDirection dire
                                           uint32_t staging, size_t staging_offset, size_t size) {
   if (ring_index >= rings_.size()) return Status::InvalidArgument(Describe() + ": no ring " + std::to_string(ring_index));
   uint64_t bo_va, staging_va;
+  amdgpu_bo_handle bo_handle, staging_handle;
   {
     std::lock_guard<std::mutex> lock(tables_mu_);
     auto b = bos_.find(bo);
@@ -210,20 +189,28 @@ Result<DmaFence> AmdgpuDevice::SubmitCopy(uint32_t ring_index, DmaDirection dire
       return Status::InvalidArgument(Describe() + ": copy outside its BO or staging buffer");
     bo_va = b->second.va + bo_offset;
     staging_va = s->second.va + staging_offset;
+    bo_handle = b->second.bo;
+    staging_handle = s->second.bo;
   }
-  uint64_t src = direction == DmaDirection::kDeviceToHost ? bo_va : staging_va;
-  uint64_t dst = direction == DmaDirection::kDeviceToHost ? staging_va : bo_va;
+  const bool to_host = direction == DmaDirection::kDeviceToHost;
+  uint64_t src = to_host ? bo_va : staging_va;
+  uint64_t dst = to_host ? staging_va : bo_va;
   std::vector<uint32_t> ib;
   VF_RETURN_IF_ERROR(BuildCopyIb(src, dst, size, convention_, &ib));
   if (ib.size() * 4 > kIbSlotBytes) return Status::InvalidArgument(Describe() + ": copy too large for one IB");
 
   Ring& ring = *rings_[ring_index];
   std::lock_guard<std::mutex> lock(ring.mu);
-  VF_RETURN_IF_ERROR(RefreshBoList(ring));
   uint32_t slot = ring.next_slot;
   ring.next_slot = (ring.next_slot + 1) % kIbSlots;
   if (ring.slot_fence[slot]) VF_RETURN_IF_ERROR(WaitSequence(ring, ring.slot_fence[slot], kIbWaitNs));
   std::memcpy(reinterpret_cast<uint8_t*>(ring.ib_cpu) + uint64_t{slot} * kIbSlotBytes, ib.data(), ib.size() * 4);
+
+  std::vector<amdgpu_bo_handle> listed = CopySubmissionBos(ring.ib.bo, to_host ? bo_handle : staging_handle,
+                                                           to_host ? staging_handle : bo_handle);
+  amdgpu_bo_list_handle bo_list = nullptr;
+  int r = amdgpu_bo_list_create(device_, static_cast<uint32_t>(listed.size()), listed.data(), nullptr, &bo_list);
+  if (r) return DrmError(Describe() + ": building the BO list of a copy on ring " + std::to_string(ring.hw_ring), r);
 
   amdgpu_cs_ib_info ib_info{};
   ib_info.ib_mc_address = ring.ib.va + uint64_t{slot} * kIbSlotBytes;
@@ -232,10 +219,13 @@ Result<DmaFence> AmdgpuDevice::SubmitCopy(uint32_t ring_index, DmaDirection dire
   request.ip_type = AMDGPU_HW_IP_DMA;
   request.ip_instance = 0;
   request.ring = ring.hw_ring;
-  request.resources = ring.bo_list;
+  request.resources = bo_list;
   request.number_of_ibs = 1;
   request.ibs = &ib_info;
-  int r = amdgpu_cs_submit(ring.context, 0, &request, 1);
+  r = amdgpu_cs_submit(ring.context, 0, &request, 1);
+  // The kernel resolves the list while it takes the submission; the job
+  // holds its own references to the BOs from then on.
+  amdgpu_bo_list_destroy(bo_list);
   if (r) return DrmError(Describe() + ": submitting an SDMA copy on ring " + std::to_string(ring.hw_ring), r);
   ring.slot_fence[slot] = request.seq_no;
   return DmaFence{ring_index, request.seq_no};

@@ -4,8 +4,12 @@
 // staging buffers as userptr BOs, maps everything into the GPU VA space and
 // moves bytes with SDMA COPY_LINEAR packets (plugin/sdma_packets.h) on every
 // SDMA ring the device reports (amdgpu_query_hw_ip_info). Each ring keeps one
-// context, a pool of IB slots in one GTT BO and one BO list, reused across
-// copies; a copy is one IB, its fence the submission's sequence number.
+// context and a pool of IB slots in one GTT BO, reused across copies; a copy
+// is one IB, its fence the submission's sequence number. A submission's BO
+// list holds only what the copy touches (CopySubmissionBos: the IB buffer,
+// the BO, the staging buffer), made for it and destroyed once submitted: the
+// kernel validates every listed BO per submission, so listing every imported
+// BO and staging buffer would cost each copy work proportional to them all.
 // Fence waits have a timeout and name the device and ring when they fail.
 //
 // Compiled in every build; usable only where /dev/dri/renderD* belongs to an
@@ -61,8 +65,6 @@ class AmdgpuDevice final : public Device {
     uint32_t* ib_cpu = nullptr;
     std::vector<uint64_t> slot_fence;  // sequence that last used each IB slot (0: free)
     uint32_t next_slot = 0;
-    amdgpu_bo_list_handle bo_list = nullptr;
-    uint64_t bo_list_generation = 0;
   };
 
   AmdgpuDevice() = default;
@@ -71,7 +73,6 @@ class AmdgpuDevice final : public Device {
   // Maps `bo` (taking ownership; freed on failure) and gives it a handle.
   Result<uint32_t> AddBo(amdgpu_bo_handle bo, uint64_t size);
   void UnmapBo(MappedBo& bo);
-  Status RefreshBoList(Ring& ring);  // caller holds ring.mu
   Status WaitSequence(Ring& ring, uint64_t sequence, uint64_t timeout_ns);
 
   std::string render_node_;
@@ -83,7 +84,6 @@ class AmdgpuDevice final : public Device {
   std::mutex tables_mu_;
   std::map<uint32_t, MappedBo> bos_;      // imported BOs and staging buffers
   uint32_t next_handle_ = 1;
-  uint64_t generation_ = 1;               // bumped whenever bos_ changes
 };
 
 // Render nodes (/dev/dri/renderD*) that belong to the amdgpu driver.

@@ -1,11 +1,10 @@
 #include "plugin/gpu_map.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
+#include <functional>
 #include <optional>
 #include <set>
-#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -53,17 +52,6 @@ constexpr AtMostField kAtMostFields[] = {
     {"num_gws", &KfdNode::num_gws, &MapChecks::num_gws, "KFD_NUM_GWS_CHECK"},
 };
 
-struct EnvSwitch {
-  const char* variable;
-  bool MapChecks::*check;
-};
-constexpr EnvSwitch kEnvSwitches[] = {
-    {"KFD_FW_VER_CHECK", &MapChecks::fw_version},         {"KFD_SDMA_FW_VER_CHECK", &MapChecks::sdma_fw_version},
-    {"KFD_CACHES_COUNT_CHECK", &MapChecks::caches_count}, {"KFD_NUM_GWS_CHECK", &MapChecks::num_gws},
-    {"KFD_VRAM_SIZE_CHECK", &MapChecks::vram_size},       {"KFD_NUMA_CHECK", &MapChecks::numa},
-    {"KFD_CAPABILITY_CHECK", &MapChecks::capability},
-};
-
 // Bounds the backtracking. Real machines have at most a few dozen GPUs and
 // the search tries interchangeable GPUs once, so it finishes in far fewer
 // steps; the bound only turns a pathological input into an error, not a hang.
@@ -73,12 +61,6 @@ std::string Hex(uint64_t v) {
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, 16);
   return "0x" + std::string(buf, end);
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 // What one GPU-to-GPU link means to the rules: absent, XGMI, or anything else.
@@ -253,7 +235,11 @@ class Search {
     if (rules_.numa && src_.numa[s]) {
       if (!dst_.numa[d]) return false;
       auto it = numa_to_.find(*src_.numa[s]);
-      if (it != numa_to_.end() && it->second.first != *dst_.numa[d]) return false;
+      if (it != numa_to_.end()) {
+        if (it->second.first != *dst_.numa[d]) return false;
+      } else if (numa_from_.count(*dst_.numa[d])) {
+        return false;  // that NUMA node here already stands for another one
+      }
     }
     if (rules_.links) {
       for (size_t t : placed_) {
@@ -274,6 +260,7 @@ class Search {
     }
     if (rules_.numa && src_.numa[s]) {
       auto [it, inserted] = numa_to_.try_emplace(*src_.numa[s], *dst_.numa[d], 0);
+      if (inserted) numa_from_[*dst_.numa[d]] = *src_.numa[s];
       ++it->second.second;
     }
   }
@@ -281,7 +268,10 @@ class Search {
   void Unplace(size_t s, size_t d) {
     if (rules_.numa && src_.numa[s]) {
       auto it = numa_to_.find(*src_.numa[s]);
-      if (--it->second.second == 0) numa_to_.erase(it);
+      if (--it->second.second == 0) {
+        numa_from_.erase(it->second.first);
+        numa_to_.erase(it);
+      }
     }
     if (int sh = src_.hive[s]; rules_.hives && sh >= 0 && --hive_count_[sh] == 0) {
       hive_from_[hive_to_[sh]] = -1;
@@ -327,6 +317,7 @@ class Search {
   std::vector<int> hive_count_;                           // source hive -> members placed
   std::vector<int> hive_from_;                            // destination hive -> source hive, -1: free
   std::map<uint32_t, std::pair<uint32_t, int>> numa_to_;  // source NUMA -> (destination NUMA, GPUs placed)
+  std::map<uint32_t, uint32_t> numa_from_;                // destination NUMA -> the source NUMA it stands for
   uint64_t steps_ = 0;
   bool gave_up_ = false;
 };
@@ -399,24 +390,6 @@ std::optional<std::string> Unplaceable(const Side& src, const Side& dst, const s
 }
 
 }  // namespace
-
-Result<MapChecks> MapChecksFromEnvironment(const std::function<const char*(const char*)>& getenv) {
-  MapChecks checks;
-  for (const EnvSwitch& sw : kEnvSwitches) {
-    const char* raw = getenv(sw.variable);
-    if (raw == nullptr || *raw == '\0') continue;
-    std::string value = Lower(raw);
-    if (value == "0" || value == "no" || value == "false" || value == "off") {
-      checks.*sw.check = false;
-    } else if (value == "1" || value == "yes" || value == "true" || value == "on") {
-      checks.*sw.check = true;
-    } else {
-      return Status::InvalidArgument(std::string(sw.variable) + "='" + raw +
-                                     "': expected 0/no/false/off or 1/yes/true/on");
-    }
-  }
-  return checks;
-}
 
 std::vector<std::string> GpuMismatches(const KfdNode& source, const KfdNode& dest, const MapChecks& checks) {
   std::vector<std::string> out;
@@ -497,8 +470,9 @@ Result<GpuMap> MapGpus(const Topology& source, const Topology& dest, const MapCh
         ", while keeping XGMI hives whole (checkpoint: " + DescribeHives(src) + "; here: " + DescribeHives(dst) + ")";
   }
   return NoMapping(
-      "no assignment keeps GPUs that share a NUMA node on one NUMA node (checkpoint: " + DescribeNuma(src) +
-      "; here: " + DescribeNuma(dst) + ")" + hives + "; KFD_NUMA_CHECK=0 skips this check");
+      "no assignment keeps GPUs that share a NUMA node on one NUMA node, and GPUs on different NUMA nodes on "
+      "different ones (checkpoint: " +
+      DescribeNuma(src) + "; here: " + DescribeNuma(dst) + ")" + hives + "; KFD_NUMA_CHECK=0 skips this check");
 }
 
 }  // namespace vramflow

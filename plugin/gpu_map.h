@@ -15,10 +15,13 @@
 //    another, the destination has one between their images, XGMI where the
 //    source's was XGMI. Checking each direction keeps a bidirectional pair
 //    from turning unidirectional;
-//  * with checks.numa, GPUs that shared a NUMA node in the source share one
-//    in the destination (two source NUMA nodes may fold into one). A GPU's
-//    NUMA node is Topology::NumaNode; a source GPU with one needs a
-//    destination GPU with one, a source GPU without one is unconstrained.
+//  * with checks.numa, the source's NUMA nodes map one to one onto the
+//    destination's, as upstream maps CPU nodes (amdgpu_plugin_topology.c,
+//    map_device): GPUs that shared a NUMA node in the source share one in
+//    the destination, and GPUs on different NUMA nodes stay on different
+//    ones (two source NUMA nodes never fold into one). A GPU's NUMA node is
+//    Topology::NumaNode; a source GPU with one needs a destination GPU with
+//    one, a source GPU without one is unconstrained.
 //
 // The search places hive members first, then the rest, each time trying the
 // GPUs here that fit and backtracking on a dead end; GPUs here that no rule
@@ -26,7 +29,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,24 +39,16 @@
 namespace vramflow {
 
 // Checks that the user may switch off, through the environment variables of
-// upstream's plugin (see MapChecksFromEnvironment). All default on.
+// upstream's plugin (read by plugin/plugin_options.h). All default on.
 struct MapChecks {
   bool fw_version = true;       // KFD_FW_VER_CHECK: source <= destination
   bool sdma_fw_version = true;  // KFD_SDMA_FW_VER_CHECK: source <= destination
   bool caches_count = true;     // KFD_CACHES_COUNT_CHECK: source <= destination
   bool num_gws = true;          // KFD_NUM_GWS_CHECK: source <= destination
   bool vram_size = true;        // KFD_VRAM_SIZE_CHECK: source <= destination
-  bool numa = true;             // KFD_NUMA_CHECK: NUMA groups stay together
+  bool numa = true;             // KFD_NUMA_CHECK: NUMA nodes map one to one
   bool capability = true;       // KFD_CAPABILITY_CHECK: equal
 };
-
-// Reads the KFD_*_CHECK variables through `getenv` (pass ::getenv in the
-// plugin; the caller decides where the environment comes from). Values, case
-// aside: "0", "no", "false", "off" switch a check off; "1", "yes", "true",
-// "on" switch it on; unset or empty leaves it on. Anything else is an
-// InvalidArgument error naming the variable: a typo in a safety switch
-// should stop the restore, not be silently read as either answer.
-Result<MapChecks> MapChecksFromEnvironment(const std::function<const char*(const char*)>& getenv);
 
 // Source gpu_id -> destination gpu_id, one entry per source GPU.
 using GpuMap = std::map<uint32_t, uint32_t>;

@@ -43,6 +43,15 @@ void ForEachField(Fn&& fn) {
   fn(&KfdNode::vram_size, &E::vram_size, &E::set_vram_size);
 }
 
+// Whether upstream's topology_to_devinfo writes this link: it keeps only
+// PCIe and XGMI links (parse_topo_node_iolinks drops the others) that are
+// valid, i.e. lead to a node of the topology (topology_determine_iolinks:
+// not, say, to a GPU the device cgroup hides).
+bool LinkInImage(const Topology& topology, const IoLink& link) {
+  const bool kept_type = link.type == kIoLinkTypePcie || link.type == kIoLinkTypeXgmi;
+  return kept_type && topology.FindNode(link.node_to_id) != nullptr;
+}
+
 }  // namespace
 
 void TopologyToImage(const Topology& topology, const std::map<uint32_t, uint32_t>& user_gpu_ids, criu::CriuKfd* kfd) {
@@ -54,11 +63,17 @@ void TopologyToImage(const Topology& topology, const std::map<uint32_t, uint32_t
     if (node.is_gpu()) {
       auto it = user_gpu_ids.find(node.gpu_id);
       if (it != user_gpu_ids.end()) e->set_gpu_id(it->second);
+      // An APU's GPU node also counts the CPU cores it shares. Upstream's
+      // devinfo_to_topology reads an entry with cpu_cores_count as a CPU
+      // node (dropping every GPU property), and its topology_to_devinfo
+      // leaves the field 0 for a GPU: so does this.
+      e->set_cpu_cores_count(0);
       ++gpus;
     } else {
       ++cpus;
     }
     for (const IoLink& link : node.iolinks) {
+      if (!LinkInImage(topology, link)) continue;
       criu::DevIolink* l = e->add_iolinks();
       l->set_type(link.type);
       l->set_node_to_id(link.node_to_id);

@@ -5,6 +5,11 @@
 // topology_to_devinfo does; restore rebuilds that topology from the image
 // and maps it onto the local one (plugin/gpu_map.h). Only the fields the
 // image has survive: of io_links, type and node_to_id.
+//
+// What is written follows upstream, so that either plugin reads the other's
+// images: a GPU entry has cpu_cores_count 0 (upstream takes an entry with
+// cores for a CPU node, so an APU's GPU would lose its properties), and only
+// valid PCIe and XGMI io_links are kept (those to a node of the topology).
 #pragma once
 
 #include <cstdint>

@@ -23,13 +23,24 @@ static_assert(KFD_IOC_ALLOC_MEM_FLAGS_VRAM == kKfdBoVram && KFD_IOC_ALLOC_MEM_FL
 namespace {
 
 // KFD may be interrupted while it evicts queues; retry like libhsakmt does.
-int KfdIoctl(int fd, unsigned long request, void* arg) {
+int KfdIoctl(const KfdIoctlFn& ioctl, int fd, unsigned long request, void* arg) {
   int r;
   int tries = 0;
   do {
-    r = ::ioctl(fd, request, arg);
+    r = ioctl(fd, request, arg);
   } while (r == -1 && (errno == EINTR || errno == EAGAIN) && ++tries < 200);
   return r;
+}
+
+int SystemIoctl(int fd, unsigned long request, void* arg) { return ::ioctl(fd, request, arg); }
+
+// What an empty array of CHECKPOINT or RESTORE points at: KFD refuses a NULL
+// pointer even with a count of 0 (upstream passes what xzalloc(0) returns),
+// and with a count of 0 it reads and writes nothing here.
+alignas(uint64_t) uint8_t g_empty_array[sizeof(uint64_t)];
+
+uint64_t ArrayPointer(std::vector<uint8_t>* array) {
+  return reinterpret_cast<uintptr_t>(array && !array->empty() ? array->data() : g_empty_array);
 }
 
 const char* OpName(uint32_t op) {
@@ -45,13 +56,13 @@ const char* OpName(uint32_t op) {
 
 class RealKfd final : public KfdOps {
  public:
-  explicit RealKfd(std::string device) : device_(std::move(device)) {}
+  RealKfd(std::string device, KfdIoctlFn ioctl) : device_(std::move(device)), ioctl_(std::move(ioctl)) {}
 
   Status GetVersion(uint32_t* major, uint32_t* minor) override {
     UniqueFd fd(::open(device_.c_str(), O_RDWR | O_CLOEXEC));
     if (!fd.valid()) return Status::FromErrno("opening " + device_, errno);
     kfd_ioctl_get_version_args args{};
-    if (KfdIoctl(fd.get(), AMDKFD_IOC_GET_VERSION, &args) != 0)
+    if (KfdIoctl(ioctl_, fd.get(), AMDKFD_IOC_GET_VERSION, &args) != 0)
       return Status::FromErrno("AMDKFD_IOC_GET_VERSION on " + device_, errno);
     *major = args.major_version;
     *minor = args.minor_version;
@@ -64,6 +75,7 @@ class RealKfd final : public KfdOps {
     PackCriuArgs(KFD_CRIU_OP_PROCESS_INFO, static_cast<uint32_t>(pid), &buffers, nullptr, 0, 0, 0, &args);
     VF_RETURN_IF_ERROR(Op(kfd_fd, &args));
     KfdProcessInfo info;
+    info.pid = args.pid;
     info.num_devices = args.num_devices;
     info.num_bos = args.num_bos;
     info.num_objects = args.num_objects;
@@ -119,18 +131,23 @@ class RealKfd final : public KfdOps {
 
  private:
   Status Op(int kfd_fd, kfd_ioctl_criu_args* args) {
-    if (KfdIoctl(kfd_fd, AMDKFD_IOC_CRIU_OP, args) != 0)
+    if (KfdIoctl(ioctl_, kfd_fd, AMDKFD_IOC_CRIU_OP, args) != 0)
       return Status::FromErrno(std::string("KFD CRIU op ") + OpName(args->op) + " (pid " + std::to_string(args->pid) + ")",
                                errno);
     return Status::Ok();
   }
 
   std::string device_;
+  KfdIoctlFn ioctl_;
 };
 
 }  // namespace
 
-std::unique_ptr<KfdOps> RealKfdOps(std::string device) { return std::make_unique<RealKfd>(std::move(device)); }
+std::unique_ptr<KfdOps> RealKfdOps(std::string device) { return RealKfdOps(std::move(device), SystemIoctl); }
+
+std::unique_ptr<KfdOps> RealKfdOps(std::string device, KfdIoctlFn ioctl) {
+  return std::make_unique<RealKfd>(std::move(device), std::move(ioctl));
+}
 
 Status CheckKfdVersion(uint32_t major, uint32_t minor) {
   if (major != kKfdMinMajor || minor < kKfdMinMinor)
@@ -148,12 +165,12 @@ void PackCriuArgs(uint32_t op, uint32_t pid, KfdCriuBuffers* buffers, std::vecto
   args->num_devices = num_devices;
   args->num_bos = num_bos;
   args->num_objects = num_objects;
-  if (num_devices) args->devices = reinterpret_cast<uintptr_t>(buffers->devices.data());
-  if (num_bos) args->bos = reinterpret_cast<uintptr_t>(buffers->bos.data());
-  if (priv_data) {
-    args->priv_data = priv_data->empty() ? 0 : reinterpret_cast<uintptr_t>(priv_data->data());
-    args->priv_data_size = priv_data->size();
-  }
+  // PROCESS_INFO, UNPAUSE and RESUME exchange no arrays: their pointers stay 0.
+  if (op != KFD_CRIU_OP_CHECKPOINT && op != KFD_CRIU_OP_RESTORE) return;
+  args->devices = ArrayPointer(&buffers->devices);
+  args->bos = ArrayPointer(&buffers->bos);
+  args->priv_data = ArrayPointer(priv_data);
+  args->priv_data_size = priv_data ? priv_data->size() : 0;
 }
 
 void EncodeDeviceBuckets(const std::vector<KfdDevice>& devices, std::vector<uint8_t>* out) {

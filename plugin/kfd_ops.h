@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,7 @@ struct KfdBo {
 };
 
 struct KfdProcessInfo {
+  uint32_t pid = 0;  // the process's pid, as KFD reports it (in the process's pid namespace)
   uint32_t num_devices = 0;
   uint32_t num_bos = 0;
   uint32_t num_objects = 0;
@@ -87,6 +89,12 @@ class KfdOps {
 // kernel's error.
 std::unique_ptr<KfdOps> RealKfdOps(std::string device = "/dev/kfd");
 
+// The ioctl call RealKfdOps makes (::ioctl unless told otherwise): a seam for
+// tests, which check what would reach the kernel. Returns -1 and sets errno
+// on failure, as ioctl(2) does.
+using KfdIoctlFn = std::function<int(int fd, unsigned long request, void* arg)>;
+std::unique_ptr<KfdOps> RealKfdOps(std::string device, KfdIoctlFn ioctl);
+
 // The KFD interface version vramflow needs: 1.8 ("SDMA transfers with GTT
 // BOs": dma-buf export of GTT BOs).
 inline constexpr uint32_t kKfdMinMajor = 1;
@@ -94,7 +102,9 @@ inline constexpr uint32_t kKfdMinMinor = 8;
 Status CheckKfdVersion(uint32_t major, uint32_t minor);
 
 // Argument packing, exposed for tests: the kernel reads the arrays that the
-// args point to, so these must match the UAPI exactly.
+// args point to, so these must match the UAPI exactly. For CHECKPOINT and
+// RESTORE every array pointer (devices, bos, priv_data) is non-NULL even when
+// its count or size is 0: KFD answers EINVAL to a NULL one.
 struct KfdCriuBuffers {
   std::vector<uint8_t> devices;  // num_devices x kfd_criu_device_bucket
   std::vector<uint8_t> bos;      // num_bos x kfd_criu_bo_bucket

@@ -1,7 +1,14 @@
 #include "plugin/plugin_options.h"
 
+#include <strings.h>
+
 #include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "common/units.h"
@@ -10,8 +17,16 @@
 namespace vramflow {
 namespace {
 
-// The smallest budget the pipeline can work in: a few 1 MiB chunks in flight.
-constexpr uint64_t kMinBudget = 16ull << 20;
+struct CheckSwitch {
+  const char* variable;
+  bool MapChecks::*check;
+};
+constexpr CheckSwitch kCheckSwitches[] = {
+    {"KFD_FW_VER_CHECK", &MapChecks::fw_version},         {"KFD_SDMA_FW_VER_CHECK", &MapChecks::sdma_fw_version},
+    {"KFD_CACHES_COUNT_CHECK", &MapChecks::caches_count}, {"KFD_NUM_GWS_CHECK", &MapChecks::num_gws},
+    {"KFD_VRAM_SIZE_CHECK", &MapChecks::vram_size},       {"KFD_NUMA_CHECK", &MapChecks::numa},
+    {"KFD_CAPABILITY_CHECK", &MapChecks::capability},
+};
 
 std::string Lower(std::string_view s) {
   std::string out;
@@ -19,13 +34,151 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-Result<Tristate> ParseTristate(const char* name, const char* value) {
-  if (value == nullptr || *value == '\0') return Tristate::kAuto;
+std::string Ignored(const char* name, const char* value, const std::string& why) {
+  return std::string("ignoring ") + name + "='" + value + "': " + why;
+}
+
+// Upstream's getenv_bool: "0" or "no" (any case) is false, "1" or "yes" is
+// true. Nothing else, so that a value means the same to both plugins:
+// "false" or "off" is not read as false (the check would stay on for
+// upstream's plugin, and does here too, with a warning).
+std::optional<bool> ParseUpstreamBool(const char* value) {
+  if (std::strcmp(value, "0") == 0 || ::strcasecmp(value, "no") == 0) return false;
+  if (std::strcmp(value, "1") == 0 || ::strcasecmp(value, "yes") == 0) return true;
+  return std::nullopt;
+}
+
+std::optional<Tristate> ParseTristate(const char* value) {
   std::string v = Lower(value);
   if (v == "auto") return Tristate::kAuto;
   if (v == "0" || v == "no" || v == "false" || v == "off") return Tristate::kOff;
   if (v == "1" || v == "yes" || v == "true" || v == "on") return Tristate::kOn;
-  return Status::InvalidArgument(std::string(name) + "='" + value + "': use auto, 1/yes/on or 0/no/off");
+  return std::nullopt;
+}
+
+// Upstream's getenv_size_t: strtoul in base 0 (decimal, 0x hex, 0 octal),
+// then an optional k/K (KiB), M (MiB) or G (GiB). Upstream ignores whatever
+// follows the suffix; so does this, naming it in `*note` unless it is the
+// "B" or "iB" of "64MB" or "64MiB". A minus sign, which strtoul would wrap
+// to a huge number, is refused: upstream asks for a positive integer.
+std::optional<uint64_t> ParseUpstreamSize(const char* value, std::string* why, std::string* note) {
+  const char* p = value;
+  while (std::isspace(static_cast<unsigned char>(*p))) ++p;
+  if (*p == '-') {
+    *why = "expecting a positive integer";
+    return std::nullopt;
+  }
+  errno = 0;
+  char* end = nullptr;
+  unsigned long n = std::strtoul(value, &end, 0);
+  if (end == value || errno != 0) {
+    *why = "expecting a positive integer";
+    return std::nullopt;
+  }
+  int shift = 0;
+  switch (*end) {
+    case '\0': break;
+    case 'k':
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    default: *why = std::string("invalid size suffix '") + end + "', expecting k/K, M or G"; return std::nullopt;
+  }
+  if (shift != 0 && end[1] != '\0' && std::strcmp(end + 1, "B") != 0 && std::strcmp(end + 1, "iB") != 0) {
+    *note = std::string("'") + (end + 1) + "' after the suffix ignored, as upstream does";
+  }
+  if (static_cast<uint64_t>(n) > (UINT64_MAX >> shift)) {
+    *why = "exceeds 2^64 bytes";
+    return std::nullopt;
+  }
+  return static_cast<uint64_t>(n) << shift;
+}
+
+void ReadBufferSize(const char* v, PluginOptions* options) {
+  std::string why, note;
+  std::optional<uint64_t> size = ParseUpstreamSize(v, &why, &note);
+  if (!size) {
+    options->warnings.push_back(Ignored("KFD_MAX_BUFFER_SIZE", v, why));
+    return;
+  }
+  if (!note.empty()) options->warnings.push_back(std::string("KFD_MAX_BUFFER_SIZE='") + v + "': " + note);
+  // 0 is upstream's "no cap": vramflow keeps its default budget then.
+  if (*size == 0) return;
+  if (*size < kMinPluginBudget) {
+    options->warnings.push_back(std::string("KFD_MAX_BUFFER_SIZE='") + v + "' (" + FormatSize(*size) +
+                                ") is below the " + FormatSize(kMinPluginBudget) + " the pipeline needs; using " +
+                                FormatSize(kMinPluginBudget));
+    *size = kMinPluginBudget;
+  }
+  options->pipeline.max_memory = *size;
+}
+
+void ReadCodec(const char* v, PluginOptions* options) {
+  EncoderOptions encoder = options->pipeline.encoder;  // a failed parse may have set part of it
+  Status s = ParseCodecSpec(v, &encoder);
+  if (s.ok()) {
+    options->pipeline.encoder = encoder;
+  } else {
+    options->warnings.push_back(Ignored("VRAMFLOW_CODEC", v, s.message()));
+  }
+}
+
+void ReadThreads(const char* v, PluginOptions* options) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long n = std::strtoul(v, &end, 10);
+  if (!std::isdigit(static_cast<unsigned char>(*v)) || *end != '\0' || errno != 0 || n > 1024) {
+    options->warnings.push_back(Ignored("VRAMFLOW_THREADS", v, "not a thread count 0..1024 (0 = every core)"));
+    return;
+  }
+  options->pipeline.threads = static_cast<unsigned>(n);
+}
+
+void ReadKeyFile(const char* v, PluginOptions* options) {
+  Result<SharedKey> key = LoadKeyFile(v);
+  if (key.ok()) {
+    options->transport.net.key = std::move(*key);
+    return;
+  }
+  options->key_error = key.status().WithContext("VRAMFLOW_KEY_FILE");
+  options->warnings.push_back(Ignored("VRAMFLOW_KEY_FILE", v, key.status().message()) +
+                              " (a network VRAMFLOW_TARGET will be refused)");
+}
+
+void ReadChecks(const std::function<const char*(const char*)>& getenv, PluginOptions* options) {
+  for (const CheckSwitch& sw : kCheckSwitches) {
+    const char* v = getenv(sw.variable);
+    if (v == nullptr || *v == '\0') continue;
+    if (std::optional<bool> on = ParseUpstreamBool(v)) {
+      options->checks.*sw.check = *on;
+    } else {
+      options->warnings.push_back(Ignored(sw.variable, v, "expecting 1/YES or 0/NO; the check stays on"));
+    }
+  }
+}
+
+void ReadTristate(const char* name, const char* v, Tristate* out, std::vector<std::string>* warnings) {
+  if (v == nullptr || *v == '\0') return;
+  if (std::optional<Tristate> t = ParseTristate(v)) {
+    *out = *t;
+  } else {
+    warnings->push_back(Ignored(name, v, "expecting auto, 1/yes/true/on or 0/no/false/off; auto"));
+  }
+}
+
+const char* TristateName(Tristate t) {
+  switch (t) {
+    case Tristate::kAuto: return "auto";
+    case Tristate::kOff: return "0";
+    case Tristate::kOn: return "1";
+  }
+  return "?";
+}
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+  return buf;
 }
 
 }  // namespace
@@ -37,45 +190,41 @@ Result<PluginOptions> PluginOptionsFromEnvironment(const std::function<const cha
     return (v && *v) ? v : nullptr;
   };
 
-  if (const char* v = set("KFD_MAX_BUFFER_SIZE")) {
-    Result<uint64_t> size = ParseSize(v);
-    if (!size.ok()) return size.status().WithContext("KFD_MAX_BUFFER_SIZE");
-    // 0 is upstream's "no cap": vramflow keeps its default budget then.
-    if (*size != 0) {
-      if (*size < kMinBudget)
-        return Status::InvalidArgument("KFD_MAX_BUFFER_SIZE=" + std::string(v) + " is below the " +
-                                       FormatSize(kMinBudget) + " the pipeline needs");
-      options.pipeline.max_memory = *size;
-    }
-  }
-  if (const char* v = set("VRAMFLOW_CODEC")) {
-    Status s = ParseCodecSpec(v, &options.pipeline.encoder);
-    if (!s.ok()) return s.WithContext("VRAMFLOW_CODEC");
-  }
-  if (const char* v = set("VRAMFLOW_THREADS")) {
-    char* end = nullptr;
-    unsigned long n = std::strtoul(v, &end, 10);
-    if (*end != '\0' || n > 1024)
-      return Status::InvalidArgument(std::string("VRAMFLOW_THREADS='") + v + "' is not a thread count (0 = every core)");
-    options.pipeline.threads = static_cast<unsigned>(n);
-  }
+  if (const char* v = set("KFD_MAX_BUFFER_SIZE")) ReadBufferSize(v, &options);
+  if (const char* v = set("VRAMFLOW_CODEC")) ReadCodec(v, &options);
+  if (const char* v = set("VRAMFLOW_THREADS")) ReadThreads(v, &options);
   if (const char* v = set("VRAMFLOW_TARGET")) options.target = v;
-  if (const char* v = set("VRAMFLOW_KEY_FILE")) {
-    Result<SharedKey> key = LoadKeyFile(v);
-    if (!key.ok()) return key.status().WithContext("VRAMFLOW_KEY_FILE");
-    options.transport.net.key = std::move(*key);
-  }
-  VF_ASSIGN_OR_RETURN(options.checks, MapChecksFromEnvironment(getenv));
-  options.topology_root = set("VRAMFLOW_KFD_TOPOLOGY") ? set("VRAMFLOW_KFD_TOPOLOGY") : kKfdTopologyRoot;
-  if (const char* v = set("VRAMFLOW_SIM_KFD")) options.sim_kfd = v;
-  VF_ASSIGN_OR_RETURN(options.parallel_restore,
-                      ParseTristate("VRAMFLOW_PARALLEL_RESTORE", getenv("VRAMFLOW_PARALLEL_RESTORE")));
-  VF_ASSIGN_OR_RETURN(options.criu_stream, ParseTristate("VRAMFLOW_CRIU_STREAM", getenv("VRAMFLOW_CRIU_STREAM")));
+  if (const char* v = set("VRAMFLOW_KEY_FILE")) ReadKeyFile(v, &options);
+  ReadChecks(getenv, &options);
+  const char* topology = set("VRAMFLOW_KFD_TOPOLOGY");
+  options.topology_root = topology ? topology : kKfdTopologyRoot;
+  ReadTristate("VRAMFLOW_PARALLEL_RESTORE", getenv("VRAMFLOW_PARALLEL_RESTORE"), &options.parallel_restore,
+               &options.warnings);
+  ReadTristate("VRAMFLOW_CRIU_STREAM", getenv("VRAMFLOW_CRIU_STREAM"), &options.criu_stream, &options.warnings);
   options.pipeline.producer = "vramflow amdgpu_plugin";
   // A restore listening on a network VRAMFLOW_TARGET gives up on a sender
   // that never comes, instead of holding CRIU for ever.
   options.transport.accept_timeout = std::chrono::minutes(10);
   return options;
+}
+
+std::vector<std::string> PluginOptions::ParamLines() const {
+  std::vector<std::string> lines;
+  auto param = [&](const char* name, const std::string& value) {
+    lines.push_back(std::string("param: ") + name + ": " + value);
+  };
+  param("KFD_MAX_BUFFER_SIZE", Hex(pipeline.max_memory) + " (" + FormatSize(pipeline.max_memory) + ")");
+  for (const CheckSwitch& sw : kCheckSwitches) param(sw.variable, checks.*sw.check ? "Y" : "N");
+  param("VRAMFLOW_CODEC", DescribeOptions(pipeline.encoder));
+  param("VRAMFLOW_THREADS", pipeline.threads == 0 ? "0 (every core)" : std::to_string(pipeline.threads));
+  param("VRAMFLOW_TARGET", target.empty() ? "(the images directory)" : target);
+  param("VRAMFLOW_KEY_FILE", transport.net.key         ? transport.net.key->origin
+                             : !key_error.ok()         ? "(unusable)"
+                                                       : "(none)");
+  param("VRAMFLOW_PARALLEL_RESTORE", TristateName(parallel_restore));
+  param("VRAMFLOW_CRIU_STREAM", TristateName(criu_stream));
+  param("VRAMFLOW_KFD_TOPOLOGY", topology_root);
+  return lines;
 }
 
 }  // namespace vramflow

@@ -1,5 +1,5 @@
-// SDMA command encoding for linear copies (COPY_LINEAR) and the indirect
-// buffers (IBs) that carry them.
+// SDMA command encoding for linear copies (COPY_LINEAR), the indirect
+// buffers (IBs) that carry them, and the BO list a copy is submitted with.
 //
 // Pure functions, no hardware: what the amdgpu device backend submits, kept
 // apart so it can be checked bit for bit without a GPU.
@@ -12,6 +12,7 @@
 // (up to 2^21 - 1). IBs are padded with NOPs to a multiple of 8 dwords.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -45,5 +46,19 @@ uint64_t CopyIbDwords(uint64_t bytes, const SdmaCopyConvention& convention);
 // max_bytes_per_packet, NOP-padded to a multiple of 8 dwords.
 Status BuildCopyIb(uint64_t src_va, uint64_t dst_va, uint64_t bytes, const SdmaCopyConvention& convention,
                    std::vector<uint32_t>* ib);
+
+// The BO list of one copy submission: the buffers the copy touches and no
+// others, since the kernel validates (makes resident, fences) every BO of a
+// submission's list: the IB buffer carrying the packets, then the source and
+// the destination, each listed once (two handles may name one BO). `Handle`
+// is amdgpu_bo_handle in the device backend; anything comparable in tests.
+template <typename Handle>
+std::vector<Handle> CopySubmissionBos(Handle ib, Handle source, Handle destination) {
+  std::vector<Handle> bos{ib};
+  for (Handle h : {source, destination}) {
+    if (std::find(bos.begin(), bos.end(), h) == bos.end()) bos.push_back(h);
+  }
+  return bos;
+}
 
 }  // namespace vramflow

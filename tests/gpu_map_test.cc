@@ -409,14 +409,6 @@ TEST(GpuMapTest, NumaGroupsStayTogetherUnlessSwitchedOff) {
   ExpectBijection(src, dst, *relaxed);
 }
 
-TEST(GpuMapTest, NumaNodesMayFoldTogether) {
-  // Two sockets in the checkpoint, one here: each group still shares a node.
-  Topology src = MakeBox(2, {{0x1, 0}, {0x2, 1}});
-  Topology dst = MakeBox(1, {{0xa, 0}, {0xb, 0}});
-  Result<GpuMap> map = MapGpus(src, dst, MapChecks{});
-  ASSERT_TRUE(map.ok()) << Message(map);
-}
-
 TEST(GpuMapTest, NumaNumbersMayChange) {
   Topology src = MakeBox(2, {{0x1, 0}, {0x2, 0}, {0x3, 1}, {0x4, 1}});
   Topology dst = MakeBox(2, {{0xa, 1}, {0xb, 0}, {0xc, 1}, {0xd, 0}});
@@ -477,54 +469,6 @@ TEST(GpuMapTest, GpuMismatchesIsEmptyForTwins) {
   ASSERT_EQ(m.size(), 2u);
   EXPECT_EQ(m[0], "lds_size_in_kb 64 in the checkpoint, 128 here");
   EXPECT_EQ(m[1], "wave_front_size 64 in the checkpoint, 32 here");
-}
-
-std::function<const char*(const char*)> FakeEnv(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> const char* {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-}
-
-TEST(GpuMapTest, EnvironmentDefaultsToEveryCheck) {
-  Result<MapChecks> c = MapChecksFromEnvironment(FakeEnv({}));
-  ASSERT_TRUE(c.ok());
-  EXPECT_TRUE(c->fw_version && c->sdma_fw_version && c->caches_count && c->num_gws && c->vram_size && c->numa &&
-              c->capability);
-}
-
-TEST(GpuMapTest, EnvironmentSwitchesEachCheck) {
-  const std::vector<std::pair<std::string, bool MapChecks::*>> vars = {
-      {"KFD_FW_VER_CHECK", &MapChecks::fw_version},         {"KFD_SDMA_FW_VER_CHECK", &MapChecks::sdma_fw_version},
-      {"KFD_CACHES_COUNT_CHECK", &MapChecks::caches_count}, {"KFD_NUM_GWS_CHECK", &MapChecks::num_gws},
-      {"KFD_VRAM_SIZE_CHECK", &MapChecks::vram_size},       {"KFD_NUMA_CHECK", &MapChecks::numa},
-      {"KFD_CAPABILITY_CHECK", &MapChecks::capability},
-  };
-  for (const auto& [name, field] : vars) {
-    for (const char* off : {"0", "NO", "no", "false", "FALSE", "off"}) {
-      Result<MapChecks> c = MapChecksFromEnvironment(FakeEnv({{name, off}}));
-      ASSERT_TRUE(c.ok()) << name << "=" << off;
-      EXPECT_FALSE((*c).*field) << name << "=" << off;
-      int on_count =
-          c->fw_version + c->sdma_fw_version + c->caches_count + c->num_gws + c->vram_size + c->numa + c->capability;
-      EXPECT_EQ(on_count, 6) << name << " switched another check too";
-    }
-    for (const char* on : {"1", "YES", "yes", "true", "On", ""}) {
-      Result<MapChecks> c = MapChecksFromEnvironment(FakeEnv({{name, on}}));
-      ASSERT_TRUE(c.ok()) << name << "=" << on;
-      EXPECT_TRUE((*c).*field) << name << "=" << on;
-    }
-  }
-}
-
-TEST(GpuMapTest, EnvironmentRejectsOtherValues) {
-  for (const char* bad : {"2", "nope", "y", " 0", "disable"}) {
-    Result<MapChecks> c = MapChecksFromEnvironment(FakeEnv({{"KFD_NUMA_CHECK", "0"}, {"KFD_VRAM_SIZE_CHECK", bad}}));
-    ASSERT_FALSE(c.ok()) << bad;
-    EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument);
-    EXPECT_NE(c.status().message().find(std::string("KFD_VRAM_SIZE_CHECK='") + bad + "'"), std::string::npos)
-        << c.status().message();
-  }
 }
 
 }  // namespace
