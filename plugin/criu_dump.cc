@@ -65,7 +65,7 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
   }
 
   criu::CriuKfd image;
-  image.set_pid(0);  // the pid is CRIU's to record; upstream's restore does not read it
+  image.set_pid(info.pid);  // as upstream: KFD's pid of the process
   TopologyToImage(topology, result->user_gpu_ids, &image);
   image.set_num_of_bos(checkpoint.bos.size());
   for (size_t i = 0; i < checkpoint.bos.size(); ++i) {

@@ -29,8 +29,10 @@
 #include "plugin/gpu_backend.h"
 #include "plugin/image_store.h"
 #include "plugin/parallel_restore.h"
+#include "plugin/criu_log.h"
+#include "plugin/plugin_backend.h"
 #include "plugin/plugin_options.h"
-#include "sim/sim_kfd_service.h"
+#include "streamer/tbb_workers.h"
 
 // Everything here is hidden except the descriptor CRIU looks up by name
 // (plugin/amdgpu_plugin.map exports only it).
@@ -43,12 +45,16 @@ extern "C" {
 namespace vramflow {
 namespace {
 
-constexpr char kLog[] = "vramflow amdgpu_plugin";
+constexpr char kPluginName[] = "amdgpu_plugin";
 // How long RESUME_DEVICES_LATE waits for the main process's BO restore.
 constexpr std::chrono::hours kParallelRestoreTimeout{1};
 
 struct PluginState {
   int stage = -1;
+  CriuLog log;
+  // CRIU's inventory lists the plugins a dump needs (CRIU 4.1+): added once
+  // this dump has a GPU file of ours.
+  bool in_inventory = false;
   PluginOptions options;
   std::unique_ptr<GpuBackend> backend;
   std::unique_ptr<ImageStore> images;       // made at first use: CRIU's images dir is open by then
@@ -67,9 +73,26 @@ struct PluginState {
 PluginState* g_state = nullptr;
 
 int Fail(const char* hook, const Status& status) {
-  std::fprintf(stderr, "%s: %s: %s\n", kLog, hook, status.ToString().c_str());
+  CriuLog().Error(std::string(hook) + ": " + status.ToString());
   return -(status.code() == Status::Code::kInvalidArgument ? EINVAL : EIO);
 }
+
+// Ends oneTBB's worker threads when a hook returns: CRIU dlcloses the plugin
+// at fini, and a restored task's address space is replaced by CRIU's
+// restorer, so no thread of ours may outlive the hook that started it.
+class JoinWorkersOnReturn {
+ public:
+  explicit JoinWorkersOnReturn(const char* hook) : hook_(hook) {}
+  ~JoinWorkersOnReturn() {
+    Status s = JoinTbbWorkerThreads();
+    if (!s.ok()) Fail(hook_, s);
+  }
+  JoinWorkersOnReturn(const JoinWorkersOnReturn&) = delete;
+  JoinWorkersOnReturn& operator=(const JoinWorkersOnReturn&) = delete;
+
+ private:
+  const char* hook_;
+};
 
 // CRIU's helpers, looked up at run time (the plugin links with -z defs and
 // is loaded into the criu binary, which exports them).
@@ -116,12 +139,15 @@ Result<const PluginContext*> Context() {
     s.images = DirectoryStore(ImagesDirPath(dir));
   }
   if (!s.options.target.empty()) {
+    // A network target without its key would send VRAM unauthenticated.
+    VF_RETURN_IF_ERROR(s.options.key_error);
     VF_ASSIGN_OR_RETURN(s.vram_target, TargetStore(s.options.target, s.options.transport));
   }
   s.context.backend = s.backend.get();
   s.context.options = &s.options;
   s.context.images = s.images.get();
   s.context.vram = s.vram_target ? s.vram_target.get() : s.images.get();
+  s.context.find_unused_fd_pid = CriuSymbol<int (*)(int)>("find_unused_fd_pid");
   return &s.context;
 }
 
@@ -148,18 +174,67 @@ Result<bool> ParallelRestoreWanted(Tristate setting) {
 #endif
 }
 
+// CRIU 4.1+ records in its inventory image which plugins a dump needs and
+// refuses a restore whose plugins did not claim their entries (CRIU before
+// 4.1 has neither function; every plugin then runs).
+void AddToInventory() {
+  PluginState& s = *g_state;
+  if (s.in_inventory) return;
+  auto add = CriuSymbol<int (*)(const char*)>("add_inventory_plugin");
+  if (add && add(kPluginName) != 0) {
+    s.log.Error("adding amdgpu_plugin to CRIU's inventory failed: the restore will not know it needs this plugin");
+    return;
+  }
+  s.in_inventory = true;
+}
+
+// Restore: whether the dump needed this plugin (and claims its inventory entry).
+bool ClaimInventoryEntry() {
+  auto check = CriuSymbol<bool (*)(const char*, size_t)>("check_and_remove_inventory_plugin");
+  return !check || check(kPluginName, std::strlen(kPluginName));
+}
+
+std::string Percent(double part, double whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", whole > 0 ? 100.0 * part / whole : 0.0);
+  return buf;
+}
+
+void LogDump(const PluginContext& ctx, int id, const KfdDumpResult& r) {
+  const PipelineStats& st = r.stats;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "KFD file %d: %zu GPUs, %llu BOs, %.1f MiB of VRAM/GTT into %.1f MiB (ratio %.3f), %.2f s (%.0f MB/s), to %s",
+                id, r.user_gpu_ids.size(), static_cast<unsigned long long>(st.objects), st.raw_bytes / 1048576.0,
+                st.stream_bytes / 1048576.0, st.stream_bytes ? double(st.raw_bytes) / double(st.stream_bytes) : 0.0,
+                st.seconds, st.seconds > 0 ? st.raw_bytes / st.seconds / 1e6 : 0.0, ctx.vram->Describe().c_str());
+  g_state->log.Info(line);
+  g_state->log.Debug("KFD file " + std::to_string(id) + ": zero runs " + Percent(st.zero_bytes, st.raw_bytes) +
+                     "%, dedup " + Percent(st.dedup_bytes, st.raw_bytes) + "% of the bytes");
+}
+
 Status Init(int stage) {
+  CriuLog log;
+  log.Info(std::string("vramflow ") + VRAMFLOW_VERSION + " (built for CRIU's plugin ABI with " +
+           std::to_string(CR_PLUGIN_HOOK__MAX) + " hooks), stage " + std::to_string(stage));
+  if (stage == CR_PLUGIN_STAGE__RESTORE && !ClaimInventoryEntry()) {
+    // Every hook then answers -ENOTSUP (g_state stays null), as upstream's plugin does.
+    log.Info("the images were dumped without amdgpu_plugin (CRIU's inventory does not list it): disabled");
+    return Status::Ok();
+  }
   auto state = std::make_unique<PluginState>();
   state->stage = stage;
+  // A value that does not parse is logged and ignored, never fatal: CRIU
+  // initialises every plugin in its directory, so a failing init would stop
+  // every dump on the host, GPU or not.
   VF_ASSIGN_OR_RETURN(state->options, PluginOptionsFromEnvironment(::getenv));
-  if (!state->options.sim_kfd.empty()) {
-    VF_ASSIGN_OR_RETURN(state->backend, ConnectSimGpuBackend(state->options.sim_kfd, state->options.topology_root));
-  } else {
-    state->backend = OpenAmdgpuBackend(state->options.topology_root);
-  }
+  for (const std::string& warning : state->options.warnings) log.Error(warning);
+  for (const std::string& param : state->options.ParamLines()) log.Info(param);
+  VF_ASSIGN_OR_RETURN(state->backend, OpenPluginBackend(state->options));
   if (stage == CR_PLUGIN_STAGE__RESTORE) {
-    VF_ASSIGN_OR_RETURN(const bool parallel, ParallelRestoreWanted(state->options.parallel_restore));
-    if (parallel) {  // only the listening socket now; connections queue until POST_FORKING
+    Result<bool> parallel = ParallelRestoreWanted(state->options.parallel_restore);
+    if (!parallel.ok()) log.Error(parallel.status().ToString() + "; restoring in the tasks");
+    if (parallel.ok() && *parallel) {  // only the listening socket now; connections queue until POST_FORKING
       VF_ASSIGN_OR_RETURN(state->parallel, ParallelRestoreServer::Listen(UniqueParallelRestoreName()));
     }
   }
@@ -179,15 +254,18 @@ void PluginFini(int stage, int ret) {
     Status s = g_state->backend->Kfd().Unpause(fd.get());
     if (!s.ok()) Fail("fini", s);
   }
-  delete g_state;
+  delete g_state;  // joins the parallel-restore worker, if any
   g_state = nullptr;
+  JoinWorkersOnReturn join("fini");
 }
 
 int HandleDeviceVma(int fd, const struct stat* st) {
   if (!g_state || !st) return -ENOTSUP;
   Result<GpuFileKind> kind = g_state->backend->Classify(*st);
   if (!kind.ok()) return Fail("HANDLE_DEVICE_VMA", kind.status());
-  return *kind == GpuFileKind::kNone ? -ENOTSUP : 0;  // CRIU skips these pages: BO contents travel in our streams
+  if (*kind == GpuFileKind::kNone) return -ENOTSUP;
+  AddToInventory();
+  return 0;  // CRIU skips these pages: BO contents travel in our streams
 }
 
 int DumpExtFile(int fd, int id) {
@@ -196,6 +274,8 @@ int DumpExtFile(int fd, int id) {
   Result<GpuFileKind> kind = ClassifyFd(fd, &st);
   if (!kind.ok()) return Fail("DUMP_EXT_FILE", kind.status());
   if (*kind == GpuFileKind::kNone) return -ENOTSUP;
+  JoinWorkersOnReturn join("DUMP_EXT_FILE");
+  AddToInventory();
   Result<const PluginContext*> ctx = Context();
   if (!ctx.ok()) return Fail("DUMP_EXT_FILE", ctx.status());
   if (*kind == GpuFileKind::kRenderNode) {
@@ -211,6 +291,7 @@ int DumpExtFile(int fd, int id) {
 #endif
   Result<KfdDumpResult> result = DumpKfdFile(**ctx, fd, id, kUnpauseNow);
   if (!result.ok()) return Fail("DUMP_EXT_FILE", result.status());
+  LogDump(**ctx, id, *result);
   for (const auto& [actual, user] : result->user_gpu_ids) g_state->user_gpu_ids[actual] = user;
   if (!kUnpauseNow) g_state->paused.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   return 0;
@@ -223,6 +304,7 @@ int RestoreExtFile(int id, bool* retry_needed) {
 int RestoreExtFile(int id) {
 #endif
   if (!g_state) return -ENOTSUP;
+  JoinWorkersOnReturn join("RESTORE_EXT_FILE");
   Result<const PluginContext*> ctx = Context();
   if (!ctx.ok()) return Fail("RESTORE_EXT_FILE", ctx.status());
   const std::string server = g_state->parallel ? g_state->parallel->name() : std::string();
@@ -242,6 +324,7 @@ int RestoreExtFile(int id) {
                   Status::InvalidArgument("render node file " + std::to_string(id) +
                                           " comes before its task's KFD file, whose GPU mapping it needs"));
     case RestoreFileResult::Outcome::kRestored:
+      g_state->log.Info("restored file " + std::to_string(id) + " (fd " + std::to_string(result->fd.get()) + ")");
       return result->fd.Release();
   }
   return -EINVAL;
@@ -263,6 +346,7 @@ int ResumeDevicesLate(int pid) {
   if (g_state->parallel && g_state->parallel_started) {
     // Every task's BO contents must be in place before any queue runs.
     Status s = g_state->parallel->Finish(kParallelRestoreTimeout);
+    JoinWorkersOnReturn join("RESUME_DEVICES_LATE");
     if (!s.ok()) return Fail("RESUME_DEVICES_LATE", s.WithContext("restoring BO contents in the main CRIU process"));
   }
   Result<const PluginContext*> ctx = Context();
@@ -307,7 +391,7 @@ int DumpDevicesLate(int id) {
 
 extern "C" {
 using namespace vramflow;
-CR_PLUGIN_REGISTER("amdgpu_plugin", PluginInit, PluginFini)
+CR_PLUGIN_REGISTER(kPluginName, PluginInit, PluginFini)
 CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA, HandleDeviceVma)
 CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__DUMP_EXT_FILE, DumpExtFile)
 CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__RESTORE_EXT_FILE, RestoreExtFile)

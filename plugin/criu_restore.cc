@@ -1,6 +1,7 @@
 #include "plugin/criu_restore.h"
 
 #include <fcntl.h>
+#include <semaphore.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,8 @@ namespace vramflow {
 namespace {
 
 constexpr char kHsakmtSharedMem[] = "/dev/shm/hsakmt_shared_mem";
+// libhsakmt's semaphore beside it (sem_open's name: /dev/shm/sem.hsakmt_semaphore).
+constexpr char kHsakmtSemaphore[] = "/hsakmt_semaphore";
 // The longest a task waits for the main process to take its job.
 constexpr std::chrono::milliseconds kHandOverTimeout{30000};
 
@@ -52,10 +55,41 @@ Status RestoreHsakmtSharedMem(const criu::CriuKfd& image) {
   return Status::Ok();
 }
 
+// The semaphore libhsakmt opens beside its shared memory: on a fresh
+// /dev/shm (a new host, a container) CRIU could not restore the task's
+// mapping of it. Created as upstream does, unless it exists.
+Status RestoreHsakmtSemaphore(const criu::CriuKfd& image) {
+  if (image.shared_mem_size() == 0) return Status::Ok();
+  sem_t* sem = ::sem_open(kHsakmtSemaphore, O_CREAT, 0666, 1);
+  if (sem == SEM_FAILED) return Status::FromErrno(std::string("creating the semaphore ") + kHsakmtSemaphore, errno);
+  ::sem_close(sem);
+  return Status::Ok();
+}
+
+// An fd the plugin keeps in a restored task goes above every fd CRIU will
+// install there (CRIU's find_unused_fd_pid, as upstream does): a low number
+// would be taken when CRIU installs the task's own file under it ("fd N
+// already in use"). Outside CRIU (no such function) it stays where it is.
+Result<UniqueFd> KeepAboveTaskFds(const PluginContext& ctx, UniqueFd fd, TaskRestoreState* task) {
+  if (!ctx.find_unused_fd_pid) return fd;
+  if (task->next_kept_fd < 0) {
+    const int first = ctx.find_unused_fd_pid(::getpid());
+    if (first <= 0)
+      return Status::Internal("CRIU found no free fd number above task " + std::to_string(::getpid()) + "'s files");
+    task->next_kept_fd = first;
+  }
+  UniqueFd moved(::fcntl(fd.get(), F_DUPFD_CLOEXEC, task->next_kept_fd));
+  if (!moved.valid())
+    return Status::FromErrno("moving an fd to " + std::to_string(task->next_kept_fd) + " or above", errno);
+  task->next_kept_fd = moved.get() + 1;
+  return moved;
+}
+
 Result<int> RenderFd(const PluginContext& ctx, const KfdNode& gpu, TaskRestoreState* task) {
   auto it = task->render_fds.find(gpu.gpu_id);
   if (it != task->render_fds.end()) return it->second.get();
-  VF_ASSIGN_OR_RETURN(UniqueFd fd, ctx.backend->OpenRenderNode(gpu));
+  VF_ASSIGN_OR_RETURN(UniqueFd opened, ctx.backend->OpenRenderNode(gpu));
+  VF_ASSIGN_OR_RETURN(UniqueFd fd, KeepAboveTaskFds(ctx, std::move(opened), task));
   int raw = fd.get();
   task->render_fds[gpu.gpu_id] = std::move(fd);
   return raw;
@@ -167,6 +201,7 @@ Result<RestoreFileResult> RestoreKfd(const PluginContext& ctx, int id, ByteSourc
   }
 
   VF_RETURN_IF_ERROR(RestoreHsakmtSharedMem(image).WithContext(what));
+  VF_RETURN_IF_ERROR(RestoreHsakmtSemaphore(image).WithContext(what));
   RestoreFileResult result;
   result.outcome = RestoreFileResult::Outcome::kRestored;
   result.fd = std::move(kfd_fd);
@@ -193,7 +228,14 @@ Result<RestoreFileResult> RestoreRenderNode(const PluginContext& ctx, int id, By
   VF_ASSIGN_OR_RETURN(Topology local, ctx.backend->LocalTopology());
   const KfdNode* gpu = local.FindGpu(it->second);
   if (!gpu) return Status::Internal(what + ": mapped GPU " + Hex(it->second) + " vanished from the topology");
-  VF_ASSIGN_OR_RETURN(result.fd, ctx.backend->OpenRenderNode(*gpu));
+  // The task gets the DRM file KFD's restore was given, not a new one: KFD
+  // grants mmap rights per DRM file, and the task's runtime maps new
+  // allocations through this fd. A dup, as upstream returns: CRIU moves the
+  // fd it is given and closes it, and the plugin keeps its own for
+  // UPDATE_VMA_MAP.
+  VF_ASSIGN_OR_RETURN(int kept, RenderFd(ctx, *gpu, task));
+  result.fd.Reset(::fcntl(kept, F_DUPFD_CLOEXEC, 0));
+  if (!result.fd.valid()) return Status::FromErrno(what + ": duplicating the render node fd", errno);
   result.outcome = RestoreFileResult::Outcome::kRestored;
   return result;
 }

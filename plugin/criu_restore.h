@@ -39,6 +39,7 @@ struct TaskRestoreState {
   std::optional<GpuMap> gpu_map;            // image gpu_id -> local gpu_id, once a KFD image was restored
   std::map<uint32_t, UniqueFd> render_fds;  // local gpu_id -> the render node KFD's restore was given
   std::vector<RestoredVma> vmas;
+  int next_kept_fd = -1;  // where the next fd the plugin keeps goes (KeepAboveTaskFds); -1: not known yet
 };
 
 struct RestoreFileResult {

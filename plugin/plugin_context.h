@@ -14,6 +14,10 @@ struct PluginContext {
   const PluginOptions* options = nullptr;
   ImageStore* images = nullptr;  // the metadata images (CRIU's images directory or streamer)
   ImageStore* vram = nullptr;    // VRAM streams: `images`, or VRAMFLOW_TARGET
+  // CRIU's find_unused_fd_pid (exported by CRIU 4.x): in a restored task, the
+  // lowest fd number above every fd CRIU will install in task `pid`. Null
+  // outside CRIU or where CRIU lacks it; kept fds then stay where they open.
+  int (*find_unused_fd_pid)(int pid) = nullptr;
 };
 
 }  // namespace vramflow
