@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -464,14 +465,32 @@ Result<std::span<uint8_t>> SimKfd::BoBytes(pid_t pid, size_t index) {
   return std::span<uint8_t>(bo.map.data(), bo.map.size());
 }
 
+Status SimKfd::RegisterFileLocked(int fd, const std::string& name, OpenFile file) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::FromErrno("simulated KFD: fstat of " + name, errno);
+  file.keepalive.Reset(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!file.keepalive.valid()) return Status::FromErrno("simulated KFD: dup of " + name, errno);
+  files_[FileKey{st.st_dev, st.st_ino}] = std::move(file);
+  return Status::Ok();
+}
+
 Result<UniqueFd> SimKfd::OpenFileLocked(const std::string& name, OpenFile file) {
   UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC));
   if (!fd.valid()) return Status::FromErrno("simulated KFD: creating " + name, errno);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("simulated KFD: fstat of " + name, errno);
-  file.keepalive.Reset(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
-  if (!file.keepalive.valid()) return Status::FromErrno("simulated KFD: dup of " + name, errno);
-  files_[FileKey{st.st_dev, st.st_ino}] = std::move(file);
+  VF_RETURN_IF_ERROR(RegisterFileLocked(fd.get(), name, std::move(file)));
+  return fd;
+}
+
+Result<UniqueFd> SimKfd::OpenKfdNodeLocked(OpenFile file) {
+  // Each file its own node, so that its inode names its process as a
+  // memfd's does.
+  const std::string path = options_.kfd_node_dir + "/kfd-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(kfd_nodes_made_++);
+  if (::mknod(path.c_str(), S_IFCHR | 0600, ::makedev(10, 237)) != 0)
+    return Status::FromErrno("simulated KFD: making the device node " + path, errno);
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno("simulated KFD: opening " + path, errno);
+  VF_RETURN_IF_ERROR(RegisterFileLocked(fd.get(), path, std::move(file)));
   return fd;
 }
 
@@ -480,7 +499,18 @@ Result<UniqueFd> SimKfd::OpenKfd(pid_t pid) {
   OpenFile file;
   file.kfd = true;
   file.pid = pid == 0 ? ::getpid() : pid;
+  if (!options_.kfd_node_dir.empty()) return OpenKfdNodeLocked(std::move(file));
   return OpenFileLocked("vramflow-sim-kfd", std::move(file));
+}
+
+Status SimKfd::AdoptKfdFile(pid_t pid, const std::string& path) {
+  std::lock_guard lock(mu_);
+  UniqueFd fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno("simulated KFD: opening " + path, errno);
+  OpenFile file;
+  file.kfd = true;
+  file.pid = pid;
+  return RegisterFileLocked(fd.get(), path, std::move(file));
 }
 
 Result<UniqueFd> SimKfd::OpenRenderNode(uint32_t gpu_id) {
@@ -622,7 +652,9 @@ Result<KfdProcessInfo> SimKfd::ProcessInfoLocked(int kfd_fd, pid_t pid) {
     return KfdError(op, EBUSY, "process " + std::to_string(fd_pid) + " is restored but not resumed");
   }
   p->state = SimKfdProcessState::kPaused;  // queues evicted until Unpause
-  return InfoOf(p->devices.size(), PrivBosOfProcess(p->bos));
+  KfdProcessInfo info = InfoOf(p->devices.size(), PrivBosOfProcess(p->bos));
+  info.pid = static_cast<uint32_t>(fd_pid);
+  return info;
 }
 
 Result<KfdCheckpoint> SimKfd::CheckpointLocked(int kfd_fd, const KfdProcessInfo& info) {

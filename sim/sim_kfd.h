@@ -78,6 +78,11 @@ struct SimKfdOptions {
   // Restore requires each device's drm_fd to be a render node of its actual
   // GPU from OpenRenderNode (the kernel checks the DRM file it is given).
   bool check_drm_fds = true;
+  // Non-empty: KFD files (OpenKfd) are character device nodes made in this
+  // directory, c 10:237 (loop-control, which opening does nothing to), not
+  // memfds. A real CRIU hands a process's open device node to the plugin's
+  // DUMP_EXT_FILE, and a task it restores holds one again. Needs CAP_MKNOD.
+  std::string kfd_node_dir;
 };
 
 // One BO of a process being built (AddProcess).
@@ -157,6 +162,9 @@ class SimKfd {
   // A KFD file for `pid` (0: this process's pid), as the process's own
   // open("/dev/kfd"). The pid need not have KFD state yet (Restore needs it not to).
   Result<UniqueFd> OpenKfd(pid_t pid);
+  // The file at `path` (a device node a process opened itself, say) becomes
+  // a KFD file of `pid`, as if that process had opened /dev/kfd.
+  Status AdoptKfdFile(pid_t pid, const std::string& path);
   // The render node of a GPU (/dev/dri/renderD<minor>).
   Result<UniqueFd> OpenRenderNode(uint32_t gpu_id);
   // The GPU of a render node fd from OpenRenderNode.
@@ -210,6 +218,8 @@ class SimKfd {
   Result<std::unique_ptr<Bo>> CreateBo(pid_t pid, const SimKfdBoSpec& spec, uint32_t user_gpu_id);
   uint64_t MmapOffset(uint32_t alloc_flags, uint32_t gpu_id, uint64_t addr, uint64_t size);
   Result<UniqueFd> OpenFileLocked(const std::string& name, OpenFile file);
+  Result<UniqueFd> OpenKfdNodeLocked(OpenFile file);
+  Status RegisterFileLocked(int fd, const std::string& name, OpenFile file);
 
   const SimKfdOptions options_;
   const Topology topology_;
@@ -221,6 +231,7 @@ class SimKfd {
   uint32_t kfd_minor_;                                   // GUARDED_BY(mu_)
   SimKfdFaults faults_;                                  // GUARDED_BY(mu_)
   uint32_t fault_op_calls_ = 0;                          // GUARDED_BY(mu_)
+  uint64_t kfd_nodes_made_ = 0;                          // GUARDED_BY(mu_)
   std::vector<std::string> log_;                         // GUARDED_BY(mu_)
 };
 

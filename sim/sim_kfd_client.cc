@@ -88,6 +88,7 @@ class SimGpuBackend final : public GpuBackend {
 
  private:
   Status ConnectLocked();
+  Result<Reply> CallLocked(Op op, const Writer& body, std::span<const int> fds);
 
   const std::string socket_path_;
   const std::string topology_root_;
@@ -96,11 +97,16 @@ class SimGpuBackend final : public GpuBackend {
   std::mutex mu_;
   UniqueFd connection_;       // GUARDED_BY(mu_)
   pid_t connection_pid_ = 0;  // GUARDED_BY(mu_): the process that made connection_
+  const pid_t connection_owner_ = ::getpid();  // the process that keeps its connection between calls
 };
 
 Status SimGpuBackend::ConnectLocked() {
   if (connection_.valid() && connection_pid_ == ::getpid()) return Status::Ok();
-  connection_.Reset();  // after fork(): our copy of the parent's socket; the parent keeps its own
+  // After fork(): the parent's socket is forgotten, not closed. In a task
+  // CRIU restores, CRIU has closed every inherited fd already and may have
+  // installed one of the task's own files under that number.
+  if (connection_pid_ != ::getpid()) static_cast<void>(connection_.Release());
+  connection_.Reset();
   Endpoint endpoint;
   endpoint.kind = Endpoint::Kind::kUnix;
   endpoint.path = socket_path_;
@@ -117,19 +123,22 @@ Status SimGpuBackend::ConnectLocked() {
 
 Result<Reply> SimGpuBackend::Call(Op op, const Writer& body, std::span<const int> fds) {
   std::lock_guard lock(mu_);
+  // Only the process that connected keeps a connection between calls. In a
+  // forked one (a task CRIU restores) each call has its own: the kernel's
+  // KFD leaves no fd behind in a task, and a kept socket would take an fd
+  // number CRIU is about to install one of the task's own files at.
+  const bool keep = connection_owner_ == ::getpid();
   VF_RETURN_IF_ERROR(ConnectLocked());
-  Status sent = sim_wire::SendRequest(connection_.get(), op, body.bytes(), fds, kSimKfdIoTimeout);
-  if (!sent.ok()) {
-    connection_.Reset();
-    return sent.WithContext(Describe());
-  }
-  Result<Reply> reply = sim_wire::RecvReply(connection_.get(), kSimKfdIoTimeout);
-  if (!reply.ok()) {
-    connection_.Reset();
-    return reply.status().WithContext(Describe());
-  }
+  Result<Reply> reply = CallLocked(op, body, fds);
+  if (!keep || !reply.ok()) connection_.Reset();
+  if (!reply.ok()) return reply.status().WithContext(Describe());
   if (!reply->status.ok()) return reply->status;
   return reply;
+}
+
+Result<Reply> SimGpuBackend::CallLocked(Op op, const Writer& body, std::span<const int> fds) {
+  VF_RETURN_IF_ERROR(sim_wire::SendRequest(connection_.get(), op, body.bytes(), fds, kSimKfdIoTimeout));
+  return sim_wire::RecvReply(connection_.get(), kSimKfdIoTimeout);
 }
 
 Result<std::pair<GpuFileKind, uint32_t>> SimGpuBackend::ClassifyFile(const struct stat& st) {

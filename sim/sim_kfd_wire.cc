@@ -257,6 +257,7 @@ Result<KfdCheckpoint> GetCheckpoint(Reader* in) {
 }
 
 void PutProcessInfo(const KfdProcessInfo& info, Writer* out) {
+  out->U32(info.pid);
   out->U32(info.num_devices);
   out->U32(info.num_bos);
   out->U32(info.num_objects);
@@ -265,6 +266,7 @@ void PutProcessInfo(const KfdProcessInfo& info, Writer* out) {
 
 KfdProcessInfo GetProcessInfo(Reader* in) {
   KfdProcessInfo info;
+  info.pid = in->U32();
   info.num_devices = in->U32();
   info.num_bos = in->U32();
   info.num_objects = in->U32();

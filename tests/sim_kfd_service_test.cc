@@ -313,7 +313,9 @@ TEST_F(SimKfdServiceTest, RestoreInForkedChild) {
   int wstatus = 0;
   ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
   ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "child: " << report << " status " << wstatus;
-  EXPECT_EQ(server_->connections_accepted(), 2u) << "the child must not talk on the parent's connection";
+  // The child connects on its own, once per call: a forked process (a task
+  // CRIU restores) keeps no fd of the simulated KFD's between calls.
+  EXPECT_GT(server_->connections_accepted(), 2u) << "the child must not talk on the parent's connection";
 
   std::vector<uint64_t> child_offsets;
   std::istringstream offsets(report);
