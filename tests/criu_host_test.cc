@@ -83,10 +83,12 @@ TEST(CriuHost, RestoresOntoGpusWithOtherIds) {
 
 #ifndef VRAMFLOW_CRIU_HAS_POST_FORKING
 // Without POST_FORKING the worker's threads would have to run while CRIU
-// forks the restored tasks: asking for parallel restore stops the restore.
-TEST(CriuHost, ParallelRestoreWithoutPostForkingIsRefused) {
+// forks the restored tasks: asking for parallel restore is logged as an
+// error and ignored (a plugin's init must not fail on a setting), and the
+// tasks restore their BOs themselves.
+TEST(CriuHost, ParallelRestoreWithoutPostForkingRestoresInTheTasks) {
   testing::TempDir dir;
-  HostRun run = RunHost(dir, "--gpus 1 --expect-restore-failure", "VRAMFLOW_PARALLEL_RESTORE=1");
+  HostRun run = RunHost(dir, "--gpus 1", "VRAMFLOW_PARALLEL_RESTORE=1");
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_TRUE(Has(run.output, "POST_FORKING")) << run.output;
 }
@@ -185,14 +187,6 @@ TEST(CriuHost, VramCrossesTheNetworkBothWays) {
   for (int i = 0; i < 100 && !std::filesystem::exists(net.File("sent")); ++i) ::usleep(50000);
   const std::vector<uint8_t> log = testing::ReadFileBytes(net.File("net.log"));
   EXPECT_TRUE(std::filesystem::exists(net.File("sent"))) << std::string(log.begin(), log.end());
-}
-
-TEST(CriuHost, AMistypedCheckSwitchStopsTheRestore) {
-  testing::TempDir dir;
-  HostRun run = RunHost(dir, "--gpus 1 --expect-restore-failure", "KFD_VRAM_SIZE_CHECK=maybe");
-  // The dump refuses too: the setting is read at init in every stage.
-  EXPECT_NE(run.status, 0) << run.output;
-  EXPECT_TRUE(Has(run.output, "KFD_VRAM_SIZE_CHECK")) << run.output;
 }
 
 //! VRAMFLOW_TARGET=s3://BUCKET/PREFIX/{name} against the local Ceph RGW
