@@ -51,7 +51,6 @@ constexpr std::chrono::hours kParallelRestoreTimeout{1};
 
 struct PluginState {
   int stage = -1;
-  CriuLog log;
   // CRIU's inventory lists the plugins a dump needs (CRIU 4.1+): added once
   // this dump has a GPU file of ours.
   bool in_inventory = false;
@@ -72,8 +71,14 @@ struct PluginState {
 
 PluginState* g_state = nullptr;
 
+// CRIU's log (print_on_level, looked up once).
+const CriuLog& Log() {
+  static const CriuLog log;
+  return log;
+}
+
 int Fail(const char* hook, const Status& status) {
-  CriuLog().Error(std::string(hook) + ": " + status.ToString());
+  Log().Error(std::string(hook) + ": " + status.ToString());
   return -(status.code() == Status::Code::kInvalidArgument ? EINVAL : EIO);
 }
 
@@ -182,7 +187,7 @@ void AddToInventory() {
   if (s.in_inventory) return;
   auto add = CriuSymbol<int (*)(const char*)>("add_inventory_plugin");
   if (add && add(kPluginName) != 0) {
-    s.log.Error("adding amdgpu_plugin to CRIU's inventory failed: the restore will not know it needs this plugin");
+    Log().Error("adding amdgpu_plugin to CRIU's inventory failed: the restore will not know it needs this plugin");
     return;
   }
   s.in_inventory = true;
@@ -208,13 +213,13 @@ void LogDump(const PluginContext& ctx, int id, const KfdDumpResult& r) {
                 id, r.user_gpu_ids.size(), static_cast<unsigned long long>(st.objects), st.raw_bytes / 1048576.0,
                 st.stream_bytes / 1048576.0, st.stream_bytes ? double(st.raw_bytes) / double(st.stream_bytes) : 0.0,
                 st.seconds, st.seconds > 0 ? st.raw_bytes / st.seconds / 1e6 : 0.0, ctx.vram->Describe().c_str());
-  g_state->log.Info(line);
-  g_state->log.Debug("KFD file " + std::to_string(id) + ": zero runs " + Percent(st.zero_bytes, st.raw_bytes) +
+  Log().Info(line);
+  Log().Debug("KFD file " + std::to_string(id) + ": zero runs " + Percent(st.zero_bytes, st.raw_bytes) +
                      "%, dedup " + Percent(st.dedup_bytes, st.raw_bytes) + "% of the bytes");
 }
 
 Status Init(int stage) {
-  CriuLog log;
+  const CriuLog& log = Log();
   log.Info(std::string("vramflow ") + VRAMFLOW_VERSION + " (built for CRIU's plugin ABI with " +
            std::to_string(CR_PLUGIN_HOOK__MAX) + " hooks), stage " + std::to_string(stage));
   if (stage == CR_PLUGIN_STAGE__RESTORE && !ClaimInventoryEntry()) {
@@ -324,7 +329,7 @@ int RestoreExtFile(int id) {
                   Status::InvalidArgument("render node file " + std::to_string(id) +
                                           " comes before its task's KFD file, whose GPU mapping it needs"));
     case RestoreFileResult::Outcome::kRestored:
-      g_state->log.Info("restored file " + std::to_string(id) + " (fd " + std::to_string(result->fd.get()) + ")");
+      Log().Info("restored file " + std::to_string(id) + " (fd " + std::to_string(result->fd.get()) + ")");
       return result->fd.Release();
   }
   return -EINVAL;
