@@ -1,0 +1,237 @@
+// The RealCriu fixture: a real CRIU 4.2 (and criu-image-streamer) built by
+// ../shared/criu/build.sh, processes holding simulated GPUs, and helpers to
+// dump, restore and check them. See real_criu_test.cc for the test bed.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sim/sim_kfd.h"
+#include "sim/sim_kfd_service.h"
+#include "tests/shell.h"
+#include "tests/test_util.h"
+
+namespace vramflow {
+namespace real_criu {
+
+using testing::RunShell;
+using testing::ShellQuote;
+using testing::TempDir;
+
+// Where scripts/test.sh installs the real CRIU (VRAMFLOW_REAL_CRIU_PREFIX overrides).
+inline std::string CriuPrefix() {
+  const char* env = std::getenv("VRAMFLOW_REAL_CRIU_PREFIX");
+  return env && *env ? env : VRAMFLOW_REAL_CRIU_PREFIX;
+}
+inline std::string CriuBinary() { return CriuPrefix() + "/sbin/criu"; }
+inline std::string StreamerBinary() { return CriuPrefix() + "/bin/criu-image-streamer"; }
+
+// Why the real CRIU cannot run here, or empty.
+inline std::string WhyNoRealCriu(bool need_streamer = false) {
+  if (::geteuid() != 0) return "CRIU dumps and restores need root";
+  if (::access(CriuBinary().c_str(), X_OK) != 0)
+    return "no real CRIU at " + CriuBinary() + " (scripts/test.sh builds it from ../shared/criu as root)";
+  if (need_streamer && ::access(StreamerBinary().c_str(), X_OK) != 0)
+    return "no criu-image-streamer at " + StreamerBinary();
+  return "";
+}
+
+#define REQUIRE_REAL_CRIU(...)                                                            \
+  do {                                                                                    \
+    const std::string why = WhyNoRealCriu(__VA_ARGS__);                                   \
+    if (!why.empty()) {                                                                   \
+      const char* required = std::getenv("VRAMFLOW_CRIU_REQUIRED");                       \
+      if (required && std::string(required) == "1") FAIL() << "VRAMFLOW_CRIU_REQUIRED=1: " << why; \
+      GTEST_SKIP() << why;                                                                \
+    }                                                                                     \
+  } while (0)
+
+inline std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline bool ProcessExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+// Waits until `pid` is gone, reaping it if it is our child (a restored tree
+// is ours too: the fixture makes this process a child subreaper).
+inline bool WaitGone(pid_t pid, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    ::waitpid(pid, nullptr, WNOHANG);
+    if (!ProcessExists(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// The stand-in for /dev/kfd a test process opens itself.
+inline void MakeKfdNode(const std::string& path) {
+  ASSERT_EQ(::mknod(path.c_str(), S_IFCHR | 0600, ::makedev(10, 237)), 0) << path << ": " << std::strerror(errno);
+}
+
+// Starts `sleep 1000` as CRIU wants a process to be dumped: its own session,
+// stdin /dev/null, output to `log`, no other fds but the device node at
+// `node` as fd 3 (none when empty). Returns its pid once it runs sleep.
+inline pid_t StartSleeper(const std::string& node, const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    ::setsid();
+    const int in = ::open("/dev/null", O_RDONLY);
+    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    ::close_range(3, ~0U, 0);
+    if (!node.empty()) {
+      const int kfd = ::open(node.c_str(), O_RDWR);
+      if (kfd != 3) ::_exit(126);
+    }
+    ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Until exec has happened, /proc/PID/exe is this test binary.
+  for (int i = 0; i < 500; ++i) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).filename() == "sleep") return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pid;
+}
+
+class RealCriu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Trees that `criu restore -d` leaves behind become our children, so
+    // they can be reaped and their pids are free for the next restore.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    images_ = dir_.File("images");
+    std::filesystem::create_directories(images_);
+    std::filesystem::create_directories(dir_.File("nodes"));
+  }
+  void TearDown() override {
+    for (pid_t pid : started_) {
+      ::kill(pid, SIGKILL);
+      WaitGone(pid);
+    }
+    server_.reset();
+    ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  }
+
+  // The simulated machine behind the plugin (2 GPUs unless told).
+  void StartKfd(uint32_t gpus = 2) {
+    SimKfdOptions options;
+    options.gpus = gpus;
+    options.kfd_node_dir = dir_.File("nodes");
+    kfd_ = std::make_unique<SimKfd>(options);
+    ASSERT_TRUE(kfd_->WriteSysfsTopology(dir_.File("topology")).ok());
+    auto server = SimKfdServer::Start(kfd_.get(), dir_.File("kfd.sock"));
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+  }
+
+  // A process holding a KFD file with BOs on every GPU, filled with model
+  // data; their contents are kept for Check.
+  pid_t StartGpuProcess(uint64_t seed = 1) {
+    const std::string node = dir_.File("nodes/app-" + std::to_string(seed));
+    MakeKfdNode(node);
+    const pid_t pid = StartSleeper(node, dir_.File("app.log"));
+    started_.push_back(pid);
+    std::vector<SimKfdBoSpec> bos;
+    uint64_t addr = 0x7f0000000000ull;
+    for (uint32_t gpu : kfd_->GpuIds()) {
+      for (uint64_t size : {3ull << 20, 1ull << 20, 64ull << 10}) {
+        bos.push_back(SimKfdBoSpec{addr, size, kKfdBoVram, gpu});
+        addr += size + (1 << 20);
+      }
+      bos.push_back(SimKfdBoSpec{addr, 256 << 10, kKfdBoGtt, gpu});
+      addr += 2 << 20;
+    }
+    EXPECT_TRUE(kfd_->AddProcess(pid, bos).ok());
+    EXPECT_TRUE(kfd_->AdoptKfdFile(pid, node).ok());
+    std::vector<std::vector<uint8_t>>& contents = contents_[pid];
+    for (size_t i = 0; i < bos.size(); ++i) {
+      auto bytes = kfd_->BoBytes(pid, i);
+      EXPECT_TRUE(bytes.ok());
+      contents.push_back(testing::ModelBytes(i % 2 ? DataKind::kBf16Weights : DataKind::kFp32Weights, bytes->size(), seed * 100 + i));
+      std::copy(contents.back().begin(), contents.back().end(), bytes->begin());
+    }
+    return pid;
+  }
+
+  // The plugin's environment, and CRIU's command line up to its options.
+  std::string Criu(const std::string& action, const std::string& plugin_dir, const std::string& env = "") const {
+    return "env VRAMFLOW_SIM_KFD=" + ShellQuote(dir_.File("kfd.sock")) +
+           " VRAMFLOW_KFD_TOPOLOGY=" + ShellQuote(dir_.File("topology")) + " " + env + " " + CriuBinary() + " " +
+           action + " -D " + ShellQuote(images_) + " -v4 --libdir " + ShellQuote(plugin_dir);
+  }
+  static std::string TestPluginDir() { return std::filesystem::path(VRAMFLOW_PLUGIN).parent_path(); }
+
+  // Dumps `pid` (which CRIU then kills) and forgets its KFD state, as the
+  // kernel does when the process exits.
+  void Dump(pid_t pid, const std::string& env = "") {
+    testing::CommandResult r =
+        RunShell(Criu("dump", TestPluginDir(), env) + " -t " + std::to_string(pid) + " -o dump.log");
+    const std::string log = ReadText(images_ + "/dump.log");
+    ASSERT_EQ(r.code, 0) << r.output << "\n--- dump.log (tail)\n" << log.substr(log.size() > 6000 ? log.size() - 6000 : 0);
+    ASSERT_TRUE(WaitGone(pid)) << "the dumped process " << pid << " is still there";
+    if (kfd_ && kfd_->HasProcess(pid)) {
+      ASSERT_TRUE(kfd_->RemoveProcess(pid).ok());
+    }
+  }
+
+  testing::CommandResult Restore(const std::string& env = "", const std::string& plugin_dir = "") {
+    return RunShell(Criu("restore", plugin_dir.empty() ? TestPluginDir() : plugin_dir, env) + " -d -o restore.log");
+  }
+  std::string RestoreLog() const { return ReadText(images_ + "/restore.log"); }
+
+  // The restored process: running, resumed by KFD, every BO byte as dumped,
+  // and fd 3 a KFD file again.
+  void Check(pid_t pid) {
+    ASSERT_TRUE(ProcessExists(pid)) << "restored process " << pid << " is not running";
+    auto state = kfd_->ProcessState(pid);
+    ASSERT_TRUE(state.ok()) << state.status().ToString();
+    EXPECT_EQ(*state, SimKfdProcessState::kRunning) << "KFD did not resume the restored process";
+    const std::vector<std::vector<uint8_t>>& contents = contents_.at(pid);
+    for (size_t i = 0; i < contents.size(); ++i) {
+      auto bytes = kfd_->BoBytes(pid, i);
+      ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+      ASSERT_EQ(bytes->size(), contents[i].size());
+      EXPECT_TRUE(std::equal(bytes->begin(), bytes->end(), contents[i].begin())) << "BO " << i << " differs";
+    }
+    struct stat st;
+    ASSERT_EQ(::stat(("/proc/" + std::to_string(pid) + "/fd/3").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode) && ::major(st.st_rdev) == 10 && ::minor(st.st_rdev) == 237);
+    EXPECT_EQ(kfd_->FileKind(st.st_dev, st.st_ino), GpuFileKind::kKfd);
+  }
+
+  TempDir dir_;
+  std::string images_;
+  std::unique_ptr<SimKfd> kfd_;
+  std::unique_ptr<SimKfdServer> server_;
+  std::vector<pid_t> started_;
+  std::map<pid_t, std::vector<std::vector<uint8_t>>> contents_;
+};
+
+}  // namespace real_criu
+}  // namespace vramflow
