@@ -8,6 +8,7 @@
 
 #include "common/endian.h"
 #include "criu_amdgpu.pb.h"
+#include "plugin/dumped_bos.h"
 #include "plugin/kfd_devinfo.h"
 #include "plugin/kfd_image.h"
 #include "plugin/vram_io.h"
@@ -68,6 +69,8 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
   image.set_pid(info.pid);  // as upstream: KFD's pid of the process
   TopologyToImage(topology, result->user_gpu_ids, &image);
   image.set_num_of_bos(checkpoint.bos.size());
+  DumpedBos this_file_only;
+  DumpedBos& dumped = ctx.dumped_bos ? *ctx.dumped_bos : this_file_only;
   for (size_t i = 0; i < checkpoint.bos.size(); ++i) {
     const KfdBo& bo = checkpoint.bos[i];
     criu::KfdBoEntry* e = image.add_bo_entries();
@@ -76,11 +79,22 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
     e->set_offset(bo.offset);
     e->set_alloc_flags(bo.alloc_flags);
     e->set_gpu_id(bo.gpu_id);
-    // Upstream keeps the BO's GEM handle here to match BOs shared through
-    // dma-bufs between processes; vramflow numbers BOs uniquely per image.
-    e->set_handle(static_cast<uint32_t>(i + 1));
     if (KfdBoHasContents(bo.alloc_flags) && bo.dmabuf_fd < 0)
       return Status::Internal("KFD gave no dma-buf fd for BO " + std::to_string(i) + " at GPU VA " + Hex(bo.addr));
+    // As upstream: the BO's GEM handle in the dumper's DRM file of its GPU,
+    // -1 for a BO without a dma-buf (doorbell, MMIO, userptr).
+    e->set_handle(static_cast<uint32_t>(-1));
+    if (bo.dmabuf_fd < 0) continue;
+    const KfdNode* gpu = nullptr;
+    for (const KfdDevice& device : checkpoint.devices)
+      if (device.user_gpu_id == bo.gpu_id) gpu = topology.FindGpu(device.actual_gpu_id);
+    if (!gpu) return Status::Internal("BO " + std::to_string(i) + " is on GPU " + Hex(bo.gpu_id) + ", none of the process's");
+    Result<uint32_t> handle = ctx.backend->GemHandle(*gpu, bo.dmabuf_fd);
+    if (!handle.ok()) return handle.status().WithContext("BO " + std::to_string(i) + " at GPU VA " + Hex(bo.addr));
+    e->set_handle(*handle);
+    VF_RETURN_IF_ERROR(dumped.Record(gpu->gpu_id, *handle,
+                                     "BO " + std::to_string(i) + " of process " + std::to_string(info.pid) +
+                                         " (GPU VA " + Hex(bo.addr) + ", " + std::to_string(bo.size) + " bytes)"));
   }
   image.set_num_of_objects(checkpoint.num_objects);
   image.set_priv_data(checkpoint.priv_data.data(), checkpoint.priv_data.size());
@@ -133,11 +147,30 @@ Result<KfdDumpResult> DumpKfdFile(const PluginContext& ctx, int kfd_fd, int id, 
   return result;
 }
 
-Status DumpRenderNodeFile(const PluginContext& ctx, int id, uint32_t gpu_id,
+Status DumpRenderNodeFile(const PluginContext& ctx, int render_fd, int id, uint32_t gpu_id,
                           const std::map<uint32_t, uint32_t>& user_gpu_ids) {
   VF_ASSIGN_OR_RETURN(Topology topology, ctx.backend->LocalTopology());
   const KfdNode* node = topology.FindGpu(gpu_id);
   if (!node) return Status::InvalidArgument("render node of GPU " + Hex(gpu_id) + " is not in KFD's topology");
+  // BOs made through the render node itself (GEM_CREATE by Mesa, OpenCL,
+  // Vulkan; or imported dma-bufs) are not KFD's and vramflow does not save
+  // them: refuse the dump rather than lose their contents.
+  Result<std::vector<DrmBo>> drm_bos = ctx.backend->ListDrmBos(render_fd);
+  if (!drm_bos.ok() && drm_bos.status().code() != Status::Code::kNotSupported) return drm_bos.status();
+  if (drm_bos.ok() && !drm_bos->empty()) {
+    uint64_t bytes = 0;
+    size_t imported = 0;
+    for (const DrmBo& bo : *drm_bos) {
+      bytes += bo.size;
+      imported += bo.imported ? 1 : 0;
+    }
+    return Status::NotSupported(
+        "render node renderD" + std::to_string(node->drm_render_minor) + " (file " + std::to_string(id) + ") holds " +
+        std::to_string(drm_bos->size()) + " BOs allocated through DRM, not KFD (" + std::to_string(imported) +
+        " imported from dma-bufs, " + std::to_string(bytes) + " bytes in all; GEM handle " +
+        std::to_string(drm_bos->front().handle) + " first). vramflow saves only KFD BOs, so the dump is refused "
+        "rather than lose their contents; upstream's plugin saves DRM BOs");
+  }
   auto it = user_gpu_ids.find(gpu_id);
   criu::CriuRenderNode image;
   image.set_gpu_id(it == user_gpu_ids.end() ? gpu_id : it->second);

@@ -31,12 +31,18 @@ struct KfdDumpResult {
 // dumper), CRIU file id `id`. With `unpause_now` the queues run again before
 // this returns, success or not; otherwise the process stays paused after a
 // success and the caller unpauses it through ctx.backend->Kfd().Unpause.
-// On failure nothing under the image names is complete-looking.
+// Each BO's GEM handle goes into the image as upstream's; a BO already
+// dumped (ctx.dumped_bos: by another process, shared through a dma-buf)
+// fails the dump with NotSupported naming both. On failure nothing under the
+// image names is complete-looking.
 Result<KfdDumpResult> DumpKfdFile(const PluginContext& ctx, int kfd_fd, int id, bool unpause_now);
 
-// DUMP_EXT_FILE for a render node of GPU `gpu_id` (actual), as the process
-// knows it through `user_gpu_ids` (from the KFD dump; empty: as it is).
-Status DumpRenderNodeFile(const PluginContext& ctx, int id, uint32_t gpu_id,
+// DUMP_EXT_FILE for `render_fd`, a render node of GPU `gpu_id` (actual),
+// as the process knows it through `user_gpu_ids` (from the KFD dump; empty:
+// as it is). NotSupported when the file holds DRM BOs (GpuBackend::
+// ListDrmBos), which vramflow does not save; on a kernel that cannot list
+// them, they are not seen, as with upstream's plugin.
+Status DumpRenderNodeFile(const PluginContext& ctx, int render_fd, int id, uint32_t gpu_id,
                           const std::map<uint32_t, uint32_t>& user_gpu_ids);
 
 }  // namespace vramflow

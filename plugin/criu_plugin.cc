@@ -63,6 +63,7 @@ struct PluginState {
   // files left paused until DUMP_DEVICES_LATE.
   std::map<uint32_t, uint32_t> user_gpu_ids;
   std::vector<UniqueFd> paused;
+  DumpedBos dumped_bos;  // every process's, to refuse BOs shared between them
   // Restore.
   TaskRestoreState task;
   std::unique_ptr<ParallelRestoreServer> parallel;
@@ -153,6 +154,7 @@ Result<const PluginContext*> Context() {
   s.context.images = s.images.get();
   s.context.vram = s.vram_target ? s.vram_target.get() : s.images.get();
   s.context.find_unused_fd_pid = CriuSymbol<int (*)(int)>("find_unused_fd_pid");
+  s.context.dumped_bos = &s.dumped_bos;
   return &s.context;
 }
 
@@ -286,7 +288,7 @@ int DumpExtFile(int fd, int id) {
   if (*kind == GpuFileKind::kRenderNode) {
     Result<uint32_t> gpu = g_state->backend->RenderNodeGpuId(st);
     if (!gpu.ok()) return Fail("DUMP_EXT_FILE", gpu.status());
-    Status s = DumpRenderNodeFile(**ctx, id, *gpu, g_state->user_gpu_ids);
+    Status s = DumpRenderNodeFile(**ctx, fd, id, *gpu, g_state->user_gpu_ids);
     return s.ok() ? 0 : Fail("DUMP_EXT_FILE", s);
   }
 #ifdef VRAMFLOW_CRIU_HAS_DUMP_DEVICES_LATE

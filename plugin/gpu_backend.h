@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/unique_fd.h"
@@ -30,6 +31,15 @@ enum class GpuFileKind {
   kNone,        // not ours: the plugin answers -ENOTSUP
   kKfd,         // /dev/kfd
   kRenderNode,  // /dev/dri/renderD<128..255>
+};
+
+// A BO a render-node file holds through DRM (GEM), as the kernel's
+// AMDGPU_GEM_LIST_HANDLES lists it: allocated with GEM_CREATE (Mesa, OpenCL,
+// Vulkan) or imported from a dma-buf. KFD's own BOs are not among them.
+struct DrmBo {
+  uint32_t handle = 0;  // in the render-node file it was listed from
+  uint64_t size = 0;
+  bool imported = false;  // from a dma-buf another driver or process exported
 };
 
 class GpuBackend {
@@ -61,6 +71,18 @@ class GpuBackend {
   virtual Result<UniqueFd> OpenRenderNode(const KfdNode& gpu) = 0;
   // Its path, as the restored process will see it ("/dev/dri/renderD128").
   virtual std::string RenderNodePath(const KfdNode& gpu) const = 0;
+
+  // The GEM handle of a dma-buf's BO in the backend's own DRM file of `gpu`
+  // (opened once, kept for the backend's lifetime), as upstream's
+  // get_gem_handle: the same BO gives the same handle however many
+  // processes or fds export it, which is how a BO shared between processes
+  // is recognised. The DRM file keeps a reference to every BO it imported.
+  virtual Result<uint32_t> GemHandle(const KfdNode& gpu, int dmabuf_fd) = 0;
+
+  // The DRM BOs of a render-node file (`render_fd`, a process's open
+  // renderD<minor>). NotSupported when the kernel has no
+  // AMDGPU_GEM_LIST_HANDLES, so DRM BOs cannot be seen.
+  virtual Result<std::vector<DrmBo>> ListDrmBos(int render_fd) = 0;
 
   // A DMA device on a local GPU; it imports the dma-buf fds KFD hands out
   // for that GPU's BOs (streamer/device.h).

@@ -3,6 +3,7 @@
 // plugin/criu_plugin.cc build one per CRIU run; tests build their own.
 #pragma once
 
+#include "plugin/dumped_bos.h"
 #include "plugin/gpu_backend.h"
 #include "plugin/image_store.h"
 #include "plugin/plugin_options.h"
@@ -18,6 +19,9 @@ struct PluginContext {
   // lowest fd number above every fd CRIU will install in task `pid`. Null
   // outside CRIU or where CRIU lacks it; kept fds then stay where they open.
   int (*find_unused_fd_pid)(int pid) = nullptr;
+  // Dump: the BOs of every KFD file dumped so far in this CRIU run, to
+  // recognise BOs shared between processes. Null: each file on its own.
+  DumpedBos* dumped_bos = nullptr;
 };
 
 }  // namespace vramflow

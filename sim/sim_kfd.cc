@@ -415,6 +415,35 @@ Status SimKfd::AddProcess(pid_t pid, std::vector<SimKfdBoSpec> bos, std::vector<
   return Status::Ok();
 }
 
+Status SimKfd::ShareBo(pid_t exporter, size_t index, pid_t importer, uint64_t addr) {
+  const std::string where = "simulated KFD ShareBo";
+  std::lock_guard lock(mu_);
+  auto from = processes_.find(exporter), to = processes_.find(importer);
+  if (from == processes_.end() || to == processes_.end() || exporter == importer)
+    return Status::InvalidArgument(where + ": needs two processes with KFD state");
+  if (index >= from->second->bos.size() || !from->second->bos[index]->memfd.valid())
+    return Status::InvalidArgument(where + ": process " + std::to_string(exporter) + " has no VRAM/GTT BO " +
+                                   std::to_string(index));
+  const Bo& shared = *from->second->bos[index];
+  const KfdDevice* device = nullptr;
+  for (const KfdDevice& d : to->second->devices)
+    if (d.actual_gpu_id == shared.info.gpu_id) device = &d;
+  if (!device || addr % kPageSize != 0)
+    return Status::InvalidArgument(where + ": process " + std::to_string(importer) +
+                                   " does not use the BO's GPU, or the address is not page-aligned");
+  auto bo = std::make_unique<Bo>();
+  bo->info = shared.info;
+  bo->info.addr = addr;
+  bo->info.user_gpu_id = device->user_gpu_id;
+  bo->info.offset = MmapOffset(shared.info.alloc_flags, shared.info.gpu_id, addr, shared.info.size);
+  bo->memfd.Reset(::fcntl(shared.memfd.get(), F_DUPFD_CLOEXEC, 0));  // the same memory
+  if (!bo->memfd.valid()) return Status::FromErrno(where, errno);
+  VF_ASSIGN_OR_RETURN(bo->map, BoMapping::Map(bo->memfd.get(), bo->info.size));
+  bo->info.fd = bo->memfd.get();
+  to->second->bos.push_back(std::move(bo));
+  return Status::Ok();
+}
+
 Status SimKfd::RemoveProcess(pid_t pid) {
   std::lock_guard lock(mu_);
   if (processes_.erase(pid) == 0) return Status::InvalidArgument("simulated KFD: no process " + std::to_string(pid));
@@ -531,6 +560,31 @@ Result<uint32_t> SimKfd::RenderNodeGpu(int fd) const {
     return Status::InvalidArgument("simulated KFD: fd " + std::to_string(fd) + " is not a simulated render node");
   }
   return it->second.gpu_id;
+}
+
+Result<uint32_t> SimKfd::AddDrmBo(int render_fd, uint64_t size, bool imported) {
+  std::lock_guard lock(mu_);
+  struct stat st {};
+  if (::fstat(render_fd, &st) != 0) return Status::FromErrno("simulated KFD AddDrmBo", errno);
+  auto it = files_.find(FileKey{st.st_dev, st.st_ino});
+  if (it == files_.end() || it->second.kfd)
+    return Status::InvalidArgument("simulated KFD AddDrmBo: fd " + std::to_string(render_fd) + " is not a render node");
+  std::vector<DrmBo>& bos = it->second.drm_bos;
+  const uint32_t handle = bos.empty() ? 1 : bos.back().handle + 1;  // GEM handles count from 1 per file
+  bos.push_back(DrmBo{handle, size, imported});
+  return handle;
+}
+
+Result<std::vector<DrmBo>> SimKfd::ListDrmBos(int render_fd) const {
+  std::lock_guard lock(mu_);
+  if (!options_.gem_list_handles)  // what the real backend makes of the kernel's EINVAL
+    return Status::NotSupported("simulated kernel without AMDGPU_GEM_LIST_HANDLES: a render node's DRM BOs "
+                                "cannot be listed");
+  struct stat st {};
+  if (::fstat(render_fd, &st) != 0) return Status::FromErrno("simulated KFD ListDrmBos", errno);
+  auto it = files_.find(FileKey{st.st_dev, st.st_ino});
+  if (it == files_.end() || it->second.kfd) return KfdError("ListDrmBos", ENOTTY, "not a render node");
+  return it->second.drm_bos;
 }
 
 GpuFileKind SimKfd::FileKind(uint64_t dev, uint64_t ino) const {

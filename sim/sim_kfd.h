@@ -83,6 +83,9 @@ struct SimKfdOptions {
   // memfds. A real CRIU hands a process's open device node to the plugin's
   // DUMP_EXT_FILE, and a task it restores holds one again. Needs CAP_MKNOD.
   std::string kfd_node_dir;
+  // The kernel has AMDGPU_GEM_LIST_HANDLES (ListDrmBos); false: an older
+  // kernel, whose render nodes' DRM BOs cannot be listed.
+  bool gem_list_handles = true;
 };
 
 // One BO of a process being built (AddProcess).
@@ -145,6 +148,11 @@ class SimKfd {
   // all), or only `gpu_ids`. VRAM/GTT BOs start zero-filled.
   Status AddProcess(pid_t pid, std::vector<SimKfdBoSpec> bos);
   Status AddProcess(pid_t pid, std::vector<SimKfdBoSpec> bos, std::vector<uint32_t> gpu_ids);
+  // Process `importer` imports BO `index` of `exporter` through a dma-buf
+  // (KFD's IMPORT_DMABUF) at GPU VA `addr`: one buffer, two processes. It
+  // becomes the importer's last BO (same size, type and GPU) and its
+  // Checkpoint exports the same memory.
+  Status ShareBo(pid_t exporter, size_t index, pid_t importer, uint64_t addr);
   // The process exits: its KFD state goes (fds to it then fail with ESRCH).
   Status RemoveProcess(pid_t pid);
   bool HasProcess(pid_t pid) const;
@@ -169,6 +177,13 @@ class SimKfd {
   Result<UniqueFd> OpenRenderNode(uint32_t gpu_id);
   // The GPU of a render node fd from OpenRenderNode.
   Result<uint32_t> RenderNodeGpu(int fd) const;
+  // A BO allocated through DRM (GEM_CREATE, or imported from a dma-buf) in
+  // the render-node file `render_fd`, as Mesa or OpenCL would; returns its
+  // GEM handle in that file. Only ListDrmBos sees it (KFD does not).
+  Result<uint32_t> AddDrmBo(int render_fd, uint64_t size, bool imported);
+  // The DRM BOs of a render-node file, as AMDGPU_GEM_LIST_HANDLES lists them
+  // (NotSupported without SimKfdOptions::gem_list_handles).
+  Result<std::vector<DrmBo>> ListDrmBos(int render_fd) const;
   // What the file with this st_dev/st_ino is: one of the machine's KFD
   // files, one of its render nodes, or neither (kNone). For
   // GpuBackend::Classify, which sees a stat, not an fd.
@@ -199,6 +214,7 @@ class SimKfd {
     bool kfd = false;     // a KFD file (of `pid`), else a render node (of `gpu_id`)
     pid_t pid = 0;
     uint32_t gpu_id = 0;
+    std::vector<DrmBo> drm_bos;  // render node: its DRM BOs (AddDrmBo)
   };
 
   // The op calls, under mu_.

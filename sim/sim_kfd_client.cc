@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <utility>
 
@@ -76,6 +77,10 @@ class SimGpuBackend final : public GpuBackend {
   Result<std::unique_ptr<Device>> OpenDevice(const KfdNode& gpu) override {
     return std::unique_ptr<Device>(std::make_unique<SimDevice>("gpu " + HexId(gpu.gpu_id), device_options_));
   }
+  // As a DRM file of this backend's own would: one handle per BO (a
+  // dma-buf is the BO's memfd, so its inode names the BO), counted from 1.
+  Result<uint32_t> GemHandle(const KfdNode& gpu, int dmabuf_fd) override;
+  Result<std::vector<DrmBo>> ListDrmBos(int render_fd) override;
 
   // This process's connection, made now if it has none (or inherited one).
   Status Connect() {
@@ -95,6 +100,8 @@ class SimGpuBackend final : public GpuBackend {
   const SimDeviceOptions device_options_;
   RemoteKfdOps ops_;
   std::mutex mu_;
+  // gpu_id -> (dev, ino) of a BO's memory -> its GEM handle. GUARDED_BY(mu_)
+  std::map<uint32_t, std::map<std::pair<uint64_t, uint64_t>, uint32_t>> gem_handles_;
   UniqueFd connection_;       // GUARDED_BY(mu_)
   pid_t connection_pid_ = 0;  // GUARDED_BY(mu_): the process that made connection_
   const pid_t connection_owner_ = ::getpid();  // the process that keeps its connection between calls
@@ -176,6 +183,35 @@ Result<UniqueFd> OneFd(Reply reply, const std::string& what) {
     return Status::Corruption(what + ": " + std::to_string(reply.fds.size()) + " fds instead of 1");
   }
   return std::move(reply.fds[0]);
+}
+
+Result<uint32_t> SimGpuBackend::GemHandle(const KfdNode& gpu, int dmabuf_fd) {
+  struct stat st {};
+  if (::fstat(dmabuf_fd, &st) != 0)
+    return Status::FromErrno("importing a dma-buf into the simulated renderD" + std::to_string(gpu.drm_render_minor),
+                             errno);
+  std::lock_guard lock(mu_);
+  auto& handles = gem_handles_[gpu.gpu_id];
+  auto [it, added] = handles.emplace(std::pair<uint64_t, uint64_t>(st.st_dev, st.st_ino), 0);
+  if (added) it->second = static_cast<uint32_t>(handles.size());
+  return it->second;
+}
+
+Result<std::vector<DrmBo>> SimGpuBackend::ListDrmBos(int render_fd) {
+  const int fds[] = {render_fd};
+  VF_ASSIGN_OR_RETURN(Reply reply, Call(Op::kListDrmBos, Writer(), fds));
+  Reader in(reply.body);
+  const uint32_t count = in.U32();
+  std::vector<DrmBo> bos;
+  for (uint32_t i = 0; i < count && in.ok(); ++i) {
+    DrmBo bo;
+    bo.handle = in.U32();
+    bo.size = in.U64();
+    bo.imported = in.U32() != 0;
+    bos.push_back(bo);
+  }
+  VF_RETURN_IF_ERROR(in.Done("simulated KFD ListDrmBos reply"));
+  return bos;
 }
 
 Result<UniqueFd> SimGpuBackend::OpenKfd() {

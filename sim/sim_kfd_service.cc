@@ -130,6 +130,17 @@ Status Handle(SimKfd& kfd, KfdOps& ops, Request& request, Answer* out) {
       out->body.U32(kfd.FileGpu(dev, ino));
       return Status::Ok();
     }
+    case Op::kListDrmBos: {
+      VF_RETURN_IF_ERROR(Expect(request, in, 1));
+      VF_ASSIGN_OR_RETURN(std::vector<DrmBo> bos, kfd.ListDrmBos(request.fds[0].get()));
+      out->body.U32(static_cast<uint32_t>(bos.size()));
+      for (const DrmBo& bo : bos) {
+        out->body.U32(bo.handle);
+        out->body.U64(bo.size);
+        out->body.U32(bo.imported ? 1 : 0);
+      }
+      return Status::Ok();
+    }
   }
   return Status::Internal("simulated KFD: unhandled op");  // RecvRequest admits known ops only
 }

@@ -84,6 +84,7 @@ const char* OpName(Op op) {
     case Op::kOpenKfd: return "OpenKfd";
     case Op::kOpenRenderNode: return "OpenRenderNode";
     case Op::kClassify: return "Classify";
+    case Op::kListDrmBos: return "ListDrmBos";
   }
   return "unknown op";
 }

@@ -41,8 +41,9 @@ enum class Op : uint32_t {  // DO NOT CHANGE THESE VALUES: both ends must agree
   kOpenKfd = 7,
   kOpenRenderNode = 8,
   kClassify = 9,
+  kListDrmBos = 10,
 };
-inline constexpr uint32_t kLastOp = 9;
+inline constexpr uint32_t kLastOp = 10;
 const char* OpName(Op op);
 
 inline constexpr size_t kRequestHeaderBytes = 4 + 4 + 4;  // op, num_fds, body_len

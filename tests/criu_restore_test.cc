@@ -99,7 +99,7 @@ TEST(CriuRestore, RenderNodesWaitForTheirTasksKfdFileAndFilesNotOursAreNotOurs) 
   Machine m;
   AddProcess(m.kfd, kCheckpointed);
   UniqueFd render = m.kfd.OpenRenderNode(m.kfd.GpuIds()[1]).value();
-  ASSERT_TRUE(DumpRenderNodeFile(m.ctx, 9, m.kfd.GpuIds()[1], {}).ok());
+  ASSERT_TRUE(DumpRenderNodeFile(m.ctx, render.get(), 9, m.kfd.GpuIds()[1], {}).ok());
   TaskRestoreState task;
   Result<RestoreFileResult> early = RestoreFile(m.ctx, 9, &task, "");
   ASSERT_TRUE(early.ok()) << early.status().ToString();
