@@ -38,6 +38,18 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
+// The machine as the process sees it: every CPU node, and only the GPUs it
+// has KFD devices on. As upstream's image, where each GPU entry is one of
+// the process's devices (num_of_gpus is their count): a GPU the process does
+// not use, written in, would be handed to KFD's RESTORE as a device the
+// process never had.
+Topology ProcessTopology(const Topology& machine, const std::map<uint32_t, uint32_t>& process_gpus) {
+  Topology process;
+  for (const KfdNode& node : machine.nodes)
+    if (!node.is_gpu() || process_gpus.count(node.gpu_id)) process.nodes.push_back(node);
+  return process;
+}
+
 // Writes one metadata image and commits it.
 Status WriteMetadata(ImageStore& store, const std::string& name, const google::protobuf::MessageLite& msg) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, store.Create(name));
@@ -67,7 +79,7 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
 
   criu::CriuKfd image;
   image.set_pid(info.pid);  // as upstream: KFD's pid of the process
-  TopologyToImage(topology, result->user_gpu_ids, &image);
+  TopologyToImage(ProcessTopology(topology, result->user_gpu_ids), result->user_gpu_ids, &image);
   image.set_num_of_bos(checkpoint.bos.size());
   DumpedBos this_file_only;
   DumpedBos& dumped = ctx.dumped_bos ? *ctx.dumped_bos : this_file_only;

@@ -138,12 +138,17 @@ class RealCriu : public ::testing::Test {
     ::prctl(PR_SET_CHILD_SUBREAPER, 0);
   }
 
-  // The simulated machine behind the plugin (2 GPUs unless told).
-  void StartKfd(uint32_t gpus = 2) {
+  // The simulated machine behind the plugin (2 GPUs unless told). Called
+  // again, it replaces the machine (another host for a restore).
+  void StartKfd(uint32_t gpus = 2, uint32_t first_gpu_id = 0x1000) {
+    server_.reset();
+    kfd_.reset();
     SimKfdOptions options;
     options.gpus = gpus;
+    options.first_gpu_id = first_gpu_id;
     options.kfd_node_dir = dir_.File("nodes");
     kfd_ = std::make_unique<SimKfd>(options);
+    std::filesystem::remove_all(dir_.File("topology"));  // the previous machine's nodes
     ASSERT_TRUE(kfd_->WriteSysfsTopology(dir_.File("topology")).ok());
     auto server = SimKfdServer::Start(kfd_.get(), dir_.File("kfd.sock"));
     ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -153,13 +158,66 @@ class RealCriu : public ::testing::Test {
   // A process holding a KFD file with BOs on every GPU, filled with model
   // data; their contents are kept for Check.
   pid_t StartGpuProcess(uint64_t seed = 1) {
-    const std::string node = dir_.File("nodes/app-" + std::to_string(seed));
-    MakeKfdNode(node);
+    const std::string node = NewKfdNode("app-" + std::to_string(seed));
     const pid_t pid = StartSleeper(node, dir_.File("app.log"));
     started_.push_back(pid);
+    AddGpuProcess(pid, node, kfd_->GpuIds(), seed);
+    return pid;
+  }
+
+  // A process tree: a parent and one child, each holding its own KFD file
+  // at fd 3 (nodes from NewKfdNode). Returns {parent, child}; dumping the
+  // parent dumps both.
+  std::pair<pid_t, pid_t> StartTwoProcessTree(const std::string& parent_node, const std::string& child_node) {
+    const std::string log = dir_.File("tree.log");
+    const std::string script = "/bin/sleep 1000 3<>" + ShellQuote(child_node) + " & exec /bin/sleep 1000";
+    const pid_t pid = ::fork();
+    if (pid == 0) {  // only async-signal-safe calls until exec
+      ::setsid();
+      const int in = ::open("/dev/null", O_RDONLY);
+      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      ::dup2(in, 0);
+      ::dup2(out, 1);
+      ::dup2(out, 2);
+      ::close_range(3, ~0U, 0);
+      if (::open(parent_node.c_str(), O_RDWR) != 3) ::_exit(126);
+      ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    started_.push_back(pid);
+    pid_t child = 0;
+    const std::string children = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children";
+    for (int i = 0; i < 500 && child == 0; ++i) {
+      std::error_code ec;
+      const bool exec_done =
+          std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).filename() == "sleep";
+      std::istringstream(ReadText(children)) >> child;
+      if (!exec_done) child = 0;
+      if (child == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    // The child's fd 3 is its own node once it runs sleep.
+    for (int i = 0; i < 500 && child != 0; ++i) {
+      std::error_code ec;
+      if (std::filesystem::read_symlink("/proc/" + std::to_string(child) + "/fd/3", ec) == child_node) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (child != 0) started_.push_back(child);
+    return {pid, child};
+  }
+
+  // A fresh stand-in device node for a process's /dev/kfd.
+  std::string NewKfdNode(const std::string& name) {
+    const std::string node = dir_.File("nodes/" + name);
+    MakeKfdNode(node);
+    return node;
+  }
+
+  // Gives `pid`, which holds `node` open, KFD state: BOs on `gpu_ids`, filled
+  // with model data kept for Check.
+  void AddGpuProcess(pid_t pid, const std::string& node, const std::vector<uint32_t>& gpu_ids, uint64_t seed) {
     std::vector<SimKfdBoSpec> bos;
     uint64_t addr = 0x7f0000000000ull;
-    for (uint32_t gpu : kfd_->GpuIds()) {
+    for (uint32_t gpu : gpu_ids) {
       for (uint64_t size : {3ull << 20, 1ull << 20, 64ull << 10}) {
         bos.push_back(SimKfdBoSpec{addr, size, kKfdBoVram, gpu});
         addr += size + (1 << 20);
@@ -167,7 +225,7 @@ class RealCriu : public ::testing::Test {
       bos.push_back(SimKfdBoSpec{addr, 256 << 10, kKfdBoGtt, gpu});
       addr += 2 << 20;
     }
-    EXPECT_TRUE(kfd_->AddProcess(pid, bos).ok());
+    EXPECT_TRUE(kfd_->AddProcess(pid, bos, gpu_ids).ok());
     EXPECT_TRUE(kfd_->AdoptKfdFile(pid, node).ok());
     std::vector<std::vector<uint8_t>>& contents = contents_[pid];
     for (size_t i = 0; i < bos.size(); ++i) {
@@ -176,7 +234,6 @@ class RealCriu : public ::testing::Test {
       contents.push_back(testing::ModelBytes(i % 2 ? DataKind::kBf16Weights : DataKind::kFp32Weights, bytes->size(), seed * 100 + i));
       std::copy(contents.back().begin(), contents.back().end(), bytes->begin());
     }
-    return pid;
   }
 
   // The plugin's environment, and CRIU's command line up to its options.

@@ -68,6 +68,91 @@ TEST_F(RealCriu, ImagesOnDiskTwoGpus) {
   Check(pid);
 }
 
+// 2 GPUs in 2 processes: a parent and its child, each with BOs on both
+// GPUs, dumped and restored as one tree.
+TEST_F(RealCriu, TwoGpusInTwoProcesses) {
+  REQUIRE_REAL_CRIU();
+  StartKfd();
+  const std::string parent_node = NewKfdNode("parent"), child_node = NewKfdNode("child");
+  const auto [parent, child] = StartTwoProcessTree(parent_node, child_node);
+  ASSERT_GT(child, 0) << "the tree's child did not start";
+  AddGpuProcess(parent, parent_node, kfd_->GpuIds(), 1);
+  AddGpuProcess(child, child_node, kfd_->GpuIds(), 2);
+  Dump(parent);
+  ASSERT_TRUE(WaitGone(child));
+  ASSERT_TRUE(kfd_->RemoveProcess(child).ok());
+  int kfd_images = 0, vram_streams = 0;
+  for (const auto& e : std::filesystem::directory_iterator(images_)) {
+    kfd_images += e.path().filename().string().rfind("amdgpu-kfd-", 0) == 0;
+    vram_streams += e.path().filename().string().rfind("amdgpu-vram-", 0) == 0;
+  }
+  EXPECT_EQ(kfd_images, 2);
+  EXPECT_EQ(vram_streams, 4);
+  testing::CommandResult r = Restore();
+  ASSERT_EQ(r.code, 0) << r.output << RestoreLog();
+  Check(parent);
+  Check(child);
+}
+
+// A process that uses one GPU of two (a container given one GPU): its image
+// lists only that GPU, as upstream's (each GPU entry one of the process's
+// KFD devices), so it restores on a machine with one GPU, under another
+// gpu_id.
+TEST_F(RealCriu, OneOfTwoGpusRestoresOnAOneGpuMachine) {
+  REQUIRE_REAL_CRIU();
+  StartKfd(2, 0x1000);
+  const std::string node = NewKfdNode("app");
+  const pid_t pid = StartSleeper(node, dir_.File("app.log"));
+  started_.push_back(pid);
+  AddGpuProcess(pid, node, {kfd_->GpuIds()[1]}, 3);
+  Dump(pid);
+  StartKfd(1, 0x3000);
+  testing::CommandResult r = Restore();
+  ASSERT_EQ(r.code, 0) << r.output << RestoreLog();
+  Check(pid);
+}
+
+// Two processes map one BO (the child imported the parent's dma-buf):
+// vramflow cannot restore the sharing, so `criu dump` fails saying so, and
+// both processes run on with their queues resumed.
+TEST_F(RealCriu, BoSharedBetweenTwoProcessesRefusesTheDump) {
+  REQUIRE_REAL_CRIU();
+  StartKfd();
+  const std::string parent_node = NewKfdNode("parent"), child_node = NewKfdNode("child");
+  const auto [parent, child] = StartTwoProcessTree(parent_node, child_node);
+  ASSERT_GT(child, 0) << "the tree's child did not start";
+  AddGpuProcess(parent, parent_node, {kfd_->GpuIds()[0]}, 1);
+  AddGpuProcess(child, child_node, {kfd_->GpuIds()[0]}, 2);
+  ASSERT_TRUE(kfd_->ShareBo(parent, 0, child, 0x7e0000000000ull).ok());
+  testing::CommandResult r =
+      RunShell(Criu("dump", TestPluginDir()) + " -t " + std::to_string(parent) + " -o dump.log");
+  const std::string log = ReadText(images_ + "/dump.log");
+  EXPECT_NE(r.code, 0) << log;
+  EXPECT_NE(log.find("shared through a dma-buf"), std::string::npos) << log.substr(log.size() > 6000 ? log.size() - 6000 : 0);
+  EXPECT_TRUE(ProcessExists(parent));
+  EXPECT_TRUE(ProcessExists(child));
+  EXPECT_EQ(kfd_->ProcessState(parent).value(), SimKfdProcessState::kRunning);
+  EXPECT_EQ(kfd_->ProcessState(child).value(), SimKfdProcessState::kRunning);
+}
+
+// Restore on another machine whose GPUs have other gpu_ids: the process
+// keeps the ids it knows, its BOs land on the new GPUs, every byte back.
+TEST_F(RealCriu, RestoreOntoDifferentGpuIds) {
+  REQUIRE_REAL_CRIU();
+  StartKfd(2, 0x1000);
+  const pid_t pid = StartGpuProcess();
+  Dump(pid);
+  StartKfd(2, 0x2000);
+  testing::CommandResult r = Restore();
+  ASSERT_EQ(r.code, 0) << r.output << RestoreLog();
+  Check(pid);
+  const std::vector<SimKfdBoInfo> bos = kfd_->Bos(pid).value();
+  for (const SimKfdBoInfo& bo : bos) {
+    EXPECT_GE(bo.gpu_id, 0x2000u) << "a BO is on a GPU of the old machine";
+    EXPECT_LT(bo.user_gpu_id, 0x2000u) << "the process no longer knows its GPU by the id it had";
+  }
+}
+
 // Restore in the task (no parallel worker): the pipeline's threads run in
 // the restored task and must be gone before CRIU's restorer replaces its
 // memory.
