@@ -20,8 +20,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <optional>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "plugin/criu_dump.h"
@@ -30,7 +36,9 @@
 #include "plugin/image_store.h"
 #include "plugin/parallel_restore.h"
 #include "plugin/criu_log.h"
+#include "plugin/kfd_file_list.h"
 #include "plugin/plugin_backend.h"
+#include "plugin/restore_progress.h"
 #include "plugin/plugin_options.h"
 #include "streamer/tbb_workers.h"
 
@@ -64,10 +72,15 @@ struct PluginState {
   std::map<uint32_t, uint32_t> user_gpu_ids;
   std::vector<UniqueFd> paused;
   DumpedBos dumped_bos;  // every process's, to refuse BOs shared between them
+  std::vector<int> dumped_kfd_files;  // their CRIU file ids, for the KFD file list
   // Restore.
   TaskRestoreState task;
   std::unique_ptr<ParallelRestoreServer> parallel;
   bool parallel_started = false;
+  // Parallel restore only: the KFD files the tasks will restore (the dump's
+  // list) and how far they are, shared with every task.
+  size_t expected_kfd_files = 0;
+  std::unique_ptr<RestoreProgress> progress;
 };
 
 PluginState* g_state = nullptr;
@@ -138,17 +151,15 @@ Result<const PluginContext*> Context() {
   auto streamer = CriuSymbol<StreamerOpenFn>("img_streamer_open");
   bool stream = s.options.criu_stream == Tristate::kOn ||
                 (s.options.criu_stream == Tristate::kAuto && StreamerSocketPresent(dir, dump));
-  if (stream) {
-    if (!streamer) return Status::NotSupported("CRIU's image streamer is in use, but img_streamer_open is not exported");
-    s.images = CriuStreamerStore(streamer, dump);
-  } else {
-    s.images = DirectoryStore(ImagesDirPath(dir));
-  }
+  if (stream && !streamer)
+    return Status::NotSupported("CRIU's image streamer is in use, but img_streamer_open is not exported");
   if (!s.options.target.empty()) {
     // A network target without its key would send VRAM unauthenticated.
     VF_RETURN_IF_ERROR(s.options.key_error);
     VF_ASSIGN_OR_RETURN(s.vram_target, TargetStore(s.options.target, s.options.transport));
   }
+  // Last: a made store means a complete context.
+  s.images = stream ? CriuStreamerStore(streamer, dump) : DirectoryStore(ImagesDirPath(dir));
   s.context.backend = s.backend.get();
   s.context.options = &s.options;
   s.context.images = s.images.get();
@@ -162,6 +173,64 @@ Result<GpuFileKind> ClassifyFd(int fd, struct stat* st) {
   if (::fstat(fd, st) != 0) return Status::FromErrno("fstat of fd " + std::to_string(fd), errno);
   return g_state->backend->Classify(*st);
 }
+
+// Restore init, main CRIU process: the dump's KFD file list and the page
+// the tasks report their progress on.
+Status PrepareParallelRestore() {
+  PluginState& s = *g_state;
+  VF_ASSIGN_OR_RETURN(const PluginContext* ctx, Context());
+  VF_ASSIGN_OR_RETURN(std::optional<std::vector<int>> files, ReadKfdFileList(*ctx->images));
+  if (!files) return Status::NotSupported(std::string("the images have no ") + kKfdFileListImage);
+  s.expected_kfd_files = files->size();
+  VF_ASSIGN_OR_RETURN(s.progress, RestoreProgress::Create());
+  return Status::Ok();
+}
+
+#ifdef VRAMFLOW_CRIU_HAS_POST_FORKING
+// The children of the main CRIU process now (the restored tree's root task
+// and CRIU's helpers, which live until the tasks are restored).
+std::vector<pid_t> Children() {
+  std::vector<pid_t> pids;
+  std::ifstream in("/proc/self/task/" + std::to_string(::gettid()) + "/children");
+  for (pid_t pid; in >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+bool Exited(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] == 'Z' || line[paren + 2] == 'X';
+}
+
+// POST_FORKING, after the worker started: waits until every KFD file of the
+// dump is done in its task and the worker has filled every BO handed to it.
+// A task that failed, a task tree that is gone, or no progress within the
+// timeout ends the wait with an error, and CRIU kills the tree.
+Status WaitForKfdFiles() {
+  PluginState& s = *g_state;
+  const auto deadline = std::chrono::steady_clock::now() + kParallelRestoreTimeout;
+  const std::vector<pid_t> children = Children();
+  while (s.progress->done() < s.expected_kfd_files) {
+    if (s.progress->failed() > 0)
+      return Status::Cancelled("a restored task failed to restore a GPU file (its error is above)");
+    for (pid_t child : children)
+      if (Exited(child))
+        return Status::Cancelled("process " + std::to_string(child) + " of the restore exited after " +
+                                 std::to_string(s.progress->done()) + " of " +
+                                 std::to_string(s.expected_kfd_files) + " KFD files were restored");
+    if (std::chrono::steady_clock::now() > deadline)
+      return Status::TimedOut(std::to_string(s.progress->done()) + " of " + std::to_string(s.expected_kfd_files) +
+                              " KFD files restored after " + std::to_string(kParallelRestoreTimeout.count()) + " h");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return s.parallel->Finish(std::max(left, std::chrono::milliseconds(1)))
+      .WithContext("restoring BO contents in the main CRIU process");
+}
+
+#endif
 
 // Parallel restore runs two threads in the main CRIU process. They must not
 // exist while CRIU forks the restored tasks: a child of a multi-threaded
@@ -246,6 +315,16 @@ Status Init(int stage) {
     }
   }
   g_state = state.release();
+  if (g_state->parallel) {
+    // POST_FORKING must know how many KFD files to wait for; without the
+    // dump's list, each task fills its own BOs (its failures stop CRIU).
+    Status s = PrepareParallelRestore();
+    if (!s.ok()) {
+      log.Error(s.ToString() + "; restoring BO contents in each task");
+      g_state->parallel.reset();
+      g_state->progress.reset();
+    }
+  }
   return Status::Ok();
 }
 
@@ -300,6 +379,7 @@ int DumpExtFile(int fd, int id) {
   if (!result.ok()) return Fail("DUMP_EXT_FILE", result.status());
   LogDump(**ctx, id, *result);
   for (const auto& [actual, user] : result->user_gpu_ids) g_state->user_gpu_ids[actual] = user;
+  g_state->dumped_kfd_files.push_back(id);
   if (!kUnpauseNow) g_state->paused.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   return 0;
 }
@@ -316,6 +396,10 @@ int RestoreExtFile(int id) {
   if (!ctx.ok()) return Fail("RESTORE_EXT_FILE", ctx.status());
   const std::string server = g_state->parallel ? g_state->parallel->name() : std::string();
   Result<RestoreFileResult> result = RestoreFile(**ctx, id, &g_state->task, server);
+  if (g_state->progress) {  // the main process waits for this in POST_FORKING
+    if (!result.ok()) g_state->progress->FileFailed();
+    else if (result->kfd) g_state->progress->FileDone();
+  }
   if (!result.ok()) return Fail("RESTORE_EXT_FILE", result.status());
   switch (result->outcome) {
     case RestoreFileResult::Outcome::kNotOurs:
@@ -376,6 +460,13 @@ Status StartParallelWorker() {
 int PostForking() {
   if (!g_state) return 0;
   Status s = StartParallelWorker();
+  if (s.ok() && g_state->parallel) {
+    JoinWorkersOnReturn join("POST_FORKING");
+    s = WaitForKfdFiles();
+    if (s.ok())
+      Log().Info("POST_FORKING: the BOs of all " + std::to_string(g_state->expected_kfd_files) +
+                 " KFD files are restored");
+  }
   return s.ok() ? 0 : Fail("POST_FORKING", s);
 }
 #endif
@@ -389,6 +480,10 @@ int DumpDevicesLate(int id) {
     if (first.ok()) first = s;
   }
   g_state->paused.clear();
+  if (first.ok() && !g_state->dumped_kfd_files.empty()) {
+    Result<const PluginContext*> ctx = Context();
+    first = ctx.ok() ? WriteKfdFileList(*(*ctx)->images, g_state->dumped_kfd_files) : ctx.status();
+  }
   return first.ok() ? 0 : Fail("DUMP_DEVICES_LATE", first);
 }
 #endif

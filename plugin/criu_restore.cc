@@ -205,6 +205,7 @@ Result<RestoreFileResult> RestoreKfd(const PluginContext& ctx, int id, ByteSourc
   RestoreFileResult result;
   result.outcome = RestoreFileResult::Outcome::kRestored;
   result.fd = std::move(kfd_fd);
+  result.kfd = true;
   return result;
 }
 

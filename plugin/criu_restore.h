@@ -50,6 +50,7 @@ struct RestoreFileResult {
   };
   Outcome outcome = Outcome::kNotOurs;
   UniqueFd fd;
+  bool kfd = false;  // kRestored: a KFD file (its BOs filled or handed to the main process)
 };
 
 // RESTORE_EXT_FILE for CRIU file id `id`. `parallel_server` names the main

@@ -209,6 +209,60 @@ TEST_F(RealCriu, CorruptStreamFailsRestore) {
   EXPECT_TRUE(WaitGone(pid, std::chrono::seconds(5))) << "the task of a failed restore is running";
 }
 
+// The same, with parallel restore: CRIU ignores RESUME_DEVICES_LATE's
+// result, so POST_FORKING waits for every KFD file and fails the restore.
+TEST_F(RealCriu, CorruptStreamFailsParallelRestore) {
+  REQUIRE_REAL_CRIU();
+  StartKfd();
+  const pid_t pid = StartGpuProcess();
+  Dump(pid);
+  ASSERT_TRUE(std::filesystem::exists(images_ + "/amdgpu-vramflow-kfd-files.img"));
+  std::string stream;
+  for (const auto& e : std::filesystem::directory_iterator(images_))
+    if (e.path().filename().string().rfind("amdgpu-vram-", 0) == 0) stream = e.path();
+  ASSERT_FALSE(stream.empty());
+  {
+    std::fstream f(stream, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(stream) / 2));
+    f.put('\x5a');
+  }
+  testing::CommandResult r = Restore();
+  EXPECT_NE(r.code, 0) << RestoreLog();
+  EXPECT_NE(RestoreLog().find("amdgpu_plugin (vramflow): POST_FORKING: "), std::string::npos) << RestoreLog();
+  EXPECT_TRUE(WaitGone(pid, std::chrono::seconds(5))) << "the task of a failed restore is running";
+}
+
+// A VRAM stream that is missing altogether: the same.
+TEST_F(RealCriu, MissingStreamFailsParallelRestore) {
+  REQUIRE_REAL_CRIU();
+  StartKfd();
+  const pid_t pid = StartGpuProcess();
+  Dump(pid);
+  for (const auto& e : std::filesystem::directory_iterator(images_))
+    if (e.path().filename().string().rfind("amdgpu-vram-", 0) == 0) {
+      std::filesystem::remove(e.path());
+      break;
+    }
+  testing::CommandResult r = Restore();
+  EXPECT_NE(r.code, 0) << RestoreLog();
+  EXPECT_NE(RestoreLog().find("POST_FORKING"), std::string::npos) << RestoreLog();
+  EXPECT_TRUE(WaitGone(pid, std::chrono::seconds(5))) << "the task of a failed restore is running";
+}
+
+// Images without the dump's KFD file list (another plugin's): the main
+// process cannot know what to wait for, so each task fills its own BOs.
+TEST_F(RealCriu, WithoutTheKfdFileListTasksRestoreTheirOwnBos) {
+  REQUIRE_REAL_CRIU();
+  StartKfd();
+  const pid_t pid = StartGpuProcess();
+  Dump(pid);
+  ASSERT_TRUE(std::filesystem::remove(images_ + "/amdgpu-vramflow-kfd-files.img"));
+  testing::CommandResult r = Restore();
+  ASSERT_EQ(r.code, 0) << r.output << RestoreLog();
+  EXPECT_NE(RestoreLog().find("restoring BO contents in each task"), std::string::npos) << RestoreLog();
+  Check(pid);
+}
+
 // Images dumped with the plugin name it in CRIU's inventory: without the
 // plugin, CRIU refuses the restore saying so.
 TEST_F(RealCriu, InventoryNamesThePlugin) {

@@ -1,7 +1,8 @@
 // libFuzzer target: the CRIU plugin's metadata images, as restore reads them
 // from a checkpoint it did not write: the 8-byte size header and protobuf
 // body (plugin/kfd_image.h), then the topology rebuilt from a criu_kfd
-// message (plugin/kfd_devinfo.h). The first byte picks the message.
+// message (plugin/kfd_devinfo.h), and the dump's KFD file list
+// (plugin/kfd_file_list.h). The first byte picks which, modulo 3.
 //
 // With VRAMFLOW_FUZZ_WRITE_SEEDS=DIR the binary writes valid images of
 // both kinds into DIR and exits.
@@ -13,6 +14,7 @@
 
 #include "criu_amdgpu.pb.h"
 #include "plugin/kfd_devinfo.h"
+#include "plugin/kfd_file_list.h"
 #include "plugin/kfd_image.h"
 
 namespace vramflow {
@@ -64,6 +66,8 @@ void WriteSeeds(const std::string& dir) {
   render.set_drm_render_minor(128);
   render.set_num_of_bos(0);
   WriteSeed(dir + "/render", 1, render);
+  std::ofstream list(dir + "/kfd-file-list", std::ios::binary);
+  list << '\x02' << "vramflow kfd files 1\n19\n23\n";
 }
 
 }  // namespace
@@ -81,9 +85,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace vramflow;
   if (size == 0) return 0;
   std::span<const uint8_t> image(data + 1, size - 1);
-  if (data[0] % 2 == 0) {
+  if (data[0] % 3 == 0) {
     criu::CriuKfd kfd;
     if (DecodeImage(image, &kfd, "fuzz").ok()) (void)TopologyFromImage(kfd, "fuzz");
+  } else if (data[0] % 3 == 2) {
+    (void)ParseKfdFileList(std::string_view(reinterpret_cast<const char*>(image.data()), image.size()));
   } else {
     criu::CriuRenderNode render;
     (void)DecodeImage(image, &render, "fuzz");
