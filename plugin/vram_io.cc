@@ -79,6 +79,16 @@ Status RestoreVram(Device& device, const std::vector<VramBo>& bos, ByteSource& s
                    PipelineStats* stats) {
   ImportedBos imported(device);
   VF_RETURN_IF_ERROR(imported.Import(bos));
+  std::vector<uint32_t> handles;
+  for (size_t i = 0; i < bos.size(); ++i) handles.push_back(imported.handle(i));
+  return RestoreVramInto(device, bos, handles, source, options, stats);
+}
+
+Status RestoreVramInto(Device& device, const std::vector<VramBo>& bos, const std::vector<uint32_t>& handles,
+                       ByteSource& source, const PipelineOptions& options, PipelineStats* stats) {
+  if (handles.size() != bos.size())
+    return Status::Internal("RestoreVramInto: " + std::to_string(bos.size()) + " BOs but " +
+                            std::to_string(handles.size()) + " handles");
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < bos.size(); ++i) by_name[VramObjectName(bos[i].index)] = i;
   std::vector<bool> begun(bos.size(), false), ended(bos.size(), false);
@@ -93,7 +103,7 @@ Status RestoreVram(Device& device, const std::vector<VramBo>& bos, ByteSource& s
     begun[it->second] = true;
     RestoreTarget target;
     target.device = &device;
-    target.bo = imported.handle(it->second);
+    target.bo = handles[it->second];
     return target;
   };
   ObjectEndHook on_end = [&](const ObjectState& object) -> Status {

@@ -41,6 +41,13 @@ Status DumpVram(Device& device, uint32_t gpu_id, const std::vector<VramBo>& bos,
 Status RestoreVram(Device& device, const std::vector<VramBo>& bos, ByteSource& source, const PipelineOptions& options,
                    PipelineStats* stats);
 
+// RestoreVram into BOs the caller has already imported into `device`:
+// handles[i] is bos[i]'s handle there (bos[i].dmabuf_fd is not used). The
+// checks are RestoreVram's. `vramflow criu export-upstream` restores into
+// byte ranges of a file this way (tools/criu_export.h).
+Status RestoreVramInto(Device& device, const std::vector<VramBo>& bos, const std::vector<uint32_t>& handles,
+                       ByteSource& source, const PipelineOptions& options, PipelineStats* stats);
+
 // Restores `bos` from an upstream amdgpu-pages image: its size header must
 // equal the BOs' total and its bytes follow in `bos` order, nothing after.
 // Double-buffered through `options.chunk_size` staging buffers.

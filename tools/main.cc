@@ -15,6 +15,7 @@
 #include "streamer/frame_format.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
+#include "tools/criu_export.h"
 #include "tools/demo.h"
 #include "tools/pipeline_bench.h"
 #include "tools/inspect.h"
@@ -270,6 +271,25 @@ int Main(int argc, char** argv) {
   gen_cmd->add_option("--seed", gen_seed, "seed; same seed, same bytes")->capture_default_str();
   gen_cmd->add_option("-o,--output", gen_output, "file to write; - for stdout; s3://BUCKET/KEY")->required();
 
+  // criu export-upstream
+  CLI::App* criu_cmd = app.add_subcommand("criu", "Work on the CRIU amdgpu plugin's images");
+  criu_cmd->require_subcommand(1);
+  ExportUpstreamOptions export_upstream;
+  RunFlags export_flags;
+  bool export_quiet = false;
+  CLI::App* export_cmd = criu_cmd->add_subcommand(
+      "export-upstream",
+      "Convert a CRIU images directory dumped with vramflow's amdgpu plugin into upstream's layout (raw "
+      "amdgpu-pages-<id>-<gpu_id>.img files beside the metadata images), so upstream's amdgpu_plugin.so can restore "
+      "it. Every stream is verified while it is decoded; files appear only once all are complete");
+  export_cmd->add_option("dir", export_upstream.dir, "the CRIU images directory (criu dump -D DIR)")->required();
+  export_cmd->add_flag("-f,--force", export_upstream.force, "replace existing amdgpu-pages files");
+  export_cmd->add_flag("--remove-streams", export_upstream.remove_streams,
+                       "delete the converted amdgpu-vram streams once every pages file is in place (default: keep "
+                       "them, so vramflow's plugin still restores from them)");
+  export_cmd->add_flag("-q,--quiet", export_quiet, "print nothing on success");
+  export_flags.Add(export_cmd);
+
   // bench
   CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
   bench_cmd->require_subcommand(1);
@@ -389,6 +409,27 @@ int Main(int argc, char** argv) {
     s = RunDemo(demo, std::cout, &report);
     std::cout.flush();
     return s.ok() ? 0 : Fail("demo", s);
+  }
+  if (*export_cmd) {
+    Status s = export_flags.Resolve(&export_upstream.pipeline);
+    if (!s.ok()) return UsageError("criu export-upstream", s);
+    ExportUpstreamReport report;
+    s = RunExportUpstream(export_upstream, &report);
+    if (!s.ok()) return Fail("criu export-upstream", s);
+    if (!export_quiet) {
+      for (const ExportedGpu& gpu : report.gpus) {
+        if (gpu.written)
+          std::fprintf(stderr, "wrote %s: %llu BO(s), %s, from %s (verified)\n", gpu.pages.c_str(),
+                       static_cast<unsigned long long>(gpu.bos), FormatSize(gpu.bytes).c_str(), gpu.stream.c_str());
+        else
+          std::fprintf(stderr, "kept %s: no stream for GPU 0x%x, the pages file was there already (not checked)\n",
+                       gpu.pages.c_str(), gpu.gpu_id);
+      }
+      for (const std::string& stream : report.removed) std::fprintf(stderr, "removed %s\n", stream.c_str());
+      std::fprintf(stderr, "upstream's amdgpu_plugin.so can now restore %s (the metadata images are upstream's "
+                           "already)\n", export_upstream.dir.c_str());
+    }
+    return 0;
   }
   if (*bench_pipeline_cmd) {
     Status s = pbench_flags.Resolve(&pbench.pipeline);
