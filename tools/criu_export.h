@@ -27,14 +27,10 @@
 // and only then removed.
 //
 // The metadata images are left as they are: upstream reads them already.
-// What cannot be made upstream's: the BO `handle` fields hold vramflow's
-// per-image BO numbers, not GEM handles (the dump has no GEM handles to
-// record). Upstream's restore uses them only to pair KFD BOs with dma-buf
-// and render-node BO images, which vramflow does not write, so for the
-// processes vramflow can dump they are not needed. VRAM streams that the
-// dump sent elsewhere (VRAMFLOW_TARGET) or that sit inside a --stream
-// checkpoint must first be put into DIR as files (`vramflow recv`,
-// `criu-image-streamer extract`).
+// The BO `handle` fields are already GEM handles as upstream records them.
+// VRAM streams that the dump sent elsewhere (VRAMFLOW_TARGET) or that sit
+// inside a --stream checkpoint must first be put into DIR as files
+// (`vramflow recv`, `criu-image-streamer extract`).
 //
 // Not thread-safe; one export per directory at a time.
 #pragma once
