@@ -476,8 +476,8 @@ Result<SimKfdFile> SimKfd::RestoreDrmFile(pid_t pid, uint32_t gpu_id) const {
   if (it == processes_.end()) return Status::InvalidArgument("simulated KFD: no process " + std::to_string(pid));
   auto file = it->second->drm_files.find(gpu_id);
   if (file == it->second->drm_files.end())
-    return Status::InvalidArgument("simulated KFD: process " + std::to_string(pid) + " was not restored with a DRM file for GPU " +
-                                   HexId(gpu_id));
+    return Status::InvalidArgument("simulated KFD: process " + std::to_string(pid) +
+                                   " was not restored with a DRM file for GPU " + HexId(gpu_id));
   return file->second;
 }
 
