@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ TEST(CriuHost, OneGpuOneProcessRestoredInTheTask) {
   EXPECT_TRUE(std::filesystem::exists(dir.File("images/" + KfdImageName(100))));
   EXPECT_TRUE(std::filesystem::exists(dir.File("images/" + VramStreamName(100, 0x1000))));
   EXPECT_FALSE(std::filesystem::exists(dir.File("images/" + PagesImageName(100, 0x1000))));
+  // CRIU's inventory lists the plugin the dump needed (the restore, where
+  // the plugin claims the entry, would otherwise run without it).
+  std::ifstream inventory(dir.File("inventory-plugins.txt"));
+  std::string name;
+  EXPECT_TRUE(std::getline(inventory, name) && name == "amdgpu_plugin") << name;
 }
 
 // By default: by the main process where the plugin has parallel restore.

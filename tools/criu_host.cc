@@ -47,6 +47,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -90,6 +91,36 @@ extern "C" __attribute__((visibility("default"))) int find_unused_fd_pid(pid_t p
     return -1;
   }
   return g_task_fds->FindUnusedFd();
+}
+// CRIU's log: errors and warnings (CRIU's default -v2) go to the log fd.
+extern "C" __attribute__((visibility("default"))) void print_on_level(unsigned int loglevel, const char* format, ...) {
+  constexpr unsigned kLogWarn = 2;
+  if (loglevel > kLogWarn) return;
+  va_list args;
+  va_start(args, format);
+  ::vdprintf(g_log_fd, format, args);
+  va_end(args);
+}
+// CRIU 4.1+'s inventory of the plugins a dump needs: a dump adds them
+// (add_inventory_plugin), the restore reads them back, each plugin claims
+// its entry at init (check_and_remove_inventory_plugin), and one left
+// unclaimed fails the restore. Without the list (an inventory from CRIU
+// before 4.1) every plugin's claim succeeds.
+static std::vector<std::string> g_inventory_plugins;
+static bool g_inventory_lists_plugins = true;
+extern "C" __attribute__((visibility("default"))) int add_inventory_plugin(const char* name) {
+  g_inventory_plugins.emplace_back(name);
+  return 0;
+}
+extern "C" __attribute__((visibility("default"))) bool check_and_remove_inventory_plugin(const char* name, size_t n) {
+  if (!g_inventory_lists_plugins) return true;
+  for (auto it = g_inventory_plugins.begin(); it != g_inventory_plugins.end(); ++it) {
+    if (std::strncmp(name, it->c_str(), n) == 0) {
+      g_inventory_plugins.erase(it);
+      return true;
+    }
+  }
+  return false;
 }
 
 namespace vramflow {
@@ -258,6 +289,25 @@ Status BuildProcesses(SimKfd& kfd, const HostOptions& o, std::vector<Task>* task
 std::string ImagesDir(const HostOptions& o) { return o.work + "/images"; }
 std::string TasksPath(const HostOptions& o, const std::string& role) { return o.work + "/" + role + "-tasks.txt"; }
 std::string ReportPath(const HostOptions& o) { return o.work + "/restore-report.txt"; }
+// The inventory's plugin list, a name per line (kept beside the images, not
+// among them: under --stream the images directory must stay empty).
+std::string InventoryPath(const HostOptions& o) { return o.work + "/inventory-plugins.txt"; }
+
+Status WriteInventory(const std::string& path) {
+  std::ofstream out(path, std::ios::trunc);
+  for (const std::string& name : g_inventory_plugins) out << name << '\n';
+  out.close();
+  return out ? Status::Ok() : Status::IoError("writing " + path);
+}
+
+// The dump's plugin list; none (every plugin runs) when there is no file.
+Status ReadInventory(const std::string& path) {
+  std::ifstream in(path);
+  g_inventory_lists_plugins = static_cast<bool>(in);
+  g_inventory_plugins.clear();
+  for (std::string name; std::getline(in, name);) g_inventory_plugins.push_back(name);
+  return in.bad() ? Status::IoError("reading " + path) : Status::Ok();
+}
 
 // The tasks file, a line per item:
 //   task PID KFD_ID RENDER_ID...
@@ -430,6 +480,10 @@ int DumpMain(const HostOptions& o, const std::vector<Task>& tasks) {
     if (late(tasks[0].pid) != 0) ret = Fail("dump: DUMP_DEVICES_LATE failed");
   }
   d->exit(CR_PLUGIN_STAGE__DUMP, ret);
+  if (ret == 0) {
+    Status s = WriteInventory(InventoryPath(o));
+    if (!s.ok()) ret = Fail(s.ToString());
+  }
   return ret;
 }
 
@@ -666,7 +720,12 @@ int RestoreMain(const HostOptions& o, const std::vector<Task>& tasks) {
   Result<Plugin> plugin = LoadPlugin(o.plugin);
   if (!plugin.ok()) return Fail(plugin.status().ToString());
   cr_plugin_desc_t* d = plugin->desc;
+  if (Status s = ReadInventory(InventoryPath(o)); !s.ok()) return Fail(s.ToString());
   if (d->init(CR_PLUGIN_STAGE__RESTORE) != 0) return Fail("restore: init failed");
+  if (!g_inventory_plugins.empty()) {
+    d->exit(CR_PLUGIN_STAGE__RESTORE, 1);
+    return Fail("restore: Missing required plugin: " + g_inventory_plugins.front());
+  }
   // CRIU forks the tasks from its main process while that has one thread;
   // a plugin's threads may only start in POST_FORKING.
   if (const size_t threads = ThreadCount(); threads != 1) {
