@@ -27,6 +27,7 @@ struct SimKfd::Bo {
 
 struct SimKfd::Process {
   std::vector<KfdDevice> devices;  // user/actual gpu_id; drm_fd unused
+  std::map<uint32_t, SimKfdFile> drm_files;  // restored: actual gpu_id -> the DRM file Restore was given
   std::vector<std::unique_ptr<Bo>> bos;
   SimKfdProcessState state = SimKfdProcessState::kRunning;
 };
@@ -469,6 +470,17 @@ Result<std::vector<KfdDevice>> SimKfd::ProcessDevices(pid_t pid) const {
   return it->second->devices;
 }
 
+Result<SimKfdFile> SimKfd::RestoreDrmFile(pid_t pid, uint32_t gpu_id) const {
+  std::lock_guard lock(mu_);
+  auto it = processes_.find(pid);
+  if (it == processes_.end()) return Status::InvalidArgument("simulated KFD: no process " + std::to_string(pid));
+  auto file = it->second->drm_files.find(gpu_id);
+  if (file == it->second->drm_files.end())
+    return Status::InvalidArgument("simulated KFD: process " + std::to_string(pid) +
+                                   " was not restored with a DRM file for GPU " + HexId(gpu_id));
+  return file->second;
+}
+
 Result<std::vector<SimKfdBoInfo>> SimKfd::Bos(pid_t pid) const {
   std::lock_guard lock(mu_);
   auto it = processes_.find(pid);
@@ -809,6 +821,8 @@ Status SimKfd::RestoreLocked(int kfd_fd, KfdCheckpoint* state) {
   process->state = SimKfdProcessState::kRestored;
   for (const KfdDevice& d : state->devices) {
     process->devices.push_back(KfdDevice{d.user_gpu_id, d.actual_gpu_id, kKfdNoFd});
+    struct stat st {};
+    if (::fstat(d.drm_fd, &st) == 0) process->drm_files[d.actual_gpu_id] = SimKfdFile{st.st_dev, st.st_ino};
   }
   std::vector<UniqueFd> dmabufs(state->bos.size());
   for (size_t i = 0; i < state->bos.size(); ++i) {

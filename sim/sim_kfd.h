@@ -22,7 +22,9 @@
 //   Unpause       needs a paused process (EINVAL)
 //   Restore       on a KFD fd of a pid without KFD state: BOs recreated on the
 //                 devices' actual GPUs, zero-filled, at new mmap offsets;
-//                 private data checked against the buckets (EINVAL)
+//                 private data checked against the buckets (EINVAL); each
+//                 device keeps the DRM file its drm_fd named (RestoreDrmFile),
+//                 as KFD does: mmap rights go with that file
 //   Resume        needs a restored process (EINVAL); ESRCH for no process
 //
 // Errors are IoErrors with the errno the kernel would give ("simulated KFD
@@ -107,6 +109,15 @@ struct SimKfdBoInfo {
   int fd = -1;               // VRAM/GTT: the memfd holding the contents (owned by SimKfd); else -1
 };
 
+// A file as the machine knows it: its st_dev and st_ino. Render nodes and
+// KFD files are memfds (or device nodes made for one open), one inode per
+// open, so a dup or a passed fd is the same SimKfdFile and a new open is not.
+struct SimKfdFile {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  bool operator==(const SimKfdFile&) const = default;
+};
+
 enum class SimKfdProcessState {
   kRunning,   // queues active
   kPaused,    // ProcessInfo evicted the queues; Checkpoint and Unpause allowed
@@ -159,6 +170,11 @@ class SimKfd {
   Result<SimKfdProcessState> ProcessState(pid_t pid) const;
   // {user_gpu_id, actual_gpu_id} per device of the process, drm_fd unset.
   Result<std::vector<KfdDevice>> ProcessDevices(pid_t pid) const;
+  // The DRM file that Restore of `pid` was given for its device on GPU
+  // `gpu_id` (actual), as KFD keeps it per device (the drm_file it acquires
+  // the GPU VM through). InvalidArgument for a process or GPU without one
+  // (not restored, or not on that GPU).
+  Result<SimKfdFile> RestoreDrmFile(pid_t pid, uint32_t gpu_id) const;
   // The BOs in checkpoint order (creation order; for a restored process, the
   // order of the buckets it was restored from).
   Result<std::vector<SimKfdBoInfo>> Bos(pid_t pid) const;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ TEST(CriuHost, OneGpuOneProcessRestoredInTheTask) {
   EXPECT_TRUE(std::filesystem::exists(dir.File("images/" + KfdImageName(100))));
   EXPECT_TRUE(std::filesystem::exists(dir.File("images/" + VramStreamName(100, 0x1000))));
   EXPECT_FALSE(std::filesystem::exists(dir.File("images/" + PagesImageName(100, 0x1000))));
+  // CRIU's inventory lists the plugin the dump needed (the restore, where
+  // the plugin claims the entry, would otherwise run without it).
+  std::ifstream inventory(dir.File("inventory-plugins.txt"));
+  std::string name;
+  EXPECT_TRUE(std::getline(inventory, name) && name == "amdgpu_plugin") << name;
 }
 
 // By default: by the main process where the plugin has parallel restore.
@@ -93,6 +99,37 @@ TEST(CriuHost, ParallelRestoreWithoutPostForkingRestoresInTheTasks) {
   EXPECT_TRUE(Has(run.output, "POST_FORKING")) << run.output;
 }
 #endif
+
+// Issue 17, defects 3 and 4. The host restores each task's fds as CRIU
+// does: at their dumped numbers, in ascending order, failing with "fd N
+// already in use" where a number is taken; here /dev/kfd at 3, its render
+// nodes at 4 and 5, regular files at 6 and 7. The render fds the plugin
+// keeps must stay out of the way (CRIU's find_unused_fd_pid), and each
+// render node the task gets back must be the DRM file KFD's restore was
+// given, not a new open of the node (KFD grants mmap rights per DRM file).
+TEST(CriuHost, TaskFdsComeBackAtTheirNumbersWithTheDrmFilesKfdRestoredWith) {
+  for (const std::string& mode : RestoreModes()) {
+    testing::TempDir dir;
+    HostRun run = RunHost(dir, "--gpus 2 --procs 2 --fd-layout kfd-first", mode);
+    ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;
+    EXPECT_TRUE(Has(run.output, "verified: 2 task(s)")) << run.output;
+    EXPECT_TRUE(Has(run.output, "fds as dumped")) << run.output;
+    EXPECT_FALSE(Has(run.output, "already in use")) << run.output;
+  }
+}
+
+// Render nodes before the KFD file in the task's table (a library opened
+// them first): CRIU reaches them first, the plugin asks to be retried, and
+// they come back, at their numbers, after the KFD file.
+TEST(CriuHost, RenderNodesBeforeTheKfdFileAreRetriedAndComeBackAtTheirNumbers) {
+  for (const std::string& mode : RestoreModes()) {
+    testing::TempDir dir;
+    HostRun run = RunHost(dir, "--gpus 2 --procs 2 --fd-layout render-first", mode);
+    ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;
+    EXPECT_TRUE(Has(run.output, "verified: 2 task(s)")) << run.output;
+    EXPECT_TRUE(Has(run.output, "fds as dumped")) << run.output;
+  }
+}
 
 TEST(CriuHost, TooFewGpusIsAClearErrorBeforeAnyResume) {
   testing::TempDir dir;

@@ -4,6 +4,7 @@
 #include "sim/sim_kfd.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -212,6 +213,22 @@ TEST(SimKfdTest, RestoreOntoOtherGpuIds) {
   Status s = ops->Restore(fd->get(), &state);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(*dst.ProcessState(kRestoredPid), SimKfdProcessState::kRestored);
+
+  // Each device keeps the DRM file it was restored with, as KFD does; a new
+  // open of the same render node is another file.
+  for (size_t i = 0; i < 2; ++i) {
+    struct stat st {};
+    ASSERT_EQ(::fstat(render[i].get(), &st), 0);
+    Result<SimKfdFile> kept = dst.RestoreDrmFile(kRestoredPid, dst_gpus[1 - i]);
+    ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+    EXPECT_EQ(*kept, (SimKfdFile{st.st_dev, st.st_ino}));
+    Result<UniqueFd> reopened = dst.OpenRenderNode(dst_gpus[1 - i]);
+    ASSERT_TRUE(reopened.ok());
+    ASSERT_EQ(::fstat(reopened->get(), &st), 0);
+    EXPECT_NE(*kept, (SimKfdFile{st.st_dev, st.st_ino}));
+  }
+  EXPECT_FALSE(dst.RestoreDrmFile(kRestoredPid, 0x9999).ok());
+  EXPECT_FALSE(dst.RestoreDrmFile(kPid, dst_gpus[0]).ok());
 
   Result<std::vector<SimKfdBoInfo>> restored = dst.Bos(kRestoredPid);
   ASSERT_TRUE(restored.ok());

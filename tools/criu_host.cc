@@ -8,9 +8,13 @@
 //            file of every task (and a plain file, which must be refused);
 //            DUMP_DEVICES_LATE where this CRIU has it; fini.
 //   restore  a "criu restore" main process: init(RESTORE); forks one
-//            restored task per checkpointed process, each calling
-//            RESTORE_EXT_FILE for its files and UPDATE_VMA_MAP for its
-//            device mappings; POST_FORKING where this CRIU has it;
+//            restored task per checkpointed process, each restoring its
+//            fd table as CRIU does (tools/criu_task_fds.h: its own fds
+//            moved to the top, the rest closed, the task's fds restored at
+//            their dumped numbers in ascending order, RESTORE_EXT_FILE for
+//            its KFD and render-node files, retried when it asks,
+//            find_unused_fd_pid for the plugin), then UPDATE_VMA_MAP for
+//            its device mappings; POST_FORKING where this CRIU has it;
 //            RESUME_DEVICES_LATE per task once all tasks are restored; fini.
 //
 // Behind the plugin is a simulated KFD (sim/sim_kfd.h) for the checkpointed
@@ -19,8 +23,10 @@
 // /dev/kfd, with its topology written as a sysfs tree. This process owns
 // both machines: it builds the checkpointed processes with model-like BO
 // contents, and after the restore checks every restored BO byte for byte,
-// its new mmap offset against UPDATE_VMA_MAP's answer, and that KFD resumed
-// exactly the processes it should have.
+// its new mmap offset against UPDATE_VMA_MAP's answer, that each task's
+// KFD and render-node fds are the files KFD restored it with (a render node
+// must be the DRM file KFD's restore was given: KFD grants mmap rights per
+// DRM file), and that KFD resumed exactly the processes it should have.
 //
 // The dump and the restore main process are programs of their own, as CRIU
 // is: this binary executed again with --role (see RunCriuProcess), not a
@@ -39,7 +45,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -58,6 +66,7 @@
 #include "sim/sim_kfd_service.h"
 #include "streamer/amdgpu_pages.h"
 #include "tools/criu_streamer_protocol.h"
+#include "tools/criu_task_fds.h"
 
 extern "C" {
 #include <criu/criu-plugin.h>
@@ -69,6 +78,49 @@ static vramflow::CriuStreamerClient* g_streamer = nullptr;  // with --stream
 extern "C" __attribute__((visibility("default"))) int criu_get_image_dir(void) { return g_image_dir; }
 extern "C" __attribute__((visibility("default"))) int img_streamer_open(char* filename, int flags) {
   return g_streamer ? g_streamer->Open(filename) : -1;
+}
+// CRIU's log: the restore process's stderr, a service fd in a restored task.
+static int g_log_fd = STDERR_FILENO;
+// In a restored task, while its fds are restored: the lowest fd number above
+// those still to be restored (CRIU looks the task up by pid; a task here
+// knows only itself, and the plugin asks only about its own).
+static vramflow::TaskFdRestore* g_task_fds = nullptr;
+extern "C" __attribute__((visibility("default"))) int find_unused_fd_pid(pid_t pid) {
+  if (!g_task_fds || pid != ::getpid()) {
+    ::dprintf(g_log_fd, "criu (host): find_unused_fd_pid: Invalid pid:%d\n", pid);
+    return -1;
+  }
+  return g_task_fds->FindUnusedFd();
+}
+// CRIU's log: errors and warnings (CRIU's default -v2) go to the log fd.
+extern "C" __attribute__((visibility("default"))) void print_on_level(unsigned int loglevel, const char* format, ...) {
+  constexpr unsigned kLogWarn = 2;
+  if (loglevel > kLogWarn) return;
+  va_list args;
+  va_start(args, format);
+  ::vdprintf(g_log_fd, format, args);
+  va_end(args);
+}
+// CRIU 4.1+'s inventory of the plugins a dump needs: a dump adds them
+// (add_inventory_plugin), the restore reads them back, each plugin claims
+// its entry at init (check_and_remove_inventory_plugin), and one left
+// unclaimed fails the restore. Without the list (an inventory from CRIU
+// before 4.1) every plugin's claim succeeds.
+static std::vector<std::string> g_inventory_plugins;
+static bool g_inventory_lists_plugins = true;
+extern "C" __attribute__((visibility("default"))) int add_inventory_plugin(const char* name) {
+  g_inventory_plugins.emplace_back(name);
+  return 0;
+}
+extern "C" __attribute__((visibility("default"))) bool check_and_remove_inventory_plugin(const char* name, size_t n) {
+  if (!g_inventory_lists_plugins) return true;
+  for (auto it = g_inventory_plugins.begin(); it != g_inventory_plugins.end(); ++it) {
+    if (std::strncmp(name, it->c_str(), n) == 0) {
+      g_inventory_plugins.erase(it);
+      return true;
+    }
+  }
+  return false;
 }
 
 namespace vramflow {
@@ -94,6 +146,10 @@ struct HostOptions {
   bool truncate_stream = false;       // cut a VRAM stream short before restoring
   bool expect_restore_failure = false;
   bool stream = false;  // CRIU --stream: every image through an image streamer
+  // Each task's fd table: stdio at 0-2, then "kfd-first" (the KFD file at 3,
+  // its render nodes after, as the ROCm runtime opens them) or
+  // "render-first" (render nodes, then the KFD file); two regular files last.
+  std::string fd_layout = "kfd-first";
   std::string restore_target;  // VRAMFLOW_TARGET for the restore only (a migration's other end)
 };
 
@@ -114,6 +170,7 @@ struct Task {
   int kfd_id = 0;          // CRIU file ids
   std::vector<int> render_ids;
   std::vector<Vma> vmas;
+  std::vector<TaskFd> fds;  // its fd table, as CRIU restores it
   // Dump only: the fds of its KFD file, then of its render nodes, as the
   // parasite drained them into the dumper (which inherits them).
   std::vector<int> files;
@@ -151,6 +208,25 @@ uint32_t Minor(const SimKfd& kfd, uint32_t gpu_id) {
   Result<Topology> t = kfd.MachineTopology();
   const KfdNode* n = t.ok() ? t->FindGpu(gpu_id) : nullptr;
   return n ? n->drm_render_minor : 0;
+}
+
+// Task `index`'s fd table (HostOptions::fd_layout): stdio inherited from
+// the restore process, its KFD and render-node files, two regular files.
+std::vector<TaskFd> TaskFds(const HostOptions& o, const Task& t, uint32_t index) {
+  std::vector<TaskFd> fds;
+  auto add = [&fds](TaskFd::Kind kind) -> TaskFd& {
+    TaskFd& f = fds.emplace_back();
+    f.fd = static_cast<int>(fds.size()) - 1;
+    f.kind = kind;
+    return f;
+  };
+  for (int fd = 0; fd < 3; ++fd) add(TaskFd::Kind::kInherit).inherited = fd;
+  if (o.fd_layout == "kfd-first") add(TaskFd::Kind::kExt).ext_id = t.kfd_id;
+  for (int id : t.render_ids) add(TaskFd::Kind::kExt).ext_id = id;
+  if (o.fd_layout == "render-first") add(TaskFd::Kind::kExt).ext_id = t.kfd_id;
+  for (const char* name : {"log", "data"})
+    add(TaskFd::Kind::kFile).path = o.work + "/task-" + std::to_string(index) + "-" + name;
+  return fds;
 }
 
 // The checkpointed processes: per GPU, model-like VRAM BOs (weights
@@ -195,6 +271,7 @@ Status BuildProcesses(SimKfd& kfd, const HostOptions& o, std::vector<Task>* task
     }
     task.kfd_id = static_cast<int>(100 * (p + 1));
     for (size_t g = 0; g < gpus.size(); ++g) task.render_ids.push_back(task.kfd_id + 1 + static_cast<int>(g));
+    task.fds = TaskFds(o, task, p);
     tasks->push_back(std::move(task));
   }
   return Status::Ok();
@@ -212,10 +289,30 @@ Status BuildProcesses(SimKfd& kfd, const HostOptions& o, std::vector<Task>* task
 std::string ImagesDir(const HostOptions& o) { return o.work + "/images"; }
 std::string TasksPath(const HostOptions& o, const std::string& role) { return o.work + "/" + role + "-tasks.txt"; }
 std::string ReportPath(const HostOptions& o) { return o.work + "/restore-report.txt"; }
+// The inventory's plugin list, a name per line (kept beside the images, not
+// among them: under --stream the images directory must stay empty).
+std::string InventoryPath(const HostOptions& o) { return o.work + "/inventory-plugins.txt"; }
+
+Status WriteInventory(const std::string& path) {
+  std::ofstream out(path, std::ios::trunc);
+  for (const std::string& name : g_inventory_plugins) out << name << '\n';
+  out.close();
+  return out ? Status::Ok() : Status::IoError("writing " + path);
+}
+
+// The dump's plugin list; none (every plugin runs) when there is no file.
+Status ReadInventory(const std::string& path) {
+  std::ifstream in(path);
+  g_inventory_lists_plugins = static_cast<bool>(in);
+  g_inventory_plugins.clear();
+  for (std::string name; std::getline(in, name);) g_inventory_plugins.push_back(name);
+  return in.bad() ? Status::IoError("reading " + path) : Status::Ok();
+}
 
 // The tasks file, a line per item:
 //   task PID KFD_ID RENDER_ID...
 //   vma ADDR OFFSET PATH     (a device mapping of the task above)
+//   fd FD ext ID | fd FD file PATH | fd FD inherit FD   (its fd table)
 //   file FD                  (dump only: one of its files, in order)
 Status WriteTasks(const std::string& path, const std::vector<Task>& tasks) {
   std::ofstream out(path, std::ios::trunc);
@@ -224,6 +321,14 @@ Status WriteTasks(const std::string& path, const std::vector<Task>& tasks) {
     for (int id : t.render_ids) out << ' ' << id;
     out << '\n';
     for (const Vma& v : t.vmas) out << "vma " << v.addr << ' ' << v.offset << ' ' << v.path << '\n';
+    for (const TaskFd& f : t.fds) {
+      out << "fd " << f.fd << ' ';
+      switch (f.kind) {
+        case TaskFd::Kind::kExt: out << "ext " << f.ext_id << '\n'; break;
+        case TaskFd::Kind::kFile: out << "file " << f.path << '\n'; break;
+        case TaskFd::Kind::kInherit: out << "inherit " << f.inherited << '\n'; break;
+      }
+    }
     for (int fd : t.files) out << "file " << fd << '\n';
   }
   out.close();
@@ -249,6 +354,24 @@ Result<std::vector<Task>> ReadTasks(const std::string& path) {
       Vma v;
       if (!(fields >> v.addr >> v.offset >> v.path)) kind.clear();
       tasks.back().vmas.push_back(std::move(v));
+    } else if (kind == "fd" && !tasks.empty()) {
+      TaskFd f;
+      std::string what;
+      fields >> f.fd >> what;
+      if (what == "ext") {
+        f.kind = TaskFd::Kind::kExt;
+        fields >> f.ext_id;
+      } else if (what == "file") {
+        f.kind = TaskFd::Kind::kFile;
+        fields >> f.path;
+      } else if (what == "inherit") {
+        f.kind = TaskFd::Kind::kInherit;
+        fields >> f.inherited;
+      } else {
+        kind.clear();
+      }
+      if (!fields || f.fd < 0) kind.clear();
+      tasks.back().fds.push_back(std::move(f));
     } else if (kind == "file" && !tasks.empty()) {
       int fd = -1;
       if (!(fields >> fd)) kind.clear();
@@ -357,6 +480,10 @@ int DumpMain(const HostOptions& o, const std::vector<Task>& tasks) {
     if (late(tasks[0].pid) != 0) ret = Fail("dump: DUMP_DEVICES_LATE failed");
   }
   d->exit(CR_PLUGIN_STAGE__DUMP, ret);
+  if (ret == 0) {
+    Status s = WriteInventory(InventoryPath(o));
+    if (!s.ok()) ret = Fail(s.ToString());
+  }
   return ret;
 }
 
@@ -423,35 +550,70 @@ Status DamageStream(const Task& t, uint32_t gpu, const std::string& images, bool
 
 // ---- criu restore ----------------------------------------------------------
 
-// One restored task's report to the restore main process: its pid and, per
-// device mapping, the offset and whether UPDATE_VMA_MAP gave an fd.
+// One restored task's report to the restore main process: its pid, the new
+// offset UPDATE_VMA_MAP gave for each device mapping, and which file the
+// task holds at the number of each of its KFD and render-node files.
+struct InstalledFile {
+  uint64_t fd = 0;
+  uint64_t dev = 0;  // st_dev and st_ino; 0 when nothing is open there
+  uint64_t ino = 0;
+};
 struct TaskReport {
   int32_t pid = 0;
   int32_t ok = 0;
   int32_t task = 0;  // index into the checkpointed tasks
   std::vector<uint64_t> new_offsets;
+  std::vector<InstalledFile> files;
 };
+constexpr size_t kReportHeaderSize = 5 * sizeof(int32_t);  // pid, ok, task, offsets, files
+
+// A restored task's complaint, into CRIU's log (the task's own stderr may
+// not be restored yet).
+void TaskLog(const std::string& what) {
+  ::dprintf(g_log_fd, "vramflow-criu-host: task %d: %s\n", ::getpid(), what.c_str());
+}
+
+// CRIU's restore of the task's fd table (tools/criu_task_fds.h): its own fds
+// move to the top, the rest are closed, the task's files are installed at
+// their numbers, the plugin's through RESTORE_EXT_FILE.
+Status RestoreTaskFds(const Plugin& plugin, const Task& task, std::span<int* const> service) {
+  auto restore_file = reinterpret_cast<int (*)(int, bool*)>(plugin.desc->hooks[CR_PLUGIN_HOOK__RESTORE_EXT_FILE]);
+  TaskFdRestore fds(task.fds);
+  int streamer_fd = g_streamer ? g_streamer->fd() : -1;
+  std::vector<int*> moving(service.begin(), service.end());
+  moving.push_back(&streamer_fd);
+  moving.push_back(&g_image_dir);
+  moving.push_back(&g_log_fd);
+  VF_RETURN_IF_ERROR(fds.MoveServiceFdsAndCloseTheRest(moving));
+  if (g_streamer) g_streamer->MovedTo(streamer_fd);
+  g_task_fds = &fds;
+  Status restored = fds.Restore([&](int id) -> Result<ExtFileOpen> {
+    // CRIUs before 4.2 call RESTORE_EXT_FILE(id) only; passing the pointer
+    // to such a hook is harmless in the C calling convention.
+    bool retry = false;
+    const int fd = restore_file(id, &retry);
+    if (fd < 0) return Status::IoError("RESTORE_EXT_FILE(" + std::to_string(id) + ") returned " + std::to_string(fd));
+    return ExtFileOpen{fd, retry};
+  });
+  g_task_fds = nullptr;
+  return restored;
+}
 
 int RestoreTask(const Plugin& plugin, const Task& task, int32_t index, int report_fd, int go_fd) {
   auto restore_file = reinterpret_cast<int (*)(int, bool*)>(plugin.desc->hooks[CR_PLUGIN_HOOK__RESTORE_EXT_FILE]);
   auto update_vma =
       plugin.Hook<int (*)(const char*, uint64_t, uint64_t, uint64_t*, int*)>(CR_PLUGIN_HOOK__UPDATE_VMA_MAP);
-  std::vector<uint64_t> offsets;
   int ok = 1;
-  std::vector<int> ids = {task.kfd_id};
-  ids.insert(ids.end(), task.render_ids.begin(), task.render_ids.end());
-  for (int id : ids) {
-    // CRIUs before criu-dev's retry support call RESTORE_EXT_FILE(id) only;
-    // passing the pointer to such a hook is harmless in the C calling convention.
-    bool retry = false;
-    const int fd = restore_file(id, &retry);
-    if (fd < 0 || retry) {
-      std::fprintf(stderr, "vramflow-criu-host: task %d: RESTORE_EXT_FILE(%d) returned %d\n", ::getpid(), id, fd);
-      ok = 0;
-      break;
-    }
+  Status fds = RestoreTaskFds(plugin, task, std::array<int*, 2>{&report_fd, &go_fd});
+  if (!fds.ok()) {
+    TaskLog(fds.ToString());
+    ok = 0;
   }
-  if (ok && restore_file(999999, nullptr) != -ENOTSUP) ok = 0;  // no such file: not the plugin's
+  if (ok && restore_file(999999, nullptr) != -ENOTSUP) {
+    TaskLog("RESTORE_EXT_FILE claimed a file id that is not the plugin's");
+    ok = 0;
+  }
+  std::vector<uint64_t> offsets;
   for (const Vma& vma : task.vmas) {
     if (!ok) break;
     uint64_t new_offset = 0;
@@ -459,24 +621,41 @@ int RestoreTask(const Plugin& plugin, const Task& task, int32_t index, int repor
     const int r = update_vma(vma.path.c_str(), vma.addr, vma.offset, &new_offset, &fd);
     const bool render = vma.path.find("renderD") != std::string::npos;
     if (r != 1 || (render && fd < 0) || (!render && fd >= 0)) {
-      std::fprintf(stderr, "vramflow-criu-host: task %d: UPDATE_VMA_MAP(%s, 0x%llx) returned %d, fd %d\n", ::getpid(),
-                   vma.path.c_str(), static_cast<unsigned long long>(vma.addr), r, fd);
+      char addr[24];
+      std::snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(vma.addr));
+      TaskLog("UPDATE_VMA_MAP(" + vma.path + ", " + addr + ") returned " + std::to_string(r) + ", fd " +
+              std::to_string(fd));
       ok = 0;
     }
     if (fd >= 0) ::close(fd);
     offsets.push_back(new_offset);
   }
+  std::vector<InstalledFile> files;
+  for (const TaskFd& f : task.fds) {
+    if (f.kind != TaskFd::Kind::kExt) continue;
+    struct stat st {};
+    InstalledFile file{static_cast<uint64_t>(f.fd)};
+    if (::fstat(f.fd, &st) == 0) file = {static_cast<uint64_t>(f.fd), st.st_dev, st.st_ino};
+    files.push_back(file);
+  }
   // Every task reports into one pipe: the report goes in one write of at
   // most PIPE_BUF bytes, which the kernel keeps whole, so reports of tasks
   // restored at the same time never interleave.
-  const int32_t header[4] = {static_cast<int32_t>(::getpid()), ok, index, static_cast<int32_t>(offsets.size())};
-  std::vector<uint8_t> report(sizeof header + offsets.size() * sizeof(uint64_t));
+  const int32_t header[5] = {static_cast<int32_t>(::getpid()), ok, index, static_cast<int32_t>(offsets.size()),
+                             static_cast<int32_t>(files.size())};
+  static_assert(sizeof header == kReportHeaderSize);
+  std::vector<uint8_t> report(sizeof header + offsets.size() * sizeof(uint64_t) + files.size() * sizeof(InstalledFile));
   if (report.size() > PIPE_BUF) {
-    std::fprintf(stderr, "vramflow-criu-host: task %d: %zu mappings do not fit one report\n", ::getpid(), offsets.size());
+    TaskLog(std::to_string(offsets.size()) + " mappings and " + std::to_string(files.size()) +
+             " files do not fit one report");
     return 1;
   }
-  std::memcpy(report.data(), header, sizeof header);
-  if (!offsets.empty()) std::memcpy(report.data() + sizeof header, offsets.data(), offsets.size() * sizeof(uint64_t));
+  uint8_t* at = report.data();
+  std::memcpy(at, header, sizeof header);
+  at += sizeof header;
+  if (!offsets.empty()) std::memcpy(at, offsets.data(), offsets.size() * sizeof(uint64_t));
+  at += offsets.size() * sizeof(uint64_t);
+  if (!files.empty()) std::memcpy(at, files.data(), files.size() * sizeof(InstalledFile));
   if (::write(report_fd, report.data(), report.size()) != static_cast<ssize_t>(report.size())) return 1;
   // The task goes on running until CRIU lets it go.
   char c;
@@ -485,8 +664,53 @@ int RestoreTask(const Plugin& plugin, const Task& task, int32_t index, int repor
   return ok ? 0 : 1;
 }
 
-// The "criu restore" main process (--role restore). Writes "pid offsets..."
-// lines for the host to check.
+// The report file the restore main process leaves for the host, per task:
+//   task PID INDEX
+//   offset NEW_OFFSET          (per device mapping, in order)
+//   file FD ST_DEV ST_INO      (per KFD and render-node file)
+Status WriteRestoreReport(const std::string& path, const std::vector<TaskReport>& reports) {
+  std::ofstream out(path, std::ios::trunc);
+  for (const TaskReport& r : reports) {
+    out << "task " << r.pid << ' ' << r.task << '\n';
+    for (uint64_t off : r.new_offsets) out << "offset " << off << '\n';
+    for (const InstalledFile& f : r.files) out << "file " << f.fd << ' ' << f.dev << ' ' << f.ino << '\n';
+  }
+  out.close();
+  return out ? Status::Ok() : Status::IoError("writing " + path);
+}
+
+Result<std::vector<TaskReport>> ReadRestoreReport(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::IoError("no report from the restore (" + path + ")");
+  std::vector<TaskReport> reports;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    bool good = true;
+    if (kind == "task") {
+      TaskReport r;
+      good = static_cast<bool>(fields >> r.pid >> r.task);
+      reports.push_back(std::move(r));
+    } else if (kind == "offset" && !reports.empty()) {
+      uint64_t off = 0;
+      good = static_cast<bool>(fields >> off);
+      reports.back().new_offsets.push_back(off);
+    } else if (kind == "file" && !reports.empty()) {
+      InstalledFile f;
+      good = static_cast<bool>(fields >> f.fd >> f.dev >> f.ino);
+      reports.back().files.push_back(f);
+    } else {
+      good = false;
+    }
+    if (!good) return Status::Corruption(path + ":" + std::to_string(n) + ": bad line '" + line + "'");
+  }
+  return reports;
+}
+
+// The "criu restore" main process (--role restore). Writes the restore
+// report (WriteRestoreReport) for the host to check.
 int RestoreMain(const HostOptions& o, const std::vector<Task>& tasks) {
   const std::string images = ImagesDir(o), report_path = ReportPath(o);
   if (OpenImagesDir(images) < 0) return Fail("cannot open " + images);
@@ -496,7 +720,12 @@ int RestoreMain(const HostOptions& o, const std::vector<Task>& tasks) {
   Result<Plugin> plugin = LoadPlugin(o.plugin);
   if (!plugin.ok()) return Fail(plugin.status().ToString());
   cr_plugin_desc_t* d = plugin->desc;
+  if (Status s = ReadInventory(InventoryPath(o)); !s.ok()) return Fail(s.ToString());
   if (d->init(CR_PLUGIN_STAGE__RESTORE) != 0) return Fail("restore: init failed");
+  if (!g_inventory_plugins.empty()) {
+    d->exit(CR_PLUGIN_STAGE__RESTORE, 1);
+    return Fail("restore: Missing required plugin: " + g_inventory_plugins.front());
+  }
   // CRIU forks the tasks from its main process while that has one thread;
   // a plugin's threads may only start in POST_FORKING.
   if (const size_t threads = ThreadCount(); threads != 1) {
@@ -527,18 +756,23 @@ int RestoreMain(const HostOptions& o, const std::vector<Task>& tasks) {
   // Wait until every task is restored (CRIU's restore stages).
   std::vector<TaskReport> reports;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    int32_t header[4];
+    int32_t header[5];
+    static_assert(sizeof header == kReportHeaderSize);
     if (::read(report[0], header, sizeof header) != sizeof header) {
       ret = Fail("restore: a task died before it was restored");
       break;
     }
-    if (header[3] < 0 || static_cast<size_t>(header[3]) > (PIPE_BUF - sizeof header) / sizeof(uint64_t)) {
+    if (header[3] < 0 || header[4] < 0 ||
+        sizeof header + header[3] * sizeof(uint64_t) + header[4] * sizeof(InstalledFile) > PIPE_BUF) {
       ret = Fail("restore: a task's report is garbled");
       break;
     }
-    TaskReport r{header[0], header[1], header[2], std::vector<uint64_t>(static_cast<size_t>(header[3]))};
+    TaskReport r{header[0], header[1], header[2], std::vector<uint64_t>(static_cast<size_t>(header[3])),
+                 std::vector<InstalledFile>(static_cast<size_t>(header[4]))};
     const ssize_t bytes = static_cast<ssize_t>(r.new_offsets.size() * sizeof(uint64_t));
     if (bytes && ::read(report[0], r.new_offsets.data(), bytes) != bytes) ret = Fail("restore: short report");
+    const ssize_t file_bytes = static_cast<ssize_t>(r.files.size() * sizeof(InstalledFile));
+    if (file_bytes && ::read(report[0], r.files.data(), file_bytes) != file_bytes) ret = Fail("restore: short report");
     if (!r.ok) ret = Fail("restore: task " + std::to_string(r.pid) + " failed to restore");
     reports.push_back(std::move(r));
   }
@@ -554,14 +788,9 @@ int RestoreMain(const HostOptions& o, const std::vector<Task>& tasks) {
     if (WaitExitStatus(c) != 0) ret = ret ? ret : 1;
   }
   d->exit(CR_PLUGIN_STAGE__RESTORE, ret);
-  FILE* f = std::fopen(report_path.c_str(), "w");
   std::sort(reports.begin(), reports.end(), [](const TaskReport& a, const TaskReport& b) { return a.task < b.task; });
-  for (const TaskReport& r : reports) {
-    std::fprintf(f, "%d", r.pid);
-    for (uint64_t off : r.new_offsets) std::fprintf(f, " %llu", static_cast<unsigned long long>(off));
-    std::fprintf(f, "\n");
-  }
-  std::fclose(f);
+  Status written = WriteRestoreReport(report_path, reports);
+  if (!written.ok()) ret = Fail(written.ToString());
   return ret;
 }
 
@@ -574,32 +803,56 @@ int RunRestore(const HostOptions& o, const std::vector<Task>& tasks) {
 
 // ---- checks ------------------------------------------------------------------
 
-Status CheckRestored(SimKfd& src, SimKfd& dst, const std::vector<Task>& tasks, const std::string& report_path) {
-  FILE* f = std::fopen(report_path.c_str(), "r");
-  if (!f) return Status::IoError("no report from the restore");
-  std::vector<std::pair<pid_t, std::vector<uint64_t>>> reports;
-  char line[1 << 16];
-  while (std::fgets(line, sizeof line, f)) {
-    char* p = line;
-    std::pair<pid_t, std::vector<uint64_t>> r;
-    r.first = static_cast<pid_t>(std::strtol(p, &p, 10));
-    while (*p && *p != '\n') r.second.push_back(std::strtoull(p, &p, 10));
-    reports.push_back(std::move(r));
+// The task's KFD and render-node fds are the files KFD restored it with:
+// its fd of the KFD file a KFD file, and each render node's fd the very DRM
+// file KFD's restore was given for that GPU (KFD grants mmap rights per DRM
+// file; the ROCm runtime maps new allocations through the task's fd).
+Status CheckTaskFiles(SimKfd& src, SimKfd& dst, const Task& t, const TaskReport& r) {
+  const std::vector<uint32_t> gpus = src.GpuIds();
+  VF_ASSIGN_OR_RETURN(std::vector<KfdDevice> devices, dst.ProcessDevices(r.pid));
+  for (const TaskFd& f : t.fds) {
+    if (f.kind != TaskFd::Kind::kExt) continue;
+    const std::string where = "task " + std::to_string(r.pid) + "'s fd " + std::to_string(f.fd);
+    auto file = std::find_if(r.files.begin(), r.files.end(),
+                             [&](const InstalledFile& i) { return i.fd == static_cast<uint64_t>(f.fd); });
+    if (file == r.files.end() || file->ino == 0) return Status::Internal(where + " is not open after the restore");
+    if (f.ext_id == t.kfd_id) {
+      if (dst.FileKind(file->dev, file->ino) != GpuFileKind::kKfd)
+        return Status::Internal(where + " is not its KFD file");
+      continue;
+    }
+    const size_t g = std::find(t.render_ids.begin(), t.render_ids.end(), f.ext_id) - t.render_ids.begin();
+    if (g >= gpus.size())
+      return Status::Internal(where + ": file id " + std::to_string(f.ext_id) + " is not the task's");
+    auto device =
+        std::find_if(devices.begin(), devices.end(), [&](const KfdDevice& d) { return d.user_gpu_id == gpus[g]; });
+    if (device == devices.end()) return Status::Internal(where + ": KFD restored no device for its render node");
+    VF_ASSIGN_OR_RETURN(SimKfdFile drm, dst.RestoreDrmFile(r.pid, device->actual_gpu_id));
+    if (drm != SimKfdFile{file->dev, file->ino}) {
+      const bool same_node = dst.FileGpu(file->dev, file->ino) == device->actual_gpu_id;
+      return Status::Internal(where + " is not the DRM file KFD's restore was given for its GPU" +
+                              (same_node ? " (another open of the same render node)" : ""));
+    }
   }
-  std::fclose(f);
+  return Status::Ok();
+}
+
+Status CheckRestored(SimKfd& src, SimKfd& dst, const std::vector<Task>& tasks, const std::string& report_path) {
+  VF_ASSIGN_OR_RETURN(std::vector<TaskReport> reports, ReadRestoreReport(report_path));
   if (reports.size() != tasks.size()) return Status::Internal("restore reported " + std::to_string(reports.size()) + " tasks");
   uint64_t bytes = 0;
   for (size_t t = 0; t < tasks.size(); ++t) {
-    const pid_t pid = reports[t].first;
+    const pid_t pid = reports[t].pid;
     VF_ASSIGN_OR_RETURN(SimKfdProcessState state, dst.ProcessState(pid));
     if (state != SimKfdProcessState::kRunning) return Status::Internal("task " + std::to_string(pid) + " was not resumed");
+    VF_RETURN_IF_ERROR(CheckTaskFiles(src, dst, tasks[t], reports[t]));
     VF_ASSIGN_OR_RETURN(std::vector<SimKfdBoInfo> before, src.Bos(tasks[t].pid));
     VF_ASSIGN_OR_RETURN(std::vector<SimKfdBoInfo> after, dst.Bos(pid));
     if (before.size() != after.size()) return Status::Internal("BO count differs after restore");
     for (size_t i = 0; i < before.size(); ++i) {
       if (after[i].addr != before[i].addr || after[i].size != before[i].size)
         return Status::Internal("BO " + std::to_string(i) + " moved or changed size");
-      if (reports[t].second.size() != before.size() || reports[t].second[i] != after[i].offset)
+      if (reports[t].new_offsets.size() != before.size() || reports[t].new_offsets[i] != after[i].offset)
         return Status::Internal("UPDATE_VMA_MAP's offset for BO " + std::to_string(i) + " is not KFD's new offset");
       if (!KfdBoHasContents(before[i].alloc_flags)) continue;
       VF_ASSIGN_OR_RETURN(std::span<uint8_t> a, src.BoBytes(tasks[t].pid, i));
@@ -610,23 +863,20 @@ Status CheckRestored(SimKfd& src, SimKfd& dst, const std::vector<Task>& tasks, c
       bytes += a.size();
     }
   }
-  std::printf("verified: %zu task(s), %s of BO contents restored byte for byte, queues resumed\n", tasks.size(),
-              FormatSize(bytes).c_str());
+  std::printf("verified: %zu task(s), %s of BO contents restored byte for byte, fds as dumped, queues resumed\n",
+              tasks.size(), FormatSize(bytes).c_str());
   return Status::Ok();
 }
 
 // Nothing may be resumed after a failed restore.
 Status CheckNothingResumed(SimKfd& dst, const std::string& report_path) {
-  FILE* f = std::fopen(report_path.c_str(), "r");
-  if (!f) return Status::Ok();
-  char line[1 << 16];
-  while (std::fgets(line, sizeof line, f)) {
-    const pid_t pid = static_cast<pid_t>(std::strtol(line, nullptr, 10));
-    Result<SimKfdProcessState> state = dst.ProcessState(pid);
+  if (!fs::exists(report_path)) return Status::Ok();
+  VF_ASSIGN_OR_RETURN(std::vector<TaskReport> reports, ReadRestoreReport(report_path));
+  for (const TaskReport& r : reports) {
+    Result<SimKfdProcessState> state = dst.ProcessState(r.pid);
     if (state.ok() && *state == SimKfdProcessState::kRunning)
-      return Status::Internal("task " + std::to_string(pid) + " was resumed although the restore failed");
+      return Status::Internal("task " + std::to_string(r.pid) + " was resumed although the restore failed");
   }
-  std::fclose(f);
   return Status::Ok();
 }
 
@@ -655,6 +905,9 @@ int Main(int argc, char** argv) {
   app.add_flag("--expect-restore-failure", o.expect_restore_failure, "succeed only if the restore fails cleanly");
   app.add_flag("--stream", o.stream, "run CRIU with --stream: images through an image streamer, none on disk");
   app.add_option("--restore-target", o.restore_target, "VRAMFLOW_TARGET for the restore (default: the dump's)");
+  app.add_option("--fd-layout", o.fd_layout, "each task's fd table: KFD file at 3, then render nodes, or the reverse")
+      ->check(CLI::IsMember({"kfd-first", "render-first"}))
+      ->capture_default_str();
   app.add_option("--role", role, "internal: run as the dump or restore process")
       ->check(CLI::IsMember({"dump", "restore"}))
       ->group("");  // hidden

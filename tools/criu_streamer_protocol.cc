@@ -124,6 +124,11 @@ CriuStreamerClient::CriuStreamerClient(UniqueFd socket, bool dump, void* shared_
 
 CriuStreamerClient::~CriuStreamerClient() { ::munmap(shared_mutex_, sizeof(pthread_mutex_t)); }
 
+void CriuStreamerClient::MovedTo(int fd) {
+  static_cast<void>(socket_.Release());  // closed with the task's inherited fds
+  socket_.Reset(fd);
+}
+
 int CriuStreamerClient::Open(const std::string& filename) {
   auto* mu = static_cast<pthread_mutex_t*>(shared_mutex_);
   pthread_mutex_lock(mu);

@@ -41,6 +41,11 @@ class CriuStreamerClient {
   // img_streamer_open: our end of the file's pipe (dump: write end; restore:
   // read end), -ENOENT when the streamer has no such file, -1 on errors.
   int Open(const std::string& filename);
+  // Its connection's fd. A restored task moves it among CRIU's service fds
+  // (tools/criu_task_fds.h) and says where with MovedTo; the old number is
+  // closed by then.
+  int fd() const { return socket_.get(); }
+  void MovedTo(int fd);
 
  private:
   CriuStreamerClient(UniqueFd socket, bool dump, void* shared_mutex);
