@@ -13,7 +13,7 @@ case "$mode" in
   # Real CRIU runs the release build's plugin only: an ASan plugin cannot load into a CRIU built
   # without ASan. ASan keeps covering the plugin through the CRIU host harness.
   asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMFLOW_SANITIZE=address,undefined)
-        filter=(-E '^RealCriu\.') ;;
+        filter=(-E '^RealCriu') ;;
   tsan)
     dir=build-tsan
     tbb=$(./scripts/tbb-tsan.sh)
