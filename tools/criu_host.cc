@@ -472,8 +472,12 @@ int DumpMain(const HostOptions& o, const std::vector<Task>& tasks) {
     // The KFD file first, then render nodes, as the runtime opened them.
     for (size_t i = 0; i < files.size() && ret == 0; ++i) {
       const int id = i == 0 ? tasks[t].kfd_id : tasks[t].render_ids[i - 1];
+      const size_t threads = ThreadCount();
       const int r = dump_file(files[i], id);
       if (r != 0) ret = Fail("dump: DUMP_EXT_FILE(" + std::to_string(id) + ") returned " + std::to_string(r));
+      if (ThreadCount() > threads)
+        ret = Fail("dump: DUMP_EXT_FILE(" + std::to_string(id) + ") left " + std::to_string(ThreadCount() - threads) +
+                   " threads running (CRIU unmaps the plugin under them at fini)");
     }
   }
   if (auto late = plugin->Hook<int (*)(int)>(kHookDumpDevicesLate); ret == 0 && late) {
@@ -591,8 +595,13 @@ Status RestoreTaskFds(const Plugin& plugin, const Task& task, std::span<int* con
     // CRIUs before 4.2 call RESTORE_EXT_FILE(id) only; passing the pointer
     // to such a hook is harmless in the C calling convention.
     bool retry = false;
+    const size_t threads = ThreadCount();
     const int fd = restore_file(id, &retry);
     if (fd < 0) return Status::IoError("RESTORE_EXT_FILE(" + std::to_string(id) + ") returned " + std::to_string(fd));
+    if (ThreadCount() > threads)
+      return Status::Internal("RESTORE_EXT_FILE(" + std::to_string(id) + ") left " +
+                              std::to_string(ThreadCount() - threads) +
+                              " threads running in the task (CRIU's restorer replaces the memory they run in)");
     return ExtFileOpen{fd, retry};
   });
   g_task_fds = nullptr;
