@@ -1606,6 +1606,34 @@ TEST(NetTransport, OverlongStreamNameIsRefusedBySender) {
   EXPECT_TRUE(Contains(sink.status().message(), "201 bytes")) << sink.status().ToString();
 }
 
+// A receiver from before named streams reads the hello, finds flag 8
+// unknown and closes without a word: the sender fails at once and says why,
+// instead of its stream being stored under no name.
+TEST(NetTransport, NamedStreamToAReceiverOlderThanNamesSaysWhy) {
+  SocketOptions so;
+  Result<Listener> listener = Listener::Open(Parse("tcp://127.0.0.1:0"), so);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  std::atomic<bool> stop{false};
+  std::thread old_receiver([&] {
+    while (!stop) {
+      Result<UniqueFd> fd = listener->Accept(50ms, nullptr);
+      if (!fd.ok()) continue;
+      std::array<uint8_t, kHelloBytes> hello;
+      if (::recv(fd->get(), hello.data(), hello.size(), MSG_WAITALL) != static_cast<ssize_t>(hello.size())) continue;
+      Result<ClientHello> parsed = ParseClientHello(hello);
+      if (parsed.ok() && (parsed->flags & kHelloNamed)) fd->Reset();  // what version 1 without names did
+    }
+  });
+  NetOptions options = Fast(1);
+  options.name = "amdgpu-vram-1-4096.img";
+  Result<std::unique_ptr<ByteSink>> sink = Connect(listener->uri(), options);
+  stop = true;
+  old_receiver.join();
+  ASSERT_FALSE(sink.ok());
+  EXPECT_EQ(sink.status().code(), Status::Code::kNotSupported) << sink.status().ToString();
+  EXPECT_TRUE(Contains(sink.status().message(), "older than named streams")) << sink.status().ToString();
+}
+
 // Shutdown() from another thread ends a receiver waiting for a sender.
 TEST(NetTransport, ShutdownWakesAcceptStream) {
   std::unique_ptr<NetReceiver> receiver = Listen("tcp://127.0.0.1:0", Fast(1));

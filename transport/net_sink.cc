@@ -160,8 +160,17 @@ class NetSink final : public ByteSink {
       VF_RETURN_IF_ERROR(RandomBytes(hello.nonce));
       hello.segment_bytes = options_.segment_bytes;
       hello.window_bytes = options_.window_bytes;
-      VF_ASSIGN_OR_RETURN(ClientConnection conn,
-                          ClientHandshake(std::move(fd), hello, options_.key, options_.socket.io_timeout, what));
+      Result<ClientConnection> handshake =
+          ClientHandshake(std::move(fd), hello, options_.key, options_.socket.io_timeout, what);
+      if (!handshake.ok() && handshake.status().code() == Status::Code::kTruncated && !options_.name.empty() &&
+          generation_number_ == 0) {
+        // A receiver from before named streams closes the connection at
+        // the hello's unknown flag without answering.
+        return Status::NotSupported(handshake.status().message() +
+                                    " (a receiver older than named streams closes the connection when a sender "
+                                    "names its stream: update it, or send without a name)");
+      }
+      VF_ASSIGN_OR_RETURN(ClientConnection conn, std::move(handshake));
       *resume = std::min(*resume, conn.resume_offset);
       granted = std::min<uint64_t>(granted, conn.window_bytes);
       generation.channels.push_back(std::move(conn.channel));
