@@ -94,31 +94,44 @@ class StreamerStore final : public ImageStore {
   bool dump_;
 };
 
+// A URI without {name}. A network address carries every image's stream,
+// one session after another, each named after its image so that the
+// receiver (`vramflow recv --output-dir`) stores it under that name; on
+// restore it is listened on for one stream, which must carry the image's
+// name if it has one. Any other URI (s3://, fd:N, -) holds one stream.
 class UriStore final : public ImageStore {
  public:
-  UriStore(std::string target, TransportOptions options) : target_(std::move(target)), options_(std::move(options)) {}
+  UriStore(std::string target, TransportOptions options, bool network)
+      : target_(std::move(target)), options_(std::move(options)), network_(network) {}
 
   Result<std::unique_ptr<ByteSink>> Create(const std::string& name) override {
-    VF_ASSIGN_OR_RETURN(std::string uri, Uri(name));
-    return OpenSink(uri, options_);
+    if (!network_) VF_RETURN_IF_ERROR(TakeOnlyStream(name));
+    return OpenSink(target_, Named(name));
   }
   Result<std::unique_ptr<ByteSource>> Open(const std::string& name) override {
-    VF_ASSIGN_OR_RETURN(std::string uri, Uri(name));
-    return OpenSource(uri, options_);
+    VF_RETURN_IF_ERROR(TakeOnlyStream(name));
+    return OpenSource(target_, Named(name));
   }
   std::string Describe() const override { return "VRAMFLOW_TARGET " + target_; }
 
  private:
-  Result<std::string> Uri(const std::string& name) {
+  Status TakeOnlyStream(const std::string& name) {
     if (!used_.empty() && !used_.count(name))
-      return Status::InvalidArgument("VRAMFLOW_TARGET=" + target_ + " carries one stream, but " + name +
-                                     " is another one after " + *used_.begin() +
-                                     " (one stream per GPU): put {name} in the URI to give each its own");
+      return Status::InvalidArgument(
+          "VRAMFLOW_TARGET=" + target_ + " carries one stream here, but " + name + " is another one after " +
+          *used_.begin() + " (one stream per GPU): put {name} in the URI to give each its own" +
+          (network_ ? ", or receive the dump with `vramflow recv --output-dir DIR` and restore from DIR" : ""));
     used_.insert(name);
-    return target_;
+    return Status::Ok();
+  }
+  TransportOptions Named(const std::string& name) const {
+    TransportOptions options = options_;
+    options.net.name = name;
+    return options;
   }
   std::string target_;
   TransportOptions options_;
+  bool network_;
   std::set<std::string> used_;
 };
 
@@ -126,7 +139,9 @@ class TemplateStore final : public ImageStore {
  public:
   TemplateStore(std::string target, TransportOptions options) : target_(std::move(target)), options_(std::move(options)) {}
 
-  Result<std::unique_ptr<ByteSink>> Create(const std::string& name) override { return OpenSink(Uri(name), options_); }
+  Result<std::unique_ptr<ByteSink>> Create(const std::string& name) override {
+    return OpenSink(Uri(name), Named(name));
+  }
   Result<std::unique_ptr<ByteSource>> Open(const std::string& name) override {
     std::string uri = Uri(name);
     VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
@@ -134,11 +149,17 @@ class TemplateStore final : public ImageStore {
       struct stat st;
       if (::stat(endpoint.path.c_str(), &st) != 0 && errno == ENOENT) return std::unique_ptr<ByteSource>();
     }
-    return OpenSource(uri, options_);
+    return OpenSource(uri, Named(name));
   }
   std::string Describe() const override { return "VRAMFLOW_TARGET " + target_; }
 
  private:
+  // Network streams carry their image's name too (see UriStore).
+  TransportOptions Named(const std::string& name) const {
+    TransportOptions options = options_;
+    options.net.name = name;
+    return options;
+  }
   std::string Uri(const std::string& name) const {
     std::string uri = target_;
     for (size_t pos; (pos = uri.find("{name}")) != std::string::npos;) uri.replace(pos, 6, name);
@@ -166,7 +187,7 @@ Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const
     FileSinkOptions file = options.file;
     return DirectoryStore(endpoint.path, file);
   }
-  return std::unique_ptr<ImageStore>(std::make_unique<UriStore>(target, options));
+  return std::unique_ptr<ImageStore>(std::make_unique<UriStore>(target, options, endpoint.is_network()));
 }
 
 }  // namespace vramflow

@@ -39,9 +39,13 @@ using StreamerOpenFn = int (*)(char* filename, int flags);
 std::unique_ptr<ImageStore> CriuStreamerStore(StreamerOpenFn open, bool dump);
 
 // VRAMFLOW_TARGET. A URI containing "{name}" is used with the image's name
-// put in its place; a path without it is a directory; any other URI (a
-// network address) carries exactly one stream, and a second name is an
-// error that says how to name several.
+// put in its place; a path without it is a directory. A network address
+// without it carries every image's stream on dump, one session after
+// another, and one stream on restore. Any other URI (s3://, fd:N) carries
+// exactly one stream. A second name where only one fits is an error that
+// says how to name several. Network streams are named after their image
+// (NetOptions::name), and a named stream received for another image is
+// refused.
 Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const TransportOptions& options);
 
 }  // namespace vramflow

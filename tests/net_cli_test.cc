@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -795,6 +796,138 @@ TEST(NetCli, KilledSenderLeavesNoRecvOutput) {
   EXPECT_LT(SecondsSince(killed_at), 1.0 + 4.0);
   EXPECT_TRUE(Contains(recv.Log(), "did not resume")) << recv.Log();
   EXPECT_EQ(List(dir.File("out")), std::vector<std::string>{}) << "left behind: " << Join(List(dir.File("out")));
+}
+
+// ------------------------------------------------------ recv --output-dir
+
+// recv --output-dir stores named streams one after another under their
+// names, over one listening socket, with a key. Names from the network are
+// hostile until checked: a path, "..", a hidden file, an option-like name,
+// control bytes, no name at all, an existing file: each is refused, its
+// sender told why, nothing is written anywhere (not outside the directory,
+// not a temporary file in it), and the receiver goes on with the next
+// sender. --count stops it; its exit status says that some were refused.
+TEST(NetCli, RecvOutputDirStoresNamedStreamsAndRefusesHostileNames) {
+  TempDir dir;
+  ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
+  ASSERT_EQ(::mkdir(dir.File("top").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(dir.File("top/out").c_str(), 0755), 0);
+  WriteFileBytes(dir.File("top/out/taken.img"), std::vector<uint8_t>{7});
+  const std::vector<uint8_t> a = RandomData((2 << 20) + 3, 21), b = RandomData(5000, 22);
+  WriteFileBytes(dir.File("a.bin"), a);
+  WriteFileBytes(dir.File("b.bin"), b);
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
+  Child recv({"recv", "--listen", Tcp(port), "--output-dir", dir.File("top/out"), "--count", "2", "--key-file",
+              dir.File("key"), "--accept-timeout", "30"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
+  auto send = [&](const std::string& file, std::optional<std::string> name) {
+    std::vector<std::string> args = {"send", "-q", file, Tcp(port), "--key-file", dir.File("key")};
+    if (name) args.insert(args.end(), {"--name", *name});
+    return RunVf(dir, args);
+  };
+  struct Hostile {
+    std::optional<std::string> name;
+    std::string why;
+  };
+  const Hostile hostile[] = {
+      {"../escaped.img", "starts with '.'"},  {"sub/x.img", "contains '/'"},
+      {"/tmp/abs.img", "contains '/'"},       {".hidden", "starts with '.'"},
+      {"-rf", "starts with '-'"},             {"bad\x1b[31mname", "other than A-Z"},
+      {std::nullopt, "did not name its stream"}, {"taken.img", "exists (use --force"},
+  };
+  for (const Hostile& h : hostile) {
+    SCOPED_TRACE(h.name.value_or("(unnamed)"));
+    Ran r = send(dir.File("b.bin"), h.name);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_TRUE(Contains(r.output, h.why)) << r.output;
+  }
+  EXPECT_FALSE(Contains(recv.Log(), "\x1b")) << "a control byte from the network reached the log";
+  Ran first = send(dir.File("a.bin"), "amdgpu-vram-1-4096.img");
+  EXPECT_EQ(first.code, 0) << first.output;
+  Ran second = send(dir.File("b.bin"), "amdgpu-vram-1-8192.img");
+  EXPECT_EQ(second.code, 0) << second.output;
+  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_TRUE(Contains(recv.Log(), "8 of 10 streams")) << recv.Log();
+  EXPECT_TRUE(ReadFileBytes(dir.File("top/out/amdgpu-vram-1-4096.img")) == a);
+  EXPECT_TRUE(ReadFileBytes(dir.File("top/out/amdgpu-vram-1-8192.img")) == b);
+  EXPECT_EQ(ReadFileBytes(dir.File("top/out/taken.img")), std::vector<uint8_t>{7}) << "an existing file was replaced";
+  EXPECT_EQ(Join(List(dir.File("top/out"))), "[amdgpu-vram-1-4096.img, amdgpu-vram-1-8192.img, taken.img]");
+  EXPECT_EQ(Join(List(dir.File("top"))), "[out]");
+  EXPECT_FALSE(Exists("/tmp/abs.img"));
+}
+
+// --force replaces an existing regular file, but never writes through a
+// symlink planted under the stream's name.
+TEST(NetCli, RecvOutputDirForceReplacesFilesButNotSymlinks) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
+  WriteFileBytes(dir.File("out/old.img"), std::vector<uint8_t>{1});
+  WriteFileBytes(dir.File("victim"), std::vector<uint8_t>{2});
+  ASSERT_EQ(::symlink(dir.File("victim").c_str(), dir.File("out/link.img").c_str()), 0);
+  const std::vector<uint8_t> data = RandomData(4000, 23);
+  WriteFileBytes(dir.File("in.bin"), data);
+  const std::string sock = dir.File("sock");
+  Child recv({"recv", "--listen", "unix:" + sock, "-d", dir.File("out"), "--count", "1", "--force", "-q",
+              "--accept-timeout", "20"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  Ran link = RunVf(dir, {"send", "-q", dir.File("in.bin"), "unix:" + sock, "--name", "link.img"});
+  EXPECT_EQ(link.code, 1) << link.output;
+  EXPECT_TRUE(Contains(link.output, "is not a regular file")) << link.output;
+  Ran old = RunVf(dir, {"send", "-q", dir.File("in.bin"), "unix:" + sock, "--name", "old.img"});
+  EXPECT_EQ(old.code, 0) << old.output;
+  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_TRUE(ReadFileBytes(dir.File("out/old.img")) == data);
+  EXPECT_EQ(ReadFileBytes(dir.File("victim")), std::vector<uint8_t>{2}) << "written through a symlink";
+}
+
+// SIGTERM while a stream arrives: the partial stream is discarded (no
+// temporary file left), the sender fails, recv exits 1 saying so. SIGINT
+// while idle: recv exits 0.
+TEST(NetCli, RecvOutputDirStopsOnSignalsWithoutLeftovers) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
+  const std::string sock = dir.File("sock");
+  Child recv({"recv", "--listen", "unix:" + sock, "-d", dir.File("out"), "--accept-timeout", "20", "--timeout", "5"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  StdinPipe pipe;
+  Child sender({"send", "-", "unix:" + sock, "--name", "half.img", "-q", "--timeout", "5", "--retries", "0"},
+               dir.File("send.log"), pipe.read_end);
+  pipe.CloseRead();
+  ASSERT_TRUE(WriteWithTimeout(pipe.write_end, RandomData(3 << 20, 24), 5000ms)) << sender.Log();
+  ASSERT_TRUE(WaitForBytes(dir.File("out"), "half.img", 1 << 20)) << recv.Log() << sender.Log();
+  recv.Kill(SIGTERM);
+  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_TRUE(Contains(recv.Log(), "stopped by Terminated while receiving 'half.img'")) << recv.Log();
+  EXPECT_EQ(Join(List(dir.File("out"))), "[]");
+  pipe.CloseWrite();
+  EXPECT_NE(sender.Wait(20000ms), 0) << sender.Log();
+
+  Child idle({"recv", "--listen", "unix:" + sock, "-d", dir.File("out")}, dir.File("idle.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &idle)) << idle.Log();
+  idle.Kill(SIGINT);
+  EXPECT_EQ(idle.Wait(20000ms), 0) << idle.Log();
+  EXPECT_TRUE(Contains(idle.Log(), "stored 0 stream(s)")) << idle.Log();
+}
+
+// -o and --output-dir exclude each other, --count needs --output-dir, and
+// send --name only names network streams.
+TEST(NetCli, RecvOutputDirUsageErrors) {
+  TempDir dir;
+  EXPECT_EQ(RunVf(dir, {"recv", "--listen", "unix:" + dir.File("s"), "-o", dir.File("x"), "-d", dir.path()}).code, 2);
+  EXPECT_EQ(RunVf(dir, {"recv", "--listen", "unix:" + dir.File("s"), "-o", dir.File("x"), "--count", "2"}).code, 2);
+  Ran neither = RunVf(dir, {"recv", "--listen", "unix:" + dir.File("s")});
+  EXPECT_EQ(neither.code, 2);
+  EXPECT_TRUE(Contains(neither.output, "--output-dir")) << neither.output;
+  WriteFileBytes(dir.File("in"), std::vector<uint8_t>{1});
+  Ran named = RunVf(dir, {"send", dir.File("in"), dir.File("copy"), "--name", "x.img"});
+  EXPECT_EQ(named.code, 2) << named.output;
+  Ran missing = RunVf(dir, {"recv", "--listen", "unix:" + dir.File("s"), "-d", dir.File("nope")});
+  EXPECT_EQ(missing.code, 1) << missing.output;
+  EXPECT_TRUE(Contains(missing.output, "nope")) << missing.output;
 }
 
 }  // namespace

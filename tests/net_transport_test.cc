@@ -1505,5 +1505,150 @@ TEST(NetTransport, ConsumerThatNeverReadsTimesOutTheSender) {
   EXPECT_FALSE(got.eof);
 }
 
+// ------------------------------------------------- named streams, in a row
+
+// Several named streams, one after another on one listening socket (as the
+// plugin sends a dump's GPUs to `recv --output-dir`): each arrives whole,
+// under its name, with and without a key, the next sender connecting as
+// soon as the one before it has its DONE.
+TEST(NetTransport, NamedStreamsOneAfterAnotherOnOneSocket) {
+  for (bool keyed : {false, true}) {
+    SCOPED_TRACE(keyed ? "keyed" : "unkeyed");
+    NetOptions options = Fast(3);
+    if (keyed) options.key = MakeKey('n');
+    NetOptions receiving = options;
+    receiving.sessions = 0;
+    std::unique_ptr<NetReceiver> receiver = Listen("tcp://127.0.0.1:0", receiving);
+    ASSERT_NE(receiver, nullptr);
+    const std::vector<std::string> names = {"amdgpu-vram-7-4096.img", "amdgpu-vram-7-8192.img", "third"};
+    std::vector<std::vector<uint8_t>> data;
+    for (size_t i = 0; i < names.size(); ++i) data.push_back(RandomData((1 << 20) + 1000 * i, 70 + i));
+    std::vector<Status> sent(names.size());
+    std::thread sender([&] {
+      for (size_t i = 0; i < names.size(); ++i) {
+        NetOptions named = options;
+        named.name = names[i];
+        Result<std::unique_ptr<ByteSink>> sink = Connect(receiver->uri(), named);
+        sent[i] = sink.ok() ? (*sink)->Write(data[i]) : sink.status();
+        if (sent[i].ok()) sent[i] = (*sink)->Commit();
+        if (!sent[i].ok()) return;
+      }
+    });
+    for (size_t i = 0; i < names.size(); ++i) {
+      Result<NetStream> stream = receiver->AcceptStream(10000ms);
+      if (!stream.ok()) {
+        ADD_FAILURE() << names[i] << ": " << stream.status().ToString();
+        break;
+      }
+      EXPECT_EQ(stream->name, names[i]);
+      Consumed got = Consume(*stream->source);
+      EXPECT_TRUE(got.eof) << got.status.ToString();
+      EXPECT_EQ(Diff(got.bytes, data[i]), "") << names[i];
+      EXPECT_TRUE(stream->source->Finish(Status::Ok()).ok());
+    }
+    receiver->Shutdown();  // a sender still waiting after a failure gives up
+    sender.join();
+    for (size_t i = 0; i < names.size(); ++i) EXPECT_TRUE(sent[i].ok()) << names[i] << ": " << sent[i].ToString();
+  }
+}
+
+// An unnamed stream has an empty name; a receiver taking one session (the
+// default) refuses the next sender, saying so, instead of leaving it hanging.
+TEST(NetTransport, UnnamedStreamAndOneSessionReceiverRefusesTheNext) {
+  NetOptions options = Fast(2);
+  std::unique_ptr<NetReceiver> receiver = Listen("tcp://127.0.0.1:0", options, "file 'one.vfs'");
+  ASSERT_NE(receiver, nullptr);
+  const std::vector<uint8_t> data = RandomData(300000, 80);
+  Sender first(receiver->uri(), options, &data);
+  Result<NetStream> stream = receiver->AcceptStream(5000ms);
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  EXPECT_EQ(stream->name, "");
+  Consumed got = Consume(*stream->source);
+  EXPECT_EQ(Diff(got.bytes, data), "");
+  EXPECT_TRUE(stream->source->Finish(Status::Ok()).ok());
+  EXPECT_TRUE(first.Join().committed) << first.Join().ToString();
+
+  Result<std::unique_ptr<ByteSink>> second = Connect(receiver->uri(), options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kAlreadyExists) << second.status().ToString();
+  EXPECT_TRUE(Contains(second.status().message(), "'one.vfs' takes no more streams")) << second.status().ToString();
+}
+
+// A receiver that expects one name (the plugin restoring one image) refuses
+// a stream named for another, and both sides say which names they were.
+TEST(NetTransport, ReceiverExpectingANameRefusesAnother) {
+  NetOptions receiving = Fast(2);
+  receiving.name = "amdgpu-vram-1-4096.img";
+  std::unique_ptr<NetReceiver> receiver = Listen("tcp://127.0.0.1:0", receiving);
+  ASSERT_NE(receiver, nullptr);
+  NetOptions sending = Fast(2);
+  sending.name = "amdgpu-vram-1-8192.img";
+  const std::vector<uint8_t> data = RandomData(200000, 81);
+  Sender sender(receiver->uri(), sending, &data);
+  Result<NetStream> stream = receiver->AcceptStream(5000ms);
+  ASSERT_FALSE(stream.ok());
+  EXPECT_EQ(stream.status().code(), Status::Code::kInvalidArgument) << stream.status().ToString();
+  EXPECT_TRUE(Contains(stream.status().message(), "'amdgpu-vram-1-8192.img', but this receiver expects "
+                                                  "'amdgpu-vram-1-4096.img'"))
+      << stream.status().ToString();
+  const SendOutcome& sent = sender.Join();
+  EXPECT_FALSE(sent.committed);
+  EXPECT_TRUE(Contains(sent.error().message(), "expects 'amdgpu-vram-1-4096.img'")) << sent.ToString();
+}
+
+// A name the protocol cannot carry fails at the sender, before connecting.
+TEST(NetTransport, OverlongStreamNameIsRefusedBySender) {
+  NetOptions options = Fast(1);
+  options.name = std::string(kMaxStreamName + 1, 'a');
+  Result<std::unique_ptr<ByteSink>> sink = Connect("tcp://127.0.0.1:9", options);
+  ASSERT_FALSE(sink.ok());
+  EXPECT_EQ(sink.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_TRUE(Contains(sink.status().message(), "201 bytes")) << sink.status().ToString();
+}
+
+// A receiver from before named streams reads the hello, finds flag 8
+// unknown and closes without a word: the sender fails at once and says why,
+// instead of its stream being stored under no name.
+TEST(NetTransport, NamedStreamToAReceiverOlderThanNamesSaysWhy) {
+  SocketOptions so;
+  Result<Listener> listener = Listener::Open(Parse("tcp://127.0.0.1:0"), so);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  std::atomic<bool> stop{false};
+  std::thread old_receiver([&] {
+    while (!stop) {
+      Result<UniqueFd> fd = listener->Accept(50ms, nullptr);
+      if (!fd.ok()) continue;
+      std::array<uint8_t, kHelloBytes> hello;
+      if (::recv(fd->get(), hello.data(), hello.size(), MSG_WAITALL) != static_cast<ssize_t>(hello.size())) continue;
+      Result<ClientHello> parsed = ParseClientHello(hello);
+      if (parsed.ok() && (parsed->flags & kHelloNamed)) fd->Reset();  // what version 1 without names did
+    }
+  });
+  NetOptions options = Fast(1);
+  options.name = "amdgpu-vram-1-4096.img";
+  Result<std::unique_ptr<ByteSink>> sink = Connect(listener->uri(), options);
+  stop = true;
+  old_receiver.join();
+  ASSERT_FALSE(sink.ok());
+  EXPECT_EQ(sink.status().code(), Status::Code::kNotSupported) << sink.status().ToString();
+  EXPECT_TRUE(Contains(sink.status().message(), "older than named streams")) << sink.status().ToString();
+}
+
+// Shutdown() from another thread ends a receiver waiting for a sender.
+TEST(NetTransport, ShutdownWakesAcceptStream) {
+  std::unique_ptr<NetReceiver> receiver = Listen("tcp://127.0.0.1:0", Fast(1));
+  ASSERT_NE(receiver, nullptr);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    receiver->Shutdown();
+  });
+  auto start = Clock::now();
+  Result<NetStream> stream = receiver->AcceptStream(-1ms);
+  stopper.join();
+  ASSERT_FALSE(stream.ok());
+  EXPECT_EQ(stream.status().code(), Status::Code::kCancelled) << stream.status().ToString();
+  EXPECT_LT(SecondsSince(start), 5);
+}
+
 }  // namespace
 }  // namespace vramflow

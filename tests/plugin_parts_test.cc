@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "common/endian.h"
 #include "plugin/image_store.h"
@@ -17,6 +18,8 @@
 #include "streamer/amdgpu_pages.h"
 #include "tests/test_util.h"
 #include "transport/memory_stream.h"
+#include "transport/net_source.h"
+#include "transport/uri.h"
 
 namespace vramflow {
 namespace {
@@ -130,13 +133,74 @@ TEST(ImageStore, TargetTemplatesAndSingleStreamUris) {
   ASSERT_TRUE(directory.ok());
   EXPECT_NE(*(*directory)->Open("x-s.img"), nullptr);
 
-  // One network address cannot carry two GPUs' streams; the error says what to do.
-  auto single = TargetStore("unix:" + dir.File("nobody.sock"), transport);
-  ASSERT_TRUE(single.ok());
-  (void)(*single)->Create("first.img");  // fails to connect; the name is taken all the same
-  Result<std::unique_ptr<ByteSink>> second = (*single)->Create("second.img");
+  // A network address carries every GPU's stream of a dump (one session
+  // each: the second Create tries to connect, as the first did), but is
+  // listened on for one stream on restore; the error says what to do.
+  transport.accept_timeout = std::chrono::milliseconds(1);
+  auto network = TargetStore("unix:" + dir.File("nobody.sock"), transport);
+  ASSERT_TRUE(network.ok());
+  (void)(*network)->Create("first.img");
+  Result<std::unique_ptr<ByteSink>> second = (*network)->Create("second.img");
   ASSERT_FALSE(second.ok());
-  EXPECT_NE(second.status().message().find("{name}"), std::string::npos) << second.status().ToString();
+  EXPECT_NE(second.status().message().find("connecting to unix:"), std::string::npos) << second.status().ToString();
+  (void)(*network)->Open("first.img");  // nobody sends; the name is taken all the same
+  Result<std::unique_ptr<ByteSource>> other = (*network)->Open("second.img");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("{name}"), std::string::npos) << other.status().ToString();
+  EXPECT_NE(other.status().message().find("recv --output-dir"), std::string::npos) << other.status().ToString();
+
+  // Any other URI holds one stream, dump or restore.
+  auto stdout_target = TargetStore("-", transport);
+  ASSERT_TRUE(stdout_target.ok());
+  ASSERT_TRUE((*stdout_target)->Create("first.img").ok());
+  Result<std::unique_ptr<ByteSink>> refused = (*stdout_target)->Create("second.img");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("{name}"), std::string::npos) << refused.status().ToString();
+}
+
+// Each stream a network target carries is named after its image, so one
+// receiver can tell a dump's GPUs apart (recv --output-dir stores them so).
+TEST(ImageStore, NetworkTargetNamesEachStreamAfterItsImage) {
+  testing::TempDir dir;
+  const std::string uri = "unix:" + dir.File("recv.sock");
+  NetOptions receiving;
+  receiving.sessions = 0;
+  Result<Endpoint> endpoint = ParseEndpoint(uri);
+  ASSERT_TRUE(endpoint.ok());
+  auto receiver = NetReceiver::Listen(*endpoint, receiving, "the test");
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  const std::vector<std::string> names = {"amdgpu-vram-5-4096.img", "amdgpu-vram-5-8192.img"};
+  std::vector<std::string> got;
+  std::vector<std::vector<uint8_t>> bytes;
+  std::thread consumer([&] {
+    for (size_t i = 0; i < names.size(); ++i) {
+      Result<NetStream> stream = (*receiver)->AcceptStream(std::chrono::milliseconds(10000));
+      if (!stream.ok()) return;
+      got.push_back(stream->name);
+      bytes.emplace_back();
+      std::vector<uint8_t> buf(4096);
+      for (Result<size_t> n = stream->source->Read(buf); n.ok() && *n > 0; n = stream->source->Read(buf))
+        bytes.back().insert(bytes.back().end(), buf.begin(), buf.begin() + static_cast<ptrdiff_t>(*n));
+      (void)stream->source->Finish(Status::Ok());
+    }
+  });
+  TransportOptions transport;
+  auto store = TargetStore(uri, transport);
+  EXPECT_TRUE(store.ok());
+  for (size_t i = 0; store.ok() && i < names.size(); ++i) {
+    auto sink = (*store)->Create(names[i]);
+    Status s = sink.ok() ? (*sink)->Write(std::vector<uint8_t>(1000 + i, static_cast<uint8_t>(i))) : sink.status();
+    if (s.ok()) s = (*sink)->Commit();
+    if (!s.ok()) {
+      ADD_FAILURE() << names[i] << ": " << s.ToString();
+      break;
+    }
+  }
+  (*receiver)->Shutdown();  // the consumer stops waiting if a stream never came
+  consumer.join();
+  EXPECT_EQ(got, names);
+  ASSERT_EQ(bytes.size(), 2u);
+  EXPECT_EQ(bytes[1], std::vector<uint8_t>(1001, 1));
 }
 
 // One GPU with a few BOs (memfds, as KFD's dma-bufs), filled with model-like data.

@@ -20,6 +20,7 @@
 #include "tools/pipeline_bench.h"
 #include "tools/inspect.h"
 #include "tools/pack.h"
+#include "tools/receive_dir.h"
 #include "tools/transfer.h"
 #include "tools/transport_flags.h"
 #include "tools/unpack.h"
@@ -229,6 +230,7 @@ int Main(int argc, char** argv) {
   TransferOptions send;
   TransportFlags send_net;
   bool send_quiet = false, send_force = false;
+  std::string send_name;
   CLI::App* send_cmd = app.add_subcommand(
       "send", "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
               "Succeeds only once the receiver has stored the whole stream");
@@ -237,20 +239,33 @@ int Main(int argc, char** argv) {
       ->required();
   send_cmd->add_flag("-q,--quiet", send_quiet, "no progress and no summary");
   send_cmd->add_flag("-f,--force", send_force, "overwrite an existing destination file or S3 object");
+  send_cmd->add_option("--name", send_name,
+                       "name the stream (network destinations): `recv --output-dir` stores it under this name");
   send_net.Add(send_cmd, /*sending=*/true, /*receiving=*/false);
 
   // recv
   TransferOptions recv;
   TransportFlags recv_net;
   bool recv_quiet = false, recv_force = false, recv_fsync = false;
+  std::string recv_dir;
+  unsigned recv_count = 0;
   CLI::App* recv_cmd = app.add_subcommand(
-      "recv", "Receive one stream from a sender (send, pack --to, demo --to, the plugin) and store it. The output "
-              "appears only once the whole stream has arrived; a second sender is refused while one is active. "
+      "recv", "Receive a stream from a sender (send, pack --to, demo --to, the plugin) and store it at -o OUT, or "
+              "streams one after another into --output-dir DIR, each under the name its sender gave it (the plugin "
+              "names each GPU's stream after its image). Output appears only once a whole stream has arrived; other "
+              "senders are refused while one is active. "
               "(To restore as it arrives instead, give the address to `unpack` or `demo --listen`.)");
   recv_cmd->add_option("--listen", recv.source, "address to listen on: tcp://HOST:PORT (HOST may be empty) or unix:PATH")
       ->required();
-  recv_cmd->add_option("-o,--output", recv.sink, "where to store the stream: a file, - (stdout), fd:N, s3://BUCKET/KEY")
-      ->required();
+  CLI::Option* recv_output =
+      recv_cmd->add_option("-o,--output", recv.sink, "where to store the stream: a file, - (stdout), fd:N, s3://BUCKET/KEY");
+  CLI::Option* recv_dir_option = recv_cmd->add_option(
+      "-d,--output-dir", recv_dir,
+      "take streams one after another and store each in this existing directory under the name its sender gave it");
+  recv_output->excludes(recv_dir_option);
+  recv_cmd->add_option("--count", recv_count, "with --output-dir: stop after storing N streams (default: at SIGINT/SIGTERM)")
+      ->needs(recv_dir_option)
+      ->check(CLI::PositiveNumber);
   recv_cmd->add_flag("-f,--force", recv_force, "overwrite an existing output file or S3 object");
   recv_cmd->add_flag("--fsync", recv_fsync, "make the output durable before telling the sender it is stored");
   recv_cmd->add_flag("-q,--quiet", recv_quiet, "no progress and no summary");
@@ -466,6 +481,28 @@ int Main(int argc, char** argv) {
     options.transport.file.fsync = recv_fsync;
     bool quiet = *send_cmd ? send_quiet : recv_quiet;
     options.progress = !quiet;
+    if (*send_cmd && !send_name.empty()) {
+      Result<Endpoint> endpoint = ParseEndpoint(send.sink);
+      if (endpoint.ok() && !endpoint->is_network())
+        return UsageError(name, Status::InvalidArgument("--name names a stream sent to tcp:// or unix:, not " + send.sink));
+      options.transport.net.name = send_name;
+    }
+    if (*recv_cmd && !recv_dir.empty()) {
+      ReceiveDirOptions dir_options;
+      dir_options.listen = recv.source;
+      dir_options.dir = recv_dir;
+      dir_options.count = recv_count;
+      dir_options.transport = options.transport;
+      dir_options.progress = !quiet;
+      ReceiveDirReport report;
+      s = RunReceiveDirectory(dir_options, &report);
+      if (!quiet)
+        std::fprintf(stderr, "vramflow recv: stored %u stream(s), %s, in %s\n", report.stored,
+                     FormatSize(report.bytes).c_str(), recv_dir.c_str());
+      return s.ok() ? 0 : Fail(name, s);
+    }
+    if (*recv_cmd && recv.sink.empty())
+      return UsageError(name, Status::InvalidArgument("give -o OUT (one stream) or --output-dir DIR (streams by name)"));
     if (*recv_cmd) {
       Result<Endpoint> endpoint = ParseEndpoint(recv.source);
       if (!endpoint.ok()) return UsageError(name, endpoint.status());

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 
+#include "common/printable.h"
+
 namespace vramflow {
 
 Result<std::vector<std::string>> SplitSafeRelativePath(std::string_view name) {
@@ -28,6 +30,22 @@ Result<std::vector<std::string>> SplitSafeRelativePath(std::string_view name) {
   }
   if (parts.size() > 64) return refuse("more than 64 path components");
   return parts;
+}
+
+Status CheckSafeFileName(std::string_view name) {
+  auto refuse = [&](const std::string& why) {
+    return Status::InvalidArgument("stream name " + Printable(name) + " refused: " + why);
+  };
+  constexpr size_t kMaxBytes = 200;
+  if (name.empty()) return refuse("empty");
+  if (name.size() > kMaxBytes) return refuse("longer than " + std::to_string(kMaxBytes) + " bytes");
+  if (name.front() == '.' || name.front() == '-') return refuse("starts with '" + std::string(1, name.front()) + "'");
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) return refuse(c == '/' ? "contains '/'" : "contains a byte other than A-Z a-z 0-9 . _ -");
+  }
+  return Status::Ok();
 }
 
 Result<UniqueFd> OpenParentDirectory(int root_fd, const std::vector<std::string>& components, bool create) {

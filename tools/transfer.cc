@@ -12,24 +12,26 @@
 
 namespace vramflow {
 
+Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress, uint64_t* bytes) {
+  ProgressBar bar(label, 0, progress);
+  std::vector<uint8_t> buf(1u << 20);
+  for (;;) {
+    VF_ASSIGN_OR_RETURN(size_t n, source.Read(buf));
+    if (n == 0) break;
+    VF_RETURN_IF_ERROR(sink.Write({buf.data(), n}));
+    *bytes += n;
+    bar.Update(*bytes);
+  }
+  return sink.Commit();
+}
+
 Status RunTransfer(const TransferOptions& options, const std::string& label, TransferReport* report) {
   // The sink first: a destination that cannot be written fails before any
   // sender connects.
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.sink, options.transport));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.source, options.transport));
   Stopwatch clock;  // from the first connection: waiting for a sender is not transfer time
-  Status status = [&]() -> Status {
-    ProgressBar bar(label, 0, options.progress);
-    std::vector<uint8_t> buf(1u << 20);
-    for (;;) {
-      VF_ASSIGN_OR_RETURN(size_t n, source->Read(buf));
-      if (n == 0) break;
-      VF_RETURN_IF_ERROR(sink->Write({buf.data(), n}));
-      report->bytes += n;
-      bar.Update(report->bytes);
-    }
-    return sink->Commit();
-  }();
+  Status status = CopyStream(*source, *sink, label, options.progress, &report->bytes);
   report->peer = source->Describe();
   Status told = source->Finish(status);
   report->seconds = clock.Seconds();

@@ -23,6 +23,10 @@ struct TransferReport {
   std::string peer;  // the other end, for messages
 };
 
+// Copies every byte from `source` to `sink` and commits the sink; adds the
+// bytes to `*bytes`. A progress bar labelled `label` when `progress`.
+Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress, uint64_t* bytes);
+
 // Copies every byte from the source to the sink, commits the sink, and
 // reports the outcome back to the source (a network sender learns whether
 // the receiver stored the stream). Used by both send and recv.

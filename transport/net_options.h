@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "transport/net_crypto.h"
 #include "transport/socket.h"
@@ -24,6 +25,15 @@ struct NetOptions {
   // Receiver: how long a session whose connections broke waits for its
   // sender to come back before it fails.
   std::chrono::milliseconds resume_timeout{30000};
+  // Sender: the stream's name (at most kMaxStreamName bytes), sent
+  // authenticated so that a receiver taking several streams can store each
+  // under it; empty: an unnamed stream. Receiver: when set, a named stream
+  // must carry exactly this name (an unnamed one is taken), so that the
+  // wrong stream is refused instead of restored.
+  std::string name;
+  // Receiver: how many sessions it takes one after another, each once the
+  // one before has finished (0: no limit). Senders beyond are refused.
+  unsigned sessions = 1;
   // Called with the bytes done: acknowledged by the receiver (sender) or
   // handed to the consumer (receiver). From an internal thread.
   std::function<void(uint64_t)> progress;

@@ -47,6 +47,7 @@ const char* MsgTypeName(MsgType type) {
     case MsgType::kError: return "ERROR";
     case MsgType::kAbort: return "ABORT";
     case MsgType::kPing: return "PING";
+    case MsgType::kName: return "NAME";
   }
   return "unknown";
 }
@@ -90,7 +91,7 @@ Result<ClientHello> ParseClientHello(std::span<const uint8_t, kHelloBytes> b) {
     return Status::InvalidArgument("sender's segment size " + std::to_string(h.segment_bytes) + " is out of range");
   if (h.window_bytes < h.segment_bytes)
     return Status::InvalidArgument("sender's window (" + std::to_string(h.window_bytes) + " bytes) is below its segment size");
-  if ((h.flags & ~(kHelloKeyed | kHelloEncrypt | kHelloResume)) || ((h.flags & kHelloEncrypt) && !(h.flags & kHelloKeyed)))
+  if ((h.flags & ~(kHelloKeyed | kHelloEncrypt | kHelloResume | kHelloNamed)) || ((h.flags & kHelloEncrypt) && !(h.flags & kHelloKeyed)))
     return Status::InvalidArgument("sender's hello has unknown or inconsistent flags");
   return h;
 }
@@ -207,7 +208,7 @@ Result<MsgHeader> Channel::ReceiveHeader(uint32_t max_length) {
   if (!keyed_ && LoadLE32(&b[36]) != HeaderChecksum(b, 36))
     return Status::Corruption(where + ": header fails its checksum");
   MsgHeader h;
-  if (b[0] < static_cast<uint8_t>(MsgType::kData) || b[0] > static_cast<uint8_t>(MsgType::kPing))
+  if (b[0] < static_cast<uint8_t>(MsgType::kData) || b[0] > static_cast<uint8_t>(MsgType::kName))
     return Status::Corruption(where + ": unknown message type " + std::to_string(b[0]));
   h.type = static_cast<MsgType>(b[0]);
   h.length = LoadLE32(&b[4]);

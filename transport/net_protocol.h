@@ -38,6 +38,9 @@ inline constexpr size_t kMsgHeaderBytes = 40;
 inline constexpr size_t kMaxHandshakeMessage = 1024;
 inline constexpr uint32_t kMaxSegmentBytes = 16u << 20;
 inline constexpr unsigned kMaxStreams = 64;
+// A stream's name (NAME message): at most this many bytes, so that a receiver
+// can store it under a temporary name beside the final one within NAME_MAX.
+inline constexpr size_t kMaxStreamName = 200;
 
 using SessionId = std::array<uint8_t, 16>;
 using Nonce = std::array<uint8_t, 32>;
@@ -46,6 +49,7 @@ using Nonce = std::array<uint8_t, 32>;
 inline constexpr uint16_t kHelloKeyed = 1;    // the sender has a key and will prove it
 inline constexpr uint16_t kHelloEncrypt = 2;  // payloads are encrypted (keyed only)
 inline constexpr uint16_t kHelloResume = 4;   // reconnecting to an existing session
+inline constexpr uint16_t kHelloNamed = 8;    // the stream has a name: NAME opens connection 0
 
 struct ClientHello {
   uint16_t version = kNetProtocolVersion;
@@ -99,6 +103,7 @@ enum class MsgType : uint8_t {
   kError = 5,  // either way: payload = what went wrong (text); the session is over
   kAbort = 6,  // sender -> receiver: the sender gave up; discard everything
   kPing = 7,   // either way, on an idle connection: "still here"
+  kName = 8,   // sender -> receiver, first on connection 0 (kHelloNamed): payload = the stream's name
 };
 const char* MsgTypeName(MsgType type);
 

@@ -152,6 +152,7 @@ class NetSink final : public ByteSink {
       ClientHello hello;
       hello.flags = options_.key ? (kHelloKeyed | (options_.encrypt ? kHelloEncrypt : 0)) : 0;
       if (resuming) hello.flags |= kHelloResume;
+      if (!options_.name.empty()) hello.flags |= kHelloNamed;
       hello.conn_index = static_cast<uint16_t>(i);
       hello.conn_count = static_cast<uint16_t>(options_.streams);
       hello.session = session_;
@@ -159,8 +160,17 @@ class NetSink final : public ByteSink {
       VF_RETURN_IF_ERROR(RandomBytes(hello.nonce));
       hello.segment_bytes = options_.segment_bytes;
       hello.window_bytes = options_.window_bytes;
-      VF_ASSIGN_OR_RETURN(ClientConnection conn,
-                          ClientHandshake(std::move(fd), hello, options_.key, options_.socket.io_timeout, what));
+      Result<ClientConnection> handshake =
+          ClientHandshake(std::move(fd), hello, options_.key, options_.socket.io_timeout, what);
+      if (!handshake.ok() && handshake.status().code() == Status::Code::kTruncated && !options_.name.empty() &&
+          generation_number_ == 0) {
+        // A receiver from before named streams closes the connection at
+        // the hello's unknown flag without answering.
+        return Status::NotSupported(handshake.status().message() +
+                                    " (a receiver older than named streams closes the connection when a sender "
+                                    "names its stream: update it, or send without a name)");
+      }
+      VF_ASSIGN_OR_RETURN(ClientConnection conn, std::move(handshake));
       *resume = std::min(*resume, conn.resume_offset);
       granted = std::min<uint64_t>(granted, conn.window_bytes);
       generation.channels.push_back(std::move(conn.channel));
@@ -208,8 +218,14 @@ class NetSink final : public ByteSink {
   bool Quit(uint64_t number) const { return stop_ || !fatal_.ok() || number != generation_number_ || !generation_alive_; }
 
   // Sends unsent segments in order, and END once everything is sent.
+  // Connection 0 of every generation opens with the stream's NAME, if any.
   void SendLoop(size_t index, uint64_t number) {
     Channel* channel = generation_.channels[index].get();
+    if (index == 0 && !options_.name.empty()) {
+      Status s = channel->Send(MsgType::kName, 0,
+                               {reinterpret_cast<const uint8_t*>(options_.name.data()), options_.name.size()});
+      if (!s.ok()) return Broken(number, std::move(s));
+    }
     for (;;) {
       std::shared_ptr<Segment> segment;
       bool send_end = false;
@@ -383,6 +399,10 @@ Result<std::unique_ptr<ByteSink>> OpenNetSink(const Endpoint& endpoint, const Ne
   if (!endpoint.is_network()) return Status::InvalidArgument("'" + endpoint.uri + "' is not a network address");
   if (endpoint.kind == Endpoint::Kind::kTcp && (endpoint.host.empty() || endpoint.port == 0))
     return Status::InvalidArgument("'" + endpoint.uri + "': sending needs a host and a port");
+  if (options.name.size() > kMaxStreamName)
+    return Status::InvalidArgument("stream name of " + std::to_string(options.name.size()) + " bytes for " +
+                                   endpoint.uri + " is longer than the " + std::to_string(kMaxStreamName) +
+                                   " bytes the protocol allows");
   auto sink = std::make_unique<NetSink>(endpoint, options);
   VF_RETURN_IF_ERROR(sink->Start());
   return std::unique_ptr<ByteSink>(std::move(sink));

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <list>
 #include <map>
 #include <set>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/printable.h"
 #include "transport/deadline.h"
 #include "transport/net_protocol.h"
 #include "transport/socket.h"
@@ -41,6 +43,8 @@ struct Session {
   uint64_t window_bytes = 0;
   std::string peer;
   std::string since;
+  bool named = false;  // the hello announced a NAME message
+
 
   std::mutex mu;
   std::condition_variable cv;
@@ -56,6 +60,7 @@ struct Session {
   uint64_t delivered = 0;  // stream bytes handed to the consumer
   uint64_t acked = 0;
   std::optional<uint64_t> end;
+  std::optional<std::string> name;  // from the NAME message
   Status failed;
   bool finished = false;  // Finish() ran (with success when failed is OK)
   int open_readers = 0;
@@ -85,7 +90,19 @@ struct Session {
     std::lock_guard lock(mu);
     return channels.empty() ? nullptr : channels[0];
   }
+  // Fails the session once its sender has been gone longer than it may
+  // take to resume. Caller holds mu.
+  void CheckResumeTimeout(std::chrono::milliseconds resume_timeout) {
+    if (!disconnected_since || Clock::now() - *disconnected_since < resume_timeout) return;
+    Fail(Status::TimedOut("the sender (" + peer + ") disconnected at byte " + std::to_string(delivered) +
+                          " and did not resume within " + FormatSeconds(resume_timeout)));
+    DropConnections();
+  }
 };
+
+// Finished sessions kept so that a sender that missed their DONE can
+// reconnect and hear it again.
+constexpr size_t kKeptSessions = 4;
 
 class Core : public std::enable_shared_from_this<Core> {
  public:
@@ -99,8 +116,9 @@ class Core : public std::enable_shared_from_this<Core> {
     ping_thread_ = std::thread([self = shared_from_this()] { self->PingLoop(); });
   }
 
-  // Ends every thread; the last owner calls it.
+  // Ends every thread; the last owner calls it, and Shutdown() may too.
   void Stop() {
+    std::lock_guard stop_lock(stop_mu_);
     {
       std::lock_guard lock(mu_);
       stop_ = true;
@@ -127,13 +145,14 @@ class Core : public std::enable_shared_from_this<Core> {
 
   Result<std::shared_ptr<Session>> WaitForSession(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mu_);
-    auto ready = [&] { return session_ != nullptr || stop_; };
+    auto ready = [&] { return (session_ && !handed_) || stop_; };
     if (timeout.count() < 0) {
       cv_.wait(lock, ready);
     } else if (!cv_.wait_for(lock, timeout, ready)) {
       return Status::TimedOut("no sender connected to " + uri() + " within " + FormatSeconds(timeout));
     }
-    if (!session_) return Status::Cancelled("the receiver on " + uri() + " shut down");
+    if (stop_) return Status::Cancelled("the receiver on " + uri() + " shut down");
+    handed_ = true;
     return session_;
   }
 
@@ -206,17 +225,19 @@ class Core : public std::enable_shared_from_this<Core> {
     bool finished_ok = false;
     {
       std::lock_guard lock(mu_);
-      if (session_ && session_->id != hello.session)
-        return RefuseClient(fd.get(), HelloStatus::kBusy, BusyMessage(), timeout);
-      if (!session_ && (hello.flags & kHelloResume))
+      session = FindSession(hello.session);
+      if (!session && (hello.flags & kHelloResume))
         return RefuseClient(fd.get(), HelloStatus::kSessionOver,
                             "this receiver has no session to resume (was it restarted?)", timeout);
-      session = session_;
+      if (!session) {
+        std::string why = WhyNoNewSession();
+        if (!why.empty()) return RefuseClient(fd.get(), HelloStatus::kBusy, why, timeout);
+      }
     }
     if (session) {
       std::lock_guard lock(session->mu);
       if (hello.conn_count != session->conn_count || hello.segment_bytes != session->segment_bytes ||
-          Granted(hello) != session->window_bytes)
+          Granted(hello) != session->window_bytes || ((hello.flags & kHelloNamed) != 0) != session->named)
         return RefuseClient(fd.get(), HelloStatus::kBadRequest, "the connection does not match its session's settings",
                             timeout);
       if (!session->failed.ok())
@@ -232,22 +253,31 @@ class Core : public std::enable_shared_from_this<Core> {
     HandshakeDone(raw);
     if (!session) {
       std::lock_guard lock(mu_);
-      if (!session_) {
+      session = FindSession(hello.session);  // another of its connections may have been first
+      if (!session) {
+        std::string why = WhyNoNewSession();  // lost a race with another sender
+        if (!why.empty()) {
+          (void)channel->Send(MsgType::kError, 0, {reinterpret_cast<const uint8_t*>(why.data()), why.size()});
+          return;
+        }
+        if (session_) {
+          past_.push_back(std::move(session_));
+          if (past_.size() > kKeptSessions) past_.pop_front();
+        }
         session_ = std::make_shared<Session>();
         session_->id = hello.session;
         session_->conn_count = hello.conn_count;
         session_->segment_bytes = hello.segment_bytes;
         session_->window_bytes = Granted(hello);
+        session_->named = (hello.flags & kHelloNamed) != 0;
         session_->peer = peer;
         session_->since = WallClock();
         session_->channels.resize(hello.conn_count);
+        handed_ = false;
+        ++created_;
         cv_.notify_all();
-      } else if (session_->id != hello.session) {
-        std::string text = BusyMessage();  // lost a race with another sender
-        (void)channel->Send(MsgType::kError, 0, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
-        return;
+        session = session_;
       }
-      session = session_;
     }
     if (finished_ok) {
       // The sender missed our DONE; it is complete, say so again.
@@ -280,9 +310,25 @@ class Core : public std::enable_shared_from_this<Core> {
     return static_cast<uint32_t>(std::min<uint64_t>({hello.window_bytes, own, 1ull << 30}));
   }
 
-  std::string BusyMessage() const {  // caller holds mu_
-    return destination_ + " is busy: it is receiving another sender's stream (from " + session_->peer + " since " +
-           session_->since + ")";
+  // The current session or a kept finished one. Caller holds mu_.
+  std::shared_ptr<Session> FindSession(const SessionId& id) const {
+    if (session_ && session_->id == id) return session_;
+    for (const auto& past : past_)
+      if (past->id == id) return past;
+    return nullptr;
+  }
+
+  // Why a new sender cannot start a session now, or empty. Caller holds mu_.
+  std::string WhyNoNewSession() const {
+    if (session_) {
+      std::lock_guard lock(session_->mu);
+      if (!session_->finished)
+        return destination_ + " is busy: it is receiving another sender's stream (from " + session_->peer +
+               " since " + session_->since + ")";
+    }
+    if (options_.sessions != 0 && created_ >= options_.sessions)
+      return destination_ + " takes no more streams (it took " + std::to_string(created_) + ")";
+    return "";
   }
 
   void ReadMessages(Session& s, const std::shared_ptr<Channel>& channel, uint16_t index, uint32_t generation) {
@@ -327,6 +373,22 @@ class Core : public std::enable_shared_from_this<Core> {
           break;
         case MsgType::kPing:
           break;
+        case MsgType::kName: {
+          std::string name(payload.begin(), payload.end());
+          if (!s.named || index != 0 || name.empty() || name.size() > kMaxStreamName) {
+            s.Fail(Status::Corruption(channel->what() + ": a NAME message of " + std::to_string(name.size()) +
+                                      " bytes" + (s.named ? "" : " that the hello did not announce") +
+                                      (index != 0 ? " on a connection other than 0" : "") +
+                                      " (names are 1 to " + std::to_string(kMaxStreamName) + " bytes)"));
+          } else if (s.name && *s.name != name) {
+            s.Fail(Status::Corruption(channel->what() + ": the stream named " + Printable(*s.name) +
+                                      " was renamed " + Printable(name) + " on reconnecting"));
+          } else {
+            s.name = std::move(name);
+            s.cv.notify_all();
+          }
+          break;
+        }
         case MsgType::kAbort:
           s.Fail(Status::Cancelled("the sender (" + s.peer + ") aborted the transfer at byte " +
                                    std::to_string(header->offset)));
@@ -403,7 +465,11 @@ class Core : public std::enable_shared_from_this<Core> {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::shared_ptr<Session> session_;
+  std::shared_ptr<Session> session_;           // the newest session
+  bool handed_ = false;                         // session_ went to the consumer
+  std::deque<std::shared_ptr<Session>> past_;  // finished sessions, oldest first
+  unsigned created_ = 0;                        // sessions so far
+  std::mutex stop_mu_;                          // one Stop() at a time
   std::list<std::thread> connection_threads_;
   std::set<int> handshaking_;
 };
@@ -451,12 +517,8 @@ class NetSource final : public ByteSource {
           }
         }
         if (s.end && s.delivered >= *s.end) return size_t{0};
-        if (s.disconnected_since && Clock::now() - *s.disconnected_since >= options_.resume_timeout) {
-          s.Fail(Status::TimedOut("the sender (" + s.peer + ") disconnected at byte " + std::to_string(s.delivered) +
-                                  " and did not resume within " + FormatSeconds(options_.resume_timeout)));
-          s.DropConnections();
-          continue;
-        }
+        s.CheckResumeTimeout(options_.resume_timeout);
+        if (!s.failed.ok()) continue;
         s.cv.wait_for(lock, std::chrono::milliseconds(50));
       }
     }
@@ -466,6 +528,21 @@ class NetSource final : public ByteSource {
   }
 
   std::string Describe() const override { return "sender " + session_->peer; }
+
+  // The stream's name: empty when the sender gave none, else waits for its
+  // NAME message (the first on connection 0).
+  Result<std::string> WaitForName() {
+    Session& s = *session_;
+    std::unique_lock lock(s.mu);
+    if (!s.named) return std::string();
+    for (;;) {
+      if (!s.failed.ok()) return s.failed;
+      if (s.name) return *s.name;
+      s.CheckResumeTimeout(options_.resume_timeout);
+      if (!s.failed.ok()) continue;
+      s.cv.wait_for(lock, std::chrono::milliseconds(50));
+    }
+  }
 
   Status Finish(const Status& outcome) override {
     if (finished_) return Status::Ok();
@@ -522,10 +599,25 @@ class NetReceiverImpl final : public NetReceiver {
  public:
   explicit NetReceiverImpl(std::shared_ptr<CoreOwner> owner) : owner_(std::move(owner)) {}
   std::string uri() const override { return owner_->core->uri(); }
-  Result<std::unique_ptr<ByteSource>> Accept(std::chrono::milliseconds timeout) override {
+  Result<NetStream> AcceptStream(std::chrono::milliseconds timeout) override {
     VF_ASSIGN_OR_RETURN(std::shared_ptr<Session> session, owner_->core->WaitForSession(timeout));
-    return std::unique_ptr<ByteSource>(new NetSource(owner_, std::move(session)));
+    auto source = std::make_unique<NetSource>(owner_, std::move(session));
+    Result<std::string> name = source->WaitForName();
+    if (!name.ok()) {
+      (void)source->Finish(name.status());
+      return Status::IoError(source->Describe() + " failed before its stream's name arrived: " +
+                             name.status().message());
+    }
+    const std::string& expected = owner_->core->options().name;
+    if (!expected.empty() && !name->empty() && *name != expected) {
+      Status wrong = Status::InvalidArgument(source->Describe() + " sent the stream named " + Printable(*name) +
+                                             ", but this receiver expects " + Printable(expected));
+      (void)source->Finish(wrong);
+      return wrong;
+    }
+    return NetStream{std::move(source), std::move(*name)};
   }
+  void Shutdown() override { owner_->core->Stop(); }
 
  private:
   std::shared_ptr<CoreOwner> owner_;

@@ -1,0 +1,140 @@
+#include "tools/receive_dir.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "common/printable.h"
+#include "common/units.h"
+#include "tools/cli_util.h"
+#include "tools/safe_path.h"
+#include "tools/stop_signals.h"
+#include "tools/transfer.h"
+#include "transport/net_source.h"
+#include "transport/uri.h"
+
+namespace vramflow {
+namespace {
+
+// Where a stream named `name` may go: nowhere but a new file in `dir`, or,
+// with `overwrite`, over a regular file there (never through a symlink, into
+// a device or a FIFO).
+Result<std::string> OutputPath(const std::string& dir, const std::string& name, bool overwrite) {
+  VF_RETURN_IF_ERROR(CheckSafeFileName(name));
+  const std::string path = dir + "/" + name;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return path;
+    return Status::FromErrno("checking '" + path + "'", errno);
+  }
+  if (!S_ISREG(st.st_mode)) return Status::AlreadyExists("'" + path + "' exists and is not a regular file");
+  if (!overwrite) return Status::AlreadyExists("'" + path + "' exists (use --force to overwrite)");
+  return path;
+}
+
+// Stores one stream; its sender learns the outcome.
+Status StoreStream(const ReceiveDirOptions& options, NetStream& stream, uint64_t* bytes) {
+  Stopwatch clock;
+  uint64_t received = 0;
+  std::string path;
+  Status status = [&]() -> Status {
+    if (stream.name.empty())
+      return Status::InvalidArgument("the sender did not name its stream, and this receiver stores streams under "
+                                     "their names (send it with `vramflow send --name NAME`)");
+    VF_ASSIGN_OR_RETURN(path, OutputPath(options.dir, stream.name, options.transport.file.overwrite));
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, options.transport.file));
+    return CopyStream(*stream.source, *sink, "recv " + stream.name, options.progress, &received);
+  }();
+  Status told = stream.source->Finish(status);
+  VF_RETURN_IF_ERROR(status);
+  if (!told.ok()) return told.WithContext("stored " + path + ", but telling " + stream.source->Describe() + " failed");
+  *bytes += received;
+  if (options.progress)
+    std::fprintf(stderr, "vramflow recv: stored %s (%s from %s in %.2f s, %s)\n", path.c_str(),
+                 FormatSize(received).c_str(), stream.source->Describe().c_str(), clock.Seconds(),
+                 FormatRate(received, clock.Seconds()).c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* report) {
+  struct stat st;
+  if (::stat(options.dir.c_str(), &st) != 0) return Status::FromErrno("output directory '" + options.dir + "'", errno);
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("'" + options.dir + "' is not a directory");
+  VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
+  if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH");
+
+  // The signal watcher before the receiver, whose threads then inherit the
+  // blocked signals; it is destroyed (joined) first, so it never sees a
+  // dead receiver.
+  std::mutex mu;
+  NetReceiver* receiver_ptr = nullptr;  // guarded by mu
+  int signal_number = 0;                // guarded by mu
+  std::unique_ptr<NetReceiver> receiver;
+  StopSignals signals([&](int signal) {
+    std::lock_guard lock(mu);
+    signal_number = signal;
+    if (receiver_ptr) receiver_ptr->Shutdown();
+  });
+  auto stopped_by = [&] {
+    std::lock_guard lock(mu);
+    return signal_number;
+  };
+
+  NetOptions net = options.transport.net;
+  net.sessions = 0;  // one after another, as many as arrive
+  net.name.clear();  // any name; checked here
+  VF_ASSIGN_OR_RETURN(receiver, NetReceiver::Listen(endpoint, net, "directory '" + options.dir + "'"));
+  {
+    std::lock_guard lock(mu);
+    receiver_ptr = receiver.get();
+    if (signal_number) receiver->Shutdown();
+  }
+  if (options.progress)
+    std::fprintf(stderr, "vramflow recv: listening on %s, storing streams in %s\n", receiver->uri().c_str(),
+                 options.dir.c_str());
+
+  while (options.count == 0 || report->stored < options.count) {
+    Result<NetStream> stream = receiver->AcceptStream(options.transport.accept_timeout);
+    if (int signal = stopped_by()) {
+      if (stream.ok()) {
+        (void)stream->source->Finish(Status::Cancelled("the receiver was stopped by " + std::string(strsignal(signal))));
+        ++report->failed;
+      }
+      break;
+    }
+    if (!stream.ok()) {
+      if (stream.status().code() == Status::Code::kTimedOut) return stream.status();
+      // A sender that named the stream and then vanished, say: its own failure.
+      std::fprintf(stderr, "vramflow recv: a stream was not received: %s\n", stream.status().ToString().c_str());
+      ++report->failed;
+      continue;
+    }
+    const std::string name = stream->name;
+    const std::string peer = stream->source->Describe();
+    Status s = StoreStream(options, *stream, &report->bytes);
+    if (s.ok()) {
+      ++report->stored;
+      continue;
+    }
+    ++report->failed;
+    if (int signal = stopped_by())
+      return Status::Cancelled("stopped by " + std::string(strsignal(signal)) + " while receiving " + Printable(name) +
+                               " from " + peer + "; it was discarded");
+    const std::string what = name.empty() ? "an unnamed stream" : "the stream " + Printable(name);
+    std::fprintf(stderr, "vramflow recv: %s from %s was not stored: %s\n", what.c_str(), peer.c_str(),
+                 s.ToString().c_str());
+  }
+  if (report->failed)
+    return Status::IoError(std::to_string(report->failed) + " of " + std::to_string(report->failed + report->stored) +
+                           " streams sent to " + options.listen + " were not stored (see above)");
+  return Status::Ok();
+}
+
+}  // namespace vramflow

@@ -1,0 +1,33 @@
+#include "tools/stop_signals.h"
+
+#include <pthread.h>
+
+#include <cerrno>
+#include <ctime>
+
+namespace vramflow {
+
+StopSignals::StopSignals(std::function<void(int signal)> on_signal) : on_signal_(std::move(on_signal)) {
+  sigemptyset(&signals_);
+  sigaddset(&signals_, SIGINT);
+  sigaddset(&signals_, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals_, &old_mask_);
+  thread_ = std::thread([this] { Watch(); });
+}
+
+StopSignals::~StopSignals() {
+  done_ = true;
+  thread_.join();
+  pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+// Polls, so that the destructor needs no signal of its own to end the wait.
+void StopSignals::Watch() {
+  const timespec tick{0, 100 * 1000 * 1000};
+  while (!done_) {
+    const int signal = sigtimedwait(&signals_, nullptr, &tick);
+    if (signal > 0) on_signal_(signal);
+  }
+}
+
+}  // namespace vramflow

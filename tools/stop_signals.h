@@ -1,0 +1,36 @@
+// StopSignals: SIGINT and SIGTERM, taken on a thread of their own, so that a
+// long-running command (recv --output-dir) can stop cleanly, discarding what
+// it had half received, instead of dying with temporary files left behind.
+//
+// The constructor blocks both signals in the calling thread, and so in every
+// thread it starts afterwards: construct it before any other thread. The
+// destructor joins its thread and restores the signal mask.
+#pragma once
+
+#include <signal.h>
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+namespace vramflow {
+
+class StopSignals {
+ public:
+  // `on_signal` runs on the watcher's thread, once per signal received.
+  explicit StopSignals(std::function<void(int signal)> on_signal);
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  void Watch();
+
+  std::function<void(int)> on_signal_;
+  sigset_t signals_;
+  sigset_t old_mask_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+}  // namespace vramflow
