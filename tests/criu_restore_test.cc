@@ -1,6 +1,9 @@
 // The plugin's dump and restore code without the hooks: against a simulated
 // KFD served in this process, with this process as the restored task.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <semaphore.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -93,6 +96,53 @@ TEST(CriuRestore, FallsBackToTheTaskWhenTheMainProcessIsUnreachable) {
   EXPECT_TRUE(ResumeProcess(m.ctx, self).value());
   EXPECT_EQ(m.kfd.ProcessState(self).value(), SimKfdProcessState::kRunning);
   EXPECT_FALSE(ResumeProcess(m.ctx, 4170999).value());
+}
+
+// The ROCm runtime's /dev/shm files come back on a host (or in a container)
+// whose /dev/shm lacks them: the shared memory with its size and first word,
+// and the semaphore beside it, as upstream creates it (value 1). CRIU
+// restores the task's mappings of both, so a missing one fails the restore.
+TEST(CriuRestore, RecreatesTheRocmRuntimesSharedMemoryAndSemaphore) {
+  static constexpr char kShm[] = "/dev/shm/hsakmt_shared_mem";
+  static constexpr char kSem[] = "/dev/shm/sem.hsakmt_semaphore";
+  if (::access(kShm, F_OK) == 0 || ::access(kSem, F_OK) == 0)
+    GTEST_SKIP() << "this host's ROCm runtime owns " << kShm << " or " << kSem;
+  struct Cleanup {
+    ~Cleanup() {
+      ::unlink(kShm);
+      ::sem_unlink("/hsakmt_semaphore");
+    }
+  } cleanup;
+  {
+    UniqueFd shm(::open(kShm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    ASSERT_TRUE(shm.valid()) << std::strerror(errno);
+    ASSERT_EQ(::ftruncate(shm.get(), 8192), 0);
+    const uint8_t magic[4] = {0x78, 0x56, 0x34, 0x12};
+    ASSERT_EQ(::pwrite(shm.get(), magic, 4, 0), 4);
+  }
+  Machine m;
+  AddProcess(m.kfd, kCheckpointed);
+  UniqueFd kfd_file = m.kfd.OpenKfd(kCheckpointed).value();
+  ASSERT_TRUE(DumpKfdFile(m.ctx, kfd_file.get(), 7, /*unpause_now=*/true).ok());
+  ASSERT_EQ(::unlink(kShm), 0);  // a fresh /dev/shm
+
+  TaskRestoreState task;
+  Result<RestoreFileResult> restored = RestoreFile(m.ctx, 7, &task, "");
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  struct stat st;
+  ASSERT_EQ(::stat(kShm, &st), 0) << kShm << " was not recreated";
+  EXPECT_EQ(st.st_size, 8192);
+  UniqueFd shm(::open(kShm, O_RDONLY | O_CLOEXEC));
+  uint8_t magic[4] = {};
+  ASSERT_EQ(::pread(shm.get(), magic, 4, 0), 4);
+  EXPECT_EQ(magic[0], 0x78);
+  EXPECT_EQ(magic[3], 0x12);
+  sem_t* sem = ::sem_open("/hsakmt_semaphore", 0);
+  ASSERT_NE(sem, SEM_FAILED) << kSem << " was not created";
+  int value = -1;
+  EXPECT_EQ(::sem_getvalue(sem, &value), 0);
+  EXPECT_EQ(value, 1);
+  ::sem_close(sem);
 }
 
 TEST(CriuRestore, RenderNodesWaitForTheirTasksKfdFileAndFilesNotOursAreNotOurs) {
