@@ -1,6 +1,7 @@
 #include "common/units.h"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -46,6 +47,12 @@ std::string FormatSize(uint64_t bytes) {
   if (unit == 0) std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
   else std::snprintf(buf, sizeof(buf), "%.2f %s", v, kUnits[unit]);
   return buf;
+}
+
+std::string Hex(uint64_t v) {
+  char buf[16];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, 16);
+  return "0x" + std::string(buf, end);
 }
 
 }  // namespace vramflow

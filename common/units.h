@@ -1,4 +1,5 @@
-// Parsing and printing of byte sizes ("64M", "1.5GiB") for options and reports.
+// Parsing and printing of byte sizes ("64M", "1.5GiB") and hex numbers for
+// options and reports.
 #pragma once
 
 #include <cstdint>
@@ -15,5 +16,8 @@ Result<uint64_t> ParseSize(std::string_view text);
 
 // "1.50 GiB", "512 B".
 std::string FormatSize(uint64_t bytes);
+
+// "0x1a2b": addresses, gpu_ids and flags in messages.
+std::string Hex(uint64_t v);
 
 }  // namespace vramflow

@@ -12,6 +12,7 @@
 #include "plugin/kfd_devinfo.h"
 #include "plugin/kfd_image.h"
 #include "plugin/vram_io.h"
+#include "common/units.h"
 
 namespace vramflow {
 namespace {
@@ -30,12 +31,6 @@ void RecordHsakmtSharedMem(criu::CriuKfd* kfd) {
   if (::pread(fd.get(), magic, sizeof magic, 0) != static_cast<ssize_t>(sizeof magic)) return;
   kfd->set_shared_mem_size(static_cast<uint64_t>(st.st_size));
   kfd->set_shared_mem_magic(LoadLE32(magic));
-}
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 // The machine as the process sees it: every CPU node, and only the GPUs it

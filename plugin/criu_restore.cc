@@ -14,6 +14,7 @@
 #include "criu_amdgpu.pb.h"
 #include "plugin/kfd_devinfo.h"
 #include "plugin/kfd_image.h"
+#include "common/units.h"
 
 namespace vramflow {
 namespace {
@@ -29,12 +30,6 @@ bool HasErrno(const Status& s, int err) {
   const std::string text = std::strerror(err);
   const std::string& m = s.message();
   return m.size() >= text.size() && m.compare(m.size() - text.size(), text.size(), text) == 0;
-}
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 // Recreates the ROCm runtime's shared memory as upstream does, when the

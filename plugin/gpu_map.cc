@@ -57,12 +57,6 @@ constexpr AtMostField kAtMostFields[] = {
 // steps; the bound only turns a pathological input into an error, not a hang.
 constexpr uint64_t kMaxSearchSteps = 5'000'000;
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, 16);
-  return "0x" + std::string(buf, end);
-}
-
 // What one GPU-to-GPU link means to the rules: absent, XGMI, or anything else.
 enum class Link : uint8_t { kNone, kOther, kXgmi };
 

@@ -175,12 +175,6 @@ const char* TristateName(Tristate t) {
   return "?";
 }
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
-  return buf;
-}
-
 }  // namespace
 
 Result<PluginOptions> PluginOptionsFromEnvironment(const std::function<const char*(const char*)>& getenv) {

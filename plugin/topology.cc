@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/unique_fd.h"
+#include "common/units.h"
 
 namespace vramflow {
 namespace {
@@ -228,12 +229,6 @@ Status ParseNode(const std::string& root, uint32_t id, KfdNode* node, bool* hidd
   VF_RETURN_IF_ERROR(ParseNodeProperties(root, dir, node));
   VF_RETURN_IF_ERROR(ParseMemBanks(root, dir, node));
   return ParseIoLinks(root, dir, node);
-}
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, 16);
-  return "0x" + std::string(buf, end);
 }
 
 }  // namespace

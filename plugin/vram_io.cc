@@ -14,12 +14,6 @@
 namespace vramflow {
 namespace {
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // BOs imported into a device, released on destruction.
 class ImportedBos {
  public:

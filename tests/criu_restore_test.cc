@@ -14,6 +14,7 @@
 #include "plugin/kfd_image.h"
 #include "sim/sim_kfd.h"
 #include "sim/sim_kfd_service.h"
+#include "tests/plugin_machine.h"
 #include "tests/test_util.h"
 
 namespace vramflow {
@@ -21,24 +22,7 @@ namespace {
 
 constexpr pid_t kCheckpointed = 4170001;
 
-struct Machine {
-  testing::TempDir dir;
-  SimKfd kfd;
-  std::unique_ptr<SimKfdServer> server;
-  std::unique_ptr<GpuBackend> backend;
-  PluginOptions options;
-  std::unique_ptr<ImageStore> images = DirectoryStore(dir.path());
-  PluginContext ctx;
-
-  Machine() {
-    EXPECT_TRUE(kfd.WriteSysfsTopology(dir.File("topology")).ok());
-    server = SimKfdServer::Start(&kfd, dir.File("kfd.sock")).value();
-    backend = ConnectSimGpuBackend(dir.File("kfd.sock"), dir.File("topology")).value();
-    options.pipeline.max_memory = 32 << 20;
-    options.pipeline.chunk_size = 256 << 10;
-    ctx = PluginContext{backend.get(), &options, images.get(), images.get()};
-  }
-};
+using Machine = PluginMachine;
 
 // One process with a VRAM and a GTT BO on each GPU, filled.
 void AddProcess(SimKfd& kfd, pid_t pid) {

@@ -90,23 +90,27 @@ inline void MakeKfdNode(const std::string& path) {
   ASSERT_EQ(::mknod(path.c_str(), S_IFCHR | 0600, ::makedev(10, 237)), 0) << path << ": " << std::strerror(errno);
 }
 
-// Starts `sleep 1000` as CRIU wants a process to be dumped: its own session,
-// stdin /dev/null, output to `log`, no other fds but the device node at
-// `node` as fd 3 (none when empty). Returns its pid once it runs sleep.
+// In a child just forked for CRIU to dump: its own session, stdin
+// /dev/null, output to `log`, no fds but `node` (when given) as fd 3.
+// Async-signal-safe, as the child of a multi-threaded process must be.
+inline void PrepareChildForCriu(const char* log, const char* node) {
+  ::setsid();
+  const int in = ::open("/dev/null", O_RDONLY);
+  const int out = ::open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+  ::dup2(in, 0);
+  ::dup2(out, 1);
+  ::dup2(out, 2);
+  ::close_range(3, ~0U, 0);
+  if (node && ::open(node, O_RDWR) != 3) ::_exit(126);
+}
+
+// Starts `sleep 1000` as CRIU wants a process to be dumped
+// (PrepareChildForCriu), with the device node at `node` as fd 3 (none when
+// empty). Returns its pid once it runs sleep.
 inline pid_t StartSleeper(const std::string& node, const std::string& log) {
   const pid_t pid = ::fork();
   if (pid == 0) {  // only async-signal-safe calls until exec
-    ::setsid();
-    const int in = ::open("/dev/null", O_RDONLY);
-    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    ::dup2(in, 0);
-    ::dup2(out, 1);
-    ::dup2(out, 2);
-    ::close_range(3, ~0U, 0);
-    if (!node.empty()) {
-      const int kfd = ::open(node.c_str(), O_RDWR);
-      if (kfd != 3) ::_exit(126);
-    }
+    PrepareChildForCriu(log.c_str(), node.empty() ? nullptr : node.c_str());
     ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
     ::_exit(127);
   }
@@ -173,14 +177,7 @@ class RealCriu : public ::testing::Test {
     const std::string script = "/bin/sleep 1000 3<>" + ShellQuote(child_node) + " & exec /bin/sleep 1000";
     const pid_t pid = ::fork();
     if (pid == 0) {  // only async-signal-safe calls until exec
-      ::setsid();
-      const int in = ::open("/dev/null", O_RDONLY);
-      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      ::dup2(in, 0);
-      ::dup2(out, 1);
-      ::dup2(out, 2);
-      ::close_range(3, ~0U, 0);
-      if (::open(parent_node.c_str(), O_RDWR) != 3) ::_exit(126);
+      PrepareChildForCriu(log.c_str(), parent_node.c_str());
       ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
@@ -261,6 +258,28 @@ class RealCriu : public ::testing::Test {
     return RunShell(Criu("restore", plugin_dir.empty() ? TestPluginDir() : plugin_dir, env) + " -d -o restore.log");
   }
   std::string RestoreLog() const { return ReadText(images_ + "/restore.log"); }
+
+  // How many images' names start with `prefix` ("amdgpu-kfd-").
+  int CountImages(const std::string& prefix) const {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(images_))
+      n += e.path().filename().string().rfind(prefix, 0) == 0;
+    return n;
+  }
+
+  // Flips a byte in the middle of one VRAM stream in the images directory.
+  void CorruptAVramStream() {
+    std::string stream;
+    for (const auto& e : std::filesystem::directory_iterator(images_))
+      if (e.path().filename().string().rfind("amdgpu-vram-", 0) == 0) stream = e.path();
+    ASSERT_FALSE(stream.empty()) << "no VRAM stream in " << images_;
+    std::fstream f(stream, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(stream) / 2);
+    f.seekg(middle);
+    const char byte = static_cast<char>(f.get());
+    f.seekp(middle);
+    f.put(static_cast<char>(byte ^ 0x5a));
+  }
 
   // The restored process: running, resumed by KFD, every BO byte as dumped,
   // and fd 3 a KFD file again.

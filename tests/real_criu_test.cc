@@ -56,13 +56,8 @@ TEST_F(RealCriu, ImagesOnDiskTwoGpus) {
   Dump(pid);
   const std::string dump_log = ReadText(images_ + "/dump.log");
   EXPECT_NE(dump_log.find("KFD file"), std::string::npos) << "the plugin's summary is not in CRIU's log";
-  int kfd_images = 0, vram_streams = 0;
-  for (const auto& e : std::filesystem::directory_iterator(images_)) {
-    kfd_images += e.path().filename().string().rfind("amdgpu-kfd-", 0) == 0;
-    vram_streams += e.path().filename().string().rfind("amdgpu-vram-", 0) == 0;
-  }
-  EXPECT_EQ(kfd_images, 1);
-  EXPECT_EQ(vram_streams, 2);  // one per GPU
+  EXPECT_EQ(CountImages("amdgpu-kfd-"), 1);
+  EXPECT_EQ(CountImages("amdgpu-vram-"), 2);  // one per GPU
   testing::CommandResult r = Restore();
   ASSERT_EQ(r.code, 0) << r.output << RestoreLog();
   Check(pid);
@@ -81,13 +76,8 @@ TEST_F(RealCriu, TwoGpusInTwoProcesses) {
   Dump(parent);
   ASSERT_TRUE(WaitGone(child));
   ASSERT_TRUE(kfd_->RemoveProcess(child).ok());
-  int kfd_images = 0, vram_streams = 0;
-  for (const auto& e : std::filesystem::directory_iterator(images_)) {
-    kfd_images += e.path().filename().string().rfind("amdgpu-kfd-", 0) == 0;
-    vram_streams += e.path().filename().string().rfind("amdgpu-vram-", 0) == 0;
-  }
-  EXPECT_EQ(kfd_images, 2);
-  EXPECT_EQ(vram_streams, 4);
+  EXPECT_EQ(CountImages("amdgpu-kfd-"), 2);
+  EXPECT_EQ(CountImages("amdgpu-vram-"), 4);
   testing::CommandResult r = Restore();
   ASSERT_EQ(r.code, 0) << r.output << RestoreLog();
   Check(parent);
@@ -192,17 +182,7 @@ TEST_F(RealCriu, CorruptStreamFailsRestore) {
   StartKfd();
   const pid_t pid = StartGpuProcess();
   Dump(pid);
-  std::string stream;
-  for (const auto& e : std::filesystem::directory_iterator(images_))
-    if (e.path().filename().string().rfind("amdgpu-vram-", 0) == 0) stream = e.path();
-  ASSERT_FALSE(stream.empty());
-  {
-    std::fstream f(stream, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(stream) / 2));
-    f.put('\x5a');
-    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(stream) / 2 + 1));
-    f.put('\xa5');
-  }
+  CorruptAVramStream();
   testing::CommandResult r = Restore("VRAMFLOW_PARALLEL_RESTORE=0");
   EXPECT_NE(r.code, 0) << RestoreLog();
   EXPECT_NE(RestoreLog().find("amdgpu_plugin (vramflow): RESTORE_EXT_FILE"), std::string::npos) << RestoreLog();
@@ -217,15 +197,7 @@ TEST_F(RealCriu, CorruptStreamFailsParallelRestore) {
   const pid_t pid = StartGpuProcess();
   Dump(pid);
   ASSERT_TRUE(std::filesystem::exists(images_ + "/amdgpu-vramflow-kfd-files.img"));
-  std::string stream;
-  for (const auto& e : std::filesystem::directory_iterator(images_))
-    if (e.path().filename().string().rfind("amdgpu-vram-", 0) == 0) stream = e.path();
-  ASSERT_FALSE(stream.empty());
-  {
-    std::fstream f(stream, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(stream) / 2));
-    f.put('\x5a');
-  }
+  CorruptAVramStream();
   testing::CommandResult r = Restore();
   EXPECT_NE(r.code, 0) << RestoreLog();
   EXPECT_NE(RestoreLog().find("amdgpu_plugin (vramflow): POST_FORKING: "), std::string::npos) << RestoreLog();

@@ -14,6 +14,7 @@
 #include "plugin/kfd_image.h"
 #include "sim/sim_kfd.h"
 #include "sim/sim_kfd_service.h"
+#include "tests/plugin_machine.h"
 #include "tests/test_util.h"
 #include "transport/fd_stream.h"
 
@@ -23,26 +24,13 @@ namespace {
 constexpr pid_t kExporter = 4180001;
 constexpr pid_t kImporter = 4180002;
 
-struct Machine {
-  explicit Machine(SimKfdOptions kfd_options = {}) : kfd(kfd_options) {
-    EXPECT_TRUE(kfd.WriteSysfsTopology(dir.File("topology")).ok());
-    server = SimKfdServer::Start(&kfd, dir.File("kfd.sock")).value();
-    backend = ConnectSimGpuBackend(dir.File("kfd.sock"), dir.File("topology")).value();
-    options.pipeline.max_memory = 32 << 20;
-    options.pipeline.chunk_size = 256 << 10;
-    ctx = PluginContext{backend.get(), &options, images.get(), images.get()};
-    ctx.dumped_bos = &dumped;
-  }
+// The simulated machine, with one record of dumped BOs across its dumps
+// (as the plugin keeps for a CRIU run).
+struct Machine : PluginMachine {
+  explicit Machine(SimKfdOptions kfd_options = {}) : PluginMachine(kfd_options) { ctx.dumped_bos = &dumped; }
   const KfdNode& Gpu(uint32_t gpu_id) { return *topology.FindGpu(gpu_id); }
 
-  testing::TempDir dir;
-  SimKfd kfd;
-  std::unique_ptr<SimKfdServer> server;
-  std::unique_ptr<GpuBackend> backend;
-  PluginOptions options;
-  std::unique_ptr<ImageStore> images = DirectoryStore(dir.path());
   DumpedBos dumped;
-  PluginContext ctx;
   Topology topology = kfd.MachineTopology().value();
 };
 

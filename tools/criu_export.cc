@@ -22,15 +22,10 @@
 #include "streamer/amdgpu_pages.h"
 #include "streamer/file_device.h"
 #include "transport/fd_stream.h"
+#include "common/units.h"
 
 namespace vramflow {
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // The id of "amdgpu-kfd-<decimal id>.img", or -1 for any other name.
 int KfdImageId(const std::string& name) {
