@@ -94,6 +94,12 @@ class StreamerStore final : public ImageStore {
   bool dump_;
 };
 
+// `options` for a stream named `name` (a network sender sends the name).
+TransportOptions WithStreamName(TransportOptions options, const std::string& name) {
+  options.net.name = name;
+  return options;
+}
+
 // A URI without {name}. A network address carries every image's stream,
 // one session after another, each named after its image so that the
 // receiver (`vramflow recv --output-dir`) stores it under that name; on
@@ -124,11 +130,7 @@ class UriStore final : public ImageStore {
     used_.insert(name);
     return Status::Ok();
   }
-  TransportOptions Named(const std::string& name) const {
-    TransportOptions options = options_;
-    options.net.name = name;
-    return options;
-  }
+  TransportOptions Named(const std::string& name) const { return WithStreamName(options_, name); }
   std::string target_;
   TransportOptions options_;
   bool network_;
@@ -155,11 +157,7 @@ class TemplateStore final : public ImageStore {
 
  private:
   // Network streams carry their image's name too (see UriStore).
-  TransportOptions Named(const std::string& name) const {
-    TransportOptions options = options_;
-    options.net.name = name;
-    return options;
-  }
+  TransportOptions Named(const std::string& name) const { return WithStreamName(options_, name); }
   std::string Uri(const std::string& name) const {
     std::string uri = target_;
     for (size_t pos; (pos = uri.find("{name}")) != std::string::npos;) uri.replace(pos, 6, name);
