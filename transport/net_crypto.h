@@ -14,28 +14,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "transport/shared_key.h"
 
 namespace vramflow {
-
-struct SharedKey {
-  std::vector<uint8_t> secret;  // at least kMinKeyBytes
-  std::string origin;           // "key file 'k'", "VRAMFLOW_KEY": for messages
-};
-inline constexpr size_t kMinKeyBytes = 16;
-
-// Reads a key file: its contents with trailing whitespace (a newline) removed.
-// Refuses files shorter than kMinKeyBytes and files that group or others may
-// read or write (like ssh does with private keys).
-Result<SharedKey> LoadKeyFile(const std::string& path);
-
-// The key to use: `key_file` if not empty, else the file named by
-// $VRAMFLOW_KEY_FILE, else the secret in $VRAMFLOW_KEY; nullopt if none is set.
-Result<std::optional<SharedKey>> ResolveKey(const std::string& key_file);
-
-// A new random key as 64 hex characters (32 bytes of entropy).
-Result<std::string> GenerateKeyText();
-
-Status RandomBytes(std::span<uint8_t> out);
 
 using Digest = std::array<uint8_t, 32>;
 // HMAC-SHA256 over the concatenation of `parts`.

@@ -1,0 +1,20 @@
+#include "transport/connection.h"
+
+#include <sys/socket.h>
+
+#include "transport/socket.h"
+
+namespace vramflow {
+
+Status PlainConnection::SendAll(std::span<const uint8_t> data, std::chrono::milliseconds timeout,
+                                const std::string& what) {
+  return vramflow::SendAll(fd_.get(), data, timeout, what);
+}
+
+Status PlainConnection::RecvAll(std::span<uint8_t> data, std::chrono::milliseconds timeout, const std::string& what) {
+  return vramflow::RecvAll(fd_.get(), data, timeout, what);
+}
+
+void PlainConnection::Shutdown() { ::shutdown(fd_.get(), SHUT_RDWR); }
+
+}  // namespace vramflow
