@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/hash.h"
+#include "common/printable.h"
 #include "common/units.h"
 #include "streamer/dedup_window.h"
 #include "streamer/dma_completer.h"
@@ -45,7 +46,7 @@ struct RestoreJob {
 };
 
 std::string Where(const RestoreJob& job) {
-  return "frame " + std::to_string(job.frame) + " (object '" + *job.object_name + "', offset " +
+  return "frame " + std::to_string(job.frame) + " (object " + Printable(*job.object_name) + ", offset " +
          std::to_string(job.offset) + ", " + std::to_string(job.size) + " bytes) at stream offset " +
          std::to_string(job.stream_offset);
 }
@@ -154,9 +155,9 @@ class FrameSource {
         case FrameKind::kObjectBegin: {
           const ObjectState* object = validator_.object(h.object_id);
           Result<RestoreTarget> target = resolve_(*object);
-          if (!target.ok()) return target.status().WithContext("restoring object '" + object->metadata.name + "'");
+          if (!target.ok()) return target.status().WithContext("restoring object " + Printable(object->metadata.name));
           if (pool_->DeviceIndex(target->device) >= pool_->device_count())
-            return Status::InvalidArgument("restore target for '" + object->metadata.name + "' is on an unknown device");
+            return Status::InvalidArgument("restore target for " + Printable(object->metadata.name) + " is on an unknown device");
           targets_[h.object_id] = *target;
           break;
         }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/hash.h"
+#include "common/printable.h"
 
 namespace vramflow {
 
@@ -52,7 +53,7 @@ std::string StreamValidator::Describe(const FrameHeader& h, uint64_t stream_offs
   auto kind = static_cast<FrameKind>(h.kind);
   if (kind != FrameKind::kStreamEnd && kind != FrameKind::kSeekIndex) {
     s += ", object " + std::to_string(h.object_id);
-    if (const ObjectState* o = object(h.object_id)) s += " '" + o->metadata.name + "'";
+    if (const ObjectState* o = object(h.object_id)) s += " " + Printable(o->metadata.name);
   }
   if (kind == FrameKind::kData || kind == FrameKind::kZeroRun || kind == FrameKind::kDedupRef)
     s += ", offset " + std::to_string(h.offset) + ", " + std::to_string(h.raw_size) + " bytes";
@@ -200,8 +201,8 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       if (open_objects_ != 0) {
         for (const auto& [id, o] : objects_)
           if (!o.ended)
-            return Status::Corruption("stream ends while object " + std::to_string(id) + " '" + o.metadata.name +
-                                      "' is still open");
+            return Status::Corruption("stream ends while object " + std::to_string(id) + " " + Printable(o.metadata.name) +
+                                      " is still open");
       }
       if (indexed() && !index_seen_)
         return Status::Corruption("the stream header announces a seek index, but the stream ends without one");
@@ -215,8 +216,8 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
         return Status::Corruption("SEEK_INDEX with object, offset or size fields set");
       for (const auto& [id, o] : objects_)
         if (!o.ended)
-          return Status::Corruption("SEEK_INDEX while object " + std::to_string(id) + " '" + o.metadata.name +
-                                    "' is still open: the index must come after every object");
+          return Status::Corruption("SEEK_INDEX while object " + std::to_string(id) + " " + Printable(o.metadata.name) +
+                                    " is still open: the index must come after every object");
       index_seen_ = true;
       if (!index_blocks()) {
         // The version 1 index of an earlier writer: as large as 48 bytes per
@@ -354,7 +355,7 @@ Status StreamValidator::CheckStoredIndex(std::span<const uint8_t> payload) const
     const SeekIndexObject& s = stored->objects[i];
     const SeekIndexObject& e = expected.objects[i];
     if (s == e) continue;
-    std::string what = "the seek index entry of object " + std::to_string(e.id) + " '" + e.metadata.name + "'";
+    std::string what = "the seek index entry of object " + std::to_string(e.id) + " " + Printable(e.metadata.name);
     if (s.id != e.id || s.begin_offset != e.begin_offset || s.end_offset != e.end_offset)
       return Status::Corruption(what + " says object " + std::to_string(s.id) + " with frames at stream offsets " +
                                 std::to_string(s.begin_offset) + ".." + std::to_string(s.end_offset) +

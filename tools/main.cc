@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "codecs/chunk_codec.h"
+#include "common/printable.h"
 #include "common/units.h"
 #include "datagen/model_data.h"
 #include "streamer/frame_format.h"
@@ -410,7 +411,7 @@ int Main(int argc, char** argv) {
                      static_cast<unsigned long long>(report.stream_objects),
                      report.moved_refs ? " (with the DATA frames their dedup references name)" : "",
                      static_cast<unsigned long long>(report.ranges));
-      for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", path.c_str());
+      for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", EscapedText(path).c_str());
     }
     return 0;
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/printable.h"
+
 namespace vramflow {
 namespace {
 
@@ -14,7 +16,7 @@ bool OnGpu(const ObjectMetadata& metadata, const std::string& gpu) {
 // "'a', 'b', ... (14 objects)" or the GPUs the stream's objects are on.
 std::string ListNames(const std::vector<ObjectMetadata>& objects) {
   std::string out;
-  for (size_t i = 0; i < objects.size() && i < 8; ++i) out += (i ? ", '" : "'") + objects[i].name + "'";
+  for (size_t i = 0; i < objects.size() && i < 8; ++i) out += (i ? ", " : "") + Printable(objects[i].name);
   if (objects.size() > 8) out += ", ... (" + std::to_string(objects.size()) + " objects)";
   return out.empty() ? "no objects" : out;
 }

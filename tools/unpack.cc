@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/endian.h"
+#include "common/printable.h"
 #include "streamer/amdgpu_pages.h"
 #include "streamer/file_device.h"
 #include "streamer/pipeline.h"
@@ -48,8 +49,8 @@ Status MoveInto(int from_dir, const std::string& from, int to_dir, const std::st
   int r = replace ? ::renameat(from_dir, from.c_str(), to_dir, to.c_str())
                   : ::renameat2(from_dir, from.c_str(), to_dir, to.c_str(), RENAME_NOREPLACE);
   if (r == 0) return Status::Ok();
-  if (errno == EEXIST) return Status::AlreadyExists("'" + shown + "' exists (use --force to overwrite)");
-  return Status::FromErrno("moving the unpacked object into '" + shown + "'", errno);
+  if (errno == EEXIST) return Status::AlreadyExists(Printable(shown) + " exists (use --force to overwrite)");
+  return Status::FromErrno("moving the unpacked object into " + Printable(shown), errno);
 }
 
 int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
@@ -77,8 +78,8 @@ class SequentialVisitor final : public StreamVisitor {
       return Status::Ok();
     }
     if (++objects_ > 1)
-      return Status::InvalidArgument("the stream holds more than one object (object " + std::to_string(o.id) + " '" +
-                                     o.metadata.name + "'); unpack to a directory instead of " + description_);
+      return Status::InvalidArgument("the stream holds more than one object (object " + std::to_string(o.id) + " " +
+                                     Printable(o.metadata.name) + "); unpack to a directory instead of " + description_);
     const std::string* legacy = o.metadata.Find(kLegacyFormatKey);
     legacy_ = legacy && *legacy == kLegacyFormatAmdgpuPages;
     if (legacy_) {
@@ -173,16 +174,16 @@ class StagedFiles {
     if (filter_ && !filter_->Matches(o.metadata)) return OpenSkipped(o);
     VF_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitSafeRelativePath(o.metadata.name));
     if (!names_.insert(o.metadata.name).second)
-      return Status::InvalidArgument("object name '" + o.metadata.name + "' appears twice in the stream");
+      return Status::InvalidArgument("object name " + Printable(o.metadata.name) + " appears twice in the stream");
     if (directory_forced_ && !force_) {
       std::string target = output_ + "/" + o.metadata.name;
       struct stat st;
       if (::lstat(target.c_str(), &st) == 0)
-        return Status::AlreadyExists("'" + target + "' exists (use --force to overwrite)");
+        return Status::AlreadyExists(Printable(target) + " exists (use --force to overwrite)");
     }
     VF_ASSIGN_OR_RETURN(UniqueFd dir, OpenParentDirectory(staging_fd_, parts, /*create=*/true));
     int fd = ::openat(dir.get(), parts.back().c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::FromErrno("creating staged file for '" + o.metadata.name + "'", errno);
+    if (fd < 0) return Status::FromErrno("creating staged file for " + Printable(o.metadata.name), errno);
     OpenFile& f = files_[o.id];
     f.fd.Reset(fd);
     f.parts = std::move(parts);
@@ -194,7 +195,7 @@ class StagedFiles {
       f.legacy_little_endian = !order || *order != "be";
     }
     uint64_t size = o.size == kUnknownObjectSize ? FileDevice::kUnbounded : o.size;
-    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, f.header, size, "'" + o.metadata.name + "'"));
+    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, f.header, size, Printable(o.metadata.name)));
     return RestoreTarget{device_, bo, /*zero_filled=*/true};
   }
 
@@ -206,7 +207,7 @@ class StagedFiles {
       f.fd.Reset();
       return Status::Ok();
     }
-    const std::string what = "'" + o.metadata.name + "'";
+    const std::string what = Printable(o.metadata.name);
     if (f.header) {
       uint8_t header[kAmdgpuPagesHeaderSize];
       EncodeAmdgpuPagesHeader(o.size, f.legacy_little_endian, header);
@@ -267,12 +268,12 @@ class StagedFiles {
     if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_));
     const std::string name = std::to_string(o.id);
     int fd = ::openat(skipped_dir_.fd(), name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::FromErrno("creating a scratch file for '" + o.metadata.name + "'", errno);
+    if (fd < 0) return Status::FromErrno("creating a scratch file for " + Printable(o.metadata.name), errno);
     OpenFile& f = files_[o.id];
     f.fd.Reset(fd);
     f.skipped = true;
     uint64_t size = o.size == kUnknownObjectSize ? FileDevice::kUnbounded : o.size;
-    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, 0, size, "'" + o.metadata.name + "' (not selected)"));
+    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, 0, size, Printable(o.metadata.name) + " (not selected)"));
     return RestoreTarget{device_, bo, /*zero_filled=*/true};
   }
 

@@ -1,0 +1,132 @@
+// Issue 18: a reader facing a hostile stream. Each test names the defect it
+// guards; the streams come from tests/hostile_stream.h or from pack itself,
+// and the built `vramflow` binary reads them.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/printable.h"
+#include "tests/hostile_stream.h"
+#include "tests/shell.h"
+#include "tests/test_util.h"
+
+namespace vramflow {
+namespace {
+
+namespace fs = std::filesystem;
+using ::vramflow::testing::HostileStream;
+using ::vramflow::testing::RunCommand;
+using ::vramflow::testing::TempDir;
+using ::vramflow::testing::VramflowBinary;
+using ::vramflow::testing::WriteFileBytes;
+constexpr auto& Q = testing::ShellQuote;
+
+struct CliRun {
+  int code = 0;
+  std::string output;
+};
+
+// Runs `vramflow <args>` (shell words), stdout and stderr together.
+CliRun Vf(const std::string& args) {
+  CliRun r;
+  r.code = RunCommand("( " + Q(VramflowBinary()) + " " + args + " )", &r.output);
+  return r;
+}
+
+bool HasControlBytes(const std::string& text) {
+  for (char c : text)
+    if (c == '\x1b' || c == '\r') return true;
+  return false;
+}
+
+// A name with an ESC sequence, a CR, a newline and a byte that is not UTF-8.
+const std::string kHostileName = std::string("a\x1b[31mred\rb\nc\xff.bin");
+
+std::string OneObjectStream(const TempDir& dir, const std::string& name) {
+  const std::string path = dir.File("s.vfs");
+  HostileStream s(path, StreamHeader{});
+  ObjectMetadata m;
+  m.name = name;
+  m.attributes.emplace_back("note\x1b]0;x", std::string("v\xfe\n", 3));
+  s.Begin(1, m, 3);
+  s.Data(1, 0, {'a', 'b', 'c'});
+  s.End(1);
+  s.Finish();
+  return path;
+}
+
+//! Defect 7: inspect --json aborted on a name that is not UTF-8; now the
+//! name comes back escaped, with its exact bytes in name_hex.
+TEST(Issue18, InspectJsonKeepsNamesThatAreNotUtf8) {
+  TempDir dir;
+  const std::string stream = OneObjectStream(dir, kHostileName);
+  CliRun r = Vf("inspect --json " + Q(stream) + " 2>/dev/null");
+  ASSERT_EQ(r.code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output);
+  const auto& o = j["objects"][0];
+  EXPECT_EQ(o["name"], EscapedText(kHostileName));
+  EXPECT_EQ(o["name_hex"], HexBytes(kHostileName));
+  EXPECT_TRUE(o["attributes"].contains("_hex"));
+}
+
+//! Defect 7: the same through pack, which takes any file name.
+TEST(Issue18, InspectJsonOfAPackedFileWithALatin1Name) {
+  TempDir dir;
+  const std::string name = "caf\xe9.bin";  // Latin-1, not UTF-8
+  WriteFileBytes(dir.File(name), {1, 2, 3});
+  ASSERT_EQ(Vf("pack " + Q(dir.File(name)) + " -o " + Q(dir.File("p.vfs"))).code, 0);
+  for (const char* mode : {"", "--full"}) {
+    CliRun r = Vf(std::string("inspect --json ") + mode + " " + Q(dir.File("p.vfs")) + " 2>/dev/null");
+    ASSERT_EQ(r.code, 0) << mode << ": " << r.output;
+    nlohmann::json j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["objects"][0]["name_hex"], HexBytes(name)) << mode;
+  }
+}
+
+//! Defect 13: control bytes in names are escaped in inspect's text report
+//! and in unpack's summary and errors.
+TEST(Issue18, ControlBytesInNamesAreEscapedInEveryReport) {
+  TempDir dir;
+  const std::string stream = OneObjectStream(dir, kHostileName);
+  for (const char* mode : {"", "--full"}) {
+    CliRun r = Vf(std::string("inspect ") + mode + " " + Q(stream));
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_FALSE(HasControlBytes(r.output)) << r.output;
+    EXPECT_NE(r.output.find("a\\x1b[31mred\\x0db\\x0ac\\xff.bin"), std::string::npos) << r.output;
+  }
+  const std::string out = dir.File("out") + "/";
+  CliRun r = Vf("unpack " + Q(stream) + " -o " + Q(out));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(HasControlBytes(r.output)) << r.output;
+  EXPECT_TRUE(fs::exists(out + kHostileName));
+  // Again: the file exists now, and the error names it.
+  r = Vf("unpack " + Q(stream) + " -o " + Q(out));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_FALSE(HasControlBytes(r.output)) << r.output;
+  EXPECT_NE(r.output.find("\\x1b"), std::string::npos) << r.output;
+}
+
+//! Defect 13: a damaged stream's error names the object without raw bytes.
+TEST(Issue18, ErrorsNameHostileObjectsEscaped) {
+  TempDir dir;
+  const std::string path = dir.File("s.vfs");
+  {
+    HostileStream s(path, StreamHeader{});
+    ObjectMetadata m;
+    m.name = kHostileName;
+    s.Begin(1, m, 3);
+    s.Data(1, 0, {'a', 'b', 'c'});
+    s.Finish();  // object 1 still open
+  }
+  for (const char* cmd : {"verify", "inspect --full"}) {
+    CliRun r = Vf(std::string(cmd) + " " + Q(path));
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_FALSE(HasControlBytes(r.output)) << cmd << ": " << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace vramflow
