@@ -4,6 +4,7 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -72,14 +73,17 @@ class FrameSource {
     validator_.SetStreamHeader(*header);
     return Status::Ok();
   }
-  // The buffers DATA payloads are read into; set before Next().
-  void UsePool(SlotPool* pool, uint32_t slot_size) {
+  // The buffers DATA payloads are read into, and the size of the zero
+  // buffer; set before Next(), and again after a pause for larger slots.
+  void UsePool(SlotPool* pool, uint32_t slot_size, uint32_t zero_piece) {
     pool_ = pool;
     slot_size_ = slot_size;
+    zero_piece_ = std::min(slot_size, zero_piece);
   }
 
   // Fills `job` for `slot`; false when the stream is done or failed, or
-  // when kMaxPendingReferences references wait to be copied (paused()).
+  // when it pauses (paused()): kMaxPendingReferences references wait to be
+  // copied, or a DATA frame is larger than the slots (needed_slot_size()).
   bool Next(uint32_t slot, RestoreJob* job) {
     if (done_ || paused_ || errors_->failed()) return false;
     Status s = NextJob(slot, job);
@@ -93,11 +97,13 @@ class FrameSource {
 
   bool complete() const { return validator_.complete(); }
   bool paused() const { return paused_; }
-  // The references read since the last call; reading goes on after it.
-  std::vector<PendingRef> TakeRefs() {
-    paused_ = false;
-    return std::exchange(refs_, {});
-  }
+  // After a pause: the raw size of the DATA frame that did not fit the slots
+  // (0 if none did); it is read first once reading resumes.
+  uint64_t needed_slot_size() const { return held_ ? held_header_.raw_size : 0; }
+  void Resume() { paused_ = false; }
+  std::string DescribeHeld() const { return validator_.Describe(held_header_, held_at_); }
+  // The references read since the last call.
+  std::vector<PendingRef> TakeRefs() { return std::exchange(refs_, {}); }
   const std::map<uint32_t, RestoreTarget>& targets() const { return targets_; }
   uint64_t raw_bytes() const { return validator_.totals().raw_bytes; }
   uint64_t objects() const { return validator_.totals().object_count; }
@@ -112,7 +118,7 @@ class FrameSource {
       if (zero_left_ > 0) {  // hand out the next piece of a zero run
         *job = zero_job_;
         job->slot = slot;
-        job->size = static_cast<uint32_t>(std::min<uint64_t>(zero_left_, slot_size_));
+        job->size = static_cast<uint32_t>(std::min<uint64_t>(zero_left_, zero_piece_));
         job->ring = next_ring_++ % job->target.device->RingCount();
         zero_job_.offset += job->size;
         zero_left_ -= job->size;
@@ -124,14 +130,25 @@ class FrameSource {
       }
       FrameHeader h;
       uint64_t at = 0;
-      VF_RETURN_IF_ERROR(NextFrame(reader_, validator_, &h, &at));
+      if (held_) {  // the frame that paused for larger slots
+        h = held_header_;
+        at = held_at_;
+        held_ = false;
+      } else {
+        VF_RETURN_IF_ERROR(NextFrame(reader_, validator_, &h, &at));
+      }
       Status s;
       auto kind = static_cast<FrameKind>(h.kind);
       if (kind == FrameKind::kData) {
-        if (h.raw_size > slot_size_)
-          return Status::NotSupported(validator_.Describe(h, at) + ": chunk of " + std::to_string(h.raw_size) +
-                                      " bytes is larger than the restore buffers (" + std::to_string(slot_size_) +
-                                      " bytes, from the stream header's chunk size)");
+        // Chunk sizes are the frames' to say (the header's is a hint): a
+        // larger chunk waits for the graph to drain and the slots to grow.
+        if (h.raw_size > slot_size_) {
+          held_ = true;
+          held_header_ = h;
+          held_at_ = at;
+          paused_ = true;
+          return Status::Ok();
+        }
         Slot& buffers = pool_->slot(slot);
         s = reader_.ReadPayload(std::span<uint8_t>(buffers.payload.data(), h.payload_size));
         if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
@@ -204,7 +221,11 @@ class FrameSource {
   const ObjectEndHook& on_object_end_;
   SlotPool* pool_ = nullptr;
   uint32_t slot_size_ = 0;
+  uint32_t zero_piece_ = 0;
   ErrorLatch* errors_;
+  bool held_ = false;  // a DATA frame header read, its payload not: it needs larger slots
+  FrameHeader held_header_;
+  uint64_t held_at_ = 0;
   bool done_ = false;
   bool paused_ = false;
   std::map<uint32_t, RestoreTarget> targets_;
@@ -262,18 +283,17 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   uint32_t rings = 0;
   for (Device* d : devices) rings += d->RingCount();
 
-  // The stream header says how large its chunks are; restore buffers match it.
   ErrorLatch errors;
   FrameSource frame_source(source, resolve, on_object_end, &errors);
   FrameSource* frames = &frame_source;
   StreamHeader header;
   VF_RETURN_IF_ERROR(frames->ReadStreamHeader(&header));
-  uint32_t slot_size = options.chunk_size;
-  if (header.chunk_size > 0 && header.chunk_size <= kMaxChunkSize) slot_size = header.chunk_size;
+  // Restore buffers start at options.chunk_size and grow when a DATA frame
+  // is larger. The stream header's chunk_size is a hint that readers must
+  // not rely on (FORMAT.md 2), so it is not used.
+  uint32_t slot_size = std::clamp<uint32_t>(options.chunk_size, 1, kMaxChunkSize);
   MemoryBudget budget(options.max_memory);
   std::unique_ptr<SlotPool> pool;
-  VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * ChunkDecoder::MemoryBytes(slot_size),
-                                   "decoder state for " + std::to_string(threads) + " threads"));
   // What the validator keeps to check references, and the references read
   // and not yet copied.
   if (header.flags & kStreamFlagDedup) {
@@ -283,8 +303,22 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
     VF_RETURN_IF_ERROR(budget.Charge(kMaxPendingReferences * sizeof(PendingRef), "dedup references to copy"));
   }
   VF_ASSIGN_OR_RETURN(BudgetedBuffer zeros, BudgetedBuffer::Allocate(&budget, slot_size, "zero buffer"));
-  VF_ASSIGN_OR_RETURN(pool, SlotPool::Create(&budget, devices, slot_size, slot_size, /*min_slots=*/2,
-                                             /*max_slots=*/2 * rings + 3 * threads + 4));
+  // The slots (and the decoders' state) for chunks of up to `size` bytes;
+  // the graph must be drained.
+  uint64_t decoder_charge = 0;
+  auto make_pool = [&](uint32_t size) -> Status {
+    pool.reset();
+    budget.Refund(decoder_charge);
+    decoder_charge = 0;
+    const uint64_t charge = uint64_t{threads} * ChunkDecoder::MemoryBytes(size);
+    VF_RETURN_IF_ERROR(budget.Charge(charge, "decoder state for " + std::to_string(threads) + " threads"));
+    decoder_charge = charge;
+    VF_ASSIGN_OR_RETURN(pool, SlotPool::Create(&budget, devices, size, size, /*min_slots=*/2,
+                                               /*max_slots=*/2 * rings + 3 * threads + 4));
+    frames->UsePool(pool.get(), size, static_cast<uint32_t>(zeros.size()));
+    return Status::Ok();
+  };
+  VF_RETURN_IF_ERROR(make_pool(slot_size));
   std::vector<uint32_t> zero_handles;
   for (Device* d : devices) {
     VF_ASSIGN_OR_RETURN(uint32_t handle, d->RegisterStaging(zeros.data(), zeros.size()));
@@ -298,7 +332,6 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
     }
   } unregister{devices, zero_handles};
 
-  frames->UsePool(pool.get(), slot_size);
   uint64_t done_bytes = 0;
   DmaCompleter completer(options.dma_timeout);
 
@@ -391,6 +424,14 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
     }
     if (frames->complete()) break;
     if (!paused) return Status::Internal("restore graph stopped before STREAM_END without an error");
+    if (const uint64_t needed = frames->needed_slot_size()) {
+      while (slot_size < needed) slot_size = std::min<uint32_t>(2 * slot_size, kMaxChunkSize);
+      Status s = make_pool(slot_size);
+      if (!s.ok())
+        return s.WithContext(frames->DescribeHeld() + ": restoring chunks of " + FormatSize(needed) +
+                             " needs buffers of " + FormatSize(slot_size));
+    }
+    frames->Resume();
   }
   done_bytes = frames->raw_bytes();
   if (options.progress) options.progress(done_bytes);

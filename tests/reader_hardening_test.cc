@@ -128,5 +128,50 @@ TEST(Issue18, ErrorsNameHostileObjectsEscaped) {
   }
 }
 
+// One object of 4 MiB + 5 bytes in DATA frames of 4 MiB and 5 bytes, under a
+// stream header that claims chunks of `header_chunk_size`.
+std::vector<uint8_t> BigChunkStream(const std::string& path, uint32_t header_chunk_size) {
+  std::vector<uint8_t> bytes = testing::TextBytes((4u << 20) + 5);
+  StreamHeader header;
+  header.chunk_size = header_chunk_size;
+  HostileStream s(path, header);
+  ObjectMetadata m;
+  m.name = "big.bin";
+  s.Begin(1, m, bytes.size());
+  s.Data(1, 0, std::vector<uint8_t>(bytes.begin(), bytes.begin() + (4u << 20)));
+  s.Data(1, 4u << 20, std::vector<uint8_t>(bytes.begin() + (4u << 20), bytes.end()));
+  s.End(1);
+  s.Finish();
+  return bytes;
+}
+
+//! Defect 10: unpack sized its buffers from the header's chunk_size, which
+//! FORMAT.md 2 says readers must not rely on; chunks larger than it failed.
+TEST(Issue18, UnpackDoesNotTrustTheHeadersChunkSize) {
+  TempDir dir;
+  for (uint32_t claimed : {0u, 4096u}) {
+    const std::string stream = dir.File("s" + std::to_string(claimed) + ".vfs");
+    const std::vector<uint8_t> bytes = BigChunkStream(stream, claimed);
+    ASSERT_EQ(Vf("verify -q " + Q(stream)).code, 0);
+    const std::string out = dir.File("out" + std::to_string(claimed));
+    CliRun r = Vf("unpack -q " + Q(stream) + " -o " + Q(out) + " -j 2 -m 32M");
+    ASSERT_EQ(r.code, 0) << "header chunk_size " << claimed << ": " << r.output;
+    EXPECT_EQ(testing::ReadFileBytes(out), bytes);
+  }
+}
+
+//! Defect 10: a budget too small for a stream's chunks says so, without
+//! suggesting an option that unpack does not have.
+TEST(Issue18, TooSmallABudgetForLargeChunksSaysWhy) {
+  TempDir dir;
+  const std::string stream = dir.File("s.vfs");
+  BigChunkStream(stream, 4096);
+  CliRun r = Vf("unpack " + Q(stream) + " -o " + Q(dir.File("out")) + " -j 1 -m 12M");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.output.find("--chunk-size"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("frame 1 (DATA"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("needs buffers of 4.00 MiB"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace vramflow
