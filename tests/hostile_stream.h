@@ -61,7 +61,9 @@ class HostileStream {
     digests_[id] += ObjectDigestTerm(offset, size, 0);
     Frame(h, {});
   }
-  void End(uint32_t id) {
+  // `size`: the final size of an object begun with kUnknownObjectSize.
+  void End(uint32_t id, uint64_t size = kUnknownObjectSize) {
+    if (size != kUnknownObjectSize) sizes_[id] = size;
     FrameHeader h;
     h.kind = static_cast<uint8_t>(FrameKind::kObjectEnd);
     h.object_id = id;

@@ -173,5 +173,68 @@ TEST(Issue18, TooSmallABudgetForLargeChunksSaysWhy) {
   EXPECT_NE(r.output.find("needs buffers of 4.00 MiB"), std::string::npos) << r.output;
 }
 
+// A few hundred bytes that declare 4 EiB of zeros, in one object whose size
+// is declared up front or only at its end.
+std::string BombStream(const TempDir& dir, bool size_up_front) {
+  const uint64_t size = uint64_t{1} << 62;
+  const std::string path = dir.File(size_up_front ? "bomb.vfs" : "bomb-unknown.vfs");
+  HostileStream s(path, StreamHeader{});
+  ObjectMetadata m;
+  m.name = "bomb.bin";
+  s.Begin(1, m, size_up_front ? size : kUnknownObjectSize);
+  s.Zero(1, 0, size);
+  s.End(1, size);
+  s.Finish();
+  return path;
+}
+
+//! Defect 11: declared sizes are checked against the free space of the
+//! target (and --max-output) before anything is written.
+TEST(Issue18, DecompressionBombsAreRefusedBeforeWriting) {
+  TempDir dir;
+  for (bool up_front : {true, false}) {
+    const std::string stream = BombStream(dir, up_front);
+    ASSERT_LT(fs::file_size(stream), 400u);
+    const std::string out = dir.File("out") + "/";
+    CliRun r = Vf("unpack " + Q(stream) + " -o " + Q(out));
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("decompression bomb"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out + "bomb.bin"));
+    // A device or pipe has no free space to go by: --max-output bounds it,
+    // and the refusal is immediate.
+    r.code = RunCommand("timeout 20 " + Q(VramflowBinary()) + " unpack " + Q(stream) + " -o /dev/null --max-output 1G",
+                        &r.output);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("more than --max-output 1.00 GiB"), std::string::npos) << r.output;
+    r = Vf("unpack " + Q(stream) + " -o " + Q(dir.File("single.bin")) + " --max-output 1M");
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_FALSE(fs::exists(dir.File("single.bin")));
+  }
+}
+
+//! Defect 11: --max-output counts every object of the stream.
+TEST(Issue18, MaxOutputCountsEveryObject) {
+  TempDir dir;
+  const std::string stream = dir.File("two.vfs");
+  {
+    HostileStream s(stream, StreamHeader{});
+    for (uint32_t id : {1u, 2u}) {
+      ObjectMetadata m;
+      m.name = "o" + std::to_string(id);
+      s.Begin(id, m, 600 << 10);
+      s.Zero(id, 0, 600 << 10);
+      s.End(id);
+    }
+    s.Finish();
+  }
+  EXPECT_EQ(Vf("unpack -q " + Q(stream) + " -o " + Q(dir.File("a")) + " --max-output 1200K").code, 0);
+  CliRun r = Vf("unpack " + Q(stream) + " -o " + Q(dir.File("b")) + " --max-output 1M");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("object 'o2' needs 600.00 KiB (614400 bytes), 1.17 MiB with the objects before it"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir.File("b")));
+}
+
 }  // namespace
 }  // namespace vramflow

@@ -165,6 +165,11 @@ int Main(int argc, char** argv) {
   unpack_cmd->add_option("--gpu", unpack.select.gpus,
                          "restore only the objects of this GPU (attribute gpu, or gpu-id; repeatable), as --object");
   unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
+  std::string unpack_max_output;
+  unpack_cmd->add_option("--max-output", unpack_max_output,
+                         "refuse a stream whose objects declare more than SIZE bytes in all (they must also fit in "
+                         "the free space where files are written)")
+      ->check(SizeValidator());
   bool unpack_quiet = false;
   unpack_cmd->add_flag("-q,--quiet", unpack_quiet, "print nothing on success");
   RunFlags unpack_flags;
@@ -385,6 +390,11 @@ int Main(int argc, char** argv) {
   if (*unpack_cmd) {
     Status s = unpack_flags.Resolve(&unpack.pipeline);
     if (s.ok()) s = unpack_net.Resolve(&unpack.transport);
+    if (s.ok() && !unpack_max_output.empty()) {
+      Result<uint64_t> max_output = ParseSize(unpack_max_output);
+      s = max_output.status();
+      if (max_output.ok()) unpack.max_output = *max_output;
+    }
     if (!s.ok()) return UsageError("unpack", s);
     if (Result<Endpoint> out = ParseEndpoint(unpack.output);
         out.ok() && (out->kind == Endpoint::Kind::kS3 || out->is_network()))

@@ -20,6 +20,7 @@
 #include "streamer/stream_reader.h"
 #include "streamer/sub_stream.h"
 #include "tools/cli_util.h"
+#include "tools/output_limit.h"
 #include "tools/progress.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
@@ -69,8 +70,8 @@ std::string StripTrailingSlashes(std::string path) {
 // Writes the single (selected) object of a stream to an fd, in order.
 class SequentialVisitor final : public StreamVisitor {
  public:
-  SequentialVisitor(int fd, std::string description, const ObjectSelector* filter)
-      : fd_(fd), description_(std::move(description)), filter_(filter) {}
+  SequentialVisitor(int fd, std::string description, const ObjectSelector* filter, OutputLimit* limit)
+      : fd_(fd), description_(std::move(description)), filter_(filter), limit_(limit) {}
   Status OnObjectBegin(const ObjectState& o) override {
     seen_.push_back(o.metadata);
     if (filter_ && !filter_->Matches(o.metadata)) {
@@ -80,6 +81,9 @@ class SequentialVisitor final : public StreamVisitor {
     if (++objects_ > 1)
       return Status::InvalidArgument("the stream holds more than one object (object " + std::to_string(o.id) + " " +
                                      Printable(o.metadata.name) + "); unpack to a directory instead of " + description_);
+    if (o.size != kUnknownObjectSize) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name)));
+    unknown_size_ = o.size == kUnknownObjectSize;
+    name_ = o.metadata.name;
     const std::string* legacy = o.metadata.Find(kLegacyFormatKey);
     legacy_ = legacy && *legacy == kLegacyFormatAmdgpuPages;
     if (legacy_) {
@@ -100,6 +104,8 @@ class SequentialVisitor final : public StreamVisitor {
     if (e.dedup)  // its bytes were written to stdout already; nothing to copy them from
       return Status::NotSupported("the stream uses dedup references (frame at stream offset " +
                                   std::to_string(e.stream_offset) + "); unpack to a file instead of " + description_);
+    if (unknown_size_)  // claimed as it comes: nothing said how much would
+      VF_RETURN_IF_ERROR(limit_->Claim(e.header.raw_size, "object " + Printable(name_) + " (of unknown size)"));
     next_ += e.header.raw_size;
     if (e.header.kind == static_cast<uint8_t>(FrameKind::kZeroRun)) {
       static const uint8_t kZeros[64 * 1024] = {};
@@ -124,11 +130,14 @@ class SequentialVisitor final : public StreamVisitor {
   int fd_;
   std::string description_;
   const ObjectSelector* filter_;
+  OutputLimit* limit_;
   std::vector<ObjectMetadata> seen_;  // every object, for checking the selection
   std::set<uint32_t> skipped_;
   uint64_t objects_ = 0;
   uint64_t next_ = 0;
   bool legacy_ = false;
+  bool unknown_size_ = false;
+  std::string name_;
 };
 
 // A private directory beside the output, removed with its contents on exit.
@@ -163,14 +172,17 @@ class StagingDirectory {
 class StagedFiles {
  public:
   StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, FileDevice* device,
-              const ObjectSelector* filter)
+              const ObjectSelector* filter, OutputLimit* limit)
       : staging_fd_(staging_fd), output_(std::move(output)), directory_forced_(directory_forced), force_(force),
-        device_(device), filter_(filter) {}
+        device_(device), filter_(filter), limit_(limit) {}
 
   // Creates the staged file of an object that begins; its content goes
   // through the device, after the legacy header if it has one.
   Result<RestoreTarget> Open(const ObjectState& o) {
     seen_.push_back(o.metadata);
+    // Declared sizes are claimed before anything is written (zero runs
+    // become holes, so a bomb would otherwise cost nothing until copied).
+    if (o.size != kUnknownObjectSize) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name)));
     if (filter_ && !filter_->Matches(o.metadata)) return OpenSkipped(o);
     VF_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitSafeRelativePath(o.metadata.name));
     if (!names_.insert(o.metadata.name).second)
@@ -187,6 +199,7 @@ class StagedFiles {
     OpenFile& f = files_[o.id];
     f.fd.Reset(fd);
     f.parts = std::move(parts);
+    f.claimed = o.size != kUnknownObjectSize;
     const std::string* legacy = o.metadata.Find(kLegacyFormatKey);
     if (legacy && *legacy == kLegacyFormatAmdgpuPages) {
       if (o.size == kUnknownObjectSize) return Status::NotSupported("legacy image of unknown size");
@@ -213,6 +226,7 @@ class StagedFiles {
       EncodeAmdgpuPagesHeader(o.size, f.legacy_little_endian, header);
       VF_RETURN_IF_ERROR(PwriteAll(f.fd.get(), header, 0, what));
     }
+    if (!f.claimed) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name) + " (of unknown size)"));
     if (::ftruncate(f.fd.get(), static_cast<off_t>(f.header + o.size)) != 0)
       return Status::FromErrno("sizing " + what, errno);
     if (::close(f.fd.Release()) != 0) return Status::FromErrno("closing " + what, errno);
@@ -262,6 +276,7 @@ class StagedFiles {
     uint64_t header = 0;  // bytes of legacy header before the content
     bool legacy_little_endian = true;
     bool skipped = false;  // left out by the filter: restored only for references into it
+    bool claimed = false;  // its size was claimed from the output limit at the start
   };
 
   Result<RestoreTarget> OpenSkipped(const ObjectState& o) {
@@ -283,6 +298,7 @@ class StagedFiles {
   bool force_;
   FileDevice* device_;
   const ObjectSelector* filter_;
+  OutputLimit* limit_;
   StagingDirectory skipped_dir_;
   std::vector<ObjectMetadata> seen_;
   uint64_t kept_bytes_ = 0;
@@ -296,7 +312,9 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   ByteSource* source = &input;
   // One object, in order, to an fd: stdout, a device or a named pipe.
   auto unpack_sequentially = [&](int fd, const std::string& description) -> Status {
-    SequentialVisitor visitor(fd, description, filter);
+    VF_ASSIGN_OR_RETURN(uint64_t free_bytes, OutputLimit::FreeBytes(fd, description));
+    OutputLimit limit(options.max_output, free_bytes, description);
+    SequentialVisitor visitor(fd, description, filter, &limit);
     VF_RETURN_IF_ERROR(ReadStream(*source, visitor));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
@@ -325,7 +343,9 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   StagingDirectory staging;
   VF_RETURN_IF_ERROR(staging.Create(output));
   FileDevice device("unpack");
-  StagedFiles files(staging.fd(), output, directory_forced, options.force, &device, filter);
+  VF_ASSIGN_OR_RETURN(uint64_t free_bytes, OutputLimit::FreeBytes(staging.fd(), "the staging directory"));
+  OutputLimit limit(options.max_output, free_bytes, "the file system of " + Printable(output));
+  StagedFiles files(staging.fd(), output, directory_forced, options.force, &device, filter, &limit);
   PipelineStats stats;
   ProgressBar bar("unpack", 0, options.progress);
   PipelineOptions with_progress = pipeline;
