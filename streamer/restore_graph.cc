@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <thread>
 #include <optional>
 #include <utility>
@@ -43,7 +44,8 @@ struct RestoreJob {
   uint64_t raw_hash = 0;
   uint64_t frame = 0;          // sequence number, for messages
   uint64_t stream_offset = 0;  // of the frame header, for messages
-  const std::string* object_name = nullptr;
+  // Outlives the validator's record of the object, which goes at its end.
+  std::shared_ptr<const std::string> object_name;
 };
 
 std::string Where(const RestoreJob& job) {
@@ -68,6 +70,7 @@ class FrameSource {
               ErrorLatch* errors)
       : reader_(source), resolve_(resolve), on_object_end_(on_object_end), errors_(errors) {}
 
+  void SetRecordLimit(uint64_t bytes) { validator_.SetRecordLimit(bytes); }
   Status ReadStreamHeader(StreamHeader* header) {
     VF_RETURN_IF_ERROR(reader_.ReadStreamHeader(header));
     validator_.SetStreamHeader(*header);
@@ -176,6 +179,7 @@ class FrameSource {
           if (pool_->DeviceIndex(target->device) >= pool_->device_count())
             return Status::InvalidArgument("restore target for " + Printable(object->metadata.name) + " is on an unknown device");
           targets_[h.object_id] = *target;
+          names_[h.object_id] = std::make_shared<const std::string>(object->metadata.name);
           break;
         }
         case FrameKind::kZeroRun:
@@ -191,6 +195,7 @@ class FrameSource {
           break;
         case FrameKind::kObjectEnd:  // fully checked by the validator
           if (on_object_end_) VF_RETURN_IF_ERROR(on_object_end_(*validator_.object(h.object_id)));
+          names_.erase(h.object_id);
           break;
         case FrameKind::kStreamEnd:
           VF_RETURN_IF_ERROR(reader_.ExpectEnd());
@@ -211,7 +216,7 @@ class FrameSource {
     job.offset = h.offset;
     job.frame = h.sequence;
     job.stream_offset = at;
-    job.object_name = &validator_.object(h.object_id)->metadata.name;
+    job.object_name = names_.at(h.object_id);
     return job;
   }
 
@@ -229,6 +234,7 @@ class FrameSource {
   bool done_ = false;
   bool paused_ = false;
   std::map<uint32_t, RestoreTarget> targets_;
+  std::map<uint32_t, std::shared_ptr<const std::string>> names_;  // of the open objects
   std::vector<PendingRef> refs_;
   std::vector<uint8_t> small_;
   RestoreJob zero_job_;
@@ -294,6 +300,10 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   uint32_t slot_size = std::clamp<uint32_t>(options.chunk_size, 1, kMaxChunkSize);
   MemoryBudget budget(options.max_memory);
   std::unique_ptr<SlotPool> pool;
+  // What the validator keeps of objects, ranges and the index (an eighth).
+  const uint64_t record_limit = options.max_memory / 8;
+  VF_RETURN_IF_ERROR(budget.Charge(record_limit, "the reader's records (object metadata, byte ranges, the index)"));
+  frames->SetRecordLimit(record_limit);
   // What the validator keeps to check references, and the references read
   // and not yet copied.
   if (header.flags & kStreamFlagDedup) {

@@ -269,10 +269,24 @@ Status RunInspect(const InspectOptions& options, std::ostream& out) {
   return status;
 }
 
+namespace {
+
+// What verify reports: the totals alone, so that it keeps nothing per object.
+class TotalsVisitor final : public StreamVisitor {
+ public:
+  Status OnStreamEnd(const StreamTotals& t) override {
+    totals = t;
+    return Status::Ok();
+  }
+  StreamTotals totals;
+};
+
+}  // namespace
+
 Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, transport));
   CountingSource counting(source.get());
-  SummaryVisitor visitor;
+  TotalsVisitor visitor;
   Stopwatch clock;
   Status status = ReadStream(counting, visitor, ReadOptions{.decode = true});
   (void)source->Finish(status);

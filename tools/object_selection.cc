@@ -56,6 +56,14 @@ Status ObjectSelector::CheckEachMatched(const std::vector<ObjectMetadata>& objec
   return Status::Ok();
 }
 
+ObjectMetadata SelectionKey(const ObjectMetadata& metadata) {
+  ObjectMetadata key;
+  key.name = metadata.name;
+  for (const auto& [k, v] : metadata.attributes)
+    if (k == "gpu" || k == "gpu-id") key.attributes.emplace_back(k, v);
+  return key;
+}
+
 Result<std::set<uint32_t>> SelectObjects(const SeekIndex& index, const ObjectSelector& selector,
                                          const std::string& source) {
   std::vector<ObjectMetadata> all;

@@ -73,7 +73,7 @@ class SequentialVisitor final : public StreamVisitor {
   SequentialVisitor(int fd, std::string description, const ObjectSelector* filter, OutputLimit* limit)
       : fd_(fd), description_(std::move(description)), filter_(filter), limit_(limit) {}
   Status OnObjectBegin(const ObjectState& o) override {
-    seen_.push_back(o.metadata);
+    if (filter_) seen_.push_back(SelectionKey(o.metadata));  // only to check the selection
     if (filter_ && !filter_->Matches(o.metadata)) {
       skipped_.insert(o.id);
       return Status::Ok();
@@ -131,7 +131,7 @@ class SequentialVisitor final : public StreamVisitor {
   std::string description_;
   const ObjectSelector* filter_;
   OutputLimit* limit_;
-  std::vector<ObjectMetadata> seen_;  // every object, for checking the selection
+  std::vector<ObjectMetadata> seen_;  // with a filter: every object's SelectionKey
   std::set<uint32_t> skipped_;
   uint64_t objects_ = 0;
   uint64_t next_ = 0;
@@ -179,7 +179,7 @@ class StagedFiles {
   // Creates the staged file of an object that begins; its content goes
   // through the device, after the legacy header if it has one.
   Result<RestoreTarget> Open(const ObjectState& o) {
-    seen_.push_back(o.metadata);
+    if (filter_) seen_.push_back(SelectionKey(o.metadata));  // only to check the selection
     // Declared sizes are claimed before anything is written (zero runs
     // become holes, so a bomb would otherwise cost nothing until copied).
     if (o.size != kUnknownObjectSize) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name)));
