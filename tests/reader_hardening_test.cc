@@ -308,5 +308,45 @@ TEST(Issue18, ObjectMetadataIsDroppedAtTheObjectsEnd) {
   }
 }
 
+//! Defect 9: a multi-object unpack is all or nothing: a destination that is
+//! taken is found before the first file moves.
+TEST(Issue18, UnpackMovesEveryFileOrNone) {
+  TempDir dir;
+  const std::string stream = dir.File("ab.vfs");
+  {
+    HostileStream s(stream, StreamHeader{});
+    for (uint32_t id : {1u, 2u, 3u}) {
+      ObjectMetadata m;
+      m.name = id == 1 ? "a" : id == 2 ? "b" : "d/c";
+      s.Begin(id, m, 1);
+      s.Data(id, 0, {static_cast<uint8_t>('0' + id)});
+      s.End(id);
+    }
+    s.Finish();
+  }
+  const std::string out = dir.File("out");
+  fs::create_directories(out);
+  WriteFileBytes(out + "/b", {'o', 'l', 'd'});
+  CliRun r = Vf("unpack " + Q(stream) + " -o " + Q(out));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_FALSE(fs::exists(out + "/a")) << "a file moved before the failure stayed";
+  EXPECT_EQ(testing::ReadFileBytes(out + "/b"), std::vector<uint8_t>({'o', 'l', 'd'}));
+  // A path through a file: refused before anything moves, even with --force.
+  fs::remove(out + "/b");
+  WriteFileBytes(out + "/d", {'x'});
+  r = Vf("unpack " + Q(stream) + " -o " + Q(out) + " --force");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("exists and is not a directory"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out + "/a"));
+  EXPECT_FALSE(fs::exists(out + "/b"));
+  // With --force and the path clear, everything is replaced.
+  fs::remove(out + "/d");
+  WriteFileBytes(out + "/b", {'o', 'l', 'd'});
+  r = Vf("unpack -q " + Q(stream) + " -o " + Q(out) + " --force");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(testing::ReadFileBytes(out + "/b"), std::vector<uint8_t>({'2'}));
+  EXPECT_EQ(testing::ReadFileBytes(out + "/d/c"), std::vector<uint8_t>({'3'}));
+}
+
 }  // namespace
 }  // namespace vramflow

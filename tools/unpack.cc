@@ -252,15 +252,20 @@ class StagedFiles {
       return Status::FromErrno("creating directory '" + output_ + "'", errno);
     UniqueFd out(::open(output_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!out.valid()) return Status::FromErrno("opening directory '" + output_ + "'", errno);
-    for (const OpenFile* kept_file : kept) {
-      const OpenFile& f = *kept_file;
-      std::string shown = output_ + "/";
-      for (size_t i = 0; i < f.parts.size(); ++i) shown += (i ? "/" : "") + f.parts[i];
-      VF_ASSIGN_OR_RETURN(UniqueFd from, OpenParentDirectory(staging_fd_, f.parts, false));
-      VF_ASSIGN_OR_RETURN(UniqueFd to, OpenParentDirectory(out.get(), f.parts, true));
-      VF_RETURN_IF_ERROR(MoveInto(from.get(), f.parts.back(), to.get(), f.parts.back(), force_, shown));
-      report->written.push_back(shown);
+    // All or nothing: every destination is checked before the first move,
+    // and a move that fails all the same takes the earlier ones back.
+    for (const OpenFile* f : kept) VF_RETURN_IF_ERROR(CheckDestination(out.get(), *f));
+    std::vector<const OpenFile*> moved;
+    for (const OpenFile* f : kept) {
+      Status s = MoveOne(out.get(), *f, /*back=*/false);
+      if (!s.ok()) {
+        for (auto it = moved.rbegin(); it != moved.rend(); ++it) (void)MoveOne(out.get(), **it, /*back=*/true);
+        return s.WithContext(moved.empty() ? "nothing was moved" : "the " + std::to_string(moved.size()) +
+                                                                   " files moved before it were moved back");
+      }
+      moved.push_back(f);
     }
+    for (const OpenFile* f : kept) report->written.push_back(Shown(*f));
     return Status::Ok();
   }
 
@@ -278,6 +283,60 @@ class StagedFiles {
     bool skipped = false;  // left out by the filter: restored only for references into it
     bool claimed = false;  // its size was claimed from the output limit at the start
   };
+
+  std::string Shown(const OpenFile& f) const {
+    std::string shown = output_ + "/";
+    for (size_t i = 0; i < f.parts.size(); ++i) shown += (i ? "/" : "") + f.parts[i];
+    return shown;
+  }
+
+  // Fails if the file cannot be moved to its place under `out`: a directory
+  // on its path is something else, or without force the place is taken; a
+  // directory in the place is never replaced.
+  Status CheckDestination(int out, const OpenFile& f) const {
+    std::string path;
+    for (size_t i = 0; i < f.parts.size(); ++i) {
+      path += (i ? "/" : "") + f.parts[i];
+      struct stat st;
+      if (::fstatat(out, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return Status::Ok();  // created (directories) or moved (the file) below
+        return Status::FromErrno("checking " + Printable(output_ + "/" + path), errno);
+      }
+      const bool last = i + 1 == f.parts.size();
+      if (!last && S_ISLNK(st.st_mode))
+        return Status::AlreadyExists(Printable(output_ + "/" + path) + " is a symlink, which unpack does not follow");
+      if (!last && !S_ISDIR(st.st_mode))
+        return Status::AlreadyExists(Printable(output_ + "/" + path) + " exists and is not a directory");
+      if (last && S_ISDIR(st.st_mode))
+        return Status::AlreadyExists(Printable(Shown(f)) + " exists and is a directory");
+      if (last && !force_) return Status::AlreadyExists(Printable(Shown(f)) + " exists (use --force to overwrite)");
+    }
+    return Status::Ok();
+  }
+
+  // Moves a staged file to its place (or, `back`, from its place to the
+  // staging directory). A file it replaces (--force) is exchanged with it,
+  // so that moving back restores it.
+  Status MoveOne(int out, const OpenFile& f, bool back) {
+    VF_ASSIGN_OR_RETURN(UniqueFd staged, OpenParentDirectory(staging_fd_, f.parts, false));
+    VF_ASSIGN_OR_RETURN(UniqueFd placed, OpenParentDirectory(out, f.parts, !back));
+    const char* name = f.parts.back().c_str();
+    if (back) {
+      if (replaced_.count(&f))
+        return ::renameat2(staged.get(), name, placed.get(), name, RENAME_EXCHANGE) == 0
+                   ? Status::Ok()
+                   : Status::FromErrno("putting back " + Printable(Shown(f)), errno);
+      return ::renameat(placed.get(), name, staged.get(), name) == 0
+                 ? Status::Ok()
+                 : Status::FromErrno("moving " + Printable(Shown(f)) + " back", errno);
+    }
+    if (::renameat2(staged.get(), name, placed.get(), name, RENAME_NOREPLACE) == 0) return Status::Ok();
+    if (errno != EEXIST || !force_) return MoveInto(staged.get(), name, placed.get(), name, false, Shown(f));
+    if (::renameat2(staged.get(), name, placed.get(), name, RENAME_EXCHANGE) != 0)
+      return Status::FromErrno("moving the unpacked object into " + Printable(Shown(f)), errno);
+    replaced_.insert(&f);
+    return Status::Ok();
+  }
 
   Result<RestoreTarget> OpenSkipped(const ObjectState& o) {
     if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_));
@@ -304,6 +363,7 @@ class StagedFiles {
   uint64_t kept_bytes_ = 0;
   std::map<uint32_t, OpenFile> files_;
   std::set<std::string> names_;
+  std::set<const OpenFile*> replaced_;  // by Commit(): their old files are in the staging directory
 };
 
 // Unpacks `input`; with a `filter`, only the objects it selects become files.
