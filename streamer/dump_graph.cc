@@ -163,9 +163,12 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
     VF_RETURN_IF_ERROR(budget.Charge(uint64_t{dedup_window} * kDedupWindowEntryBytes,
                                      "dedup window of " + std::to_string(dedup_window) + " chunks"));
   }
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<SlotPool> pool,
-                      SlotPool::Create(&budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
-                                       /*max_slots=*/2 * rings + 3 * threads + 4));
+  Result<std::unique_ptr<SlotPool>> created = SlotPool::Create(
+      &budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2, /*max_slots=*/2 * rings + 3 * threads + 4);
+  if (!created.ok() && created.status().code() == Status::Code::kInvalidArgument)
+    return Status::InvalidArgument(created.status().message() + " (raise --max-memory or lower --chunk-size)");
+  if (!created.ok()) return created.status();
+  std::unique_ptr<SlotPool> pool = std::move(*created);
   std::vector<size_t> device_index(sources.size());
   for (size_t i = 0; i < sources.size(); ++i) device_index[i] = pool->DeviceIndex(sources[i].device);
 

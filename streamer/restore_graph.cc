@@ -4,13 +4,16 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <thread>
 #include <optional>
 #include <utility>
 
 #include "common/hash.h"
+#include "common/printable.h"
 #include "common/units.h"
 #include "streamer/dedup_window.h"
 #include "streamer/dma_completer.h"
@@ -41,11 +44,12 @@ struct RestoreJob {
   uint64_t raw_hash = 0;
   uint64_t frame = 0;          // sequence number, for messages
   uint64_t stream_offset = 0;  // of the frame header, for messages
-  const std::string* object_name = nullptr;
+  // Outlives the validator's record of the object, which goes at its end.
+  std::shared_ptr<const std::string> object_name;
 };
 
 std::string Where(const RestoreJob& job) {
-  return "frame " + std::to_string(job.frame) + " (object '" + *job.object_name + "', offset " +
+  return "frame " + std::to_string(job.frame) + " (object " + Printable(*job.object_name) + ", offset " +
          std::to_string(job.offset) + ", " + std::to_string(job.size) + " bytes) at stream offset " +
          std::to_string(job.stream_offset);
 }
@@ -66,19 +70,23 @@ class FrameSource {
               ErrorLatch* errors)
       : reader_(source), resolve_(resolve), on_object_end_(on_object_end), errors_(errors) {}
 
+  void SetRecordLimit(uint64_t bytes) { validator_.SetRecordLimit(bytes); }
   Status ReadStreamHeader(StreamHeader* header) {
     VF_RETURN_IF_ERROR(reader_.ReadStreamHeader(header));
     validator_.SetStreamHeader(*header);
     return Status::Ok();
   }
-  // The buffers DATA payloads are read into; set before Next().
-  void UsePool(SlotPool* pool, uint32_t slot_size) {
+  // The buffers DATA payloads are read into, and the size of the zero
+  // buffer; set before Next(), and again after a pause for larger slots.
+  void UsePool(SlotPool* pool, uint32_t slot_size, uint32_t zero_piece) {
     pool_ = pool;
     slot_size_ = slot_size;
+    zero_piece_ = std::min(slot_size, zero_piece);
   }
 
   // Fills `job` for `slot`; false when the stream is done or failed, or
-  // when kMaxPendingReferences references wait to be copied (paused()).
+  // when it pauses (paused()): kMaxPendingReferences references wait to be
+  // copied, or a DATA frame is larger than the slots (needed_slot_size()).
   bool Next(uint32_t slot, RestoreJob* job) {
     if (done_ || paused_ || errors_->failed()) return false;
     Status s = NextJob(slot, job);
@@ -92,11 +100,13 @@ class FrameSource {
 
   bool complete() const { return validator_.complete(); }
   bool paused() const { return paused_; }
-  // The references read since the last call; reading goes on after it.
-  std::vector<PendingRef> TakeRefs() {
-    paused_ = false;
-    return std::exchange(refs_, {});
-  }
+  // After a pause: the raw size of the DATA frame that did not fit the slots
+  // (0 if none did); it is read first once reading resumes.
+  uint64_t needed_slot_size() const { return held_ ? held_header_.raw_size : 0; }
+  void Resume() { paused_ = false; }
+  std::string DescribeHeld() const { return validator_.Describe(held_header_, held_at_); }
+  // The references read since the last call.
+  std::vector<PendingRef> TakeRefs() { return std::exchange(refs_, {}); }
   const std::map<uint32_t, RestoreTarget>& targets() const { return targets_; }
   uint64_t raw_bytes() const { return validator_.totals().raw_bytes; }
   uint64_t objects() const { return validator_.totals().object_count; }
@@ -111,7 +121,7 @@ class FrameSource {
       if (zero_left_ > 0) {  // hand out the next piece of a zero run
         *job = zero_job_;
         job->slot = slot;
-        job->size = static_cast<uint32_t>(std::min<uint64_t>(zero_left_, slot_size_));
+        job->size = static_cast<uint32_t>(std::min<uint64_t>(zero_left_, zero_piece_));
         job->ring = next_ring_++ % job->target.device->RingCount();
         zero_job_.offset += job->size;
         zero_left_ -= job->size;
@@ -123,14 +133,25 @@ class FrameSource {
       }
       FrameHeader h;
       uint64_t at = 0;
-      VF_RETURN_IF_ERROR(NextFrame(reader_, validator_, &h, &at));
+      if (held_) {  // the frame that paused for larger slots
+        h = held_header_;
+        at = held_at_;
+        held_ = false;
+      } else {
+        VF_RETURN_IF_ERROR(NextFrame(reader_, validator_, &h, &at));
+      }
       Status s;
       auto kind = static_cast<FrameKind>(h.kind);
       if (kind == FrameKind::kData) {
-        if (h.raw_size > slot_size_)
-          return Status::NotSupported(validator_.Describe(h, at) + ": chunk of " + std::to_string(h.raw_size) +
-                                      " bytes is larger than the restore buffers (" + std::to_string(slot_size_) +
-                                      " bytes, from the stream header's chunk size)");
+        // Chunk sizes are the frames' to say (the header's is a hint): a
+        // larger chunk waits for the graph to drain and the slots to grow.
+        if (h.raw_size > slot_size_) {
+          held_ = true;
+          held_header_ = h;
+          held_at_ = at;
+          paused_ = true;
+          return Status::Ok();
+        }
         Slot& buffers = pool_->slot(slot);
         s = reader_.ReadPayload(std::span<uint8_t>(buffers.payload.data(), h.payload_size));
         if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
@@ -154,10 +175,11 @@ class FrameSource {
         case FrameKind::kObjectBegin: {
           const ObjectState* object = validator_.object(h.object_id);
           Result<RestoreTarget> target = resolve_(*object);
-          if (!target.ok()) return target.status().WithContext("restoring object '" + object->metadata.name + "'");
+          if (!target.ok()) return target.status().WithContext("restoring object " + Printable(object->metadata.name));
           if (pool_->DeviceIndex(target->device) >= pool_->device_count())
-            return Status::InvalidArgument("restore target for '" + object->metadata.name + "' is on an unknown device");
+            return Status::InvalidArgument("restore target for " + Printable(object->metadata.name) + " is on an unknown device");
           targets_[h.object_id] = *target;
+          names_[h.object_id] = std::make_shared<const std::string>(object->metadata.name);
           break;
         }
         case FrameKind::kZeroRun:
@@ -173,6 +195,7 @@ class FrameSource {
           break;
         case FrameKind::kObjectEnd:  // fully checked by the validator
           if (on_object_end_) VF_RETURN_IF_ERROR(on_object_end_(*validator_.object(h.object_id)));
+          names_.erase(h.object_id);
           break;
         case FrameKind::kStreamEnd:
           VF_RETURN_IF_ERROR(reader_.ExpectEnd());
@@ -193,7 +216,7 @@ class FrameSource {
     job.offset = h.offset;
     job.frame = h.sequence;
     job.stream_offset = at;
-    job.object_name = &validator_.object(h.object_id)->metadata.name;
+    job.object_name = names_.at(h.object_id);
     return job;
   }
 
@@ -203,10 +226,15 @@ class FrameSource {
   const ObjectEndHook& on_object_end_;
   SlotPool* pool_ = nullptr;
   uint32_t slot_size_ = 0;
+  uint32_t zero_piece_ = 0;
   ErrorLatch* errors_;
+  bool held_ = false;  // a DATA frame header read, its payload not: it needs larger slots
+  FrameHeader held_header_;
+  uint64_t held_at_ = 0;
   bool done_ = false;
   bool paused_ = false;
   std::map<uint32_t, RestoreTarget> targets_;
+  std::map<uint32_t, std::shared_ptr<const std::string>> names_;  // of the open objects
   std::vector<PendingRef> refs_;
   std::vector<uint8_t> small_;
   RestoreJob zero_job_;
@@ -261,18 +289,21 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   uint32_t rings = 0;
   for (Device* d : devices) rings += d->RingCount();
 
-  // The stream header says how large its chunks are; restore buffers match it.
   ErrorLatch errors;
   FrameSource frame_source(source, resolve, on_object_end, &errors);
   FrameSource* frames = &frame_source;
   StreamHeader header;
   VF_RETURN_IF_ERROR(frames->ReadStreamHeader(&header));
-  uint32_t slot_size = options.chunk_size;
-  if (header.chunk_size > 0 && header.chunk_size <= kMaxChunkSize) slot_size = header.chunk_size;
+  // Restore buffers start at options.chunk_size and grow when a DATA frame
+  // is larger. The stream header's chunk_size is a hint that readers must
+  // not rely on (FORMAT.md 2), so it is not used.
+  uint32_t slot_size = std::clamp<uint32_t>(options.chunk_size, 1, kMaxChunkSize);
   MemoryBudget budget(options.max_memory);
   std::unique_ptr<SlotPool> pool;
-  VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * ChunkDecoder::MemoryBytes(slot_size),
-                                   "decoder state for " + std::to_string(threads) + " threads"));
+  // What the validator keeps of objects, ranges and the index (an eighth).
+  const uint64_t record_limit = options.max_memory / 8;
+  VF_RETURN_IF_ERROR(budget.Charge(record_limit, "the reader's records (object metadata, byte ranges, the index)"));
+  frames->SetRecordLimit(record_limit);
   // What the validator keeps to check references, and the references read
   // and not yet copied.
   if (header.flags & kStreamFlagDedup) {
@@ -282,8 +313,22 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
     VF_RETURN_IF_ERROR(budget.Charge(kMaxPendingReferences * sizeof(PendingRef), "dedup references to copy"));
   }
   VF_ASSIGN_OR_RETURN(BudgetedBuffer zeros, BudgetedBuffer::Allocate(&budget, slot_size, "zero buffer"));
-  VF_ASSIGN_OR_RETURN(pool, SlotPool::Create(&budget, devices, slot_size, slot_size, /*min_slots=*/2,
-                                             /*max_slots=*/2 * rings + 3 * threads + 4));
+  // The slots (and the decoders' state) for chunks of up to `size` bytes;
+  // the graph must be drained.
+  uint64_t decoder_charge = 0;
+  auto make_pool = [&](uint32_t size) -> Status {
+    pool.reset();
+    budget.Refund(decoder_charge);
+    decoder_charge = 0;
+    const uint64_t charge = uint64_t{threads} * ChunkDecoder::MemoryBytes(size);
+    VF_RETURN_IF_ERROR(budget.Charge(charge, "decoder state for " + std::to_string(threads) + " threads"));
+    decoder_charge = charge;
+    VF_ASSIGN_OR_RETURN(pool, SlotPool::Create(&budget, devices, size, size, /*min_slots=*/2,
+                                               /*max_slots=*/2 * rings + 3 * threads + 4));
+    frames->UsePool(pool.get(), size, static_cast<uint32_t>(zeros.size()));
+    return Status::Ok();
+  };
+  VF_RETURN_IF_ERROR(make_pool(slot_size));
   std::vector<uint32_t> zero_handles;
   for (Device* d : devices) {
     VF_ASSIGN_OR_RETURN(uint32_t handle, d->RegisterStaging(zeros.data(), zeros.size()));
@@ -297,7 +342,6 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
     }
   } unregister{devices, zero_handles};
 
-  frames->UsePool(pool.get(), slot_size);
   uint64_t done_bytes = 0;
   DmaCompleter completer(options.dma_timeout);
 
@@ -390,6 +434,14 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
     }
     if (frames->complete()) break;
     if (!paused) return Status::Internal("restore graph stopped before STREAM_END without an error");
+    if (const uint64_t needed = frames->needed_slot_size()) {
+      while (slot_size < needed) slot_size = std::min<uint32_t>(2 * slot_size, kMaxChunkSize);
+      Status s = make_pool(slot_size);
+      if (!s.ok())
+        return s.WithContext(frames->DescribeHeld() + ": restoring chunks of " + FormatSize(needed) +
+                             " needs buffers of " + FormatSize(slot_size));
+    }
+    frames->Resume();
   }
   done_bytes = frames->raw_bytes();
   if (options.progress) options.progress(done_bytes);

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "common/hash.h"
+#include "common/printable.h"
 
 namespace vramflow {
 namespace {
@@ -51,7 +52,7 @@ void PutChunk(std::vector<uint8_t>& out, const SeekIndexChunk& c) {
 }
 
 std::string ObjectName(const SeekIndexObject& o) {
-  return "object " + std::to_string(o.id) + " '" + o.metadata.name + "'";
+  return "object " + std::to_string(o.id) + " " + Printable(o.metadata.name);
 }
 
 std::string ChunkName(const SeekIndexObject& o, const SeekIndexChunk& c) {

@@ -35,6 +35,10 @@ namespace vramflow {
 // index records a writer or reader holds (48 bytes each, 192 KiB in all).
 inline constexpr uint32_t kMaxUnlistedChunks = 4096;
 inline constexpr uint32_t kChunkRecordSize = 48;
+// Sizes in a SEEK_INDEX (FORMAT.md 4.7): an object entry before its
+// metadata, and one block reference.
+inline constexpr uint32_t kSeekIndexObjectEntryBytes = 56;
+inline constexpr uint32_t kSeekIndexBlockRefBytes = 16;
 
 // One DATA, ZERO_RUN or DEDUP_REF frame of an object.
 struct SeekIndexChunk {

@@ -17,7 +17,7 @@ Result<std::unique_ptr<SlotPool>> SlotPool::Create(MemoryBudget* budget, const s
   if (count < min_slots)
     return Status::InvalidArgument("memory budget of " + FormatSize(budget->limit()) + " leaves room for " +
                                    std::to_string(count) + " buffers of " + FormatSize(per_slot) + ", need at least " +
-                                   std::to_string(min_slots) + " (raise --max-memory or lower --chunk-size)");
+                                   std::to_string(min_slots));
   pool->slots_.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     Slot slot;

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/hash.h"
+#include "common/printable.h"
+#include "common/units.h"
 
 namespace vramflow {
 
@@ -42,6 +44,46 @@ bool RangeSet::FirstGap(uint64_t size, uint64_t* gap_begin, uint64_t* gap_end) c
   return false;
 }
 
+bool RangeSet::Contains(uint64_t value) const {
+  auto next = ranges_.upper_bound(value);  // first range starting after value
+  if (next == ranges_.begin()) return false;
+  return std::prev(next)->second > value;
+}
+
+Status StreamValidator::ChargeRecords(int64_t bytes, const std::string& what) {
+  if (bytes > 0 && records_ + static_cast<uint64_t>(bytes) > record_limit_)
+    return Status::InvalidArgument("the stream needs more than the reader's record limit of " +
+                                   FormatSize(record_limit_) + " (for object metadata, the byte ranges of chunks out "
+                                   "of order, ids of ended objects and the index it rebuilds; " +
+                                   FormatSize(records_) + " in use): " + what);
+  records_ += static_cast<uint64_t>(bytes);  // wraps back for a refund
+  return Status::Ok();
+}
+
+bool StreamValidator::AddRange(ObjectState& object, uint64_t begin, uint64_t end, Status* charge) {
+  const size_t before = object.covered.range_count();
+  if (!object.covered.Add(begin, end)) return false;
+  const int64_t delta = static_cast<int64_t>(object.covered.range_count()) - static_cast<int64_t>(before);
+  *charge = ChargeRecords(delta * static_cast<int64_t>(kRangeRecordBytes),
+                          "object " + std::to_string(object.id) + " has " +
+                              std::to_string(object.covered.range_count()) + " separate byte ranges");
+  return true;
+}
+
+void StreamValidator::DropEndedObject() {
+  if (just_ended_ == 0) return;
+  auto it = objects_.find(just_ended_);
+  if (it != objects_.end()) {
+    const ObjectState& o = it->second;
+    records_ -= kObjectRecordBytes + o.metadata_bytes + o.covered.range_count() * kRangeRecordBytes;
+    objects_.erase(it);
+  }
+  const size_t before = ended_ids_.range_count();
+  ended_ids_.Add(just_ended_, uint64_t{just_ended_} + 1);
+  records_ += (ended_ids_.range_count() - before) * kRangeRecordBytes;  // checked at the next ObjectBegin
+  just_ended_ = 0;
+}
+
 const ObjectState* StreamValidator::object(uint32_t id) const {
   auto it = objects_.find(id);
   return it == objects_.end() ? nullptr : &it->second;
@@ -52,7 +94,7 @@ std::string StreamValidator::Describe(const FrameHeader& h, uint64_t stream_offs
   auto kind = static_cast<FrameKind>(h.kind);
   if (kind != FrameKind::kStreamEnd && kind != FrameKind::kSeekIndex) {
     s += ", object " + std::to_string(h.object_id);
-    if (const ObjectState* o = object(h.object_id)) s += " '" + o->metadata.name + "'";
+    if (const ObjectState* o = object(h.object_id)) s += " " + Printable(o->metadata.name);
   }
   if (kind == FrameKind::kData || kind == FrameKind::kZeroRun || kind == FrameKind::kDedupRef)
     s += ", offset " + std::to_string(h.offset) + ", " + std::to_string(h.raw_size) + " bytes";
@@ -61,6 +103,8 @@ std::string StreamValidator::Describe(const FrameHeader& h, uint64_t stream_offs
 
 Result<ObjectState*> StreamValidator::OpenObject(const FrameHeader& h) {
   auto it = objects_.find(h.object_id);
+  if (it == objects_.end() && ended_ids_.Contains(h.object_id))
+    return Status::Corruption("refers to object " + std::to_string(h.object_id) + " after its end");
   if (it == objects_.end())
     return Status::Corruption("refers to object " + std::to_string(h.object_id) + ", which was never begun");
   if (it->second.ended) return Status::Corruption("refers to object " + std::to_string(h.object_id) + " after its end");
@@ -73,14 +117,16 @@ Status StreamValidator::CheckRange(ObjectState& object, const FrameHeader& h) {
   if (h.offset > limit || h.raw_size > limit - h.offset)
     return Status::Corruption("chunk [" + std::to_string(h.offset) + ", " + std::to_string(h.offset + h.raw_size) +
                               ") runs past the object size " + std::to_string(object.size));
-  if (!object.covered.Add(h.offset, h.offset + h.raw_size))
+  Status charged;
+  if (!AddRange(object, h.offset, h.offset + h.raw_size, &charged))
     return Status::Corruption("chunk [" + std::to_string(h.offset) + ", " + std::to_string(h.offset + h.raw_size) +
                               ") overlaps a range already received");
-  return Status::Ok();
+  return charged;
 }
 
 Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset, FrameAction* action) {
   *action = FrameAction::kProcess;
+  DropEndedObject();
   if (complete_) return Status::Corruption("frame after STREAM_END");
   if (h.sequence != next_sequence_)
     return Status::Corruption("frame sequence number " + std::to_string(h.sequence) + ", expected " +
@@ -108,15 +154,25 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
   switch (kind) {
     case FrameKind::kObjectBegin: {
       if (h.object_id == 0) return Status::Corruption("object id 0 is reserved");
-      if (objects_.count(h.object_id)) return Status::Corruption("object id " + std::to_string(h.object_id) + " begun twice");
+      if (objects_.count(h.object_id) || ended_ids_.Contains(h.object_id))
+        return Status::Corruption("object id " + std::to_string(h.object_id) + " begun twice");
       if (h.offset != 0) return Status::Corruption("OBJECT_BEGIN with a non-zero offset");
       if (h.raw_size != kUnknownObjectSize && h.raw_size > kMaxObjectSize)
         return Status::Corruption("object size " + std::to_string(h.raw_size) + " exceeds the format limit");
       if (h.payload_size == 0 || h.payload_size > kMaxMetadataSize)
         return Status::Corruption("object metadata size " + std::to_string(h.payload_size) + " is out of range");
+      // Charged before the payload is read: the metadata while the object is
+      // open, and with index blocks its index entry until the end.
+      const uint64_t entry = index_blocks() ? kSeekIndexObjectEntryBytes + h.payload_size : 0;
+      VF_RETURN_IF_ERROR(ChargeRecords(static_cast<int64_t>(entry), "the index entry of object " +
+                                                                        std::to_string(h.object_id)));
+      VF_RETURN_IF_ERROR(ChargeRecords(static_cast<int64_t>(kObjectRecordBytes + h.payload_size),
+                                       "object " + std::to_string(h.object_id) + " and its " +
+                                           std::to_string(h.payload_size) + " bytes of metadata"));
       ObjectState& o = objects_[h.object_id];
       o.id = h.object_id;
       o.size = h.raw_size;
+      o.metadata_bytes = h.payload_size;
       ++open_objects_;
       ++totals_.object_count;
       return Status::Ok();
@@ -187,6 +243,7 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
         return Status::Corruption("object ends with " + std::to_string(index_.Unlisted(h.object_id).size()) +
                                   " chunk frames that no INDEX_BLOCK lists");
       o->ended = true;
+      just_ended_ = h.object_id;
       --open_objects_;
       totals_.raw_bytes += o->size;
       if (index_blocks()) index_.ObjectEnd(h.object_id, o->size, o->digest, stream_offset);
@@ -200,8 +257,8 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       if (open_objects_ != 0) {
         for (const auto& [id, o] : objects_)
           if (!o.ended)
-            return Status::Corruption("stream ends while object " + std::to_string(id) + " '" + o.metadata.name +
-                                      "' is still open");
+            return Status::Corruption("stream ends while object " + std::to_string(id) + " " + Printable(o.metadata.name) +
+                                      " is still open");
       }
       if (indexed() && !index_seen_)
         return Status::Corruption("the stream header announces a seek index, but the stream ends without one");
@@ -215,8 +272,8 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
         return Status::Corruption("SEEK_INDEX with object, offset or size fields set");
       for (const auto& [id, o] : objects_)
         if (!o.ended)
-          return Status::Corruption("SEEK_INDEX while object " + std::to_string(id) + " '" + o.metadata.name +
-                                    "' is still open: the index must come after every object");
+          return Status::Corruption("SEEK_INDEX while object " + std::to_string(id) + " " + Printable(o.metadata.name) +
+                                    " is still open: the index must come after every object");
       index_seen_ = true;
       if (!index_blocks()) {
         // The version 1 index of an earlier writer: as large as 48 bytes per
@@ -233,6 +290,9 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
         return Status::Corruption("SEEK_INDEX payload is " + std::to_string(h.payload_size) +
                                   " bytes; the frames of this stream make an index of " +
                                   std::to_string(expected->size()));
+      // The entries are charged already; the encoding and the stored payload
+      // beside it are not.
+      VF_RETURN_IF_ERROR(ChargeRecords(2 * static_cast<int64_t>(h.payload_size), "the SEEK_INDEX frame"));
       expected_index_bytes_ = std::move(*expected);
       return Status::Ok();
     }
@@ -288,6 +348,7 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
     if (Hash64(payload.data(), payload.size()) != h.raw_hash)
       return Status::Corruption("INDEX_BLOCK payload hash mismatch");
     VF_RETURN_IF_ERROR(CheckIndexBlock(h.object_id, payload));
+    VF_RETURN_IF_ERROR(ChargeRecords(kSeekIndexBlockRefBytes, "the index entry of object " + std::to_string(h.object_id)));
     index_.BlockWritten(h.object_id, frame_offset_);
     return Status::Ok();
   }
@@ -354,7 +415,7 @@ Status StreamValidator::CheckStoredIndex(std::span<const uint8_t> payload) const
     const SeekIndexObject& s = stored->objects[i];
     const SeekIndexObject& e = expected.objects[i];
     if (s == e) continue;
-    std::string what = "the seek index entry of object " + std::to_string(e.id) + " '" + e.metadata.name + "'";
+    std::string what = "the seek index entry of object " + std::to_string(e.id) + " " + Printable(e.metadata.name);
     if (s.id != e.id || s.begin_offset != e.begin_offset || s.end_offset != e.end_offset)
       return Status::Corruption(what + " says object " + std::to_string(s.id) + " with frames at stream offsets " +
                                 std::to_string(s.begin_offset) + ".." + std::to_string(s.end_offset) +

@@ -6,7 +6,15 @@
 // STREAM_END totals. In a stream with index blocks it rebuilds the index
 // from the frames and checks each INDEX_BLOCK and the SEEK_INDEX against it,
 // holding no more than kMaxUnlistedChunks chunk records; the version 1
-// SEEK_INDEX of older streams is skipped unread. It sees
+// SEEK_INDEX of older streams is skipped unread.
+//
+// What it keeps grows with the stream only where the stream makes it: the
+// open objects (metadata and the byte ranges received, one record per range
+// that chunks out of order leave apart), the ids of ended objects (one range
+// of ids per gap), and with index blocks each object's index entry. All of
+// it is charged, in kRecordBytes-style estimates, against a record limit;
+// a stream that needs more fails with an error saying so. Ended objects are
+// forgotten (their metadata too) once the next frame is checked. It sees
 // headers and the small payloads that carry metadata and the index; DATA
 // payloads are decoded and hash-checked by the caller.
 // Not thread-safe.
@@ -32,6 +40,7 @@ class RangeSet {
   // The first gap in [0, size), or false if [0, size) is fully covered.
   bool FirstGap(uint64_t size, uint64_t* gap_begin, uint64_t* gap_end) const;
   size_t range_count() const { return ranges_.size(); }
+  bool Contains(uint64_t value) const;
   // End of the last range (0 when empty).
   uint64_t End() const { return ranges_.empty() ? 0 : ranges_.rbegin()->second; }
 
@@ -46,6 +55,7 @@ struct ObjectState {
   uint64_t digest = 0;  // sum of digest terms seen so far
   bool ended = false;
   RangeSet covered;
+  uint32_t metadata_bytes = 0;  // its OBJECT_BEGIN payload
 };
 
 enum class FrameAction {
@@ -53,8 +63,18 @@ enum class FrameAction {
   kSkip,     // an unknown frame flagged skippable: drop its payload
 };
 
+// Estimated bytes of the validator's records, for its record limit: a
+// range of a RangeSet (a std::map node), an object beyond its metadata.
+inline constexpr uint64_t kRangeRecordBytes = 64;
+inline constexpr uint64_t kObjectRecordBytes = 256;
+// The record limit of readers not given one (verify, inspect): 64 MiB.
+inline constexpr uint64_t kDefaultRecordLimit = 64ull << 20;
+
 class StreamValidator {
  public:
+  // How many bytes of records the validator may keep (see above).
+  void SetRecordLimit(uint64_t bytes) { record_limit_ = bytes; }
+  uint64_t records() const { return records_; }
   // The stream header read first; its flags decide what frames may follow.
   void SetStreamHeader(const StreamHeader& header) {
     stream_flags_ = header.flags;
@@ -71,8 +91,8 @@ class StreamValidator {
 
   bool complete() const { return complete_; }
   uint64_t frames_seen() const { return next_sequence_; }
+  // An open object, or the one that ended at the last frame; null otherwise.
   const ObjectState* object(uint32_t id) const;
-  const std::map<uint32_t, ObjectState>& objects() const { return objects_; }
   const StreamTotals& totals() const { return totals_; }
 
   // "frame 12 (DATA, object 3 'bo-7', offset 1048576, 1048576 bytes) at stream offset 4242"
@@ -87,8 +107,19 @@ class StreamValidator {
   Status ListChunk(uint32_t object_id, const SeekIndexChunk& chunk);
   Status CheckIndexBlock(uint32_t object_id, std::span<const uint8_t> payload) const;
   Status CheckStoredIndex(std::span<const uint8_t> payload) const;
+  // Adds `bytes` to the records kept (negative: they were dropped); fails
+  // past the limit, naming `what`.
+  Status ChargeRecords(int64_t bytes, const std::string& what);
+  // Adds [begin, end) to an object's ranges, charging a new range record.
+  bool AddRange(ObjectState& object, uint64_t begin, uint64_t end, Status* charge);
+  // Forgets the object that ended at the last frame, if any.
+  void DropEndedObject();
 
-  std::map<uint32_t, ObjectState> objects_;
+  std::map<uint32_t, ObjectState> objects_;  // open ones, and the one ended last
+  RangeSet ended_ids_;                        // ids of the objects that ended
+  uint32_t just_ended_ = 0;                   // dropped from objects_ at the next frame
+  uint64_t record_limit_ = kDefaultRecordLimit;
+  uint64_t records_ = 0;
   uint32_t stream_flags_ = 0;
   // The DATA frames a DEDUP_REF may name, by (object, offset) -> (raw_size,
   // raw_hash): the stream's dedup window (all of them for earlier writers'

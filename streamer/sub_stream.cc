@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/hash.h"
+#include "common/printable.h"
 
 namespace vramflow {
 namespace {
@@ -40,7 +41,7 @@ struct Step {
 };
 
 std::string ObjectName(const SeekIndexObject& o) {
-  return "object " + std::to_string(o.id) + " '" + o.metadata.name + "'";
+  return "object " + std::to_string(o.id) + " " + Printable(o.metadata.name);
 }
 
 // "object 9 'gpu1/adam.m': DATA frame at stream offset 4242 (object offset 1048576)"
@@ -296,8 +297,8 @@ class SubStreamSource final : public ByteSource {
     ObjectMetadata metadata;
     VF_RETURN_IF_ERROR(DecodeObjectMetadata(payload, &metadata));
     if (metadata.name != step.object->metadata.name || metadata.attributes != step.object->metadata.attributes)
-      return Status::Corruption("metadata: the seek index says '" + step.object->metadata.name + "', the frame says '" +
-                                metadata.name + "' (or other attributes)");
+      return Status::Corruption("metadata: the seek index says " + Printable(step.object->metadata.name) + ", the frame says " +
+                                Printable(metadata.name) + " (or other attributes)");
     return Status::Ok();
   }
 

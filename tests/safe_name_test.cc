@@ -48,6 +48,19 @@ TEST(SafeFileName, HostileNamesAreRefusedSayingWhy) {
   }
 }
 
+//! EscapedText keeps UTF-8 text and escapes control bytes (C0, DEL, C1),
+//! backslashes and invalid UTF-8 (issue 18, defects 7 and 13).
+TEST(Printable, EscapedTextKeepsUtf8AndEscapesControls) {
+  EXPECT_EQ(EscapedText("mod\xc3\xa8le.bin"), "mod\xc3\xa8le.bin");
+  EXPECT_EQ(EscapedText(std::string("a\x1b[1m\r\n\x7f\\", 9)), "a\\x1b[1m\\x0d\\x0a\\x7f\\\\");
+  EXPECT_EQ(EscapedText("\xc2\x9b"), "\\xc2\\x9b");  // C1 CSI
+  EXPECT_EQ(EscapedText("caf\xe9"), "caf\\xe9");
+  EXPECT_TRUE(IsValidUtf8("mod\xc3\xa8le"));
+  EXPECT_FALSE(IsValidUtf8("caf\xe9"));
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));  // a surrogate
+  EXPECT_EQ(HexBytes("a\xff"), "61ff");
+}
+
 TEST(Printable, EscapesWhatIsNotPrintableAscii) {
   EXPECT_EQ(Printable("plain.img"), "'plain.img'");
   EXPECT_EQ(Printable(std::string("a\0\n\x1b'\\\xff", 7)), "'a\\x00\\x0a\\x1b\\x27\\x5c\\xff'");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codecs/chunk_codec.h"
+#include "common/printable.h"
 #include "common/units.h"
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
@@ -154,14 +155,14 @@ void PrintText(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
                 "stored", "ratio");
   out << line;
   for (const auto& [id, o] : v.objects) {
-    std::string name = o.name.size() > 32 ? o.name.substr(0, 29) + "..." : o.name;
+    const std::string name = ShownText(o.name, 32);
     std::snprintf(line, sizeof(line), "%5u  %-32s %14s %8llu %8llu %14s %7s%s\n", o.id, name.c_str(),
                   o.size == kUnknownObjectSize ? "?" : FormatSize(o.size).c_str(),
                   static_cast<unsigned long long>(o.data_frames), static_cast<unsigned long long>(o.zero_frames),
                   FormatSize(o.stored_bytes).c_str(), FormatRatio(o.size, o.stored_bytes).c_str(),
                   o.ended ? "" : "  (not ended)");
     out << line;
-    for (const auto& [k, val] : o.attributes) out << "       " << k << " = " << val << "\n";
+    for (const auto& [k, val] : o.attributes) out << "       " << ShownText(k) << " = " << ShownText(val) << "\n";
   }
   out << "\ncodec mix:\n";
   for (const auto& [key, m] : v.codecs) {
@@ -181,13 +182,13 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
                std::ostream& out) {
   nlohmann::ordered_json j;
   j["complete"] = status.ok();
-  if (!status.ok()) j["error"] = status.ToString();
-  j["producer"] = v.header.producer;
+  if (!status.ok()) PutJsonText(j, "error", status.ToString());
+  PutJsonText(j, "producer", v.header.producer);
   j["format_version"] = v.header.version;
   j["chunk_size"] = v.header.chunk_size;
   j["dedup_window"] = DedupWindowJson(v.header);
   j["source"] = "frames";
-  if (!why_whole.empty()) j["note"] = why_whole;
+  if (!why_whole.empty()) PutJsonText(j, "note", why_whole);
   j["stream_bytes"] = stream_bytes;
   j["bytes_read"] = stream_bytes;
   uint64_t raw = 0;
@@ -196,7 +197,7 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
     raw += o.ended ? o.size : 0;
     nlohmann::ordered_json jo;
     jo["id"] = o.id;
-    jo["name"] = o.name;
+    PutJsonText(jo, "name", o.name);
     jo["size"] = o.size == kUnknownObjectSize ? nlohmann::ordered_json() : nlohmann::ordered_json(o.size);
     jo["ended"] = o.ended;
     jo["data_chunks"] = o.data_frames;
@@ -205,9 +206,7 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
     jo["dedup_refs"] = o.dedup_frames;
     jo["dedup_bytes"] = o.dedup_bytes;
     jo["stored_bytes"] = o.stored_bytes;
-    nlohmann::ordered_json attrs = nlohmann::ordered_json::object();
-    for (const auto& [k, val] : o.attributes) attrs[k] = val;
-    jo["attributes"] = attrs;
+    jo["attributes"] = AttributesJson(o.attributes);
     nlohmann::ordered_json codecs = nlohmann::ordered_json::object();
     for (const auto& [key, m] : o.codecs)
       codecs[key] = {{"chunks", m.chunks}, {"raw_bytes", m.raw_bytes}, {"stored_bytes", m.stored_bytes}};
@@ -270,10 +269,24 @@ Status RunInspect(const InspectOptions& options, std::ostream& out) {
   return status;
 }
 
+namespace {
+
+// What verify reports: the totals alone, so that it keeps nothing per object.
+class TotalsVisitor final : public StreamVisitor {
+ public:
+  Status OnStreamEnd(const StreamTotals& t) override {
+    totals = t;
+    return Status::Ok();
+  }
+  StreamTotals totals;
+};
+
+}  // namespace
+
 Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, transport));
   CountingSource counting(source.get());
-  SummaryVisitor visitor;
+  TotalsVisitor visitor;
   Stopwatch clock;
   Status status = ReadStream(counting, visitor, ReadOptions{.decode = true});
   (void)source->Finish(status);

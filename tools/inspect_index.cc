@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "common/printable.h"
 #include "common/units.h"
 #include "tools/cli_util.h"
 
@@ -57,8 +58,36 @@ std::string Percent(uint64_t part, uint64_t whole) {
 
 }  // namespace
 
+std::string ShownText(const std::string& text, size_t width) {
+  std::string shown = EscapedText(text);
+  if (width == 0 || shown.size() <= width) return shown;
+  size_t cut = width - 3;
+  while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xc0) == 0x80) --cut;  // not inside a UTF-8 character
+  return shown.substr(0, cut) + "...";
+}
+
+void PutJsonText(nlohmann::ordered_json& j, const std::string& key, const std::string& text) {
+  if (IsValidUtf8(text)) {
+    j[key] = text;
+    return;
+  }
+  j[key] = EscapedText(text);
+  j[key + "_hex"] = HexBytes(text);
+}
+
+nlohmann::ordered_json AttributesJson(const std::vector<std::pair<std::string, std::string>>& attributes) {
+  nlohmann::ordered_json attrs = nlohmann::ordered_json::object();
+  nlohmann::ordered_json hex = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : attributes) {
+    attrs[IsValidUtf8(k) ? k : EscapedText(k)] = IsValidUtf8(v) ? v : EscapedText(v);
+    if (!IsValidUtf8(k) || !IsValidUtf8(v)) hex[HexBytes(k)] = HexBytes(v);
+  }
+  if (!hex.empty()) attrs["_hex"] = hex;
+  return attrs;
+}
+
 std::string DescribeStreamHeader(const StreamHeader& h) {
-  std::string line = (h.producer.empty() ? "?" : h.producer) + ", format version " + std::to_string(h.version) +
+  std::string line = (h.producer.empty() ? "?" : ShownText(h.producer)) + ", format version " + std::to_string(h.version) +
                      ", chunk size " + FormatSize(h.chunk_size);
   if (h.flags & kStreamFlagDedup)
     line += h.dedup_window ? ", dedup window " + std::to_string(h.dedup_window) + " DATA frames"
@@ -88,13 +117,13 @@ void PrintIndexText(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
   out << line;
   for (const SeekIndexObject& o : stored.index.objects) {
     ObjectFigures f = Figures(o);
-    std::string name = o.metadata.name.size() > 32 ? o.metadata.name.substr(0, 29) + "..." : o.metadata.name;
+    const std::string name = ShownText(o.metadata.name, 32);
     std::snprintf(line, sizeof(line), "%5u  %-32s %14s %8llu %8llu %8llu %14s %7s\n", o.id, name.c_str(),
                   FormatSize(o.size).c_str(), static_cast<unsigned long long>(f.data_chunks),
                   static_cast<unsigned long long>(f.zero_runs), static_cast<unsigned long long>(f.dedup_refs),
                   FormatSize(f.stored_bytes).c_str(), FormatRatio(o.size, f.stored_bytes).c_str());
     out << line;
-    for (const auto& [k, v] : o.metadata.attributes) out << "       " << k << " = " << v << "\n";
+    for (const auto& [k, v] : o.metadata.attributes) out << "       " << ShownText(k) << " = " << ShownText(v) << "\n";
   }
 }
 
@@ -103,7 +132,7 @@ void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
   const uint64_t raw = RawBytes(stored.index);
   j["complete"] = true;
   j["source"] = "seek index";
-  j["producer"] = stored.header.producer;
+  PutJsonText(j, "producer", stored.header.producer);
   j["format_version"] = stored.header.version;
   j["chunk_size"] = stored.header.chunk_size;
   j["dedup_window"] = DedupWindowJson(stored.header);
@@ -116,7 +145,7 @@ void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
     ObjectFigures f = Figures(o);
     nlohmann::ordered_json jo;
     jo["id"] = o.id;
-    jo["name"] = o.metadata.name;
+    PutJsonText(jo, "name", o.metadata.name);
     jo["size"] = o.size;
     jo["ended"] = true;
     jo["data_chunks"] = f.data_chunks;
@@ -126,9 +155,7 @@ void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
     jo["dedup_bytes"] = f.dedup_bytes;
     jo["stored_bytes"] = f.stored_bytes;
     jo["frame_bytes"] = f.frame_bytes;
-    nlohmann::ordered_json attrs = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : o.metadata.attributes) attrs[k] = v;
-    jo["attributes"] = attrs;
+    jo["attributes"] = AttributesJson(o.metadata.attributes);
     objects.push_back(jo);
   }
   j["objects"] = objects;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +22,18 @@ namespace vramflow {
 std::string DescribeStreamHeader(const StreamHeader& header);
 // The stream header's dedup window for JSON: null without dedup.
 nlohmann::ordered_json DedupWindowJson(const StreamHeader& header);
+
+// Stream text (names, attribute keys and values, the producer) for the
+// reports. Any of it may be bytes that are not UTF-8, or control bytes.
+//   ShownText: for the text report: escaped (common/printable.h) and cut to
+//              `width` bytes, "..." included (0: not cut).
+//   PutJsonText: sets j[key] to the text when it is valid UTF-8 (JSON
+//              escapes control bytes itself); otherwise to its escaped form
+//              and j[key + "_hex"] to its bytes in hex, so nothing is lost.
+//   AttributesJson: the attributes as an object, through PutJsonText.
+std::string ShownText(const std::string& text, size_t width = 0);
+void PutJsonText(nlohmann::ordered_json& j, const std::string& key, const std::string& text);
+nlohmann::ordered_json AttributesJson(const std::vector<std::pair<std::string, std::string>>& attributes);
 
 // `bytes_read`: what reading the index cost (StoredStreamIndex::bytes_read
 // when nothing else was read).

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "codecs/chunk_codec.h"
+#include "common/printable.h"
 #include "common/units.h"
 #include "datagen/model_data.h"
 #include "streamer/frame_format.h"
@@ -164,6 +165,11 @@ int Main(int argc, char** argv) {
   unpack_cmd->add_option("--gpu", unpack.select.gpus,
                          "restore only the objects of this GPU (attribute gpu, or gpu-id; repeatable), as --object");
   unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
+  std::string unpack_max_output;
+  unpack_cmd->add_option("--max-output", unpack_max_output,
+                         "refuse a stream whose objects declare more than SIZE bytes in all (they must also fit in "
+                         "the free space where files are written)")
+      ->check(SizeValidator());
   bool unpack_quiet = false;
   unpack_cmd->add_flag("-q,--quiet", unpack_quiet, "print nothing on success");
   RunFlags unpack_flags;
@@ -384,6 +390,11 @@ int Main(int argc, char** argv) {
   if (*unpack_cmd) {
     Status s = unpack_flags.Resolve(&unpack.pipeline);
     if (s.ok()) s = unpack_net.Resolve(&unpack.transport);
+    if (s.ok() && !unpack_max_output.empty()) {
+      Result<uint64_t> max_output = ParseSize(unpack_max_output);
+      s = max_output.status();
+      if (max_output.ok()) unpack.max_output = *max_output;
+    }
     if (!s.ok()) return UsageError("unpack", s);
     if (Result<Endpoint> out = ParseEndpoint(unpack.output);
         out.ok() && (out->kind == Endpoint::Kind::kS3 || out->is_network()))
@@ -410,7 +421,7 @@ int Main(int argc, char** argv) {
                      static_cast<unsigned long long>(report.stream_objects),
                      report.moved_refs ? " (with the DATA frames their dedup references name)" : "",
                      static_cast<unsigned long long>(report.ranges));
-      for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", path.c_str());
+      for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", EscapedText(path).c_str());
     }
     return 0;
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/printable.h"
+
 namespace vramflow {
 namespace {
 
@@ -14,7 +16,7 @@ bool OnGpu(const ObjectMetadata& metadata, const std::string& gpu) {
 // "'a', 'b', ... (14 objects)" or the GPUs the stream's objects are on.
 std::string ListNames(const std::vector<ObjectMetadata>& objects) {
   std::string out;
-  for (size_t i = 0; i < objects.size() && i < 8; ++i) out += (i ? ", '" : "'") + objects[i].name + "'";
+  for (size_t i = 0; i < objects.size() && i < 8; ++i) out += (i ? ", " : "") + Printable(objects[i].name);
   if (objects.size() > 8) out += ", ... (" + std::to_string(objects.size()) + " objects)";
   return out.empty() ? "no objects" : out;
 }
@@ -52,6 +54,14 @@ Status ObjectSelector::CheckEachMatched(const std::vector<ObjectMetadata>& objec
     if (std::none_of(objects.begin(), objects.end(), [&](const ObjectMetadata& m) { return OnGpu(m, g); }))
       return Status::InvalidArgument(source + " has no object on GPU " + g + " (" + ListGpus(objects) + ")");
   return Status::Ok();
+}
+
+ObjectMetadata SelectionKey(const ObjectMetadata& metadata) {
+  ObjectMetadata key;
+  key.name = metadata.name;
+  for (const auto& [k, v] : metadata.attributes)
+    if (k == "gpu" || k == "gpu-id") key.attributes.emplace_back(k, v);
+  return key;
 }
 
 Result<std::set<uint32_t>> SelectObjects(const SeekIndex& index, const ObjectSelector& selector,

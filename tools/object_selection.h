@@ -32,6 +32,10 @@ struct ObjectSelector {
   Status CheckEachMatched(const std::vector<ObjectMetadata>& objects, const std::string& source) const;
 };
 
+// What CheckEachMatched needs of an object: its name and its "gpu" and
+// "gpu-id" attributes, so that a reader keeps no more of each object.
+ObjectMetadata SelectionKey(const ObjectMetadata& metadata);
+
 // The ids of the index's objects that `selector` matches (checked as above).
 Result<std::set<uint32_t>> SelectObjects(const SeekIndex& index, const ObjectSelector& selector,
                                          const std::string& source);

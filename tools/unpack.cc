@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/endian.h"
+#include "common/printable.h"
 #include "streamer/amdgpu_pages.h"
 #include "streamer/file_device.h"
 #include "streamer/pipeline.h"
@@ -19,6 +20,7 @@
 #include "streamer/stream_reader.h"
 #include "streamer/sub_stream.h"
 #include "tools/cli_util.h"
+#include "tools/output_limit.h"
 #include "tools/progress.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
@@ -48,8 +50,8 @@ Status MoveInto(int from_dir, const std::string& from, int to_dir, const std::st
   int r = replace ? ::renameat(from_dir, from.c_str(), to_dir, to.c_str())
                   : ::renameat2(from_dir, from.c_str(), to_dir, to.c_str(), RENAME_NOREPLACE);
   if (r == 0) return Status::Ok();
-  if (errno == EEXIST) return Status::AlreadyExists("'" + shown + "' exists (use --force to overwrite)");
-  return Status::FromErrno("moving the unpacked object into '" + shown + "'", errno);
+  if (errno == EEXIST) return Status::AlreadyExists(Printable(shown) + " exists (use --force to overwrite)");
+  return Status::FromErrno("moving the unpacked object into " + Printable(shown), errno);
 }
 
 int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
@@ -68,17 +70,20 @@ std::string StripTrailingSlashes(std::string path) {
 // Writes the single (selected) object of a stream to an fd, in order.
 class SequentialVisitor final : public StreamVisitor {
  public:
-  SequentialVisitor(int fd, std::string description, const ObjectSelector* filter)
-      : fd_(fd), description_(std::move(description)), filter_(filter) {}
+  SequentialVisitor(int fd, std::string description, const ObjectSelector* filter, OutputLimit* limit)
+      : fd_(fd), description_(std::move(description)), filter_(filter), limit_(limit) {}
   Status OnObjectBegin(const ObjectState& o) override {
-    seen_.push_back(o.metadata);
+    if (filter_) seen_.push_back(SelectionKey(o.metadata));  // only to check the selection
     if (filter_ && !filter_->Matches(o.metadata)) {
       skipped_.insert(o.id);
       return Status::Ok();
     }
     if (++objects_ > 1)
-      return Status::InvalidArgument("the stream holds more than one object (object " + std::to_string(o.id) + " '" +
-                                     o.metadata.name + "'); unpack to a directory instead of " + description_);
+      return Status::InvalidArgument("the stream holds more than one object (object " + std::to_string(o.id) + " " +
+                                     Printable(o.metadata.name) + "); unpack to a directory instead of " + description_);
+    if (o.size != kUnknownObjectSize) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name)));
+    unknown_size_ = o.size == kUnknownObjectSize;
+    name_ = o.metadata.name;
     const std::string* legacy = o.metadata.Find(kLegacyFormatKey);
     legacy_ = legacy && *legacy == kLegacyFormatAmdgpuPages;
     if (legacy_) {
@@ -99,6 +104,8 @@ class SequentialVisitor final : public StreamVisitor {
     if (e.dedup)  // its bytes were written to stdout already; nothing to copy them from
       return Status::NotSupported("the stream uses dedup references (frame at stream offset " +
                                   std::to_string(e.stream_offset) + "); unpack to a file instead of " + description_);
+    if (unknown_size_)  // claimed as it comes: nothing said how much would
+      VF_RETURN_IF_ERROR(limit_->Claim(e.header.raw_size, "object " + Printable(name_) + " (of unknown size)"));
     next_ += e.header.raw_size;
     if (e.header.kind == static_cast<uint8_t>(FrameKind::kZeroRun)) {
       static const uint8_t kZeros[64 * 1024] = {};
@@ -123,11 +130,14 @@ class SequentialVisitor final : public StreamVisitor {
   int fd_;
   std::string description_;
   const ObjectSelector* filter_;
-  std::vector<ObjectMetadata> seen_;  // every object, for checking the selection
+  OutputLimit* limit_;
+  std::vector<ObjectMetadata> seen_;  // with a filter: every object's SelectionKey
   std::set<uint32_t> skipped_;
   uint64_t objects_ = 0;
   uint64_t next_ = 0;
   bool legacy_ = false;
+  bool unknown_size_ = false;
+  std::string name_;
 };
 
 // A private directory beside the output, removed with its contents on exit.
@@ -162,30 +172,34 @@ class StagingDirectory {
 class StagedFiles {
  public:
   StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, FileDevice* device,
-              const ObjectSelector* filter)
+              const ObjectSelector* filter, OutputLimit* limit)
       : staging_fd_(staging_fd), output_(std::move(output)), directory_forced_(directory_forced), force_(force),
-        device_(device), filter_(filter) {}
+        device_(device), filter_(filter), limit_(limit) {}
 
   // Creates the staged file of an object that begins; its content goes
   // through the device, after the legacy header if it has one.
   Result<RestoreTarget> Open(const ObjectState& o) {
-    seen_.push_back(o.metadata);
+    if (filter_) seen_.push_back(SelectionKey(o.metadata));  // only to check the selection
+    // Declared sizes are claimed before anything is written (zero runs
+    // become holes, so a bomb would otherwise cost nothing until copied).
+    if (o.size != kUnknownObjectSize) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name)));
     if (filter_ && !filter_->Matches(o.metadata)) return OpenSkipped(o);
     VF_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitSafeRelativePath(o.metadata.name));
     if (!names_.insert(o.metadata.name).second)
-      return Status::InvalidArgument("object name '" + o.metadata.name + "' appears twice in the stream");
+      return Status::InvalidArgument("object name " + Printable(o.metadata.name) + " appears twice in the stream");
     if (directory_forced_ && !force_) {
       std::string target = output_ + "/" + o.metadata.name;
       struct stat st;
       if (::lstat(target.c_str(), &st) == 0)
-        return Status::AlreadyExists("'" + target + "' exists (use --force to overwrite)");
+        return Status::AlreadyExists(Printable(target) + " exists (use --force to overwrite)");
     }
     VF_ASSIGN_OR_RETURN(UniqueFd dir, OpenParentDirectory(staging_fd_, parts, /*create=*/true));
     int fd = ::openat(dir.get(), parts.back().c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::FromErrno("creating staged file for '" + o.metadata.name + "'", errno);
+    if (fd < 0) return Status::FromErrno("creating staged file for " + Printable(o.metadata.name), errno);
     OpenFile& f = files_[o.id];
     f.fd.Reset(fd);
     f.parts = std::move(parts);
+    f.claimed = o.size != kUnknownObjectSize;
     const std::string* legacy = o.metadata.Find(kLegacyFormatKey);
     if (legacy && *legacy == kLegacyFormatAmdgpuPages) {
       if (o.size == kUnknownObjectSize) return Status::NotSupported("legacy image of unknown size");
@@ -194,7 +208,7 @@ class StagedFiles {
       f.legacy_little_endian = !order || *order != "be";
     }
     uint64_t size = o.size == kUnknownObjectSize ? FileDevice::kUnbounded : o.size;
-    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, f.header, size, "'" + o.metadata.name + "'"));
+    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, f.header, size, Printable(o.metadata.name)));
     return RestoreTarget{device_, bo, /*zero_filled=*/true};
   }
 
@@ -206,12 +220,13 @@ class StagedFiles {
       f.fd.Reset();
       return Status::Ok();
     }
-    const std::string what = "'" + o.metadata.name + "'";
+    const std::string what = Printable(o.metadata.name);
     if (f.header) {
       uint8_t header[kAmdgpuPagesHeaderSize];
       EncodeAmdgpuPagesHeader(o.size, f.legacy_little_endian, header);
       VF_RETURN_IF_ERROR(PwriteAll(f.fd.get(), header, 0, what));
     }
+    if (!f.claimed) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name) + " (of unknown size)"));
     if (::ftruncate(f.fd.get(), static_cast<off_t>(f.header + o.size)) != 0)
       return Status::FromErrno("sizing " + what, errno);
     if (::close(f.fd.Release()) != 0) return Status::FromErrno("closing " + what, errno);
@@ -237,15 +252,20 @@ class StagedFiles {
       return Status::FromErrno("creating directory '" + output_ + "'", errno);
     UniqueFd out(::open(output_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!out.valid()) return Status::FromErrno("opening directory '" + output_ + "'", errno);
-    for (const OpenFile* kept_file : kept) {
-      const OpenFile& f = *kept_file;
-      std::string shown = output_ + "/";
-      for (size_t i = 0; i < f.parts.size(); ++i) shown += (i ? "/" : "") + f.parts[i];
-      VF_ASSIGN_OR_RETURN(UniqueFd from, OpenParentDirectory(staging_fd_, f.parts, false));
-      VF_ASSIGN_OR_RETURN(UniqueFd to, OpenParentDirectory(out.get(), f.parts, true));
-      VF_RETURN_IF_ERROR(MoveInto(from.get(), f.parts.back(), to.get(), f.parts.back(), force_, shown));
-      report->written.push_back(shown);
+    // All or nothing: every destination is checked before the first move,
+    // and a move that fails all the same takes the earlier ones back.
+    for (const OpenFile* f : kept) VF_RETURN_IF_ERROR(CheckDestination(out.get(), *f));
+    std::vector<const OpenFile*> moved;
+    for (const OpenFile* f : kept) {
+      Status s = MoveOne(out.get(), *f, /*back=*/false);
+      if (!s.ok()) {
+        for (auto it = moved.rbegin(); it != moved.rend(); ++it) (void)MoveOne(out.get(), **it, /*back=*/true);
+        return s.WithContext(moved.empty() ? "nothing was moved" : "the " + std::to_string(moved.size()) +
+                                                                   " files moved before it were moved back");
+      }
+      moved.push_back(f);
     }
+    for (const OpenFile* f : kept) report->written.push_back(Shown(*f));
     return Status::Ok();
   }
 
@@ -261,18 +281,73 @@ class StagedFiles {
     uint64_t header = 0;  // bytes of legacy header before the content
     bool legacy_little_endian = true;
     bool skipped = false;  // left out by the filter: restored only for references into it
+    bool claimed = false;  // its size was claimed from the output limit at the start
   };
+
+  std::string Shown(const OpenFile& f) const {
+    std::string shown = output_ + "/";
+    for (size_t i = 0; i < f.parts.size(); ++i) shown += (i ? "/" : "") + f.parts[i];
+    return shown;
+  }
+
+  // Fails if the file cannot be moved to its place under `out`: a directory
+  // on its path is something else, or without force the place is taken; a
+  // directory in the place is never replaced.
+  Status CheckDestination(int out, const OpenFile& f) const {
+    std::string path;
+    for (size_t i = 0; i < f.parts.size(); ++i) {
+      path += (i ? "/" : "") + f.parts[i];
+      struct stat st;
+      if (::fstatat(out, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return Status::Ok();  // created (directories) or moved (the file) below
+        return Status::FromErrno("checking " + Printable(output_ + "/" + path), errno);
+      }
+      const bool last = i + 1 == f.parts.size();
+      if (!last && S_ISLNK(st.st_mode))
+        return Status::AlreadyExists(Printable(output_ + "/" + path) + " is a symlink, which unpack does not follow");
+      if (!last && !S_ISDIR(st.st_mode))
+        return Status::AlreadyExists(Printable(output_ + "/" + path) + " exists and is not a directory");
+      if (last && S_ISDIR(st.st_mode))
+        return Status::AlreadyExists(Printable(Shown(f)) + " exists and is a directory");
+      if (last && !force_) return Status::AlreadyExists(Printable(Shown(f)) + " exists (use --force to overwrite)");
+    }
+    return Status::Ok();
+  }
+
+  // Moves a staged file to its place (or, `back`, from its place to the
+  // staging directory). A file it replaces (--force) is exchanged with it,
+  // so that moving back restores it.
+  Status MoveOne(int out, const OpenFile& f, bool back) {
+    VF_ASSIGN_OR_RETURN(UniqueFd staged, OpenParentDirectory(staging_fd_, f.parts, false));
+    VF_ASSIGN_OR_RETURN(UniqueFd placed, OpenParentDirectory(out, f.parts, !back));
+    const char* name = f.parts.back().c_str();
+    if (back) {
+      if (replaced_.count(&f))
+        return ::renameat2(staged.get(), name, placed.get(), name, RENAME_EXCHANGE) == 0
+                   ? Status::Ok()
+                   : Status::FromErrno("putting back " + Printable(Shown(f)), errno);
+      return ::renameat(placed.get(), name, staged.get(), name) == 0
+                 ? Status::Ok()
+                 : Status::FromErrno("moving " + Printable(Shown(f)) + " back", errno);
+    }
+    if (::renameat2(staged.get(), name, placed.get(), name, RENAME_NOREPLACE) == 0) return Status::Ok();
+    if (errno != EEXIST || !force_) return MoveInto(staged.get(), name, placed.get(), name, false, Shown(f));
+    if (::renameat2(staged.get(), name, placed.get(), name, RENAME_EXCHANGE) != 0)
+      return Status::FromErrno("moving the unpacked object into " + Printable(Shown(f)), errno);
+    replaced_.insert(&f);
+    return Status::Ok();
+  }
 
   Result<RestoreTarget> OpenSkipped(const ObjectState& o) {
     if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_));
     const std::string name = std::to_string(o.id);
     int fd = ::openat(skipped_dir_.fd(), name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::FromErrno("creating a scratch file for '" + o.metadata.name + "'", errno);
+    if (fd < 0) return Status::FromErrno("creating a scratch file for " + Printable(o.metadata.name), errno);
     OpenFile& f = files_[o.id];
     f.fd.Reset(fd);
     f.skipped = true;
     uint64_t size = o.size == kUnknownObjectSize ? FileDevice::kUnbounded : o.size;
-    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, 0, size, "'" + o.metadata.name + "' (not selected)"));
+    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, 0, size, Printable(o.metadata.name) + " (not selected)"));
     return RestoreTarget{device_, bo, /*zero_filled=*/true};
   }
 
@@ -282,11 +357,13 @@ class StagedFiles {
   bool force_;
   FileDevice* device_;
   const ObjectSelector* filter_;
+  OutputLimit* limit_;
   StagingDirectory skipped_dir_;
   std::vector<ObjectMetadata> seen_;
   uint64_t kept_bytes_ = 0;
   std::map<uint32_t, OpenFile> files_;
   std::set<std::string> names_;
+  std::set<const OpenFile*> replaced_;  // by Commit(): their old files are in the staging directory
 };
 
 // Unpacks `input`; with a `filter`, only the objects it selects become files.
@@ -295,7 +372,9 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   ByteSource* source = &input;
   // One object, in order, to an fd: stdout, a device or a named pipe.
   auto unpack_sequentially = [&](int fd, const std::string& description) -> Status {
-    SequentialVisitor visitor(fd, description, filter);
+    VF_ASSIGN_OR_RETURN(uint64_t free_bytes, OutputLimit::FreeBytes(fd, description));
+    OutputLimit limit(options.max_output, free_bytes, description);
+    SequentialVisitor visitor(fd, description, filter, &limit);
     VF_RETURN_IF_ERROR(ReadStream(*source, visitor));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
@@ -324,7 +403,9 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   StagingDirectory staging;
   VF_RETURN_IF_ERROR(staging.Create(output));
   FileDevice device("unpack");
-  StagedFiles files(staging.fd(), output, directory_forced, options.force, &device, filter);
+  VF_ASSIGN_OR_RETURN(uint64_t free_bytes, OutputLimit::FreeBytes(staging.fd(), "the staging directory"));
+  OutputLimit limit(options.max_output, free_bytes, "the file system of " + Printable(output));
+  StagedFiles files(staging.fd(), output, directory_forced, options.force, &device, filter, &limit);
   PipelineStats stats;
   ProgressBar bar("unpack", 0, options.progress);
   PipelineOptions with_progress = pipeline;

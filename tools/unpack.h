@@ -39,6 +39,10 @@ struct UnpackOptions {
   std::string input;   // any source URI: path, -, fd:N; tcp:// and unix: are listened on
   std::string output;  // directory, file or "-"
   bool force = false;
+  // The objects may declare at most this many bytes in all (0: no limit);
+  // they must also fit in the free space where files are written
+  // (output_limit.h).
+  uint64_t max_output = 0;
   PipelineOptions pipeline;  // threads and memory budget of the restore graph
   TransportOptions transport;
   bool progress = false;  // a progress bar on stderr
