@@ -60,7 +60,7 @@ std::string OneObjectStream(const TempDir& dir, const std::string& name) {
 
 //! Defect 7: inspect --json aborted on a name that is not UTF-8; now the
 //! name comes back escaped, with its exact bytes in name_hex.
-TEST(Issue18, InspectJsonKeepsNamesThatAreNotUtf8) {
+TEST(HostileStreamReader, InspectJsonKeepsNamesThatAreNotUtf8) {
   TempDir dir;
   const std::string stream = OneObjectStream(dir, kHostileName);
   CliRun r = Vf("inspect --json " + Q(stream) + " 2>/dev/null");
@@ -73,7 +73,7 @@ TEST(Issue18, InspectJsonKeepsNamesThatAreNotUtf8) {
 }
 
 //! Defect 7: the same through pack, which takes any file name.
-TEST(Issue18, InspectJsonOfAPackedFileWithALatin1Name) {
+TEST(HostileStreamReader, InspectJsonOfAPackedFileWithALatin1Name) {
   TempDir dir;
   const std::string name = "caf\xe9.bin";  // Latin-1, not UTF-8
   WriteFileBytes(dir.File(name), {1, 2, 3});
@@ -88,7 +88,7 @@ TEST(Issue18, InspectJsonOfAPackedFileWithALatin1Name) {
 
 //! Defect 13: control bytes in names are escaped in inspect's text report
 //! and in unpack's summary and errors.
-TEST(Issue18, ControlBytesInNamesAreEscapedInEveryReport) {
+TEST(HostileStreamReader, ControlBytesInNamesAreEscapedInEveryReport) {
   TempDir dir;
   const std::string stream = OneObjectStream(dir, kHostileName);
   for (const char* mode : {"", "--full"}) {
@@ -110,7 +110,7 @@ TEST(Issue18, ControlBytesInNamesAreEscapedInEveryReport) {
 }
 
 //! Defect 13: a damaged stream's error names the object without raw bytes.
-TEST(Issue18, ErrorsNameHostileObjectsEscaped) {
+TEST(HostileStreamReader, ErrorsNameHostileObjectsEscaped) {
   TempDir dir;
   const std::string path = dir.File("s.vfs");
   {
@@ -147,7 +147,7 @@ std::vector<uint8_t> BigChunkStream(const std::string& path, uint32_t header_chu
 
 //! Defect 10: unpack sized its buffers from the header's chunk_size, which
 //! FORMAT.md 2 says readers must not rely on; chunks larger than it failed.
-TEST(Issue18, UnpackDoesNotTrustTheHeadersChunkSize) {
+TEST(HostileStreamReader, UnpackDoesNotTrustTheHeadersChunkSize) {
   TempDir dir;
   for (uint32_t claimed : {0u, 4096u}) {
     const std::string stream = dir.File("s" + std::to_string(claimed) + ".vfs");
@@ -162,7 +162,7 @@ TEST(Issue18, UnpackDoesNotTrustTheHeadersChunkSize) {
 
 //! Defect 10: a budget too small for a stream's chunks says so, without
 //! suggesting an option that unpack does not have.
-TEST(Issue18, TooSmallABudgetForLargeChunksSaysWhy) {
+TEST(HostileStreamReader, TooSmallABudgetForLargeChunksSaysWhy) {
   TempDir dir;
   const std::string stream = dir.File("s.vfs");
   BigChunkStream(stream, 4096);
@@ -190,7 +190,7 @@ std::string BombStream(const TempDir& dir, bool size_up_front) {
 
 //! Defect 11: declared sizes are checked against the free space of the
 //! target (and --max-output) before anything is written.
-TEST(Issue18, DecompressionBombsAreRefusedBeforeWriting) {
+TEST(HostileStreamReader, DecompressionBombsAreRefusedBeforeWriting) {
   TempDir dir;
   for (bool up_front : {true, false}) {
     const std::string stream = BombStream(dir, up_front);
@@ -213,14 +213,15 @@ TEST(Issue18, DecompressionBombsAreRefusedBeforeWriting) {
 }
 
 //! Defect 11: --max-output counts every object of the stream.
-TEST(Issue18, MaxOutputCountsEveryObject) {
+TEST(HostileStreamReader, MaxOutputCountsEveryObject) {
   TempDir dir;
   const std::string stream = dir.File("two.vfs");
   {
     HostileStream s(stream, StreamHeader{});
     for (uint32_t id : {1u, 2u}) {
       ObjectMetadata m;
-      m.name = "o" + std::to_string(id);
+      m.name = "o";
+      m.name += std::to_string(id);
       s.Begin(id, m, 600 << 10);
       s.Zero(id, 0, 600 << 10);
       s.End(id);
@@ -267,7 +268,7 @@ std::string ScatteredZeroRuns(const TempDir& dir, uint64_t frames) {
 //! Defect 5: the byte ranges a reader tracks for chunks out of order are
 //! charged to its records: unpack -m 32M refuses this 32 MB stream (256K
 //! ranges, 16 MiB of them) with a clear error instead of growing.
-TEST(Issue18, ScatteredChunksAreChargedToTheBudget) {
+TEST(HostileStreamReader, ScatteredChunksAreChargedToTheBudget) {
   TempDir dir;
   const std::string stream = ScatteredZeroRuns(dir, 512 * 1024);
   CliRun r = Vf("unpack " + Q(stream) + " -o " + Q(dir.File("out")) + " -m 32M");
@@ -283,14 +284,15 @@ TEST(Issue18, ScatteredChunksAreChargedToTheBudget) {
 
 //! Defect 5: metadata is kept only while its object is open: 400 objects
 //! with 64 KiB of attributes each (26 MB) unpack in far less memory.
-TEST(Issue18, ObjectMetadataIsDroppedAtTheObjectsEnd) {
+TEST(HostileStreamReader, ObjectMetadataIsDroppedAtTheObjectsEnd) {
   TempDir dir;
   const std::string stream = dir.File("attrs.vfs");
   {
     HostileStream s(stream, StreamHeader{});
     for (uint32_t id = 1; id <= 400; ++id) {
       ObjectMetadata m;
-      m.name = "o" + std::to_string(id);
+      m.name = "o";
+      m.name += std::to_string(id);
       m.attributes.emplace_back("big", std::string(65000, 'x'));
       s.Begin(id, m, 1);
       s.Data(id, 0, {1});
@@ -310,7 +312,7 @@ TEST(Issue18, ObjectMetadataIsDroppedAtTheObjectsEnd) {
 
 //! Defect 9: a multi-object unpack is all or nothing: a destination that is
 //! taken is found before the first file moves.
-TEST(Issue18, UnpackMovesEveryFileOrNone) {
+TEST(HostileStreamReader, UnpackMovesEveryFileOrNone) {
   TempDir dir;
   const std::string stream = dir.File("ab.vfs");
   {
