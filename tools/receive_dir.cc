@@ -82,6 +82,7 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
     signal_number = signal;
     if (receiver_ptr) receiver_ptr->Shutdown();
   });
+  VF_RETURN_IF_ERROR(signals.status());
   auto stopped_by = [&] {
     std::lock_guard lock(mu);
     return signal_number;
