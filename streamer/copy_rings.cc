@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "common/thread_start.h"
+
 namespace vramflow {
 
 CopyRings::CopyRings(std::string owner, uint32_t count, double bytes_per_second, std::chrono::microseconds latency,
@@ -12,7 +14,9 @@ CopyRings::CopyRings(std::string owner, uint32_t count, double bytes_per_second,
     rings_.push_back(std::make_unique<Ring>());
     rings_.back()->index = i;
   }
-  for (auto& ring : rings_) ring->worker = std::thread([this, r = ring.get()] { Run(*r); });
+  for (auto& ring : rings_)
+    ring->start_error = StartThread(&ring->worker, owner_ + " DMA ring " + std::to_string(ring->index),
+                                    [this, r = ring.get()] { Run(*r); });
 }
 
 CopyRings::~CopyRings() {
@@ -22,7 +26,7 @@ CopyRings::~CopyRings() {
       ring->stop = true;
     }
     ring->work_cv.notify_all();
-    ring->worker.join();
+    if (ring->worker.joinable()) ring->worker.join();
   }
 }
 
@@ -76,6 +80,7 @@ void CopyRings::Run(Ring& ring) {
 Result<DmaFence> CopyRings::Submit(uint32_t ring_index, size_t bytes, std::function<Status()> copy, bool stall) {
   if (ring_index >= rings_.size()) return Status::InvalidArgument(owner_ + ": no ring " + std::to_string(ring_index));
   Ring& ring = *rings_[ring_index];
+  if (!ring.start_error.ok()) return ring.start_error;
   DmaFence fence;
   fence.ring = ring_index;
   {

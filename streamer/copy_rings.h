@@ -8,7 +8,8 @@
 // fence and every later one on that ring never signal (fault injection).
 // Optionally the workers are pinned to given CPUs (benchmarks: copies that
 // take no CPU from the pipeline, as with SDMA); a worker that cannot be
-// pinned fails every copy, saying why. Thread-safe.
+// pinned fails every copy, saying why; a ring whose thread cannot be
+// started refuses every copy (Submit fails, saying why). Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -59,6 +60,7 @@ class CopyRings {
     uint64_t completed = 0;
     std::map<uint64_t, Status> errors;  // failed sequences, until waited on
     bool stop = false;
+    Status start_error;  // why `worker` could not be started
     std::thread worker;
   };
   void Run(Ring& ring);

@@ -1,5 +1,7 @@
 #include "streamer/dma_completer.h"
 
+#include "common/thread_start.h"
+
 namespace vramflow {
 
 DmaCompleter::~DmaCompleter() {
@@ -13,14 +15,20 @@ DmaCompleter::~DmaCompleter() {
   }
 }
 
-void DmaCompleter::Watch(Device* device, const DmaFence& fence, Callback done) {
+Status DmaCompleter::Watch(Device* device, const DmaFence& fence, Callback done) {
   Waiter* waiter;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& slot = waiters_[{device, fence.ring}];
     if (!slot) {
       slot = std::make_unique<Waiter>();
-      slot->thread = std::thread([this, device, w = slot.get()] { Run(device, w); });
+      Status started = StartThread(&slot->thread,
+                                   "waiting on DMA ring " + std::to_string(fence.ring) + " of " + device->Describe(),
+                                   [this, device, w = slot.get()] { Run(device, w); });
+      if (!started.ok()) {
+        waiters_.erase({device, fence.ring});  // the destructor joins only waiters with a thread
+        return started;
+      }
     }
     waiter = slot.get();
   }
@@ -29,6 +37,7 @@ void DmaCompleter::Watch(Device* device, const DmaFence& fence, Callback done) {
     waiter->queue.emplace_back(fence, std::move(done));
   }
   waiter->cv.notify_one();
+  return Status::Ok();
 }
 
 void DmaCompleter::Run(Device* device, Waiter* waiter) {

@@ -4,7 +4,9 @@
 // Flow-graph workers never block on hardware: a DMA node submits a copy,
 // hands the fence here and returns; the callback puts the job back into the
 // graph. A fence that does not signal within the timeout completes with an
-// error, so nothing can hang. Thread-safe.
+// error, so nothing can hang. A waiting thread that cannot be created is an
+// error value from Watch (the callback is then never called), never an
+// exception. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -30,7 +32,10 @@ class DmaCompleter {
   DmaCompleter(const DmaCompleter&) = delete;
   DmaCompleter& operator=(const DmaCompleter&) = delete;
 
-  void Watch(Device* device, const DmaFence& fence, Callback done);
+  // Calls `done` once `fence` has signalled (or failed or timed out), on the
+  // waiting thread of its (device, ring), started on first use. Fails, without
+  // ever calling `done`, when that thread cannot be started.
+  [[nodiscard]] Status Watch(Device* device, const DmaFence& fence, Callback done);
 
  private:
   struct Waiter {

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "codecs/chunk_analysis.h"
+#include "common/exception_boundary.h"
 #include "common/hash.h"
 #include "streamer/dedup_window.h"
 #include "streamer/dma_completer.h"
@@ -18,6 +19,7 @@
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/slot_pool.h"
+#include "streamer/tbb_workers.h"
 #include "streamer/stream_writer.h"
 
 namespace vramflow {
@@ -136,8 +138,10 @@ uint32_t DefaultDedupWindow(uint64_t max_memory) {
   return static_cast<uint32_t>(std::clamp<uint64_t>(affordable, 1, 65536));
 }
 
-Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& options,
-               PipelineStats* stats) {
+namespace {
+
+Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& options,
+            PipelineStats* stats) {
   const auto start = std::chrono::steady_clock::now();
   const unsigned threads = ResolveThreads(options.threads);
   const uint32_t chunk = options.chunk_size;
@@ -195,6 +199,10 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
   std::optional<oneapi::tbb::global_control> allow_threads;
   if (threads > std::thread::hardware_concurrency())
     allow_threads.emplace(oneapi::tbb::global_control::max_allowed_parallelism, threads);
+  // oneTBB cannot report a worker it fails to start (it aborts or stalls):
+  // find out first whether they can start.
+  VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("the dump graph with " + std::to_string(threads) +
+                                                                   " threads"));
   oneapi::tbb::task_arena arena(static_cast<int>(threads));
   arena.execute([&] {
     oneapi::tbb::enumerable_thread_specific<ChunkEncoder> encoders(options.encoder);
@@ -230,11 +238,19 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
         return;
       }
       gateway.reserve_wait();
-      completer.Watch(s.device, *fence, [&, job, gw = &gateway](Status status) {
+      Status watching = completer.Watch(s.device, *fence, [&, job, gw = &gateway](Status status) {
         if (!status.ok()) errors.Set(status.WithContext("DMA read of " + Where(sources[job.source], job)));
         gw->try_put(job);
         gw->release_wait();
       });
+      if (!watching.ok()) {
+        // Nobody else waits for this copy: wait here (bounded by the DMA
+        // timeout), so that it is over before its slot is reused or freed.
+        (void)s.device->WaitFence(*fence, options.dma_timeout);
+        errors.Set(watching.WithContext("DMA read of " + Where(s, job)));
+        gateway.try_put(job);
+        gateway.release_wait();
+      }
     });
 
     flow::function_node<DumpJob, DumpJob> analyze(g, flow::unlimited, [&](DumpJob job) {
@@ -346,6 +362,13 @@ Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pip
   stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats->serial_seconds = write_seconds;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status RunDump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& options,
+               PipelineStats* stats) {
+  return ExceptionBoundary("the dump graph", [&] { return Dump(sources, sink, options, stats); });
 }
 
 }  // namespace vramflow

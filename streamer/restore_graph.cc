@@ -12,6 +12,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/exception_boundary.h"
 #include "common/hash.h"
 #include "common/printable.h"
 #include "common/units.h"
@@ -22,6 +23,7 @@
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/slot_pool.h"
+#include "streamer/tbb_workers.h"
 #include "streamer/stream_reader.h"
 
 namespace vramflow {
@@ -280,10 +282,8 @@ Status CopyReferences(const std::vector<PendingRef>& refs, const std::map<uint32
   return Status::Ok();
 }
 
-}  // namespace
-
-Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const RestoreResolver& resolve,
-                  const PipelineOptions& options, PipelineStats* stats, const ObjectEndHook& on_object_end) {
+Status Restore(ByteSource* source, const std::vector<Device*>& devices, const RestoreResolver& resolve,
+               const PipelineOptions& options, PipelineStats* stats, const ObjectEndHook& on_object_end) {
   const auto start = std::chrono::steady_clock::now();
   const unsigned threads = ResolveThreads(options.threads);
   uint32_t rings = 0;
@@ -352,6 +352,10 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   if (threads > std::thread::hardware_concurrency())
     allow_threads.emplace(oneapi::tbb::global_control::max_allowed_parallelism, threads);
   double read_seconds = 0;  // inside the serial read stage
+  // oneTBB cannot report a worker it fails to start (it aborts or stalls):
+  // find out first whether they can start.
+  VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("the restore graph with " + std::to_string(threads) +
+                                                                   " threads"));
   oneapi::tbb::task_arena arena(static_cast<int>(threads));
   oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders;
   // Runs the graph until the stream is done or failed, or until the frame
@@ -395,11 +399,19 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
         return;
       }
       gateway.reserve_wait();
-      completer.Watch(job.target.device, *fence, [&, job, gw = &gateway](Status status) {
+      Status watching = completer.Watch(job.target.device, *fence, [&, job, gw = &gateway](Status status) {
         if (!status.ok()) errors.Set(status.WithContext("DMA write for " + Where(job)));
         gw->try_put(job);
         gw->release_wait();
       });
+      if (!watching.ok()) {
+        // Nobody else waits for this copy: wait here (bounded by the DMA
+        // timeout), so that it is over before its slot is reused or freed.
+        (void)job.target.device->WaitFence(*fence, options.dma_timeout);
+        errors.Set(watching.WithContext("DMA write for " + Where(job)));
+        gateway.try_put(job);
+        gateway.release_wait();
+      }
     });
     flow::function_node<RestoreJob, uint32_t> account(g, flow::serial, [&](const RestoreJob& job) {
       done_bytes += job.size;
@@ -459,6 +471,13 @@ Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const
   stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats->serial_seconds = read_seconds;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status RunRestore(ByteSource* source, const std::vector<Device*>& devices, const RestoreResolver& resolve,
+                  const PipelineOptions& options, PipelineStats* stats, const ObjectEndHook& on_object_end) {
+  return ExceptionBoundary("the restore graph", [&] { return Restore(source, devices, resolve, options, stats, on_object_end); });
 }
 
 }  // namespace vramflow

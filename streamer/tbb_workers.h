@@ -1,4 +1,7 @@
-// JoinTbbWorkerThreads: ends oneTBB's worker threads in this process and
+// oneTBB's worker threads: making sure they can start (CheckWorkersCanStart)
+// and ending them (JoinTbbWorkerThreads).
+//
+// JoinTbbWorkerThreads ends oneTBB's worker threads in this process and
 // waits until they have exited.
 //
 // oneTBB keeps its workers alive after a graph or arena is done, for the
@@ -18,5 +21,17 @@
 namespace vramflow {
 
 Status JoinTbbWorkerThreads();
+
+// Whether `workers` threads with oneTBB's worker stack size can run at once
+// in this process right now: starts them (each waits until all are started),
+// then lets them return and joins them. oneTBB starts its workers lazily, inside its scheduler, and one that
+// it cannot start aborts the process ("pthread_create has failed") or leaves
+// a graph without the threads it waits for; a graph calls this before its
+// arena runs, so that a process short of threads (ulimit -u) or of address
+// space for their stacks (ulimit -v) fails with an error value instead. The
+// check is a snapshot: it cannot reserve what it found for oneTBB, and it
+// counts workers that oneTBB may already keep as if they were still needed.
+// Thread-safe.
+Status CheckWorkersCanStart(unsigned workers);
 
 }  // namespace vramflow

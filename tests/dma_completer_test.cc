@@ -58,7 +58,7 @@ TEST(DmaCompleterTest, EveryFenceCompletesOnceWithItsOutcome) {
     for (size_t i = 0; i < 40; ++i) {
       Result<DmaFence> fence = rig.Read(static_cast<uint32_t>(i % 2), i);
       ASSERT_TRUE(fence.ok()) << fence.status().ToString();
-      completer.Watch(&rig.device, *fence, out.Collect(i));
+      ASSERT_TRUE(completer.Watch(&rig.device, *fence, out.Collect(i)).ok());
     }
   }  // the destructor returns once every callback has run
   EXPECT_EQ(out.calls.load(), 40);
@@ -88,7 +88,7 @@ TEST(DmaCompleterTest, StuckRingTimesOutItsFencesAndNotTheOtherRings) {
     for (size_t i = 0; i < 8; ++i) {
       Result<DmaFence> fence = rig.Read(static_cast<uint32_t>(i % 2), i);
       ASSERT_TRUE(fence.ok());
-      completer.Watch(&rig.device, *fence, out.Collect(i));
+      ASSERT_TRUE(completer.Watch(&rig.device, *fence, out.Collect(i)).ok());
     }
   }
   const auto took = std::chrono::steady_clock::now() - start;

@@ -203,6 +203,20 @@ Ran RunVf(const TempDir& dir, const std::vector<std::string>& args, milliseconds
   return r;
 }
 
+// `data` packed into a vramflow stream: recv stores only complete, verified
+// streams, so what a test sends to it must be one.
+std::vector<uint8_t> Packed(const TempDir& dir, const std::vector<uint8_t>& data) {
+  static int counter = 0;
+  const std::string raw = dir.File("packed-" + std::to_string(counter++) + ".bin");
+  WriteFileBytes(raw, data);
+  Ran packed = RunVf(dir, {"pack", raw, "-o", raw + ".vfs", "-c", "raw", "-q"});
+  EXPECT_EQ(packed.code, 0) << packed.output;
+  std::vector<uint8_t> stream = ReadFileBytes(raw + ".vfs");
+  ::unlink(raw.c_str());
+  ::unlink((raw + ".vfs").c_str());
+  return stream;
+}
+
 // A loopback port held for one test: a socket bound to it (never listening)
 // keeps it out of the kernel's hands, so no other process's port-0 listener or
 // outgoing connection can take it between the test choosing it and a child
@@ -376,7 +390,8 @@ TEST(NetCli, KeygenWritesAPrivateKeyAndNeverOverwrites) {
 // pack does, so its "use --force" hint names a flag it has.
 TEST(NetCli, SendToAnExistingFileNeedsForce) {
   TempDir dir;
-  WriteFileBytes(dir.File("in.vfs"), std::vector<uint8_t>{1, 2, 3, 4});
+  const std::vector<uint8_t> stream = Packed(dir, RandomData(1000, 0));
+  WriteFileBytes(dir.File("in.vfs"), stream);
   WriteFileBytes(dir.File("out.vfs"), std::vector<uint8_t>{9});
   Ran refused = RunVf(dir, {"send", "-q", dir.File("in.vfs"), dir.File("out.vfs")});
   EXPECT_EQ(refused.code, 1) << refused.output;
@@ -384,13 +399,13 @@ TEST(NetCli, SendToAnExistingFileNeedsForce) {
   EXPECT_EQ(ReadText(dir.File("out.vfs")), std::string(1, '\x09'));
   Ran forced = RunVf(dir, {"send", "-q", "--force", dir.File("in.vfs"), dir.File("out.vfs")});
   EXPECT_EQ(forced.code, 0) << forced.output;
-  EXPECT_EQ(ReadText(dir.File("out.vfs")), std::string("\x01\x02\x03\x04"));
+  EXPECT_TRUE(ReadFileBytes(dir.File("out.vfs")) == stream);
 }
 
 TEST(NetCli, SendRecvRoundTripWithKeyFileOverTcp) {
   TempDir dir;
   ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
-  const std::vector<uint8_t> data = RandomData((9 << 20) + 12345, 1);
+  const std::vector<uint8_t> data = Packed(dir, RandomData((9 << 20) + 12345, 1));
   WriteFileBytes(dir.File("in.bin"), data);
   struct Case {
     std::vector<std::string> sender_flags;
@@ -417,7 +432,7 @@ TEST(NetCli, SendRecvRoundTripWithKeyFileOverTcp) {
 
 TEST(NetCli, SendRecvOverUnixSocketAndStdout) {
   TempDir dir;
-  const std::vector<uint8_t> data = RandomData(3 << 20, 2);
+  const std::vector<uint8_t> data = Packed(dir, RandomData(3 << 20, 2));
   WriteFileBytes(dir.File("in.bin"), data);
   const std::string sock = dir.File("sock");
   // recv -o - writes the stream to stdout (the log here, with nothing else: -q).
@@ -490,7 +505,8 @@ TEST(NetCli, SecondSenderIsRefusedWhileTheFirstIsActive) {
   StdinPipe pipe;
   Child first({"send", "-", "unix:" + sock, "-q", "--timeout", "5"}, dir.File("first.log"), pipe.read_end);
   pipe.CloseRead();
-  const std::vector<uint8_t> head = RandomData(3 << 20, 4);
+  const std::vector<uint8_t> stream = Packed(dir, RandomData(4 << 20, 4));
+  const std::vector<uint8_t> head(stream.begin(), stream.begin() + (3 << 20));
   ASSERT_TRUE(WriteWithTimeout(pipe.write_end, head, 5000ms)) << first.Log();
   // Data reaching the receiver's temporary file proves the session is up.
   ASSERT_TRUE(WaitForBytes(dir.File("out"), "stream.bin", 1 << 20)) << recv.Log() << first.Log();
@@ -502,21 +518,19 @@ TEST(NetCli, SecondSenderIsRefusedWhileTheFirstIsActive) {
   EXPECT_TRUE(Contains(second.output, "stream.bin")) << "the refusal should name the destination: " << second.output;
 
   // The first transfer completes untouched.
-  const std::vector<uint8_t> tail = RandomData(1 << 20, 6);
+  const std::vector<uint8_t> tail(stream.begin() + (3 << 20), stream.end());
   ASSERT_TRUE(WriteWithTimeout(pipe.write_end, tail, 5000ms));
   pipe.CloseWrite();
   EXPECT_EQ(first.Wait(20000ms), 0) << first.Log();
   EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
-  std::vector<uint8_t> want = head;
-  want.insert(want.end(), tail.begin(), tail.end());
-  EXPECT_TRUE(ReadFileBytes(out) == want) << "the first sender's stream was damaged";
+  EXPECT_TRUE(ReadFileBytes(out) == stream) << "the first sender's stream was damaged";
 }
 
 TEST(NetCli, KeyMismatchFailsTheSenderAndTheRightKeyStillWorks) {
   TempDir dir;
   ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("ka")}).code, 0);
   ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("kb")}).code, 0);
-  const std::vector<uint8_t> data = RandomData(1 << 20, 7);
+  const std::vector<uint8_t> data = Packed(dir, RandomData(1 << 20, 7));
   WriteFileBytes(dir.File("in.bin"), data);
   ReservedPort reserved;
   const uint16_t port = reserved.port();
@@ -547,7 +561,7 @@ TEST(NetCli, KeyFromTheEnvironmentMatchesAKeyFile) {
   const std::string secret = "0123456789abcdef0123456789abcdef";
   WriteFileBytes(dir.File("key"), std::vector<uint8_t>(secret.begin(), secret.end()));
   ASSERT_EQ(::chmod(dir.File("key").c_str(), 0600), 0);
-  const std::vector<uint8_t> data = RandomData(2 << 20, 15);
+  const std::vector<uint8_t> data = Packed(dir, RandomData(2 << 20, 15));
   WriteFileBytes(dir.File("in.bin"), data);
   int round = 0;
   for (const std::string& env : {"VRAMFLOW_KEY_FILE=" + dir.File("key"), "VRAMFLOW_KEY=" + secret + "\n"}) {
@@ -634,7 +648,7 @@ TEST(NetCli, RecvOntoAFullTmpfsFailsBothEndsAndLeavesNothing) {
     }
   } unmount{small.path()};
 
-  WriteFileBytes(dir.File("big.bin"), RandomData(4 << 20, 10));
+  WriteFileBytes(dir.File("big.bin"), Packed(dir, RandomData(4 << 20, 10)));
   const std::string sock = dir.File("sock");
   Child recv({"recv", "--listen", "unix:" + sock, "-o", small.path() + "/out.vfs", "--accept-timeout", "20",
               "--timeout", "5"},
@@ -778,6 +792,9 @@ TEST(NetCli, StoppedSenderTimesOutAndCannotResumeLater) {
 
 TEST(NetCli, KilledSenderLeavesNoRecvOutput) {
   TempDir dir;
+  // The first 4 MiB of a stream: recv takes it, then waits for the rest.
+  const std::vector<uint8_t> stream = Packed(dir, RandomData(6 << 20, 13));
+  const std::vector<uint8_t> head(stream.begin(), stream.begin() + (4 << 20));
   const std::string sock = dir.File("sock");
   ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
   Child recv({"recv", "--listen", "unix:" + sock, "-o", dir.File("out/stream.bin"), "--accept-timeout", "20",
@@ -787,7 +804,7 @@ TEST(NetCli, KilledSenderLeavesNoRecvOutput) {
   StdinPipe pipe;
   Child sender({"send", "-", "unix:" + sock, "-q", "--timeout", "2"}, dir.File("send.log"), pipe.read_end);
   pipe.CloseRead();
-  ASSERT_TRUE(WriteWithTimeout(pipe.write_end, RandomData(4 << 20, 13), 5000ms)) << sender.Log();
+  ASSERT_TRUE(WriteWithTimeout(pipe.write_end, head, 5000ms)) << sender.Log();
   ASSERT_TRUE(WaitForBytes(dir.File("out"), "stream.bin", 1 << 20)) << recv.Log() << sender.Log();
   auto killed_at = Clock::now();
   sender.Kill(SIGKILL);
@@ -813,7 +830,7 @@ TEST(NetCli, RecvOutputDirStoresNamedStreamsAndRefusesHostileNames) {
   ASSERT_EQ(::mkdir(dir.File("top").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(dir.File("top/out").c_str(), 0755), 0);
   WriteFileBytes(dir.File("top/out/taken.img"), std::vector<uint8_t>{7});
-  const std::vector<uint8_t> a = RandomData((2 << 20) + 3, 21), b = RandomData(5000, 22);
+  const std::vector<uint8_t> a = Packed(dir, RandomData((2 << 20) + 3, 21)), b = Packed(dir, RandomData(5000, 22));
   WriteFileBytes(dir.File("a.bin"), a);
   WriteFileBytes(dir.File("b.bin"), b);
   ReservedPort reserved;
@@ -866,7 +883,7 @@ TEST(NetCli, RecvOutputDirForceReplacesFilesButNotSymlinks) {
   WriteFileBytes(dir.File("out/old.img"), std::vector<uint8_t>{1});
   WriteFileBytes(dir.File("victim"), std::vector<uint8_t>{2});
   ASSERT_EQ(::symlink(dir.File("victim").c_str(), dir.File("out/link.img").c_str()), 0);
-  const std::vector<uint8_t> data = RandomData(4000, 23);
+  const std::vector<uint8_t> data = Packed(dir, RandomData(4000, 23));
   WriteFileBytes(dir.File("in.bin"), data);
   const std::string sock = dir.File("sock");
   Child recv({"recv", "--listen", "unix:" + sock, "-d", dir.File("out"), "--count", "1", "--force", "-q",
@@ -888,6 +905,9 @@ TEST(NetCli, RecvOutputDirForceReplacesFilesButNotSymlinks) {
 // while idle: recv exits 0.
 TEST(NetCli, RecvOutputDirStopsOnSignalsWithoutLeftovers) {
   TempDir dir;
+  // The first 3 MiB of a stream: recv takes it, then waits for the rest.
+  const std::vector<uint8_t> stream = Packed(dir, RandomData(5 << 20, 24));
+  const std::vector<uint8_t> head(stream.begin(), stream.begin() + (3 << 20));
   ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
   const std::string sock = dir.File("sock");
   Child recv({"recv", "--listen", "unix:" + sock, "-d", dir.File("out"), "--accept-timeout", "20", "--timeout", "5"},
@@ -897,7 +917,7 @@ TEST(NetCli, RecvOutputDirStopsOnSignalsWithoutLeftovers) {
   Child sender({"send", "-", "unix:" + sock, "--name", "half.img", "-q", "--timeout", "5", "--retries", "0"},
                dir.File("send.log"), pipe.read_end);
   pipe.CloseRead();
-  ASSERT_TRUE(WriteWithTimeout(pipe.write_end, RandomData(3 << 20, 24), 5000ms)) << sender.Log();
+  ASSERT_TRUE(WriteWithTimeout(pipe.write_end, head, 5000ms)) << sender.Log();
   ASSERT_TRUE(WaitForBytes(dir.File("out"), "half.img", 1 << 20)) << recv.Log() << sender.Log();
   recv.Kill(SIGTERM);
   EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
@@ -911,6 +931,81 @@ TEST(NetCli, RecvOutputDirStopsOnSignalsWithoutLeftovers) {
   idle.Kill(SIGINT);
   EXPECT_EQ(idle.Wait(20000ms), 0) << idle.Log();
   EXPECT_TRUE(Contains(idle.Log(), "stored 0 stream(s)")) << idle.Log();
+}
+
+// Issue 18, defect 2: a receiver stores only a complete, verified vramflow
+// stream, and only then is its sender told DONE. The stream of a pack killed
+// mid-stream (`pack -o - | send -`: send's stdin just ends), plain text, and
+// a stream with one payload byte flipped (found only by decoding, as
+// `verify` does) are each refused: the sender exits 1 with the receiver's
+// reason, nothing appears in the directory, and a good stream after them is
+// stored.
+TEST(NetCli, RecvStoresOnlyCompleteVerifiedStreams) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
+  const std::vector<uint8_t> stream = Packed(dir, RandomData(2 << 20, 31));
+  const std::string text = "hello, this is not a vramflow stream\n";
+  WriteFileBytes(dir.File("text.txt"), std::vector<uint8_t>(text.begin(), text.end()));
+  std::vector<uint8_t> flipped = stream;
+  flipped[flipped.size() / 2] ^= 0x01;
+  WriteFileBytes(dir.File("flipped.vfs"), flipped);
+  WriteFileBytes(dir.File("good.vfs"), stream);
+  const std::string sock = dir.File("sock");
+  Child recv({"recv", "--listen", "unix:" + sock, "-d", dir.File("out"), "--count", "1", "--accept-timeout", "20"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+
+  {
+    SCOPED_TRACE("a pack killed mid-stream");
+    StdinPipe pipe;
+    Child sender({"send", "-", "unix:" + sock, "--name", "cut.img", "--timeout", "5"}, dir.File("cut.log"),
+                 pipe.read_end);
+    pipe.CloseRead();
+    ASSERT_TRUE(WriteWithTimeout(pipe.write_end, std::vector<uint8_t>(stream.begin(), stream.begin() + stream.size() / 2),
+                                 5000ms));
+    pipe.CloseWrite();
+    EXPECT_EQ(sender.Wait(20000ms), 1) << sender.Log();
+    EXPECT_TRUE(Contains(sender.Log(), "truncated")) << sender.Log();
+    EXPECT_FALSE(Contains(sender.Log(), "stored all of it")) << sender.Log();
+  }
+  for (const auto& [file, why] : {std::pair<std::string, std::string>{"text.txt", "not a complete, valid vramflow stream"},
+                                  {"flipped.vfs", "hash mismatch"}}) {
+    SCOPED_TRACE(file);
+    Ran sent = RunVf(dir, {"send", dir.File(file), "unix:" + sock, "--name", file + ".img", "--timeout", "5"});
+    EXPECT_EQ(sent.code, 1) << sent.output;
+    EXPECT_TRUE(Contains(sent.output, why)) << sent.output;
+    EXPECT_FALSE(Contains(sent.output, "stored all of it")) << sent.output;
+  }
+  EXPECT_EQ(Join(List(dir.File("out"))), "[]") << recv.Log();
+  Ran good = RunVf(dir, {"send", dir.File("good.vfs"), "unix:" + sock, "--name", "good.img", "-q"});
+  EXPECT_EQ(good.code, 0) << good.output;
+  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_TRUE(Contains(recv.Log(), "3 of 4 streams")) << recv.Log();
+  EXPECT_EQ(Join(List(dir.File("out"))), "[good.img]");
+  EXPECT_TRUE(ReadFileBytes(dir.File("out/good.img")) == stream);
+}
+
+// The same for `recv -o OUT` (one stream) and for send to a file: a stream
+// that breaks off is not stored under OUT, and both ends exit 1.
+TEST(NetCli, RecvAndSendToAFileRefuseAnIncompleteStream) {
+  TempDir dir;
+  const std::vector<uint8_t> stream = Packed(dir, RandomData(1 << 20, 32));
+  const std::vector<uint8_t> cut(stream.begin(), stream.end() - 100);
+  WriteFileBytes(dir.File("cut.vfs"), cut);
+  const std::string sock = dir.File("sock"), out = dir.File("out.vfs");
+  Child recv({"recv", "--listen", "unix:" + sock, "-o", out, "--accept-timeout", "20"}, dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  Ran sent = RunVf(dir, {"send", dir.File("cut.vfs"), "unix:" + sock, "--timeout", "5"});
+  EXPECT_EQ(sent.code, 1) << sent.output;
+  EXPECT_TRUE(Contains(sent.output, "not a complete, valid vramflow stream")) << sent.output;
+  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_FALSE(Exists(out));
+
+  Ran copied = RunVf(dir, {"send", dir.File("cut.vfs"), out, "-q"});
+  EXPECT_EQ(copied.code, 1) << copied.output;
+  EXPECT_TRUE(Contains(copied.output, "truncated")) << copied.output;
+  EXPECT_FALSE(Exists(out));
+  EXPECT_EQ(Join(List(dir.path())), "[cut.vfs, recv.log]") << "a temporary file was left behind";
 }
 
 // -o and --output-dir exclude each other, --count needs --output-dir, and

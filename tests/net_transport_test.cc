@@ -1292,7 +1292,10 @@ TEST(NetTransport, TamperedStreamIsNotStoredByRecv) {
   po.keyed = true;
   po.flip_payload_at = 3 << 20;
   Proxy proxy(transfer.source, po);
-  const std::vector<uint8_t> data = RandomData(8 << 20, 36);
+  // A valid stream, so that only the tampering can fail it.
+  const std::vector<uint8_t> data = testing::PackToMemory(
+      {{"x.bin", RandomData(8 << 20, 36)}},
+      EncoderOptions{.codec = CodecChoice::kRaw, .transform = TransformChoice::kNone}, 1 << 20);
   SendOutcome sent;
   {
     NetOptions sender_options = transfer.transport.net;

@@ -51,6 +51,7 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
     ProgressBar bar("receive", restored.total_bytes(), options.progress);
     pipeline.progress = [&](uint64_t done) { bar.Update(done); };
     RssAnonSampler rss;
+    VF_RETURN_IF_ERROR(rss.status());
     VF_RETURN_IF_ERROR(
         RunRestore(source.get(), restored.devices(), restored.Resolver(), pipeline, &restore).WithContext("restore"));
     bar.Update(restore.raw_bytes);
@@ -128,6 +129,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     ProgressBar bar(restore_here ? "dump" : "send", original.total_bytes(), options.progress);
     run.progress = [&](uint64_t done) { bar.Update(done); };
     RssAnonSampler rss;
+    VF_RETURN_IF_ERROR(rss.status());
     Stopwatch delivered;
     VF_RETURN_IF_ERROR(
         ExplainBudgetShare(RunDump(sources, sink.get(), run, &dump), pipeline.max_memory, run.max_memory, path)
@@ -153,6 +155,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     ProgressBar bar("restore", original.total_bytes(), options.progress);
     run.progress = [&](uint64_t done) { bar.Update(done); };
     RssAnonSampler rss;
+    VF_RETURN_IF_ERROR(rss.status());
     VF_RETURN_IF_ERROR(
         ExplainBudgetShare(RunRestore(source.get(), restored.devices(), restored.Resolver(), run, &restore),
                            pipeline.max_memory, run.max_memory, path)

@@ -81,6 +81,22 @@ struct RunFlags {
   }
 };
 
+// --fsync and --no-fsync: whether a command makes its output durable before
+// it reports success. The default is on where a sender is told the data is
+// safe (recv, unpack from the network), off elsewhere.
+struct FsyncFlags {
+  bool on = false;
+  bool off = false;
+
+  void Add(CLI::App* cmd, const std::string& default_text) {
+    CLI::Option* yes = cmd->add_flag("--fsync", on, "make the output durable (fsync files and directories) before "
+                                                    "reporting success (default: " + default_text + ")");
+    CLI::Option* no = cmd->add_flag("--no-fsync", off, "do not fsync the output");
+    yes->excludes(no);
+  }
+  bool Resolve(bool default_on) const { return on || (default_on && !off); }
+};
+
 // How a dump encodes: codec, transform, chunk size, dedup; plus RunFlags.
 struct DumpFlags {
   std::string codec = "auto";
@@ -139,7 +155,8 @@ int Main(int argc, char** argv) {
       ->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
   pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file or S3 object");
-  pack_cmd->add_flag("--fsync", pack.fsync, "make the output durable (fsync) before reporting success");
+  FsyncFlags pack_fsync;
+  pack_fsync.Add(pack_cmd, "off; with --to a receiver, the receiver's own setting counts");
   pack_flags.Add(pack_cmd);
   TransportFlags pack_net;
   pack_net.Add(pack_cmd, /*sending=*/true, /*receiving=*/false);
@@ -170,6 +187,8 @@ int Main(int argc, char** argv) {
                          "refuse a stream whose objects declare more than SIZE bytes in all (they must also fit in "
                          "the free space where files are written)")
       ->check(SizeValidator());
+  FsyncFlags unpack_fsync;
+  unpack_fsync.Add(unpack_cmd, "on when STREAM is tcp:// or unix: (the sender is told the files are safe), else off");
   bool unpack_quiet = false;
   unpack_cmd->add_flag("-q,--quiet", unpack_quiet, "print nothing on success");
   RunFlags unpack_flags;
@@ -236,6 +255,7 @@ int Main(int argc, char** argv) {
   TransferOptions send;
   TransportFlags send_net;
   bool send_quiet = false, send_force = false;
+  FsyncFlags send_fsync;
   std::string send_name;
   CLI::App* send_cmd = app.add_subcommand(
       "send", "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
@@ -247,12 +267,14 @@ int Main(int argc, char** argv) {
   send_cmd->add_flag("-f,--force", send_force, "overwrite an existing destination file or S3 object");
   send_cmd->add_option("--name", send_name,
                        "name the stream (network destinations): `recv --output-dir` stores it under this name");
+  send_fsync.Add(send_cmd, "off; to a receiver, the receiver's own setting counts");
   send_net.Add(send_cmd, /*sending=*/true, /*receiving=*/false);
 
   // recv
   TransferOptions recv;
   TransportFlags recv_net;
-  bool recv_quiet = false, recv_force = false, recv_fsync = false;
+  bool recv_quiet = false, recv_force = false;
+  FsyncFlags recv_fsync;
   std::string recv_dir;
   unsigned recv_count = 0;
   CLI::App* recv_cmd = app.add_subcommand(
@@ -273,7 +295,7 @@ int Main(int argc, char** argv) {
       ->needs(recv_dir_option)
       ->check(CLI::PositiveNumber);
   recv_cmd->add_flag("-f,--force", recv_force, "overwrite an existing output file or S3 object");
-  recv_cmd->add_flag("--fsync", recv_fsync, "make the output durable before telling the sender it is stored");
+  recv_fsync.Add(recv_cmd, "on: the sender is told DONE only once the stream is durable");
   recv_cmd->add_flag("-q,--quiet", recv_quiet, "no progress and no summary");
   recv_net.Add(recv_cmd, /*sending=*/false, /*receiving=*/true);
 
@@ -367,6 +389,7 @@ int Main(int argc, char** argv) {
     Status s = pack_flags.Resolve(&pack.pipeline);
     if (s.ok()) s = pack_net.Resolve(&pack.transport);
     if (!s.ok()) return UsageError("pack", s);
+    pack.fsync = pack_fsync.Resolve(false);
     pack.progress = !pack_quiet && ::isatty(STDERR_FILENO);
     PackReport report;
     s = RunPack(pack, &report);
@@ -401,6 +424,8 @@ int Main(int argc, char** argv) {
       return UsageError("unpack", Status::InvalidArgument(
                                       "-o '" + unpack.output + "': unpack writes files (a directory, a file or -); to "
                                       "store a stream as it is, use `vramflow send STREAM " + unpack.output + "`"));
+    Result<Endpoint> in = ParseEndpoint(unpack.input);
+    unpack.fsync = unpack_fsync.Resolve(/*default_on=*/in.ok() && in->is_network());
     unpack.progress = !unpack_quiet && ::isatty(STDERR_FILENO);
     unpack.note = [](const std::string& note) { std::fprintf(stderr, "vramflow unpack: %s\n", note.c_str()); };
     UnpackReport report;
@@ -489,7 +514,7 @@ int Main(int argc, char** argv) {
     const bool force = *send_cmd ? send_force : recv_force;
     options.transport.file.overwrite = force;
     options.transport.s3.overwrite = force;
-    options.transport.file.fsync = recv_fsync;
+    options.transport.file.fsync = *send_cmd ? send_fsync.Resolve(false) : recv_fsync.Resolve(/*default_on=*/true);
     bool quiet = *send_cmd ? send_quiet : recv_quiet;
     options.progress = !quiet;
     if (*send_cmd && !send_name.empty()) {

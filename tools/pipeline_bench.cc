@@ -38,6 +38,7 @@ Status MeasureOnce(const std::vector<SimBoSpec>& layout, SimProcess& original, c
     sink_options.overwrite = true;
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, sink_options));
     RssAnonSampler rss;
+    VF_RETURN_IF_ERROR(rss.status());
     VF_ASSIGN_OR_RETURN(CpuUse before, ProcessCpuUse());
     VF_RETURN_IF_ERROR(RunDump(sources, sink.get(), pipeline, &run->dump).WithContext("dump"));
     VF_RETURN_IF_ERROR(sink->Commit());
@@ -50,6 +51,7 @@ Status MeasureOnce(const std::vector<SimBoSpec>& layout, SimProcess& original, c
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(path));
   {
     RssAnonSampler rss;
+    VF_RETURN_IF_ERROR(rss.status());
     VF_ASSIGN_OR_RETURN(CpuUse before, ProcessCpuUse());
     VF_RETURN_IF_ERROR(
         RunRestore(source.get(), restored.devices(), restored.Resolver(), pipeline, &run->restore).WithContext("restore"));

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "common/thread_start.h"
 #include "common/units.h"
 
 namespace vramflow {
@@ -75,7 +76,7 @@ uint64_t PeakRssBytes() { return StatusField("VmHWM:"); }
 
 RssAnonSampler::RssAnonSampler() {
   peak_ = CurrentRssAnonBytes();
-  thread_ = std::thread([this] {
+  status_ = StartThread(&thread_, "sampling memory use", [this] {
     while (!stop_.load()) {
       uint64_t now = CurrentRssAnonBytes();
       uint64_t peak = peak_.load();
@@ -88,7 +89,7 @@ RssAnonSampler::RssAnonSampler() {
 
 RssAnonSampler::~RssAnonSampler() {
   stop_ = true;
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace vramflow

@@ -7,6 +7,8 @@
 #include <string>
 #include <thread>
 
+#include "common/status.h"
+
 namespace vramflow {
 
 // A one-line progress bar on stderr. On a terminal it redraws in place at
@@ -31,16 +33,20 @@ class ProgressBar {
 
 // Samples this process's anonymous resident memory (RssAnon: heap, stacks,
 // private buffers; not file or shared-memory pages such as simulated VRAM)
-// every few milliseconds on a background thread and keeps the peak.
+// every few milliseconds on a background thread and keeps the peak. Without
+// that thread (it could not be started: status()) the peak is the value at
+// construction.
 class RssAnonSampler {
  public:
   RssAnonSampler();
   ~RssAnonSampler();
   uint64_t peak_bytes() const { return peak_.load(); }
+  const Status& status() const { return status_; }
 
  private:
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> peak_{0};
+  Status status_;
   std::thread thread_;
 };
 

@@ -14,7 +14,7 @@
 #include "tools/cli_util.h"
 #include "tools/safe_path.h"
 #include "tools/stop_signals.h"
-#include "tools/transfer.h"
+#include "tools/verified_copy.h"
 #include "transport/net_source.h"
 #include "transport/uri.h"
 
@@ -48,7 +48,7 @@ Status StoreStream(const ReceiveDirOptions& options, NetStream& stream, uint64_t
                                      "their names (send it with `vramflow send --name NAME`)");
     VF_ASSIGN_OR_RETURN(path, OutputPath(options.dir, stream.name, options.transport.file.overwrite));
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, options.transport.file));
-    return CopyStream(*stream.source, *sink, "recv " + stream.name, options.progress, &received);
+    return CopyVerifiedStream(*stream.source, *sink, "recv " + stream.name, options.progress, &received);
   }();
   Status told = stream.source->Finish(status);
   VF_RETURN_IF_ERROR(status);
@@ -82,6 +82,7 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
     signal_number = signal;
     if (receiver_ptr) receiver_ptr->Shutdown();
   });
+  VF_RETURN_IF_ERROR(signals.status());
   auto stopped_by = [&] {
     std::lock_guard lock(mu);
     return signal_number;

@@ -8,8 +8,9 @@
 // (safe_path.h: CheckSafeFileName) before anything is written; an unnamed
 // stream, a refused name or an existing file (without `overwrite`) fails
 // that stream, its sender is told why, and the receiver goes on with the
-// next one. Each stream is written under a temporary name in DIR and renamed
-// once complete; a failed or interrupted one leaves nothing behind.
+// next one. Each stream is verified as it arrives (verified_copy.h), written
+// under a temporary name in DIR and renamed once complete and valid; a
+// failed, invalid or interrupted one leaves nothing behind.
 #pragma once
 
 #include <cstdint>

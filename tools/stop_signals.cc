@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <ctime>
 
+#include "common/thread_start.h"
+
 namespace vramflow {
 
 StopSignals::StopSignals(std::function<void(int signal)> on_signal) : on_signal_(std::move(on_signal)) {
@@ -12,12 +14,12 @@ StopSignals::StopSignals(std::function<void(int signal)> on_signal) : on_signal_
   sigaddset(&signals_, SIGINT);
   sigaddset(&signals_, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals_, &old_mask_);
-  thread_ = std::thread([this] { Watch(); });
+  status_ = StartThread(&thread_, "taking SIGINT and SIGTERM", [this] { Watch(); });
 }
 
 StopSignals::~StopSignals() {
   done_ = true;
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 

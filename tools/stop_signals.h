@@ -4,7 +4,8 @@
 //
 // The constructor blocks both signals in the calling thread, and so in every
 // thread it starts afterwards: construct it before any other thread. The
-// destructor joins its thread and restores the signal mask.
+// destructor joins its thread and restores the signal mask. A watcher
+// thread that cannot be started is reported by status().
 #pragma once
 
 #include <signal.h>
@@ -12,6 +13,8 @@
 #include <atomic>
 #include <functional>
 #include <thread>
+
+#include "common/status.h"
 
 namespace vramflow {
 
@@ -22,6 +25,9 @@ class StopSignals {
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
+  // Not OK when the watcher thread could not be started: no signal is then
+  // taken (both stay blocked until the destructor).
+  const Status& status() const { return status_; }
 
  private:
   void Watch();
@@ -30,6 +36,7 @@ class StopSignals {
   sigset_t signals_;
   sigset_t old_mask_;
   std::atomic<bool> done_{false};
+  Status status_;
   std::thread thread_;
 };
 

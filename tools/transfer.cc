@@ -8,7 +8,9 @@
 
 #include "tools/cli_util.h"
 #include "tools/progress.h"
+#include "tools/verified_copy.h"
 #include "transport/net_crypto.h"
+#include "transport/uri.h"
 
 namespace vramflow {
 
@@ -31,7 +33,12 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.sink, options.transport));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.source, options.transport));
   Stopwatch clock;  // from the first connection: waiting for a sender is not transfer time
-  Status status = CopyStream(*source, *sink, label, options.progress, &report->bytes);
+  // Whoever stores the stream verifies it: recv, and send to a file or an
+  // object store. Sent to a receiver, the receiver does (its DONE says so).
+  Result<Endpoint> to = ParseEndpoint(options.sink);
+  const bool stored_here = !(to.ok() && to->is_network());
+  Status status = stored_here ? CopyVerifiedStream(*source, *sink, label, options.progress, &report->bytes)
+                              : CopyStream(*source, *sink, label, options.progress, &report->bytes);
   report->peer = source->Describe();
   Status told = source->Finish(status);
   report->seconds = clock.Seconds();

@@ -23,13 +23,16 @@ struct TransferReport {
   std::string peer;  // the other end, for messages
 };
 
-// Copies every byte from `source` to `sink` and commits the sink; adds the
-// bytes to `*bytes`. A progress bar labelled `label` when `progress`.
+// Copies every byte from `source` to `sink` unchecked and commits the sink;
+// adds the bytes to `*bytes`. A progress bar labelled `label` when `progress`.
 Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress, uint64_t* bytes);
 
 // Copies every byte from the source to the sink, commits the sink, and
 // reports the outcome back to the source (a network sender learns whether
-// the receiver stored the stream). Used by both send and recv.
+// the receiver stored the stream). Used by both send and recv. Where the
+// stream is stored here (any sink but a network receiver, which verifies it
+// itself) it must verify first (verified_copy.h): only a complete, valid
+// stream is committed, and only then is a sender told DONE.
 Status RunTransfer(const TransferOptions& options, const std::string& label, TransferReport* report);
 
 // Writes a new random key to `path` (mode 0600, never over an existing file).

@@ -56,6 +56,13 @@ Status MoveInto(int from_dir, const std::string& from, int to_dir, const std::st
 
 int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 
+// fsync of a directory, so that the entries just moved into it survive a
+// power loss.
+Status SyncDirectory(int dir_fd, const std::string& shown) {
+  if (::fsync(dir_fd) != 0) return Status::FromErrno("syncing the directory '" + shown + "'", errno);
+  return Status::Ok();
+}
+
 std::string ParentOf(const std::string& path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -171,10 +178,10 @@ class StagingDirectory {
 // references into them resolve, and are never moved.
 class StagedFiles {
  public:
-  StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, FileDevice* device,
+  StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, bool fsync, FileDevice* device,
               const ObjectSelector* filter, OutputLimit* limit)
       : staging_fd_(staging_fd), output_(std::move(output)), directory_forced_(directory_forced), force_(force),
-        device_(device), filter_(filter), limit_(limit) {}
+        fsync_(fsync), device_(device), filter_(filter), limit_(limit) {}
 
   // Creates the staged file of an object that begins; its content goes
   // through the device, after the legacy header if it has one.
@@ -229,12 +236,14 @@ class StagedFiles {
     if (!f.claimed) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name) + " (of unknown size)"));
     if (::ftruncate(f.fd.get(), static_cast<off_t>(f.header + o.size)) != 0)
       return Status::FromErrno("sizing " + what, errno);
+    if (fsync_ && ::fsync(f.fd.get()) != 0) return Status::FromErrno("syncing " + what, errno);
     if (::close(f.fd.Release()) != 0) return Status::FromErrno("closing " + what, errno);
     kept_bytes_ += o.size;
     return Status::Ok();
   }
 
-  // Moves the staged files to their final places.
+  // Moves the staged files to their final places (with fsync_: and syncs
+  // every directory that gained an entry).
   Status Commit(UnpackReport* report) {
     std::vector<const OpenFile*> kept;
     for (const auto& [id, f] : files_)
@@ -245,11 +254,12 @@ class StagedFiles {
       VF_ASSIGN_OR_RETURN(UniqueFd from, OpenParentDirectory(staging_fd_, f.parts, false));
       VF_RETURN_IF_ERROR(MoveInto(from.get(), f.parts.back(), AT_FDCWD, output_, force_, output_));
       report->written.push_back(output_);
-      return Status::Ok();
+      return fsync_ ? SyncPath(ParentOf(output_)) : Status::Ok();
     }
     if (kept.empty() && !directory_forced_) return Status::Ok();
     if (::mkdir(output_.c_str(), 0755) != 0 && errno != EEXIST)
       return Status::FromErrno("creating directory '" + output_ + "'", errno);
+    if (fsync_) VF_RETURN_IF_ERROR(SyncPath(ParentOf(output_)));
     UniqueFd out(::open(output_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!out.valid()) return Status::FromErrno("opening directory '" + output_ + "'", errno);
     // All or nothing: every destination is checked before the first move,
@@ -266,6 +276,12 @@ class StagedFiles {
       moved.push_back(f);
     }
     for (const OpenFile* f : kept) report->written.push_back(Shown(*f));
+    if (fsync_) {  // every directory that gained an entry, new subdirectories' parents too
+      std::set<std::vector<std::string>> dirs;  // as paths under output_
+      for (const OpenFile* f : kept)
+        for (size_t depth = 0; depth < f->parts.size(); ++depth) dirs.emplace(f->parts.begin(), f->parts.begin() + depth);
+      for (const std::vector<std::string>& dir : dirs) VF_RETURN_IF_ERROR(SyncSubdirectory(out.get(), dir));
+    }
     return Status::Ok();
   }
 
@@ -338,6 +354,21 @@ class StagedFiles {
     return Status::Ok();
   }
 
+  Status SyncPath(const std::string& dir) {
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd.valid()) return Status::FromErrno("opening the directory '" + dir + "' to sync it", errno);
+    return SyncDirectory(fd.get(), dir);
+  }
+
+  // Syncs the directory `out_fd`/`dir` (`dir` empty: `out_fd` itself).
+  Status SyncSubdirectory(int out_fd, std::vector<std::string> dir) {
+    std::string shown = output_;
+    for (const std::string& part : dir) shown += "/" + part;
+    dir.push_back(".");  // OpenParentDirectory opens all but the last component
+    VF_ASSIGN_OR_RETURN(UniqueFd fd, OpenParentDirectory(out_fd, dir, false));
+    return SyncDirectory(fd.get(), shown);
+  }
+
   Result<RestoreTarget> OpenSkipped(const ObjectState& o) {
     if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_));
     const std::string name = std::to_string(o.id);
@@ -355,6 +386,7 @@ class StagedFiles {
   std::string output_;
   bool directory_forced_;
   bool force_;
+  bool fsync_;
   FileDevice* device_;
   const ObjectSelector* filter_;
   OutputLimit* limit_;
@@ -405,7 +437,7 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   FileDevice device("unpack");
   VF_ASSIGN_OR_RETURN(uint64_t free_bytes, OutputLimit::FreeBytes(staging.fd(), "the staging directory"));
   OutputLimit limit(options.max_output, free_bytes, "the file system of " + Printable(output));
-  StagedFiles files(staging.fd(), output, directory_forced, options.force, &device, filter, &limit);
+  StagedFiles files(staging.fd(), output, directory_forced, options.force, options.fsync, &device, filter, &limit);
   PipelineStats stats;
   ProgressBar bar("unpack", 0, options.progress);
   PipelineOptions with_progress = pipeline;

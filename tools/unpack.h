@@ -43,6 +43,10 @@ struct UnpackOptions {
   // they must also fit in the free space where files are written
   // (output_limit.h).
   uint64_t max_output = 0;
+  // fsync every file written and every directory an entry was added to
+  // before reporting success (and, for a network input, before the sender
+  // is told DONE). Files only: nothing is synced for -o -, a device or a FIFO.
+  bool fsync = false;
   PipelineOptions pipeline;  // threads and memory budget of the restore graph
   TransportOptions transport;
   bool progress = false;  // a progress bar on stderr

@@ -65,9 +65,12 @@ class FileSink final : public ByteSink {
       return Status::FromErrno("renaming '" + temp_path_ + "' to '" + final_path_ + "'", errno);
     }
     committed_ = true;
-    if (options_.fsync) {
-      UniqueFd dir(::open(DirName(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-      if (dir.valid()) ::fsync(dir.get());
+    if (options_.fsync) {  // the new name survives a power loss only once its directory is synced
+      const std::string dir_path = DirName(final_path_);
+      UniqueFd dir(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!dir.valid() || ::fsync(dir.get()) != 0)
+        return Status::FromErrno("'" + final_path_ + "' is in place, but syncing its directory '" + dir_path + "'",
+                                 errno);
     }
     return Status::Ok();
   }

@@ -1,0 +1,66 @@
+// Issue 18, defect 6: a thread that cannot be created is an error value and
+// the pipeline always drains. pack and unpack run with at most N threads
+// (thread_cap_preload.cc: pthread_create fails with EAGAIN past N, as under
+// `ulimit -u` or `ulimit -v`), for every N from none to enough: each run
+// ends within seconds, either done or with exit status 1 and a message
+// saying which thread could not be started; never a hang (the DMA completer
+// once threw after the graph had reserved a wait) nor an abort (oneTBB's
+// "pthread_create has failed").
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/shell.h"
+#include "tests/test_util.h"
+
+namespace vramflow {
+namespace {
+
+using ::vramflow::testing::CommandResult;
+using ::vramflow::testing::RunShell;
+using ::vramflow::testing::ShellQuote;
+using ::vramflow::testing::TempDir;
+using ::vramflow::testing::VramflowBinary;
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(ThreadLimitCli, PackAndUnpackFailCleanlyWhenThreadsCannotStart) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "an LD_PRELOAD library cannot come before the sanitizer runtime";
+#endif
+  TempDir dir;
+  const std::string bin = ShellQuote(VramflowBinary());
+  const std::string in = ShellQuote(dir.File("in.bin")), stream = ShellQuote(dir.File("s.vfs"));
+  CommandResult made = RunShell(bin + " gen -k bf16 -s 4M -o " + in + " && " + bin + " pack -q --chunk-size 256K " +
+                                in + " -o " + stream);
+  ASSERT_EQ(made.code, 0) << made.output;
+
+  const int kEnough = 16;
+  for (int max_threads : {0, 1, 2, 3, 4, 5, 6, kEnough}) {
+    for (const std::string& command :
+         {"pack -q -j 3 --chunk-size 256K " + in + " -o " + ShellQuote(dir.File("p.vfs")) + " -f",
+          "unpack -q -j 3 " + stream + " -o " + ShellQuote(dir.File("out.bin")) + " -f"}) {
+      SCOPED_TRACE("at most " + std::to_string(max_threads) + " threads: " + command);
+      CommandResult r = RunShell("VRAMFLOW_MAX_THREADS=" + std::to_string(max_threads) +
+                                 " LD_PRELOAD=" + ShellQuote(VRAMFLOW_THREAD_CAP_PRELOAD) +
+                                 " timeout -s KILL 10 " + bin + " " + command);
+      if (max_threads == kEnough) {
+        EXPECT_EQ(r.code, 0) << r.output;
+        continue;
+      }
+      EXPECT_TRUE(r.code == 0 || r.code == 1) << "hung or crashed (status " << r.code << "): " << r.output;
+      if (r.code == 1) {
+        EXPECT_TRUE(Contains(r.output, "thread")) << r.output;
+      }
+      if (max_threads == 0) {
+        EXPECT_EQ(r.code, 1) << r.output;
+        EXPECT_TRUE(Contains(r.output, "Resource temporarily unavailable")) << r.output;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vramflow

@@ -1,0 +1,31 @@
+// CopyVerifiedStream: stores a chunk stream only once it has been verified.
+//
+// `recv` (one stream, or one after another into a directory) and `send` to a
+// storing destination pass the bytes through the reference reader
+// (streamer/stream_reader.h, ReadStream with decoding: every check that
+// `vramflow verify` applies) on their way to the sink. The sink is committed
+// only when the reader has seen STREAM_END, its totals matched and no byte
+// followed it; anything else (a stream that breaks off, a corrupt frame,
+// bytes that are not a vramflow stream at all) is an error and the sink is
+// left uncommitted, so nothing appears under the final name.
+//
+// Memory: what `verify` uses (one frame's payload and its decoded bytes, the
+// stream's dedup window), on top of the sink's own buffers.
+// Not thread-safe: one call per source and sink.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "transport/byte_stream.h"
+
+namespace vramflow {
+
+// Copies every byte of `source` to `sink` while verifying it, then commits
+// the sink; adds the bytes read to `*bytes`. A progress bar labelled `label`
+// when `progress`. The sink is committed only after a clean verdict.
+Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress,
+                          uint64_t* bytes);
+
+}  // namespace vramflow
