@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Fuzzes every parser of untrusted bytes with libFuzzer under ASan+UBSan, for
-# a bounded time each:
+# a bounded time in all (shared equally among the targets):
 #   stream_reader_fuzz   chunk streams (tests/fuzz/stream_reader_fuzz.cc)
 #   net_protocol_fuzz    the network protocol (tests/fuzz/net_protocol_fuzz.cc)
 #   kfd_image_fuzz       the CRIU plugin's metadata images (tests/fuzz/kfd_image_fuzz.cc)
 #   s3_xml_fuzz          S3 servers' XML replies (tests/fuzz/s3_xml_fuzz.cc)
 #   seek_index_fuzz      seek indexes and stored streams' tails (tests/fuzz/seek_index_fuzz.cc)
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     default 60 seconds, every target
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     default 60 seconds in all, every target
 #
 # Builds build-fuzz/ with clang (-DVRAMFLOW_FUZZ=ON), writes seed corpora to
 # build-fuzz/corpus/TARGET/seeds (valid inputs, so mutations start past the
@@ -25,6 +25,9 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz)
+# The time is a total: each target gets an equal share (at least 5 s).
+per_target=$(( seconds / ${#targets[@]} ))
+[ "$per_target" -ge 5 ] || per_target=5
 build=build-fuzz
 cxx="${CXX:-clang++}"
 command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (Debian: apt-get install clang libclang-rt-dev)" >&2; exit 1; }
@@ -55,11 +58,11 @@ for target in "${targets[@]}"; do
   log="$out/$target.log"
   stamp="$out/.started-$target"
   touch "$stamp"
-  echo "fuzz: running $target for ${seconds}s ($jobs job(s)); log in $log"
+  echo "fuzz: running $target for ${per_target}s ($jobs job(s)); log in $log"
   set +e
   # The first corpus directory receives new inputs; the seeds stay as generated.
   # shellcheck disable=SC2086
-  "$fuzzer" "$found" "$seeds" -max_total_time="$seconds" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
+  "$fuzzer" "$found" "$seeds" -max_total_time="$per_target" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$out/$target-" -print_final_stats=1 "${parallel[@]}" ${FUZZ_ARGS:-} >"$log" 2>&1
   rc=$?
   set -e
@@ -71,7 +74,7 @@ for target in "${targets[@]}"; do
     for a in $artifacts; do echo "fuzz: reproduce with: $fuzzer $a" >&2; done
     failed=1
   else
-    echo "fuzz: $target: no crash in ${seconds}s; corpus: $(ls "$found" | wc -l) inputs found + $(ls "$seeds" | wc -l) seeds"
+    echo "fuzz: $target: no crash in ${per_target}s; corpus: $(ls "$found" | wc -l) inputs found + $(ls "$seeds" | wc -l) seeds"
   fi
 done
 exit "$failed"
