@@ -167,7 +167,7 @@ TEST(ImageStore, NetworkTargetNamesEachStreamAfterItsImage) {
   receiving.sessions = 0;
   Result<Endpoint> endpoint = ParseEndpoint(uri);
   ASSERT_TRUE(endpoint.ok());
-  auto receiver = NetReceiver::Listen(*endpoint, receiving, "the test");
+  auto receiver = NetReceiver::Listen(*endpoint, receiving);
   ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
   const std::vector<std::string> names = {"amdgpu-vram-5-4096.img", "amdgpu-vram-5-8192.img"};
   std::vector<std::string> got;

@@ -41,7 +41,7 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH");
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
-                      NetReceiver::Listen(endpoint, transport.net, "the demo's simulated GPUs"));
+                      NetReceiver::Listen(endpoint, transport.net));
   std::fprintf(stderr, "waiting on %s for a sender (%u GPUs, %s of VRAM to restore; key: %s)\n",
                receiver->uri().c_str(), options.gpus, FormatSize(restored.total_bytes()).c_str(),
                transport.net.key ? transport.net.key->origin.c_str() : "none");

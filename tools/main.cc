@@ -544,8 +544,11 @@ int Main(int argc, char** argv) {
       if (!endpoint.ok()) return UsageError(name, endpoint.status());
       if (!endpoint->is_network())
         return UsageError(name, Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH"));
-      options.transport.destination = "'" + recv.sink + "'";
-      if (!quiet) std::fprintf(stderr, "vramflow recv: listening on %s\n", recv.source.c_str());
+      // Only once bound (after the output could be opened), with the real port.
+      if (!quiet)
+        options.transport.on_listening = [](const std::string& uri) {
+          std::fprintf(stderr, "vramflow recv: listening on %s\n", uri.c_str());
+        };
     }
     TransferReport report;
     s = RunTransfer(options, *send_cmd ? "send" : "recv", &report);

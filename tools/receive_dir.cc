@@ -91,7 +91,7 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
   NetOptions net = options.transport.net;
   net.sessions = 0;  // one after another, as many as arrive
   net.name.clear();  // any name; checked here
-  VF_ASSIGN_OR_RETURN(receiver, NetReceiver::Listen(endpoint, net, "directory '" + options.dir + "'"));
+  VF_ASSIGN_OR_RETURN(receiver, NetReceiver::Listen(endpoint, net));
   {
     std::lock_guard lock(mu);
     receiver_ptr = receiver.get();

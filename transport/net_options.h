@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "transport/connection_threads.h"
 #include "transport/net_crypto.h"
 #include "transport/socket.h"
 
@@ -16,7 +17,10 @@ namespace vramflow {
 struct NetOptions {
   unsigned streams = 4;                // parallel connections (the URI's ?streams=N wins)
   uint32_t segment_bytes = 1u << 20;   // stream bytes per DATA message
-  uint64_t window_bytes = 64ull << 20; // unacknowledged bytes a sender keeps for resending
+  // Sender: most unacknowledged bytes kept for resending. Receiver: its
+  // memory budget for one session's received-but-unconsumed bytes, whatever
+  // the sender asks for (docs/NETWORK.md, "Memory").
+  uint64_t window_bytes = 64ull << 20;
   std::optional<SharedKey> key;        // authenticate (and encrypt) when set
   bool encrypt = true;                 // with a key: encrypt payloads, not only authenticate them
   SocketOptions socket;
@@ -34,6 +38,9 @@ struct NetOptions {
   // Receiver: how many sessions it takes one after another, each once the
   // one before has finished (0: no limit). Senders beyond are refused.
   unsigned sessions = 1;
+  // Receiver: connection threads, connections in their handshake (before
+  // authentication), and how long a handshake may take.
+  ConnectionLimits limits;
   // Called with the bytes done: acknowledged by the receiver (sender) or
   // handed to the consumer (receiver). From an internal thread.
   std::function<void(uint64_t)> progress;

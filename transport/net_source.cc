@@ -6,7 +6,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
-#include <ctime>
 #include <deque>
 #include <list>
 #include <map>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "common/printable.h"
+#include "transport/connection_threads.h"
 #include "transport/deadline.h"
 #include "transport/net_protocol.h"
 #include "transport/socket.h"
@@ -25,15 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string WallClock() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm;
-  localtime_r(&now, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof(buf), "%H:%M:%S", &tm);
-  return buf;
-}
-
 // One sender's session: its connections, the reorder buffer, and where the
 // consumer is.
 struct Session {
@@ -42,7 +33,6 @@ struct Session {
   uint32_t segment_bytes = 0;
   uint64_t window_bytes = 0;
   std::string peer;
-  std::string since;
   bool named = false;  // the hello announced a NAME message
 
 
@@ -56,7 +46,18 @@ struct Session {
     size_t start = 0;  // bytes already consumed or received before
   };
   std::map<uint64_t, Piece> pending;  // by stream offset
+  // Memory. Payload buffers are counted from before they are allocated:
+  // those in `pending`, those being received (by their connection's
+  // generation) and spare ones. The first two may not exceed window_bytes,
+  // as a sender never has more unacknowledged; spares are dropped to stay
+  // within it. A resent payload that is held already is read into
+  // `discard`, one segment for the whole session. So a session holds at
+  // most window_bytes + segment_bytes, whatever its sender does.
   uint64_t pending_bytes = 0;
+  std::map<uint32_t, uint64_t> receiving;  // by generation
+  uint64_t spare_bytes = 0;
+  std::mutex discard_mu;
+  std::vector<uint8_t> discard;  // guarded by discard_mu
   uint64_t delivered = 0;  // stream bytes handed to the consumer
   uint64_t acked = 0;
   std::optional<uint64_t> end;
@@ -65,20 +66,80 @@ struct Session {
   bool finished = false;  // Finish() ran (with success when failed is OK)
   int open_readers = 0;
 
-  std::vector<std::vector<uint8_t>> spare;  // buffers of consumed pieces, for reuse
+  std::vector<std::vector<uint8_t>> spare;  // buffers of consumed pieces, for reuse (KeepSpare)
 
   void Fail(Status s) {
     if (failed.ok()) failed = std::move(s);
     cv.notify_all();
   }
-  // A buffer for the next payload: reused, so that no fresh (page-faulting,
-  // zero-filled) megabytes are needed per segment.
-  std::vector<uint8_t> TakeBuffer() {
-    std::lock_guard lock(mu);
-    if (spare.empty()) return {};
-    std::vector<uint8_t> b = std::move(spare.back());
-    spare.pop_back();
-    return b;
+  uint64_t ReceivingBytes() const {
+    uint64_t n = 0;
+    for (const auto& [generation, bytes] : receiving) n += bytes;
+    return n;
+  }
+  // True when the stream bytes [offset, offset + length) are consumed or
+  // held already: a resend. Caller holds mu.
+  bool Holds(uint64_t offset, uint32_t length) const {
+    if (offset + length <= delivered) return true;
+    auto it = pending.find(offset);
+    return it != pending.end() && it->second.bytes.size() >= length;
+  }
+  // Counts a payload of `length` bytes on a connection of `generation` as
+  // being received and returns a buffer for it: a spare one of that size,
+  // else an empty one to be sized outside the lock. Fails the session when
+  // that would put more than the window ahead of the consumer; waits up to
+  // `wait` first while connections of an older generation, being cut off,
+  // still hold buffers. Caller holds mu (in `lock`).
+  Result<std::vector<uint8_t>> Reserve(std::unique_lock<std::mutex>& lock, uint32_t length, uint32_t from_generation,
+                                       std::chrono::milliseconds wait) {
+    auto fits = [&] { return pending_bytes + ReceivingBytes() + length <= window_bytes; };
+    auto stale = [&] { return !receiving.empty() && receiving.begin()->first < generation; };
+    cv.wait_for(lock, wait, [&] { return fits() || !stale() || !failed.ok() || from_generation != generation; });
+    if (!failed.ok()) return failed;
+    if (!fits()) {
+      Fail(Status::Corruption("the sender (" + peer + ") overran its window of " + std::to_string(window_bytes) +
+                              " bytes (this receiver's share of its memory budget): " +
+                              std::to_string(pending_bytes + ReceivingBytes() + length) +
+                              " bytes would be held ahead of byte " + std::to_string(delivered)));
+      return failed;
+    }
+    if (length > 0) receiving[from_generation] += length;  // no empty entries: Received() erases at zero
+    std::vector<uint8_t> buffer;
+    if (!spare.empty() && spare.back().size() == length) {
+      buffer = std::move(spare.back());
+      spare.pop_back();
+      spare_bytes -= length;
+    }
+    while (!spare.empty() && pending_bytes + ReceivingBytes() + spare_bytes > window_bytes) {
+      spare_bytes -= spare.back().size();
+      spare.pop_back();
+    }
+    return buffer;
+  }
+  // The payload Reserve() counted has arrived (or failed to): no longer
+  // counted as being received. Caller holds mu.
+  void Received(uint32_t length, uint32_t from_generation) {
+    if (length == 0) return;
+    auto it = receiving.find(from_generation);
+    it->second -= length;
+    if (it->second == 0) receiving.erase(it);
+    cv.notify_all();
+  }
+  // Keeps a payload buffer that is no longer needed for the next payload of
+  // its size (buffers are reused, so that no fresh, page-faulting megabytes
+  // are needed per segment), within the window. Caller holds mu.
+  void KeepSpare(std::vector<uint8_t> buffer) {
+    if (buffer.empty() || spare.size() >= 2u * conn_count ||
+        pending_bytes + ReceivingBytes() + spare_bytes + buffer.size() > window_bytes)
+      return;
+    spare_bytes += buffer.size();
+    spare.push_back(std::move(buffer));
+  }
+  // Reads a resent payload that is held already into the one discard buffer.
+  Status ReceiveDuplicate(Channel& channel, const MsgHeader& header) {
+    std::lock_guard lock(discard_mu);
+    if (discard.size() < segment_bytes) discard.resize(segment_bytes);
+    return channel.ReceivePayload(header, std::span<uint8_t>(discard.data(), header.length));
   }
   // Closes this generation's connections (the readers then exit).
   void DropConnections() {
@@ -100,14 +161,24 @@ struct Session {
   }
 };
 
+// How long the accept loop pauses after a failed accept (EMFILE, ENFILE,
+// ENOMEM) or a connection it could not start a thread for.
+constexpr std::chrono::milliseconds kAcceptBackoff{20};
+
 // Finished sessions kept so that a sender that missed their DONE can
 // reconnect and hear it again.
 constexpr size_t kKeptSessions = 4;
 
+// Largest message a sender may send on a finished session's connection (it
+// should only wait for DONE, and PING meanwhile).
+constexpr uint32_t kMaxAfterDone = 4096;
+
 class Core : public std::enable_shared_from_this<Core> {
  public:
-  Core(Listener listener, NetOptions options, std::string destination)
-      : listener_(std::move(listener)), options_(std::move(options)), destination_(std::move(destination)) {
+  Core(Listener listener, NetOptions options)
+      : listener_(std::move(listener)),
+        options_(std::move(options)),
+        connections_(options_.limits) {
     ping_interval_ = std::max(options_.socket.io_timeout / 4, std::chrono::milliseconds(10));
   }
 
@@ -123,7 +194,6 @@ class Core : public std::enable_shared_from_this<Core> {
       std::lock_guard lock(mu_);
       stop_ = true;
       cv_.notify_all();
-      for (int fd : handshaking_) ::shutdown(fd, SHUT_RDWR);
       listener_.Interrupt();
       if (session_) {
         std::lock_guard session_lock(session_->mu);
@@ -131,14 +201,10 @@ class Core : public std::enable_shared_from_this<Core> {
         session_->Fail(Status::Cancelled("the receiver is shutting down"));
       }
     }
+    connections_.Stop();  // cuts silent handshakes short instead of waiting out their timeout
     if (accept_thread_.joinable()) accept_thread_.join();
     if (ping_thread_.joinable()) ping_thread_.join();
-    std::list<std::thread> threads;
-    {
-      std::lock_guard lock(mu_);
-      threads.swap(connection_threads_);
-    }
-    for (auto& t : threads) t.join();
+    connections_.JoinAll();
   }
 
   std::string uri() const { return listener_.uri(); }
@@ -159,45 +225,44 @@ class Core : public std::enable_shared_from_this<Core> {
   const NetOptions& options() const { return options_; }
 
  private:
+  // Accepts connections and starts a thread for each, within the
+  // connection limits (connection_threads.h). Out of descriptors, threads or
+  // memory, it cuts the oldest handshake off, so that idle connections
+  // cannot hold what a real sender needs, and pauses (kAcceptBackoff)
+  // instead of spinning on an accept() that fails at once (EMFILE); a
+  // connection accepted meanwhile waits for its thread.
   void AcceptLoop() {
+    UniqueFd waiting;  // accepted, not started yet
+    std::string peer;
     for (;;) {
       {
         std::lock_guard lock(mu_);
         if (stop_) return;
       }
-      std::string peer;
-      Result<UniqueFd> fd = listener_.Accept(std::chrono::milliseconds(1000), &peer);
-      if (!fd.ok() && fd.status().code() == Status::Code::kCancelled) return;  // Stop()
-      if (!fd.ok()) continue;  // timeouts, and errors such as EMFILE, are retried
-      std::lock_guard lock(mu_);
-      if (stop_) return;
-      connection_threads_.emplace_back(
-          [self = shared_from_this(), f = std::make_shared<UniqueFd>(std::move(*fd)), peer] {
-            self->Serve(std::move(*f), peer);
-          });
+      const std::chrono::milliseconds wait = connections_.Tend(std::chrono::milliseconds(1000));
+      Status status;
+      if (!waiting.valid()) {
+        if (!connections_.WaitForRoom(wait)) continue;
+        Result<UniqueFd> fd = listener_.Accept(wait, &peer);
+        if (!fd.ok() && fd.status().code() == Status::Code::kCancelled) return;  // Stop()
+        if (!fd.ok() && fd.status().code() == Status::Code::kTimedOut) continue;
+        if (fd.ok()) waiting = std::move(*fd);
+        status = fd.status();
+      }
+      if (waiting.valid())
+        status = connections_.Start(waiting, [self = shared_from_this(), peer](UniqueFd f, ConnectionThreads::Id id) {
+          self->ServeConnection(std::move(f), peer, id);
+        });
+      if (!status.ok()) {
+        connections_.CutOldest();
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, kAcceptBackoff, [&] { return stop_; });
+      }
     }
-  }
-
-  // Connections still in their handshake are tracked so Stop() can cut a
-  // silent one short instead of waiting out its timeout.
-  void Serve(UniqueFd fd, const std::string& peer) {
-    int raw = fd.get();
-    {
-      std::lock_guard lock(mu_);
-      if (stop_) return;
-      handshaking_.insert(raw);
-    }
-    ServeConnection(std::move(fd), peer, raw);
-    HandshakeDone(raw);
-  }
-
-  void HandshakeDone(int raw) {
-    std::lock_guard lock(mu_);
-    handshaking_.erase(raw);
   }
 
   // The handshake, then reading this connection's messages into its session.
-  void ServeConnection(UniqueFd fd, const std::string& peer, int raw) {
+  void ServeConnection(UniqueFd fd, const std::string& peer, ConnectionThreads::Id id) {
     const auto timeout = options_.socket.io_timeout;
     std::string what = "connection from " + peer;
     Result<IncomingHello> in = ReadClientHello(fd.get(), timeout, what);
@@ -207,6 +272,13 @@ class Core : public std::enable_shared_from_this<Core> {
       return RefuseClient(fd.get(), HelloStatus::kVersion,
                           "this receiver speaks protocol version " + std::to_string(kNetProtocolVersion) +
                               ", the sender " + std::to_string(hello.version), timeout);
+    if (Granted(hello) == 0)
+      return RefuseClient(fd.get(), HelloStatus::kBadRequest,
+                          "the sender's segments of " + std::to_string(hello.segment_bytes) +
+                              " bytes do not fit this receiver's memory budget of " +
+                              std::to_string(options_.window_bytes) +
+                              " bytes (it needs two); give the receiver more --max-memory",
+                          timeout);
     bool keyed = (hello.flags & kHelloKeyed) != 0;
     if (keyed && !options_.key)
       return RefuseClient(fd.get(), HelloStatus::kKeyMismatch,
@@ -250,7 +322,7 @@ class Core : public std::enable_shared_from_this<Core> {
         "connection " + std::to_string(hello.conn_index) + " from " + peer);
     if (!accepted.ok()) return;  // a wrong key or a vanished sender: the sender sees the reason
     std::shared_ptr<Channel> channel(std::move(*accepted));
-    HandshakeDone(raw);
+    connections_.HandshakeDone(id);
     if (!session) {
       std::lock_guard lock(mu_);
       session = FindSession(hello.session);  // another of its connections may have been first
@@ -271,7 +343,6 @@ class Core : public std::enable_shared_from_this<Core> {
         session_->window_bytes = Granted(hello);
         session_->named = (hello.flags & kHelloNamed) != 0;
         session_->peer = peer;
-        session_->since = WallClock();
         session_->channels.resize(hello.conn_count);
         handed_ = false;
         ++created_;
@@ -303,11 +374,13 @@ class Core : public std::enable_shared_from_this<Core> {
     session->cv.notify_all();
   }
 
-  // The sender's window, cut to this receiver's share of its budget (the
-  // reorder buffer holds up to a window).
+  // The sender's window, cut to this receiver's share of its memory budget
+  // less one segment (for resent data, see Session); 0 when the budget
+  // cannot hold two of the sender's segments.
   uint32_t Granted(const ClientHello& hello) const {
-    uint64_t own = std::max<uint64_t>(options_.window_bytes, 2ull * hello.segment_bytes);
-    return static_cast<uint32_t>(std::min<uint64_t>({hello.window_bytes, own, 1ull << 30}));
+    const uint64_t budget = options_.window_bytes;
+    if (budget < 2ull * hello.segment_bytes) return 0;
+    return static_cast<uint32_t>(std::min<uint64_t>({hello.window_bytes, budget - hello.segment_bytes, 1ull << 30}));
   }
 
   // The current session or a kept finished one. Caller holds mu_.
@@ -318,32 +391,49 @@ class Core : public std::enable_shared_from_this<Core> {
     return nullptr;
   }
 
-  // Why a new sender cannot start a session now, or empty. Caller holds mu_.
+  // Why a new sender cannot start a session now, or empty. The sender is
+  // not authenticated yet, so this says nothing about the destination or
+  // the active sender. Caller holds mu_.
   std::string WhyNoNewSession() const {
     if (session_) {
       std::lock_guard lock(session_->mu);
-      if (!session_->finished)
-        return destination_ + " is busy: it is receiving another sender's stream (from " + session_->peer +
-               " since " + session_->since + ")";
+      if (!session_->finished) return "the receiver is busy with another sender's stream";
     }
-    if (options_.sessions != 0 && created_ >= options_.sessions)
-      return destination_ + " takes no more streams (it took " + std::to_string(created_) + ")";
+    if (options_.sessions != 0 && created_ >= options_.sessions) return "the receiver takes no more streams";
     return "";
   }
 
   void ReadMessages(Session& s, const std::shared_ptr<Channel>& channel, uint16_t index, uint32_t generation) {
     for (;;) {
-      Status status;
       Result<MsgHeader> header = channel->ReceiveHeader(s.segment_bytes);
+      Status status = header.status();
       std::vector<uint8_t> payload;
+      bool duplicate = false;
       if (header.ok()) {
-        payload = s.TakeBuffer();
-        payload.resize(header->length);  // a reused buffer is usually the right size already
+        std::unique_lock lock(s.mu);
+        duplicate = header->type == MsgType::kData && s.Holds(header->offset, header->length);
+        if (!duplicate) {
+          Result<std::vector<uint8_t>> buffer = s.Reserve(lock, header->length, generation, options_.socket.io_timeout);
+          if (!buffer.ok()) {
+            // Tell the sender why now (it would also hear it on reconnecting).
+            lock.unlock();
+            const std::string why = buffer.status().ToString();
+            (void)channel->Send(MsgType::kError, 0, {reinterpret_cast<const uint8_t*>(why.data()), why.size()});
+            lock.lock();
+            s.DropConnections();
+            return;
+          }
+          payload = std::move(*buffer);
+        }
+      }
+      if (header.ok() && duplicate) {
+        status = s.ReceiveDuplicate(*channel, *header);
+      } else if (header.ok()) {
+        if (payload.size() != header->length) payload = std::vector<uint8_t>(header->length);
         status = channel->ReceivePayload(*header, payload);
-      } else {
-        status = header.status();
       }
       std::lock_guard lock(s.mu);
+      if (header.ok() && !duplicate) s.Received(header->length, generation);
       if (!status.ok()) {
         if (s.finished || generation != s.generation || s.channels[index] != channel) return;
         if (status.code() == Status::Code::kCorruption) {
@@ -358,9 +448,10 @@ class Core : public std::enable_shared_from_this<Core> {
         s.cv.notify_all();
         return;
       }
+      if (duplicate) continue;
       switch (header->type) {
         case MsgType::kData:
-          Insert(s, header->offset, std::move(payload));
+          Insert(s, header->offset, payload);
           break;
         case MsgType::kEnd:
           if ((s.end && *s.end != header->offset) || header->offset < s.delivered ||
@@ -400,11 +491,13 @@ class Core : public std::enable_shared_from_this<Core> {
           s.Fail(Status::Corruption(channel->what() + ": unexpected " + MsgTypeName(header->type) + " message"));
           return;
       }
+      s.KeepSpare(std::move(payload));  // unless Insert() kept it
     }
   }
 
-  // Files a DATA payload by offset. Caller holds s.mu.
-  void Insert(Session& s, uint64_t offset, std::vector<uint8_t> bytes) {
+  // Files a DATA payload by offset, taking `bytes` unless it is not needed.
+  // Caller holds s.mu.
+  void Insert(Session& s, uint64_t offset, std::vector<uint8_t>& bytes) {
     uint64_t end = offset + bytes.size();
     if (end <= s.delivered || bytes.empty()) return;  // resent after a reconnect
     if (s.end && end > *s.end) {
@@ -418,15 +511,13 @@ class Core : public std::enable_shared_from_this<Core> {
     piece.bytes = std::move(bytes);
     s.pending_bytes += piece.bytes.size();
     s.pending.emplace(offset, std::move(piece));
-    if (s.pending_bytes > s.window_bytes + uint64_t{s.conn_count} * s.segment_bytes)
-      s.Fail(Status::Corruption("the sender overran its window of " + std::to_string(s.window_bytes) + " bytes"));
     s.cv.notify_all();
   }
 
   void WaitForClose(const std::shared_ptr<Channel>& channel) {
     std::vector<uint8_t> sink;
     for (;;) {
-      Result<MsgHeader> header = channel->ReceiveHeader(kMaxSegmentBytes);
+      Result<MsgHeader> header = channel->ReceiveHeader(kMaxAfterDone);
       if (!header.ok()) return;
       sink.resize(header->length);
       if (!channel->ReceivePayload(*header, sink).ok()) return;
@@ -458,7 +549,6 @@ class Core : public std::enable_shared_from_this<Core> {
 
   Listener listener_;
   NetOptions options_;
-  std::string destination_;
   std::chrono::milliseconds ping_interval_;
   std::thread accept_thread_;
   std::thread ping_thread_;
@@ -470,8 +560,7 @@ class Core : public std::enable_shared_from_this<Core> {
   std::deque<std::shared_ptr<Session>> past_;  // finished sessions, oldest first
   unsigned created_ = 0;                        // sessions so far
   std::mutex stop_mu_;                          // one Stop() at a time
-  std::list<std::thread> connection_threads_;
-  std::set<int> handshaking_;
+  ConnectionThreads connections_;
 };
 
 // Owns the core's lifetime: the last of the receiver and its source stops it.
@@ -510,8 +599,9 @@ class NetSource final : public ByteSource {
             s.delivered += n;
             if (piece.start == piece.bytes.size()) {
               s.pending_bytes -= piece.bytes.size();
-              if (s.spare.size() < 2u * s.conn_count) s.spare.push_back(std::move(piece.bytes));
+              std::vector<uint8_t> buffer = std::move(piece.bytes);
               s.pending.erase(it);
+              s.KeepSpare(std::move(buffer));
             }
             break;
           }
@@ -625,11 +715,10 @@ class NetReceiverImpl final : public NetReceiver {
 
 }  // namespace
 
-Result<std::unique_ptr<NetReceiver>> NetReceiver::Listen(const Endpoint& endpoint, const NetOptions& options,
-                                                         std::string destination) {
+Result<std::unique_ptr<NetReceiver>> NetReceiver::Listen(const Endpoint& endpoint, const NetOptions& options) {
   if (!endpoint.is_network()) return Status::InvalidArgument("'" + endpoint.uri + "' is not a network address");
   VF_ASSIGN_OR_RETURN(Listener listener, Listener::Open(endpoint, options.socket));
-  auto core = std::make_shared<Core>(std::move(listener), options, std::move(destination));
+  auto core = std::make_shared<Core>(std::move(listener), options);
   core->Start();
   auto owner = std::make_shared<CoreOwner>(core);
   return std::unique_ptr<NetReceiver>(new NetReceiverImpl(std::move(owner)));

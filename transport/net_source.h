@@ -8,6 +8,13 @@
 // NetOptions::resume_timeout for the sender to reconnect and resume. Other
 // senders that arrive meanwhile are refused with the reason ("busy"); the
 // next session may start once the consumer has finished the current one.
+// Senders are not authenticated when they are refused, so they are told
+// "busy" and nothing about the destination or the active sender.
+//
+// Everything an unauthenticated peer can make the receiver hold is bounded:
+// connection threads and handshakes (NetOptions::limits, see
+// connection_threads.h) and, per session, the memory of its reorder buffer
+// (NetOptions::window_bytes plus one segment).
 // The consumer must call Finish() with its outcome: the sender's Commit()
 // returns that outcome, so a sender only succeeds once the receiver has
 // stored or restored the whole stream.
@@ -35,10 +42,8 @@ struct NetStream {
 
 class NetReceiver {
  public:
-  // Starts listening. `destination` names where the stream goes, for
-  // messages to refused senders ("file 'ckpt.vfs'").
-  static Result<std::unique_ptr<NetReceiver>> Listen(const Endpoint& endpoint, const NetOptions& options,
-                                                     std::string destination);
+  // Starts listening (bound when this returns).
+  static Result<std::unique_ptr<NetReceiver>> Listen(const Endpoint& endpoint, const NetOptions& options);
   virtual ~NetReceiver() = default;
   // The address actually listened on (tcp://0.0.0.0:PORT after port 0).
   virtual std::string uri() const = 0;

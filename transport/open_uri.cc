@@ -80,8 +80,8 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const Tra
     case Endpoint::Kind::kPath: return OpenFileSource(endpoint.path);
     case Endpoint::Kind::kUnix:
     case Endpoint::Kind::kTcp: {
-      VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
-                          NetReceiver::Listen(endpoint, options.net, options.destination));
+      VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver, NetReceiver::Listen(endpoint, options.net));
+      if (options.on_listening) options.on_listening(receiver->uri());
       VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, receiver->Accept(options.accept_timeout));
       return std::unique_ptr<ByteSource>(new ReceivedSource(std::move(receiver), std::move(source)));
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,8 +21,9 @@ struct TransportOptions {
   S3Options s3;          // s3://
   // Receiving: how long to wait for a sender to connect (negative: forever).
   std::chrono::milliseconds accept_timeout{-1};
-  // Receiving: names the destination in messages to refused senders.
-  std::string destination = "this receiver";
+  // Receiving: called with the address once the receiver listens there
+  // (with the real port after port 0), before it waits for a sender.
+  std::function<void(const std::string& uri)> on_listening;
 };
 
 // PATH, -, fd:N: as fd_stream.h. tcp:// and unix:: a network sender

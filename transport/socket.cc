@@ -181,6 +181,14 @@ Result<UniqueFd> BindAndListen(int family, const sockaddr* addr, socklen_t len, 
     *err = errno;
     return Status::FromErrno(context, *err);
   }
+  // A UNIX socket is for this user only, whatever the umask (bind() applied
+  // it). Before listen(): until then nobody can connect, so there is no
+  // window in which the wider mode lets anyone in.
+  if (family == AF_UNIX && ::chmod(reinterpret_cast<const sockaddr_un*>(addr)->sun_path, 0600) != 0) {
+    *err = errno;
+    ::unlink(reinterpret_cast<const sockaddr_un*>(addr)->sun_path);
+    return Status::FromErrno(context + ": making the socket private (mode 0600)", *err);
+  }
   if (::listen(fd.get(), kListenBacklog) != 0) {
     *err = errno;
     if (family == AF_UNIX) ::unlink(reinterpret_cast<const sockaddr_un*>(addr)->sun_path);

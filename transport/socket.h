@@ -26,7 +26,8 @@ struct SocketOptions {
 // keepalive, TCP_USER_TIMEOUT, close-on-exec.
 Result<UniqueFd> ConnectStream(const Endpoint& endpoint, const SocketOptions& options);
 
-// A listening socket. For UNIX sockets the path is created on Open() and
+// A listening socket. For UNIX sockets the path is created (mode 0600,
+// whatever the umask: only this user may connect) on Open() and
 // removed on destruction; an existing socket file nobody listens on is
 // replaced, any other existing file is an error.
 class Listener {
