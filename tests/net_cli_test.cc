@@ -1082,7 +1082,7 @@ void SetLimit(pid_t pid, __rlimit_resource resource, rlim_t value) {
 // sender still gets through.
 TEST(NetCli, RecvSurvivesAResetFloodWithLimitedAddressSpace) {
   TempDir dir;
-  const std::vector<uint8_t> data = RandomData(1 << 20, 181);
+  const std::vector<uint8_t> data = Packed(dir, RandomData(1 << 20, 181));  // recv stores only valid streams
   WriteFileBytes(dir.File("in.bin"), data);
   ReservedPort reserved;
   const uint16_t port = reserved.port();
@@ -1104,7 +1104,7 @@ TEST(NetCli, RecvSurvivesAResetFloodWithLimitedAddressSpace) {
 TEST(NetCli, RecvOutOfDescriptorsNeitherSpinsNorKeepsAKeyedSenderOut) {
   TempDir dir;
   ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
-  const std::vector<uint8_t> data = RandomData(1 << 20, 182);
+  const std::vector<uint8_t> data = Packed(dir, RandomData(1 << 20, 182));
   WriteFileBytes(dir.File("in.bin"), data);
   ReservedPort reserved;
   const uint16_t port = reserved.port();
@@ -1150,7 +1150,7 @@ TEST(NetCli, RecvOntoAnExistingOutputFailsWithoutClaimingToListen) {
 // Issue 18 defect 15: with port 0, recv prints the port it got.
 TEST(NetCli, RecvOnPortZeroPrintsTheBoundPort) {
   TempDir dir;
-  const std::vector<uint8_t> data = RandomData(100000, 184);
+  const std::vector<uint8_t> data = Packed(dir, RandomData(100000, 184));
   WriteFileBytes(dir.File("in.bin"), data);
   Child recv({"recv", "--listen", "tcp://127.0.0.1:0", "-o", dir.File("out.bin"), "--accept-timeout", "20"},
              dir.File("recv.log"));
