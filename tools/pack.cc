@@ -14,6 +14,7 @@
 #include "streamer/pipeline.h"
 #include "streamer/stream_writer.h"
 #include "tools/cli_util.h"
+#include "tools/planned_file.h"
 #include "tools/progress.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
@@ -29,12 +30,13 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// A regular file to pack: its fd, the range that becomes the object, and
+// A regular file to pack: the file, the range that becomes the object, and
 // whether it is a legacy amdgpu-pages image (whose 8-byte header is left out).
+// It is not held open: the device opens it again when it reads it, so pack
+// holds a few files open at a time however many it packs.
 struct FileInput {
-  std::string path;
+  PlannedFile file;
   std::string name;
-  UniqueFd fd;
   uint64_t base = 0;
   uint64_t size = 0;
   bool legacy = false;
@@ -44,19 +46,19 @@ struct FileInput {
 Status OpenRegular(const std::string& path, FileInput* in, bool* regular) {
   *regular = false;
   if (path == "-" || IsS3Uri(path)) return Status::Ok();  // read in order, as a stream
-  in->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in->fd.valid()) return Status::FromErrno("opening '" + path + "'", errno);
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno("opening '" + path + "'", errno);
   struct stat st;
-  if (::fstat(in->fd.get(), &st) != 0) return Status::FromErrno("stat '" + path + "'", errno);
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("stat '" + path + "'", errno);
   if (S_ISDIR(st.st_mode)) return Status::InvalidArgument("'" + path + "' is a directory");
   if (!S_ISREG(st.st_mode)) return Status::Ok();
   *regular = true;
-  in->path = path;
+  in->file = PlannedFile{path, st.st_dev, st.st_ino};
   in->name = BaseName(path);
   in->size = static_cast<uint64_t>(st.st_size);
   if (IsAmdgpuPagesFileName(in->name) && in->size >= kAmdgpuPagesHeaderSize) {
     uint8_t header[kAmdgpuPagesHeaderSize];
-    if (::pread(in->fd.get(), header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) &&
+    if (::pread(fd.get(), header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) &&
         DecodeAmdgpuPagesHeader(header, HostIsLittleEndian()) == in->size - kAmdgpuPagesHeaderSize) {
       in->legacy = true;  // otherwise: not a well-formed legacy image, packed as a plain file
       in->base = kAmdgpuPagesHeaderSize;
@@ -83,7 +85,8 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
   for (FileInput& in : inputs) {
     DumpSource s;
     s.device = &device;
-    VF_ASSIGN_OR_RETURN(s.bo, device.ImportFileRange(in.fd.get(), in.base, in.size, "'" + in.path + "'"));
+    FileOpener open = [file = in.file] { return ReopenPlannedFile(file); };
+    VF_ASSIGN_OR_RETURN(s.bo, device.ImportFile(std::move(open), in.base, in.size, "'" + in.file.path + "'"));
     s.size = in.size;
     s.metadata = MetadataFor(in.name, in.legacy);
     sources.push_back(std::move(s));
@@ -92,11 +95,7 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
   PipelineStats stats;
   VF_RETURN_IF_ERROR(RunDump(sources, sink, pipeline, &stats));
   // A file that grew while being read would otherwise lose its new tail silently.
-  for (FileInput& in : inputs) {
-    struct stat st;
-    if (::fstat(in.fd.get(), &st) == 0 && static_cast<uint64_t>(st.st_size) != in.base + in.size)
-      return Status::IoError("'" + in.path + "' changed size while being packed");
-  }
+  for (const FileInput& in : inputs) VF_RETURN_IF_ERROR(CheckPlannedFileUnchanged(in.file, in.base + in.size));
   report->objects = stats.objects;
   report->raw_bytes = stats.raw_bytes;
   report->stream_bytes = stats.stream_bytes;

@@ -201,10 +201,11 @@ class StagedFiles {
         return Status::AlreadyExists(Printable(target) + " exists (use --force to overwrite)");
     }
     VF_ASSIGN_OR_RETURN(UniqueFd dir, OpenParentDirectory(staging_fd_, parts, /*create=*/true));
-    int fd = ::openat(dir.get(), parts.back().c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::FromErrno("creating staged file for " + Printable(o.metadata.name), errno);
+    // Created here and closed again: the device opens it when it writes to
+    // it, so an unpack holds a few files open however many objects it has.
+    UniqueFd created(::openat(dir.get(), parts.back().c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!created.valid()) return Status::FromErrno("creating staged file for " + Printable(o.metadata.name), errno);
     OpenFile& f = files_[o.id];
-    f.fd.Reset(fd);
     f.parts = std::move(parts);
     f.claimed = o.size != kUnknownObjectSize;
     const std::string* legacy = o.metadata.Find(kLegacyFormatKey);
@@ -215,29 +216,28 @@ class StagedFiles {
       f.legacy_little_endian = !order || *order != "be";
     }
     uint64_t size = o.size == kUnknownObjectSize ? FileDevice::kUnbounded : o.size;
-    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, f.header, size, Printable(o.metadata.name)));
+    FileOpener open = [this, parts = f.parts, name = o.metadata.name] { return OpenStaged(parts, name); };
+    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFile(std::move(open), f.header, size, Printable(o.metadata.name)));
     return RestoreTarget{device_, bo, /*zero_filled=*/true};
   }
 
   // Writes the legacy header and sets the final size (zero runs at the end
   // of an object are holes until then).
   Status Finish(const ObjectState& o) {
-    OpenFile& f = files_.at(o.id);
-    if (f.skipped) {  // the device keeps its own descriptor for references into it
-      f.fd.Reset();
-      return Status::Ok();
-    }
+    const OpenFile& f = files_.at(o.id);
+    if (f.skipped) return Status::Ok();  // kept only for references into it
     const std::string what = Printable(o.metadata.name);
+    VF_ASSIGN_OR_RETURN(UniqueFd fd, OpenStaged(f.parts, o.metadata.name));
     if (f.header) {
       uint8_t header[kAmdgpuPagesHeaderSize];
       EncodeAmdgpuPagesHeader(o.size, f.legacy_little_endian, header);
-      VF_RETURN_IF_ERROR(PwriteAll(f.fd.get(), header, 0, what));
+      VF_RETURN_IF_ERROR(PwriteAll(fd.get(), header, 0, what));
     }
     if (!f.claimed) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name) + " (of unknown size)"));
-    if (::ftruncate(f.fd.get(), static_cast<off_t>(f.header + o.size)) != 0)
+    if (::ftruncate(fd.get(), static_cast<off_t>(f.header + o.size)) != 0)
       return Status::FromErrno("sizing " + what, errno);
-    if (fsync_ && ::fsync(f.fd.get()) != 0) return Status::FromErrno("syncing " + what, errno);
-    if (::close(f.fd.Release()) != 0) return Status::FromErrno("closing " + what, errno);
+    if (fsync_ && ::fsync(fd.get()) != 0) return Status::FromErrno("syncing " + what, errno);
+    if (::close(fd.Release()) != 0) return Status::FromErrno("closing " + what, errno);
     kept_bytes_ += o.size;
     return Status::Ok();
   }
@@ -291,8 +291,8 @@ class StagedFiles {
   uint64_t kept_bytes() const { return kept_bytes_; }
 
  private:
+  // An object's file in the staging directory; not held open (see OpenStaged).
   struct OpenFile {
-    UniqueFd fd;
     std::vector<std::string> parts;
     uint64_t header = 0;  // bytes of legacy header before the content
     bool legacy_little_endian = true;
@@ -369,16 +369,29 @@ class StagedFiles {
     return SyncDirectory(fd.get(), shown);
   }
 
+  // Opens a staged file again (the device, on its ring threads, and Finish).
+  // The staging directory is private, so it is the file Open created.
+  Result<UniqueFd> OpenStaged(const std::vector<std::string>& parts, const std::string& name) const {
+    VF_ASSIGN_OR_RETURN(UniqueFd dir, OpenParentDirectory(staging_fd_, parts, /*create=*/false));
+    UniqueFd fd(::openat(dir.get(), parts.back().c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid()) return Status::FromErrno("opening the staged file of " + Printable(name), errno);
+    return fd;
+  }
+
   Result<RestoreTarget> OpenSkipped(const ObjectState& o) {
     if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_));
-    const std::string name = std::to_string(o.id);
-    int fd = ::openat(skipped_dir_.fd(), name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::FromErrno("creating a scratch file for " + Printable(o.metadata.name), errno);
-    OpenFile& f = files_[o.id];
-    f.fd.Reset(fd);
-    f.skipped = true;
+    const std::string file = std::to_string(o.id);
+    UniqueFd created(::openat(skipped_dir_.fd(), file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!created.valid()) return Status::FromErrno("creating a scratch file for " + Printable(o.metadata.name), errno);
+    files_[o.id].skipped = true;
     uint64_t size = o.size == kUnknownObjectSize ? FileDevice::kUnbounded : o.size;
-    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFileRange(fd, 0, size, Printable(o.metadata.name) + " (not selected)"));
+    const std::string what = Printable(o.metadata.name) + " (not selected)";
+    FileOpener open = [dir = skipped_dir_.fd(), file, what]() -> Result<UniqueFd> {
+      UniqueFd fd(::openat(dir, file.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd.valid()) return Status::FromErrno("opening the scratch file of " + what, errno);
+      return fd;
+    };
+    VF_ASSIGN_OR_RETURN(uint32_t bo, device_->ImportFile(std::move(open), 0, size, what));
     return RestoreTarget{device_, bo, /*zero_filled=*/true};
   }
 
