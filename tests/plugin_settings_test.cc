@@ -151,7 +151,7 @@ TEST(PluginSettings, CheckSwitchesReadExactlyAsUpstream) {
 //! error for the network transport instead of silently meaning "no key".
 TEST(PluginSettings, UnusableKeyFileIsDeferredNotDropped) {
   PluginOptions o = Read({{"VRAMFLOW_KEY_FILE", "/nonexistent/vramflow.key"}});
-  EXPECT_FALSE(o.transport.net.key.has_value());
+  EXPECT_FALSE(o.transport.net.tls.key.has_value());
   ASSERT_FALSE(o.key_error.ok());
   EXPECT_NE(o.key_error.message().find("VRAMFLOW_KEY_FILE"), std::string::npos) << o.key_error.ToString();
   EXPECT_TRUE(AnyLineHas(o.warnings, "ignoring VRAMFLOW_KEY_FILE='/nonexistent/vramflow.key'")) << Joined(o.warnings);

@@ -22,6 +22,28 @@ void WriteKey(const std::string& path, const std::string& contents, mode_t mode)
   ASSERT_EQ(::chmod(path.c_str(), mode), 0);
 }
 
+// Sets (or unsets, with nullopt) an environment variable for one test and
+// puts the old value back afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value->c_str(), 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+
 // --- Keys ---
 
 const std::string kGoodKey = "0123456789abcdef0123456789abcdef";

@@ -171,6 +171,14 @@ class NetSink final : public ByteSink {
                                     " (a receiver older than named streams closes the connection when a sender "
                                     "names its stream: update it, or send without a name)");
       }
+      if (!handshake.ok() && !tls_ && endpoint_.kind == Endpoint::Kind::kTcp && generation_number_ == 0 &&
+          (handshake.status().code() == Status::Code::kTruncated ||
+           handshake.status().code() == Status::Code::kIoError)) {
+        // A TLS receiver drops a plaintext hello, usually with a reset.
+        return Status::InvalidArgument(handshake.status().message() +
+                                       " (a receiver that requires TLS closes the connection at a plaintext hello: "
+                                       "give the sender its key (--key-file) or a certificate (--cert, --key, --ca))");
+      }
       VF_ASSIGN_OR_RETURN(ClientConnection conn, std::move(handshake));
       *resume = std::min(*resume, conn.resume_offset);
       granted = std::min<uint64_t>(granted, conn.window_bytes);
@@ -191,7 +199,10 @@ class NetSink final : public ByteSink {
     if (!tls_) return std::unique_ptr<Connection>(std::make_unique<PlainConnection>(std::move(fd)));
     auto tls = TlsConnection::Handshake(*tls_, std::move(fd), endpoint_.host, options_.socket.io_timeout,
                                         what + " (" + tls_->describe() + ")");
-    if (!tls.ok() && generation_number_ == 0 && tls.status().code() == Status::Code::kTruncated)
+    // A receiver without TLS drops the TLS hello (a reset when it leaves
+    // some of it unread).
+    if (!tls.ok() && generation_number_ == 0 &&
+        (tls.status().code() == Status::Code::kTruncated || tls.status().code() == Status::Code::kIoError))
       return Status::InvalidArgument(tls.status().message() +
                                      " (a receiver without TLS (--insecure) closes the connection at the TLS hello)");
     if (!tls.ok()) return tls.status();
