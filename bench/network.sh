@@ -157,8 +157,8 @@ key="$work/key"
 : >"$work/times"
 
 echo "== sanity: pack --to tcp into a stored stream, verified"
-tcp_case check 1 "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o "$work/check.vfs" -q -- \
-  "$bin" pack -q "$work/raw.bin" --to @ADDR@
+tcp_case check 1 "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o "$work/check.vfs" -q --insecure -- \
+  "$bin" pack -q "$work/raw.bin" --to @ADDR@ --insecure
 timeout 300 "$bin" verify "$work/check.vfs" >"$work/verify.log" 2>&1 || { cat "$work/verify.log" >&2; die "the stream received over TCP does not verify"; }
 check_bytes=$(stat -c %s "$work/check.vfs")
 [ "$check_bytes" = "$stored" ] || echo "note: the stream received over TCP has $check_bytes bytes, the stored one $stored"
@@ -172,8 +172,8 @@ for run in $(seq "$repeat"); do
   solo pipe_file "$run" "$bin" pack -f "$work/raw.bin" -o "$work/out.vfs"
   solo pipe_pipe "$run" sh -c '"$1" pack "$2" -o - | cat >/dev/null' sh "$bin" "$work/raw.bin"
   rm -f "$work/out.vfs"
-  tcp_case pack_tcp "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q -- \
-    "$bin" pack "$work/raw.bin" --to @ADDR@
+  tcp_case pack_tcp "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q --insecure -- \
+    "$bin" pack "$work/raw.bin" --to @ADDR@ --insecure
   tcp_case pack_tcp_key "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q --key-file "$key" -- \
     "$bin" pack "$work/raw.bin" --to @ADDR@ --key-file "$key"
   sock="$work/vf-$run.sock"
@@ -181,8 +181,8 @@ for run in $(seq "$repeat"); do
   send_cmd=("$bin" pack "$work/raw.bin" --to "unix:$sock")
   listen_cmd=(ss -Hlx src "$sock")
   xfer pack_unix "$run"
-  tcp_case send_tcp "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q -- \
-    "$bin" send -q "$work/stream.vfs" @ADDR@
+  tcp_case send_tcp "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q --insecure -- \
+    "$bin" send -q "$work/stream.vfs" @ADDR@ --insecure
   tcp_case send_tcp_key "$run" "" "" 127.0.0.1 "$bin" recv --listen @ADDR@ -o /dev/null -q --key-file "$key" -- \
     "$bin" send -q "$work/stream.vfs" @ADDR@ --key-file "$key"
   tcp_case socat_stream "$run" "" "" 127.0.0.1 socat -u TCP-LISTEN:@PORT@,bind=127.0.0.1,reuseaddr OPEN:/dev/null -- \
@@ -228,10 +228,10 @@ if [ "$link_status" = ok ]; then
     'import json,sys; print(next(q["options"]["rate"] for q in json.load(sys.stdin) if q["kind"] == "tbf") * 8)')
   echo "== link: veth $ns_a -> $ns_b, tbf $rate ($((rate_bits / 1000000)) Mbit/s) both ways, netem: $netem (best of $repeat)"
   for run in $(seq "$repeat"); do
-    tcp_case link_pack "$run" "$ns_b" "$ns_a" 10.99.0.2 "$bin" recv --listen @ADDR@ -o /dev/null -q -- \
-      "$bin" pack -q "$work/raw.bin" --to @ADDR@
-    tcp_case link_send "$run" "$ns_b" "$ns_a" 10.99.0.2 "$bin" recv --listen @ADDR@ -o /dev/null -q -- \
-      "$bin" send -q "$work/stream.vfs" @ADDR@
+    tcp_case link_pack "$run" "$ns_b" "$ns_a" 10.99.0.2 "$bin" recv --listen @ADDR@ -o /dev/null -q --insecure -- \
+      "$bin" pack -q "$work/raw.bin" --to @ADDR@ --insecure
+    tcp_case link_send "$run" "$ns_b" "$ns_a" 10.99.0.2 "$bin" recv --listen @ADDR@ -o /dev/null -q --insecure -- \
+      "$bin" send -q "$work/stream.vfs" @ADDR@ --insecure
     tcp_case link_socat_raw "$run" "$ns_b" "$ns_a" 10.99.0.2 socat -u TCP-LISTEN:@PORT@,bind=10.99.0.2,reuseaddr OPEN:/dev/null -- \
       socat -u "FILE:$work/raw.bin" TCP:10.99.0.2:@PORT@
     tcp_case link_socat_stream "$run" "$ns_b" "$ns_a" 10.99.0.2 socat -u TCP-LISTEN:@PORT@,bind=10.99.0.2,reuseaddr OPEN:/dev/null -- \
@@ -265,8 +265,8 @@ print(f"\nloopback, no throttle: {raw/2**20:.1f} MiB raw -> {stored/2**20:.1f} M
 print(f"{'case':40} {'seconds':>8} {'raw GB/s':>9} {'vs pipeline':>12} {'CPU s':>6} {'writer':>7}")
 loop = {}
 for key, label in [("pipe_null", "pack -> /dev/null (the pipeline)"),
-                   ("pack_tcp", "pack --to tcp://127.0.0.1"),
-                   ("pack_tcp_key", "pack --to tcp://127.0.0.1, key (GCM)"),
+                   ("pack_tcp", "pack --to tcp://127.0.0.1, --insecure"),
+                   ("pack_tcp_key", "pack --to tcp://127.0.0.1, TLS (key)"),
                    ("pack_unix", "pack --to unix:PATH"),
                    ("pipe_file", "pack -o FILE (on the work tmpfs)"),
                    ("pipe_pipe", "pack -o - | cat >/dev/null")]:
@@ -277,8 +277,8 @@ for key, label in [("pipe_null", "pack -> /dev/null (the pipeline)"),
     print(f"{label:40} {s:8.3f} {gbps(raw, s):9.3f} {pipe / s:11.1%} {cpu[key]:6.2f} {w:>7}")
 print(f"\n{'transport only (a stored stream)':40} {'seconds':>8} {'GB/s':>9} {'vs socat':>12} {'CPU s':>6}")
 sock = best["socat_stream"]
-for key, label in [("send_tcp", "send stream.vfs tcp://127.0.0.1"),
-                   ("send_tcp_key", "send stream.vfs tcp://127.0.0.1, key"),
+for key, label in [("send_tcp", "send stream.vfs tcp://127.0.0.1, --insecure"),
+                   ("send_tcp_key", "send stream.vfs tcp://127.0.0.1, TLS (key)"),
                    ("socat_stream", "socat stream.vfs -> TCP -> /dev/null")]:
     s = best[key]
     loop[key] = {"seconds": s, "runs": runs[key], "stored_gbps": gbps(stored, s), "vs_socat": sock / s,

@@ -305,6 +305,9 @@ Status Init(int stage) {
   // every dump on the host, GPU or not.
   VF_ASSIGN_OR_RETURN(state->options, PluginOptionsFromEnvironment(::getenv));
   for (const std::string& warning : state->options.warnings) log.Error(warning);
+  // The network transport's warnings (--insecure) and refused connections
+  // (a failed TLS handshake, a UNIX peer of another user) go to CRIU's log.
+  state->options.transport.net.log = [](const std::string& line) { Log().Warn(line); };
   for (const std::string& param : state->options.ParamLines()) log.Info(param);
   VF_ASSIGN_OR_RETURN(state->backend, OpenPluginBackend(state->options));
   if (stage == CR_PLUGIN_STAGE__RESTORE) {

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "common/units.h"
-#include "transport/net_crypto.h"
+#include "transport/shared_key.h"
 
 namespace vramflow {
 namespace {
@@ -137,7 +137,7 @@ void ReadThreads(const char* v, PluginOptions* options) {
 void ReadKeyFile(const char* v, PluginOptions* options) {
   Result<SharedKey> key = LoadKeyFile(v);
   if (key.ok()) {
-    options->transport.net.key = std::move(*key);
+    options->transport.net.tls.key = std::move(*key);
     return;
   }
   options->key_error = key.status().WithContext("VRAMFLOW_KEY_FILE");
@@ -189,6 +189,18 @@ Result<PluginOptions> PluginOptionsFromEnvironment(const std::function<const cha
   if (const char* v = set("VRAMFLOW_THREADS")) ReadThreads(v, &options);
   if (const char* v = set("VRAMFLOW_TARGET")) options.target = v;
   if (const char* v = set("VRAMFLOW_KEY_FILE")) ReadKeyFile(v, &options);
+  // Mutual TLS for a tcp:// target (docs/PLUGIN.md); TlsContext::Create
+  // checks the files when the transport opens.
+  if (const char* v = set("VRAMFLOW_TLS_CERT")) options.transport.net.tls.cert_file = v;
+  if (const char* v = set("VRAMFLOW_TLS_KEY")) options.transport.net.tls.key_file = v;
+  if (const char* v = set("VRAMFLOW_TLS_CA")) options.transport.net.tls.ca_file = v;
+  if (const char* v = set("VRAMFLOW_INSECURE")) {
+    if (std::optional<bool> on = ParseUpstreamBool(v)) {
+      options.transport.net.insecure = *on;
+    } else {
+      options.warnings.push_back(Ignored("VRAMFLOW_INSECURE", v, "expecting 1/YES or 0/NO; TLS stays required"));
+    }
+  }
   ReadChecks(getenv, &options);
   const char* topology = set("VRAMFLOW_KFD_TOPOLOGY");
   options.topology_root = topology ? topology : kKfdTopologyRoot;
@@ -212,7 +224,13 @@ std::vector<std::string> PluginOptions::ParamLines() const {
   param("VRAMFLOW_CODEC", DescribeOptions(pipeline.encoder));
   param("VRAMFLOW_THREADS", pipeline.threads == 0 ? "0 (every core)" : std::to_string(pipeline.threads));
   param("VRAMFLOW_TARGET", target.empty() ? "(the images directory)" : target);
-  param("VRAMFLOW_KEY_FILE", transport.net.key         ? transport.net.key->origin
+  const TlsCredentials& tls = transport.net.tls;
+  auto file = [](const std::string& path) { return path.empty() ? std::string("(none)") : path; };
+  param("VRAMFLOW_TLS_CERT", file(tls.cert_file));
+  param("VRAMFLOW_TLS_KEY", file(tls.key_file));
+  param("VRAMFLOW_TLS_CA", file(tls.ca_file));
+  param("VRAMFLOW_INSECURE", transport.net.insecure ? "Y" : "N");
+  param("VRAMFLOW_KEY_FILE", tls.key                   ? tls.key->origin
                              : !key_error.ok()         ? "(unusable)"
                                                        : "(none)");
   param("VRAMFLOW_PARALLEL_RESTORE", TristateName(parallel_restore));

@@ -29,8 +29,10 @@
 
 #include "common/unique_fd.h"
 #include "tests/test_util.h"
+#include "tests/tls_test_files.h"
 #include "transport/net_options.h"
 #include "transport/net_source.h"
+#include "transport/shared_key.h"
 #include "transport/uri.h"
 
 namespace vramflow {
@@ -361,6 +363,15 @@ bool WaitForBytes(const std::string& dir, const std::string& prefix, uint64_t by
 
 std::string Tcp(uint16_t port) { return "tcp://127.0.0.1:" + std::to_string(port); }
 
+// TCP needs TLS credentials (or --insecure): a shared key file both ends of
+// a test transfer give (tests/tls_test_files.h).
+std::string KeyFile() { return testing::Files().File("vf.key"); }
+SharedKey TestKey() {
+  Result<SharedKey> key = LoadKeyFile(KeyFile());
+  EXPECT_TRUE(key.ok()) << key.status().ToString();
+  return key.ok() ? *key : SharedKey{};
+}
+
 // ------------------------------------------------------------------ keygen
 
 TEST(NetCli, KeygenWritesAPrivateKeyAndNeverOverwrites) {
@@ -404,24 +415,42 @@ TEST(NetCli, SendToAnExistingFileNeedsForce) {
   EXPECT_TRUE(ReadFileBytes(dir.File("out.vfs")) == stream);
 }
 
-TEST(NetCli, SendRecvRoundTripWithKeyFileOverTcp) {
+// Over TCP with each kind of protection: TLS with a shared key (striped),
+// mutual TLS with certificates, and plain TCP with --insecure (which warns
+// on both ends).
+TEST(NetCli, SendRecvRoundTripOverTcpWithTlsOrInsecure) {
   TempDir dir;
   ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
   const std::vector<uint8_t> data = Packed(dir, RandomData((9 << 20) + 12345, 1));
   WriteFileBytes(dir.File("in.bin"), data);
-  struct Case {
-    std::vector<std::string> sender_flags;
+  auto cert = [](const std::string& name) {
+    const testing::TlsFiles& files = testing::Files();
+    return std::vector<std::string>{"--cert", files.File(name + ".pem"), "--key", files.File(name + ".key"), "--ca",
+                                    files.File("ca.pem")};
   };
+  struct Case {
+    std::vector<std::string> receiver_flags;
+    std::vector<std::string> sender_flags;
+    bool warns;
+  };
+  const std::vector<std::string> key = {"--key-file", dir.File("key")};
+  std::vector<std::string> keyed_sender = key;
+  keyed_sender.insert(keyed_sender.end(), {"--streams", "8"});
+  std::vector<std::string> cert_sender = cert("client");
+  cert_sender.insert(cert_sender.end(), {"--streams", "3"});
   int round = 0;
-  for (const Case& c : {Case{{"--streams", "8"}}, Case{{"--no-encrypt", "--streams", "1"}}}) {
+  for (const Case& c : {Case{key, keyed_sender, false}, Case{cert("server"), cert_sender, false},
+                        Case{{"--insecure"}, {"--insecure", "--streams", "1"}, true}}) {
     SCOPED_TRACE("round " + std::to_string(round));
-    const std::string out = dir.File("out" + std::to_string(round++) + ".bin");
+    const std::string out = dir.File("out" + std::to_string(round) + ".bin");
+    const std::string log = dir.File("recv" + std::to_string(round++) + ".log");
     ReservedPort reserved;
     const uint16_t port = reserved.port();
-    Child recv({"recv", "--listen", Tcp(port), "-o", out, "--key-file", dir.File("key"), "--accept-timeout", "20"},
-               dir.File("recv.log"));
+    std::vector<std::string> recv_args = {"recv", "--listen", Tcp(port), "-o", out, "--accept-timeout", "20"};
+    recv_args.insert(recv_args.end(), c.receiver_flags.begin(), c.receiver_flags.end());
+    Child recv(recv_args, log, -1, {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
     ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
-    std::vector<std::string> send = {"send", dir.File("in.bin"), Tcp(port), "--key-file", dir.File("key")};
+    std::vector<std::string> send = {"send", dir.File("in.bin"), Tcp(port)};
     send.insert(send.end(), c.sender_flags.begin(), c.sender_flags.end());
     Ran sent = RunVf(dir, send);
     EXPECT_EQ(sent.code, 0) << sent.output;
@@ -429,7 +458,29 @@ TEST(NetCli, SendRecvRoundTripWithKeyFileOverTcp) {
     EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
     EXPECT_TRUE(Contains(recv.Log(), "stored in " + out)) << recv.Log();
     EXPECT_TRUE(ReadFileBytes(out) == data) << "the received file differs";
+    EXPECT_EQ(Contains(sent.output, "without TLS (--insecure)"), c.warns) << sent.output;
+    EXPECT_EQ(Contains(recv.Log(), "without TLS (--insecure)"), c.warns) << recv.Log();
   }
+}
+
+// Without a key, certificates or --insecure, TCP refuses to start, saying
+// what to give; --insecure with a key file is refused too.
+TEST(NetCli, TcpWithoutCredentialsIsRefused) {
+  TempDir dir;
+  WriteFileBytes(dir.File("in.bin"), Packed(dir, RandomData(1000, 3)));
+  ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
+  const std::vector<std::string> no_env = {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="};
+  Ran send = RunVf(dir, {"send", dir.File("in.bin"), "tcp://127.0.0.1:9"}, 60000ms, no_env);
+  EXPECT_NE(send.code, 0);
+  EXPECT_TRUE(Contains(send.output, "needs TLS credentials")) << send.output;
+  EXPECT_TRUE(Contains(send.output, "--insecure")) << send.output;
+  Ran recv = RunVf(dir, {"recv", "--listen", "tcp://127.0.0.1:0", "-o", dir.File("out")}, 60000ms, no_env);
+  EXPECT_NE(recv.code, 0);
+  EXPECT_TRUE(Contains(recv.output, "needs TLS credentials")) << recv.output;
+  Ran both = RunVf(dir, {"recv", "--listen", "tcp://127.0.0.1:0", "-o", dir.File("out"), "--insecure", "--key-file",
+                         dir.File("key")}, 60000ms, no_env);
+  EXPECT_NE(both.code, 0);
+  EXPECT_TRUE(Contains(both.output, "--insecure and TLS credentials")) << both.output;
 }
 
 TEST(NetCli, SendRecvOverUnixSocketAndStdout) {
@@ -454,9 +505,10 @@ TEST(NetCli, PackToTcpAndUnpackFromTcpRestoresTheFile) {
   WriteFileBytes(dir.File("in.bin"), data);
   ReservedPort reserved;
   const uint16_t port = reserved.port();
-  Child unpack({"unpack", Tcp(port), "-o", dir.File("outdir") + "/", "--accept-timeout", "20"}, dir.File("unpack.log"));
+  Child unpack({"unpack", Tcp(port), "-o", dir.File("outdir") + "/", "--accept-timeout", "20", "--key-file", KeyFile()},
+               dir.File("unpack.log"));
   ASSERT_TRUE(WaitTcpListening(port, &unpack)) << unpack.Log();
-  Ran packed = RunVf(dir, {"pack", dir.File("in.bin"), "--to", Tcp(port), "--streams", "4", "-q"});
+  Ran packed = RunVf(dir, {"pack", dir.File("in.bin"), "--to", Tcp(port), "--streams", "4", "-q", "--key-file", KeyFile()});
   EXPECT_EQ(packed.code, 0) << packed.output;
   ASSERT_EQ(unpack.Wait(30000ms), 0) << unpack.Log();
   EXPECT_TRUE(Contains(unpack.Log(), "verified")) << unpack.Log();
@@ -468,9 +520,10 @@ TEST(NetCli, DemoToAndDemoListenBothSucceed) {
   TempDir dir;
   ReservedPort reserved;
   const uint16_t port = reserved.port();
-  Child listen({"demo", "--listen", Tcp(port), "-s", "64M", "-q", "--accept-timeout", "20"}, dir.File("listen.log"));
+  Child listen({"demo", "--listen", Tcp(port), "-s", "64M", "-q", "--accept-timeout", "20", "--key-file", KeyFile()},
+               dir.File("listen.log"));
   ASSERT_TRUE(WaitTcpListening(port, &listen)) << listen.Log();
-  Ran to = RunVf(dir, {"demo", "--to", Tcp(port), "-s", "64M", "-q"}, 120000ms);
+  Ran to = RunVf(dir, {"demo", "--to", Tcp(port), "-s", "64M", "-q", "--key-file", KeyFile()}, 120000ms);
   EXPECT_EQ(to.code, 0) << to.output;
   EXPECT_TRUE(Contains(to.output, "restored and verified")) << to.output;
   EXPECT_EQ(listen.Wait(60000ms), 0) << listen.Log();
@@ -570,18 +623,18 @@ TEST(NetCli, KeyFromTheEnvironmentMatchesAKeyFile) {
   int round = 0;
   for (const std::string& env : {"VRAMFLOW_KEY_FILE=" + dir.File("key"), "VRAMFLOW_KEY=" + secret + "\n"}) {
     SCOPED_TRACE(env);
-    const std::string sock = dir.File("sock");
+    ReservedPort reserved;
+    const uint16_t port = reserved.port();
     const std::string out = dir.File("out" + std::to_string(round++) + ".bin");
-    Child recv({"recv", "--listen", "unix:" + sock, "-o", out, "--key-file", dir.File("key"), "-q", "--accept-timeout",
-                "20"},
+    Child recv({"recv", "--listen", Tcp(port), "-o", out, "--key-file", dir.File("key"), "-q", "--accept-timeout", "20"},
                dir.File("recv.log"), -1, {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
-    ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+    ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
     // Without the key the sender is refused; with it from the environment it is served.
-    Ran refused = RunVf(dir, {"send", dir.File("in.bin"), "unix:" + sock, "-q"}, 60000ms,
+    Ran refused = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "-q"}, 60000ms,
                         {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
-    EXPECT_EQ(refused.code, 1) << refused.output;
+    EXPECT_NE(refused.code, 0) << refused.output;
     EXPECT_TRUE(Contains(refused.output, "key")) << refused.output;
-    Ran sent = RunVf(dir, {"send", dir.File("in.bin"), "unix:" + sock, "-q"}, 60000ms, {env});
+    Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "-q"}, 60000ms, {env});
     EXPECT_EQ(sent.code, 0) << sent.output;
     EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
     EXPECT_TRUE(ReadFileBytes(out) == data);
@@ -606,22 +659,24 @@ TEST(NetCli, UnusableKeyFileIsABadCommandLine) {
   EXPECT_FALSE(Exists(dir.File("o")));
 }
 
-TEST(NetCli, KeyOnlyOnTheSenderIsRefusedWithReason) {
+// A UNIX socket runs no TLS (a key given is not needed): its file is mode
+// 0600, and the receiver takes peers of its own user only.
+TEST(NetCli, UnixSocketIsPrivateAndNeedsNoKey) {
   TempDir dir;
   ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("k")}).code, 0);
-  WriteFileBytes(dir.File("in.bin"), RandomData(1000, 8));
+  const std::vector<uint8_t> data = Packed(dir, RandomData(1000, 8));
+  WriteFileBytes(dir.File("in.bin"), data);
   const std::string sock = dir.File("sock");
-  Child recv({"recv", "--listen", "unix:" + sock, "-o", dir.File("out.bin"), "--accept-timeout", "3"},
-             dir.File("recv.log"));
+  Child recv({"recv", "--listen", "unix:" + sock, "-o", dir.File("out.bin"), "--accept-timeout", "20"},
+             dir.File("recv.log"), -1, {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
   ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  struct stat st;
+  ASSERT_EQ(::stat(sock.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
   Ran sent = RunVf(dir, {"send", dir.File("in.bin"), "unix:" + sock, "--key-file", dir.File("k")});
-  EXPECT_EQ(sent.code, 1) << sent.output;
-  EXPECT_TRUE(Contains(sent.output, "receiver has no key")) << sent.output;
-  // Nobody else comes: the receiver times out waiting and stores nothing.
-  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
-  EXPECT_TRUE(Contains(recv.Log(), "no sender connected")) << recv.Log();
-  EXPECT_FALSE(Exists(dir.File("out.bin")));
-  EXPECT_EQ(List(dir.path()), (std::vector<std::string>{"in.bin", "k", "recv.log"}));
+  EXPECT_EQ(sent.code, 0) << sent.output;
+  EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
+  EXPECT_TRUE(ReadFileBytes(dir.File("out.bin")) == data);
 }
 
 TEST(NetCli, SendToNobodyFailsWithTheAddress) {
@@ -630,7 +685,7 @@ TEST(NetCli, SendToNobodyFailsWithTheAddress) {
   ReservedPort nobody(/*for_listener=*/false);  // bound, never listening: connections are refused
   const uint16_t port = nobody.port();
   auto start = Clock::now();
-  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--connect-timeout", "2"});
+  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--connect-timeout", "2", "--key-file", KeyFile()});
   EXPECT_EQ(sent.code, 1) << sent.output;
   EXPECT_TRUE(Contains(sent.output, Tcp(port))) << sent.output;
   EXPECT_LT(SecondsSince(start), 10.0);
@@ -691,10 +746,12 @@ TEST(NetCli, KilledSenderFailsAnInProcessReceiver) {
   options.window_bytes = 2 << 20;  // a small reorder buffer: the sender runs ahead by little
   options.socket.io_timeout = 2000ms;
   options.resume_timeout = 1000ms;
+  options.tls.key = TestKey();
   Result<std::unique_ptr<NetReceiver>> receiver =
       NetReceiver::Listen(ParseEndpoint("tcp://127.0.0.1:0").value(), options);
   ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
-  Child sender({"send", dir.File("big.bin"), (*receiver)->uri(), "-q", "--timeout", "2"}, dir.File("send.log"));
+  Child sender({"send", dir.File("big.bin"), (*receiver)->uri(), "-q", "--timeout", "2", "--key-file", KeyFile()},
+               dir.File("send.log"));
   Result<std::unique_ptr<ByteSource>> source = (*receiver)->Accept(10000ms);
   ASSERT_TRUE(source.ok()) << source.status().ToString() << sender.Log();
 
@@ -749,10 +806,12 @@ TEST(NetCli, StoppedSenderTimesOutAndCannotResumeLater) {
   options.window_bytes = 2 << 20;
   options.socket.io_timeout = 1000ms;
   options.resume_timeout = 1000ms;
+  options.tls.key = TestKey();
   Result<std::unique_ptr<NetReceiver>> receiver =
       NetReceiver::Listen(ParseEndpoint("tcp://127.0.0.1:0").value(), options);
   ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
-  Child sender({"send", dir.File("big.bin"), (*receiver)->uri(), "--timeout", "1"}, dir.File("send.log"));
+  Child sender({"send", dir.File("big.bin"), (*receiver)->uri(), "--timeout", "1", "--key-file", KeyFile()},
+               dir.File("send.log"));
   Result<std::unique_ptr<ByteSource>> source = (*receiver)->Accept(10000ms);
   ASSERT_TRUE(source.ok()) << source.status().ToString() << sender.Log();
   std::vector<uint8_t> buf(64 << 10);
@@ -1086,12 +1145,13 @@ TEST(NetCli, RecvSurvivesAResetFloodWithLimitedAddressSpace) {
   WriteFileBytes(dir.File("in.bin"), data);
   ReservedPort reserved;
   const uint16_t port = reserved.port();
-  Child recv({"recv", "--listen", Tcp(port), "-o", dir.File("out.bin"), "--accept-timeout", "30"}, dir.File("recv.log"));
+  Child recv({"recv", "--listen", Tcp(port), "-o", dir.File("out.bin"), "--accept-timeout", "30", "--key-file", KeyFile()},
+             dir.File("recv.log"));
   ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
   SetLimit(recv.pid(), RLIMIT_AS, VmSize(recv.pid()) + (400ull << 20));
   ResetConnections(port, 400);
   ASSERT_TRUE(recv.running()) << "recv died in the flood: " << recv.Log();
-  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--timeout", "10"}, 30000ms);
+  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--timeout", "10", "--key-file", KeyFile()}, 30000ms);
   EXPECT_EQ(sent.code, 0) << sent.output << recv.Log();
   EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
   EXPECT_TRUE(ReadFileBytes(dir.File("out.bin")) == data);
@@ -1152,7 +1212,8 @@ TEST(NetCli, RecvOnPortZeroPrintsTheBoundPort) {
   TempDir dir;
   const std::vector<uint8_t> data = Packed(dir, RandomData(100000, 184));
   WriteFileBytes(dir.File("in.bin"), data);
-  Child recv({"recv", "--listen", "tcp://127.0.0.1:0", "-o", dir.File("out.bin"), "--accept-timeout", "20"},
+  Child recv({"recv", "--listen", "tcp://127.0.0.1:0", "-o", dir.File("out.bin"), "--accept-timeout", "20",
+              "--key-file", KeyFile()},
              dir.File("recv.log"));
   const std::string prefix = "listening on tcp://127.0.0.1:";
   auto start = Clock::now();
@@ -1161,7 +1222,7 @@ TEST(NetCli, RecvOnPortZeroPrintsTheBoundPort) {
   ASSERT_TRUE(Contains(log, prefix)) << log;
   const int port = std::atoi(log.substr(log.find(prefix) + prefix.size()).c_str());
   ASSERT_GT(port, 0) << log;
-  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(static_cast<uint16_t>(port))});
+  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(static_cast<uint16_t>(port)), "--key-file", KeyFile()});
   EXPECT_EQ(sent.code, 0) << sent.output;
   EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
 }

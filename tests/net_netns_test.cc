@@ -140,13 +140,14 @@ TEST(NetNamespaces, SlowButMovingLinkDoesNotTimeOut) {
   if (!ns.Limit("4mbit")) GTEST_SKIP() << "tc tbf is unavailable";
   TempDir dir;
   std::string stream = MakeStream(dir, "2M");
-  std::string bin = VramflowBinary(), out = dir.File("out.vfs");
+  std::string bin = VramflowBinary(), key = dir.File("key"), out = dir.File("out.vfs");
+  ASSERT_EQ(Sh(bin + " keygen -o " + key), 0);
   std::string addr = "tcp://" + ns.AddressOfB() + ":7302";
-  Background(dir, "recv", ns.InB(bin + " recv -q --timeout 1 --accept-timeout 20 --listen " + addr + " -o " + out));
+  Background(dir, "recv", ns.InB(bin + " recv -q --timeout 1 --accept-timeout 20 --key-file " + key + " --listen " + addr + " -o " + out));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::string output;
   auto start = std::chrono::steady_clock::now();
-  int rc = Sh(ns.InA(bin + " send -q --timeout 1 --streams 2 " + stream + " " + addr), &output);
+  int rc = Sh(ns.InA(bin + " send -q --timeout 1 --streams 2 --key-file " + key + " " + stream + " " + addr), &output);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(rc, 0) << output;
   EXPECT_GT(seconds, 2.0) << "the link was not slowed down";
@@ -162,12 +163,13 @@ TEST(NetNamespaces, CutLinkStopsBothEndsAndStoresNothing) {
   if (!ns.Limit("8mbit")) GTEST_SKIP() << "tc tbf is unavailable";
   TempDir dir;
   std::string stream = MakeStream(dir, "8M");  // about 8 s at 8 Mbit/s
-  std::string bin = VramflowBinary(), out = dir.File("out.vfs");
+  std::string bin = VramflowBinary(), key = dir.File("key"), out = dir.File("out.vfs");
+  ASSERT_EQ(Sh(bin + " keygen -o " + key), 0);
   std::string addr = "tcp://" + ns.AddressOfB() + ":7303";
-  Background(dir, "recv", ns.InB(bin + " recv -q --timeout 1 --resume-timeout 2 --accept-timeout 20 --listen " + addr +
+  Background(dir, "recv", ns.InB(bin + " recv -q --timeout 1 --resume-timeout 2 --accept-timeout 20 --key-file " + key + " --listen " + addr +
                                  " -o " + out));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  Background(dir, "send", ns.InA(bin + " send -q --timeout 1 --connect-timeout 1 --retries 2 " + stream + " " + addr));
+  Background(dir, "send", ns.InA(bin + " send -q --timeout 1 --connect-timeout 1 --retries 2 --key-file " + key + " " + stream + " " + addr));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   ASSERT_EQ(WaitFor(dir, "send", 0), -1) << "finished before the cut: " << Log(dir, "send");
   ns.CutLink();

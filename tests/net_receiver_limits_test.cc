@@ -69,13 +69,20 @@ ClientHello Hello(uint16_t index, uint16_t count, uint32_t segment, uint64_t win
   hello.conn_count = count;
   hello.generation = 1;
   hello.session.fill(session_byte);
-  hello.nonce.fill(7);
   hello.segment_bytes = segment;
   hello.window_bytes = window;
   return hello;
 }
 
-// A real, keyed sender's whole transfer; true if the receiver stored it.
+// Raw senders speak the protocol in plaintext: the receiver runs --insecure.
+NetOptions Insecure() {
+  NetOptions options;
+  options.insecure = true;
+  return options;
+}
+
+// A real sender's whole transfer (TLS with the options' key); OK once the
+// receiver stored it.
 Status SendKeyed(const std::string& uri, const NetOptions& options, const std::vector<uint8_t>& data) {
   Result<std::unique_ptr<ByteSink>> sink = OpenNetSink(ParseEndpoint(uri).value(), options);
   if (!sink.ok()) return sink.status();
@@ -95,7 +102,7 @@ SharedKey TestKey() {
 // Issue 18 defect 3: a peer that trickles its hello one byte at a time never
 // trips the no-progress timeout; the handshake deadline cuts it off.
 TEST(NetReceiverLimits, TricklingHelloIsCutOffAtTheHandshakeDeadline) {
-  NetOptions options;
+  NetOptions options = Insecure();
   options.socket.io_timeout = 10000ms;
   options.limits.handshake_deadline = 1000ms;
   std::unique_ptr<NetReceiver> receiver = Listen(options);
@@ -111,13 +118,36 @@ TEST(NetReceiverLimits, TricklingHelloIsCutOffAtTheHandshakeDeadline) {
   EXPECT_LT(SecondsSince(start), 2.5);
 }
 
+// The same for TLS: a client that trickles its TLS ClientHello is cut off
+// at the receiver's handshake deadline too (the TLS handshake runs inside it).
+TEST(NetReceiverLimits, TricklingTlsHandshakeIsCutOffAtTheHandshakeDeadline) {
+  NetOptions options;
+  options.tls.key = TestKey();
+  options.socket.io_timeout = 10000ms;
+  options.limits.handshake_deadline = 1000ms;
+  std::unique_ptr<NetReceiver> receiver = Listen(options);
+  ASSERT_NE(receiver, nullptr);
+  UniqueFd fd = Dial(receiver->uri());
+  // A TLS handshake record header announcing 512 bytes, then one byte every 100 ms.
+  const uint8_t header[] = {0x16, 0x03, 0x01, 0x02, 0x00};
+  ASSERT_EQ(::send(fd.get(), header, sizeof(header), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(header)));
+  auto start = Clock::now();
+  bool closed = false;
+  for (int i = 0; i < 40 && !closed; ++i) {
+    (void)::send(fd.get(), "\x01", 1, MSG_NOSIGNAL);
+    closed = ClosedByPeer(fd.get(), 100ms);
+  }
+  EXPECT_TRUE(closed) << "still open after " << SecondsSince(start) << " s";
+  EXPECT_LT(SecondsSince(start), 2.5);
+}
+
 // ------------------------------------------------ connections in handshake
 
 // Issue 18 defect 3: idle connections beyond the handshake cap do not keep a
 // keyed sender out: each new connection cuts the oldest idle one.
 TEST(NetReceiverLimits, IdleConnectionsDoNotKeepAKeyedSenderOut) {
   NetOptions options;
-  options.key = TestKey();
+  options.tls.key = TestKey();
   options.socket.io_timeout = 20000ms;
   options.limits.max_handshakes = 16;
   options.limits.handshake_deadline = 20000ms;  // longer than the test: only the cap can help
@@ -188,14 +218,14 @@ TEST(NetReceiverLimits, ThreadsOfResetConnectionsAreReaped) {
 // receiver's own budget, whatever window and connection count the sender
 // chose: the session fails with a message saying so.
 TEST(NetReceiverLimits, DataFarAheadBeyondTheBudgetFailsTheSession) {
-  NetOptions options;
+  NetOptions options = Insecure();
   options.window_bytes = 8 << 20;  // the receiver's budget
   options.socket.io_timeout = 3000ms;
   std::unique_ptr<NetReceiver> receiver = Listen(options);
   ASSERT_NE(receiver, nullptr);
   constexpr uint32_t kSegment = 1 << 20;
   Result<ClientConnection> conn =
-      ClientHandshake(Dial(receiver->uri()), Hello(0, 4, kSegment, 1ull << 30, 1), std::nullopt, 3000ms, "raw");
+      ClientHandshake(std::make_unique<PlainConnection>(Dial(receiver->uri())), Hello(0, 4, kSegment, 1ull << 30, 1), 3000ms, "raw");
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
   EXPECT_LE(conn->window_bytes, (8u << 20) - kSegment) << "the grant leaves room for one resent segment";
   Result<std::unique_ptr<ByteSource>> source = receiver->Accept(3000ms);
@@ -222,12 +252,12 @@ TEST(NetReceiverLimits, DataFarAheadBeyondTheBudgetFailsTheSession) {
 // Issue 18 defect 4: 64 connections of 16 MiB segments cannot be held within
 // a 16 MiB budget; the receiver refuses the hello, saying why.
 TEST(NetReceiverLimits, SegmentsTooLargeForTheBudgetAreRefused) {
-  NetOptions options;
+  NetOptions options = Insecure();
   options.window_bytes = 16 << 20;
   std::unique_ptr<NetReceiver> receiver = Listen(options);
   ASSERT_NE(receiver, nullptr);
-  Result<ClientConnection> conn = ClientHandshake(Dial(receiver->uri()), Hello(0, 64, kMaxSegmentBytes, 1ull << 30, 2),
-                                                  std::nullopt, 3000ms, "raw");
+  Result<ClientConnection> conn = ClientHandshake(std::make_unique<PlainConnection>(Dial(receiver->uri())), Hello(0, 64, kMaxSegmentBytes, 1ull << 30, 2),
+                                                  3000ms, "raw");
   ASSERT_FALSE(conn.ok());
   EXPECT_EQ(conn.status().code(), Status::Code::kInvalidArgument) << conn.status().ToString();
   EXPECT_NE(conn.status().message().find("memory budget"), std::string::npos) << conn.status().ToString();

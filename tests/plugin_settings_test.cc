@@ -151,7 +151,7 @@ TEST(PluginSettings, CheckSwitchesReadExactlyAsUpstream) {
 //! error for the network transport instead of silently meaning "no key".
 TEST(PluginSettings, UnusableKeyFileIsDeferredNotDropped) {
   PluginOptions o = Read({{"VRAMFLOW_KEY_FILE", "/nonexistent/vramflow.key"}});
-  EXPECT_FALSE(o.transport.net.key.has_value());
+  EXPECT_FALSE(o.transport.net.tls.key.has_value());
   ASSERT_FALSE(o.key_error.ok());
   EXPECT_NE(o.key_error.message().find("VRAMFLOW_KEY_FILE"), std::string::npos) << o.key_error.ToString();
   EXPECT_TRUE(AnyLineHas(o.warnings, "ignoring VRAMFLOW_KEY_FILE='/nonexistent/vramflow.key'")) << Joined(o.warnings);
@@ -164,6 +164,7 @@ TEST(PluginSettings, ParamLinesShowTheEffectiveSettings) {
   for (const char* name : {"KFD_MAX_BUFFER_SIZE", "KFD_FW_VER_CHECK", "KFD_SDMA_FW_VER_CHECK", "KFD_CACHES_COUNT_CHECK",
                            "KFD_NUM_GWS_CHECK", "KFD_VRAM_SIZE_CHECK", "KFD_NUMA_CHECK", "KFD_CAPABILITY_CHECK",
                            "VRAMFLOW_CODEC", "VRAMFLOW_THREADS", "VRAMFLOW_TARGET", "VRAMFLOW_KEY_FILE",
+                           "VRAMFLOW_TLS_CERT", "VRAMFLOW_TLS_KEY", "VRAMFLOW_TLS_CA", "VRAMFLOW_INSECURE",
                            "VRAMFLOW_PARALLEL_RESTORE", "VRAMFLOW_CRIU_STREAM", "VRAMFLOW_KFD_TOPOLOGY"}) {
     EXPECT_TRUE(AnyLineHas(defaults, std::string("param: ") + name + ": ")) << name << "\n" << Joined(defaults);
   }
@@ -189,6 +190,24 @@ TEST(PluginSettings, ParamLinesShowTheEffectiveSettings) {
   EXPECT_TRUE(AnyLineHas(lines, "param: VRAMFLOW_PARALLEL_RESTORE: 0")) << Joined(lines);
   EXPECT_TRUE(AnyLineHas(lines, "param: VRAMFLOW_KEY_FILE: key file '" + dir.File("key") + "'")) << Joined(lines);
   EXPECT_FALSE(AnyLineHas(lines, secret)) << Joined(lines);
+}
+
+//! Mutual TLS and --insecure for a tcp:// target come from the environment;
+//! a value of VRAMFLOW_INSECURE that does not parse keeps TLS required.
+TEST(PluginSettings, TlsFilesAndInsecureComeFromTheEnvironment) {
+  PluginOptions o = Read({{"VRAMFLOW_TLS_CERT", "/etc/vf/node.pem"},
+                          {"VRAMFLOW_TLS_KEY", "/etc/vf/node.key"},
+                          {"VRAMFLOW_TLS_CA", "/etc/vf/ca.pem"}});
+  ASSERT_TRUE(o.warnings.empty()) << Joined(o.warnings);
+  EXPECT_EQ(o.transport.net.tls.cert_file, "/etc/vf/node.pem");
+  EXPECT_EQ(o.transport.net.tls.key_file, "/etc/vf/node.key");
+  EXPECT_EQ(o.transport.net.tls.ca_file, "/etc/vf/ca.pem");
+  EXPECT_FALSE(o.transport.net.insecure);
+  EXPECT_TRUE(AnyLineHas(o.ParamLines(), "param: VRAMFLOW_TLS_CERT: /etc/vf/node.pem")) << Joined(o.ParamLines());
+  EXPECT_TRUE(Read({{"VRAMFLOW_INSECURE", "1"}}).transport.net.insecure);
+  PluginOptions bad = Read({{"VRAMFLOW_INSECURE", "maybe"}});
+  EXPECT_FALSE(bad.transport.net.insecure);
+  EXPECT_TRUE(AnyLineHas(bad.warnings, "ignoring VRAMFLOW_INSECURE='maybe'")) << Joined(bad.warnings);
 }
 
 }  // namespace

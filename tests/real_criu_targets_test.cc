@@ -22,6 +22,7 @@
 
 #include "plugin/kfd_image.h"
 #include "tests/real_criu_fixture.h"
+#include "tests/tls_test_files.h"
 
 namespace vramflow {
 namespace real_criu {
@@ -61,8 +62,9 @@ std::string WaitForMatch(const std::string& path, const std::regex& pattern,
   return "";
 }
 
-// VRAMFLOW_TARGET=tcp://127.0.0.1:PORT, no {name}: both GPUs' streams reach
-// one `vramflow recv --output-dir` under their image names (and nothing of
+// VRAMFLOW_TARGET=tcp://127.0.0.1:PORT, no {name}, over mutual TLS
+// (VRAMFLOW_TLS_CERT/_KEY/_CA; recv --cert/--key/--ca): both GPUs' streams
+// reach one `vramflow recv --output-dir` under their image names (and nothing of
 // VRAM lands in the images directory); restoring from the received files
 // brings back every byte.
 TEST_F(RealCriu, TcpTargetToRecvOutputDir) {
@@ -71,16 +73,20 @@ TEST_F(RealCriu, TcpTargetToRecvOutputDir) {
   const pid_t pid = StartGpuProcess();
   const std::string received = dir_.File("received");
   std::filesystem::create_directories(received);
+  const testing::TlsFiles& files = testing::Files();
   // Port 0: recv prints the port it got. Its exit status lands in recv.rc.
   testing::CommandResult started = RunShell(
       "(" + ShellQuote(testing::VramflowBinary()) + " recv --listen tcp://127.0.0.1:0 --output-dir " +
-      ShellQuote(received) + " --count 2 --accept-timeout 120; echo $? > " + ShellQuote(dir_.File("recv.rc")) +
+      ShellQuote(received) + " --cert " + ShellQuote(files.File("server.pem")) + " --key " +
+      ShellQuote(files.File("server.key")) + " --ca " + ShellQuote(files.File("ca.pem")) + " --count 2 --accept-timeout 120; echo $? > " + ShellQuote(dir_.File("recv.rc")) +
       ") > " + ShellQuote(dir_.File("recv.log")) + " 2>&1 < /dev/null &");
   ASSERT_EQ(started.code, 0) << started.output;
   const std::string port = WaitForMatch(dir_.File("recv.log"), std::regex("listening on tcp://127\\.0\\.0\\.1:([0-9]+)"));
   ASSERT_FALSE(port.empty()) << ReadText(dir_.File("recv.log"));
 
-  Dump(pid, "VRAMFLOW_TARGET=tcp://127.0.0.1:" + port);
+  Dump(pid, "VRAMFLOW_TARGET=tcp://127.0.0.1:" + port + " VRAMFLOW_TLS_CERT=" + ShellQuote(files.File("client.pem")) +
+                " VRAMFLOW_TLS_KEY=" + ShellQuote(files.File("client.key")) +
+                " VRAMFLOW_TLS_CA=" + ShellQuote(files.File("ca.pem")));
   const std::string rc = WaitForMatch(dir_.File("recv.rc"), std::regex("([0-9]+)"));
   ASSERT_EQ(rc, "0") << ReadText(dir_.File("recv.log"));
 

@@ -42,9 +42,12 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH");
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
                       NetReceiver::Listen(endpoint, transport.net));
-  std::fprintf(stderr, "waiting on %s for a sender (%u GPUs, %s of VRAM to restore; key: %s)\n",
-               receiver->uri().c_str(), options.gpus, FormatSize(restored.total_bytes()).c_str(),
-               transport.net.key ? transport.net.key->origin.c_str() : "none");
+  std::string security = endpoint.kind == Endpoint::Kind::kUnix ? "unix socket, mode 0600"
+                         : transport.net.insecure ? "no TLS (--insecure)"
+                         : transport.net.tls.key  ? "TLS, shared key " + transport.net.tls.key->origin
+                                                  : "TLS, certificate " + transport.net.tls.cert_file;
+  std::fprintf(stderr, "waiting on %s for a sender (%u GPUs, %s of VRAM to restore; %s)\n", receiver->uri().c_str(),
+               options.gpus, FormatSize(restored.total_bytes()).c_str(), security.c_str());
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, receiver->Accept(transport.accept_timeout));
   PipelineStats restore;
   Status status = [&]() -> Status {

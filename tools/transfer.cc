@@ -9,7 +9,7 @@
 #include "tools/cli_util.h"
 #include "tools/progress.h"
 #include "tools/verified_copy.h"
-#include "transport/net_crypto.h"
+#include "transport/shared_key.h"
 #include "transport/uri.h"
 
 namespace vramflow {

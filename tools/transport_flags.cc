@@ -1,5 +1,9 @@
 #include "tools/transport_flags.h"
 
+#include <cstdio>
+
+#include "transport/shared_key.h"
+
 namespace vramflow {
 namespace {
 
@@ -12,11 +16,16 @@ std::chrono::milliseconds Millis(double seconds) {
 void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
   auto* group = cmd->add_option_group("network", "tcp://HOST:PORT and unix:PATH transports");
   group->add_option("--key-file", key_file,
-                    "shared secret for mutual authentication and encryption (default: $VRAMFLOW_KEY_FILE, else the "
-                    "secret in $VRAMFLOW_KEY; make one with `vramflow keygen`)");
+                    "tcp://: shared key for TLS 1.3 (PSK with ECDHE; default: $VRAMFLOW_KEY_FILE, else the secret in "
+                    "$VRAMFLOW_KEY; make one with `vramflow keygen`)");
+  group->add_option("--cert", cert_file, "tcp://: this end's certificate (PEM) for mutual TLS, with --key and --ca");
+  group->add_option("--key", cert_key_file, "tcp://: the private key (PEM) of --cert");
+  group->add_option("--ca", ca_file, "tcp://: the CA certificates (PEM) that sign the peers' certificates");
+  group->add_flag("--insecure", insecure,
+                  "tcp://: no TLS: the stream crosses the network readable and unauthenticated (warns)");
+  group->add_flag("--ktls", ktls, "tcp://: let the kernel do the TLS record layer where OpenSSL and the kernel can");
   group->add_option("--timeout", timeout_s, "seconds without progress before a peer counts as gone")->capture_default_str();
   if (sending) {
-    group->add_flag("--no-encrypt", no_encrypt, "with a key: authenticate the stream but send it unencrypted");
     group->add_option("--streams", streams, "parallel connections (or ?streams=N in the URI)")->capture_default_str();
     group->add_option("--connect-timeout", connect_timeout_s, "seconds to wait for the receiver to answer")
         ->capture_default_str();
@@ -33,8 +42,18 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
 
 Status TransportFlags::Resolve(TransportOptions* options) const {
   NetOptions& net = options->net;
-  VF_ASSIGN_OR_RETURN(net.key, ResolveKey(key_file));
-  net.encrypt = !no_encrypt;
+  net.insecure = insecure;
+  net.tls.cert_file = cert_file;
+  net.tls.key_file = cert_key_file;
+  net.tls.ca_file = ca_file;
+  net.tls.ktls = ktls;
+  // $VRAMFLOW_KEY_FILE and $VRAMFLOW_KEY stand in for --key-file, not for
+  // certificates or --insecure given on the command line.
+  bool explicit_other = !cert_file.empty() || !cert_key_file.empty() || !ca_file.empty() || insecure;
+  if (!key_file.empty() || !explicit_other) {
+    VF_ASSIGN_OR_RETURN(net.tls.key, ResolveKey(key_file));
+  }
+  net.log = [](const std::string& line) { std::fprintf(stderr, "vramflow: %s\n", line.c_str()); };
   if (streams == 0 || streams > 64) return Status::InvalidArgument("--streams must be 1 .. 64");
   net.streams = streams;
   if (timeout_s <= 0 || connect_timeout_s <= 0) return Status::InvalidArgument("timeouts must be positive");

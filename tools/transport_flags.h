@@ -11,7 +11,11 @@ namespace vramflow {
 
 struct TransportFlags {
   std::string key_file;
-  bool no_encrypt = false;
+  std::string cert_file;
+  std::string cert_key_file;
+  std::string ca_file;
+  bool insecure = false;
+  bool ktls = false;
   unsigned streams = 4;
   double timeout_s = 30;
   double connect_timeout_s = 10;
@@ -21,8 +25,8 @@ struct TransportFlags {
 
   // `sending` and `receiving` pick which of the network flags apply.
   void Add(CLI::App* cmd, bool sending, bool receiving);
-  // Fills the network part of `options` (the key included). A key file that
-  // cannot be used is an error here.
+  // Fills the network part of `options` (TLS credentials included; warnings
+  // go to stderr). A key file that cannot be used is an error here.
   Status Resolve(TransportOptions* options) const;
 };
 

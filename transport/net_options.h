@@ -9,8 +9,8 @@
 #include <string>
 
 #include "transport/connection_threads.h"
-#include "transport/net_crypto.h"
 #include "transport/socket.h"
+#include "transport/tls.h"
 
 namespace vramflow {
 
@@ -21,8 +21,13 @@ struct NetOptions {
   // memory budget for one session's received-but-unconsumed bytes, whatever
   // the sender asks for (docs/NETWORK.md, "Memory").
   uint64_t window_bytes = 64ull << 20;
-  std::optional<SharedKey> key;        // authenticate (and encrypt) when set
-  bool encrypt = true;                 // with a key: encrypt payloads, not only authenticate them
+  // TCP: every connection runs TLS 1.3 with these (a shared key, or a
+  // certificate for mutual TLS; tls.h). Without any, a TCP sender or receiver
+  // refuses to start unless `insecure` is set. UNIX sockets never use TLS:
+  // the socket file is mode 0600 and the receiver takes only peers of its own
+  // user (or root).
+  TlsCredentials tls;
+  bool insecure = false;  // TCP without TLS: anyone on the path reads and writes the stream
   SocketOptions socket;
   // Sender: how often a broken transfer is resumed before giving up.
   unsigned retries = 3;
@@ -44,6 +49,10 @@ struct NetOptions {
   // Called with the bytes done: acknowledged by the receiver (sender) or
   // handed to the consumer (receiver). From an internal thread.
   std::function<void(uint64_t)> progress;
+  // Called with warnings (--insecure) and, on a receiver, with each refused
+  // connection (a failed TLS handshake, a foreign UNIX peer) and its peer
+  // address. From an internal thread; may be empty.
+  std::function<void(const std::string&)> log;
 };
 
 }  // namespace vramflow

@@ -1,17 +1,15 @@
-// vramflow's network protocol, version 1: how a chunk stream crosses TCP or
-// UNIX stream sockets, striped over several connections, with optional
-// mutual authentication and AES-256-GCM. docs/NETWORK.md is the spec; this
-// file encodes and parses its messages and runs the handshake, nothing more
-// (the sender and receiver logic is in net_sink.cc and net_source.cc).
+// vramflow's network protocol, version 2: how a chunk stream crosses TCP or
+// UNIX stream sockets, striped over several connections. docs/NETWORK.md is
+// the spec; this file encodes and parses its messages and runs the hello
+// exchange, nothing more (the sender and receiver logic is in net_sink.cc
+// and net_source.cc). Security is not here: on TCP every connection is TLS
+// 1.3 (tls.h) before the first byte of this protocol, unless --insecure.
 //
-// Every connection starts with a handshake:
+// Every connection starts with
 //   client -> server  ClientHello  (fixed 96 bytes)
 //   server -> client  ServerHello  (fixed 96 bytes + a text message)
-//   keyed only:
-//   client -> server  ClientAuth   (fixed 40 bytes)
-//   server -> client  AuthResult   (fixed 8 bytes + a text message)
-// and then carries messages, each a 40-byte header and a payload (plus a
-// 16-byte GCM tag when keyed).
+// and then carries messages, each a 40-byte header and a payload, with
+// XXH3-64 checksums against accidents (TLS, where it runs, against attackers).
 #pragma once
 
 #include <array>
@@ -26,14 +24,12 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "transport/net_crypto.h"
+#include "transport/connection.h"
 
 namespace vramflow {
 
-inline constexpr uint16_t kNetProtocolVersion = 1;
+inline constexpr uint16_t kNetProtocolVersion = 2;
 inline constexpr size_t kHelloBytes = 96;
-inline constexpr size_t kClientAuthBytes = 40;
-inline constexpr size_t kAuthResultBytes = 8;
 inline constexpr size_t kMsgHeaderBytes = 40;
 inline constexpr size_t kMaxHandshakeMessage = 1024;
 inline constexpr uint32_t kMaxSegmentBytes = 16u << 20;
@@ -43,11 +39,8 @@ inline constexpr unsigned kMaxStreams = 64;
 inline constexpr size_t kMaxStreamName = 200;
 
 using SessionId = std::array<uint8_t, 16>;
-using Nonce = std::array<uint8_t, 32>;
 
-// ClientHello flags.
-inline constexpr uint16_t kHelloKeyed = 1;    // the sender has a key and will prove it
-inline constexpr uint16_t kHelloEncrypt = 2;  // payloads are encrypted (keyed only)
+// ClientHello flags (1 and 2 were version 1's "keyed" and "encrypt").
 inline constexpr uint16_t kHelloResume = 4;   // reconnecting to an existing session
 inline constexpr uint16_t kHelloNamed = 8;    // the stream has a name: NAME opens connection 0
 
@@ -58,7 +51,6 @@ struct ClientHello {
   uint16_t conn_count = 1;
   uint32_t generation = 0;  // counts the sender's (re)connections of the session
   SessionId session{};
-  Nonce nonce{};
   uint32_t segment_bytes = 0;  // largest DATA payload the sender uses
   uint64_t window_bytes = 0;   // most unacknowledged bytes the sender keeps
 };
@@ -67,7 +59,7 @@ enum class HelloStatus : uint16_t {
   kOk = 0,
   kBusy = 1,          // another sender's session is using this receiver's destination
   kVersion = 2,       // protocol versions differ
-  kKeyMismatch = 3,   // one side has a key and the other has none
+  // 3 was version 1's "key mismatch"; TLS refuses such peers now.
   kBadRequest = 4,    // the hello makes no sense (counts, sizes)
   kSessionOver = 5,   // the session failed or ended and cannot be resumed
 };
@@ -76,10 +68,8 @@ const char* HelloStatusName(HelloStatus status);
 struct ServerHello {
   uint16_t version = kNetProtocolVersion;
   HelloStatus status = HelloStatus::kOk;
-  Nonce nonce{};
   uint64_t resume_offset = 0;  // the first stream byte the receiver still needs
   uint32_t window_bytes = 0;   // the window the receiver grants (<= the sender's)
-  Digest proof{};              // keyed: HMAC proving the receiver holds the key
   std::string message;         // why, when status is not kOk
 };
 
@@ -89,11 +79,6 @@ Result<ClientHello> ParseClientHello(std::span<const uint8_t, kHelloBytes> bytes
 std::array<uint8_t, kHelloBytes> EncodeServerHello(const ServerHello& hello);
 // Parses the fixed part and returns the length of the message that follows.
 Result<uint16_t> ParseServerHello(std::span<const uint8_t, kHelloBytes> bytes, ServerHello* hello);
-
-// The proofs bind the key to both nonces and everything both sides said, under
-// different labels, so neither can be replayed or reflected.
-Digest ServerProof(const SharedKey& key, std::span<const uint8_t> client_hello, const ServerHello& hello);
-Digest ClientProof(const SharedKey& key, std::span<const uint8_t> client_hello, const ServerHello& hello);
 
 enum class MsgType : uint8_t {
   kData = 1,   // sender -> receiver: payload = stream bytes at `offset`
@@ -115,80 +100,61 @@ struct MsgHeader {
   uint64_t payload_check = 0;  // unkeyed: XXH3-64 of the payload
 };
 
-// Per-connection session keys, one per direction, from HKDF over the shared
-// key, both nonces, the session and the connection index.
-struct ChannelKeys {
-  Digest client_to_server{};
-  Digest server_to_client{};
-};
-ChannelKeys DeriveChannelKeys(const SharedKey& key, const ClientHello& client, const ServerHello& server);
-
-// One connection after its handshake: sends and receives messages, sealing
-// and opening them when keyed, and checks the sequence so a replayed, dropped
-// or reordered message is an error. Send() and Receive*() may be used from two
-// different threads (one sender, one receiver); Send() is also safe to call
-// from several threads at once.
+// One connection after its hello exchange: sends and receives messages and
+// checks the sequence, so a dropped or reordered message is an error.
+// Send() and Receive*() may be used from two different threads (one sender,
+// one receiver); Send() is also safe to call from several threads at once.
 class Channel {
  public:
-  enum class Role { kClient, kServer };
-  Channel(UniqueFd fd, Role role, std::optional<ChannelKeys> keys, bool encrypt, std::chrono::milliseconds io_timeout,
-          std::string what);
+  Channel(std::unique_ptr<Connection> connection, std::chrono::milliseconds io_timeout, std::string what);
   ~Channel();
 
-  // Sends one message. `payload` is not modified (it is copied to be sealed).
   Status Send(MsgType type, uint64_t offset, std::span<const uint8_t> payload);
   // Receives the next header, then its payload into `payload` (header.length
-  // bytes), checked and decrypted. `max_length` bounds what a peer may claim.
+  // bytes), checked. `max_length` bounds what a peer may claim.
   Result<MsgHeader> ReceiveHeader(uint32_t max_length);
   Status ReceivePayload(const MsgHeader& header, std::span<uint8_t> payload);
   // Wakes any thread blocked on this connection and makes further I/O fail.
   void Shutdown();
   const std::string& what() const { return what_; }
-  int fd() const { return fd_.get(); }
 
  private:
-  UniqueFd fd_;
-  std::optional<Aead> send_aead_;
-  std::optional<Aead> recv_aead_;
-  bool keyed_;
-  bool encrypt_;
+  std::unique_ptr<Connection> connection_;
   std::chrono::milliseconds io_timeout_;
   std::string what_;
   std::mutex send_mu_;
   uint64_t send_seq_ = 0;  // guarded by send_mu_
-  std::vector<uint8_t> send_buffer_;
   uint64_t recv_seq_ = 0;  // receiving thread only
   std::array<uint8_t, kMsgHeaderBytes> recv_header_{};
 };
 
-// The handshake, both sides. Failures are classified by Status code so a
-// sender knows whether reconnecting can help: kIoError, kTimedOut and
-// kTruncated are transient; kAlreadyExists (busy), kInvalidArgument (a
-// refusal: versions, keys) and kCorruption (authentication) are final.
+// The hello exchange, both sides, on a connection that has passed TLS (or
+// needs none). Failures are classified by Status code so a sender knows
+// whether reconnecting can help: kIoError, kTimedOut and kTruncated are
+// transient; kAlreadyExists (busy), kInvalidArgument (a refusal: versions)
+// and kCorruption are final.
 
 struct ClientConnection {
   std::unique_ptr<Channel> channel;
   uint64_t resume_offset = 0;
   uint32_t window_bytes = 0;  // granted by the receiver
 };
-// Sender side, on a connected socket: hello, the receiver's answer, proofs.
-Result<ClientConnection> ClientHandshake(UniqueFd fd, const ClientHello& hello, const std::optional<SharedKey>& key,
+// Sender side: hello, and the receiver's answer.
+Result<ClientConnection> ClientHandshake(std::unique_ptr<Connection> connection, const ClientHello& hello,
                                          std::chrono::milliseconds io_timeout, const std::string& what);
 
-// Receiver side, first step: reads the sender's hello (raw bytes kept for
-// the proofs).
+// Receiver side, first step: reads the sender's hello.
 struct IncomingHello {
   std::array<uint8_t, kHelloBytes> raw{};
   ClientHello hello;
 };
-Result<IncomingHello> ReadClientHello(int fd, std::chrono::milliseconds io_timeout, const std::string& what);
+Result<IncomingHello> ReadClientHello(Connection& connection, std::chrono::milliseconds io_timeout,
+                                      const std::string& what);
 // Refuses the sender with a status and a message it will print.
-void RefuseClient(int fd, HelloStatus status, const std::string& message, std::chrono::milliseconds io_timeout);
-// Accepts the sender: answers, checks its proof when keyed, and returns the
-// connection ready for messages.
-Result<std::unique_ptr<Channel>> AcceptClient(UniqueFd fd, const IncomingHello& incoming,
-                                              const std::optional<SharedKey>& key, uint64_t resume_offset,
-                                              uint32_t window_bytes,
+void RefuseClient(Connection& connection, HelloStatus status, const std::string& message,
+                  std::chrono::milliseconds io_timeout);
+// Accepts the sender: answers, and returns the connection ready for messages.
+Result<std::unique_ptr<Channel>> AcceptClient(std::unique_ptr<Connection> connection, uint64_t resume_offset, uint32_t window_bytes,
                                               std::chrono::milliseconds io_timeout, const std::string& what);
 
 }  // namespace vramflow

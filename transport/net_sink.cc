@@ -10,6 +10,8 @@
 
 #include "transport/deadline.h"
 #include "transport/net_protocol.h"
+#include "transport/net_security.h"
+#include "transport/shared_key.h"
 #include "transport/socket.h"
 
 namespace vramflow {
@@ -54,6 +56,7 @@ class NetSink final : public ByteSink {
   }
 
   Status Start() {
+    VF_ASSIGN_OR_RETURN(tls_, NetTlsContext(endpoint_, options_, TlsContext::Role::kClient));
     VF_RETURN_IF_ERROR(RandomBytes(session_));
     uint64_t resume = 0;
     VF_RETURN_IF_ERROR(Connect(&resume, /*resuming=*/false));
@@ -148,20 +151,18 @@ class NetSink final : public ByteSink {
     uint64_t granted = options_.window_bytes;
     for (unsigned i = 0; i < options_.streams; ++i) {
       std::string what = "connection " + std::to_string(i) + " to " + endpoint_.uri;
-      VF_ASSIGN_OR_RETURN(UniqueFd fd, ConnectStream(endpoint_, options_.socket));
+      VF_ASSIGN_OR_RETURN(std::unique_ptr<Connection> connection, Secure(what));
       ClientHello hello;
-      hello.flags = options_.key ? (kHelloKeyed | (options_.encrypt ? kHelloEncrypt : 0)) : 0;
       if (resuming) hello.flags |= kHelloResume;
       if (!options_.name.empty()) hello.flags |= kHelloNamed;
       hello.conn_index = static_cast<uint16_t>(i);
       hello.conn_count = static_cast<uint16_t>(options_.streams);
       hello.session = session_;
       hello.generation = static_cast<uint32_t>(generation_number_ + 1);
-      VF_RETURN_IF_ERROR(RandomBytes(hello.nonce));
       hello.segment_bytes = options_.segment_bytes;
       hello.window_bytes = options_.window_bytes;
       Result<ClientConnection> handshake =
-          ClientHandshake(std::move(fd), hello, options_.key, options_.socket.io_timeout, what);
+          ClientHandshake(std::move(connection), hello, options_.socket.io_timeout, what);
       if (!handshake.ok() && handshake.status().code() == Status::Code::kTruncated && !options_.name.empty() &&
           generation_number_ == 0) {
         // A receiver from before named streams closes the connection at
@@ -169,6 +170,14 @@ class NetSink final : public ByteSink {
         return Status::NotSupported(handshake.status().message() +
                                     " (a receiver older than named streams closes the connection when a sender "
                                     "names its stream: update it, or send without a name)");
+      }
+      if (!handshake.ok() && !tls_ && endpoint_.kind == Endpoint::Kind::kTcp && generation_number_ == 0 &&
+          (handshake.status().code() == Status::Code::kTruncated ||
+           handshake.status().code() == Status::Code::kIoError)) {
+        // A TLS receiver drops a plaintext hello, usually with a reset.
+        return Status::InvalidArgument(handshake.status().message() +
+                                       " (a receiver that requires TLS closes the connection at a plaintext hello: "
+                                       "give the sender its key (--key-file) or a certificate (--cert, --key, --ca))");
       }
       VF_ASSIGN_OR_RETURN(ClientConnection conn, std::move(handshake));
       *resume = std::min(*resume, conn.resume_offset);
@@ -182,6 +191,22 @@ class NetSink final : public ByteSink {
     generation_error_ = Status::Ok();
     ++generation_number_;
     return Status::Ok();
+  }
+
+  // A new connection, through TLS unless the endpoint needs none.
+  Result<std::unique_ptr<Connection>> Secure(const std::string& what) {
+    VF_ASSIGN_OR_RETURN(UniqueFd fd, ConnectStream(endpoint_, options_.socket));
+    if (!tls_) return std::unique_ptr<Connection>(std::make_unique<PlainConnection>(std::move(fd)));
+    auto tls = TlsConnection::Handshake(*tls_, std::move(fd), endpoint_.host, options_.socket.io_timeout,
+                                        what + " (" + tls_->describe() + ")");
+    // A receiver without TLS drops the TLS hello (a reset when it leaves
+    // some of it unread).
+    if (!tls.ok() && generation_number_ == 0 &&
+        (tls.status().code() == Status::Code::kTruncated || tls.status().code() == Status::Code::kIoError))
+      return Status::InvalidArgument(tls.status().message() +
+                                     " (a receiver without TLS (--insecure) closes the connection at the TLS hello)");
+    if (!tls.ok()) return tls.status();
+    return std::unique_ptr<Connection>(std::move(*tls));
   }
 
   void StartThreads() {
@@ -367,6 +392,7 @@ class NetSink final : public ByteSink {
 
   Endpoint endpoint_;
   NetOptions options_;
+  std::unique_ptr<TlsContext> tls_;  // tcp:// unless --insecure
   std::chrono::milliseconds ping_interval_;
   SessionId session_{};
   std::thread supervisor_;

@@ -18,6 +18,7 @@
 #include "transport/connection_threads.h"
 #include "transport/deadline.h"
 #include "transport/net_protocol.h"
+#include "transport/net_security.h"
 #include "transport/socket.h"
 
 namespace vramflow {
@@ -175,9 +176,11 @@ constexpr uint32_t kMaxAfterDone = 4096;
 
 class Core : public std::enable_shared_from_this<Core> {
  public:
-  Core(Listener listener, NetOptions options)
+  Core(Listener listener, NetOptions options, std::unique_ptr<TlsContext> tls, bool unix)
       : listener_(std::move(listener)),
         options_(std::move(options)),
+        tls_(std::move(tls)),
+        unix_(unix),
         connections_(options_.limits) {
     ping_interval_ = std::max(options_.socket.io_timeout / 4, std::chrono::milliseconds(10));
   }
@@ -265,28 +268,21 @@ class Core : public std::enable_shared_from_this<Core> {
   void ServeConnection(UniqueFd fd, const std::string& peer, ConnectionThreads::Id id) {
     const auto timeout = options_.socket.io_timeout;
     std::string what = "connection from " + peer;
-    Result<IncomingHello> in = ReadClientHello(fd.get(), timeout, what);
+    std::unique_ptr<Connection> conn = Secure(std::move(fd), peer);
+    if (!conn) return;
+    Result<IncomingHello> in = ReadClientHello(*conn, timeout, what);
     if (!in.ok()) return;  // not a sender, or gone: nothing to answer
     const ClientHello& hello = in->hello;
     if (hello.version != kNetProtocolVersion)
-      return RefuseClient(fd.get(), HelloStatus::kVersion,
+      return RefuseClient(*conn, HelloStatus::kVersion,
                           "this receiver speaks protocol version " + std::to_string(kNetProtocolVersion) +
                               ", the sender " + std::to_string(hello.version), timeout);
     if (Granted(hello) == 0)
-      return RefuseClient(fd.get(), HelloStatus::kBadRequest,
+      return RefuseClient(*conn, HelloStatus::kBadRequest,
                           "the sender's segments of " + std::to_string(hello.segment_bytes) +
                               " bytes do not fit this receiver's memory budget of " +
                               std::to_string(options_.window_bytes) +
                               " bytes (it needs two); give the receiver more --max-memory",
-                          timeout);
-    bool keyed = (hello.flags & kHelloKeyed) != 0;
-    if (keyed && !options_.key)
-      return RefuseClient(fd.get(), HelloStatus::kKeyMismatch,
-                          "the receiver has no key, the sender has one: give the receiver the same key "
-                          "(--key-file or VRAMFLOW_KEY_FILE) or send without one", timeout);
-    if (!keyed && options_.key)
-      return RefuseClient(fd.get(), HelloStatus::kKeyMismatch,
-                          "the receiver requires authentication: give the sender the key (--key-file or VRAMFLOW_KEY_FILE)",
                           timeout);
 
     // An existing session (a reconnect, or another stripe), or a new one.
@@ -299,28 +295,28 @@ class Core : public std::enable_shared_from_this<Core> {
       std::lock_guard lock(mu_);
       session = FindSession(hello.session);
       if (!session && (hello.flags & kHelloResume))
-        return RefuseClient(fd.get(), HelloStatus::kSessionOver,
+        return RefuseClient(*conn, HelloStatus::kSessionOver,
                             "this receiver has no session to resume (was it restarted?)", timeout);
       if (!session) {
         std::string why = WhyNoNewSession();
-        if (!why.empty()) return RefuseClient(fd.get(), HelloStatus::kBusy, why, timeout);
+        if (!why.empty()) return RefuseClient(*conn, HelloStatus::kBusy, why, timeout);
       }
     }
     if (session) {
       std::lock_guard lock(session->mu);
       if (hello.conn_count != session->conn_count || hello.segment_bytes != session->segment_bytes ||
           Granted(hello) != session->window_bytes || ((hello.flags & kHelloNamed) != 0) != session->named)
-        return RefuseClient(fd.get(), HelloStatus::kBadRequest, "the connection does not match its session's settings",
+        return RefuseClient(*conn, HelloStatus::kBadRequest, "the connection does not match its session's settings",
                             timeout);
       if (!session->failed.ok())
-        return RefuseClient(fd.get(), HelloStatus::kSessionOver, session->failed.message(), timeout);
+        return RefuseClient(*conn, HelloStatus::kSessionOver, session->failed.message(), timeout);
       finished_ok = session->finished;
       resume = finished_ok && session->end ? *session->end : session->delivered;
     }
     Result<std::unique_ptr<Channel>> accepted = AcceptClient(
-        std::move(fd), *in, options_.key, resume, Granted(hello), timeout,
+        std::move(conn), resume, Granted(hello), timeout,
         "connection " + std::to_string(hello.conn_index) + " from " + peer);
-    if (!accepted.ok()) return;  // a wrong key or a vanished sender: the sender sees the reason
+    if (!accepted.ok()) return;  // a vanished sender
     std::shared_ptr<Channel> channel(std::move(*accepted));
     connections_.HandshakeDone(id);
     if (!session) {
@@ -372,6 +368,28 @@ class Core : public std::enable_shared_from_this<Core> {
     std::lock_guard lock(session->mu);
     --session->open_readers;
     session->cv.notify_all();
+  }
+
+  // The connection through TLS (tcp:// unless --insecure), or a UNIX peer of
+  // our own user; nullptr, logged with the peer's address, when refused.
+  std::unique_ptr<Connection> Secure(UniqueFd fd, const std::string& peer) {
+    if (unix_) {
+      Status own = CheckUnixPeer(fd.get());
+      if (!own.ok()) {
+        if (options_.log) options_.log(listener_.uri() + ": " + own.message());
+        return nullptr;
+      }
+    }
+    if (!tls_) return std::make_unique<PlainConnection>(std::move(fd));
+    // Within the receiver's handshake deadline (connection_threads.h), which
+    // also cuts a trickling client off.
+    const auto timeout = std::min(options_.socket.io_timeout, options_.limits.handshake_deadline);
+    auto tls = TlsConnection::Handshake(*tls_, std::move(fd), "", timeout, peer);
+    if (!tls.ok()) {
+      if (options_.log) options_.log(listener_.uri() + ": refused: " + tls.status().message());
+      return nullptr;
+    }
+    return std::move(*tls);
   }
 
   // The sender's window, cut to this receiver's share of its memory budget
@@ -549,6 +567,8 @@ class Core : public std::enable_shared_from_this<Core> {
 
   Listener listener_;
   NetOptions options_;
+  std::unique_ptr<TlsContext> tls_;  // tcp:// unless --insecure
+  bool unix_;                        // unix: peers must be our user or root
   std::chrono::milliseconds ping_interval_;
   std::thread accept_thread_;
   std::thread ping_thread_;
@@ -717,8 +737,10 @@ class NetReceiverImpl final : public NetReceiver {
 
 Result<std::unique_ptr<NetReceiver>> NetReceiver::Listen(const Endpoint& endpoint, const NetOptions& options) {
   if (!endpoint.is_network()) return Status::InvalidArgument("'" + endpoint.uri + "' is not a network address");
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<TlsContext> tls, NetTlsContext(endpoint, options, TlsContext::Role::kServer));
   VF_ASSIGN_OR_RETURN(Listener listener, Listener::Open(endpoint, options.socket));
-  auto core = std::make_shared<Core>(std::move(listener), options);
+  auto core = std::make_shared<Core>(std::move(listener), options, std::move(tls),
+                                     endpoint.kind == Endpoint::Kind::kUnix);
   core->Start();
   auto owner = std::make_shared<CoreOwner>(core);
   return std::unique_ptr<NetReceiver>(new NetReceiverImpl(std::move(owner)));

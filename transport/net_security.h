@@ -1,0 +1,31 @@
+// Which protection a network sender or receiver runs, decided in one place
+// (docs/NETWORK.md, "Security"):
+//   - tcp://: TLS 1.3 with the credentials in NetOptions::tls (a shared key
+//     or certificates); none given is an error unless NetOptions::insecure,
+//     which runs plaintext and warns through NetOptions::log;
+//   - unix:: no TLS; the socket file is mode 0600 (socket.h) and a receiver
+//     takes only peers of its own user or root (CheckUnixPeer).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "transport/net_options.h"
+#include "transport/tls.h"
+#include "transport/uri.h"
+
+namespace vramflow {
+
+// The TLS context for `endpoint` in `role`, or nullptr where none runs
+// (unix:, or tcp:// with --insecure, after its warning). kInvalidArgument
+// for tcp:// without credentials and without --insecure, for --insecure
+// together with credentials, and for unusable credentials.
+Result<std::unique_ptr<TlsContext>> NetTlsContext(const Endpoint& endpoint, const NetOptions& options,
+                                                  TlsContext::Role role);
+
+// A UNIX socket peer must run as this process's user, or as root
+// (SO_PEERCRED); kInvalidArgument naming its pid and uid otherwise.
+Status CheckUnixPeer(int fd);
+
+}  // namespace vramflow
