@@ -252,6 +252,14 @@ uint64_t PeakKib(const std::string& args, int* code) {
 
 // `frames` one-byte zero runs at every other offset of one object, then
 // the bytes between: half of them leave a range apart while they arrive.
+// Under ASan or TSan a process's RSS holds shadow memory and freed blocks
+// kept in quarantine: the memory bounds are checked in the plain build only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kRssIsMeaningful = false;
+#else
+constexpr bool kRssIsMeaningful = true;
+#endif
+
 std::string ScatteredZeroRuns(const TempDir& dir, uint64_t frames) {
   const std::string path = dir.File("scattered.vfs");
   HostileStream s(path, StreamHeader{});
@@ -278,7 +286,7 @@ TEST(HostileStreamReader, ScatteredChunksAreChargedToTheBudget) {
   int code = 0;
   const uint64_t kib = PeakKib("unpack " + Q(stream) + " -o " + Q(dir.File("out2")) + " -m 32M", &code);
   EXPECT_EQ(code, 1);
-  EXPECT_LT(kib, 40u * 1024) << "peak RSS of unpack -m 32M";
+  if (kRssIsMeaningful) EXPECT_LT(kib, 40u * 1024) << "peak RSS of unpack -m 32M";
   std::printf("unpack -m 32M of 512K scattered one-byte zero runs: peak %llu KiB\n", static_cast<unsigned long long>(kib));
 }
 
@@ -305,7 +313,7 @@ TEST(HostileStreamReader, ObjectMetadataIsDroppedAtTheObjectsEnd) {
     int code = 0;
     const uint64_t kib = PeakKib(cmd, &code);
     EXPECT_EQ(code, 0) << cmd;
-    EXPECT_LT(kib, 30u * 1024) << cmd;
+    if (kRssIsMeaningful) EXPECT_LT(kib, 30u * 1024) << cmd;
     std::printf("%s: peak %llu KiB\n", cmd.substr(0, 6).c_str(), static_cast<unsigned long long>(kib));
   }
 }
