@@ -2,7 +2,7 @@
 # Builds and runs the test suite.
 #   scripts/test.sh            Release build in build/
 #   scripts/test.sh asan       ASan+UBSan build in build-asan/
-#   scripts/test.sh tsan       TSan build in build-tsan/ (pipeline and network tests, against a
+#   scripts/test.sh tsan       TSan build in build-tsan/ (pipeline, network and TLS tests, against a
 #                              TSan-instrumented oneTBB built by scripts/tbb-tsan.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ case "$mode" in
     dir=build-tsan
     tbb=$(./scripts/tbb-tsan.sh)
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMFLOW_SANITIZE=thread -DCMAKE_PREFIX_PATH="$tbb" -DTBB_DIR="$tbb/lib/cmake/TBB")
-    filter=(-R 'Pipeline|CopyRings|DmaCompleter|NetTransport|Socket|RangeReader|SubStream') ;;
+    filter=(-R 'Pipeline|CopyRings|DmaCompleter|NetTransport|NetReceiverLimits|Tls|Socket|RangeReader|SubStream') ;;
   *) echo "usage: $0 [release|asan|tsan]" >&2; exit 2 ;;
 esac
 # The RealCriu.* tests run a real CRIU 4.2 and criu-image-streamer, built from the source
