@@ -35,7 +35,9 @@ cleanup() {
 trap cleanup EXIT
 
 "$bin" keygen -o "$tmp/key" 2>/dev/null
-head -c "$(numfmt --from=iec "$size")" /dev/urandom >"$tmp/in.bin"
+# recv stores only valid vramflow streams: the senders send a packed file.
+head -c "$(numfmt --from=iec "$size")" /dev/urandom >"$tmp/raw.bin"
+"$bin" pack "$tmp/raw.bin" -o "$tmp/in.bin" -q
 mkdir "$tmp/out"
 /usr/bin/time -f '%M' -o "$tmp/rss" "$bin" recv --listen tcp://127.0.0.1:0 --output-dir "$tmp/out" --count 2 \
   --key-file "$tmp/key" 2>"$tmp/recv.log" &
