@@ -18,6 +18,7 @@
 #include "tools/codec_bench.h"
 #include "tools/criu_export.h"
 #include "tools/demo.h"
+#include "tools/exit_codes.h"
 #include "tools/pipeline_bench.h"
 #include "tools/inspect.h"
 #include "tools/pack.h"
@@ -30,9 +31,6 @@
 
 namespace vramflow {
 namespace {
-
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
 
 int Fail(const std::string& command, const Status& status) {
   std::fprintf(stderr, "vramflow %s: error: %s\n", command.c_str(), status.ToString().c_str());
