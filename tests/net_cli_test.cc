@@ -505,7 +505,7 @@ TEST(NetCli, PackToTcpAndUnpackFromTcpRestoresTheFile) {
   WriteFileBytes(dir.File("in.bin"), data);
   ReservedPort reserved;
   const uint16_t port = reserved.port();
-  Child unpack({"unpack", Tcp(port), "-o", dir.File("outdir") + "/", "--accept-timeout", "20", "--key-file", KeyFile()},
+  Child unpack({"unpack", "--listen", Tcp(port), "-o", dir.File("outdir") + "/", "--accept-timeout", "20", "--key-file", KeyFile()},
                dir.File("unpack.log"));
   ASSERT_TRUE(WaitTcpListening(port, &unpack)) << unpack.Log();
   Ran packed = RunVf(dir, {"pack", dir.File("in.bin"), "--to", Tcp(port), "--streams", "4", "-q", "--key-file", KeyFile()});
@@ -536,7 +536,7 @@ TEST(NetCli, VerifyAndInspectListenForAStream) {
   for (std::string command : {"verify", "inspect"}) {
     SCOPED_TRACE(command);
     const std::string sock = dir.File("sock");
-    Child listener({command, "unix:" + sock, "--accept-timeout", "20"}, dir.File(command + ".log"));
+    Child listener({command, "--listen", "unix:" + sock, "--accept-timeout", "20"}, dir.File(command + ".log"));
     ASSERT_TRUE(WaitUnixListening(sock, &listener)) << listener.Log();
     Ran packed = RunVf(dir, {"pack", dir.File("in.bin"), "--to", "unix:" + sock, "-q"});
     EXPECT_EQ(packed.code, 0) << packed.output;

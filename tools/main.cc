@@ -14,6 +14,7 @@
 #include "common/units.h"
 #include "datagen/model_data.h"
 #include "streamer/frame_format.h"
+#include "tools/cli_uri.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
 #include "tools/criu_export.h"
@@ -43,6 +44,23 @@ int UsageError(const std::string& command, const Status& status) {
   std::fprintf(stderr, "vramflow %s: error: %s\nRun with --help for more information.\n", command.c_str(),
                status.ToString().c_str());
   return kExitUsage;
+}
+
+// STREAM or --listen URI, exactly one (CLI11 refuses both): the URI the
+// command opens. A positional network address is refused: only --listen
+// listens.
+Status PickSource(const std::string& command, const std::string& stream, const std::string& listen,
+                  std::string* uri) {
+  if (!listen.empty()) {
+    VF_RETURN_IF_ERROR(CheckListenUri(listen));
+    *uri = listen;
+    return Status::Ok();
+  }
+  if (stream.empty())
+    return Status::InvalidArgument("give the STREAM to read, or --listen tcp://HOST:PORT or unix:PATH to receive one");
+  VF_RETURN_IF_ERROR(CheckReadUri(stream, "vramflow " + command));
+  *uri = stream;
+  return Status::Ok();
 }
 
 // A size option given as text ("64M"), checked by ParseSize.
@@ -148,8 +166,8 @@ int Main(int argc, char** argv) {
                                               "unpack")
       ->required();
   pack_cmd->add_option("-o,--output,--to", pack.output,
-                       "where the stream goes: a file, - (stdout), fd:N, tcp://HOST:PORT or unix:PATH (a vramflow "
-                       "receiver), or s3://BUCKET/KEY (an S3 object, uploaded in parallel parts)")
+                       "where the stream goes: a file, - (stdout), fd:N, tcp://HOST:PORT or unix:PATH (connects to a "
+                       "vramflow receiver there), or s3://BUCKET/KEY (an S3 object, uploaded in parallel parts)")
       ->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
   pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file or S3 object");
@@ -169,10 +187,14 @@ int Main(int argc, char** argv) {
       "one-object stream becomes the file OUT and a stream of several objects the directory OUT. Files appear only "
       "once the whole stream has been verified and written. With -o - the single object is written to stdout as it "
       "is read (a failure then leaves partial output and exit status 1)");
-  unpack_cmd->add_option("stream", unpack.input,
-                         "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY; tcp://HOST:PORT or unix:PATH "
-                         "listens there and unpacks what a sender sends, as it arrives")
-      ->required();
+  std::string unpack_stream, unpack_listen;
+  CLI::Option* unpack_stream_option =
+      unpack_cmd->add_option("stream", unpack_stream, "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY");
+  unpack_cmd
+      ->add_option("--listen", unpack_listen,
+                   "instead of STREAM: listen on tcp://HOST:PORT or unix:PATH and unpack what a sender sends, as it "
+                   "arrives")
+      ->excludes(unpack_stream_option);
   unpack_cmd->add_option("-o,--output", unpack.output, "directory, file, or - (stdout, one object)")->required();
   unpack_cmd->add_option("--object", unpack.select.names,
                          "restore only the object of this name (repeatable); a file or s3:// stream with a seek "
@@ -186,7 +208,7 @@ int Main(int argc, char** argv) {
                          "the free space where files are written)")
       ->check(SizeValidator());
   FsyncFlags unpack_fsync;
-  unpack_fsync.Add(unpack_cmd, "on when STREAM is tcp:// or unix: (the sender is told the files are safe), else off");
+  unpack_fsync.Add(unpack_cmd, "on with --listen (the sender is told the files are safe), else off");
   bool unpack_quiet = false;
   unpack_cmd->add_flag("-q,--quiet", unpack_quiet, "print nothing on success");
   RunFlags unpack_flags;
@@ -225,9 +247,13 @@ int Main(int argc, char** argv) {
       "inspect", "Show a stream's objects, chunks, codec mix, ratio and detected word sizes (framing is checked; add "
                  "--decode to check payloads too). A file or s3:// stream with a seek index: its objects from the "
                  "index alone, reading only the stream's ends (--full reads every frame)");
-  inspect_cmd->add_option("stream", inspect.input,
-                          "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY, or a network address to listen on")
-      ->required();
+  std::string inspect_stream, inspect_listen;
+  CLI::Option* inspect_stream_option =
+      inspect_cmd->add_option("stream", inspect_stream, "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY");
+  inspect_cmd
+      ->add_option("--listen", inspect_listen,
+                   "instead of STREAM: listen on tcp://HOST:PORT or unix:PATH and inspect what a sender sends")
+      ->excludes(inspect_stream_option);
   TransportFlags inspect_net;
   inspect_net.Add(inspect_cmd, /*sending=*/false, /*receiving=*/true);
   inspect_cmd->add_flag("--json", inspect.json, "print JSON");
@@ -237,14 +263,17 @@ int Main(int argc, char** argv) {
   inspect_cmd->add_flag("--decode", inspect.decode, "also decode every payload and check its hash (implies --full)");
 
   // verify
-  std::string verify_input;
   bool verify_quiet = false;
   CLI::App* verify_cmd = app.add_subcommand(
       "verify", "Check a stream completely: framing, checksums, ranges, payload hashes, object digests, totals. Exit "
                 "status 0 means the stream is complete and intact");
-  verify_cmd->add_option("stream", verify_input,
-                         "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY, or a network address to listen on")
-      ->required();
+  std::string verify_stream, verify_listen;
+  CLI::Option* verify_stream_option =
+      verify_cmd->add_option("stream", verify_stream, "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY");
+  verify_cmd
+      ->add_option("--listen", verify_listen,
+                   "instead of STREAM: listen on tcp://HOST:PORT or unix:PATH and verify what a sender sends")
+      ->excludes(verify_stream_option);
   TransportFlags verify_net;
   verify_net.Add(verify_cmd, /*sending=*/false, /*receiving=*/true);
   verify_cmd->add_flag("-q,--quiet", verify_quiet, "print nothing on success");
@@ -259,7 +288,9 @@ int Main(int argc, char** argv) {
       "send", "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
               "Succeeds only once the receiver has stored the whole stream");
   send_cmd->add_option("source", send.source, "a file, - (stdin), fd:N or s3://BUCKET/KEY")->required();
-  send_cmd->add_option("destination", send.sink, "tcp://HOST:PORT, unix:PATH or s3://BUCKET/KEY (any sink URI works)")
+  send_cmd->add_option("destination", send.sink,
+                       "tcp://HOST:PORT or unix:PATH (connects to a receiver there), s3://BUCKET/KEY, or any other "
+                       "sink URI (a file, - for stdout, fd:N)")
       ->required();
   send_cmd->add_flag("-q,--quiet", send_quiet, "no progress and no summary");
   send_cmd->add_flag("-f,--force", send_force, "overwrite an existing destination file or S3 object");
@@ -301,7 +332,8 @@ int Main(int argc, char** argv) {
   std::string keygen_output;
   CLI::App* keygen_cmd = app.add_subcommand(
       "keygen", "Write a new random shared key (for --key-file / VRAMFLOW_KEY_FILE); copy it to the other host securely");
-  keygen_cmd->add_option("-o,--output", keygen_output, "key file to create (mode 0600; never overwritten)")->required();
+  keygen_cmd->add_option("-o,--output", keygen_output, "key file to create (mode 0600; never overwritten), or - for stdout")
+      ->required();
 
   // gen
   std::string gen_kind = "bf16", gen_size = "64M", gen_output;
@@ -385,6 +417,9 @@ int Main(int argc, char** argv) {
 
   if (*pack_cmd) {
     Status s = pack_flags.Resolve(&pack.pipeline);
+    for (const std::string& input : pack.inputs)
+      if (s.ok()) s = CheckReadUri(input, "vramflow recv");
+    if (s.ok()) s = CheckWriteUri(pack.output);
     if (s.ok()) s = pack_net.Resolve(&pack.transport);
     if (!s.ok()) return UsageError("pack", s);
     pack.fsync = pack_fsync.Resolve(false);
@@ -409,7 +444,8 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (*unpack_cmd) {
-    Status s = unpack_flags.Resolve(&unpack.pipeline);
+    Status s = PickSource("unpack", unpack_stream, unpack_listen, &unpack.input);
+    if (s.ok()) s = unpack_flags.Resolve(&unpack.pipeline);
     if (s.ok()) s = unpack_net.Resolve(&unpack.transport);
     if (s.ok() && !unpack_max_output.empty()) {
       Result<uint64_t> max_output = ParseSize(unpack_max_output);
@@ -417,13 +453,13 @@ int Main(int argc, char** argv) {
       if (max_output.ok()) unpack.max_output = *max_output;
     }
     if (!s.ok()) return UsageError("unpack", s);
-    if (Result<Endpoint> out = ParseEndpoint(unpack.output);
-        out.ok() && (out->kind == Endpoint::Kind::kS3 || out->is_network()))
+    Result<Endpoint> out = ParseEndpoint(unpack.output);
+    if (!out.ok()) return UsageError("unpack", out.status());
+    if (out->kind == Endpoint::Kind::kS3 || out->is_network() || out->kind == Endpoint::Kind::kFd)
       return UsageError("unpack", Status::InvalidArgument(
                                       "-o '" + unpack.output + "': unpack writes files (a directory, a file or -); to "
                                       "store a stream as it is, use `vramflow send STREAM " + unpack.output + "`"));
-    Result<Endpoint> in = ParseEndpoint(unpack.input);
-    unpack.fsync = unpack_fsync.Resolve(/*default_on=*/in.ok() && in->is_network());
+    unpack.fsync = unpack_fsync.Resolve(/*default_on=*/!unpack_listen.empty());
     unpack.progress = !unpack_quiet && ::isatty(STDERR_FILENO);
     unpack.note = [](const std::string& note) { std::fprintf(stderr, "vramflow unpack: %s\n", note.c_str()); };
     UnpackReport report;
@@ -450,6 +486,10 @@ int Main(int argc, char** argv) {
   }
   if (*demo_cmd) {
     Status s = demo_flags.Resolve(&demo.pipeline);
+    if (s.ok() && !demo.listen.empty()) s = CheckListenUri(demo.listen);
+    if (s.ok() && !demo.destination.empty()) s = CheckWriteUri(demo.destination);
+    if (s.ok() && demo.destination == "-")
+      s = Status::InvalidArgument("--to -: demo reads its stream back to restore it; give a file, s3:// or a receiver");
     if (s.ok()) s = demo_net.Resolve(&demo.transport);
     if (!s.ok()) return UsageError("demo", s);
     demo.bytes_per_gpu = ParseSize(demo_size).value();
@@ -461,6 +501,7 @@ int Main(int argc, char** argv) {
   }
   if (*export_cmd) {
     Status s = export_flags.Resolve(&export_upstream.pipeline);
+    if (s.ok()) s = RefuseDash("DIR", export_upstream.dir);
     if (!s.ok()) return UsageError("criu export-upstream", s);
     ExportUpstreamReport report;
     s = RunExportUpstream(export_upstream, &report);
@@ -482,6 +523,9 @@ int Main(int argc, char** argv) {
   }
   if (*bench_pipeline_cmd) {
     Status s = pbench_flags.Resolve(&pbench.pipeline);
+    if (s.ok()) s = RefuseDash("--json", pbench.json_path);
+    if (s.ok()) s = RefuseDash("--work-dir", pbench.work_dir);
+    if (s.ok()) s = RefuseDash("--export-raw", pbench.export_raw);
     if (!s.ok()) return UsageError("bench pipeline", s);
     pbench.bytes_per_gpu = ParseSize(pbench_size).value();
     pbench.single_thread_too = !pbench_no_scaling;
@@ -490,7 +534,8 @@ int Main(int argc, char** argv) {
     return s.ok() ? 0 : Fail("bench pipeline", s);
   }
   if (*inspect_cmd) {
-    Status s = inspect_net.Resolve(&inspect.transport);
+    Status s = PickSource("inspect", inspect_stream, inspect_listen, &inspect.input);
+    if (s.ok()) s = inspect_net.Resolve(&inspect.transport);
     if (!s.ok()) return UsageError("inspect", s);
     s = RunInspect(inspect, std::cout);
     std::cout.flush();
@@ -498,7 +543,9 @@ int Main(int argc, char** argv) {
   }
   if (*verify_cmd) {
     TransportOptions transport;
-    Status s = verify_net.Resolve(&transport);
+    std::string verify_input;
+    Status s = PickSource("verify", verify_stream, verify_listen, &verify_input);
+    if (s.ok()) s = verify_net.Resolve(&transport);
     if (!s.ok()) return UsageError("verify", s);
     s = RunVerify(verify_input, verify_quiet, transport, std::cout);
     std::cout.flush();
@@ -507,7 +554,11 @@ int Main(int argc, char** argv) {
   if (*send_cmd || *recv_cmd) {
     const char* name = *send_cmd ? "send" : "recv";
     TransferOptions& options = *send_cmd ? send : recv;
-    Status s = (*send_cmd ? send_net : recv_net).Resolve(&options.transport);
+    Status s = *send_cmd ? CheckReadUri(send.source, "vramflow recv")
+                         : CheckListenUri(recv.source);
+    if (s.ok() && !options.sink.empty()) s = CheckWriteUri(options.sink);
+    if (s.ok() && *recv_cmd) s = RefuseDash("--output-dir", recv_dir);
+    if (s.ok()) s = (*send_cmd ? send_net : recv_net).Resolve(&options.transport);
     if (!s.ok()) return UsageError(name, s);
     const bool force = *send_cmd ? send_force : recv_force;
     options.transport.file.overwrite = force;
@@ -538,10 +589,6 @@ int Main(int argc, char** argv) {
     if (*recv_cmd && recv.sink.empty())
       return UsageError(name, Status::InvalidArgument("give -o OUT (one stream) or --output-dir DIR (streams by name)"));
     if (*recv_cmd) {
-      Result<Endpoint> endpoint = ParseEndpoint(recv.source);
-      if (!endpoint.ok()) return UsageError(name, endpoint.status());
-      if (!endpoint->is_network())
-        return UsageError(name, Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH"));
       // Only once bound (after the output could be opened), with the real port.
       if (!quiet)
         options.transport.on_listening = [](const std::string& uri) {
@@ -560,15 +607,21 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (*keygen_cmd) {
+    Result<Endpoint> out = ParseEndpoint(keygen_output);
+    if (!out.ok()) return UsageError("keygen", out.status());
+    if (out->kind != Endpoint::Kind::kPath && out->kind != Endpoint::Kind::kStdio)
+      return UsageError("keygen", Status::InvalidArgument("-o '" + keygen_output + "': give a file to create, or - for stdout"));
     Status s = RunKeygen(keygen_output);
     if (!s.ok()) return Fail("keygen", s);
-    std::fprintf(stderr, "wrote a new key to %s (keep it secret; both ends need it)\n", keygen_output.c_str());
+    if (keygen_output != "-")
+      std::fprintf(stderr, "wrote a new key to %s (keep it secret; both ends need it)\n", keygen_output.c_str());
     return 0;
   }
   if (*gen_cmd) {
     std::optional<DataKind> kind = ParseDataKind(gen_kind);
     if (!kind) return UsageError("gen", Status::InvalidArgument("unknown data kind '" + gen_kind + "'"));
     uint64_t size = ParseSize(gen_size).value();
+    if (Status checked = CheckWriteUri(gen_output); !checked.ok()) return UsageError("gen", checked);
     TransportOptions sink_options;  // a file, -, fd:N or s3://BUCKET/KEY
     sink_options.file.overwrite = true;
     sink_options.s3.overwrite = true;
@@ -586,6 +639,7 @@ int Main(int argc, char** argv) {
     return s.ok() ? 0 : Fail("gen", s);
   }
   if (*bench_codecs_cmd) {
+    if (Status s = RefuseDash("--json", bench.json_path); !s.ok()) return UsageError("bench codecs", s);
     bench.size = ParseSize(bench_size).value();
     uint64_t chunk = ParseSize(bench_chunk).value();
     if (chunk == 0 || chunk > (64u << 20))

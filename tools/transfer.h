@@ -35,7 +35,8 @@ Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, 
 // stream is committed, and only then is a sender told DONE.
 Status RunTransfer(const TransferOptions& options, const std::string& label, TransferReport* report);
 
-// Writes a new random key to `path` (mode 0600, never over an existing file).
+// Writes a new random key to `path` (mode 0600, never over an existing file),
+// or to stdout for "-".
 Status RunKeygen(const std::string& path);
 
 }  // namespace vramflow

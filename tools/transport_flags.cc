@@ -1,7 +1,9 @@
 #include "tools/transport_flags.h"
 
 #include <cstdio>
+#include <utility>
 
+#include "tools/cli_uri.h"
 #include "transport/shared_key.h"
 
 namespace vramflow {
@@ -41,6 +43,9 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
 }
 
 Status TransportFlags::Resolve(TransportOptions* options) const {
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--key-file", key_file},
+                                    {"--cert", cert_file}, {"--key", cert_key_file}, {"--ca", ca_file}})
+    VF_RETURN_IF_ERROR(RefuseDash(flag, value));
   NetOptions& net = options->net;
   net.insecure = insecure;
   net.tls.cert_file = cert_file;
