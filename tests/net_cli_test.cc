@@ -597,7 +597,7 @@ TEST(NetCli, KeyMismatchFailsTheSenderAndTheRightKeyStillWorks) {
   ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
 
   Ran wrong = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--key-file", dir.File("kb"), "-q"});
-  EXPECT_EQ(wrong.code, 1) << wrong.output;
+  EXPECT_EQ(wrong.code, 4) << "a refused key is an authentication failure: " << wrong.output;
   EXPECT_TRUE(Contains(wrong.output, "key")) << wrong.output;
   Ran none = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "-q"});
   EXPECT_EQ(none.code, 1) << none.output;
@@ -641,7 +641,9 @@ TEST(NetCli, KeyFromTheEnvironmentMatchesAKeyFile) {
   }
 }
 
-TEST(NetCli, UnusableKeyFileIsABadCommandLine) {
+// A key file that is missing or cannot be used fails the job (1), as a
+// missing input does; it is no bad command line (2).
+TEST(NetCli, UnusableKeyFileFailsTheJob) {
   TempDir dir;
   WriteFileBytes(dir.File("short"), {'a', 'b', 'c'});
   ASSERT_EQ(::chmod(dir.File("short").c_str(), 0600), 0);
@@ -649,11 +651,14 @@ TEST(NetCli, UnusableKeyFileIsABadCommandLine) {
   ASSERT_EQ(::chmod(dir.File("open").c_str(), 0644), 0);
   WriteFileBytes(dir.File("in.bin"), RandomData(100, 16));
   Ran shortkey = RunVf(dir, {"send", dir.File("in.bin"), "tcp://127.0.0.1:9", "--key-file", dir.File("short")});
-  EXPECT_EQ(shortkey.code, 2) << shortkey.output;
+  EXPECT_EQ(shortkey.code, 1) << shortkey.output;
   EXPECT_TRUE(Contains(shortkey.output, "at least 16")) << shortkey.output;
   Ran openkey = RunVf(dir, {"recv", "--listen", "unix:" + dir.File("s"), "-o", dir.File("o"), "--key-file",
                             dir.File("open")});
-  EXPECT_EQ(openkey.code, 2) << openkey.output;
+  EXPECT_EQ(openkey.code, 1) << openkey.output;
+  Ran missing = RunVf(dir, {"send", dir.File("in.bin"), "tcp://127.0.0.1:9", "--key-file", dir.File("none")});
+  EXPECT_EQ(missing.code, 1) << missing.output;
+  EXPECT_TRUE(Contains(missing.output, "No such file")) << missing.output;
   EXPECT_TRUE(Contains(openkey.output, "chmod 600")) << openkey.output;
   EXPECT_FALSE(Exists(dir.File("s")));
   EXPECT_FALSE(Exists(dir.File("o")));
@@ -1049,7 +1054,8 @@ TEST(NetCli, RecvStoresOnlyCompleteVerifiedStreams) {
 }
 
 // The same for `recv -o OUT` (one stream) and for send to a file: a stream
-// that breaks off is not stored under OUT, and both ends exit 1.
+// that breaks off is not stored under OUT: the sender exits 1 with the
+// receiver's error, the receiver and send to a file exit 3 (incomplete data).
 TEST(NetCli, RecvAndSendToAFileRefuseAnIncompleteStream) {
   TempDir dir;
   const std::vector<uint8_t> stream = Packed(dir, RandomData(1 << 20, 32));
@@ -1061,11 +1067,11 @@ TEST(NetCli, RecvAndSendToAFileRefuseAnIncompleteStream) {
   Ran sent = RunVf(dir, {"send", dir.File("cut.vfs"), "unix:" + sock, "--timeout", "5"});
   EXPECT_EQ(sent.code, 1) << sent.output;
   EXPECT_TRUE(Contains(sent.output, "not a complete, valid vramflow stream")) << sent.output;
-  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_EQ(recv.Wait(20000ms), 3) << recv.Log();
   EXPECT_FALSE(Exists(out));
 
   Ran copied = RunVf(dir, {"send", dir.File("cut.vfs"), out, "-q"});
-  EXPECT_EQ(copied.code, 1) << copied.output;
+  EXPECT_EQ(copied.code, 3) << copied.output;
   EXPECT_TRUE(Contains(copied.output, "truncated")) << copied.output;
   EXPECT_FALSE(Exists(out));
   EXPECT_EQ(Join(List(dir.path())), "[cut.vfs, recv.log]") << "a temporary file was left behind";

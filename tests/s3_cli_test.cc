@@ -216,7 +216,7 @@ TEST_F(S3Rgw, UnpackToS3IsAUsageError) {
 
 //! An existing object is refused as an existing file is: pack -o s3:// says
 //! so, names the object and suggests --force, and leaves the object as it
-//! was; with --force it is replaced. demo --to overwrites, as it does a file.
+//! was; with --force it is replaced. demo --to follows the same rule.
 TEST_F(S3Rgw, PackRefusesAnExistingObjectUnlessForced) {
   Work w;
   ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
@@ -242,7 +242,11 @@ TEST_F(S3Rgw, PackRefusesAnExistingObjectUnlessForced) {
   ASSERT_CODE(Vf("pack " + Q(w.File("weights.bin")) + " -o " + Q(uri) + " --force -q"), 0);
   EXPECT_TRUE(holds("weights.bin")) << "--force did not replace the object";
 
-  CommandResult demo = Vf("demo --gpus 1 --size 8M --to " + Q(uri) + " --max-memory 64M -q");
+  CommandResult unforced = Vf("demo --gpus 1 --size 8M --to " + Q(uri) + " --max-memory 64M -q");
+  EXPECT_CODE(unforced, 1);
+  EXPECT_TRUE(Contains(unforced.output, "exists (use --force to overwrite)")) << unforced.output;
+  EXPECT_TRUE(holds("weights.bin")) << "a refused demo changed the object";
+  CommandResult demo = Vf("demo --gpus 1 --size 8M --to " + Q(uri) + " --max-memory 64M -q --force");
   EXPECT_CODE(demo, 0);
   EXPECT_TRUE(Contains(demo.output, "every byte of every BO matches")) << demo.output;
 }

@@ -1,5 +1,7 @@
 #include "tools/cli_uri.h"
 
+#include <sys/stat.h>
+
 #include "transport/uri.h"
 
 namespace vramflow {
@@ -21,6 +23,18 @@ Status CheckListenUri(const std::string& uri) {
 }
 
 Status CheckWriteUri(const std::string& uri) { return ParseEndpoint(uri).status(); }
+
+Status CheckDestination(const std::string& uri, bool force) {
+  VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
+  if (endpoint.kind != Endpoint::Kind::kPath) return Status::Ok();
+  struct stat st;
+  if (::stat(endpoint.path.c_str(), &st) != 0) return Status::Ok();
+  if (S_ISDIR(st.st_mode))
+    return Status::InvalidArgument("'" + uri + "' is a directory: the stream goes to a file (give a file name)");
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return Status::Ok();
+  if (!force) return Status::AlreadyExists("'" + uri + "' exists (use --force to overwrite)");
+  return Status::Ok();
+}
 
 Status RefuseDash(const std::string& flag, const std::string& value) {
   if (value == "-") return Status::InvalidArgument(flag + " names a file or directory; '-' (stdin/stdout) is not one here");

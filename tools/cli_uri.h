@@ -22,6 +22,12 @@ Status CheckListenUri(const std::string& uri);
 // receiver there). Only checks that it parses.
 Status CheckWriteUri(const std::string& uri);
 
+// Before the work starts: a destination file that exists is refused
+// without `force` (AlreadyExists), and a directory there is refused even
+// with it (a stream file cannot replace it). Devices and FIFOs are written
+// as they are; other URIs are checked when they are opened.
+Status CheckDestination(const std::string& uri, bool force);
+
 // `flag`'s value names a file or directory that cannot be stdin or stdout
 // (a key file, a directory): `-` is refused, saying so.
 Status RefuseDash(const std::string& flag, const std::string& value);

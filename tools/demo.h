@@ -16,6 +16,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "tools/progress.h"
 #include "common/status.h"
 #include "streamer/pipeline.h"
 #include "transport/open_uri.h"
@@ -33,8 +34,9 @@ struct DemoOptions {
   std::string destination;
   std::string listen;  // receive the stream here and restore it instead of dumping
   TransportOptions transport;
-  bool progress = true;
+  ProgressStyle progress = ProgressStyle(true);
   bool json = false;
+  bool force = false;  // --to: replace an existing file or S3 object
 };
 
 struct DemoReport {

@@ -14,7 +14,7 @@
 
 namespace vramflow {
 
-Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress, uint64_t* bytes) {
+Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress, uint64_t* bytes) {
   ProgressBar bar(label, 0, progress);
   std::vector<uint8_t> buf(1u << 20);
   for (;;) {

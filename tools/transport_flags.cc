@@ -52,12 +52,6 @@ Status TransportFlags::Resolve(TransportOptions* options) const {
   net.tls.key_file = cert_key_file;
   net.tls.ca_file = ca_file;
   net.tls.ktls = ktls;
-  // $VRAMFLOW_KEY_FILE and $VRAMFLOW_KEY stand in for --key-file, not for
-  // certificates or --insecure given on the command line.
-  bool explicit_other = !cert_file.empty() || !cert_key_file.empty() || !ca_file.empty() || insecure;
-  if (!key_file.empty() || !explicit_other) {
-    VF_ASSIGN_OR_RETURN(net.tls.key, ResolveKey(key_file));
-  }
   net.log = [](const std::string& line) { std::fprintf(stderr, "vramflow: %s\n", line.c_str()); };
   if (streams == 0 || streams > 64) return Status::InvalidArgument("--streams must be 1 .. 64");
   net.streams = streams;
@@ -68,6 +62,16 @@ Status TransportFlags::Resolve(TransportOptions* options) const {
   net.retries = retries;
   net.resume_timeout = Millis(resume_timeout_s);
   options->accept_timeout = accept_timeout_s < 0 ? std::chrono::milliseconds(-1) : Millis(accept_timeout_s);
+  return Status::Ok();
+}
+
+Status TransportFlags::LoadCredentials(TransportOptions* options) const {
+  // $VRAMFLOW_KEY_FILE and $VRAMFLOW_KEY stand in for --key-file, not for
+  // certificates or --insecure given on the command line.
+  bool explicit_other = !cert_file.empty() || !cert_key_file.empty() || !ca_file.empty() || insecure;
+  if (!key_file.empty() || !explicit_other) {
+    VF_ASSIGN_OR_RETURN(options->net.tls.key, ResolveKey(key_file));
+  }
   return Status::Ok();
 }
 

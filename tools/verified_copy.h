@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tools/progress.h"
 #include "common/status.h"
 #include "transport/byte_stream.h"
 
@@ -25,7 +26,7 @@ namespace vramflow {
 // Copies every byte of `source` to `sink` while verifying it, then commits
 // the sink; adds the bytes read to `*bytes`. A progress bar labelled `label`
 // when `progress`. The sink is committed only after a clean verdict.
-Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress,
+Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress,
                           uint64_t* bytes);
 
 }  // namespace vramflow
