@@ -162,21 +162,21 @@ TEST_F(S3Rgw, InspectWorksAndAMissingKeyFailsClearly) {
   EXPECT_FALSE(fs::exists(w.File("never")));
 }
 
-//! Wrong credentials: a clear error naming the setting to check, exit 1, and
+//! Wrong credentials: a clear error naming the setting to check, exit 4, and
 //! no object (nor a half-done upload) under the key.
 TEST_F(S3Rgw, WrongCredentialsFailClearlyAndLeaveNoObject) {
   Work w;
   ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
   const std::string wrong_secret = "AWS_SECRET_ACCESS_KEY=not-the-secret-key-at-all-000000000000000";
   CommandResult pack = Vf("pack " + w.Inputs() + " -o " + Q(Uri("denied.vfs")), wrong_secret);
-  EXPECT_CODE(pack, 1);
+  EXPECT_CODE(pack, 4);
   EXPECT_TRUE(Contains(pack.output, "vramflow pack: error:")) << pack.output;
   EXPECT_TRUE(Contains(pack.output, "HTTP 403 SignatureDoesNotMatch")) << pack.output;
   EXPECT_TRUE(Contains(pack.output, "check AWS_SECRET_ACCESS_KEY")) << pack.output;
 
   CommandResult small = Vf("pack " + Q(w.File("optimizer.bin")) + " -o " + Q(Uri("denied-small.vfs")),
                            "AWS_ACCESS_KEY_ID=NOSUCHACCESSKEY00000");
-  EXPECT_CODE(small, 1);
+  EXPECT_CODE(small, 4);
   EXPECT_TRUE(Contains(small.output, "InvalidAccessKeyId")) << small.output;
   EXPECT_TRUE(Contains(small.output, "check AWS_ACCESS_KEY_ID")) << small.output;
   auto keys = Client()->ListKeys(prefix_);
@@ -186,7 +186,7 @@ TEST_F(S3Rgw, WrongCredentialsFailClearlyAndLeaveNoObject) {
   // Reading: HEAD has no body to name the error, the hint still says what to check.
   ASSERT_CODE(Vf("pack " + Q(w.File("optimizer.bin")) + " -o " + Q(Uri("readable.vfs")) + " -q"), 0);
   CommandResult inspect = Vf("inspect " + Q(Uri("readable.vfs")), wrong_secret);
-  EXPECT_CODE(inspect, 1);
+  EXPECT_CODE(inspect, 4);
   EXPECT_TRUE(Contains(inspect.output, "HTTP 403")) << inspect.output;
   EXPECT_TRUE(Contains(inspect.output, "AWS_SECRET_ACCESS_KEY")) << inspect.output;
 }
