@@ -16,9 +16,9 @@
 #include <iosfwd>
 #include <string>
 
-#include "tools/progress.h"
 #include "common/status.h"
 #include "streamer/pipeline.h"
+#include "tools/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "tools/progress.h"
 #include "common/status.h"
+#include "tools/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
-#include "tools/progress.h"
 #include "common/status.h"
 #include "streamer/pipeline.h"
 #include "tools/object_selection.h"
+#include "tools/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <string>
 
-#include "tools/progress.h"
 #include "common/status.h"
+#include "tools/progress.h"
 #include "transport/byte_stream.h"
 
 namespace vramflow {
