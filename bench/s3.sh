@@ -101,9 +101,9 @@ EOF
 gen_ckpt() {
   local d=$1 n=$2
   mkdir -p "$d"
-  "$bin" gen -k bf16 -s $((n / 2)) --seed 1 -o "$d/weights.bin"
-  "$bin" gen -k adam-m -s $((n / 4)) --seed 2 -o "$d/adam_m.bin"
-  "$bin" gen -k adam-v -s $((n - n / 2 - n / 4)) --seed 3 -o "$d/adam_v.bin"
+  "$bin" gen -f -k bf16 -s $((n / 2)) --seed 1 -o "$d/weights.bin"
+  "$bin" gen -f -k adam-m -s $((n / 4)) --seed 2 -o "$d/adam_m.bin"
+  "$bin" gen -f -k adam-v -s $((n - n / 2 - n / 4)) --seed 3 -o "$d/adam_v.bin"
 }
 
 # timed CMD...: seconds (wall) of the fastest of $repeat runs.
@@ -159,7 +159,7 @@ gpus_json=""; t_gpus_all=0; t_gpu_one=0; gpu_one_read=0
 if [ "$gpu_size_b" -gt 0 ]; then
   echo "s3 bench: dumping two simulated GPUs of $gpu_size each to s3://" >&2
   gpus_uri="s3://$bucket/bench/gpus.vfs"
-  "$bin" demo -q -g 2 -s "$gpu_size" --to "$gpus_uri" --max-memory "$mem" >/dev/null
+  "$bin" demo -q -f -g 2 -s "$gpu_size" --to "$gpus_uri" --max-memory "$mem" >/dev/null
   gpus_json=$("$bin" inspect --json "$gpus_uri")
   echo "s3 bench: restoring both GPUs, then GPU 1 alone (--gpu 1)" >&2
   t_gpus_all=$(timed "$bin" unpack -q -f "$gpus_uri" -o "$WORK/gpus-all/" --max-memory "$mem")

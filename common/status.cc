@@ -25,6 +25,7 @@ const char* CodeName(Status::Code code) {
     case Status::Code::kCancelled: return "cancelled";
     case Status::Code::kTimedOut: return "timed out";
     case Status::Code::kInternal: return "internal error";
+    case Status::Code::kUnauthenticated: return "authentication failed";
   }
   return "unknown";
 }

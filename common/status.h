@@ -28,6 +28,7 @@ class [[nodiscard]] Status {
     kCancelled,        // another part of the work failed first
     kTimedOut,         // something did not happen in time (a DMA fence, a peer)
     kInternal,         // a bug in vramflow
+    kUnauthenticated,  // a peer or endpoint refused our credentials, or we refused its (TLS, keys)
   };
 
   Status() = default;
@@ -43,6 +44,7 @@ class [[nodiscard]] Status {
   static Status Cancelled(std::string msg) { return Status(Code::kCancelled, std::move(msg)); }
   static Status TimedOut(std::string msg) { return Status(Code::kTimedOut, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
+  static Status Unauthenticated(std::string msg) { return Status(Code::kUnauthenticated, std::move(msg)); }
 
   bool ok() const { return state_ == nullptr; }
   Code code() const { return state_ ? state_->code : Code::kOk; }

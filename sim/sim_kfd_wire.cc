@@ -276,7 +276,7 @@ KfdProcessInfo GetProcessInfo(Reader* in) {
 }
 
 Status StatusFromWire(uint32_t code, std::string message) {
-  constexpr auto kLastCode = static_cast<uint32_t>(Status::Code::kInternal);
+  constexpr auto kLastCode = static_cast<uint32_t>(Status::Code::kUnauthenticated);
   if (code > kLastCode) {
     return Status::Corruption("simulated KFD reply with unknown status code " + std::to_string(code) + ": " + message);
   }
@@ -291,6 +291,7 @@ Status StatusFromWire(uint32_t code, std::string message) {
     case Status::Code::kCancelled: return Status::Cancelled(std::move(message));
     case Status::Code::kTimedOut: return Status::TimedOut(std::move(message));
     case Status::Code::kInternal: return Status::Internal(std::move(message));
+    case Status::Code::kUnauthenticated: return Status::Unauthenticated(std::move(message));
   }
   return Status::Internal("unreachable status code " + std::to_string(code));
 }

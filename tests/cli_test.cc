@@ -497,7 +497,7 @@ TEST_F(CliCorruptTest, VerifyReportsTruncation) {
   EXPECT_CODE(Run("verify good.vfs"), 0);
   for (const char* name : {"cut.vfs", "noend.vfs"}) {
     CommandResult r = Run(std::string("verify ") + name);
-    EXPECT_CODE(r, 1);
+    EXPECT_CODE(r, 3);  // corrupt or incomplete data
     EXPECT_TRUE(Contains(r.output, "incomplete") || Contains(r.output, "truncated")) << r.output;
     EXPECT_FALSE(Contains(r.output, "OK:")) << r.output;
   }
@@ -505,16 +505,16 @@ TEST_F(CliCorruptTest, VerifyReportsTruncation) {
   EXPECT_TRUE(Contains(r.output, "STREAM_END")) << r.output;
   // An empty file and a file that is not a stream.
   WriteFileBytes(dir_.File("empty.vfs"), {});
-  EXPECT_CODE(Run("verify empty.vfs"), 1);
+  EXPECT_CODE(Run("verify empty.vfs"), 3);  // corrupt or incomplete data
   WriteFileBytes(dir_.File("text.vfs"), std::vector<uint8_t>(200, 'x'));
   r = Run("verify text.vfs");
-  EXPECT_CODE(r, 1);
+  EXPECT_CODE(r, 3);  // corrupt or incomplete data
   EXPECT_TRUE(Contains(r.output, "magic")) << r.output;
   // Trailing garbage after STREAM_END.
   std::vector<uint8_t> tail = good_;
   tail.push_back(0);
   WriteFileBytes(dir_.File("tail.vfs"), tail);
-  EXPECT_CODE(Run("verify tail.vfs"), 1);
+  EXPECT_CODE(Run("verify tail.vfs"), 3);  // corrupt or incomplete data
 }
 
 TEST_F(CliCorruptTest, VerifyReportsAFlippedPayloadBit) {
@@ -525,7 +525,7 @@ TEST_F(CliCorruptTest, VerifyReportsAFlippedPayloadBit) {
   raw_stream[raw_stream.size() / 2] ^= 0x10;
   WriteFileBytes(dir_.File("flip-raw.vfs"), raw_stream);
   CommandResult r = Run("verify flip-raw.vfs");
-  EXPECT_CODE(r, 1);
+  EXPECT_CODE(r, 3);  // corrupt or incomplete data
   EXPECT_TRUE(Contains(r.output, "hash mismatch")) << r.output;
   EXPECT_TRUE(Contains(r.output, "frame")) << r.output;
 
@@ -534,13 +534,13 @@ TEST_F(CliCorruptTest, VerifyReportsAFlippedPayloadBit) {
   flipped[flipped.size() / 3] ^= 0x01;
   WriteFileBytes(dir_.File("flip.vfs"), flipped);
   r = Run("verify flip.vfs");
-  EXPECT_CODE(r, 1);
+  EXPECT_CODE(r, 3);  // corrupt or incomplete data
   EXPECT_TRUE(Contains(r.output, "hash mismatch") || Contains(r.output, "corruption")) << r.output;
   EXPECT_TRUE(Contains(r.output, "frame")) << r.output;
 
   // unpack refuses it too and leaves nothing.
   r = Run("unpack flip-raw.vfs -o flip-out");
-  EXPECT_CODE(r, 1);
+  EXPECT_CODE(r, 3);  // corrupt or incomplete data
   EXPECT_FALSE(fs::exists(dir_.File("flip-out")));
 }
 
@@ -549,7 +549,7 @@ TEST_F(CliCorruptTest, UnpackOfATruncatedStreamLeavesNothing) {
     SCOPED_TRACE(name);
     for (const char* out : {"o1", "o2/"}) {
       CommandResult r = Run(std::string("unpack ") + name + " -o " + out);
-      EXPECT_CODE(r, 1);
+      EXPECT_CODE(r, 3);  // corrupt or incomplete data
       EXPECT_TRUE(Contains(r.output, "incomplete") || Contains(r.output, "truncated")) << r.output;
     }
     EXPECT_EQ(Tree(dir_.path()),
@@ -558,12 +558,12 @@ TEST_F(CliCorruptTest, UnpackOfATruncatedStreamLeavesNothing) {
   // Into an existing directory: still nothing appears in it.
   fs::create_directory(dir_.File("existing"));
   CommandResult r = Run("unpack noend.vfs -o existing");
-  EXPECT_CODE(r, 1);
+  EXPECT_CODE(r, 3);  // corrupt or incomplete data
   EXPECT_TRUE(Tree(dir_.File("existing")).empty());
   EXPECT_TRUE(StagingLeftovers(dir_.path()).empty());
   // From stdin.
   r = Sh("cd " + Q(dir_.path()) + " && $VF unpack - -o piped < cut.vfs");
-  EXPECT_CODE(r, 1);
+  EXPECT_CODE(r, 3);  // corrupt or incomplete data
   EXPECT_FALSE(fs::exists(dir_.File("piped")));
   EXPECT_TRUE(StagingLeftovers(dir_.path()).empty());
 }
@@ -576,7 +576,7 @@ TEST_F(CliCorruptTest, InspectPrintsATableAndFlagsIncompleteStreams) {
   EXPECT_FALSE(Contains(r.output, "INCOMPLETE")) << r.output;
 
   r = Run("inspect cut.vfs");
-  EXPECT_CODE(r, 1);
+  EXPECT_CODE(r, 3);  // corrupt or incomplete data
   EXPECT_TRUE(Contains(r.output, "INCOMPLETE")) << r.output;
   EXPECT_TRUE(Contains(r.output, "a.bin")) << r.output;  // the table of what was read is still printed
   EXPECT_TRUE(Contains(r.output, "codec mix")) << r.output;
@@ -602,7 +602,7 @@ TEST_F(CliCorruptTest, InspectJson) {
   EXPECT_FALSE(j["word_sizes"].empty());
 
   r = Sh("cd " + Q(dir_.path()) + " && $VF inspect --json cut.vfs 2>/dev/null");
-  EXPECT_CODE(r, 1);
+  EXPECT_CODE(r, 3);  // corrupt or incomplete data
   j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["complete"], false);
   EXPECT_TRUE(j["error"].is_string());

@@ -277,7 +277,7 @@ TEST(CriuExportTest, DirectoryWithoutKfdImageFails) {
   EXPECT_NE(s.message().find("no amdgpu-kfd-<id>.img"), std::string::npos) << s.ToString();
 }
 
-//! The command line: exit status 1 and one error line on a corrupt stream,
+//! The command line: exit status 3 (corrupt data) and one error line on a corrupt stream,
 //! 0 and one line per pages file on success.
 TEST(CriuExportTest, CommandLineExitStatus) {
   TempDir tmp;
@@ -289,7 +289,7 @@ TEST(CriuExportTest, CommandLineExitStatus) {
   WriteFileBytes(stream, bad);
   const std::string command = std::string(VRAMFLOW_BINARY) + " criu export-upstream " + testing::ShellQuote(images.dir());
   testing::CommandResult r = testing::RunShell(command);
-  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_NE(r.output.find("vramflow criu export-upstream: error: "), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(images.Path(PagesImageName(kId, images.gpus()[0]))));
 

@@ -110,13 +110,13 @@ class FsyncCli : public ::testing::Test {
 // the directory it was moved into are synced before that.
 TEST_F(FsyncCli, UnpackFromTheNetworkSyncsFilesAndDirectoriesByDefault) {
   const std::string out = dir_.File("out");
-  std::vector<std::string> synced = Receive("unpack unix:" + ShellQuote(dir_.File("sock")) + " -o " + ShellQuote(out + "/"), "pack");
+  std::vector<std::string> synced = Receive("unpack --listen unix:" + ShellQuote(dir_.File("sock")) + " -o " + ShellQuote(out + "/"), "pack");
   EXPECT_TRUE(SyncedFileEndingIn(synced, "/a.bin")) << Join(synced);
   EXPECT_TRUE(SyncedFileEndingIn(synced, "/b.bin")) << Join(synced);
   EXPECT_TRUE(SyncedPath(synced, out)) << Join(synced);
   EXPECT_TRUE(SyncedPath(synced, dir_.path())) << "the new directory's own entry: " << Join(synced);
 
-  synced = Receive("unpack --no-fsync -f unix:" + ShellQuote(dir_.File("sock")) + " -o " + ShellQuote(out + "/"), "pack");
+  synced = Receive("unpack --no-fsync -f --listen unix:" + ShellQuote(dir_.File("sock")) + " -o " + ShellQuote(out + "/"), "pack");
   EXPECT_TRUE(synced.empty()) << Join(synced);
 }
 

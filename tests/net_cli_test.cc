@@ -505,7 +505,7 @@ TEST(NetCli, PackToTcpAndUnpackFromTcpRestoresTheFile) {
   WriteFileBytes(dir.File("in.bin"), data);
   ReservedPort reserved;
   const uint16_t port = reserved.port();
-  Child unpack({"unpack", Tcp(port), "-o", dir.File("outdir") + "/", "--accept-timeout", "20", "--key-file", KeyFile()},
+  Child unpack({"unpack", "--listen", Tcp(port), "-o", dir.File("outdir") + "/", "--accept-timeout", "20", "--key-file", KeyFile()},
                dir.File("unpack.log"));
   ASSERT_TRUE(WaitTcpListening(port, &unpack)) << unpack.Log();
   Ran packed = RunVf(dir, {"pack", dir.File("in.bin"), "--to", Tcp(port), "--streams", "4", "-q", "--key-file", KeyFile()});
@@ -536,7 +536,7 @@ TEST(NetCli, VerifyAndInspectListenForAStream) {
   for (std::string command : {"verify", "inspect"}) {
     SCOPED_TRACE(command);
     const std::string sock = dir.File("sock");
-    Child listener({command, "unix:" + sock, "--accept-timeout", "20"}, dir.File(command + ".log"));
+    Child listener({command, "--listen", "unix:" + sock, "--accept-timeout", "20"}, dir.File(command + ".log"));
     ASSERT_TRUE(WaitUnixListening(sock, &listener)) << listener.Log();
     Ran packed = RunVf(dir, {"pack", dir.File("in.bin"), "--to", "unix:" + sock, "-q"});
     EXPECT_EQ(packed.code, 0) << packed.output;
@@ -597,7 +597,7 @@ TEST(NetCli, KeyMismatchFailsTheSenderAndTheRightKeyStillWorks) {
   ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
 
   Ran wrong = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--key-file", dir.File("kb"), "-q"});
-  EXPECT_EQ(wrong.code, 1) << wrong.output;
+  EXPECT_EQ(wrong.code, 4) << "a refused key is an authentication failure: " << wrong.output;
   EXPECT_TRUE(Contains(wrong.output, "key")) << wrong.output;
   Ran none = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "-q"});
   EXPECT_EQ(none.code, 1) << none.output;
@@ -641,7 +641,9 @@ TEST(NetCli, KeyFromTheEnvironmentMatchesAKeyFile) {
   }
 }
 
-TEST(NetCli, UnusableKeyFileIsABadCommandLine) {
+// A key file that is missing or cannot be used fails the job (1), as a
+// missing input does; it is no bad command line (2).
+TEST(NetCli, UnusableKeyFileFailsTheJob) {
   TempDir dir;
   WriteFileBytes(dir.File("short"), {'a', 'b', 'c'});
   ASSERT_EQ(::chmod(dir.File("short").c_str(), 0600), 0);
@@ -649,11 +651,14 @@ TEST(NetCli, UnusableKeyFileIsABadCommandLine) {
   ASSERT_EQ(::chmod(dir.File("open").c_str(), 0644), 0);
   WriteFileBytes(dir.File("in.bin"), RandomData(100, 16));
   Ran shortkey = RunVf(dir, {"send", dir.File("in.bin"), "tcp://127.0.0.1:9", "--key-file", dir.File("short")});
-  EXPECT_EQ(shortkey.code, 2) << shortkey.output;
+  EXPECT_EQ(shortkey.code, 1) << shortkey.output;
   EXPECT_TRUE(Contains(shortkey.output, "at least 16")) << shortkey.output;
   Ran openkey = RunVf(dir, {"recv", "--listen", "unix:" + dir.File("s"), "-o", dir.File("o"), "--key-file",
                             dir.File("open")});
-  EXPECT_EQ(openkey.code, 2) << openkey.output;
+  EXPECT_EQ(openkey.code, 1) << openkey.output;
+  Ran missing = RunVf(dir, {"send", dir.File("in.bin"), "tcp://127.0.0.1:9", "--key-file", dir.File("none")});
+  EXPECT_EQ(missing.code, 1) << missing.output;
+  EXPECT_TRUE(Contains(missing.output, "No such file")) << missing.output;
   EXPECT_TRUE(Contains(openkey.output, "chmod 600")) << openkey.output;
   EXPECT_FALSE(Exists(dir.File("s")));
   EXPECT_FALSE(Exists(dir.File("o")));
@@ -1049,7 +1054,8 @@ TEST(NetCli, RecvStoresOnlyCompleteVerifiedStreams) {
 }
 
 // The same for `recv -o OUT` (one stream) and for send to a file: a stream
-// that breaks off is not stored under OUT, and both ends exit 1.
+// that breaks off is not stored under OUT: the sender exits 1 with the
+// receiver's error, the receiver and send to a file exit 3 (incomplete data).
 TEST(NetCli, RecvAndSendToAFileRefuseAnIncompleteStream) {
   TempDir dir;
   const std::vector<uint8_t> stream = Packed(dir, RandomData(1 << 20, 32));
@@ -1061,11 +1067,11 @@ TEST(NetCli, RecvAndSendToAFileRefuseAnIncompleteStream) {
   Ran sent = RunVf(dir, {"send", dir.File("cut.vfs"), "unix:" + sock, "--timeout", "5"});
   EXPECT_EQ(sent.code, 1) << sent.output;
   EXPECT_TRUE(Contains(sent.output, "not a complete, valid vramflow stream")) << sent.output;
-  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_EQ(recv.Wait(20000ms), 3) << recv.Log();
   EXPECT_FALSE(Exists(out));
 
   Ran copied = RunVf(dir, {"send", dir.File("cut.vfs"), out, "-q"});
-  EXPECT_EQ(copied.code, 1) << copied.output;
+  EXPECT_EQ(copied.code, 3) << copied.output;
   EXPECT_TRUE(Contains(copied.output, "truncated")) << copied.output;
   EXPECT_FALSE(Exists(out));
   EXPECT_EQ(Join(List(dir.path())), "[cut.vfs, recv.log]") << "a temporary file was left behind";

@@ -867,7 +867,7 @@ TEST(NetTransport, WrongKeyIsRefusedAndCreatesNoSession) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     Result<std::unique_ptr<ByteSink>> sink = Connect(receiver->uri(), wrong);
     ASSERT_FALSE(sink.ok());
-    EXPECT_EQ(sink.status().code(), Status::Code::kCorruption) << sink.status().ToString();
+    EXPECT_EQ(sink.status().code(), Status::Code::kUnauthenticated) << sink.status().ToString();
     EXPECT_TRUE(Contains(sink.status().message(), "key")) << sink.status().ToString();
   }
   // No session exists: the receiver still waits...
@@ -918,7 +918,7 @@ TEST(NetTransport, PlaintextSenderToTlsReceiverIsToldWhy) {
   ASSERT_NE(receiver, nullptr);
   Result<std::unique_ptr<ByteSink>> sink = Connect(receiver->uri(), Insecure(Fast()));
   ASSERT_FALSE(sink.ok());
-  EXPECT_EQ(sink.status().code(), Status::Code::kInvalidArgument) << sink.status().ToString();
+  EXPECT_EQ(sink.status().code(), Status::Code::kUnauthenticated) << sink.status().ToString();
   EXPECT_TRUE(Contains(sink.status().message(), "requires TLS")) << sink.status().ToString();
   EXPECT_FALSE(receiver->Accept(200ms).ok());
 }
@@ -928,7 +928,7 @@ TEST(NetTransport, TlsSenderToInsecureReceiverIsToldWhy) {
   ASSERT_NE(receiver, nullptr);
   Result<std::unique_ptr<ByteSink>> sink = Connect(receiver->uri(), Fast());
   ASSERT_FALSE(sink.ok());
-  EXPECT_EQ(sink.status().code(), Status::Code::kInvalidArgument) << sink.status().ToString();
+  EXPECT_EQ(sink.status().code(), Status::Code::kUnauthenticated) << sink.status().ToString();
   EXPECT_TRUE(Contains(sink.status().message(), "without TLS (--insecure)")) << sink.status().ToString();
   EXPECT_FALSE(receiver->Accept(200ms).ok());
 }

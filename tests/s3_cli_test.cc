@@ -162,21 +162,21 @@ TEST_F(S3Rgw, InspectWorksAndAMissingKeyFailsClearly) {
   EXPECT_FALSE(fs::exists(w.File("never")));
 }
 
-//! Wrong credentials: a clear error naming the setting to check, exit 1, and
+//! Wrong credentials: a clear error naming the setting to check, exit 4, and
 //! no object (nor a half-done upload) under the key.
 TEST_F(S3Rgw, WrongCredentialsFailClearlyAndLeaveNoObject) {
   Work w;
   ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
   const std::string wrong_secret = "AWS_SECRET_ACCESS_KEY=not-the-secret-key-at-all-000000000000000";
   CommandResult pack = Vf("pack " + w.Inputs() + " -o " + Q(Uri("denied.vfs")), wrong_secret);
-  EXPECT_CODE(pack, 1);
+  EXPECT_CODE(pack, 4);
   EXPECT_TRUE(Contains(pack.output, "vramflow pack: error:")) << pack.output;
   EXPECT_TRUE(Contains(pack.output, "HTTP 403 SignatureDoesNotMatch")) << pack.output;
   EXPECT_TRUE(Contains(pack.output, "check AWS_SECRET_ACCESS_KEY")) << pack.output;
 
   CommandResult small = Vf("pack " + Q(w.File("optimizer.bin")) + " -o " + Q(Uri("denied-small.vfs")),
                            "AWS_ACCESS_KEY_ID=NOSUCHACCESSKEY00000");
-  EXPECT_CODE(small, 1);
+  EXPECT_CODE(small, 4);
   EXPECT_TRUE(Contains(small.output, "InvalidAccessKeyId")) << small.output;
   EXPECT_TRUE(Contains(small.output, "check AWS_ACCESS_KEY_ID")) << small.output;
   auto keys = Client()->ListKeys(prefix_);
@@ -186,7 +186,7 @@ TEST_F(S3Rgw, WrongCredentialsFailClearlyAndLeaveNoObject) {
   // Reading: HEAD has no body to name the error, the hint still says what to check.
   ASSERT_CODE(Vf("pack " + Q(w.File("optimizer.bin")) + " -o " + Q(Uri("readable.vfs")) + " -q"), 0);
   CommandResult inspect = Vf("inspect " + Q(Uri("readable.vfs")), wrong_secret);
-  EXPECT_CODE(inspect, 1);
+  EXPECT_CODE(inspect, 4);
   EXPECT_TRUE(Contains(inspect.output, "HTTP 403")) << inspect.output;
   EXPECT_TRUE(Contains(inspect.output, "AWS_SECRET_ACCESS_KEY")) << inspect.output;
 }
@@ -216,7 +216,7 @@ TEST_F(S3Rgw, UnpackToS3IsAUsageError) {
 
 //! An existing object is refused as an existing file is: pack -o s3:// says
 //! so, names the object and suggests --force, and leaves the object as it
-//! was; with --force it is replaced. demo --to overwrites, as it does a file.
+//! was; with --force it is replaced. demo --to follows the same rule.
 TEST_F(S3Rgw, PackRefusesAnExistingObjectUnlessForced) {
   Work w;
   ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
@@ -242,7 +242,11 @@ TEST_F(S3Rgw, PackRefusesAnExistingObjectUnlessForced) {
   ASSERT_CODE(Vf("pack " + Q(w.File("weights.bin")) + " -o " + Q(uri) + " --force -q"), 0);
   EXPECT_TRUE(holds("weights.bin")) << "--force did not replace the object";
 
-  CommandResult demo = Vf("demo --gpus 1 --size 8M --to " + Q(uri) + " --max-memory 64M -q");
+  CommandResult unforced = Vf("demo --gpus 1 --size 8M --to " + Q(uri) + " --max-memory 64M -q");
+  EXPECT_CODE(unforced, 1);
+  EXPECT_TRUE(Contains(unforced.output, "exists (use --force to overwrite)")) << unforced.output;
+  EXPECT_TRUE(holds("weights.bin")) << "a refused demo changed the object";
+  CommandResult demo = Vf("demo --gpus 1 --size 8M --to " + Q(uri) + " --max-memory 64M -q --force");
   EXPECT_CODE(demo, 0);
   EXPECT_TRUE(Contains(demo.output, "every byte of every BO matches")) << demo.output;
 }

@@ -210,7 +210,7 @@ TEST(TlsTest, PskWithoutDheIsRefusedByOurServer) {
   }
   Served s = ServeOnce(KeyCredentials(), SClient("-allow_no_dhe_kex -groups ffdhe2048 " + PskArgs()));
   EXPECT_FALSE(s.status.ok());
-  EXPECT_EQ(s.status.code(), Status::Code::kCorruption) << s.status.ToString();
+  EXPECT_EQ(s.status.code(), Status::Code::kUnauthenticated) << s.status.ToString();
   EXPECT_EQ(s.client_output.find("pong"), std::string::npos) << s.client_output;
 }
 
@@ -219,7 +219,7 @@ TEST(TlsTest, PskWithoutDheIsRefusedByOurClient) {
   SServer server("-nocert -allow_no_dhe_kex -groups ffdhe2048 " + PskArgs());
   auto identity = server.Exchange(KeyCredentials());
   ASSERT_FALSE(identity.ok());
-  EXPECT_EQ(identity.status().code(), Status::Code::kCorruption) << identity.status().ToString();
+  EXPECT_EQ(identity.status().code(), Status::Code::kUnauthenticated) << identity.status().ToString();
 }
 
 TEST(TlsTest, Tls12IsRefused) {
@@ -246,13 +246,13 @@ TEST(TlsTest, WrongPskIdentityIsRefused) {
 TEST(TlsTest, WrongKeyIsRefusedBothWays) {
   Served s = ServeOnce(KeyCredentials(), SClient(PskArgs(kOtherKeyHex)));
   ASSERT_FALSE(s.status.ok());
-  EXPECT_EQ(s.status.code(), Status::Code::kCorruption) << s.status.ToString();
+  EXPECT_EQ(s.status.code(), Status::Code::kUnauthenticated) << s.status.ToString();
   EXPECT_EQ(s.client_output.find("pong"), std::string::npos);
 
   SServer server("-nocert " + PskArgs(kOtherKeyHex));
   auto identity = server.Exchange(KeyCredentials());
   ASSERT_FALSE(identity.ok());
-  EXPECT_EQ(identity.status().code(), Status::Code::kCorruption) << identity.status().ToString();
+  EXPECT_EQ(identity.status().code(), Status::Code::kUnauthenticated) << identity.status().ToString();
 }
 
 TEST(TlsTest, ClientWithoutPskIsToldItOfferedNone) {
@@ -423,7 +423,7 @@ TEST(TlsTest, PlaintextPeerIsRefused) {
   auto context = Context(KeyCredentials(), TlsContext::Role::kServer);
   auto conn = TlsConnection::Handshake(*context, UniqueFd(sv[0]), "", kTimeout, "old-sender");
   ASSERT_FALSE(conn.ok());
-  EXPECT_EQ(conn.status().code(), Status::Code::kCorruption) << conn.status().ToString();
+  EXPECT_EQ(conn.status().code(), Status::Code::kUnauthenticated) << conn.status().ToString();
 }
 
 TEST(TlsTest, MismatchedModesAreRefused) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vramflow {
@@ -147,6 +148,33 @@ TEST(UriTest, BadTcp) {
   }
   auto r = ParseEndpoint("tcp://host:80?level=3");
   EXPECT_NE(r.status().message().find("level"), std::string::npos) << r.status().message();
+}
+
+// A network address written without tcp:// is refused, naming the URI it
+// probably meant and how to write a file of that name.
+TEST(UriTest, HostPortWithoutSchemeIsRefusedWithAHint) {
+  const std::vector<std::pair<std::string, std::string>> meant = {
+      {"127.0.0.1:7999", "tcp://127.0.0.1:7999"},     {"hostB:7070", "tcp://hostB:7070"},
+      {"node-3.example.com:1", "tcp://node-3.example.com:1"}, {"10.0.0.2:7070/ckpt.vfs", "tcp://10.0.0.2:7070"},
+      {"[::1]:7999", "tcp://[::1]:7999"},             {"[fe80::1%eth0]:80", "tcp://[fe80::1%eth0]:80"},
+      {":7070", "tcp://:7070"},                       {"localhost:0", "tcp://localhost:0"}};
+  for (const auto& [uri, hint] : meant) {
+    auto r = ParseEndpoint(uri);
+    ASSERT_FALSE(r.ok()) << uri;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << uri;
+    EXPECT_NE(r.status().message().find("did you mean " + hint + "?"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("./" + uri), std::string::npos) << r.status().message();
+    // The file of that name, written as the hint says.
+    Endpoint e = MustParse("./" + uri);
+    EXPECT_EQ(e.kind, Kind::kPath);
+    EXPECT_EQ(e.path, "./" + uri);
+  }
+  // Colons that do not make an address stay in paths.
+  for (const char* path : {"/data/10.0.0.2:7070", "dir/host:80", "a:b", "host:80x", "host:65536", "[::1]", "[x]:80",
+                           "ho st:80", "C:/data", "2024-01-01T10:00:00.vfs"}) {
+    Endpoint e = MustParse(path);
+    EXPECT_EQ(e.kind, Kind::kPath) << path;
+  }
 }
 
 TEST(UriTest, UnsupportedSchemes) {

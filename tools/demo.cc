@@ -125,8 +125,8 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     VF_ASSIGN_OR_RETURN(std::vector<DumpSource> sources, original.DumpSources());
     PipelineOptions run = pipeline;  // less the transport's share (S3 part buffers, a send window)
     TransportOptions transport = options.transport;
-    transport.file.overwrite = true;
-    transport.s3.overwrite = true;
+    transport.file.overwrite = options.destination.empty() || options.force;  // our own temporary file
+    transport.s3.overwrite = options.force;
     ShareBudget(path, &run.max_memory, &transport);
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(path, transport));
     ProgressBar bar(restore_here ? "dump" : "send", original.total_bytes(), options.progress);

@@ -18,6 +18,7 @@
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
+#include "tools/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -33,8 +34,9 @@ struct DemoOptions {
   std::string destination;
   std::string listen;  // receive the stream here and restore it instead of dumping
   TransportOptions transport;
-  bool progress = true;
+  ProgressStyle progress = ProgressStyle(true);
   bool json = false;
+  bool force = false;  // --to: replace an existing file or S3 object
 };
 
 struct DemoReport {

@@ -45,6 +45,7 @@ class SummaryVisitor final : public StreamVisitor {
  public:
   Status OnStreamHeader(const StreamHeader& h) override {
     header = h;
+    have_header = true;
     return Status::Ok();
   }
   Status OnObjectBegin(const ObjectState& o) override {
@@ -110,6 +111,7 @@ class SummaryVisitor final : public StreamVisitor {
   }
 
   StreamHeader header;
+  bool have_header = false;
   std::map<uint32_t, ObjectSummary> objects;
   std::map<std::string, Mix> codecs;
   std::map<unsigned, uint64_t> word_sizes;  // chunks by detected word size (1 = no grouping)
@@ -264,6 +266,11 @@ Status RunInspect(const InspectOptions& options, std::ostream& out) {
   read.decode = options.decode;
   Status status = ReadStream(counting, visitor, read);
   (void)source->Finish(status);
+  // Bytes without a stream header are no stream at all: a report of zeros
+  // would read as an empty stream. The error alone says what they are.
+  if (!visitor.have_header)
+    return status.ok() ? Status::Corruption("'" + options.input + "' holds no vramflow stream")
+                       : status.WithContext("'" + options.input + "' is not a vramflow chunk stream");
   if (options.json) PrintJson(visitor, counting.bytes(), status, why_whole, out);
   else PrintText(visitor, counting.bytes(), status, why_whole, out);
   return status;
@@ -283,13 +290,21 @@ class TotalsVisitor final : public StreamVisitor {
 
 }  // namespace
 
-Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out) {
+Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out,
+                 VerifyReport* report) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, transport));
   CountingSource counting(source.get());
   TotalsVisitor visitor;
   Stopwatch clock;
   Status status = ReadStream(counting, visitor, ReadOptions{.decode = true});
   (void)source->Finish(status);
+  if (report) {
+    report->objects = visitor.totals.object_count;
+    report->raw_bytes = visitor.totals.raw_bytes;
+    report->frames = visitor.totals.frame_count;
+    report->stream_bytes = counting.bytes();
+    report->seconds = clock.Seconds();
+  }
   if (status.ok() && !quiet)
     out << "OK: " << input << ": " << visitor.totals.object_count << " objects, " << FormatSize(visitor.totals.raw_bytes)
         << " raw, " << visitor.totals.frame_count << " frames, every hash and range checked ("

@@ -32,6 +32,16 @@ Status RunInspect(const InspectOptions& options, std::ostream& out);
 
 // Prints a one-line verdict ("OK: ..." on success); returns the Status.
 // A network sender learns the verdict.
-Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out);
+// What verify found, for --json.
+struct VerifyReport {
+  uint64_t objects = 0;
+  uint64_t raw_bytes = 0;
+  uint64_t frames = 0;
+  uint64_t stream_bytes = 0;
+  double seconds = 0;
+};
+
+Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out,
+                 VerifyReport* report = nullptr);
 
 }  // namespace vramflow

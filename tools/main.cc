@@ -1,7 +1,8 @@
 // The `vramflow` command line: one subcommand per job, each with --help.
 //
-// Exit status: 0 success, 1 the job failed (the message says what and where),
-// 2 the command line was wrong.
+// Exit status (tools/exit_codes.h, docs/CLI.md): 0 success, 1 the job
+// failed (the message says what and where), 2 the command line was wrong,
+// 3 the stream is corrupt or incomplete, 4 authentication failed.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 #include <cstdio>
@@ -14,13 +15,16 @@
 #include "common/units.h"
 #include "datagen/model_data.h"
 #include "streamer/frame_format.h"
+#include "tools/cli_uri.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
 #include "tools/criu_export.h"
 #include "tools/demo.h"
 #include "tools/exit_codes.h"
+#include "tools/exit_status.h"
 #include "tools/pipeline_bench.h"
 #include "tools/inspect.h"
+#include "tools/json_report.h"
 #include "tools/pack.h"
 #include "tools/receive_dir.h"
 #include "tools/transfer.h"
@@ -32,9 +36,36 @@
 namespace vramflow {
 namespace {
 
+// The command whose --json report is due, if any: its failures are
+// reported as a JSON object on stdout too.
+std::string& JsonCommand() {
+  static std::string command;
+  return command;
+}
+
 int Fail(const std::string& command, const Status& status) {
   std::fprintf(stderr, "vramflow %s: error: %s\n", command.c_str(), status.ToString().c_str());
-  return kExitFailure;
+  const int code = ExitStatusFor(status);
+  if (!JsonCommand().empty()) PrintJson(JsonFailure(JsonCommand(), status, code));
+  return code;
+}
+
+// "pack", "bench codecs": the (sub)commands named on the command line, for
+// messages about a command line that did not parse.
+std::string CommandPath(const CLI::App& app, int argc, char** argv) {
+  std::string path;
+  const CLI::App* at = &app;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.empty() || arg[0] == '-') continue;
+    const CLI::App* sub = nullptr;
+    for (const CLI::App* candidate : at->get_subcommands([](const CLI::App*) { return true; }))
+      if (candidate->get_name() == arg) sub = candidate;
+    if (!sub) break;
+    path += (path.empty() ? "" : " ") + arg;
+    at = sub;
+  }
+  return path;
 }
 
 // A value the command line parser accepted but the command cannot use
@@ -42,7 +73,25 @@ int Fail(const std::string& command, const Status& status) {
 int UsageError(const std::string& command, const Status& status) {
   std::fprintf(stderr, "vramflow %s: error: %s\nRun with --help for more information.\n", command.c_str(),
                status.ToString().c_str());
+  if (!JsonCommand().empty()) PrintJson(JsonFailure(JsonCommand(), status, kExitUsage));
   return kExitUsage;
+}
+
+// STREAM or --listen URI, exactly one (CLI11 refuses both): the URI the
+// command opens. A positional network address is refused: only --listen
+// listens.
+Status PickSource(const std::string& command, const std::string& stream, const std::string& listen,
+                  std::string* uri) {
+  if (!listen.empty()) {
+    VF_RETURN_IF_ERROR(CheckListenUri(listen));
+    *uri = listen;
+    return Status::Ok();
+  }
+  if (stream.empty())
+    return Status::InvalidArgument("missing the stream to read: give STREAM, or --listen tcp://HOST:PORT or unix:PATH to receive one");
+  VF_RETURN_IF_ERROR(CheckReadUri(stream, "vramflow " + command));
+  *uri = stream;
+  return Status::Ok();
 }
 
 // A size option given as text ("64M"), checked by ParseSize.
@@ -54,6 +103,43 @@ CLI::Validator SizeValidator() {
       },
       "SIZE");
 }
+
+// What a long job prints: --progress on stderr, -q, and (where the command
+// has one) the --json report on stdout instead of the text summary.
+struct OutputFlags {
+  std::string progress = "auto";
+  double interval_s = 5;
+  bool quiet = false;
+  bool json = false;
+
+  void Add(CLI::App* cmd, bool with_json) {
+    cmd->add_option("--progress", progress,
+                    "auto (a bar on a terminal, else lines), bar, lines (one line every --progress-interval seconds "
+                    "with bytes, rate and ETA, for logs) or none")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+    cmd->add_option("--progress-interval", interval_s, "seconds between two --progress=lines lines")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 3600.0));
+    cmd->add_flag("-q,--quiet", quiet, "no progress and no summary (errors still go to stderr)");
+    if (with_json)
+      cmd->add_flag("--json", json,
+                    "print one JSON object on stdout at the end (schema_version, objects, raw_bytes, stream_bytes, "
+                    "seconds, ...; on failure ok: false, exit_code and error) instead of the text summary");
+  }
+  ProgressStyle Style() const {
+    if (quiet) return ProgressStyle();
+    return ProgressStyle(ParseProgressMode(progress).value_or(ProgressStyle::Mode::kNone),
+                         std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)));
+  }
+  bool summary() const { return !quiet && !json; }
+  // --json needs stdout to itself.
+  Status CheckStdout(const std::string& output) const {
+    if (json && output == "-")
+      return Status::InvalidArgument("--json prints its report on stdout, where -o - writes the data: drop one");
+    return Status::Ok();
+  }
+};
 
 // How the graphs run: threads and the memory budget.
 struct RunFlags {
@@ -137,7 +223,9 @@ int Main(int argc, char** argv) {
   CLI::App app{"vramflow: checkpoint, migrate and restore GPU memory as compressed, checksummed chunk streams"};
   app.set_version_flag("--version", ProducerString());
   app.require_subcommand(1);
-  app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line.");
+  app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line, 3 the stream "
+             "is corrupt or incomplete, 4 authentication failed (key, certificate, peer), 129/130/143 stopped by "
+             "SIGHUP/SIGINT/SIGTERM.");
 
   // pack
   PackOptions pack;
@@ -148,8 +236,8 @@ int Main(int argc, char** argv) {
                                               "unpack")
       ->required();
   pack_cmd->add_option("-o,--output,--to", pack.output,
-                       "where the stream goes: a file, - (stdout), fd:N, tcp://HOST:PORT or unix:PATH (a vramflow "
-                       "receiver), or s3://BUCKET/KEY (an S3 object, uploaded in parallel parts)")
+                       "where the stream goes: a file, - (stdout), fd:N, tcp://HOST:PORT or unix:PATH (connects to a "
+                       "vramflow receiver there), or s3://BUCKET/KEY (an S3 object, uploaded in parallel parts)")
       ->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
   pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file or S3 object");
@@ -158,8 +246,8 @@ int Main(int argc, char** argv) {
   pack_flags.Add(pack_cmd);
   TransportFlags pack_net;
   pack_net.Add(pack_cmd, /*sending=*/true, /*receiving=*/false);
-  bool pack_quiet = false;
-  pack_cmd->add_flag("-q,--quiet", pack_quiet, "print nothing on success");
+  OutputFlags pack_out;
+  pack_out.Add(pack_cmd, /*with_json=*/true);
 
   // unpack
   UnpackOptions unpack;
@@ -168,11 +256,15 @@ int Main(int argc, char** argv) {
       "Unpack a chunk stream into files. OUT ending in / or an existing directory receives every object; otherwise a "
       "one-object stream becomes the file OUT and a stream of several objects the directory OUT. Files appear only "
       "once the whole stream has been verified and written. With -o - the single object is written to stdout as it "
-      "is read (a failure then leaves partial output and exit status 1)");
-  unpack_cmd->add_option("stream", unpack.input,
-                         "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY; tcp://HOST:PORT or unix:PATH "
-                         "listens there and unpacks what a sender sends, as it arrives")
-      ->required();
+      "is read (a failure then leaves partial output and a non-zero exit status)");
+  std::string unpack_stream, unpack_listen;
+  CLI::Option* unpack_stream_option =
+      unpack_cmd->add_option("stream", unpack_stream, "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY");
+  unpack_cmd
+      ->add_option("--listen", unpack_listen,
+                   "instead of STREAM: listen on tcp://HOST:PORT or unix:PATH and unpack what a sender sends, as it "
+                   "arrives")
+      ->excludes(unpack_stream_option);
   unpack_cmd->add_option("-o,--output", unpack.output, "directory, file, or - (stdout, one object)")->required();
   unpack_cmd->add_option("--object", unpack.select.names,
                          "restore only the object of this name (repeatable); a file or s3:// stream with a seek "
@@ -186,9 +278,9 @@ int Main(int argc, char** argv) {
                          "the free space where files are written)")
       ->check(SizeValidator());
   FsyncFlags unpack_fsync;
-  unpack_fsync.Add(unpack_cmd, "on when STREAM is tcp:// or unix: (the sender is told the files are safe), else off");
-  bool unpack_quiet = false;
-  unpack_cmd->add_flag("-q,--quiet", unpack_quiet, "print nothing on success");
+  unpack_fsync.Add(unpack_cmd, "on with --listen (the sender is told the files are safe), else off");
+  OutputFlags unpack_out;
+  unpack_out.Add(unpack_cmd, /*with_json=*/true);
   RunFlags unpack_flags;
   unpack_flags.Add(unpack_cmd);
   TransportFlags unpack_net;
@@ -200,6 +292,7 @@ int Main(int argc, char** argv) {
   demo_flags.run.max_memory = "256M";
   std::string demo_size = "1G";
   bool demo_quiet = false;
+  std::string demo_progress = "auto";
   CLI::App* demo_cmd = app.add_subcommand(
       "demo", "Dump a simulated GPU process (model-like BOs on several simulated GPUs) through the pipeline, restore it "
               "into fresh simulated GPUs and check every byte");
@@ -214,7 +307,13 @@ int Main(int argc, char** argv) {
                        "be the receiving end: restore a stream sent by `demo --to` into fresh simulated GPUs (same "
                        "--gpus and --size) as it arrives, and check every byte");
   demo_cmd->add_flag("--json", demo.json, "print the results as JSON");
-  demo_cmd->add_flag("-q,--quiet", demo_quiet, "no progress bars");
+  demo_cmd->add_flag("-f,--force", demo.force, "with --to: overwrite an existing file or S3 object");
+  demo_cmd->add_flag("-q,--quiet", demo_quiet, "no progress (as --progress none)");
+  demo_cmd
+      ->add_option("--progress", demo_progress,
+                   "auto (a bar on a terminal, else lines), bar, lines (a line every 5 s, for logs) or none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
   demo_flags.Add(demo_cmd);
   TransportFlags demo_net;
   demo_net.Add(demo_cmd, /*sending=*/true, /*receiving=*/true);
@@ -225,9 +324,13 @@ int Main(int argc, char** argv) {
       "inspect", "Show a stream's objects, chunks, codec mix, ratio and detected word sizes (framing is checked; add "
                  "--decode to check payloads too). A file or s3:// stream with a seek index: its objects from the "
                  "index alone, reading only the stream's ends (--full reads every frame)");
-  inspect_cmd->add_option("stream", inspect.input,
-                          "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY, or a network address to listen on")
-      ->required();
+  std::string inspect_stream, inspect_listen;
+  CLI::Option* inspect_stream_option =
+      inspect_cmd->add_option("stream", inspect_stream, "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY");
+  inspect_cmd
+      ->add_option("--listen", inspect_listen,
+                   "instead of STREAM: listen on tcp://HOST:PORT or unix:PATH and inspect what a sender sends")
+      ->excludes(inspect_stream_option);
   TransportFlags inspect_net;
   inspect_net.Add(inspect_cmd, /*sending=*/false, /*receiving=*/true);
   inspect_cmd->add_flag("--json", inspect.json, "print JSON");
@@ -237,31 +340,37 @@ int Main(int argc, char** argv) {
   inspect_cmd->add_flag("--decode", inspect.decode, "also decode every payload and check its hash (implies --full)");
 
   // verify
-  std::string verify_input;
-  bool verify_quiet = false;
+  OutputFlags verify_out;
   CLI::App* verify_cmd = app.add_subcommand(
       "verify", "Check a stream completely: framing, checksums, ranges, payload hashes, object digests, totals. Exit "
                 "status 0 means the stream is complete and intact");
-  verify_cmd->add_option("stream", verify_input,
-                         "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY, or a network address to listen on")
-      ->required();
+  std::string verify_stream, verify_listen;
+  CLI::Option* verify_stream_option =
+      verify_cmd->add_option("stream", verify_stream, "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY");
+  verify_cmd
+      ->add_option("--listen", verify_listen,
+                   "instead of STREAM: listen on tcp://HOST:PORT or unix:PATH and verify what a sender sends")
+      ->excludes(verify_stream_option);
   TransportFlags verify_net;
   verify_net.Add(verify_cmd, /*sending=*/false, /*receiving=*/true);
-  verify_cmd->add_flag("-q,--quiet", verify_quiet, "print nothing on success");
+  verify_out.Add(verify_cmd, /*with_json=*/true);
 
   // send
   TransferOptions send;
   TransportFlags send_net;
-  bool send_quiet = false, send_force = false;
+  bool send_force = false;
+  OutputFlags send_out;
   FsyncFlags send_fsync;
   std::string send_name;
   CLI::App* send_cmd = app.add_subcommand(
       "send", "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
               "Succeeds only once the receiver has stored the whole stream");
   send_cmd->add_option("source", send.source, "a file, - (stdin), fd:N or s3://BUCKET/KEY")->required();
-  send_cmd->add_option("destination", send.sink, "tcp://HOST:PORT, unix:PATH or s3://BUCKET/KEY (any sink URI works)")
+  send_cmd->add_option("destination", send.sink,
+                       "tcp://HOST:PORT or unix:PATH (connects to a receiver there), s3://BUCKET/KEY, or any other "
+                       "sink URI (a file, - for stdout, fd:N)")
       ->required();
-  send_cmd->add_flag("-q,--quiet", send_quiet, "no progress and no summary");
+  send_out.Add(send_cmd, /*with_json=*/true);
   send_cmd->add_flag("-f,--force", send_force, "overwrite an existing destination file or S3 object");
   send_cmd->add_option("--name", send_name,
                        "name the stream (network destinations): `recv --output-dir` stores it under this name");
@@ -271,7 +380,8 @@ int Main(int argc, char** argv) {
   // recv
   TransferOptions recv;
   TransportFlags recv_net;
-  bool recv_quiet = false, recv_force = false;
+  bool recv_force = false;
+  OutputFlags recv_out;
   FsyncFlags recv_fsync;
   std::string recv_dir;
   unsigned recv_count = 0;
@@ -294,14 +404,15 @@ int Main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   recv_cmd->add_flag("-f,--force", recv_force, "overwrite an existing output file or S3 object");
   recv_fsync.Add(recv_cmd, "on: the sender is told DONE only once the stream is durable");
-  recv_cmd->add_flag("-q,--quiet", recv_quiet, "no progress and no summary");
+  recv_out.Add(recv_cmd, /*with_json=*/true);
   recv_net.Add(recv_cmd, /*sending=*/false, /*receiving=*/true);
 
   // keygen
   std::string keygen_output;
   CLI::App* keygen_cmd = app.add_subcommand(
       "keygen", "Write a new random shared key (for --key-file / VRAMFLOW_KEY_FILE); copy it to the other host securely");
-  keygen_cmd->add_option("-o,--output", keygen_output, "key file to create (mode 0600; never overwritten)")->required();
+  keygen_cmd->add_option("-o,--output", keygen_output, "key file to create (mode 0600; never overwritten), or - for stdout")
+      ->required();
 
   // gen
   std::string gen_kind = "bf16", gen_size = "64M", gen_output;
@@ -311,6 +422,8 @@ int Main(int argc, char** argv) {
   gen_cmd->add_option("-s,--size", gen_size, "bytes to write")->capture_default_str()->check(SizeValidator());
   gen_cmd->add_option("--seed", gen_seed, "seed; same seed, same bytes")->capture_default_str();
   gen_cmd->add_option("-o,--output", gen_output, "file to write; - for stdout; s3://BUCKET/KEY")->required();
+  bool gen_force = false;
+  gen_cmd->add_flag("-f,--force", gen_force, "overwrite an existing output file or S3 object");
 
   // criu export-upstream
   CLI::App* criu_cmd = app.add_subcommand("criu", "Work on the CRIU amdgpu plugin's images");
@@ -379,20 +492,31 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    std::string command = CommandPath(app, argc, argv);
+    std::fprintf(stderr, "vramflow%s%s: error: %s\nRun with --help for more information.\n", command.empty() ? "" : " ",
+                 command.c_str(), e.what());
     return kExitUsage;
   }
 
   if (*pack_cmd) {
+    if (pack_out.json) JsonCommand() = "pack";
     Status s = pack_flags.Resolve(&pack.pipeline);
+    if (s.ok()) s = pack_out.CheckStdout(pack.output);
+    for (const std::string& input : pack.inputs)
+      if (s.ok()) s = CheckReadUri(input, "vramflow recv");
+    if (s.ok()) s = CheckWriteUri(pack.output);
     if (s.ok()) s = pack_net.Resolve(&pack.transport);
     if (!s.ok()) return UsageError("pack", s);
+    s = CheckDestination(pack.output, pack.force);
+    if (s.ok()) s = pack_net.LoadCredentials(&pack.transport);
+    if (!s.ok()) return Fail("pack", s);
     pack.fsync = pack_fsync.Resolve(false);
-    pack.progress = !pack_quiet && ::isatty(STDERR_FILENO);
+    pack.progress = pack_out.Style();
     PackReport report;
     s = RunPack(pack, &report);
     if (!s.ok()) return Fail("pack", s);
-    if (!pack_quiet) {
+    if (pack_out.json) PrintJson(PackJson(report, pack.output));
+    if (pack_out.summary()) {
       // How much of the time the ordered writer was busy: near 100% means the
       // destination (or the copy into it), not compression, set the pace.
       char writer[64] = "";
@@ -409,7 +533,10 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (*unpack_cmd) {
-    Status s = unpack_flags.Resolve(&unpack.pipeline);
+    if (unpack_out.json) JsonCommand() = "unpack";
+    Status s = PickSource("unpack", unpack_stream, unpack_listen, &unpack.input);
+    if (s.ok()) s = unpack_out.CheckStdout(unpack.output);
+    if (s.ok()) s = unpack_flags.Resolve(&unpack.pipeline);
     if (s.ok()) s = unpack_net.Resolve(&unpack.transport);
     if (s.ok() && !unpack_max_output.empty()) {
       Result<uint64_t> max_output = ParseSize(unpack_max_output);
@@ -417,19 +544,21 @@ int Main(int argc, char** argv) {
       if (max_output.ok()) unpack.max_output = *max_output;
     }
     if (!s.ok()) return UsageError("unpack", s);
-    if (Result<Endpoint> out = ParseEndpoint(unpack.output);
-        out.ok() && (out->kind == Endpoint::Kind::kS3 || out->is_network()))
+    Result<Endpoint> out = ParseEndpoint(unpack.output);
+    if (!out.ok()) return UsageError("unpack", out.status());
+    if (out->kind == Endpoint::Kind::kS3 || out->is_network() || out->kind == Endpoint::Kind::kFd)
       return UsageError("unpack", Status::InvalidArgument(
                                       "-o '" + unpack.output + "': unpack writes files (a directory, a file or -); to "
                                       "store a stream as it is, use `vramflow send STREAM " + unpack.output + "`"));
-    Result<Endpoint> in = ParseEndpoint(unpack.input);
-    unpack.fsync = unpack_fsync.Resolve(/*default_on=*/in.ok() && in->is_network());
-    unpack.progress = !unpack_quiet && ::isatty(STDERR_FILENO);
+    if (s = unpack_net.LoadCredentials(&unpack.transport); !s.ok()) return Fail("unpack", s);
+    unpack.fsync = unpack_fsync.Resolve(/*default_on=*/!unpack_listen.empty());
+    unpack.progress = unpack_out.Style();
     unpack.note = [](const std::string& note) { std::fprintf(stderr, "vramflow unpack: %s\n", note.c_str()); };
     UnpackReport report;
     s = RunUnpack(unpack, &report);
     if (!s.ok()) return Fail("unpack", s);
-    if (!unpack_quiet) {
+    if (unpack_out.json) PrintJson(UnpackJson(report, unpack.input, unpack.output));
+    if (unpack_out.summary()) {
       std::fprintf(stderr, "unpacked %llu object(s), %s, verified\n", static_cast<unsigned long long>(report.objects),
                    FormatSize(report.raw_bytes).c_str());
       if (report.through_index)
@@ -450,10 +579,19 @@ int Main(int argc, char** argv) {
   }
   if (*demo_cmd) {
     Status s = demo_flags.Resolve(&demo.pipeline);
+    if (s.ok() && !demo.listen.empty()) s = CheckListenUri(demo.listen);
+    if (s.ok() && !demo.destination.empty()) s = CheckWriteUri(demo.destination);
+    if (s.ok() && demo.destination == "-")
+      s = Status::InvalidArgument("--to -: demo reads its stream back to restore it; give a file, s3:// or a receiver");
     if (s.ok()) s = demo_net.Resolve(&demo.transport);
     if (!s.ok()) return UsageError("demo", s);
+    if (!demo.destination.empty()) s = CheckDestination(demo.destination, demo.force);
+    if (s.ok() && (!demo.listen.empty() || !demo.destination.empty())) s = demo_net.LoadCredentials(&demo.transport);
+    if (!s.ok()) return Fail("demo", s);
     demo.bytes_per_gpu = ParseSize(demo_size).value();
-    demo.progress = !demo_quiet && !demo.json;
+    demo.progress = demo_quiet || demo.json ? ProgressStyle()
+                                            : ProgressStyle(ParseProgressMode(demo_progress).value_or(
+                                                  ProgressStyle::Mode::kNone));
     DemoReport report;
     s = RunDemo(demo, std::cout, &report);
     std::cout.flush();
@@ -461,6 +599,7 @@ int Main(int argc, char** argv) {
   }
   if (*export_cmd) {
     Status s = export_flags.Resolve(&export_upstream.pipeline);
+    if (s.ok()) s = RefuseDash("DIR", export_upstream.dir);
     if (!s.ok()) return UsageError("criu export-upstream", s);
     ExportUpstreamReport report;
     s = RunExportUpstream(export_upstream, &report);
@@ -482,6 +621,9 @@ int Main(int argc, char** argv) {
   }
   if (*bench_pipeline_cmd) {
     Status s = pbench_flags.Resolve(&pbench.pipeline);
+    if (s.ok()) s = RefuseDash("--json", pbench.json_path);
+    if (s.ok()) s = RefuseDash("--work-dir", pbench.work_dir);
+    if (s.ok()) s = RefuseDash("--export-raw", pbench.export_raw);
     if (!s.ok()) return UsageError("bench pipeline", s);
     pbench.bytes_per_gpu = ParseSize(pbench_size).value();
     pbench.single_thread_too = !pbench_no_scaling;
@@ -490,31 +632,50 @@ int Main(int argc, char** argv) {
     return s.ok() ? 0 : Fail("bench pipeline", s);
   }
   if (*inspect_cmd) {
-    Status s = inspect_net.Resolve(&inspect.transport);
+    Status s = PickSource("inspect", inspect_stream, inspect_listen, &inspect.input);
+    if (s.ok()) s = inspect_net.Resolve(&inspect.transport);
     if (!s.ok()) return UsageError("inspect", s);
+    if (s = inspect_net.LoadCredentials(&inspect.transport); !s.ok()) return Fail("inspect", s);
     s = RunInspect(inspect, std::cout);
     std::cout.flush();
     return s.ok() ? 0 : Fail("inspect", s);
   }
   if (*verify_cmd) {
+    if (verify_out.json) JsonCommand() = "verify";
     TransportOptions transport;
-    Status s = verify_net.Resolve(&transport);
+    std::string verify_input;
+    Status s = PickSource("verify", verify_stream, verify_listen, &verify_input);
+    if (s.ok()) s = verify_net.Resolve(&transport);
     if (!s.ok()) return UsageError("verify", s);
-    s = RunVerify(verify_input, verify_quiet, transport, std::cout);
+    if (s = verify_net.LoadCredentials(&transport); !s.ok()) return Fail("verify", s);
+    VerifyReport report;
+    s = RunVerify(verify_input, !verify_out.summary(), transport, std::cout, &report);
     std::cout.flush();
-    return s.ok() ? 0 : Fail("verify", s);
+    if (!s.ok()) return Fail("verify", s);
+    if (verify_out.json) PrintJson(VerifyJson(report, verify_input));
+    return 0;
   }
   if (*send_cmd || *recv_cmd) {
     const char* name = *send_cmd ? "send" : "recv";
     TransferOptions& options = *send_cmd ? send : recv;
-    Status s = (*send_cmd ? send_net : recv_net).Resolve(&options.transport);
+    const OutputFlags& out = *send_cmd ? send_out : recv_out;
+    if (out.json) JsonCommand() = name;
+    Status s = *send_cmd ? CheckReadUri(send.source, "vramflow recv")
+                         : CheckListenUri(recv.source);
+    if (s.ok() && !options.sink.empty()) s = CheckWriteUri(options.sink);
+    if (s.ok() && *recv_cmd) s = RefuseDash("--output-dir", recv_dir);
+    if (s.ok()) s = out.CheckStdout(options.sink);
+    if (s.ok()) s = (*send_cmd ? send_net : recv_net).Resolve(&options.transport);
     if (!s.ok()) return UsageError(name, s);
     const bool force = *send_cmd ? send_force : recv_force;
+    if (!options.sink.empty()) s = CheckDestination(options.sink, force);
+    if (s.ok()) s = (*send_cmd ? send_net : recv_net).LoadCredentials(&options.transport);
+    if (!s.ok()) return Fail(name, s);
     options.transport.file.overwrite = force;
     options.transport.s3.overwrite = force;
     options.transport.file.fsync = *send_cmd ? send_fsync.Resolve(false) : recv_fsync.Resolve(/*default_on=*/true);
-    bool quiet = *send_cmd ? send_quiet : recv_quiet;
-    options.progress = !quiet;
+    const bool quiet = out.quiet;
+    options.progress = out.Style();
     if (*send_cmd && !send_name.empty()) {
       Result<Endpoint> endpoint = ParseEndpoint(send.sink);
       if (endpoint.ok() && !endpoint->is_network())
@@ -527,10 +688,12 @@ int Main(int argc, char** argv) {
       dir_options.dir = recv_dir;
       dir_options.count = recv_count;
       dir_options.transport = options.transport;
-      dir_options.progress = !quiet;
+      dir_options.progress = out.Style();
+      dir_options.notes = !quiet;
       ReceiveDirReport report;
       s = RunReceiveDirectory(dir_options, &report);
-      if (!quiet)
+      if (s.ok() && out.json) PrintJson(ReceiveDirJson(report, recv.source, recv_dir));
+      if (out.summary())
         std::fprintf(stderr, "vramflow recv: stored %u stream(s), %s, in %s\n", report.stored,
                      FormatSize(report.bytes).c_str(), recv_dir.c_str());
       return s.ok() ? 0 : Fail(name, s);
@@ -538,10 +701,6 @@ int Main(int argc, char** argv) {
     if (*recv_cmd && recv.sink.empty())
       return UsageError(name, Status::InvalidArgument("give -o OUT (one stream) or --output-dir DIR (streams by name)"));
     if (*recv_cmd) {
-      Result<Endpoint> endpoint = ParseEndpoint(recv.source);
-      if (!endpoint.ok()) return UsageError(name, endpoint.status());
-      if (!endpoint->is_network())
-        return UsageError(name, Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH"));
       // Only once bound (after the output could be opened), with the real port.
       if (!quiet)
         options.transport.on_listening = [](const std::string& uri) {
@@ -551,7 +710,8 @@ int Main(int argc, char** argv) {
     TransferReport report;
     s = RunTransfer(options, *send_cmd ? "send" : "recv", &report);
     if (!s.ok()) return Fail(name, s);
-    if (!quiet)
+    if (out.json) PrintJson(TransferJson(name, report, options.source, options.sink));
+    if (out.summary())
       std::fprintf(stderr, "%s %s %s %s in %.2f s (%s)%s\n", *send_cmd ? "sent" : "received",
                    FormatSize(report.bytes).c_str(), *send_cmd ? "to" : "from",
                    *send_cmd ? send.sink.c_str() : report.peer.c_str(), report.seconds,
@@ -560,18 +720,25 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (*keygen_cmd) {
+    Result<Endpoint> out = ParseEndpoint(keygen_output);
+    if (!out.ok()) return UsageError("keygen", out.status());
+    if (out->kind != Endpoint::Kind::kPath && out->kind != Endpoint::Kind::kStdio)
+      return UsageError("keygen", Status::InvalidArgument("-o '" + keygen_output + "': give a file to create, or - for stdout"));
     Status s = RunKeygen(keygen_output);
     if (!s.ok()) return Fail("keygen", s);
-    std::fprintf(stderr, "wrote a new key to %s (keep it secret; both ends need it)\n", keygen_output.c_str());
+    if (keygen_output != "-")
+      std::fprintf(stderr, "wrote a new key to %s (keep it secret; both ends need it)\n", keygen_output.c_str());
     return 0;
   }
   if (*gen_cmd) {
     std::optional<DataKind> kind = ParseDataKind(gen_kind);
     if (!kind) return UsageError("gen", Status::InvalidArgument("unknown data kind '" + gen_kind + "'"));
     uint64_t size = ParseSize(gen_size).value();
+    if (Status checked = CheckWriteUri(gen_output); !checked.ok()) return UsageError("gen", checked);
+    if (Status checked = CheckDestination(gen_output, gen_force); !checked.ok()) return Fail("gen", checked);
     TransportOptions sink_options;  // a file, -, fd:N or s3://BUCKET/KEY
-    sink_options.file.overwrite = true;
-    sink_options.s3.overwrite = true;
+    sink_options.file.overwrite = gen_force;
+    sink_options.s3.overwrite = gen_force;
     Result<std::unique_ptr<ByteSink>> sink = OpenSink(gen_output, sink_options);
     if (!sink.ok()) return Fail("gen", sink.status());
     std::vector<uint8_t> buf(4u << 20);
@@ -586,6 +753,7 @@ int Main(int argc, char** argv) {
     return s.ok() ? 0 : Fail("gen", s);
   }
   if (*bench_codecs_cmd) {
+    if (Status s = RefuseDash("--json", bench.json_path); !s.ok()) return UsageError("bench codecs", s);
     bench.size = ParseSize(bench_size).value();
     uint64_t chunk = ParseSize(bench_chunk).value();
     if (chunk == 0 || chunk > (64u << 20))

@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
+#include "tools/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -24,7 +25,7 @@ struct PackOptions {
   bool force = false;                // overwrite an existing output file or S3 object
   bool fsync = false;                // make the output durable before reporting success
   TransportOptions transport;        // network settings for tcp:// and unix: outputs
-  bool progress = false;             // a progress bar on stderr
+  ProgressStyle progress;            // on stderr
 };
 
 struct PackReport {

@@ -10,18 +10,34 @@
 
 namespace vramflow {
 
-ProgressBar::ProgressBar(std::string label, uint64_t total, bool enabled)
-    : label_(std::move(label)), total_(total), enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+ProgressStyle::Mode ProgressStyle::Auto() { return ::isatty(STDERR_FILENO) == 1 ? Mode::kBar : Mode::kLines; }
+
+std::optional<ProgressStyle::Mode> ParseProgressMode(const std::string& text) {
+  if (text == "auto") return ProgressStyle::Auto();
+  if (text == "bar") return ProgressStyle::Mode::kBar;
+  if (text == "lines") return ProgressStyle::Mode::kLines;
+  if (text == "none") return ProgressStyle::Mode::kNone;
+  return std::nullopt;
+}
+
+ProgressBar::ProgressBar(std::string label, uint64_t total, ProgressStyle style)
+    : label_(std::move(label)), total_(total), style_(style), enabled_(static_cast<bool>(style)),
+      tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 ProgressBar::~ProgressBar() {
-  if (enabled_) Draw(last_done_, true);
+  if (enabled_ && style_.mode == ProgressStyle::Mode::kBar) Draw(last_done_, true);
 }
 
 void ProgressBar::Update(uint64_t done) {
   last_done_ = done;
   if (!enabled_) return;
   auto now = std::chrono::steady_clock::now();
+  if (style_.mode == ProgressStyle::Mode::kLines) {
+    if (now - last_draw_ < style_.interval) return;
+    last_draw_ = now;
+    DrawLine(done);
+    return;
+  }
   if (tty_) {
     if (now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;
@@ -33,6 +49,22 @@ void ProgressBar::Update(uint64_t done) {
       Draw(done, false);
     }
   }
+}
+
+void ProgressBar::DrawLine(uint64_t done) {
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;  // bytes per second
+  if (total_ == 0) {
+    std::fprintf(stderr, "%s: %s, %.1f MB/s\n", label_.c_str(), FormatSize(done).c_str(), rate / 1e6);
+  } else {
+    char eta[48] = "ETA -";
+    if (rate > 0 && done <= total_)
+      std::snprintf(eta, sizeof eta, "ETA %.0f s", static_cast<double>(total_ - done) / rate);
+    std::fprintf(stderr, "%s: %s of %s (%.0f%%), %.1f MB/s, %s\n", label_.c_str(), FormatSize(done).c_str(),
+                 FormatSize(total_).c_str(), 100.0 * static_cast<double>(done) / static_cast<double>(total_),
+                 rate / 1e6, eta);
+  }
+  std::fflush(stderr);
 }
 
 void ProgressBar::Draw(uint64_t done, bool final) {

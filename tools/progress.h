@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -11,19 +12,47 @@
 
 namespace vramflow {
 
-// A one-line progress bar on stderr. On a terminal it redraws in place at
-// most ten times a second; otherwise it prints a line every 25%. With a total
-// of 0 (not known up front) it shows bytes and rate only.
+// How a long job shows its progress on stderr (--progress, docs/CLI.md).
+// Converts from a bool (true: auto) so that options kept as "progress on or
+// off" still read naturally.
+struct ProgressStyle {
+  enum class Mode {
+    kNone,   // nothing
+    kBar,    // one line redrawn in place (a terminal)
+    kLines,  // a new line every `interval`: bytes, rate, ETA; for logs
+  };
+  Mode mode = Mode::kNone;
+  std::chrono::milliseconds interval{5000};  // kLines
+
+  ProgressStyle() = default;
+  ProgressStyle(bool on) : mode(on ? Auto() : Mode::kNone) {}  // NOLINT: implicit by design
+  explicit ProgressStyle(Mode m, std::chrono::milliseconds every = std::chrono::milliseconds(5000))
+      : mode(m), interval(every) {}
+  explicit operator bool() const { return mode != Mode::kNone; }
+  // kBar when stderr is a terminal, kLines otherwise.
+  static Mode Auto();
+};
+
+// Parses --progress's value: auto, bar, lines or none; nullopt otherwise.
+std::optional<ProgressStyle::Mode> ParseProgressMode(const std::string& text);
+
+// Progress of one job on stderr. kBar: on a terminal it redraws in place at
+// most ten times a second, elsewhere it prints a line every 25%. kLines: a
+// line every interval, "LABEL: DONE of TOTAL (P%), RATE, ETA S s" (without
+// the total, bytes and rate only), none at the end (the job's summary
+// follows). With a total of 0 (not known up front) bytes and rate only.
 class ProgressBar {
  public:
-  ProgressBar(std::string label, uint64_t total, bool enabled = true);
+  ProgressBar(std::string label, uint64_t total, ProgressStyle style = ProgressStyle(true));
   ~ProgressBar();  // finishes the line
   void Update(uint64_t done);  // thread-compatible: call from one thread at a time
 
  private:
   void Draw(uint64_t done, bool final);
+  void DrawLine(uint64_t done);
   std::string label_;
   uint64_t total_;
+  ProgressStyle style_;
   bool enabled_;
   bool tty_;
   uint64_t last_done_ = 0;

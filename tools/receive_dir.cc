@@ -54,7 +54,7 @@ Status StoreStream(const ReceiveDirOptions& options, NetStream& stream, uint64_t
   VF_RETURN_IF_ERROR(status);
   if (!told.ok()) return told.WithContext("stored " + path + ", but telling " + stream.source->Describe() + " failed");
   *bytes += received;
-  if (options.progress)
+  if (options.notes)
     std::fprintf(stderr, "vramflow recv: stored %s (%s from %s in %.2f s, %s)\n", path.c_str(),
                  FormatSize(received).c_str(), stream.source->Describe().c_str(), clock.Seconds(),
                  FormatRate(received, clock.Seconds()).c_str());
@@ -97,7 +97,7 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
     receiver_ptr = receiver.get();
     if (signal_number) receiver->Shutdown();
   }
-  if (options.progress)
+  if (options.notes)
     std::fprintf(stderr, "vramflow recv: listening on %s, storing streams in %s\n", receiver->uri().c_str(),
                  options.dir.c_str());
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "tools/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -26,7 +27,8 @@ struct ReceiveDirOptions {
   std::string dir;             // an existing directory
   unsigned count = 0;          // stop after this many stored streams; 0: only on SIGINT or SIGTERM
   TransportOptions transport;  // file.overwrite, file.fsync, net (keys, timeouts), accept_timeout (per stream)
-  bool progress = true;        // a progress bar, and a line per stored stream, on stderr
+  ProgressStyle progress = ProgressStyle(true);  // on stderr
+  bool notes = true;  // the listening address and a line per stored stream, on stderr
 };
 
 struct ReceiveDirReport {

@@ -14,7 +14,7 @@
 
 namespace vramflow {
 
-Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress, uint64_t* bytes) {
+Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress, uint64_t* bytes) {
   ProgressBar bar(label, 0, progress);
   std::vector<uint8_t> buf(1u << 20);
   for (;;) {
@@ -49,6 +49,12 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
 Status RunKeygen(const std::string& path) {
   VF_ASSIGN_OR_RETURN(std::string key, GenerateKeyText());
   key += "\n";
+  if (path == "-") {
+    // For a secret store's stdin (kubectl create secret ... --from-file=key=/dev/stdin).
+    if (::write(STDOUT_FILENO, key.data(), key.size()) != static_cast<ssize_t>(key.size()))
+      return Status::FromErrno("writing the key to stdout", errno);
+    return Status::Ok();
+  }
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) return Status::FromErrno("creating key file '" + path + "'", errno);
   if (::write(fd.get(), key.data(), key.size()) != static_cast<ssize_t>(key.size()) || ::fsync(fd.get()) != 0) {

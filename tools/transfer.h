@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "tools/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -14,7 +15,7 @@ struct TransferOptions {
   std::string source;  // URI; a network URI is listened on
   std::string sink;    // URI
   TransportOptions transport;
-  bool progress = true;
+  ProgressStyle progress = ProgressStyle(true);
 };
 
 struct TransferReport {
@@ -25,7 +26,8 @@ struct TransferReport {
 
 // Copies every byte from `source` to `sink` unchecked and commits the sink;
 // adds the bytes to `*bytes`. A progress bar labelled `label` when `progress`.
-Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress, uint64_t* bytes);
+Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress,
+                  uint64_t* bytes);
 
 // Copies every byte from the source to the sink, commits the sink, and
 // reports the outcome back to the source (a network sender learns whether
@@ -35,7 +37,8 @@ Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, 
 // stream is committed, and only then is a sender told DONE.
 Status RunTransfer(const TransferOptions& options, const std::string& label, TransferReport* report);
 
-// Writes a new random key to `path` (mode 0600, never over an existing file).
+// Writes a new random key to `path` (mode 0600, never over an existing file),
+// or to stdout for "-".
 Status RunKeygen(const std::string& path);
 
 }  // namespace vramflow

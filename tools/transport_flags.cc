@@ -1,7 +1,9 @@
 #include "tools/transport_flags.h"
 
 #include <cstdio>
+#include <utility>
 
+#include "tools/cli_uri.h"
 #include "transport/shared_key.h"
 
 namespace vramflow {
@@ -41,18 +43,15 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
 }
 
 Status TransportFlags::Resolve(TransportOptions* options) const {
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--key-file", key_file},
+                                    {"--cert", cert_file}, {"--key", cert_key_file}, {"--ca", ca_file}})
+    VF_RETURN_IF_ERROR(RefuseDash(flag, value));
   NetOptions& net = options->net;
   net.insecure = insecure;
   net.tls.cert_file = cert_file;
   net.tls.key_file = cert_key_file;
   net.tls.ca_file = ca_file;
   net.tls.ktls = ktls;
-  // $VRAMFLOW_KEY_FILE and $VRAMFLOW_KEY stand in for --key-file, not for
-  // certificates or --insecure given on the command line.
-  bool explicit_other = !cert_file.empty() || !cert_key_file.empty() || !ca_file.empty() || insecure;
-  if (!key_file.empty() || !explicit_other) {
-    VF_ASSIGN_OR_RETURN(net.tls.key, ResolveKey(key_file));
-  }
   net.log = [](const std::string& line) { std::fprintf(stderr, "vramflow: %s\n", line.c_str()); };
   if (streams == 0 || streams > 64) return Status::InvalidArgument("--streams must be 1 .. 64");
   net.streams = streams;
@@ -63,6 +62,16 @@ Status TransportFlags::Resolve(TransportOptions* options) const {
   net.retries = retries;
   net.resume_timeout = Millis(resume_timeout_s);
   options->accept_timeout = accept_timeout_s < 0 ? std::chrono::milliseconds(-1) : Millis(accept_timeout_s);
+  return Status::Ok();
+}
+
+Status TransportFlags::LoadCredentials(TransportOptions* options) const {
+  // $VRAMFLOW_KEY_FILE and $VRAMFLOW_KEY stand in for --key-file, not for
+  // certificates or --insecure given on the command line.
+  bool explicit_other = !cert_file.empty() || !cert_key_file.empty() || !ca_file.empty() || insecure;
+  if (!key_file.empty() || !explicit_other) {
+    VF_ASSIGN_OR_RETURN(options->net.tls.key, ResolveKey(key_file));
+  }
   return Status::Ok();
 }
 

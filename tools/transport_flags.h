@@ -25,9 +25,13 @@ struct TransportFlags {
 
   // `sending` and `receiving` pick which of the network flags apply.
   void Add(CLI::App* cmd, bool sending, bool receiving);
-  // Fills the network part of `options` (TLS credentials included; warnings
-  // go to stderr). A key file that cannot be used is an error here.
+  // Fills the network part of `options` from the flags (warnings go to
+  // stderr); an error is a bad command line.
   Status Resolve(TransportOptions* options) const;
+  // Loads the shared key (--key-file, $VRAMFLOW_KEY_FILE, $VRAMFLOW_KEY)
+  // into `options`, after Resolve: a key that is missing or cannot be used
+  // is a failure of the job (exit status 1), as a missing input is.
+  Status LoadCredentials(TransportOptions* options) const;
 };
 
 }  // namespace vramflow

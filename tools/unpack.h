@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "streamer/pipeline.h"
 #include "tools/object_selection.h"
+#include "tools/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -49,7 +50,7 @@ struct UnpackOptions {
   bool fsync = false;
   PipelineOptions pipeline;  // threads and memory budget of the restore graph
   TransportOptions transport;
-  bool progress = false;  // a progress bar on stderr
+  ProgressStyle progress;  // on stderr
   ObjectSelector select;  // empty: every object
   // Told (once, before reading) when a selection has to read the whole stream.
   std::function<void(const std::string&)> note;

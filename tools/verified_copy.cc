@@ -34,7 +34,7 @@ class TeeSource final : public ByteSource {
 
 }  // namespace
 
-Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress,
+Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress,
                           uint64_t* bytes) {
   ProgressBar bar(label, 0, progress);
   TeeSource tee(&source, &sink, &bar, bytes);

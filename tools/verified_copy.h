@@ -18,6 +18,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "tools/progress.h"
 #include "transport/byte_stream.h"
 
 namespace vramflow {
@@ -25,7 +26,7 @@ namespace vramflow {
 // Copies every byte of `source` to `sink` while verifying it, then commits
 // the sink; adds the bytes read to `*bytes`. A progress bar labelled `label`
 // when `progress`. The sink is committed only after a clean verdict.
-Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, bool progress,
+Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress,
                           uint64_t* bytes);
 
 }  // namespace vramflow

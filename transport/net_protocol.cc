@@ -181,7 +181,7 @@ Result<ClientConnection> ClientHandshake(std::unique_ptr<Connection> connection,
   // A TLS receiver answers a plaintext hello with a TLS alert record (0x15 0x03).
   if (!got.ok() || std::memcmp(reply_bytes.data(), kMagic, 8) != 0) {
     if (reply_bytes[0] == 0x15 && reply_bytes[1] == 0x03)
-      return Status::InvalidArgument(what + ": the receiver requires TLS: give the sender its key (--key-file) or a "
+      return Status::Unauthenticated(what + ": the receiver requires TLS: give the sender its key (--key-file) or a "
                                             "certificate (--cert, --key, --ca)");
     VF_RETURN_IF_ERROR(got);
   }

@@ -35,7 +35,7 @@ Status CheckUnixPeer(int fd) {
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
     return Status::FromErrno("reading the UNIX socket peer's credentials", errno);
   if (cred.uid == ::geteuid() || cred.uid == 0) return Status::Ok();
-  return Status::InvalidArgument("refused a UNIX socket peer of another user (pid " + std::to_string(cred.pid) +
+  return Status::Unauthenticated("refused a UNIX socket peer of another user (pid " + std::to_string(cred.pid) +
                                  ", uid " + std::to_string(cred.uid) + "; this receiver runs as uid " +
                                  std::to_string(::geteuid()) + ")");
 }

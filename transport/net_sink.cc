@@ -175,7 +175,7 @@ class NetSink final : public ByteSink {
           (handshake.status().code() == Status::Code::kTruncated ||
            handshake.status().code() == Status::Code::kIoError)) {
         // A TLS receiver drops a plaintext hello, usually with a reset.
-        return Status::InvalidArgument(handshake.status().message() +
+        return Status::Unauthenticated(handshake.status().message() +
                                        " (a receiver that requires TLS closes the connection at a plaintext hello: "
                                        "give the sender its key (--key-file) or a certificate (--cert, --key, --ca))");
       }
@@ -203,7 +203,7 @@ class NetSink final : public ByteSink {
     // some of it unread).
     if (!tls.ok() && generation_number_ == 0 &&
         (tls.status().code() == Status::Code::kTruncated || tls.status().code() == Status::Code::kIoError))
-      return Status::InvalidArgument(tls.status().message() +
+      return Status::Unauthenticated(tls.status().message() +
                                      " (a receiver without TLS (--insecure) closes the connection at the TLS hello)");
     if (!tls.ok()) return tls.status();
     return std::unique_ptr<Connection>(std::move(*tls));

@@ -297,7 +297,9 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
     text += " (forbidden: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (credentials from " +
             config_.credentials_source + ") and the bucket's permissions)";
   text += Hint(attempt.s3_code, config_);
-  attempt.error = Status::IoError(text);
+  // 401/403: the endpoint refused our credentials (a wrong key or secret,
+  // an expired token, a policy): an authentication failure (exit status 4).
+  attempt.error = status == 401 || status == 403 ? Status::Unauthenticated(text) : Status::IoError(text);
   attempt.retryable = status >= 500 || status == 429 || RetryableCode(attempt.s3_code);
   return attempt;
 }

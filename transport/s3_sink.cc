@@ -32,6 +32,7 @@ Status WithNote(const Status& s, const std::string& note) {
     case Status::Code::kCancelled: return Status::Cancelled(m);
     case Status::Code::kInvalidArgument: return Status::InvalidArgument(m);
     case Status::Code::kInternal: return Status::Internal(m);
+    case Status::Code::kUnauthenticated: return Status::Unauthenticated(m);
     default: return Status::IoError(m);
   }
 }

@@ -354,6 +354,10 @@ Result<std::unique_ptr<TlsConnection>> TlsConnection::Handshake(const TlsContext
       else if (*notes.offered_identity != kTlsPskIdentity)
         why += " (the peer offered PSK identity " + *notes.offered_identity + ", not '" + kTlsPskIdentity + "')";
     }
+    // OpenSSL refused the handshake itself (a different key, a certificate
+    // that does not verify, no common credentials): an authentication
+    // failure, not corrupt data. Timeouts and cut connections keep theirs.
+    if (done.status().code() == Status::Code::kCorruption) return Status::Unauthenticated(why);
     return Retold(done.status(), why);
   }
 

@@ -136,6 +136,35 @@ Status ParseS3(const std::string& uri, std::string_view rest, Endpoint* endpoint
   return Status::Ok();
 }
 
+// When `uri` reads as a network address written without its scheme
+// ("10.0.0.2:7070", "host:7070/x", "[::1]:7070", ":7070"), the tcp:// URI it
+// probably meant; nullopt for anything else. Only the part before the first
+// '/' counts, so "/data/a:1" or "dir/b:2" stay paths.
+std::optional<std::string> MissingTcpScheme(std::string_view uri) {
+  std::string_view authority = uri.substr(0, uri.find('/'));
+  std::string_view host, port;
+  if (authority.starts_with('[')) {
+    size_t close = authority.find("]:");
+    if (close == std::string_view::npos) return std::nullopt;
+    host = authority.substr(1, close - 1);
+    if (host.find(':') == std::string_view::npos) return std::nullopt;
+    for (char c : host)
+      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.' && c != '%' && !IsHostNameChar(c))
+        return std::nullopt;
+    port = authority.substr(close + 2);
+    host = authority.substr(0, close + 1);
+  } else {
+    size_t colon = authority.find(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+    for (char c : host)
+      if (!IsHostNameChar(c)) return std::nullopt;
+  }
+  if (!ParseDecimal(port, 65535)) return std::nullopt;
+  return "tcp://" + std::string(host) + ":" + std::string(port);
+}
+
 }  // namespace
 
 Result<Endpoint> ParseEndpoint(const std::string& uri) {
@@ -178,6 +207,11 @@ Result<Endpoint> ParseEndpoint(const std::string& uri) {
                                 kSupported);
   // "tcp:host:port" is almost surely a mistyped URI, not a file name.
   if (view.starts_with("tcp:")) return Bad(uri, "write tcp://HOST:PORT (for a file of that name, write ./" + uri + ")");
+  // "10.0.0.2:7070" is a network address without its scheme, not a file
+  // name: writing a file called that would "succeed" without sending.
+  if (std::optional<std::string> meant = MissingTcpScheme(view))
+    return Bad(uri, "this looks like a network address without its scheme: did you mean " + *meant +
+                        "? (for a file of that name, write ./" + uri + ")");
 
   endpoint.kind = Endpoint::Kind::kPath;
   endpoint.path = uri;

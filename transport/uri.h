@@ -10,7 +10,13 @@
 //   s3://BUCKET/KEY    an S3 object (docs/S3.md); KEY may contain '/'
 //
 // Network URIs take query parameters: ?streams=N (parallel connections).
-// As a source, a network URI is the address to listen on.
+// As a sink, a network URI is a receiver to connect to; as a source
+// (OpenSource), the address to listen on: the CLI only takes a listening
+// address from `--listen URI`, never from a positional source.
+//
+// A path that reads as HOST:PORT ("10.0.0.2:7070", "host:7070/x",
+// "[::1]:7070", ":7070") is refused, naming the tcp:// URI it probably
+// meant: a file of that name is written "./10.0.0.2:7070".
 #pragma once
 
 #include <cstdint>

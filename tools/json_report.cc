@@ -1,0 +1,86 @@
+#include "tools/json_report.h"
+
+#include <cstdio>
+
+namespace vramflow {
+
+nlohmann::json JsonSuccess(const std::string& command) {
+  return nlohmann::json{{"schema_version", kJsonSchemaVersion}, {"command", command}, {"ok", true}};
+}
+
+nlohmann::json JsonFailure(const std::string& command, const Status& status, int exit_code) {
+  nlohmann::json j{{"schema_version", kJsonSchemaVersion}, {"command", command}, {"ok", false}};
+  j["exit_code"] = exit_code;
+  j["error"] = {{"code", CodeName(status.code())}, {"message", status.message()}};
+  return j;
+}
+
+nlohmann::json PackJson(const PackReport& report, const std::string& output) {
+  nlohmann::json j = JsonSuccess("pack");
+  j["output"] = output;
+  j["objects"] = report.objects;
+  j["raw_bytes"] = report.raw_bytes;
+  j["stream_bytes"] = report.stream_bytes;
+  j["dedup_bytes"] = report.dedup_bytes;
+  j["legacy_images"] = report.legacy_images;
+  j["sequential"] = report.sequential;
+  j["seconds"] = report.seconds;
+  return j;
+}
+
+nlohmann::json UnpackJson(const UnpackReport& report, const std::string& input, const std::string& output) {
+  nlohmann::json j = JsonSuccess("unpack");
+  j["input"] = input;
+  j["output"] = output;
+  j["objects"] = report.objects;
+  j["raw_bytes"] = report.raw_bytes;
+  j["seconds"] = report.seconds;
+  j["through_index"] = report.through_index;
+  if (report.through_index) {
+    j["stream_bytes"] = report.stream_bytes;
+    j["bytes_read"] = report.bytes_read;
+    j["stream_objects"] = report.stream_objects;
+  }
+  j["written"] = report.written;
+  return j;
+}
+
+nlohmann::json VerifyJson(const VerifyReport& report, const std::string& input) {
+  nlohmann::json j = JsonSuccess("verify");
+  j["input"] = input;
+  j["objects"] = report.objects;
+  j["raw_bytes"] = report.raw_bytes;
+  j["stream_bytes"] = report.stream_bytes;
+  j["frames"] = report.frames;
+  j["seconds"] = report.seconds;
+  return j;
+}
+
+nlohmann::json TransferJson(const std::string& command, const TransferReport& report, const std::string& source,
+                            const std::string& destination) {
+  nlohmann::json j = JsonSuccess(command);
+  j["input"] = source;
+  j["output"] = destination;
+  j["peer"] = report.peer;
+  j["stream_bytes"] = report.bytes;
+  j["seconds"] = report.seconds;
+  return j;
+}
+
+nlohmann::json ReceiveDirJson(const ReceiveDirReport& report, const std::string& listen, const std::string& dir) {
+  nlohmann::json j = JsonSuccess("recv");
+  j["input"] = listen;
+  j["output"] = dir;
+  j["streams"] = report.stored;
+  j["failed_streams"] = report.failed;
+  j["stream_bytes"] = report.bytes;
+  return j;
+}
+
+void PrintJson(const nlohmann::json& report) {
+  std::string text = report.dump(2);
+  std::fprintf(stdout, "%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace vramflow

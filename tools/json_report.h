@@ -1,0 +1,39 @@
+// The one JSON object that `--json` prints on stdout at the end of pack,
+// unpack, verify, send and recv (docs/CLI.md, "Machine output"): the same
+// field names for the same quantities in every command, and a
+// schema_version that changes only when a field changes meaning or goes.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/status.h"
+#include "tools/inspect.h"
+#include "tools/pack.h"
+#include "tools/receive_dir.h"
+#include "tools/transfer.h"
+#include "tools/unpack.h"
+
+namespace vramflow {
+
+constexpr int kJsonSchemaVersion = 1;
+
+// {"schema_version": 1, "command": COMMAND, "ok": true}: what every report
+// starts from.
+nlohmann::json JsonSuccess(const std::string& command);
+// {"schema_version", "command", "ok": false, "exit_code", "error": {"code",
+// "message"}}: a failed job's report.
+nlohmann::json JsonFailure(const std::string& command, const Status& status, int exit_code);
+
+nlohmann::json PackJson(const PackReport& report, const std::string& output);
+nlohmann::json UnpackJson(const UnpackReport& report, const std::string& input, const std::string& output);
+nlohmann::json VerifyJson(const VerifyReport& report, const std::string& input);
+// send and recv: the stream's bytes moved, from where to where.
+nlohmann::json TransferJson(const std::string& command, const TransferReport& report, const std::string& source,
+                            const std::string& destination);
+nlohmann::json ReceiveDirJson(const ReceiveDirReport& report, const std::string& listen, const std::string& dir);
+
+// Writes `report` and a newline to stdout, and flushes.
+void PrintJson(const nlohmann::json& report);
+
+}  // namespace vramflow
