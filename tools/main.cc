@@ -421,12 +421,14 @@ int Main(int argc, char** argv) {
       // How much of the time the ordered writer was busy: near 100% means the
       // destination (or the copy into it), not compression, set the pace.
       char writer[64] = "";
-      if (!report.sequential && report.seconds > 0)
+      if (report.seconds > 0)
         std::snprintf(writer, sizeof writer, " (writer busy %.0f%%)", 100.0 * report.writer_seconds / report.seconds);
+      const std::string in_order =
+          " read in order (stdin, pipe or s3:// input) on " + std::to_string(report.threads) + " thread(s)";
       std::fprintf(stderr, "packed %llu object(s)%s%s: %s -> %s (ratio %s) in %.2f s, %s%s\n",
                    static_cast<unsigned long long>(report.objects),
                    report.legacy_images ? " (legacy amdgpu-pages images recognised)" : "",
-                   report.sequential ? " serially (stdin, pipe or s3:// input)" : "",
+                   report.sequential ? in_order.c_str() : "",
                    FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
                    FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
                    FormatRate(report.raw_bytes, report.seconds).c_str(), writer);
