@@ -26,8 +26,8 @@ bool Contains(const std::string& haystack, const std::string& needle) {
 class PackPipeCli : public ::testing::Test {
  protected:
   CommandResult Sh(const std::string& line) {
-    return RunShell("cd " + ShellQuote(dir_.path()) + " && VF=" + ShellQuote(VramflowBinary()) + " && " + line +
-                    " 2>&1");
+    return RunShell("cd " + ShellQuote(dir_.path()) + " && VF=" + ShellQuote(VramflowBinary()) +
+                    " timeout -s KILL 30 sh -c " + ShellQuote(line + " 2>&1"));
   }
   std::vector<uint8_t> Bytes(const std::string& name) { return testing::ReadFileBytes(dir_.File(name)); }
   TempDir dir_;
