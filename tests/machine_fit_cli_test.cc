@@ -119,6 +119,11 @@ TEST(MachineFitCli, ExplicitThreadsBeyondTheBudgetAreCapped) {
       << many.output;
   ASSERT_EQ(RunShell(bin + " pack -q -j 1 -m 64M " + in + " -o " + ShellQuote(dir.File("one.vfs"))).code, 0);
   EXPECT_EQ(testing::ReadFileBytes(dir.File("many.vfs")), testing::ReadFileBytes(dir.File("one.vfs")));
+  // With the budget left to fit them, 200 threads get a budget that feeds them all.
+  CommandResult fitted = RunShell(bin + " pack -q -j 200 " + in + " -o " + ShellQuote(dir.File("fitted.vfs")) + " 2>&1");
+  ASSERT_EQ(fitted.code, 0) << fitted.output;
+  EXPECT_EQ(fitted.output, "");
+  EXPECT_EQ(testing::ReadFileBytes(dir.File("fitted.vfs")), testing::ReadFileBytes(dir.File("one.vfs")));
   CommandResult unpacked = RunShell(bin + " unpack -q -j 200 -m 64M " + ShellQuote(dir.File("many.vfs")) + " -o " +
                                     ShellQuote(dir.File("out")) + " 2>&1");
   ASSERT_EQ(unpacked.code, 0) << unpacked.output;
