@@ -308,6 +308,7 @@ Status Init(int stage) {
   // The network transport's warnings (--insecure) and refused connections
   // (a failed TLS handshake, a UNIX peer of another user) go to CRIU's log.
   state->options.transport.net.log = [](const std::string& line) { Log().Warn(line); };
+  state->options.pipeline.note = [](const std::string& line) { Log().Warn(line); };
   for (const std::string& param : state->options.ParamLines()) log.Info(param);
   VF_ASSIGN_OR_RETURN(state->backend, OpenPluginBackend(state->options));
   if (stage == CR_PLUGIN_STAGE__RESTORE) {

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "common/units.h"
+#include "streamer/pipeline_fit.h"
 #include "transport/shared_key.h"
 
 namespace vramflow {
@@ -102,7 +103,7 @@ void ReadBufferSize(const char* v, PluginOptions* options) {
     return;
   }
   if (!note.empty()) options->warnings.push_back(std::string("KFD_MAX_BUFFER_SIZE='") + v + "': " + note);
-  // 0 is upstream's "no cap": vramflow keeps its default budget then.
+  // 0 is upstream's "no cap": vramflow fits its budget to the machine then.
   if (*size == 0) return;
   if (*size < kMinPluginBudget) {
     options->warnings.push_back(std::string("KFD_MAX_BUFFER_SIZE='") + v + "' (" + FormatSize(*size) +
@@ -128,7 +129,7 @@ void ReadThreads(const char* v, PluginOptions* options) {
   errno = 0;
   unsigned long n = std::strtoul(v, &end, 10);
   if (!std::isdigit(static_cast<unsigned char>(*v)) || *end != '\0' || errno != 0 || n > 1024) {
-    options->warnings.push_back(Ignored("VRAMFLOW_THREADS", v, "not a thread count 0..1024 (0 = every core)"));
+    options->warnings.push_back(Ignored("VRAMFLOW_THREADS", v, "not a thread count 0..1024 (0 = the CPUs this process may use)"));
     return;
   }
   options->pipeline.threads = static_cast<unsigned>(n);
@@ -179,6 +180,7 @@ const char* TristateName(Tristate t) {
 
 Result<PluginOptions> PluginOptionsFromEnvironment(const std::function<const char*(const char*)>& getenv) {
   PluginOptions options;
+  options.pipeline.max_memory = 0;  // fit to the machine unless KFD_MAX_BUFFER_SIZE says otherwise
   auto set = [&](const char* name) -> const char* {
     const char* v = getenv(name);
     return (v && *v) ? v : nullptr;
@@ -219,10 +221,14 @@ std::vector<std::string> PluginOptions::ParamLines() const {
   auto param = [&](const char* name, const std::string& value) {
     lines.push_back(std::string("param: ") + name + ": " + value);
   };
-  param("KFD_MAX_BUFFER_SIZE", Hex(pipeline.max_memory) + " (" + FormatSize(pipeline.max_memory) + ")");
+  // What 0s mean on this machine now (a graph reads the limits again when it runs).
+  const PipelineOptions fitted = WithMachineDefaults(pipeline);
+  param("KFD_MAX_BUFFER_SIZE", pipeline.max_memory ? Hex(pipeline.max_memory) + " (" + FormatSize(pipeline.max_memory) + ")"
+                                                   : "0 (auto: " + FormatSize(fitted.max_memory) + ")");
   for (const CheckSwitch& sw : kCheckSwitches) param(sw.variable, checks.*sw.check ? "Y" : "N");
   param("VRAMFLOW_CODEC", DescribeOptions(pipeline.encoder));
-  param("VRAMFLOW_THREADS", pipeline.threads == 0 ? "0 (every core)" : std::to_string(pipeline.threads));
+  param("VRAMFLOW_THREADS",
+        pipeline.threads == 0 ? "0 (auto: " + std::to_string(fitted.threads) + ")" : std::to_string(pipeline.threads));
   param("VRAMFLOW_TARGET", target.empty() ? "(the images directory)" : target);
   const TlsCredentials& tls = transport.net.tls;
   auto file = [](const std::string& path) { return path.empty() ? std::string("(none)") : path; };

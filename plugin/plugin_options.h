@@ -29,7 +29,9 @@ inline constexpr uint64_t kMinPluginBudget = 16ull << 20;
 
 struct PluginOptions {
   // Codec (VRAMFLOW_CODEC), threads (VRAMFLOW_THREADS) and the memory budget
-  // (KFD_MAX_BUFFER_SIZE: every buffer of the data path together).
+  // (KFD_MAX_BUFFER_SIZE: every buffer of the data path together). Unset or
+  // 0, threads and budget stay 0: each graph fits them to the machine it runs
+  // on (streamer/pipeline_fit.h).
   PipelineOptions pipeline;
   // VRAMFLOW_TARGET: where VRAM streams go instead of the images directory
   // (a directory, or a transport URI; "{name}" in it becomes the stream's

@@ -18,6 +18,7 @@
 #include "streamer/memory_budget.h"
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_common.h"
+#include "streamer/pipeline_fit.h"
 #include "streamer/slot_pool.h"
 #include "streamer/tbb_workers.h"
 #include "streamer/stream_writer.h"
@@ -140,10 +141,10 @@ uint32_t DefaultDedupWindow(uint64_t max_memory) {
 
 namespace {
 
-Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& options,
+Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& requested,
             PipelineStats* stats) {
   const auto start = std::chrono::steady_clock::now();
-  const unsigned threads = ResolveThreads(options.threads);
+  const PipelineOptions options = WithMachineDefaults(requested);
   const uint32_t chunk = options.chunk_size;
   if (chunk == 0 || chunk > kMaxChunkSize) return Status::InvalidArgument("chunk size must be 1 byte .. 64 MiB");
 
@@ -157,16 +158,24 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
     }
   }
 
-  MemoryBudget budget(options.max_memory);
-  VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * ChunkEncoder::MemoryBytes(options.encoder, chunk),
-                                   "codec state for " + std::to_string(threads) + " threads"));
-  // Charged before the pool, which takes what is left.
   uint32_t dedup_window = 0;
   if (options.dedup) {
     VF_ASSIGN_OR_RETURN(dedup_window, ChooseDedupWindow(sources, options));
+  }
+  // As many threads as the budget feeds: codec state and a slot each.
+  const uint64_t codec_state = ChunkEncoder::MemoryBytes(options.encoder, chunk);
+  const unsigned threads =
+      ThreadsTheBudgetFeeds(options.threads, options.max_memory, uint64_t{dedup_window} * kDedupWindowEntryBytes,
+                            codec_state, chunk + ChunkEncoder::MaxPayloadSize(chunk) + 8192);
+  if (threads < options.threads && options.note) options.note(ThreadCapNote(options.threads, threads, options.max_memory));
+
+  MemoryBudget budget(options.max_memory);
+  VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * codec_state,
+                                   "codec state for " + std::to_string(threads) + " threads"));
+  // Charged before the pool, which takes what is left.
+  if (options.dedup)
     VF_RETURN_IF_ERROR(budget.Charge(uint64_t{dedup_window} * kDedupWindowEntryBytes,
                                      "dedup window of " + std::to_string(dedup_window) + " chunks"));
-  }
   Result<std::unique_ptr<SlotPool>> created = SlotPool::Create(
       &budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2, /*max_slots=*/2 * rings + 3 * threads + 4);
   if (!created.ok() && created.status().code() == Status::Code::kInvalidArgument)
@@ -193,12 +202,7 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   double write_seconds = 0;  // inside the serial write stage
   DmaCompleter completer(options.dma_timeout);
 
-  // Asked for more threads than cores: oneTBB would cap its workers at the
-  // core count (and print a warning) unless the limit is raised while the
-  // graph runs.
-  std::optional<oneapi::tbb::global_control> allow_threads;
-  if (threads > std::thread::hardware_concurrency())
-    allow_threads.emplace(oneapi::tbb::global_control::max_allowed_parallelism, threads);
+  std::optional<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
   // oneTBB cannot report a worker it fails to start (it aborts or stalls):
   // find out first whether they can start.
   VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("the dump graph with " + std::to_string(threads) +

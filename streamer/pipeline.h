@@ -33,8 +33,12 @@ namespace vramflow {
 struct PipelineOptions {
   EncoderOptions encoder;
   uint32_t chunk_size = 1u << 20;
-  uint64_t max_memory = 256ull << 20;  // every buffer of the pipeline together
-  unsigned threads = 0;                // worker threads; 0 = every core
+  // Every buffer of the pipeline together; 0 = fit to the machine
+  // (streamer/pipeline_fit.h).
+  uint64_t max_memory = 256ull << 20;
+  // Worker threads; 0 = the CPUs this process may use (pipeline_fit.h). A
+  // graph runs fewer when its budget cannot feed them, and says so in `note`.
+  unsigned threads = 0;
   bool dedup = true;                   // dump: identical chunks become references
   // Dump: how many of the latest DATA frames a reference may name (FORMAT.md
   // 4.6); 0 picks DefaultDedupWindow(max_memory). Never more than the dump's
@@ -45,6 +49,9 @@ struct PipelineOptions {
   std::string producer = "vramflow";
   // Called from a serial stage with the raw bytes done so far.
   std::function<void(uint64_t)> progress;
+  // Called before the graph runs with one line for the user, when it runs
+  // fewer threads than asked for because the budget cannot feed them.
+  std::function<void(const std::string&)> note;
 };
 
 struct PipelineStats {

@@ -1,9 +1,12 @@
 // Pieces shared by the dump and restore graphs (internal to streamer/).
 #pragma once
 
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/info.h>
+
 #include <atomic>
 #include <mutex>
-#include <thread>
+#include <optional>
 
 #include "common/status.h"
 
@@ -32,10 +35,16 @@ class ErrorLatch {
   std::atomic<bool> failed_{false};
 };
 
-inline unsigned ResolveThreads(unsigned threads) {
-  if (threads) return threads;
-  unsigned n = std::thread::hardware_concurrency();
-  return n ? n : 1;
+// Asked for more threads than oneTBB runs by default (its CPUs, as the
+// affinity mask says, or a lower max_allowed_parallelism): oneTBB would cap
+// its workers (and print a warning) unless the limit is raised while the
+// graph runs. Holds the raised limit, or nothing.
+inline std::optional<oneapi::tbb::global_control> AllowTbbThreads(unsigned threads) {
+  std::optional<oneapi::tbb::global_control> allow;
+  const auto allowed = oneapi::tbb::global_control::active_value(oneapi::tbb::global_control::max_allowed_parallelism);
+  if (threads > static_cast<unsigned>(oneapi::tbb::info::default_concurrency()) || threads > allowed)
+    allow.emplace(oneapi::tbb::global_control::max_allowed_parallelism, threads);
+  return allow;
 }
 
 }  // namespace vramflow

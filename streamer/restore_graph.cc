@@ -22,6 +22,7 @@
 #include "streamer/memory_budget.h"
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_common.h"
+#include "streamer/pipeline_fit.h"
 #include "streamer/slot_pool.h"
 #include "streamer/tbb_workers.h"
 #include "streamer/stream_reader.h"
@@ -283,9 +284,9 @@ Status CopyReferences(const std::vector<PendingRef>& refs, const std::map<uint32
 }
 
 Status Restore(ByteSource* source, const std::vector<Device*>& devices, const RestoreResolver& resolve,
-               const PipelineOptions& options, PipelineStats* stats, const ObjectEndHook& on_object_end) {
+               const PipelineOptions& requested, PipelineStats* stats, const ObjectEndHook& on_object_end) {
   const auto start = std::chrono::steady_clock::now();
-  const unsigned threads = ResolveThreads(options.threads);
+  const PipelineOptions options = WithMachineDefaults(requested);
   uint32_t rings = 0;
   for (Device* d : devices) rings += d->RingCount();
 
@@ -298,6 +299,16 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
   // is larger. The stream header's chunk_size is a hint that readers must
   // not rely on (FORMAT.md 2), so it is not used.
   uint32_t slot_size = std::clamp<uint32_t>(options.chunk_size, 1, kMaxChunkSize);
+  // As many threads as the budget feeds: decoder state and a slot each, for
+  // chunks of slot_size.
+  const uint64_t dedup_charge = (header.flags & kStreamFlagDedup)
+                                    ? uint64_t{header.dedup_window} * kDedupWindowEntryBytes +
+                                          kMaxPendingReferences * sizeof(PendingRef)
+                                    : 0;
+  const unsigned threads =
+      ThreadsTheBudgetFeeds(options.threads, options.max_memory, options.max_memory / 8 + dedup_charge + slot_size,
+                            ChunkDecoder::MemoryBytes(slot_size), 2 * uint64_t{slot_size} + 8192);
+  if (threads < options.threads && options.note) options.note(ThreadCapNote(options.threads, threads, options.max_memory));
   MemoryBudget budget(options.max_memory);
   std::unique_ptr<SlotPool> pool;
   // What the validator keeps of objects, ranges and the index (an eighth).
@@ -345,12 +356,7 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
   uint64_t done_bytes = 0;
   DmaCompleter completer(options.dma_timeout);
 
-  // Asked for more threads than cores: oneTBB would cap its workers at the
-  // core count (and print a warning) unless the limit is raised while the
-  // graph runs.
-  std::optional<oneapi::tbb::global_control> allow_threads;
-  if (threads > std::thread::hardware_concurrency())
-    allow_threads.emplace(oneapi::tbb::global_control::max_allowed_parallelism, threads);
+  std::optional<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
   double read_seconds = 0;  // inside the serial read stage
   // oneTBB cannot report a worker it fails to start (it aborts or stalls):
   // find out first whether they can start.

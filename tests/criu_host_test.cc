@@ -62,6 +62,21 @@ TEST(CriuHost, OneGpuOneProcessRestoredInTheTask) {
   EXPECT_TRUE(std::getline(inventory, name) && name == "amdgpu_plugin") << name;
 }
 
+//! Issue 19: on a 224-CPU server (cpu_count_preload.cc fakes it) the plugin's
+//! defaults dump and restore; its budget once could not hold the codec state
+//! of 224 threads, and DUMP_EXT_FILE failed.
+TEST(CriuHost, PluginDefaultsFitAManyCpuMachine) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "an LD_PRELOAD library cannot come before the sanitizer runtime";
+#endif
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 1 --procs 1",
+                        std::string("VRAMFLOW_FAKE_CPUS=224 LD_PRELOAD=") + VRAMFLOW_CPU_COUNT_PRELOAD);
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
+  EXPECT_FALSE(Has(run.output, "running ")) << run.output;  // the default budget feeds every thread
+}
+
 // By default: by the main process where the plugin has parallel restore.
 TEST(CriuHost, TwoGpusTwoProcessesRestoredTheDefaultWay) {
   testing::TempDir dir;

@@ -109,15 +109,47 @@ TEST(PipelineTest, OutputIsDeterministic) {
   EXPECT_EQ(one.bytes(), two.bytes());
 }
 
+//! A budget too small for even one thread's codec state and two slots is an
+//! error (more threads than it feeds only run fewer: below).
 TEST(PipelineTest, BudgetTooSmallIsAClearError) {
   auto p = MakeProcess(MixedLayout(), 2);
   MemorySink sink;
   PipelineStats stats;
   PipelineOptions o = SmallOptions();
-  o.max_memory = 1 << 20;
+  o.max_memory = 256 << 10;
   Status s = Dump(*p, &sink, o, &stats);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("memory budget"), std::string::npos) << s.ToString();
+}
+
+//! More threads than the budget feeds: the graphs run fewer, say so once
+//! through `note`, and write (and restore) the same stream.
+TEST(PipelineTest, ThreadsBeyondTheBudgetAreCappedWithANote) {
+  auto p = MakeProcess(MixedLayout(), 2);
+  MemorySink capped, one;
+  PipelineStats stats;
+  PipelineOptions o = SmallOptions(64);
+  o.max_memory = 2 << 20;
+  std::vector<std::string> notes;
+  o.note = [&](const std::string& line) { notes.push_back(line); };
+  ASSERT_TRUE(Dump(*p, &capped, o, &stats).ok());
+  EXPECT_LT(stats.threads, 64u);
+  EXPECT_GE(stats.threads, 1u);
+  EXPECT_LE(stats.budget_peak, o.max_memory);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "running " + std::to_string(stats.threads) + " threads, not 64: a memory budget of 2.00 MiB "
+                      "feeds no more");
+  ASSERT_TRUE(Dump(*p, &one, SmallOptions(1), &stats).ok());
+  EXPECT_EQ(capped.bytes(), one.bytes());
+
+  auto restored = std::make_unique<SimProcess>(2, SimDeviceOptions{});
+  ASSERT_TRUE(restored->Allocate(MixedLayout()).ok());
+  notes.clear();
+  Status s = Restore(capped.bytes(), *restored, o, &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_LT(stats.threads, 64u);
+  EXPECT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(p->Compare(*restored).ok());
 }
 
 TEST(PipelineTest, BudgetBoundsThePoolWhateverTheVramSize) {

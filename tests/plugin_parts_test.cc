@@ -36,7 +36,8 @@ Result<PluginOptions> FromEnv(const Env& env) {
 TEST(PluginOptions, DefaultsAndEveryVariable) {
   Result<PluginOptions> d = FromEnv({});
   ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_EQ(d->pipeline.max_memory, PipelineOptions{}.max_memory);
+  EXPECT_EQ(d->pipeline.max_memory, 0u);  // fitted to the machine by each graph
+  EXPECT_EQ(d->pipeline.threads, 0u);
   EXPECT_EQ(d->topology_root, kKfdTopologyRoot);
   EXPECT_TRUE(d->target.empty());
   EXPECT_EQ(d->parallel_restore, Tristate::kAuto);
@@ -58,8 +59,8 @@ TEST(PluginOptions, DefaultsAndEveryVariable) {
   EXPECT_EQ(o->parallel_restore, Tristate::kOff);
   EXPECT_FALSE(o->checks.numa);
   EXPECT_TRUE(o->checks.vram_size);
-  // Upstream's "no cap" keeps our default budget.
-  EXPECT_EQ(FromEnv({{"KFD_MAX_BUFFER_SIZE", "0"}})->pipeline.max_memory, PipelineOptions{}.max_memory);
+  // Upstream's "no cap" fits the budget to the machine, as unset does.
+  EXPECT_EQ(FromEnv({{"KFD_MAX_BUFFER_SIZE", "0"}})->pipeline.max_memory, 0u);
 }
 
 TEST(KfdDevinfo, TopologySurvivesTheImageWithUserGpuIds) {

@@ -1,5 +1,6 @@
 #include "tools/demo.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -80,6 +81,30 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   return Status::Ok();
 }
 
+// What a stream needs beyond the raw bytes of a chunk stored raw, at most:
+// its frame header, its seek index record, and room for the rest.
+constexpr uint64_t kFramingBytesPerChunk = 256;
+
+uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs fs;
+  if (::access(dir.c_str(), W_OK) != 0 || ::statvfs(dir.c_str(), &fs) != 0) return 0;
+  return uint64_t{fs.f_bavail} * fs.f_frsize;
+}
+
+// Where the demo's temporary stream goes: /dev/shm, memory, when it has room
+// for `largest` bytes (the demo measures the pipeline, not a disk); else
+// $TMPDIR or /var/tmp, with a note (a container's /dev/shm is often 64 MB).
+std::string DemoStreamDirectory(uint64_t largest) {
+  const uint64_t shm_free = FreeBytes("/dev/shm");
+  if (shm_free >= largest) return "/dev/shm";
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string fallback = tmp && *tmp ? tmp : "/var/tmp";
+  if (::access("/dev/shm", W_OK) == 0)
+    std::fprintf(stderr, "vramflow demo: note: /dev/shm has %s free, less than the %s the stream may take; writing it "
+                 "to %s instead\n", FormatSize(shm_free).c_str(), FormatSize(largest).c_str(), fallback.c_str());
+  return fallback;
+}
+
 }  // namespace
 
 Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report) {
@@ -100,10 +125,10 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   original.Fill();
 
   std::string path = options.destination;
-  if (path.empty()) {  // memory-backed when possible: the demo measures the pipeline, not a disk
-    const char* tmp = std::getenv("TMPDIR");
-    std::string dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
-    path = dir + "/vramflow-demo-" + std::to_string(::getpid()) + ".vfs";
+  if (path.empty()) {
+    const uint64_t chunks = (original.total_bytes() + options.pipeline.chunk_size - 1) / options.pipeline.chunk_size;
+    const uint64_t largest = original.total_bytes() + chunks * kFramingBytesPerChunk + (1ull << 20);
+    path = DemoStreamDirectory(largest) + "/vramflow-demo-" + std::to_string(::getpid()) + ".vfs";
   }
   struct RemoveTemp {
     std::string path;

@@ -15,6 +15,8 @@
 #include "common/units.h"
 #include "datagen/model_data.h"
 #include "streamer/frame_format.h"
+#include "streamer/machine_limits.h"
+#include "streamer/pipeline_fit.h"
 #include "tools/cli_uri.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
@@ -141,26 +143,50 @@ struct OutputFlags {
   }
 };
 
-// How the graphs run: threads and the memory budget.
+// How the graphs run: threads and the memory budget. Left at 0 / auto, both
+// fit the machine (streamer/pipeline_fit.h); a graph whose budget cannot feed
+// its threads runs fewer and says so on stderr.
 struct RunFlags {
   unsigned threads = 0;
-  std::string max_memory = "256M";
+  std::string max_memory = "auto";
   double dma_timeout_s = 30;
+  std::string command;
 
   void Add(CLI::App* cmd) {
-    cmd->add_option("-j,--threads", threads, "worker threads (0: one per core)")->capture_default_str();
+    command = cmd->get_name();
+    cmd->add_option("-j,--threads", threads,
+                    "worker threads (0: the CPUs this process may use: affinity mask and cgroup CPU quota)")
+        ->capture_default_str();
     cmd->add_option("-m,--max-memory", max_memory,
-                    "memory budget for every buffer of the pipeline (staging, encoded and I/O buffers, codec state)")
+                    "memory budget for every buffer of the pipeline (staging, encoded and I/O buffers, codec state); "
+                    "auto: 256M or more with many threads, at most a quarter of the available memory and of the "
+                    "cgroup's limit")
         ->capture_default_str()
-        ->check(SizeValidator());
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              if (text == "auto") return std::string();
+              Result<uint64_t> r = ParseSize(text);
+              return r.ok() ? std::string() : r.status().message();
+            },
+            "SIZE|auto"));
     cmd->add_option("--dma-timeout", dma_timeout_s, "seconds to wait for one DMA copy before giving up")
         ->capture_default_str();
   }
+  // Call after the chunk size and codec are set: the defaults depend on them.
   Status Resolve(PipelineOptions* options) const {
     options->threads = threads;
-    VF_ASSIGN_OR_RETURN(options->max_memory, ParseSize(max_memory));
+    if (max_memory == "auto") {
+      options->max_memory = 0;
+    } else {
+      VF_ASSIGN_OR_RETURN(options->max_memory, ParseSize(max_memory));
+      if (options->max_memory == 0) return Status::InvalidArgument("--max-memory must be more than 0 (or auto)");
+    }
     if (dma_timeout_s <= 0) return Status::InvalidArgument("--dma-timeout must be positive");
     options->dma_timeout = std::chrono::milliseconds(static_cast<int64_t>(dma_timeout_s * 1000));
+    ResolveMachineDefaults(options, ReadMachineLimits());
+    options->note = [name = command](const std::string& line) {
+      std::fprintf(stderr, "vramflow %s: note: %s\n", name.c_str(), line.c_str());
+    };
     return Status::Ok();
   }
 };
@@ -289,7 +315,6 @@ int Main(int argc, char** argv) {
   // demo
   DemoOptions demo;
   DumpFlags demo_flags;
-  demo_flags.run.max_memory = "256M";
   std::string demo_size = "1G";
   bool demo_quiet = false;
   std::string demo_progress = "auto";
@@ -520,12 +545,14 @@ int Main(int argc, char** argv) {
       // How much of the time the ordered writer was busy: near 100% means the
       // destination (or the copy into it), not compression, set the pace.
       char writer[64] = "";
-      if (!report.sequential && report.seconds > 0)
+      if (report.seconds > 0)
         std::snprintf(writer, sizeof writer, " (writer busy %.0f%%)", 100.0 * report.writer_seconds / report.seconds);
+      const std::string in_order =
+          " read in order (stdin, pipe or s3:// input) on " + std::to_string(report.threads) + " thread(s)";
       std::fprintf(stderr, "packed %llu object(s)%s%s: %s -> %s (ratio %s) in %.2f s, %s%s\n",
                    static_cast<unsigned long long>(report.objects),
                    report.legacy_images ? " (legacy amdgpu-pages images recognised)" : "",
-                   report.sequential ? " serially (stdin, pipe or s3:// input)" : "",
+                   report.sequential ? in_order.c_str() : "",
                    FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
                    FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
                    FormatRate(report.raw_bytes, report.seconds).c_str(), writer);

@@ -12,6 +12,7 @@
 #include "streamer/amdgpu_pages.h"
 #include "streamer/file_device.h"
 #include "streamer/pipeline.h"
+#include "streamer/sequential_dump.h"
 #include "streamer/stream_writer.h"
 #include "tools/cli_util.h"
 #include "tools/planned_file.h"
@@ -46,6 +47,10 @@ struct FileInput {
 Status OpenRegular(const std::string& path, FileInput* in, bool* regular) {
   *regular = false;
   if (path == "-" || IsS3Uri(path)) return Status::Ok();  // read in order, as a stream
+  // A named pipe is not opened here: opening it waits for a writer, and
+  // closing it again would leave that writer without a reader.
+  struct stat by_path;
+  if (::stat(path.c_str(), &by_path) == 0 && S_ISFIFO(by_path.st_mode)) return Status::Ok();
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Status::FromErrno("opening '" + path + "'", errno);
   struct stat st;
@@ -101,45 +106,31 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
   report->stream_bytes = stats.stream_bytes;
   report->dedup_bytes = stats.dedup_bytes;
   report->writer_seconds = stats.serial_seconds;
+  report->threads = stats.threads;
   return Status::Ok();
 }
 
-// Streams that are not regular files (stdin, pipes, S3 objects) have no size up front
-// and cannot be read at offsets: they are packed serially, in order, as
-// objects of unknown size.
-Status PackSequential(const PackOptions& options, ByteSink* sink, PackReport* report) {
-  const PipelineOptions& pipeline = options.pipeline;
-  StreamHeader header;
-  header.chunk_size = pipeline.chunk_size;
-  header.zstd_level = static_cast<int8_t>(std::clamp(pipeline.encoder.zstd_level, -128, 127));
-  header.producer = ProducerString();
-  // The output may still be a file or an object: then it gets its index.
-  if (pipeline.seek_index && sink->Seekable()) header.flags |= kStreamFlagSeekIndex;
-  StreamWriter writer(sink, header);
-  ChunkEncoder encoder(pipeline.encoder);
-  std::vector<uint8_t> buf(pipeline.chunk_size);
-  VF_RETURN_IF_ERROR(writer.Start());
+// Streams that are not regular files (stdin, pipes, S3 objects) have no size
+// up front and cannot be read at offsets: they are read in order and
+// encoded on every thread, as objects of unknown size.
+Status PackSequential(const PackOptions& options, ByteSink* sink, const PipelineOptions& pipeline,
+                      PackReport* report) {
+  std::vector<SequentialInput> inputs;
   for (const std::string& path : options.inputs) {
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source,
-                        IsS3Uri(path) ? OpenSource(path, options.transport) : OpenSourceSpec(path));
-    std::string name = path == "-" ? options.stdin_name : BaseName(path);
-    VF_ASSIGN_OR_RETURN(uint32_t id, writer.BeginObject(MetadataFor(name, false), kUnknownObjectSize));
-    uint64_t offset = 0;
-    EncodedChunk chunk;
-    for (;;) {
-      VF_ASSIGN_OR_RETURN(size_t n, ReadFully(*source, buf));
-      if (n == 0) break;
-      std::span<const uint8_t> data(buf.data(), n);
-      VF_RETURN_IF_ERROR(encoder.Encode(data, &chunk));
-      VF_RETURN_IF_ERROR(writer.AddChunk(id, offset, n, chunk));
-      offset += n;
-    }
-    VF_RETURN_IF_ERROR(writer.EndObject(id).WithContext("packing '" + path + "'"));
-    ++report->objects;
-    report->raw_bytes += offset;
+    SequentialInput in;
+    in.metadata = MetadataFor(path == "-" ? options.stdin_name : BaseName(path), false);
+    in.open = [&options, path]() -> Result<std::unique_ptr<ByteSource>> {
+      return IsS3Uri(path) ? OpenSource(path, options.transport) : OpenSourceSpec(path);
+    };
+    inputs.push_back(std::move(in));
   }
-  VF_RETURN_IF_ERROR(writer.Finish());
-  report->stream_bytes = writer.bytes_written();
+  PipelineStats stats;
+  VF_RETURN_IF_ERROR(RunSequentialDump(inputs, sink, pipeline, &stats));
+  report->objects = stats.objects;
+  report->raw_bytes = stats.raw_bytes;
+  report->stream_bytes = stats.stream_bytes;
+  report->writer_seconds = stats.serial_seconds;
+  report->threads = stats.threads;
   return Status::Ok();
 }
 
@@ -190,7 +181,8 @@ Status RunPack(const PackOptions& options, PackReport* report) {
                                           options.pipeline.max_memory, pipeline.max_memory, options.output));
   } else {
     report->sequential = true;
-    VF_RETURN_IF_ERROR(PackSequential(options, sink.get(), report));
+    VF_RETURN_IF_ERROR(ExplainBudgetShare(PackSequential(options, sink.get(), pipeline, report),
+                                          options.pipeline.max_memory, pipeline.max_memory, options.output));
   }
   VF_RETURN_IF_ERROR(sink->Commit());
   report->seconds = clock.Seconds();

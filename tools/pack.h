@@ -2,8 +2,10 @@
 //
 // Regular files ride the dump graph (streamer/pipeline.h) through a file
 // device: parallel reads, encoding and dedup inside the memory budget.
-// Inputs that are not regular files (stdin, pipes) have no size up front and
-// cannot be read at offsets; a command with any of them packs serially.
+// Inputs that are not regular files (stdin, pipes, s3://) have no size up
+// front and cannot be read at offsets; a command with any of them reads its
+// inputs in order and encodes their chunks on every thread
+// (streamer/sequential_dump.h), without dedup.
 #pragma once
 
 #include <cstdint>
@@ -34,9 +36,10 @@ struct PackReport {
   uint64_t stream_bytes = 0;
   uint64_t dedup_bytes = 0;
   uint64_t legacy_images = 0;
-  bool sequential = false;  // packed without the graph (stdin or pipe inputs)
+  bool sequential = false;  // inputs read in order (stdin, pipe or s3:// inputs), without dedup
+  unsigned threads = 0;     // encoding threads used
   double seconds = 0;
-  double writer_seconds = 0;  // the graph's ordered writer (PipelineStats::serial_seconds)
+  double writer_seconds = 0;  // the ordered writer (PipelineStats::serial_seconds)
 };
 
 Status RunPack(const PackOptions& options, PackReport* report);

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <random>
 
+#include "transport/writeback_window.h"
+
 namespace vramflow {
 namespace {
 
@@ -49,8 +51,9 @@ class FileSink final : public ByteSink {
   }
   Status Write(std::span<const uint8_t> data) override {
     if (committed_) return Status::Internal("write to committed " + Describe());
-    Status s = WriteAll(fd_.get(), data, Describe());
-    return s;
+    VF_RETURN_IF_ERROR(WriteAll(fd_.get(), data, Describe()));
+    writeback_.Wrote(fd_.get(), data.size());
+    return Status::Ok();
   }
   Status Commit() override {
     if (committed_) return Status::Ok();
@@ -82,6 +85,7 @@ class FileSink final : public ByteSink {
   std::string temp_path_;
   std::string final_path_;
   FileSinkOptions options_;
+  WritebackWindow writeback_;  // the page cache holds a few MiB of the file, not all of it
   bool committed_ = false;
 };
 

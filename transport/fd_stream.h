@@ -1,7 +1,9 @@
 // Sinks and sources over file descriptors: regular files, stdin/stdout, pipes.
 //
 // A file sink writes to a temporary name beside the target and renames it on
-// Commit(), so an interrupted write never leaves a complete-looking file.
+// Commit(), so an interrupted write never leaves a complete-looking file. It
+// keeps only a few MiB of what it wrote in the page cache
+// (transport/writeback_window.h).
 #pragma once
 
 #include <memory>

@@ -1,0 +1,220 @@
+#include "streamer/sequential_dump.h"
+
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+#include "common/exception_boundary.h"
+#include "common/units.h"
+#include "streamer/memory_budget.h"
+#include "streamer/pipeline_common.h"
+#include "streamer/pipeline_fit.h"
+#include "streamer/stream_writer.h"
+#include "streamer/tbb_workers.h"
+
+namespace vramflow {
+namespace {
+
+// One unit of work: an object's start, a chunk, or an object's end, with
+// the buffers it holds while in flight.
+struct Item {
+  enum Kind { kBegin, kChunk, kEnd } kind = kChunk;
+  size_t input = 0;
+  uint64_t offset = 0;
+  size_t size = 0;
+  BudgetedBuffer raw;
+  BudgetedBuffer payload;
+  EncodedChunk encoded;
+};
+
+// The items not in flight. The pipeline runs at most as many tokens as
+// there are items, and an item comes back before its token is released, so
+// the reader always finds one.
+class FreeItems {
+ public:
+  void Put(Item* item) {
+    std::lock_guard<std::mutex> lock(mu_);
+    items_.push_back(item);
+  }
+  Item* Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (items_.empty()) return nullptr;
+    Item* item = items_.back();
+    items_.pop_back();
+    return item;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Item*> items_;
+};
+
+Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink, const PipelineOptions& requested,
+                      PipelineStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  const PipelineOptions options = WithMachineDefaults(requested);
+  const uint32_t chunk = options.chunk_size;
+  if (chunk == 0 || chunk > kMaxChunkSize) return Status::InvalidArgument("chunk size must be 1 byte .. 64 MiB");
+
+  const uint64_t codec_state = ChunkEncoder::MemoryBytes(options.encoder, chunk);
+  const uint64_t item_bytes = chunk + ChunkEncoder::MaxPayloadSize(chunk) + 8192;
+  const unsigned threads = ThreadsTheBudgetFeeds(options.threads, options.max_memory, 0, codec_state, item_bytes);
+  if (threads < options.threads && options.note) options.note(ThreadCapNote(options.threads, threads, options.max_memory));
+  MemoryBudget budget(options.max_memory);
+  VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * codec_state,
+                                   "codec state for " + std::to_string(threads) + " threads"));
+  // Enough items for every thread to encode while the reader and the writer
+  // work on others; fewer if the budget holds fewer, never under two.
+  const uint64_t affordable = (budget.limit() - budget.in_use()) / item_bytes;
+  const size_t item_count = static_cast<size_t>(std::min<uint64_t>(2ull * threads + 2, affordable));
+  if (item_count < 2)
+    return Status::InvalidArgument("memory budget of " + FormatSize(options.max_memory) + " holds fewer than two " +
+                                   FormatSize(item_bytes) + " chunk buffers (raise --max-memory or lower --chunk-size)");
+  std::vector<std::unique_ptr<Item>> items;
+  FreeItems free_items;
+  for (size_t i = 0; i < item_count; ++i) {
+    auto item = std::make_unique<Item>();
+    VF_ASSIGN_OR_RETURN(item->raw, BudgetedBuffer::Allocate(&budget, chunk, "chunk buffer"));
+    VF_ASSIGN_OR_RETURN(item->payload,
+                        BudgetedBuffer::Allocate(&budget, ChunkEncoder::MaxPayloadSize(chunk), "payload buffer"));
+    free_items.Put(item.get());
+    items.push_back(std::move(item));
+  }
+
+  StreamHeader header;
+  header.chunk_size = chunk;
+  header.zstd_level = static_cast<int8_t>(std::clamp(options.encoder.zstd_level, -128, 127));
+  header.producer = options.producer;
+  // The output may still be a file or an object: then it gets its index.
+  if (options.seek_index && sink->Seekable()) header.flags |= kStreamFlagSeekIndex;
+  StreamWriter writer(sink, header);
+  VF_RETURN_IF_ERROR(writer.Start());
+
+  ErrorLatch errors;
+  // The reader's state (its filter is serial).
+  size_t next_input = 0;
+  std::unique_ptr<ByteSource> source;
+  uint64_t read_offset = 0;
+  // The writer's state (its filter is serial too).
+  std::vector<uint32_t> object_ids(inputs.size(), 0);
+  std::vector<uint64_t> object_sizes(inputs.size(), 0);
+  uint64_t done_bytes = 0;
+  double write_seconds = 0;
+
+  auto where = [&](const Item& item) {
+    return "'" + inputs[item.input].metadata.name + "' at offset " + std::to_string(item.offset);
+  };
+
+  std::optional<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
+  VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("packing in order with " + std::to_string(threads) +
+                                                                   " threads"));
+  oneapi::tbb::task_arena arena(static_cast<int>(threads));
+  arena.execute([&] {
+    oneapi::tbb::enumerable_thread_specific<ChunkEncoder> encoders(options.encoder);
+    auto read = [&](oneapi::tbb::flow_control& fc) -> Item* {
+      if (errors.failed() || (!source && next_input == inputs.size())) {
+        fc.stop();
+        return nullptr;
+      }
+      Item* item = free_items.Take();
+      if (!item) {
+        errors.Set(Status::Internal("packing in order: no free chunk buffer"));
+        fc.stop();
+        return nullptr;
+      }
+      item->input = next_input;
+      item->offset = read_offset;
+      item->size = 0;
+      item->encoded = EncodedChunk{};
+      if (!source) {
+        Result<std::unique_ptr<ByteSource>> opened = inputs[next_input].open();
+        if (!opened.ok()) errors.Set(opened.status());
+        source = opened.ok() ? std::move(*opened) : nullptr;
+        read_offset = 0;
+        item->kind = Item::kBegin;
+        return item;
+      }
+      Result<size_t> n = ReadFully(*source, std::span<uint8_t>(item->raw.data(), chunk));
+      if (!n.ok()) errors.Set(n.status().WithContext("reading " + where(*item)));
+      if (!n.ok() || *n == 0) {
+        source.reset();
+        ++next_input;
+        item->kind = Item::kEnd;
+        return item;
+      }
+      item->kind = Item::kChunk;
+      item->size = *n;
+      read_offset += *n;
+      return item;
+    };
+    auto encode = [&](Item* item) -> Item* {
+      if (item->kind != Item::kChunk || errors.failed()) return item;
+      Status s = encoders.local().EncodeInto(std::span<const uint8_t>(item->raw.data(), item->size),
+                                             std::span<uint8_t>(item->payload.data(), item->payload.size()),
+                                             &item->encoded);
+      if (!s.ok()) errors.Set(s.WithContext("encoding " + where(*item)));
+      return item;
+    };
+    auto write = [&](Item* item) {
+      if (!errors.failed()) {
+        const auto began = std::chrono::steady_clock::now();
+        Status status;
+        switch (item->kind) {
+          case Item::kBegin: {
+            Result<uint32_t> id = writer.BeginObject(inputs[item->input].metadata, kUnknownObjectSize);
+            if (id.ok()) object_ids[item->input] = *id;
+            status = id.status();
+            break;
+          }
+          case Item::kChunk:
+            status = writer.AddChunk(object_ids[item->input], item->offset, item->size, item->encoded);
+            object_sizes[item->input] += item->size;
+            done_bytes += item->size;
+            if (options.progress) options.progress(done_bytes);
+            break;
+          case Item::kEnd:
+            status = writer.EndObject(object_ids[item->input]);
+            break;
+        }
+        if (!status.ok()) errors.Set(status.WithContext("writing " + where(*item) + " to " + sink->Describe()));
+        write_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      }
+      free_items.Put(item);
+    };
+    oneapi::tbb::parallel_pipeline(
+        item_count,
+        oneapi::tbb::make_filter<void, Item*>(oneapi::tbb::filter_mode::serial_in_order, read) &
+            oneapi::tbb::make_filter<Item*, Item*>(oneapi::tbb::filter_mode::parallel, encode) &
+            oneapi::tbb::make_filter<Item*, void>(oneapi::tbb::filter_mode::serial_in_order, write));
+  });
+
+  VF_RETURN_IF_ERROR(errors.status());
+  const auto finish_began = std::chrono::steady_clock::now();
+  VF_RETURN_IF_ERROR(writer.Finish());
+  write_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - finish_began).count();
+  stats->objects = inputs.size();
+  stats->raw_bytes = done_bytes;
+  stats->stream_bytes = writer.bytes_written();
+  stats->zero_bytes = writer.stats().zero_bytes;
+  stats->data_chunks = writer.stats().data_frames;
+  stats->slots = item_count;
+  stats->budget_peak = budget.peak();
+  stats->threads = threads;
+  stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats->serial_seconds = write_seconds;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunSequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink, const PipelineOptions& options,
+                         PipelineStats* stats) {
+  return ExceptionBoundary("packing in order", [&] { return SequentialDump(inputs, sink, options, stats); });
+}
+
+}  // namespace vramflow

@@ -1,0 +1,36 @@
+// Dumping inputs that have no size and cannot be read at offsets (stdin,
+// pipes, S3 objects) as objects of unknown size (FORMAT.md:
+// kUnknownObjectSize, the size given at OBJECT_END), on every thread.
+//
+// One thread reads each input chunk by chunk, in order; the chunks are
+// encoded in parallel and written in order, so the stream is the same for any
+// thread count. Each chunk in flight holds one buffer of the raw chunk and
+// one of its payload, taken from a fixed set charged to the memory budget
+// (with the codec state of each thread): nothing queues without bound, and
+// reading waits when every buffer is in use. No dedup: a reference would have
+// to name an offset that the reader cannot seek back to check.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "streamer/pipeline.h"
+#include "transport/byte_stream.h"
+
+namespace vramflow {
+
+struct SequentialInput {
+  ObjectMetadata metadata;
+  // Opens the input when its turn comes (one is open at a time).
+  std::function<Result<std::unique_ptr<ByteSource>>()> open;
+};
+
+// Dumps `inputs` as one stream into `sink` (not committed). Uses
+// options.chunk_size, encoder, threads (0: fit to the machine; fewer when
+// the budget cannot feed them, said through options.note), max_memory,
+// seek_index, producer and progress.
+Status RunSequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink, const PipelineOptions& options,
+                         PipelineStats* stats);
+
+}  // namespace vramflow
