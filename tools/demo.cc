@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "common/owner_tag.h"
 #include "common/units.h"
 #include "sim/sim_process.h"
 #include "tools/cli_util.h"
@@ -103,7 +104,9 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   if (path.empty()) {  // memory-backed when possible: the demo measures the pipeline, not a disk
     const char* tmp = std::getenv("TMPDIR");
     std::string dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
-    path = dir + "/vramflow-demo-" + std::to_string(::getpid()) + ".vfs";
+    // Named after this process: a SIGKILLed demo's file is removed by the next.
+    (void)SweepDeadTemporaries(dir, "vramflow-demo-");
+    path = dir + "/vramflow-demo-" + OwnerTag() + ".vfs";
   }
   struct RemoveTemp {
     std::string path;
@@ -112,6 +115,11 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
       if (remove) ::unlink(path.c_str());
     }
   } remove_temp{path, options.destination.empty()};
+  CleanupEntry remove_if_interrupted;
+  if (options.destination.empty()) {
+    remove_if_interrupted = CleanupEntry(options.transport.file.cleanup, [path] { ::unlink(path.c_str()); });
+    if (!remove_if_interrupted.registered()) return InterruptedStatus("the demo");
+  }
   // A file or an S3 object (read back from the store) is restored here;
   // anything else (a receiver, a pipe) is the other side's to restore.
   const bool restore_here =

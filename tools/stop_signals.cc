@@ -13,8 +13,9 @@ StopSignals::StopSignals(std::function<void(int signal)> on_signal) : on_signal_
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGINT);
   sigaddset(&signals_, SIGTERM);
+  sigaddset(&signals_, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals_, &old_mask_);
-  status_ = StartThread(&thread_, "taking SIGINT and SIGTERM", [this] { Watch(); });
+  status_ = StartThread(&thread_, "taking SIGINT, SIGTERM and SIGHUP", [this] { Watch(); });
 }
 
 StopSignals::~StopSignals() {

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <deque>
 #include <future>
 #include <vector>
 
+#include "transport/s3_journal.h"
 #include "transport/s3_part_plan.h"
 #include "transport/s3_xml.h"
 
@@ -47,9 +51,12 @@ class S3Sink final : public ByteSink {
         key_(std::move(key)),
         plan_(s3::FirstPartSize(options), options.limits),
         budget_(options.memory_budget),
-        concurrency_(s3::Concurrency(options)) {}
+        concurrency_(s3::Concurrency(options)),
+        journal_dir_(options.journal_dir),
+        cleanup_(options.cleanup) {}
 
   ~S3Sink() override {
+    interrupt_entry_.Release();  // an interrupt in progress finishes its abort first
     if (committed_) return;
     cancel_ = true;  // stops parts in flight at their next progress tick
     Drain();
@@ -79,6 +86,7 @@ class S3Sink final : public ByteSink {
       if (!buffer_.empty()) VF_RETURN_IF_ERROR(Fail(SendPart()));
       VF_RETURN_IF_ERROR(Fail(Collect(true)));
       VF_RETURN_IF_ERROR(Fail(Complete()));
+      Untrack();
     }
     committed_ = true;
     return Status::Ok();
@@ -184,7 +192,65 @@ class S3Sink final : public ByteSink {
     std::optional<std::string> id = s3::XmlField(response.body, "UploadId");
     if (!id || id->empty()) return Status::IoError(Describe() + ": CreateMultipartUpload reply has no UploadId");
     upload_id_ = *id;
+    return Track();
+  }
+
+  // Journals the new upload (for a killed writer's cleanup) and registers
+  // its abort (for an interrupted one).
+  Status Track() {
+    const s3::Config& config = client_->config();
+    journal_ = s3::JournaledUpload{};
+    journal_.endpoint = config.scheme + "://" + config.host;
+    journal_.addressing = config.path_style ? "path" : "virtual";
+    journal_.region = config.region;
+    journal_.bucket = client_->bucket();
+    journal_.key = key_;
+    journal_.upload_id = upload_id_;
+    if (!journal_dir_.empty()) {
+      Status s = s3::Journal(journal_dir_, &journal_);
+      if (!s.ok())
+        return s.WithContext(Describe() + ": the multipart upload " + upload_id_ +
+                             " could not be journaled (for `vramflow s3 cleanup` after a crash)");
+    }
+    interrupt_entry_ = CleanupEntry(
+        cleanup_, [client = client_, journal = journal_] { AbortWithin(*client, journal, kInterruptAbortDeadline); },
+        CleanupRegistry::Kind::kRemote);
+    if (!interrupt_entry_.registered()) return InterruptedStatus(Describe());
     return Status::Ok();
+  }
+
+  // The upload is over (completed or aborted): nothing left to clean up.
+  void Untrack() {
+    interrupt_entry_.Release();
+    s3::Forget(journal_);
+    journal_ = s3::JournaledUpload{};
+  }
+
+  // Aborts `upload`, giving up after `deadline`; its journal record goes
+  // only once S3 has confirmed.
+  static void AbortWithin(Client& client, const s3::JournaledUpload& upload, std::chrono::seconds deadline) {
+    std::atomic<bool> give_up{false};
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread timer([&] {
+      std::unique_lock lock(mu);
+      if (!cv.wait_for(lock, deadline, [&] { return done; })) give_up = true;
+    });
+    Request r;
+    r.method = "DELETE";
+    r.key = upload.key;
+    r.query = {{"uploadId", upload.upload_id}};
+    r.answers = {404};  // NoSuchUpload: completed or aborted meanwhile
+    r.what = "AbortMultipartUpload";
+    Result<Response> response = client.Send(r, &give_up);
+    {
+      std::lock_guard lock(mu);
+      done = true;
+    }
+    cv.notify_all();
+    timer.join();
+    if (response.ok()) s3::Forget(upload);
   }
 
   Status PutWhole() {
@@ -238,6 +304,7 @@ class S3Sink final : public ByteSink {
     r.query = {{"uploadId", upload_id_}};
     r.what = "AbortMultipartUpload";
     Result<Response> response = client_->Send(r);  // not cancellable: it is the cleanup
+    if (response.ok()) Untrack();  // else the journal keeps it for `vramflow s3 cleanup`
     return response.status();
   }
 
@@ -258,6 +325,10 @@ class S3Sink final : public ByteSink {
   std::vector<std::string> etags_;  // by part number - 1
   Status failed_;
   bool committed_ = false;
+  std::string journal_dir_;
+  CleanupRegistry* cleanup_;
+  s3::JournaledUpload journal_;    // of the upload in progress
+  CleanupEntry interrupt_entry_;  // aborts it if the process is interrupted
 };
 
 // Refuses an existing object, as a file sink refuses an existing file. A
@@ -286,6 +357,15 @@ std::unique_ptr<ByteSink> NewS3Sink(std::shared_ptr<s3::Client> client, const st
 Result<std::unique_ptr<ByteSink>> OpenS3Sink(const std::string& bucket, const std::string& key,
                                              const S3Options& options) {
   VF_ASSIGN_OR_RETURN(s3::Config config, s3::LoadConfig(options));
+  if (!options.journal_dir.empty()) {
+    // Uploads a killed writer left pending are aborted by the next upload:
+    // quickly, best effort (`vramflow s3 cleanup` reports what is left).
+    S3Options quick = options;
+    quick.retries = 0;
+    quick.connect_timeout = std::min(quick.connect_timeout, std::chrono::milliseconds(3000));
+    quick.stall_timeout = std::min(quick.stall_timeout, std::chrono::milliseconds(5000));
+    (void)s3::AbortJournaledUploads(options.journal_dir, quick, /*include_live=*/false);
+  }
   auto client = std::make_shared<s3::Client>(std::move(config), options, bucket);
   if (!options.overwrite) VF_RETURN_IF_ERROR(RefuseExisting(*client, key));
   return NewS3Sink(std::move(client), key, options);
