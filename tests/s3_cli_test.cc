@@ -289,7 +289,7 @@ TEST_F(S3Rgw, PackRetriesFailedPartsAndTheObjectVerifies) {
 // A pack killed with SIGKILL mid-upload cannot abort its multipart upload,
 // but S3 shows nothing under the key until CompleteMultipartUpload: no
 // listing, HEAD or GET sees a partial checkpoint. Its parts stay stored
-// until the upload is aborted (docs/S3.md, "Killed uploads").
+// until the upload is aborted (docs/S3.md, "Interrupted and killed uploads").
 TEST_F(S3Rgw, PackKilledMidUploadLeavesNoVisibleObject) {
   Work w;
   ASSERT_FALSE(w.dir().empty());

@@ -1,7 +1,8 @@
 // The `vramflow` command line: one subcommand per job, each with --help.
 //
 // Exit status: 0 success, 1 the job failed (the message says what and where),
-// 2 the command line was wrong.
+// 2 the command line was wrong, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM
+// (tools/interrupt.h; its temporary files removed).
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 #include <cstdio>
@@ -145,7 +146,8 @@ int Main(int argc, char** argv) {
   CLI::App app{"vramflow: checkpoint, migrate and restore GPU memory as compressed, checksummed chunk streams"};
   app.set_version_flag("--version", ProducerString());
   app.require_subcommand(1);
-  app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line.");
+  app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line, "
+             "129/130/143 stopped by SIGHUP/SIGINT/SIGTERM (temporary files removed, uploads aborted).");
 
   // pack
   PackOptions pack;
@@ -603,7 +605,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (*keygen_cmd) {
-    Status s = RunKeygen(keygen_output);
+    Status s = RunKeygen(keygen_output, cleanup);
     if (!s.ok()) return Fail("keygen", s);
     std::fprintf(stderr, "wrote a new key to %s (keep it secret; both ends need it)\n", keygen_output.c_str());
     return 0;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "common/cleanup_registry.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -36,6 +37,6 @@ Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, 
 Status RunTransfer(const TransferOptions& options, const std::string& label, TransferReport* report);
 
 // Writes a new random key to `path` (mode 0600, never over an existing file).
-Status RunKeygen(const std::string& path);
+Status RunKeygen(const std::string& path, CleanupRegistry* cleanup = nullptr);
 
 }  // namespace vramflow
