@@ -12,6 +12,15 @@ CleanupRegistry::Id CleanupRegistry::Add(Undo undo, Kind kind) {
   return id;
 }
 
+Result<CleanupRegistry::Id> CleanupRegistry::Create(const std::function<Status()>& create, Undo undo, Kind kind) {
+  std::lock_guard lock(mu_);
+  if (running_) return InterruptedStatus("the command was interrupted");
+  VF_RETURN_IF_ERROR(create());
+  Id id = next_++;
+  undos_.emplace(id, std::make_pair(kind, std::move(undo)));
+  return id;
+}
+
 void CleanupRegistry::Remove(Id id) {
   {
     std::lock_guard lock(mu_);
@@ -55,6 +64,18 @@ std::string CleanupRegistry::reason() const {
 CleanupEntry::CleanupEntry(CleanupRegistry* registry, CleanupRegistry::Undo undo, CleanupRegistry::Kind kind)
     : registry_(registry) {
   if (registry_) id_ = registry_->Add(std::move(undo), kind);
+}
+
+Result<CleanupEntry> CleanupEntry::Create(CleanupRegistry* registry, const std::function<Status()>& create,
+                                          CleanupRegistry::Undo undo, CleanupRegistry::Kind kind) {
+  CleanupEntry entry;
+  if (!registry) {
+    VF_RETURN_IF_ERROR(create());
+    return entry;
+  }
+  VF_ASSIGN_OR_RETURN(entry.id_, registry->Create(create, std::move(undo), kind));
+  entry.registry_ = registry;
+  return entry;
 }
 
 CleanupEntry::CleanupEntry(CleanupEntry&& other) noexcept

@@ -33,6 +33,10 @@ class CleanupRegistry {
   // Registers `undo`; 0 (and nothing registered) once Run() has begun, so
   // that what the caller just created is removed by the caller itself.
   Id Add(Undo undo, Kind kind = Kind::kLocal);
+  // Runs `create` (which makes what `undo` removes) and, if it succeeds,
+  // registers `undo`, with no Run() in between: whatever is created is
+  // undone. kCancelled, `create` not run, once Run() has begun.
+  Result<Id> Create(const std::function<Status()>& create, Undo undo, Kind kind = Kind::kLocal);
   // Forgets an entry (done, or undone by its owner). Waits for a Run() in
   // progress, so an undo never outlives what it points at. Not from an undo.
   void Remove(Id id);
@@ -68,6 +72,12 @@ class CleanupEntry {
   CleanupEntry& operator=(CleanupEntry&& other) noexcept;
   CleanupEntry(const CleanupEntry&) = delete;
   CleanupEntry& operator=(const CleanupEntry&) = delete;
+
+  // `create` and the registration of `undo` as one step
+  // (CleanupRegistry::Create); with a null registry, just `create`.
+  static Result<CleanupEntry> Create(CleanupRegistry* registry, const std::function<Status()>& create,
+                                     CleanupRegistry::Undo undo,
+                                     CleanupRegistry::Kind kind = CleanupRegistry::Kind::kLocal);
 
   // False when the registry was already running (an interrupted process):
   // the caller should undo what it just did and fail with kCancelled.

@@ -103,6 +103,43 @@ TEST(CleanupRegistry, ReleaseWaitsForAnUndoInProgress) {
   run.join();
 }
 
+// Creating and registering is one step: an interrupt during the creation
+// waits for it and then undoes it; after the interrupt, nothing is created.
+// (A file created just before its registration would otherwise outlive an
+// interrupt that ran in between: the process exits once the cleanup ends.)
+TEST(CleanupRegistry, WhatIsCreatedIsAlwaysUndone) {
+  TempDir dir;
+  const std::string path = dir.File("temp");
+  CleanupRegistry registry;
+  std::promise<void> creating;
+  std::future<Result<CleanupEntry>> entry = std::async(std::launch::async, [&] {
+    return CleanupEntry::Create(
+        &registry,
+        [&] {
+          creating.set_value();
+          std::this_thread::sleep_for(100ms);
+          WriteFileBytes(path, {1});
+          return Status::Ok();
+        },
+        [&] { ::unlink(path.c_str()); });
+  });
+  creating.get_future().wait();
+  registry.Run("interrupted by SIGTERM");
+  ASSERT_TRUE(entry.get().ok());
+  EXPECT_FALSE(Exists(path)) << "created during the interrupt and left behind";
+
+  bool created = false;
+  Result<CleanupEntry> late = CleanupEntry::Create(
+      &registry,
+      [&] {
+        created = true;
+        return Status::Ok();
+      },
+      [] {});
+  EXPECT_EQ(late.status().code(), Status::Code::kCancelled);
+  EXPECT_FALSE(created);
+}
+
 // A pid that no longer runs: a child that exited and was reaped.
 long DeadPid() {
   pid_t pid = ::fork();

@@ -72,11 +72,11 @@ int64_t BytesOf(const std::string& dir, const std::string& part) {
   return total;
 }
 
-// Waits (10 s at most) until `done` holds; feeds `input` meanwhile.
+// Waits (`limit` at most) until `done` holds; feeds `input` meanwhile.
 bool WaitUntil(const std::function<bool()>& done, ChildStdin* input = nullptr, const std::string* data = nullptr,
-               size_t* offset = nullptr) {
+               size_t* offset = nullptr, std::chrono::seconds limit = 20s) {
   const auto start = Clock::now();
-  while (Clock::now() - start < 10s) {
+  while (Clock::now() - start < limit) {
     if (done()) return true;
     if (input && input->write_end >= 0) input->Feed(*data, offset);
     std::this_thread::sleep_for(2ms);
@@ -217,6 +217,9 @@ TEST(Signals, RecvInterruptedTellsTheSender) {
   recv.Kill(SIGTERM);
   EXPECT_EQ(recv.Wait(10000ms), 143) << recv.Log();
   EXPECT_EQ(Join(Entries(dir.File("out"))), "[]");
+  // A sender blocked reading its input learns of its receiver's failure at
+  // its next write: end the input (the stream is incomplete either way).
+  input.CloseWrite();
   const auto start = Clock::now();
   EXPECT_EQ(send.Wait(10000ms), 1) << send.Log();
   EXPECT_LT(Clock::now() - start, 5s) << "the sender waited for a timeout";
@@ -291,12 +294,10 @@ TEST(Signals, ASecondSignalExitsAtOnce) {
   EXPECT_EQ(Join(Entries(dir.File("out"))), "[]");
 }
 
-// verify and inspect reading a pipe, and demo, exit with the signal's
-// status too.
-TEST(Signals, VerifyInspectAndDemoExitWithTheSignalsStatus) {
+// verify and inspect reading a pipe exit with the signal's status too.
+TEST(Signals, VerifyAndInspectExitWithTheSignalsStatus) {
   TempDir dir;
-  const std::vector<std::vector<std::string>> cases = {
-      {"verify", "-"}, {"inspect", "-"}, {"demo", "-g", "1", "-s", "256M", "-q"}};
+  const std::vector<std::vector<std::string>> cases = {{"verify", "-"}, {"inspect", "-"}};
   for (const std::vector<std::string>& args : cases) {
     SCOPED_TRACE(args[0]);
     ChildStdin input;
@@ -308,6 +309,25 @@ TEST(Signals, VerifyInspectAndDemoExitWithTheSignalsStatus) {
     EXPECT_EQ(child.Wait(10000ms), 143) << child.Log();
     EXPECT_EQ(child.killed_by(), 0);
   }
+}
+
+// demo, once its stream is being written (a temporary file in /dev/shm,
+// or $TMPDIR): the stream goes with the signal.
+TEST(Signals, DemoRemovesItsStream) {
+  TempDir dir;
+  const bool shm = ::access("/dev/shm", W_OK) == 0;
+  const std::string where = shm ? "/dev/shm" : dir.path();
+  // zstd at a high level: the dump takes seconds, however fast the machine.
+  CliChild demo(VramflowBinary(), {"demo", "-g", "1", "-s", "512M", "-q", "-c", "zstd:12", "-j", "2"},
+                dir.File("log"), -1, {"TMPDIR=" + dir.path()});
+  const std::string mine = "vramflow-demo-" + std::to_string(demo.pid()) + ".";
+  ASSERT_TRUE(WaitUntil([&] { return BytesOf(where, mine) >= (256 << 10) || !demo.running(); }, nullptr, nullptr,
+                        nullptr, 60s))
+      << demo.Log();
+  ASSERT_TRUE(demo.running()) << "the demo ended before the signal: " << demo.Log();
+  demo.Kill(SIGTERM);
+  EXPECT_EQ(demo.Wait(10000ms), 143) << demo.Log();
+  EXPECT_EQ(BytesOf(where, mine), -1) << Join(Entries(where));
 }
 
 // gen: before it could open its output (a FIFO nobody reads) and while it

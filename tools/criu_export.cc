@@ -132,11 +132,21 @@ class TempFile {
     t.dir_ = dir;
     t.final_name_ = final_name;
     std::string pattern = dir + "/." + final_name + kExportMarker + OwnerTag() + "-XXXXXX";
-    t.fd_.Reset(::mkostemp(pattern.data(), O_CLOEXEC));
-    if (!t.fd_.valid()) return Status::FromErrno("creating a temporary file for '" + dir + "/" + final_name + "'", errno);
+    // Created and registered in one step: an interrupt removes it, or it was
+    // never created. (mkostemp picks the name, so the undo reads it then.)
+    auto name = std::make_shared<std::string>();
+    VF_ASSIGN_OR_RETURN(t.entry_, CleanupEntry::Create(
+                                      cleanup,
+                                      [&] {
+                                        t.fd_.Reset(::mkostemp(pattern.data(), O_CLOEXEC));
+                                        if (!t.fd_.valid())
+                                          return Status::FromErrno(
+                                              "creating a temporary file for '" + dir + "/" + final_name + "'", errno);
+                                        *name = pattern;
+                                        return Status::Ok();
+                                      },
+                                      [name] { ::unlink(name->c_str()); }));
     t.path_ = pattern;
-    t.entry_ = CleanupEntry(cleanup, [pattern] { ::unlink(pattern.c_str()); });
-    if (!t.entry_.registered()) return InterruptedStatus("creating '" + pattern + "'");
     return t;
   }
   TempFile() = default;

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "common/endian.h"
@@ -165,10 +166,20 @@ class StagingDirectory {
     std::string pattern = ParentOf(beside) + "/." + base + kStagingMarker + OwnerTag() + "-XXXXXX";
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
-    if (!::mkdtemp(buf.data())) return Status::FromErrno("creating a staging directory beside '" + beside + "'", errno);
-    path_ = buf.data();
-    entry_ = CleanupEntry(cleanup, [path = path_] { RemoveTree(path); });
-    if (!entry_.registered()) return InterruptedStatus("creating '" + path_ + "'");
+    // Created and registered in one step: an interrupt removes it, or it was
+    // never created. (mkdtemp picks the name, so the undo reads it from buf.)
+    auto name = std::make_shared<std::string>();
+    VF_ASSIGN_OR_RETURN(
+        entry_, CleanupEntry::Create(
+                    cleanup,
+                    [&] {
+                      if (!::mkdtemp(buf.data()))
+                        return Status::FromErrno("creating a staging directory beside '" + beside + "'", errno);
+                      *name = buf.data();
+                      return Status::Ok();
+                    },
+                    [name] { RemoveTree(*name); }));
+    path_ = *name;
     fd_.Reset(::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd_.valid()) return Status::FromErrno("opening '" + path_ + "'", errno);
     return Status::Ok();

@@ -154,17 +154,21 @@ Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const Fi
     char random[16];
     std::snprintf(random, sizeof(random), "-%08x", static_cast<unsigned>(rd()));
     std::string temp = path + kTempMarker + owner + random;
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      CleanupEntry entry(options.cleanup, [temp] { ::unlink(temp.c_str()); });
-      if (!entry.registered()) {
-        ::close(fd);
-        ::unlink(temp.c_str());
-        return InterruptedStatus("creating '" + temp + "'");
-      }
-      return std::unique_ptr<ByteSink>(new FileSink(UniqueFd(fd), temp, path, options, std::move(entry)));
-    }
-    if (errno != EEXIST) return Status::FromErrno("creating '" + temp + "'", errno);
+    int fd = -1;
+    int open_errno = 0;
+    // Created and registered in one step: an interrupt removes it, or it was
+    // never created.
+    Result<CleanupEntry> entry = CleanupEntry::Create(
+        options.cleanup,
+        [&] {
+          fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+          if (fd >= 0) return Status::Ok();
+          open_errno = errno;
+          return Status::FromErrno("creating '" + temp + "'", open_errno);
+        },
+        [temp] { ::unlink(temp.c_str()); });
+    if (entry.ok()) return std::unique_ptr<ByteSink>(new FileSink(UniqueFd(fd), temp, path, options, std::move(*entry)));
+    if (open_errno != EEXIST) return entry.status();  // an error, or interrupted before the open
   }
   return Status::IoError("could not find a free temporary name beside '" + path + "'");
 }

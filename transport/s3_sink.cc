@@ -183,21 +183,31 @@ class S3Sink final : public ByteSink {
   }
 
   Status Create() {
+    // Registered before the request: an interrupt while it is in flight
+    // waits for its answer and aborts the upload it created.
+    pending_ = std::make_shared<PendingUpload>();
+    interrupt_entry_ = CleanupEntry(
+        cleanup_, [client = client_, pending = pending_] { AbortWhenCreated(*client, *pending); },
+        CleanupRegistry::Kind::kRemote);
+    if (!interrupt_entry_.registered()) return InterruptedStatus(Describe());
     Request r;
     r.method = "POST";
     r.key = key_;
     r.query = {{"uploads", ""}};
     r.what = "CreateMultipartUpload";
-    VF_ASSIGN_OR_RETURN(Response response, client_->Send(r, &cancel_));
-    std::optional<std::string> id = s3::XmlField(response.body, "UploadId");
-    if (!id || id->empty()) return Status::IoError(Describe() + ": CreateMultipartUpload reply has no UploadId");
-    upload_id_ = *id;
-    return Track();
+    Result<Response> response = client_->Send(r, &cancel_);
+    std::optional<std::string> id;
+    if (response.ok()) id = s3::XmlField(response->body, "UploadId");
+    if (id && !id->empty()) upload_id_ = *id;
+    Status journaled = upload_id_.empty() ? Status::Ok() : Journal();
+    pending_->Answer(upload_id_, journal_);
+    VF_RETURN_IF_ERROR(response.status());
+    if (upload_id_.empty()) return Status::IoError(Describe() + ": CreateMultipartUpload reply has no UploadId");
+    return journaled;
   }
 
-  // Journals the new upload (for a killed writer's cleanup) and registers
-  // its abort (for an interrupted one).
-  Status Track() {
+  // Records the new upload for `vramflow s3 cleanup` after a crash.
+  Status Journal() {
     const s3::Config& config = client_->config();
     journal_ = s3::JournaledUpload{};
     journal_.endpoint = config.scheme + "://" + config.host;
@@ -206,16 +216,11 @@ class S3Sink final : public ByteSink {
     journal_.bucket = client_->bucket();
     journal_.key = key_;
     journal_.upload_id = upload_id_;
-    if (!journal_dir_.empty()) {
-      Status s = s3::Journal(journal_dir_, &journal_);
-      if (!s.ok())
-        return s.WithContext(Describe() + ": the multipart upload " + upload_id_ +
-                             " could not be journaled (for `vramflow s3 cleanup` after a crash)");
-    }
-    interrupt_entry_ = CleanupEntry(
-        cleanup_, [client = client_, journal = journal_] { AbortWithin(*client, journal, kInterruptAbortDeadline); },
-        CleanupRegistry::Kind::kRemote);
-    if (!interrupt_entry_.registered()) return InterruptedStatus(Describe());
+    if (journal_dir_.empty()) return Status::Ok();
+    Status s = s3::Journal(journal_dir_, &journal_);
+    if (!s.ok())
+      return s.WithContext(Describe() + ": the multipart upload " + upload_id_ +
+                           " could not be journaled (for `vramflow s3 cleanup` after a crash)");
     return Status::Ok();
   }
 
@@ -226,21 +231,49 @@ class S3Sink final : public ByteSink {
     journal_ = s3::JournaledUpload{};
   }
 
-  // Aborts `upload`, giving up after `deadline`; its journal record goes
-  // only once S3 has confirmed.
-  static void AbortWithin(Client& client, const s3::JournaledUpload& upload, std::chrono::seconds deadline) {
+  // What an interrupt needs of an upload being created: its id, once
+  // CreateMultipartUpload has answered, and its journal record.
+  struct PendingUpload {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool answered = false;
+    std::string upload_id;  // "" if the request failed
+    s3::JournaledUpload journal;
+    void Answer(const std::string& id, const s3::JournaledUpload& record) {
+      std::lock_guard lock(mu);
+      answered = true;
+      upload_id = id;
+      journal = record;
+      cv.notify_all();
+    }
+  };
+
+  // The interrupt's undo: aborts the upload (waiting for its creation to be
+  // answered if need be), giving up after kInterruptAbortDeadline in all; the
+  // journal record goes only once S3 has confirmed.
+  static void AbortWhenCreated(Client& client, PendingUpload& pending) {
+    const auto deadline = std::chrono::steady_clock::now() + kInterruptAbortDeadline;
+    std::string id;
+    s3::JournaledUpload journal;
+    {
+      std::unique_lock lock(pending.mu);
+      if (!pending.cv.wait_until(lock, deadline, [&] { return pending.answered; })) return;
+      id = pending.upload_id;
+      journal = pending.journal;
+    }
+    if (id.empty()) return;
     std::atomic<bool> give_up{false};
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
     std::thread timer([&] {
       std::unique_lock lock(mu);
-      if (!cv.wait_for(lock, deadline, [&] { return done; })) give_up = true;
+      if (!cv.wait_until(lock, deadline, [&] { return done; })) give_up = true;
     });
     Request r;
     r.method = "DELETE";
-    r.key = upload.key;
-    r.query = {{"uploadId", upload.upload_id}};
+    r.key = journal.key;
+    r.query = {{"uploadId", id}};
     r.answers = {404};  // NoSuchUpload: completed or aborted meanwhile
     r.what = "AbortMultipartUpload";
     Result<Response> response = client.Send(r, &give_up);
@@ -250,7 +283,7 @@ class S3Sink final : public ByteSink {
     }
     cv.notify_all();
     timer.join();
-    if (response.ok()) s3::Forget(upload);
+    if (response.ok()) s3::Forget(journal);
   }
 
   Status PutWhole() {
@@ -328,6 +361,7 @@ class S3Sink final : public ByteSink {
   std::string journal_dir_;
   CleanupRegistry* cleanup_;
   s3::JournaledUpload journal_;    // of the upload in progress
+  std::shared_ptr<PendingUpload> pending_;  // shared with the interrupt's undo
   CleanupEntry interrupt_entry_;  // aborts it if the process is interrupted
 };
 
