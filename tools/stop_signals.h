@@ -10,11 +10,11 @@
 
 #include <signal.h>
 
-#include <atomic>
 #include <functional>
 #include <thread>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace vramflow {
 
@@ -35,7 +35,8 @@ class StopSignals {
   std::function<void(int)> on_signal_;
   sigset_t signals_;
   sigset_t old_mask_;
-  std::atomic<bool> done_{false};
+  UniqueFd signal_fd_;  // signalfd: the blocked signals, read by the watcher
+  UniqueFd wake_fd_;    // eventfd: the destructor ends the watcher's wait
   Status status_;
   std::thread thread_;
 };
