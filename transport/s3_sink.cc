@@ -4,10 +4,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <deque>
 #include <future>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "transport/s3_journal.h"
@@ -199,15 +199,18 @@ class S3Sink final : public ByteSink {
     std::optional<std::string> id;
     if (response.ok()) id = s3::XmlField(response->body, "UploadId");
     if (id && !id->empty()) upload_id_ = *id;
-    Status journaled = upload_id_.empty() ? Status::Ok() : Journal();
+    if (!upload_id_.empty()) Journal();
     pending_->Answer(upload_id_, journal_);
     VF_RETURN_IF_ERROR(response.status());
     if (upload_id_.empty()) return Status::IoError(Describe() + ": CreateMultipartUpload reply has no UploadId");
-    return journaled;
+    return Status::Ok();
   }
 
-  // Records the new upload for `vramflow s3 cleanup` after a crash.
-  Status Journal() {
+  // Records the new upload for `vramflow s3 cleanup` after a crash. A
+  // journal that cannot be written (a read-only home in a container) does
+  // not stop the upload: an interrupt still aborts it, and a bucket
+  // lifecycle rule is the safety net for a crash (docs/S3.md).
+  void Journal() {
     const s3::Config& config = client_->config();
     journal_ = s3::JournaledUpload{};
     journal_.endpoint = config.scheme + "://" + config.host;
@@ -216,12 +219,7 @@ class S3Sink final : public ByteSink {
     journal_.bucket = client_->bucket();
     journal_.key = key_;
     journal_.upload_id = upload_id_;
-    if (journal_dir_.empty()) return Status::Ok();
-    Status s = s3::Journal(journal_dir_, &journal_);
-    if (!s.ok())
-      return s.WithContext(Describe() + ": the multipart upload " + upload_id_ +
-                           " could not be journaled (for `vramflow s3 cleanup` after a crash)");
-    return Status::Ok();
+    if (!journal_dir_.empty()) (void)s3::Journal(journal_dir_, &journal_);
   }
 
   // The upload is over (completed or aborted): nothing left to clean up.
