@@ -84,6 +84,21 @@ bool WaitUntil(const std::function<bool()>& done, ChildStdin* input = nullptr, c
   return done();
 }
 
+// Whether process `pid` has installed its signal handling: SIGINT, SIGTERM
+// and SIGHUP blocked in its main thread (/proc/PID/status, SigBlk), as
+// tools/interrupt.h does first thing. Before that a signal's default action
+// would end it, which is not what these tests are about.
+bool HandlesSignals(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) != 0) continue;
+    const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+    const unsigned long long wanted = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1)) | (1ull << (SIGHUP - 1));
+    return (mask & wanted) == wanted;
+  }
+  return false;
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -303,7 +318,8 @@ TEST(Signals, VerifyAndInspectExitWithTheSignalsStatus) {
     ChildStdin input;
     CliChild child(VramflowBinary(), args, dir.File("log"), input.read_end);
     input.CloseRead();
-    std::this_thread::sleep_for(200ms);
+    ASSERT_TRUE(WaitUntil([&] { return HandlesSignals(child.pid()); })) << child.Log();
+    std::this_thread::sleep_for(50ms);  // into its read of the empty pipe
     ASSERT_TRUE(child.running()) << "ended before the signal: " << child.Log();
     child.Kill(SIGTERM);
     EXPECT_EQ(child.Wait(10000ms), 143) << child.Log();
@@ -336,7 +352,8 @@ TEST(Signals, GenRemovesItsTemporaryOutput) {
   TempDir dir;
   ASSERT_EQ(::mkfifo(dir.File("fifo").c_str(), 0600), 0);
   CliChild blocked(VramflowBinary(), {"gen", "-s", "1M", "-o", dir.File("fifo")}, dir.File("log"));
-  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(WaitUntil([&] { return HandlesSignals(blocked.pid()); })) << blocked.Log();
+  std::this_thread::sleep_for(50ms);  // into its open of the FIFO
   ASSERT_TRUE(blocked.running()) << blocked.Log();
   blocked.Kill(SIGHUP);
   EXPECT_EQ(blocked.Wait(10000ms), 129) << blocked.Log();
