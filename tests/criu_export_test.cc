@@ -9,6 +9,8 @@
 #include "tools/criu_export.h"
 
 #include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,6 +18,7 @@
 #include <map>
 #include <set>
 
+#include "common/owner_tag.h"
 #include "criu_amdgpu.pb.h"
 #include "plugin/kfd_devinfo.h"
 #include "plugin/kfd_image.h"
@@ -300,6 +303,39 @@ TEST(CriuExportTest, CommandLineExitStatus) {
   EXPECT_NE(r.output.find("wrote " + PagesImageName(kId, images.gpus()[1])), std::string::npos) << r.output;
   r = testing::RunShell(command);
   EXPECT_EQ(r.code, 1) << "a second run must not overwrite without --force\n" << r.output;
+}
+
+//! Temporary pages files carry their writer's owner tag: the next export in
+//! the directory removes those of a writer that is gone (SIGKILL), never a
+//! live one's. An interrupt before a temporary file is registered leaves
+//! none either.
+TEST(CriuExportTest, SweepsADeadExportsTemporaryFilesAndHonoursInterrupts) {
+  TempDir tmp;
+  ExportDir images(tmp);
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status;
+  ::waitpid(child, &status, 0);
+  const std::string dead = "." + PagesImageName(kId, images.gpus()[0]) + ".vf-export-" + std::to_string(child) +
+                           ".42-AbC123";
+  const std::string live = "." + PagesImageName(kId, images.gpus()[1]) + ".vf-export-" + OwnerTag() + "-AbC123";
+  WriteFileBytes(images.Path(dead), {1, 2, 3});
+  WriteFileBytes(images.Path(live), {4, 5, 6});
+
+  CleanupRegistry interrupted;
+  interrupted.Run("interrupted by SIGTERM");
+  ExportUpstreamOptions options = Options(images);
+  options.cleanup = &interrupted;
+  ExportUpstreamReport report;
+  Status s = RunExportUpstream(options, &report);
+  EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
+  EXPECT_EQ(images.Names(), (std::set<std::string>{KfdImageName(kId), VramStreamName(kId, images.gpus()[0]),
+                                                   VramStreamName(kId, images.gpus()[1]), live}));
+
+  s = RunExportUpstream(Options(images), &report);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(images.Names().count(live));
+  EXPECT_FALSE(images.Names().count(dead));
 }
 
 }  // namespace

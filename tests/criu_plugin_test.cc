@@ -3,12 +3,14 @@
 // criu-plugin.h it was built against, and answering -ENOTSUP for what is
 // not its own.
 #include <dlfcn.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 
 extern "C" {
@@ -153,6 +155,55 @@ TEST(CriuPlugin, ClaimsRenderNodeMappings) {
   struct stat card = render;
   card.st_rdev = makedev(226, 0);  // /dev/dri/card0: not a render node
   EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(-1, &card), -ENOTSUP);
+}
+
+// The plugin runs inside CRIU, whose signal handling is CRIU's own: it must
+// install no handler (CRIU's SIGCHLD handler and its own Ctrl-C behaviour
+// stay as they are). It may block signals in the threads it starts and take
+// a SIGPIPE it caused itself (sigtimedwait), but nothing that changes a
+// disposition or arms a timer signal is imported.
+TEST(CriuPlugin, ImportsNoSignalHandlerApi) {
+  for (const char* plugin : {VRAMFLOW_PRODUCT_PLUGIN, VRAMFLOW_PLUGIN}) {
+    std::string out;
+    ASSERT_EQ(testing::RunCommand(std::string("nm -D --undefined-only ") + plugin, &out), 0) << out;
+    std::istringstream lines(out);
+    std::string line;
+    int imports = 0;
+    while (std::getline(lines, line)) {
+      std::string name = line.substr(line.find_last_of(' ') + 1);
+      name = name.substr(0, name.find('@'));
+      ++imports;
+      for (const char* forbidden : {"sigaction", "signal", "sigset", "bsd_signal", "sysv_signal", "__sysv_signal",
+                                    "sigvec", "alarm", "setitimer", "signalfd", "timer_create"})
+        EXPECT_NE(name, forbidden) << plugin << " imports " << name;
+    }
+    EXPECT_GT(imports, 10) << "nm listed no imports of " << plugin << ":\n" << out;
+  }
+}
+
+// And at run time: every signal's disposition is the same after the plugin
+// was initialised, ran its hooks and was torn down.
+TEST(CriuPlugin, LeavesSignalDispositionsAsTheyWere) {
+  Plugin plugin;
+  ASSERT_TRUE(plugin.loaded()) << ::dlerror();
+  struct sigaction before[NSIG] = {};
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, nullptr, &before[sig]);
+  for (int stage_id : {CR_PLUGIN_STAGE__DUMP, CR_PLUGIN_STAGE__RESTORE}) {
+    Plugin::Stage stage(plugin.desc(), stage_id);
+    ASSERT_EQ(stage.ret, 0);
+    struct stat render {};
+    render.st_mode = S_IFCHR | 0666;
+    render.st_rdev = makedev(226, 128);
+    (void)plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(-1, &render);
+    (void)plugin.hook<CR_PLUGIN_HOOK__RESUME_DEVICES_LATE_t>(CR_PLUGIN_HOOK__RESUME_DEVICES_LATE)(12345);
+  }
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction after {};
+    ::sigaction(sig, nullptr, &after);
+    EXPECT_EQ(reinterpret_cast<void*>(after.sa_handler), reinterpret_cast<void*>(before[sig].sa_handler))
+        << "signal " << sig << " (" << strsignal(sig) << ")";
+    EXPECT_EQ(after.sa_flags, before[sig].sa_flags) << "signal " << sig;
+  }
 }
 
 }  // namespace

@@ -34,6 +34,10 @@ class RgwEnvironment : public ::testing::Environment {
       setenv("VRAMFLOW_TEST_S3_SKIP", reason.c_str(), 1);
     }
     for (std::string line; std::getline(in, line);) ApplyExportLine(line);
+    // The CLI journals its multipart uploads (transport/s3_journal.h) under
+    // $XDG_STATE_HOME: beside the RGW's files, not in the user's home.
+    const std::string rgw_dir = std::string(file).substr(0, std::string(file).find_last_of('/'));
+    setenv("XDG_STATE_HOME", (rgw_dir + "/state").c_str(), 1);
     if (const char* reason = std::getenv("VRAMFLOW_TEST_S3_SKIP"); reason != nullptr && *reason != '\0') {
       // The tests skip themselves, with the reason: GTEST_SKIP() here would make GoogleTest 1.12
       // report them as passed. Tests that only look for an endpoint skip too.

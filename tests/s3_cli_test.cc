@@ -293,7 +293,7 @@ TEST_F(S3Rgw, PackRetriesFailedPartsAndTheObjectVerifies) {
 // A pack killed with SIGKILL mid-upload cannot abort its multipart upload,
 // but S3 shows nothing under the key until CompleteMultipartUpload: no
 // listing, HEAD or GET sees a partial checkpoint. Its parts stay stored
-// until the upload is aborted (docs/S3.md, "Killed uploads").
+// until the upload is aborted (docs/S3.md, "Interrupted and killed uploads").
 TEST_F(S3Rgw, PackKilledMidUploadLeavesNoVisibleObject) {
   Work w;
   ASSERT_FALSE(w.dir().empty());
@@ -301,7 +301,10 @@ TEST_F(S3Rgw, PackKilledMidUploadLeavesNoVisibleObject) {
   const std::string fifo = w.File("input");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // The packer reads the fifo, so it uploads what it is given and then waits.
-  CommandResult started = Sh(Q(VRAMFLOW_BINARY) + " pack -c raw -q " + Q(fifo) + " -o " + Q(Uri("killed.vfs")) +
+  // Its upload journal of its own: no other test's upload (which aborts
+  // the journaled uploads of dead writers first) takes this one away.
+  CommandResult started = Sh("XDG_STATE_HOME=" + Q(w.File("state")) + " " + Q(VRAMFLOW_BINARY) + " pack -c raw -q " +
+                             Q(fifo) + " -o " + Q(Uri("killed.vfs")) +
                              " > " + Q(w.File("pack.log")) + " 2>&1 & echo $!");
   ASSERT_CODE(started, 0);
   const pid_t pid = static_cast<pid_t>(std::stol(started.output));

@@ -1,6 +1,7 @@
 #include "tools/codec_bench.h"
 
 #include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -105,6 +106,11 @@ Result<std::string> RunCapture(const std::vector<std::string>& argv) {
   pid_t pid = ::fork();
   if (pid < 0) return Status::FromErrno("fork", errno);
   if (pid == 0) {
+    // The peer tool takes signals as usual: the command blocks them in its
+    // threads (tools/interrupt.h), and a blocked mask survives exec.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::dup2(pipefd[1], 1);
     ::dup2(pipefd[1], 2);
     ::close(pipefd[0]);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <utility>
 
+#include "common/owner_tag.h"
 #include "common/unique_fd.h"
 #include "criu_amdgpu.pb.h"
 #include "plugin/kfd_image.h"
@@ -120,23 +121,38 @@ Status PlanImage(const ExportUpstreamOptions& options, int id, std::vector<GpuPl
 }
 
 // A file being written under a hidden temporary name in a directory; removed
-// unless Publish() moved it to its final name.
+// unless Publish() moved it to its final name (or by `cleanup` if the process
+// is interrupted). The name carries this process's owner tag, so that the
+// next export in the directory removes it if a SIGKILL left it behind.
+constexpr char kExportMarker[] = ".vf-export-";
 class TempFile {
  public:
-  static Result<TempFile> Create(const std::string& dir, const std::string& final_name) {
+  static Result<TempFile> Create(const std::string& dir, const std::string& final_name, CleanupRegistry* cleanup) {
     TempFile t;
     t.dir_ = dir;
     t.final_name_ = final_name;
-    std::string pattern = dir + "/." + final_name + ".export-XXXXXX";
-    t.fd_.Reset(::mkostemp(pattern.data(), O_CLOEXEC));
-    if (!t.fd_.valid()) return Status::FromErrno("creating a temporary file for '" + dir + "/" + final_name + "'", errno);
+    std::string pattern = dir + "/." + final_name + kExportMarker + OwnerTag() + "-XXXXXX";
+    // Created and registered in one step: an interrupt removes it, or it was
+    // never created. (mkostemp picks the name, so the undo reads it then.)
+    auto name = std::make_shared<std::string>();
+    VF_ASSIGN_OR_RETURN(t.entry_, CleanupEntry::Create(
+                                      cleanup,
+                                      [&] {
+                                        t.fd_.Reset(::mkostemp(pattern.data(), O_CLOEXEC));
+                                        if (!t.fd_.valid())
+                                          return Status::FromErrno(
+                                              "creating a temporary file for '" + dir + "/" + final_name + "'", errno);
+                                        *name = pattern;
+                                        return Status::Ok();
+                                      },
+                                      [name] { ::unlink(name->c_str()); }));
     t.path_ = pattern;
     return t;
   }
   TempFile() = default;
   TempFile(TempFile&& other) noexcept
       : dir_(std::move(other.dir_)), final_name_(std::move(other.final_name_)),
-        path_(std::exchange(other.path_, std::string())), fd_(std::move(other.fd_)) {}
+        path_(std::exchange(other.path_, std::string())), fd_(std::move(other.fd_)), entry_(std::move(other.entry_)) {}
   TempFile& operator=(TempFile&&) = delete;
   TempFile(const TempFile&) = delete;
   ~TempFile() {
@@ -168,6 +184,7 @@ class TempFile {
  private:
   std::string dir_, final_name_, path_;
   UniqueFd fd_;
+  CleanupEntry entry_;
 };
 
 Status PwriteAll(int fd, const uint8_t* data, size_t size, const std::string& what) {
@@ -220,19 +237,25 @@ Status RunExportUpstream(const ExportUpstreamOptions& options, ExportUpstreamRep
   std::vector<GpuPlan> plans;
   for (int id : ids) VF_RETURN_IF_ERROR(PlanImage(options, id, &plans));
 
+  (void)SweepDeadTemporaries(options.dir, kExportMarker);
   std::vector<TempFile> files;
   for (const GpuPlan& plan : plans) {
     if (!plan.gpu.written) continue;
-    VF_ASSIGN_OR_RETURN(TempFile file, TempFile::Create(options.dir, plan.gpu.pages));
+    VF_ASSIGN_OR_RETURN(TempFile file, TempFile::Create(options.dir, plan.gpu.pages, options.cleanup));
     VF_RETURN_IF_ERROR(WritePages(options, plan, &file));
     files.push_back(std::move(file));
   }
 
-  size_t next_file = 0;
-  for (const GpuPlan& plan : plans) {
-    if (plan.gpu.written) VF_RETURN_IF_ERROR(files[next_file++].Publish(options.force));
-    report->gpus.push_back(plan.gpu);
-  }
+  // An interrupt waits until every pages file is in place.
+  auto publish = [&]() -> Status {
+    size_t next_file = 0;
+    for (const GpuPlan& plan : plans) {
+      if (plan.gpu.written) VF_RETURN_IF_ERROR(files[next_file++].Publish(options.force));
+      report->gpus.push_back(plan.gpu);
+    }
+    return Status::Ok();
+  };
+  VF_RETURN_IF_ERROR(options.cleanup ? options.cleanup->Exclusive(publish) : publish());
   VF_RETURN_IF_ERROR(SyncDirectory(options.dir));
 
   if (!options.remove_streams) return Status::Ok();

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cleanup_registry.h"
 #include "common/status.h"
 #include "streamer/pipeline.h"
 
@@ -49,6 +50,9 @@ struct ExportUpstreamOptions {
   bool force = false;           // replace existing amdgpu-pages files
   bool remove_streams = false;  // delete the converted amdgpu-vram streams at the end
   PipelineOptions pipeline;     // threads and memory budget of the decoding
+  // Temporary pages files are registered here, to be removed if the process
+  // is interrupted (common/cleanup_registry.h); nullptr: not registered.
+  CleanupRegistry* cleanup = nullptr;
 };
 
 // One GPU of one KFD image.

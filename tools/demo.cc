@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "common/owner_tag.h"
 #include "common/units.h"
 #include "sim/sim_process.h"
 #include "tools/cli_util.h"
@@ -126,9 +127,13 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
 
   std::string path = options.destination;
   if (path.empty()) {
+    // A SIGKILLed demo's stream (named after its process) is removed by the next.
+    (void)SweepDeadTemporaries("/dev/shm", "vramflow-demo-");
     const uint64_t chunks = (original.total_bytes() + options.pipeline.chunk_size - 1) / options.pipeline.chunk_size;
     const uint64_t largest = original.total_bytes() + chunks * kFramingBytesPerChunk + (1ull << 20);
-    path = DemoStreamDirectory(largest) + "/vramflow-demo-" + std::to_string(::getpid()) + ".vfs";
+    const std::string dir = DemoStreamDirectory(largest);
+    if (dir != "/dev/shm") (void)SweepDeadTemporaries(dir, "vramflow-demo-");
+    path = dir + "/vramflow-demo-" + OwnerTag() + ".vfs";
   }
   struct RemoveTemp {
     std::string path;
@@ -137,6 +142,11 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
       if (remove) ::unlink(path.c_str());
     }
   } remove_temp{path, options.destination.empty()};
+  CleanupEntry remove_if_interrupted;
+  if (options.destination.empty()) {
+    remove_if_interrupted = CleanupEntry(options.transport.file.cleanup, [path] { ::unlink(path.c_str()); });
+    if (!remove_if_interrupted.registered()) return InterruptedStatus("the demo");
+  }
   // A file or an S3 object (read back from the store) is restored here;
   // anything else (a receiver, a pipe) is the other side's to restore.
   const bool restore_here =

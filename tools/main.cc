@@ -2,7 +2,9 @@
 //
 // Exit status (tools/exit_codes.h, docs/CLI.md): 0 success, 1 the job
 // failed (the message says what and where), 2 the command line was wrong,
-// 3 the stream is corrupt or incomplete, 4 authentication failed.
+// 3 the stream is corrupt or incomplete, 4 authentication failed,
+// 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM (tools/interrupt.h; its
+// temporary files removed).
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include "tools/exit_status.h"
 #include "tools/pipeline_bench.h"
 #include "tools/inspect.h"
+#include "tools/interrupt.h"
 #include "tools/json_report.h"
 #include "tools/pack.h"
 #include "tools/receive_dir.h"
@@ -33,6 +36,7 @@
 #include "tools/transport_flags.h"
 #include "tools/unpack.h"
 #include "transport/fd_stream.h"
+#include "transport/s3_journal.h"
 #include "transport/uri.h"
 
 namespace vramflow {
@@ -45,7 +49,13 @@ std::string& JsonCommand() {
   return command;
 }
 
+// The command's signal handling (tools/interrupt.h), once it is installed.
+const Interrupts* interrupts = nullptr;
+
 int Fail(const std::string& command, const Status& status) {
+  // Interrupted: the failure is the signal's doing, and the signal's thread
+  // is cleaning up and will exit with 128 + its number.
+  while (interrupts && interrupts->interrupted()) ::pause();
   std::fprintf(stderr, "vramflow %s: error: %s\n", command.c_str(), status.ToString().c_str());
   const int code = ExitStatusFor(status);
   if (!JsonCommand().empty()) PrintJson(JsonFailure(JsonCommand(), status, code));
@@ -251,7 +261,7 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line, 3 the stream "
              "is corrupt or incomplete, 4 authentication failed (key, certificate, peer), 129/130/143 stopped by "
-             "SIGHUP/SIGINT/SIGTERM.");
+             "SIGHUP/SIGINT/SIGTERM (temporary files removed, uploads aborted).");
 
   // pack
   PackOptions pack;
@@ -469,6 +479,18 @@ int Main(int argc, char** argv) {
   export_cmd->add_flag("-q,--quiet", export_quiet, "print nothing on success");
   export_flags.Add(export_cmd);
 
+  // s3 cleanup
+  CLI::App* s3_cmd = app.add_subcommand("s3", "Work on S3 state that vramflow left behind");
+  s3_cmd->require_subcommand(1);
+  std::string s3_journal;
+  bool s3_all = false;
+  CLI::App* s3_cleanup_cmd = s3_cmd->add_subcommand(
+      "cleanup", "Abort the multipart uploads that a killed vramflow left pending (journaled in $XDG_STATE_HOME/"
+                 "vramflow/s3-uploads, else ~/.local/state/vramflow/s3-uploads), with the credentials of this "
+                 "environment; uploads of running processes are left alone");
+  s3_cleanup_cmd->add_option("--journal", s3_journal, "the journal directory (default: as above)");
+  s3_cleanup_cmd->add_flag("--all", s3_all, "also abort the uploads of processes still running");
+
   // bench
   CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
   bench_cmd->require_subcommand(1);
@@ -522,6 +544,28 @@ int Main(int argc, char** argv) {
                  command.c_str(), e.what());
     return kExitUsage;
   }
+
+  // SIGINT, SIGTERM, SIGHUP: before any thread starts (tools/interrupt.h).
+  std::string command_name;
+  for (const CLI::App* cmd = &app; !cmd->get_subcommands().empty();) {
+    cmd = cmd->get_subcommands().front();
+    command_name += (command_name.empty() ? "" : " ") + cmd->get_name();
+  }
+  Interrupts signal_handling(command_name);
+  if (!signal_handling.status().ok()) return Fail(command_name, signal_handling.status());
+  interrupts = &signal_handling;
+  CleanupRegistry* cleanup = signal_handling.cleanup();
+  const std::string journal_dir = s3::DefaultJournalDir(nullptr);
+  auto interruptible = [&](TransportOptions* options) {
+    options->file.cleanup = cleanup;
+    options->net.cleanup = cleanup;
+    options->s3.cleanup = cleanup;
+    options->s3.journal_dir = journal_dir;
+  };
+  for (TransportOptions* options : {&pack.transport, &unpack.transport, &demo.transport, &inspect.transport,
+                                    &send.transport, &recv.transport})
+    interruptible(options);
+  export_upstream.cleanup = cleanup;
 
   if (*pack_cmd) {
     if (pack_out.json) JsonCommand() = "pack";
@@ -671,6 +715,7 @@ int Main(int argc, char** argv) {
     if (verify_out.json) JsonCommand() = "verify";
     TransportOptions transport;
     std::string verify_input;
+    interruptible(&transport);
     Status s = PickSource("verify", verify_stream, verify_listen, &verify_input);
     if (s.ok()) s = verify_net.Resolve(&transport);
     if (!s.ok()) return UsageError("verify", s);
@@ -751,7 +796,7 @@ int Main(int argc, char** argv) {
     if (!out.ok()) return UsageError("keygen", out.status());
     if (out->kind != Endpoint::Kind::kPath && out->kind != Endpoint::Kind::kStdio)
       return UsageError("keygen", Status::InvalidArgument("-o '" + keygen_output + "': give a file to create, or - for stdout"));
-    Status s = RunKeygen(keygen_output);
+    Status s = RunKeygen(keygen_output, cleanup);
     if (!s.ok()) return Fail("keygen", s);
     if (keygen_output != "-")
       std::fprintf(stderr, "wrote a new key to %s (keep it secret; both ends need it)\n", keygen_output.c_str());
@@ -764,6 +809,7 @@ int Main(int argc, char** argv) {
     if (Status checked = CheckWriteUri(gen_output); !checked.ok()) return UsageError("gen", checked);
     if (Status checked = CheckDestination(gen_output, gen_force); !checked.ok()) return Fail("gen", checked);
     TransportOptions sink_options;  // a file, -, fd:N or s3://BUCKET/KEY
+    interruptible(&sink_options);
     sink_options.file.overwrite = gen_force;
     sink_options.s3.overwrite = gen_force;
     Result<std::unique_ptr<ByteSink>> sink = OpenSink(gen_output, sink_options);
@@ -778,6 +824,17 @@ int Main(int argc, char** argv) {
     }
     Status s = (*sink)->Commit();
     return s.ok() ? 0 : Fail("gen", s);
+  }
+  if (*s3_cleanup_cmd) {
+    const std::string dir = s3_journal.empty() ? journal_dir : s3_journal;
+    if (dir.empty())
+      return UsageError("s3 cleanup", Status::InvalidArgument("neither XDG_STATE_HOME nor HOME is set: give --journal"));
+    s3::CleanupReport report = s3::AbortJournaledUploads(dir, S3Options{}, s3_all);
+    std::fprintf(stderr, "vramflow s3 cleanup: aborted %u upload(s); %u of running processes left alone (%s)\n",
+                 report.aborted, report.skipped, dir.c_str());
+    for (const std::string& failure : report.failures)
+      std::fprintf(stderr, "vramflow s3 cleanup: not aborted: %s\n", failure.c_str());
+    return report.failures.empty() ? 0 : kExitFailure;
   }
   if (*bench_codecs_cmd) {
     if (Status s = RefuseDash("--json", bench.json_path); !s.ok()) return UsageError("bench codecs", s);

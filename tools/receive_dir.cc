@@ -1,19 +1,16 @@
 #include "tools/receive_dir.h"
 
-#include <signal.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <mutex>
 
 #include "common/printable.h"
 #include "common/units.h"
 #include "tools/cli_util.h"
 #include "tools/safe_path.h"
-#include "tools/stop_signals.h"
 #include "tools/verified_copy.h"
 #include "transport/net_source.h"
 #include "transport/uri.h"
@@ -70,46 +67,18 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH");
 
-  // The signal watcher before the receiver, whose threads then inherit the
-  // blocked signals; it is destroyed (joined) first, so it never sees a
-  // dead receiver.
-  std::mutex mu;
-  NetReceiver* receiver_ptr = nullptr;  // guarded by mu
-  int signal_number = 0;                // guarded by mu
-  std::unique_ptr<NetReceiver> receiver;
-  StopSignals signals([&](int signal) {
-    std::lock_guard lock(mu);
-    signal_number = signal;
-    if (receiver_ptr) receiver_ptr->Shutdown();
-  });
-  VF_RETURN_IF_ERROR(signals.status());
-  auto stopped_by = [&] {
-    std::lock_guard lock(mu);
-    return signal_number;
-  };
-
   NetOptions net = options.transport.net;
   net.sessions = 0;  // one after another, as many as arrive
   net.name.clear();  // any name; checked here
-  VF_ASSIGN_OR_RETURN(receiver, NetReceiver::Listen(endpoint, net));
-  {
-    std::lock_guard lock(mu);
-    receiver_ptr = receiver.get();
-    if (signal_number) receiver->Shutdown();
-  }
+  // SIGINT, SIGTERM and SIGHUP are the command's (tools/interrupt.h): the
+  // stream being received tells its sender, and its temporary file goes.
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver, NetReceiver::Listen(endpoint, net));
   if (options.notes)
     std::fprintf(stderr, "vramflow recv: listening on %s, storing streams in %s\n", receiver->uri().c_str(),
                  options.dir.c_str());
 
   while (options.count == 0 || report->stored < options.count) {
     Result<NetStream> stream = receiver->AcceptStream(options.transport.accept_timeout);
-    if (int signal = stopped_by()) {
-      if (stream.ok()) {
-        (void)stream->source->Finish(Status::Cancelled("the receiver was stopped by " + std::string(strsignal(signal))));
-        ++report->failed;
-      }
-      break;
-    }
     if (!stream.ok()) {
       if (stream.status().code() == Status::Code::kTimedOut) return stream.status();
       // A sender that named the stream and then vanished, say: its own failure.
@@ -125,9 +94,6 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
       continue;
     }
     ++report->failed;
-    if (int signal = stopped_by())
-      return Status::Cancelled("stopped by " + std::string(strsignal(signal)) + " while receiving " + Printable(name) +
-                               " from " + peer + "; it was discarded");
     const std::string what = name.empty() ? "an unnamed stream" : "the stream " + Printable(name);
     std::fprintf(stderr, "vramflow recv: %s from %s was not stored: %s\n", what.c_str(), peer.c_str(),
                  s.ToString().c_str());

@@ -1,9 +1,13 @@
 #include "tools/stop_signals.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include <cerrno>
-#include <ctime>
+#include <cstdint>
 
 #include "common/thread_start.h"
 
@@ -13,22 +17,38 @@ StopSignals::StopSignals(std::function<void(int signal)> on_signal) : on_signal_
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGINT);
   sigaddset(&signals_, SIGTERM);
+  sigaddset(&signals_, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals_, &old_mask_);
-  status_ = StartThread(&thread_, "taking SIGINT and SIGTERM", [this] { Watch(); });
+  signal_fd_.Reset(::signalfd(-1, &signals_, SFD_CLOEXEC));
+  wake_fd_.Reset(::eventfd(0, EFD_CLOEXEC));
+  if (!signal_fd_.valid() || !wake_fd_.valid()) {
+    status_ = Status::FromErrno("creating the signal watcher's descriptors", errno);
+    return;
+  }
+  status_ = StartThread(&thread_, "taking SIGINT, SIGTERM and SIGHUP", [this] { Watch(); });
 }
 
 StopSignals::~StopSignals() {
-  done_ = true;
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_.get(), &one, sizeof one);
+    thread_.join();
+  }
   pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
-// Polls, so that the destructor needs no signal of its own to end the wait.
+// Waits for a signal, or for the destructor's wake-up.
 void StopSignals::Watch() {
-  const timespec tick{0, 100 * 1000 * 1000};
-  while (!done_) {
-    const int signal = sigtimedwait(&signals_, nullptr, &tick);
-    if (signal > 0) on_signal_(signal);
+  for (;;) {
+    pollfd fds[2] = {{signal_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents) return;
+    signalfd_siginfo info;
+    if (fds[0].revents && ::read(signal_fd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info))
+      on_signal_(static_cast<int>(info.ssi_signo));
   }
 }
 

@@ -1,8 +1,8 @@
-// StopSignals: SIGINT and SIGTERM, taken on a thread of their own, so that a
-// long-running command (recv --output-dir) can stop cleanly, discarding what
-// it had half received, instead of dying with temporary files left behind.
+// StopSignals: SIGINT, SIGTERM and SIGHUP, taken on a thread of their own,
+// so that a command can stop cleanly (tools/interrupt.h), discarding what it
+// had half written, instead of dying with temporary files left behind.
 //
-// The constructor blocks both signals in the calling thread, and so in every
+// The constructor blocks the three signals in the calling thread, and so in every
 // thread it starts afterwards: construct it before any other thread. The
 // destructor joins its thread and restores the signal mask. A watcher
 // thread that cannot be started is reported by status().
@@ -10,11 +10,11 @@
 
 #include <signal.h>
 
-#include <atomic>
 #include <functional>
 #include <thread>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace vramflow {
 
@@ -26,7 +26,7 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
   // Not OK when the watcher thread could not be started: no signal is then
-  // taken (both stay blocked until the destructor).
+  // taken (all three stay blocked until the destructor).
   const Status& status() const { return status_; }
 
  private:
@@ -35,7 +35,8 @@ class StopSignals {
   std::function<void(int)> on_signal_;
   sigset_t signals_;
   sigset_t old_mask_;
-  std::atomic<bool> done_{false};
+  UniqueFd signal_fd_;  // signalfd: the blocked signals, read by the watcher
+  UniqueFd wake_fd_;    // eventfd: the destructor ends the watcher's wait
   Status status_;
   std::thread thread_;
 };

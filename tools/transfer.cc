@@ -46,7 +46,7 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   return told.ok() ? Status::Ok() : told.WithContext("the stream is stored, but telling " + source->Describe() + " failed");
 }
 
-Status RunKeygen(const std::string& path) {
+Status RunKeygen(const std::string& path, CleanupRegistry* cleanup) {
   VF_ASSIGN_OR_RETURN(std::string key, GenerateKeyText());
   key += "\n";
   if (path == "-") {
@@ -55,8 +55,17 @@ Status RunKeygen(const std::string& path) {
       return Status::FromErrno("writing the key to stdout", errno);
     return Status::Ok();
   }
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd.valid()) return Status::FromErrno("creating key file '" + path + "'", errno);
+  // An interrupt before the key is written and synced removes the file.
+  UniqueFd fd;
+  VF_ASSIGN_OR_RETURN(CleanupEntry remove_if_interrupted,
+                      CleanupEntry::Create(
+                          cleanup,
+                          [&] {
+                            fd.Reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+                            return fd.valid() ? Status::Ok()
+                                              : Status::FromErrno("creating key file '" + path + "'", errno);
+                          },
+                          [path] { ::unlink(path.c_str()); }));
   if (::write(fd.get(), key.data(), key.size()) != static_cast<ssize_t>(key.size()) || ::fsync(fd.get()) != 0) {
     Status s = Status::FromErrno("writing key file '" + path + "'", errno);
     ::unlink(path.c_str());

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/cleanup_registry.h"
 #include "common/status.h"
 #include "tools/progress.h"
 #include "transport/open_uri.h"
@@ -39,6 +40,6 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
 
 // Writes a new random key to `path` (mode 0600, never over an existing file),
 // or to stdout for "-".
-Status RunKeygen(const std::string& path);
+Status RunKeygen(const std::string& path, CleanupRegistry* cleanup = nullptr);
 
 }  // namespace vramflow

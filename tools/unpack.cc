@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "common/endian.h"
+#include "common/owner_tag.h"
 #include "common/printable.h"
 #include "streamer/amdgpu_pages.h"
 #include "streamer/file_device.h"
@@ -147,20 +149,37 @@ class SequentialVisitor final : public StreamVisitor {
   std::string name_;
 };
 
-// A private directory beside the output, removed with its contents on exit.
+// A private directory beside the output, removed with its contents on exit,
+// or by `cleanup` if the process is interrupted. Its name carries this
+// process's owner tag (kStagingMarker), so that the next unpack beside the
+// same output removes it if a SIGKILL left it behind.
+constexpr char kStagingMarker[] = ".vf-unpack-";
 class StagingDirectory {
  public:
   ~StagingDirectory() {
     fd_.Reset();
-    if (!path_.empty()) ::nftw(path_.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+    if (!path_.empty()) RemoveTree(path_);
   }
-  Status Create(const std::string& beside) {
+  Status Create(const std::string& beside, CleanupRegistry* cleanup) {
     std::string base = beside.substr(beside.find_last_of('/') + 1);
-    std::string pattern = ParentOf(beside) + "/." + base + ".vf-unpack-XXXXXX";
+    (void)SweepDeadTemporaries(ParentOf(beside), kStagingMarker);
+    std::string pattern = ParentOf(beside) + "/." + base + kStagingMarker + OwnerTag() + "-XXXXXX";
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
-    if (!::mkdtemp(buf.data())) return Status::FromErrno("creating a staging directory beside '" + beside + "'", errno);
-    path_ = buf.data();
+    // Created and registered in one step: an interrupt removes it, or it was
+    // never created. (mkdtemp picks the name, so the undo reads it from buf.)
+    auto name = std::make_shared<std::string>();
+    VF_ASSIGN_OR_RETURN(
+        entry_, CleanupEntry::Create(
+                    cleanup,
+                    [&] {
+                      if (!::mkdtemp(buf.data()))
+                        return Status::FromErrno("creating a staging directory beside '" + beside + "'", errno);
+                      *name = buf.data();
+                      return Status::Ok();
+                    },
+                    [name] { RemoveTree(*name); }));
+    path_ = *name;
     fd_.Reset(::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd_.valid()) return Status::FromErrno("opening '" + path_ + "'", errno);
     return Status::Ok();
@@ -168,8 +187,17 @@ class StagingDirectory {
   int fd() const { return fd_.get(); }
 
  private:
+  // Again while it is there: on an interrupt, the pipeline may still create
+  // a file in it between the walk and the final rmdir.
+  static void RemoveTree(const std::string& path) {
+    struct stat st;
+    for (int pass = 0; pass < 10 && ::lstat(path.c_str(), &st) == 0; ++pass)
+      ::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  }
+
   std::string path_;
   UniqueFd fd_;
+  CleanupEntry entry_;
 };
 
 // The files of an unpack, created in a staging directory as objects begin,
@@ -179,9 +207,9 @@ class StagingDirectory {
 class StagedFiles {
  public:
   StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, bool fsync, FileDevice* device,
-              const ObjectSelector* filter, OutputLimit* limit)
+              const ObjectSelector* filter, OutputLimit* limit, CleanupRegistry* cleanup)
       : staging_fd_(staging_fd), output_(std::move(output)), directory_forced_(directory_forced), force_(force),
-        fsync_(fsync), device_(device), filter_(filter), limit_(limit) {}
+        fsync_(fsync), device_(device), filter_(filter), limit_(limit), cleanup_(cleanup) {}
 
   // Creates the staged file of an object that begins; its content goes
   // through the device, after the legacy header if it has one.
@@ -379,7 +407,7 @@ class StagedFiles {
   }
 
   Result<RestoreTarget> OpenSkipped(const ObjectState& o) {
-    if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_));
+    if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_, cleanup_));
     const std::string file = std::to_string(o.id);
     UniqueFd created(::openat(skipped_dir_.fd(), file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!created.valid()) return Status::FromErrno("creating a scratch file for " + Printable(o.metadata.name), errno);
@@ -403,6 +431,7 @@ class StagedFiles {
   FileDevice* device_;
   const ObjectSelector* filter_;
   OutputLimit* limit_;
+  CleanupRegistry* cleanup_;
   StagingDirectory skipped_dir_;
   std::vector<ObjectMetadata> seen_;
   uint64_t kept_bytes_ = 0;
@@ -445,12 +474,14 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   if (exists && !directory_forced && !options.force)
     return Status::AlreadyExists("'" + output + "' exists (use --force to overwrite)");
 
+  CleanupRegistry* cleanup = options.transport.file.cleanup;
   StagingDirectory staging;
-  VF_RETURN_IF_ERROR(staging.Create(output));
+  VF_RETURN_IF_ERROR(staging.Create(output, cleanup));
   FileDevice device("unpack");
   VF_ASSIGN_OR_RETURN(uint64_t free_bytes, OutputLimit::FreeBytes(staging.fd(), "the staging directory"));
   OutputLimit limit(options.max_output, free_bytes, "the file system of " + Printable(output));
-  StagedFiles files(staging.fd(), output, directory_forced, options.force, options.fsync, &device, filter, &limit);
+  StagedFiles files(staging.fd(), output, directory_forced, options.force, options.fsync, &device, filter, &limit,
+                    cleanup);
   PipelineStats stats;
   ProgressBar bar("unpack", 0, options.progress);
   PipelineOptions with_progress = pipeline;
@@ -461,7 +492,9 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   report->raw_bytes = filter ? files.kept_bytes() : stats.raw_bytes;
   report->seconds = stats.seconds;
   if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(files.seen(), source->Describe()));
-  return files.Commit(report);
+  // An interrupt waits for the moves into place (all or nothing) to end.
+  auto commit = [&] { return files.Commit(report); };
+  return cleanup ? cleanup->Exclusive(commit) : commit();
 }
 
 // How the selected objects' frames are fetched: an s3:// object within the

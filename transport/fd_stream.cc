@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 
+#include "common/owner_tag.h"
 #include "transport/writeback_window.h"
 
 namespace vramflow {
@@ -44,8 +45,9 @@ std::string DirName(const std::string& path) {
 
 class FileSink final : public ByteSink {
  public:
-  FileSink(UniqueFd fd, std::string temp_path, std::string final_path, FileSinkOptions options)
-      : fd_(std::move(fd)), temp_path_(std::move(temp_path)), final_path_(std::move(final_path)), options_(options) {}
+  FileSink(UniqueFd fd, std::string temp_path, std::string final_path, FileSinkOptions options, CleanupEntry entry)
+      : fd_(std::move(fd)), temp_path_(std::move(temp_path)), final_path_(std::move(final_path)), options_(options),
+        entry_(std::move(entry)) {}
   ~FileSink() override {
     if (!committed_) ::unlink(temp_path_.c_str());
   }
@@ -59,15 +61,21 @@ class FileSink final : public ByteSink {
     if (committed_) return Status::Ok();
     if (options_.fsync && ::fsync(fd_.get()) != 0) return Status::FromErrno("fsync " + Describe(), errno);
     if (::close(fd_.Release()) != 0) return Status::FromErrno("closing " + Describe(), errno);
-    if (!options_.overwrite) {
-      // link() fails if the target appeared meanwhile; rename() would clobber it.
-      if (::link(temp_path_.c_str(), final_path_.c_str()) != 0)
-        return Status::FromErrno("creating '" + final_path_ + "'", errno);
-      ::unlink(temp_path_.c_str());
-    } else if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
-      return Status::FromErrno("renaming '" + temp_path_ + "' to '" + final_path_ + "'", errno);
-    }
-    committed_ = true;
+    auto move_into_place = [&]() -> Status {
+      if (!options_.overwrite) {
+        // link() fails if the target appeared meanwhile; rename() would clobber it.
+        if (::link(temp_path_.c_str(), final_path_.c_str()) != 0)
+          return Status::FromErrno("creating '" + final_path_ + "'", errno);
+        ::unlink(temp_path_.c_str());
+      } else if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+        return Status::FromErrno("renaming '" + temp_path_ + "' to '" + final_path_ + "'", errno);
+      }
+      committed_ = true;
+      return Status::Ok();
+    };
+    // Never both: an interrupt removes the temporary file, or it is in place.
+    VF_RETURN_IF_ERROR(options_.cleanup ? options_.cleanup->Exclusive(move_into_place) : move_into_place());
+    entry_.Release();
     if (options_.fsync) {  // the new name survives a power loss only once its directory is synced
       const std::string dir_path = DirName(final_path_);
       UniqueFd dir(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -86,6 +94,7 @@ class FileSink final : public ByteSink {
   std::string final_path_;
   FileSinkOptions options_;
   WritebackWindow writeback_;  // the page cache holds a few MiB of the file, not all of it
+  CleanupEntry entry_;  // removes temp_path_ if the process is interrupted
   bool committed_ = false;
 };
 
@@ -141,14 +150,28 @@ Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const Fi
   }
   if (!options.overwrite && ::stat(path.c_str(), &st) == 0)
     return Status::AlreadyExists("'" + path + "' exists (use --force to overwrite)");
+  (void)SweepDeadTemporaries(DirectoryOf(path), kTempMarker);
+  const std::string owner = OwnerTag();
   std::random_device rd;
   for (int attempt = 0; attempt < 16; ++attempt) {
-    char suffix[32];
-    std::snprintf(suffix, sizeof(suffix), ".vf-tmp-%08x", static_cast<unsigned>(rd()));
-    std::string temp = path + suffix;
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) return std::unique_ptr<ByteSink>(new FileSink(UniqueFd(fd), temp, path, options));
-    if (errno != EEXIST) return Status::FromErrno("creating '" + temp + "'", errno);
+    char random[16];
+    std::snprintf(random, sizeof(random), "-%08x", static_cast<unsigned>(rd()));
+    std::string temp = path + kTempMarker + owner + random;
+    int fd = -1;
+    int open_errno = 0;
+    // Created and registered in one step: an interrupt removes it, or it was
+    // never created.
+    Result<CleanupEntry> entry = CleanupEntry::Create(
+        options.cleanup,
+        [&] {
+          fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+          if (fd >= 0) return Status::Ok();
+          open_errno = errno;
+          return Status::FromErrno("creating '" + temp + "'", open_errno);
+        },
+        [temp] { ::unlink(temp.c_str()); });
+    if (entry.ok()) return std::unique_ptr<ByteSink>(new FileSink(UniqueFd(fd), temp, path, options, std::move(*entry)));
+    if (open_errno != EEXIST) return entry.status();  // an error, or interrupted before the open
   }
   return Status::IoError("could not find a free temporary name beside '" + path + "'");
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "common/cleanup_registry.h"
 #include "common/unique_fd.h"
 #include "transport/byte_stream.h"
 
@@ -17,9 +18,18 @@ namespace vramflow {
 struct FileSinkOptions {
   bool overwrite = false;  // replace an existing file at the target path
   bool fsync = false;      // fsync the file and its directory on Commit()
+  // Where the temporary file is registered, to be removed if the process is
+  // interrupted (common/cleanup_registry.h); nullptr: not registered.
+  CleanupRegistry* cleanup = nullptr;
 };
 
-// Opens `path` for writing through a temporary file in the same directory.
+// The marker in a temporary file's name: PATH + kTempMarker + owner tag +
+// "-" + random hex (common/owner_tag.h).
+inline constexpr char kTempMarker[] = ".vf-tmp-";
+
+// Opens `path` for writing through a temporary file in the same directory,
+// named after this process (kTempMarker), after removing the temporary files
+// there of writers that died (SIGKILL) without removing their own.
 // An existing character device or FIFO (/dev/null, a named pipe) is written
 // directly.
 Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const FileSinkOptions& options);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/cleanup_registry.h"
 #include "transport/connection_threads.h"
 #include "transport/socket.h"
 #include "transport/tls.h"
@@ -53,6 +54,11 @@ struct NetOptions {
   // connection (a failed TLS handshake, a foreign UNIX peer) and its peer
   // address. From an internal thread; may be empty.
   std::function<void(const std::string&)> log;
+  // If the process is interrupted (common/cleanup_registry.h), a sender
+  // tells its receiver, and a receiver its sender, that it was (an ERROR
+  // message with the reason), so the peer fails at once saying so instead of
+  // timing out. nullptr: nothing registered.
+  CleanupRegistry* cleanup = nullptr;
 };
 
 }  // namespace vramflow

@@ -36,6 +36,7 @@ class NetSink final : public ByteSink {
   }
 
   ~NetSink() override {
+    interrupt_entry_.Release();  // before mu_: an interrupt in progress holds it
     {
       std::lock_guard lock(mu_);
       stop_ = true;
@@ -63,6 +64,7 @@ class NetSink final : public ByteSink {
     if (resume != 0) return Status::Internal("a new session was asked to resume at " + std::to_string(resume));
     StartThreads();
     supervisor_ = std::thread([this] { Supervise(); });
+    interrupt_entry_ = CleanupEntry(options_.cleanup, [this] { TellInterrupted(); }, CleanupRegistry::Kind::kRemote);
     return Status::Ok();
   }
 
@@ -191,6 +193,16 @@ class NetSink final : public ByteSink {
     generation_error_ = Status::Ok();
     ++generation_number_;
     return Status::Ok();
+  }
+
+  // The process is being interrupted: the receiver hears why (ERROR, which
+  // ends its session) instead of waiting for data until it times out.
+  void TellInterrupted() {
+    std::lock_guard lock(mu_);  // keeps the generation's channels alive
+    if (done_ || !generation_alive_ || generation_.channels.empty()) return;
+    const std::string why = "the sender " + options_.cleanup->reason();
+    (void)generation_.channels[0]->Send(MsgType::kError, position_,
+                                        {reinterpret_cast<const uint8_t*>(why.data()), why.size()});
   }
 
   // A new connection, through TLS unless the endpoint needs none.
@@ -417,6 +429,7 @@ class NetSink final : public ByteSink {
   uint64_t generation_number_ = 0;
   bool generation_alive_ = false;
   Status generation_error_;
+  CleanupEntry interrupt_entry_;  // last: released first, in the destructor
 };
 
 }  // namespace

@@ -597,6 +597,23 @@ class NetSource final : public ByteSource {
   NetSource(std::shared_ptr<CoreOwner> owner, std::shared_ptr<Session> session)
       : owner_(std::move(owner)), session_(std::move(session)), options_(owner_->core->options()) {
     ack_every_ = std::max<uint64_t>(session_->window_bytes / 8, 1);
+    // The process is being interrupted: the sender hears why (ERROR) instead
+    // of waiting for acknowledgements until it times out.
+    interrupt_entry_ = CleanupEntry(
+        options_.cleanup,
+        [session = session_, registry = options_.cleanup] {
+          uint64_t delivered;
+          {
+            std::lock_guard lock(session->mu);
+            if (session->finished) return;
+            delivered = session->delivered;
+          }
+          if (std::shared_ptr<Channel> control = session->Control()) {
+            const std::string why = "the receiver " + registry->reason();
+            (void)control->Send(MsgType::kError, delivered, {reinterpret_cast<const uint8_t*>(why.data()), why.size()});
+          }
+        },
+        CleanupRegistry::Kind::kRemote);
   }
   ~NetSource() override {
     if (!finished_) (void)Finish(Status::Cancelled("the receiver stopped before the end of the stream"));
@@ -703,6 +720,7 @@ class NetSource final : public ByteSource {
   const NetOptions& options_;
   uint64_t ack_every_ = 1;
   bool finished_ = false;
+  CleanupEntry interrupt_entry_;
 };
 
 class NetReceiverImpl final : public NetReceiver {

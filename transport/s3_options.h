@@ -8,6 +8,8 @@
 #include <functional>
 #include <string>
 
+#include "common/cleanup_registry.h"
+
 namespace vramflow {
 
 // S3's multipart limits (docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html).
@@ -17,6 +19,10 @@ struct S3Limits {
   uint64_t max_part_size = 5ull << 30;
   uint32_t max_parts = 10000;
 };
+
+// How long aborting an upload may take when the process is interrupted (the
+// network may be gone): then the journal record stays for `s3 cleanup`.
+inline constexpr std::chrono::seconds kInterruptAbortDeadline{5};
 
 struct S3Options {
   // Upload: bytes of part buffers alive at once (the one being filled and
@@ -49,6 +55,13 @@ struct S3Options {
   // first and refuses a key that exists (kAlreadyExists), as a file sink
   // refuses an existing file (FileSinkOptions::overwrite; the CLI's --force).
   bool overwrite = false;
+  // Upload: where multipart uploads in progress are journaled (s3_journal.h)
+  // so that `vramflow s3 cleanup` can abort those of a killed writer, and
+  // where the next upload aborts them; "" = no journal.
+  std::string journal_dir;
+  // Upload: if the process is interrupted (common/cleanup_registry.h), the
+  // multipart upload in progress is aborted, within kInterruptAbortDeadline.
+  CleanupRegistry* cleanup = nullptr;
   // Environment lookup (tests inject one); empty = ::getenv.
   std::function<const char*(const char*)> getenv;
 };

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <future>
+#include <mutex>
+#include <thread>
 #include <vector>
 
+#include "transport/s3_journal.h"
 #include "transport/s3_part_plan.h"
 #include "transport/s3_xml.h"
 
@@ -48,9 +52,12 @@ class S3Sink final : public ByteSink {
         key_(std::move(key)),
         plan_(s3::FirstPartSize(options), options.limits),
         budget_(options.memory_budget),
-        concurrency_(s3::Concurrency(options)) {}
+        concurrency_(s3::Concurrency(options)),
+        journal_dir_(options.journal_dir),
+        cleanup_(options.cleanup) {}
 
   ~S3Sink() override {
+    interrupt_entry_.Release();  // an interrupt in progress finishes its abort first
     if (committed_) return;
     cancel_ = true;  // stops parts in flight at their next progress tick
     Drain();
@@ -80,6 +87,7 @@ class S3Sink final : public ByteSink {
       if (!buffer_.empty()) VF_RETURN_IF_ERROR(Fail(SendPart()));
       VF_RETURN_IF_ERROR(Fail(Collect(true)));
       VF_RETURN_IF_ERROR(Fail(Complete()));
+      Untrack();
     }
     committed_ = true;
     return Status::Ok();
@@ -176,16 +184,105 @@ class S3Sink final : public ByteSink {
   }
 
   Status Create() {
+    // Registered before the request: an interrupt while it is in flight
+    // waits for its answer and aborts the upload it created.
+    pending_ = std::make_shared<PendingUpload>();
+    interrupt_entry_ = CleanupEntry(
+        cleanup_, [client = client_, pending = pending_] { AbortWhenCreated(*client, *pending); },
+        CleanupRegistry::Kind::kRemote);
+    if (!interrupt_entry_.registered()) return InterruptedStatus(Describe());
     Request r;
     r.method = "POST";
     r.key = key_;
     r.query = {{"uploads", ""}};
     r.what = "CreateMultipartUpload";
-    VF_ASSIGN_OR_RETURN(Response response, client_->Send(r, &cancel_));
-    std::optional<std::string> id = s3::XmlField(response.body, "UploadId");
-    if (!id || id->empty()) return Status::IoError(Describe() + ": CreateMultipartUpload reply has no UploadId");
-    upload_id_ = *id;
+    Result<Response> response = client_->Send(r, &cancel_);
+    std::optional<std::string> id;
+    if (response.ok()) id = s3::XmlField(response->body, "UploadId");
+    if (id && !id->empty()) upload_id_ = *id;
+    if (!upload_id_.empty()) Journal();
+    pending_->Answer(upload_id_, journal_);
+    VF_RETURN_IF_ERROR(response.status());
+    if (upload_id_.empty()) return Status::IoError(Describe() + ": CreateMultipartUpload reply has no UploadId");
     return Status::Ok();
+  }
+
+  // Records the new upload for `vramflow s3 cleanup` after a crash. A
+  // journal that cannot be written (a read-only home in a container) does
+  // not stop the upload: an interrupt still aborts it, and a bucket
+  // lifecycle rule is the safety net for a crash (docs/S3.md).
+  void Journal() {
+    const s3::Config& config = client_->config();
+    journal_ = s3::JournaledUpload{};
+    journal_.endpoint = config.scheme + "://" + config.host;
+    journal_.addressing = config.path_style ? "path" : "virtual";
+    journal_.region = config.region;
+    journal_.bucket = client_->bucket();
+    journal_.key = key_;
+    journal_.upload_id = upload_id_;
+    if (!journal_dir_.empty()) (void)s3::Journal(journal_dir_, &journal_);
+  }
+
+  // The upload is over (completed or aborted): nothing left to clean up.
+  void Untrack() {
+    interrupt_entry_.Release();
+    s3::Forget(journal_);
+    journal_ = s3::JournaledUpload{};
+  }
+
+  // What an interrupt needs of an upload being created: its id, once
+  // CreateMultipartUpload has answered, and its journal record.
+  struct PendingUpload {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool answered = false;
+    std::string upload_id;  // "" if the request failed
+    s3::JournaledUpload journal;
+    void Answer(const std::string& id, const s3::JournaledUpload& record) {
+      std::lock_guard lock(mu);
+      answered = true;
+      upload_id = id;
+      journal = record;
+      cv.notify_all();
+    }
+  };
+
+  // The interrupt's undo: aborts the upload (waiting for its creation to be
+  // answered if need be), giving up after kInterruptAbortDeadline in all; the
+  // journal record goes only once S3 has confirmed.
+  static void AbortWhenCreated(Client& client, PendingUpload& pending) {
+    const auto deadline = std::chrono::steady_clock::now() + kInterruptAbortDeadline;
+    std::string id;
+    s3::JournaledUpload journal;
+    {
+      std::unique_lock lock(pending.mu);
+      if (!pending.cv.wait_until(lock, deadline, [&] { return pending.answered; })) return;
+      id = pending.upload_id;
+      journal = pending.journal;
+    }
+    if (id.empty()) return;
+    std::atomic<bool> give_up{false};
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread timer([&] {
+      std::unique_lock lock(mu);
+      if (!cv.wait_until(lock, deadline, [&] { return done; })) give_up = true;
+    });
+    Request r;
+    r.method = "DELETE";
+    r.key = journal.key;
+    r.query = {{"uploadId", id}};
+    r.answers = {404};  // NoSuchUpload: completed or aborted meanwhile
+    r.what = "AbortMultipartUpload";
+    Result<Response> response = client.Send(r, &give_up);
+    {
+      std::lock_guard lock(mu);
+      done = true;
+    }
+    cv.notify_all();
+    timer.join();
+    if (response.ok()) s3::Forget(journal);
   }
 
   Status PutWhole() {
@@ -239,6 +336,7 @@ class S3Sink final : public ByteSink {
     r.query = {{"uploadId", upload_id_}};
     r.what = "AbortMultipartUpload";
     Result<Response> response = client_->Send(r);  // not cancellable: it is the cleanup
+    if (response.ok()) Untrack();  // else the journal keeps it for `vramflow s3 cleanup`
     return response.status();
   }
 
@@ -259,6 +357,11 @@ class S3Sink final : public ByteSink {
   std::vector<std::string> etags_;  // by part number - 1
   Status failed_;
   bool committed_ = false;
+  std::string journal_dir_;
+  CleanupRegistry* cleanup_;
+  s3::JournaledUpload journal_;    // of the upload in progress
+  std::shared_ptr<PendingUpload> pending_;  // shared with the interrupt's undo
+  CleanupEntry interrupt_entry_;  // aborts it if the process is interrupted
 };
 
 // Refuses an existing object, as a file sink refuses an existing file. A
@@ -287,6 +390,15 @@ std::unique_ptr<ByteSink> NewS3Sink(std::shared_ptr<s3::Client> client, const st
 Result<std::unique_ptr<ByteSink>> OpenS3Sink(const std::string& bucket, const std::string& key,
                                              const S3Options& options) {
   VF_ASSIGN_OR_RETURN(s3::Config config, s3::LoadConfig(options));
+  if (!options.journal_dir.empty()) {
+    // Uploads a killed writer left pending are aborted by the next upload:
+    // quickly, best effort (`vramflow s3 cleanup` reports what is left).
+    S3Options quick = options;
+    quick.retries = 0;
+    quick.connect_timeout = std::min(quick.connect_timeout, std::chrono::milliseconds(3000));
+    quick.stall_timeout = std::min(quick.stall_timeout, std::chrono::milliseconds(5000));
+    (void)s3::AbortJournaledUploads(options.journal_dir, quick, /*include_live=*/false);
+  }
   auto client = std::make_shared<s3::Client>(std::move(config), options, bucket);
   if (!options.overwrite) VF_RETURN_IF_ERROR(RefuseExisting(*client, key));
   return NewS3Sink(std::move(client), key, options);
