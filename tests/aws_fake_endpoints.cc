@@ -194,6 +194,7 @@ FakeAws::Issue FakeAws::NewCredentials() {
           "token-" + std::to_string(serial_) + "-" + std::to_string(std::time(nullptr)),
           std::time(nullptr) + lifetime_};
   issued_.push_back(i.key);
+  issued_keys_[i.key] = {i.secret, i.token};
   if (s3_) s3_->AddKey(i.key, i.secret, i.token, i.expires);
   return i;
 }
@@ -205,7 +206,16 @@ std::string FakeAws::CheckStsSignature(const Request& r) const {
   if (auth.rfind(prefix, 0) != 0) return "MissingAuthenticationToken";
   size_t slash = auth.find('/', prefix.size());
   std::string access_key = auth.substr(prefix.size(), slash - prefix.size());
-  if (access_key != source_key_) return "InvalidClientTokenId";
+  std::string secret, token;
+  if (access_key == source_key_) {
+    secret = source_secret_;
+    token = source_token_;
+  } else if (auto it = issued_keys_.find(access_key); it != issued_keys_.end()) {
+    secret = it->second.first;
+    token = it->second.second;
+  } else {
+    return "InvalidClientTokenId";
+  }
   std::string scope = auth.substr(slash + 1, auth.find(',') - slash - 1);
   size_t r1 = scope.find('/'), r2 = scope.find('/', r1 + 1);
   std::string region = scope.substr(r1 + 1, r2 - r1 - 1);
@@ -221,9 +231,11 @@ std::string FakeAws::CheckStsSignature(const Request& r) const {
     if (semi == std::string::npos) break;
     pos = semi + 1;
   }
-  s3::Credentials source{source_key_, source_secret_, ""};
+  s3::Credentials source{access_key, secret, ""};
   if (s3::Authorization(source, region, r.Header("x-amz-date"), sign, "sts") != auth) return "SignatureDoesNotMatch";
-  if (r.Header("x-amz-security-token") != source_token_) return "InvalidClientTokenId";
+  if (r.Header("x-amz-security-token") != token || (!token.empty() && signed_headers.find("x-amz-security-token") ==
+                                                                          std::string::npos))
+    return "InvalidClientTokenId";
   return "";
 }
 

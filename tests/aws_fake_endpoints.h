@@ -3,7 +3,8 @@
 //
 //   STS        POST /  Action=AssumeRole (SigV4-signed, service "sts"; the
 //              signature is checked against the source key given to
-//              AllowSource) and Action=AssumeRoleWithWebIdentity (the token
+//              AllowSource, or a key it issued itself, with its token: role
+//              chaining) and Action=AssumeRoleWithWebIdentity (the token
 //              must equal SetWebIdentityToken's).
 //   container  GET /container/creds: "Authorization:" must equal
 //              SetContainerToken's (when set).
@@ -85,6 +86,7 @@ class FakeAws {
   std::map<std::string, int> counts_;                    // GUARDED_BY(mu_)
   std::map<std::string, std::string> last_form_;         // GUARDED_BY(mu_)
   std::vector<std::string> issued_;                      // GUARDED_BY(mu_)
+  std::map<std::string, std::pair<std::string, std::string>> issued_keys_;  // key -> (secret, token); GUARDED_BY(mu_)
   int serial_ = 0;                                       // GUARDED_BY(mu_)
 };
 
