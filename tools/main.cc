@@ -311,6 +311,8 @@ int Main(int argc, char** argv) {
   gen_cmd->add_option("-s,--size", gen_size, "bytes to write")->capture_default_str()->check(SizeValidator());
   gen_cmd->add_option("--seed", gen_seed, "seed; same seed, same bytes")->capture_default_str();
   gen_cmd->add_option("-o,--output", gen_output, "file to write; - for stdout; s3://BUCKET/KEY")->required();
+  S3Flags gen_s3;
+  gen_s3.Add(gen_cmd);
 
   // criu export-upstream
   CLI::App* criu_cmd = app.add_subcommand("criu", "Work on the CRIU amdgpu plugin's images");
@@ -572,6 +574,7 @@ int Main(int argc, char** argv) {
     TransportOptions sink_options;  // a file, -, fd:N or s3://BUCKET/KEY
     sink_options.file.overwrite = true;
     sink_options.s3.overwrite = true;
+    gen_s3.Resolve(&sink_options.s3);
     Result<std::unique_ptr<ByteSink>> sink = OpenSink(gen_output, sink_options);
     if (!sink.ok()) return Fail("gen", sink.status());
     std::vector<uint8_t> buf(4u << 20);

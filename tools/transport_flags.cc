@@ -38,9 +38,11 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
         ->capture_default_str();
     group->add_option("--accept-timeout", accept_timeout_s, "seconds to wait for a sender (default: forever)");
   }
+  s3.Add(cmd);
 }
 
 Status TransportFlags::Resolve(TransportOptions* options) const {
+  s3.Resolve(&options->s3);
   NetOptions& net = options->net;
   net.insecure = insecure;
   net.tls.cert_file = cert_file;
