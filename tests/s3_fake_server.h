@@ -38,6 +38,7 @@ class FakeS3 {
 
   // "http://127.0.0.1:PORT".
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
 
   // The next `times` requests of operation `op` ("UploadPart", "GetObject",
   // ..., or "*" for any) get `fault`.
