@@ -189,6 +189,38 @@ TEST_F(S3ConfigTest, ProfilesFromTheCliFiles) {
   EXPECT_EQ(Load()->credentials->Get()->access_key, "ENV");
 }
 
+// botocore's order among the sources a profile may name (see
+// aws_credential_chain.h): credentials file, then credential_process, then
+// the config file's keys; a named profile that exists nowhere is an error
+// even where the environment has keys (as `aws` says "could not be found").
+TEST_F(S3ConfigTest, ChainOrderWithinAProfile) {
+  Write(".aws/config", "[default]\ncredential_process = echo '{\"Version\": 1, \"AccessKeyId\": \"PROC\", "
+                       "\"SecretAccessKey\": \"PS\"}'\naws_access_key_id = CFG\naws_secret_access_key = CS\n");
+  auto c = Load();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->credentials->Get()->access_key, "PROC");
+  EXPECT_NE(c->credentials_source.find("credential_process"), std::string::npos) << c->credentials_source;
+  Write(".aws/credentials", "[default]\naws_access_key_id = CRED\naws_secret_access_key = CRS\n");
+  EXPECT_EQ(Load()->credentials->Get()->access_key, "CRED");
+  env_["AWS_ACCESS_KEY_ID"] = "ENV";
+  env_["AWS_SECRET_ACCESS_KEY"] = "ENVS";
+  EXPECT_EQ(Load()->credentials->Get()->access_key, "ENV");
+  S3Options named;
+  named.profile = "default";  // --profile default: the profile, not the environment
+  EXPECT_EQ(Load(named)->credentials->Get()->access_key, "CRED");
+  env_["AWS_PROFILE"] = "nobody";
+  c = Load();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("profile 'nobody' is in neither"), std::string::npos) << c.status().message();
+  // SSO profiles are refused with a way out, not silently skipped.
+  Write(".aws/config", "[profile sso]\nsso_start_url = https://x.awsapps.com/start\nsso_role_name = r\n");
+  env_.erase("AWS_ACCESS_KEY_ID");
+  env_["AWS_PROFILE"] = "sso";
+  c = Load();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("SSO"), std::string::npos) << c.status().message();
+}
+
 TEST_F(S3ConfigTest, MissingCredentialsSayWhatToSet) {
   env_["AWS_PROFILE"] = "nobody";
   auto c = Load();

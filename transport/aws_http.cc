@@ -44,8 +44,10 @@ std::string CertificateHint(const TlsTrust& trust) {
   if (trust.ca_file.empty() && trust.ca_dir.empty())
     return " (the server's certificate does not chain to a CA in the system's store: for a private CA pass "
            "--ca-bundle FILE or set AWS_CA_BUNDLE)";
-  return " (the server's certificate does not chain to a CA in " +
-         (trust.ca_file.empty() ? trust.ca_dir : trust.ca_file) + ", from " + trust.source + ")";
+  std::string hint = " (the server's certificate does not chain to a CA in " +
+                     (trust.ca_file.empty() ? trust.ca_dir : trust.ca_file) + ", from " + trust.source;
+  if (trust.source.rfind("SSL_CERT_", 0) == 0) hint += ": for a private CA pass --ca-bundle FILE or set AWS_CA_BUNDLE";
+  return hint + ")";
 }
 
 std::string FormEncode(const std::string& s) {

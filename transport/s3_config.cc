@@ -94,7 +94,9 @@ Result<Config> LoadConfig(const S3Options& options) {
 
   VF_ASSIGN_OR_RETURN(Ini credentials_ini, ReadIniFile(credentials_file));
   VF_ASSIGN_OR_RETURN(Ini config_ini, ReadIniFile(config_file));
-  Section from_config = config_ini[profile == "default" ? "default" : "profile " + profile];
+  // find(), not operator[]: the chain tells a missing profile from an empty one.
+  auto config_section = config_ini.find(profile == "default" ? "default" : "profile " + profile);
+  Section from_config = config_section == config_ini.end() ? Section() : config_section->second;
 
   config.region = options.region;
   if (config.region.empty()) config.region = Env(getenv, "AWS_REGION");
