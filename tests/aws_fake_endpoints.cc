@@ -105,6 +105,11 @@ void FakeAws::SetContainerToken(const std::string& token) {
   container_token_ = token;
 }
 
+void FakeAws::SetSsoToken(const std::string& token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sso_token_ = token;
+}
+
 void FakeAws::SetLifetime(int seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   lifetime_ = seconds;
@@ -273,6 +278,17 @@ FakeAws::Reply FakeAws::Handle(const Request& r) {
     if (!container_token_.empty() && r.Header("authorization") != container_token_)
       return {403, "{\"code\":\"AccessDenied\",\"message\":\"bad authorization token\"}"};
     return {200, json(NewCredentials(), "Token")};
+  }
+  const std::string sso_path = "/federation/credentials?";
+  if (r.method == "GET" && r.path.rfind(sso_path, 0) == 0) {
+    ++counts_["Sso"];
+    last_form_ = ParseForm(r.path.substr(sso_path.size()));
+    if (sso_token_.empty() || r.Header("x-amz-sso_bearer_token") != sso_token_)
+      return {401, "{\"message\":\"Session token not found or invalid\"}"};
+    Issue i = NewCredentials();
+    return {200, "{\"roleCredentials\":{\"accessKeyId\":\"" + i.key + "\",\"secretAccessKey\":\"" + i.secret +
+                     "\",\"sessionToken\":\"" + i.token + "\",\"expiration\":" + std::to_string(i.expires * 1000LL) +
+                     "}}"};
   }
   if (r.method == "PUT" && r.path == "/latest/api/token") {
     ++counts_["ImdsToken"];

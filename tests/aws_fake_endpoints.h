@@ -8,6 +8,8 @@
 //              must equal SetWebIdentityToken's).
 //   container  GET /container/creds: "Authorization:" must equal
 //              SetContainerToken's (when set).
+//   SSO        GET /federation/credentials?role_name=R&account_id=A:
+//              "x-amz-sso_bearer_token:" must equal SetSsoToken's.
 //   IMDSv2     PUT /latest/api/token, GET /latest/meta-data/iam/security-credentials/[ROLE]
 //              (the token from the PUT is required).
 //
@@ -43,12 +45,14 @@ class FakeAws {
   void AllowSource(const std::string& access_key, const std::string& secret_key, const std::string& token = "");
   void SetWebIdentityToken(const std::string& token);
   void SetContainerToken(const std::string& token);
+  void SetSsoToken(const std::string& token);
   void SetLifetime(int seconds);
 
   // Requests per route: "AssumeRole", "AssumeRoleWithWebIdentity",
-  // "Container", "ImdsToken", "ImdsRole", "ImdsCredentials"; refused ones too.
+  // "Container", "Sso", "ImdsToken", "ImdsRole", "ImdsCredentials"; refused ones too.
   int Count(const std::string& route) const;
-  // Form fields of the last STS request (RoleArn, RoleSessionName, ExternalId, ...).
+  // Form fields of the last STS request (RoleArn, RoleSessionName, ExternalId,
+  // ...), or the query of the last SSO request (role_name, account_id).
   std::map<std::string, std::string> LastStsForm() const;
   // Access keys issued, in order.
   std::vector<std::string> Issued() const;
@@ -82,6 +86,7 @@ class FakeAws {
   std::string source_key_, source_secret_, source_token_;  // GUARDED_BY(mu_)
   std::string web_identity_token_;                       // GUARDED_BY(mu_)
   std::string container_token_;                          // GUARDED_BY(mu_)
+  std::string sso_token_;                                // GUARDED_BY(mu_)
   std::string imds_token_;                               // GUARDED_BY(mu_)
   std::map<std::string, int> counts_;                    // GUARDED_BY(mu_)
   std::map<std::string, std::string> last_form_;         // GUARDED_BY(mu_)

@@ -15,6 +15,7 @@
 
 #include "tests/aws_fake_endpoints.h"
 #include "tests/s3_fake_server.h"
+#include "tests/shell.h"
 #include "transport/aws_credential_process.h"
 #include "transport/aws_metadata.h"
 #include "transport/s3_client.h"
@@ -268,6 +269,48 @@ TEST_F(S3Credentials, InstanceMetadataV2) {
   ASSERT_FALSE(config.ok());
   EXPECT_NE(config.status().message().find("no S3 credentials"), std::string::npos) << config.status().message();
   EXPECT_EQ(aws_.Count("ImdsToken"), 1);
+}
+
+// An SSO profile after `aws sso login`: the cached token (file named by the
+// SHA-1 of the session name, computed here with sha1sum) buys role keys.
+TEST_F(S3Credentials, SsoCachedToken) {
+  aws_.SetSsoToken("sso-access-token");
+  env_["AWS_ENDPOINT_URL_SSO"] = aws_.endpoint();
+  Write(".aws/config", "[profile dev]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Writer\n"
+                       "[sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\nsso_region = eu-west-1\n"
+                       "[profile legacy]\nsso_start_url = https://old.awsapps.com/start\nsso_region = us-east-1\n"
+                       "sso_account_id = 444455556666\nsso_role_name = Reader\n");
+  auto sha1 = [](const std::string& key) {
+    testing::CommandResult r = testing::RunShell("printf %s " + testing::ShellQuote(key) + " | sha1sum | cut -c1-40");
+    return r.output.substr(0, 40);
+  };
+  Write(".aws/sso/cache/" + sha1("corp") + ".json",
+        "{\"startUrl\": \"https://corp.awsapps.com/start\", \"region\": \"eu-west-1\", \"accessToken\": "
+        "\"sso-access-token\", \"expiresAt\": \"2999-01-01T00:00:00Z\"}");
+  env_["AWS_PROFILE"] = "dev";
+  Status s = Upload("sso");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("Sso"), 1);
+  EXPECT_EQ(aws_.LastStsForm()["role_name"], "Writer");
+  EXPECT_EQ(aws_.LastStsForm()["account_id"], "111122223333");
+  EXPECT_GT(s3_.SignedBy(aws_.Issued().at(0)), 0);
+
+  // A legacy profile's cache is named by its start URL; an expired token
+  // says to log in again, without asking the portal.
+  Write(".aws/sso/cache/" + sha1("https://old.awsapps.com/start") + ".json",
+        "{\"accessToken\": \"sso-access-token\", \"expiresAt\": \"2020-01-01T00:00:00UTC\"}");
+  env_["AWS_PROFILE"] = "legacy";
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("aws sso login --profile legacy"), std::string::npos)
+      << config.status().message();
+  EXPECT_EQ(aws_.Count("Sso"), 1);
+  // A token the portal does not know.
+  Write(".aws/sso/cache/" + sha1("https://old.awsapps.com/start") + ".json",
+        "{\"accessToken\": \"stale\", \"expiresAt\": \"2999-01-01T00:00:00Z\"}");
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("HTTP 401"), std::string::npos) << config.status().message();
 }
 
 // Keys that expire within seconds are fetched again before they do: an

@@ -212,13 +212,14 @@ TEST_F(S3ConfigTest, ChainOrderWithinAProfile) {
   c = Load();
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("profile 'nobody' is in neither"), std::string::npos) << c.status().message();
-  // SSO profiles are refused with a way out, not silently skipped.
+  // An SSO profile missing its settings says which it needs.
   Write(".aws/config", "[profile sso]\nsso_start_url = https://x.awsapps.com/start\nsso_role_name = r\n");
   env_.erase("AWS_ACCESS_KEY_ID");
   env_["AWS_PROFILE"] = "sso";
   c = Load();
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("SSO"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("SSO profile 'sso' needs sso_start_url, sso_region"), std::string::npos)
+      << c.status().message();
 }
 
 TEST_F(S3ConfigTest, MissingCredentialsSayWhatToSet) {

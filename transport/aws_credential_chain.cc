@@ -7,6 +7,7 @@
 
 #include "transport/aws_credential_process.h"
 #include "transport/aws_metadata.h"
+#include "transport/aws_sso.h"
 #include "transport/aws_sts.h"
 
 namespace vramflow::s3 {
@@ -53,8 +54,10 @@ class Chain {
       VF_ASSIGN_OR_RETURN(ProviderPtr role, AssumeRoleFor(in_.profile, 0, &visited));
       return Loaded(role);
     }
-    if (ProviderPtr web = WebIdentity(p, /*use_env=*/true)) return Loaded(web);
-    VF_RETURN_IF_ERROR(RefuseSso(in_.profile, p));
+    // --profile also hides AWS_WEB_IDENTITY_TOKEN_FILE / AWS_ROLE_ARN, as in botocore.
+    if (ProviderPtr web = WebIdentity(p, /*use_env=*/!in_.profile_explicit)) return Loaded(web);
+    VF_ASSIGN_OR_RETURN(ProviderPtr sso, Sso(in_.profile, p));
+    if (sso) return Loaded(sso);
     if (ProviderPtr keys = StaticKeys(in_.credentials_file, in_.credentials_path)) return Loaded(keys);
     if (ProviderPtr process = Process(p)) return Loaded(process);
     if (ProviderPtr keys = StaticKeys(in_.config_file, in_.config_path)) return Loaded(keys);
@@ -165,12 +168,33 @@ class Chain {
     });
   }
 
-  Status RefuseSso(const std::string& name, const Section& p) const {
-    if (Get(p, "sso_start_url").empty() && Get(p, "sso_session").empty()) return Status::Ok();
-    return Status::NotSupported("profile '" + name +
-                                "' uses AWS SSO (sso_start_url / sso_session), which vramflow does not read yet: "
-                                "export the role's keys into the environment, e.g. with `aws configure "
-                                "export-credentials --profile " + name + " --format env` (awscli 2.9+)");
+  // An SSO profile (sso_start_url, or sso_session naming an [sso-session]
+  // section): nullptr when `p` is none, an error when it is one badly set up.
+  Result<ProviderPtr> Sso(const std::string& name, const Section& p) const {
+    SsoProfile sso;
+    sso.profile = name;
+    sso.session = Get(p, "sso_session");
+    if (Get(p, "sso_start_url").empty() && sso.session.empty()) return ProviderPtr();
+    Section settings = p;
+    if (!sso.session.empty()) {
+      auto section = in_.config_file.find("sso-session " + sso.session);
+      if (section == in_.config_file.end())
+        return Status::InvalidArgument("profile '" + name + "': sso_session '" + sso.session + "' has no [sso-session " +
+                                       sso.session + "] section in " + in_.config_path);
+      for (const auto& [k, v] : section->second) settings[k] = v;
+    }
+    sso.start_url = Get(settings, "sso_start_url");
+    sso.region = Get(settings, "sso_region");
+    sso.account_id = Get(p, "sso_account_id");
+    sso.role_name = Get(p, "sso_role_name");
+    if (sso.start_url.empty() || sso.region.empty() || sso.account_id.empty() || sso.role_name.empty())
+      return Status::InvalidArgument("SSO profile '" + name +
+                                     "' needs sso_start_url, sso_region, sso_account_id and sso_role_name");
+    sso.cache_dir = Env("HOME") + "/.aws/sso/cache";
+    sso.portal_url = Env("AWS_ENDPOINT_URL_SSO");
+    sso.trust = in_.trust;
+    return Make("SSO profile '" + name + "' (" + sso.role_name + "@" + sso.account_id + ")",
+                [sso] { return FetchSsoCredentials(sso); });
   }
 
   ProviderPtr Process(const Section& p) const {
@@ -272,7 +296,8 @@ class Chain {
         return Make("credential_process of profile '" + name + "'",
                     [command, timeout] { return RunCredentialProcess(command, timeout); });
       }
-      VF_RETURN_IF_ERROR(RefuseSso(name, s));
+      VF_ASSIGN_OR_RETURN(ProviderPtr sso, Sso(name, s));
+      if (sso) return sso;
     }
     return Status::InvalidArgument("profile '" + from + "': source_profile '" + name + "' has no credentials");
   }

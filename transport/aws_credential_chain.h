@@ -2,17 +2,19 @@
 // order, so a machine set up for `aws s3 cp` works unchanged.
 //
 //   1 environment      AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
-//                      skipped when the profile was named with --profile
-//   2 assume role      the profile's role_arn with source_profile (any profile
-//                      of this list but SSO, chained up to 8 deep) or
+//                      skipped when the profile was named with --profile (which
+//                      also hides the web identity variables of 3)
+//   2 assume role      the profile's role_arn with source_profile (a profile
+//                      with keys, a role, web identity, SSO or credential_process;
+//                      chained up to 8 deep) or
 //                      credential_source (Environment, Ec2InstanceMetadata,
 //                      EcsContainer): STS AssumeRole signed with those keys
 //   3 web identity     AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN
 //                      (+ AWS_ROLE_SESSION_NAME), or the profile's
 //                      web_identity_token_file + role_arn: STS
 //                      AssumeRoleWithWebIdentity (the file is read at each refresh)
-//   4 SSO              sso_start_url / sso_session profiles: an error saying so
-//                      (not supported)
+//   4 SSO              sso_start_url / sso_session profiles: the token that
+//                      `aws sso login` cached, then GetRoleCredentials (aws_sso.h)
 //   5 credentials file the profile's aws_access_key_id / aws_secret_access_key
 //   6 process          the profile's credential_process
 //   7 config file      the profile's keys in ~/.aws/config

@@ -91,7 +91,6 @@ Result<HttpReply> Http(const HttpCall& call) {
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(h, CURLOPT_PROXY, "");  // metadata endpoints are never reached through a proxy
   ApplyTlsTrust(h, call.trust);
   if (call.method == "POST" || call.method == "PUT") {
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call.method.c_str());
