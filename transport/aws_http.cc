@@ -34,6 +34,11 @@ size_t OnWrite(char* data, size_t size, size_t n, void* user) {
 
 }  // namespace
 
+void CurlGlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
 void ApplyTlsTrust(void* curl_handle, const TlsTrust& trust) {
   CURL* h = static_cast<CURL*>(curl_handle);
   if (!trust.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, trust.ca_file.c_str());
@@ -66,8 +71,7 @@ std::string FormEncode(const std::string& s) {
 }
 
 Result<HttpReply> Http(const HttpCall& call) {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  CurlGlobalInit();
   std::unique_ptr<CURL, EasyDeleter> handle(curl_easy_init());
   if (!handle) return Status::Internal("curl_easy_init failed");
   CURL* h = handle.get();

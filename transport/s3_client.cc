@@ -28,12 +28,6 @@ struct SlistDeleter {
 };
 using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
-void GlobalInit() {
-  static std::once_flag once;
-  // curl_global_init is not thread-safe; every Client passes here first.
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 // State one transfer's callbacks share.
 struct Transfer {
   std::span<const uint8_t> body;
@@ -184,7 +178,7 @@ Client::Client(Config config, const S3Options& options, std::string bucket)
       backoff_max_(options.backoff_max),
       retries_(options.retries),
       pool_(std::make_unique<HandlePool>()) {
-  GlobalInit();
+  CurlGlobalInit();
 }
 
 Client::~Client() = default;
