@@ -186,6 +186,14 @@ TEST_F(S3Credentials, AssumeRoleFromSourceProfile) {
   config = s3::LoadConfig(options_);
   ASSERT_FALSE(config.ok());
   EXPECT_NE(config.status().message().find("SignatureDoesNotMatch"), std::string::npos) << config.status().message();
+
+  // Settings STS would refuse are refused here, naming the profile.
+  Write(".aws/config", "[profile writer]\nrole_arn = arn:aws:iam::1:role/writer\nsource_profile = base\n"
+                       "duration_seconds = 1h\n");
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("profile 'writer': duration_seconds '1h'"), std::string::npos)
+      << config.status().message();
 }
 
 TEST_F(S3Credentials, CredentialProcess) {

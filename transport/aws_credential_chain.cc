@@ -1,5 +1,6 @@
 #include "transport/aws_credential_chain.h"
 
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -55,12 +56,13 @@ class Chain {
       return Loaded(role);
     }
     // --profile also hides AWS_WEB_IDENTITY_TOKEN_FILE / AWS_ROLE_ARN, as in botocore.
-    if (ProviderPtr web = WebIdentity(p, /*use_env=*/!in_.profile_explicit)) return Loaded(web);
+    if (ProviderPtr web = WebIdentity(in_.profile, p, /*use_env=*/!in_.profile_explicit)) return Loaded(web);
     VF_ASSIGN_OR_RETURN(ProviderPtr sso, Sso(in_.profile, p));
     if (sso) return Loaded(sso);
-    if (ProviderPtr keys = StaticKeys(in_.credentials_file, in_.credentials_path)) return Loaded(keys);
+    if (ProviderPtr keys = StaticKeys(in_.credentials_file, in_.profile, in_.credentials_path)) return Loaded(keys);
     if (ProviderPtr process = Process(p)) return Loaded(process);
-    if (ProviderPtr keys = StaticKeys(in_.config_file, in_.config_path)) return Loaded(keys);
+    if (ProviderPtr keys = StaticKeys(in_.config_file, ConfigSectionName(in_.profile), in_.config_path))
+      return Loaded(keys);
     VF_ASSIGN_OR_RETURN(ProviderPtr container, Container());
     if (container) return Loaded(container);
     std::string imds_failure;
@@ -90,8 +92,7 @@ class Chain {
     return name == "default" ? "default" : "profile " + name;
   }
   bool Exists(const std::string& name) const {
-    return in_.credentials_file.count(name) || in_.config_file.count(ConfigSectionName(name)) ||
-           (name != "default" && in_.config_file.count(name));  // "[name]" in config is accepted too
+    return in_.credentials_file.count(name) || in_.config_file.count(ConfigSectionName(name));
   }
   // The profile's settings: config file, then the credentials file's over them.
   Section Profile(const std::string& name) const {
@@ -136,8 +137,8 @@ class Chain {
     return Fixed("AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", std::move(c));
   }
 
-  ProviderPtr StaticKeys(const Ini& file, const std::string& path) const {
-    auto section = file.find(&file == &in_.config_file ? ConfigSectionName(in_.profile) : in_.profile);
+  ProviderPtr StaticKeys(const Ini& file, const std::string& section_name, const std::string& path) const {
+    auto section = file.find(section_name);
     if (section == file.end()) return nullptr;
     return KeysOf(section->second, in_.profile, path);
   }
@@ -147,14 +148,14 @@ class Chain {
     return Fixed("profile '" + name + "' in " + path, std::move(c));
   }
 
-  ProviderPtr WebIdentity(const Section& p, bool use_env) const {
+  ProviderPtr WebIdentity(const std::string& name, const Section& p, bool use_env) const {
     std::string token_file = use_env ? Env("AWS_WEB_IDENTITY_TOKEN_FILE") : "";
     std::string role = use_env ? Env("AWS_ROLE_ARN") : "";
     std::string session = use_env ? Env("AWS_ROLE_SESSION_NAME") : "";
     std::string from = "AWS_WEB_IDENTITY_TOKEN_FILE";
     if (token_file.empty()) {
       token_file = Get(p, "web_identity_token_file");
-      from = "web_identity_token_file of profile '" + in_.profile + "'";
+      from = "web_identity_token_file of profile '" + name + "'";
     }
     if (role.empty()) role = Get(p, "role_arn");
     if (session.empty()) session = Get(p, "role_session_name");
@@ -229,7 +230,8 @@ class Chain {
     std::string endpoint = Env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
     if (!endpoint.empty()) e.base = endpoint;
     std::string timeout = Env("AWS_METADATA_SERVICE_TIMEOUT");
-    if (!timeout.empty()) e.timeout = std::chrono::milliseconds(static_cast<long>(std::atof(timeout.c_str()) * 1000));
+    double seconds = timeout.empty() ? 0 : std::atof(timeout.c_str());
+    if (seconds > 0 && seconds <= 60) e.timeout = std::chrono::milliseconds(static_cast<long>(seconds * 1000));
     return Make("instance metadata (IMDS) " + e.base, [e] { return FetchImdsCredentials(e); });
   }
 
@@ -264,7 +266,14 @@ class Chain {
     }
     AssumeRoleParams params{Get(p, "role_arn"), SessionName(Get(p, "role_session_name")), Get(p, "external_id"), 0};
     std::string duration = Get(p, "duration_seconds");
-    if (!duration.empty()) params.duration_seconds = static_cast<unsigned>(std::stoul(duration));
+    if (!duration.empty()) {
+      char* end = nullptr;
+      unsigned long seconds = std::strtoul(duration.c_str(), &end, 10);
+      if (*end != '\0' || seconds < 900 || seconds > 43200)
+        return Status::InvalidArgument("profile '" + name + "': duration_seconds '" + duration +
+                                       "' must be 900 .. 43200");
+      params.duration_seconds = static_cast<unsigned>(seconds);
+    }
     StsEndpoint sts = Sts(p);
     std::string what = "role " + params.role_arn + " (profile '" + name + "', from " + source->source() + ")";
     return Make(what, [sts, params, source] {
@@ -289,7 +298,7 @@ class Chain {
     }
     if (ProviderPtr keys = KeysOf(s, name, in_.credentials_path + " / " + in_.config_path)) return keys;
     if (name != from) {
-      if (ProviderPtr web = WebIdentity(s, /*use_env=*/false)) return web;
+      if (ProviderPtr web = WebIdentity(name, s, /*use_env=*/false)) return web;
       std::string command = Get(s, "credential_process");
       if (!command.empty()) {
         auto timeout = in_.process_timeout;
