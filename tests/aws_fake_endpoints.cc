@@ -14,6 +14,13 @@
 namespace vramflow::testing {
 namespace {
 
+// The hex after "Signature=" in an Authorization header (clients separate
+// its parts with "," or ", ").
+std::string SignatureOf(const std::string& authorization) {
+  size_t at = authorization.find("Signature=");
+  return at == std::string::npos ? "" : authorization.substr(at + 10, 64);
+}
+
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -227,6 +234,7 @@ std::string FakeAws::CheckStsSignature(const Request& r) const {
   if (scope.substr(r2 + 1, 4) != "sts/") return "SignatureDoesNotMatch";
   size_t at = auth.find("SignedHeaders=");
   std::string signed_headers = auth.substr(at + 14, auth.find(',', at) - at - 14);
+  std::string signature = SignatureOf(auth);
   s3::SignRequest sign{r.method, r.path, {}, {}, s3::Sha256Hex(r.body)};
   size_t pos = 0;
   while (pos <= signed_headers.size()) {
@@ -237,7 +245,8 @@ std::string FakeAws::CheckStsSignature(const Request& r) const {
     pos = semi + 1;
   }
   s3::Credentials source{access_key, secret, ""};
-  if (s3::Authorization(source, region, r.Header("x-amz-date"), sign, "sts") != auth) return "SignatureDoesNotMatch";
+  if (SignatureOf(s3::Authorization(source, region, r.Header("x-amz-date"), sign, "sts")) != signature)
+    return "SignatureDoesNotMatch";
   if (r.Header("x-amz-security-token") != token || (!token.empty() && signed_headers.find("x-amz-security-token") ==
                                                                           std::string::npos))
     return "InvalidClientTokenId";

@@ -5,6 +5,7 @@
 // token, before they expire. Environments are injected (S3Options::getenv).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -319,6 +320,40 @@ TEST_F(S3Credentials, SsoCachedToken) {
   config = s3::LoadConfig(options_);
   ASSERT_FALSE(config.ok());
   EXPECT_NE(config.status().message().find("HTTP 401"), std::string::npos) << config.status().message();
+}
+
+// The fakes against an independent client, Debian's aws 2.9 (botocore):
+// FakeS3's signature check accepts its requests (FakeS3ChecksSignatureAndToken
+// shows it refusing wrong ones), and the aws CLI gets keys from FakeAws's IMDSv2 and container endpoint
+// that FakeS3 then accepts with their tokens. Three aws runs: 2-6 s.
+TEST_F(S3Credentials, FakesAgreeWithTheAwsCli) {
+  if (::access("/usr/bin/aws", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/aws (scripts/setup.sh installs awscli)";
+  std::string file = Write("up.bin", std::string(3000, 'x'));
+  auto aws = [&](const std::string& env, const std::string& key) {
+    return testing::RunShell("env -i PATH=/usr/bin:/bin HOME=" + testing::ShellQuote(dir_) +
+                             " AWS_DEFAULT_REGION=us-east-1 " + env + " /usr/bin/aws --endpoint-url " + s3_.endpoint() +
+                             " s3 cp --only-show-errors " + testing::ShellQuote(file) + " s3://bkt/" + key);
+  };
+  testing::CommandResult r = aws("AWS_ACCESS_KEY_ID=AKSTATIC AWS_SECRET_ACCESS_KEY=static-secret", "aws-static");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(s3_.Object("bkt/aws-static").value_or(""), std::string(3000, 'x'));
+
+  // botocore wants the trailing slash (vramflow takes either).
+  r = aws("AWS_EC2_METADATA_SERVICE_ENDPOINT=" + aws_.endpoint() + "/", "aws-imds");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(aws_.Count("ImdsToken"), 1);
+  EXPECT_EQ(aws_.Count("ImdsCredentials"), 1);
+  ASSERT_EQ(aws_.Issued().size(), 1u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[0]), 0);
+
+  aws_.SetContainerToken("ecs-token");
+  r = aws("AWS_EC2_METADATA_DISABLED=true AWS_CONTAINER_AUTHORIZATION_TOKEN=ecs-token "
+          "AWS_CONTAINER_CREDENTIALS_FULL_URI=" + aws_.endpoint() + "/container/creds",
+          "aws-container");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(aws_.Count("Container"), 1);
+  ASSERT_EQ(aws_.Issued().size(), 2u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[1]), 0);
 }
 
 // Keys that expire within seconds are fetched again before they do: an

@@ -15,6 +15,13 @@
 namespace vramflow::testing {
 namespace {
 
+// The hex after "Signature=" in an Authorization header (clients separate
+// its parts with "," or ", ").
+std::string SignatureOf(const std::string& authorization) {
+  size_t at = authorization.find("Signature=");
+  return at == std::string::npos ? "" : authorization.substr(at + 10, 64);
+}
+
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -172,6 +179,7 @@ std::string FakeS3::CheckSignature(const HttpRequest& r) {
   if (r1 == std::string::npos || r2 == std::string::npos) return "AuthorizationHeaderMalformed";
   std::string region = scope.substr(r1 + 1, r2 - r1 - 1);
   std::string signed_headers = auth.substr(signed_at + 14, auth.find(',', signed_at) - signed_at - 14);
+  std::string signature = SignatureOf(auth);
   auto key = keys_.find(access_key);
   if (key == keys_.end()) return "InvalidAccessKeyId";
   std::string payload_hash = r.Header("x-amz-content-sha256");
@@ -187,7 +195,8 @@ std::string FakeS3::CheckSignature(const HttpRequest& r) {
     pos = semi + 1;
   }
   s3::Credentials credentials{access_key, key->second.secret, ""};
-  if (s3::Authorization(credentials, region, r.Header("x-amz-date"), sign) != auth) return "SignatureDoesNotMatch";
+  if (SignatureOf(s3::Authorization(credentials, region, r.Header("x-amz-date"), sign)) != signature)
+    return "SignatureDoesNotMatch";
   const Key& k = key->second;
   if (!k.token.empty()) {
     if (signed_headers.find("x-amz-security-token") == std::string::npos || r.Header("x-amz-security-token") != k.token)
@@ -289,6 +298,9 @@ void FakeS3::Serve(int fd) {
       }
     }
     size_t length = r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
+    // The aws CLI asks before sending a body; say go on.
+    if (Lower(r.Header("expect")) == "100-continue" && in.size() < length && !SendAll(fd, "HTTP/1.1 100 Continue\r\n\r\n"))
+      break;
     while (in.size() < length) {
       ssize_t n = ::recv(fd, buf, sizeof buf, 0);
       if (n <= 0) goto done;
