@@ -221,6 +221,7 @@ class Chain {
     }
     e.token = Env("AWS_CONTAINER_AUTHORIZATION_TOKEN");
     e.token_file = Env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+    e.trust = in_.trust;
     return Make("container credentials endpoint " + e.url, [e] { return FetchContainerCredentials(e); });
   }
 

@@ -51,6 +51,7 @@ Result<TimedCredentials> FetchContainerCredentials(const ContainerEndpoint& endp
   HttpCall call;
   call.url = endpoint.url;
   call.timeout = endpoint.timeout;
+  call.trust = endpoint.trust;
   std::string token = endpoint.token;
   if (!endpoint.token_file.empty()) {
     std::ifstream in(endpoint.token_file);

@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "transport/aws_credentials.h"
+#include "transport/aws_http.h"
 
 namespace vramflow::s3 {
 
@@ -24,6 +25,7 @@ struct ContainerEndpoint {
   std::string url;              // full URL to GET
   std::string token;            // AWS_CONTAINER_AUTHORIZATION_TOKEN
   std::string token_file;       // AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (wins)
+  TlsTrust trust;               // for an https FULL_URI
   std::chrono::milliseconds timeout{2000};
 };
 
