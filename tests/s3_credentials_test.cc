@@ -280,6 +280,33 @@ TEST_F(S3Credentials, InstanceMetadataV2) {
   EXPECT_EQ(aws_.Count("ImdsToken"), 1);
 }
 
+// The CLI as a pod on EKS with IRSA runs it: web identity credentials from
+// the fake STS, the upload to the fake S3 (signed with them), then read back.
+TEST_F(S3Credentials, CliWithWebIdentity) {
+  aws_.SetWebIdentityToken("irsa-token");
+  std::string env = "env -i PATH=/usr/bin:/bin HOME=" + testing::ShellQuote(dir_) +
+                    " AWS_EC2_METADATA_DISABLED=true AWS_ENDPOINT_URL_STS=" + aws_.endpoint() +
+                    " AWS_WEB_IDENTITY_TOKEN_FILE=" + testing::ShellQuote(Write("irsa", "irsa-token")) +
+                    " AWS_ROLE_ARN=arn:aws:iam::1:role/pod AWS_ROLE_SESSION_NAME=pod ";
+  std::string vf = env + testing::ShellQuote(VRAMFLOW_BINARY);
+  testing::CommandResult r = testing::RunShell(vf + " gen -k bf16 -s 3M --seed 5 -o s3://bkt/irsa.bin --endpoint-url " +
+                                               s3_.endpoint() + " --region eu-west-1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(s3_.Object("bkt/irsa.bin").has_value());
+  EXPECT_EQ(s3_.Object("bkt/irsa.bin")->size(), 3u << 20);
+  ASSERT_EQ(aws_.Issued().size(), 1u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[0]), 0);
+  EXPECT_EQ(aws_.LastStsForm()["RoleSessionName"], "pod");
+
+  // A token STS refuses: exit 1, saying which source failed, nothing stored.
+  Write("irsa", "other-token");
+  r = testing::RunShell(vf + " gen -s 1M -o s3://bkt/refused.bin --endpoint-url " + s3_.endpoint());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("vramflow gen: error:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("InvalidIdentityToken"), std::string::npos) << r.output;
+  EXPECT_FALSE(s3_.Object("bkt/refused.bin").has_value());
+}
+
 // An SSO profile after `aws sso login`: the cached token (file named by the
 // SHA-1 of the session name, computed here with sha1sum) buys role keys.
 TEST_F(S3Credentials, SsoCachedToken) {
