@@ -1,10 +1,10 @@
 #include "transport/aws_credential_chain.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <set>
-#include <sstream>
 
 #include "transport/aws_credential_process.h"
 #include "transport/aws_metadata.h"
@@ -60,7 +60,7 @@ class Chain {
     VF_ASSIGN_OR_RETURN(ProviderPtr sso, Sso(in_.profile, p));
     if (sso) return Loaded(sso);
     if (ProviderPtr keys = StaticKeys(in_.credentials_file, in_.profile, in_.credentials_path)) return Loaded(keys);
-    if (ProviderPtr process = Process(p)) return Loaded(process);
+    if (ProviderPtr process = Process(in_.profile, p)) return Loaded(process);
     if (ProviderPtr keys = StaticKeys(in_.config_file, ConfigSectionName(in_.profile), in_.config_path))
       return Loaded(keys);
     VF_ASSIGN_OR_RETURN(ProviderPtr container, Container());
@@ -198,11 +198,11 @@ class Chain {
                 [sso] { return FetchSsoCredentials(sso); });
   }
 
-  ProviderPtr Process(const Section& p) const {
+  ProviderPtr Process(const std::string& name, const Section& p) const {
     std::string command = Get(p, "credential_process");
     if (command.empty()) return nullptr;
     auto timeout = in_.process_timeout;
-    return Make("credential_process of profile '" + in_.profile + "'",
+    return Make("credential_process of profile '" + name + "'",
                 [command, timeout] { return RunCredentialProcess(command, timeout); });
   }
 
@@ -300,12 +300,7 @@ class Chain {
     if (ProviderPtr keys = KeysOf(s, name, in_.credentials_path + " / " + in_.config_path)) return keys;
     if (name != from) {
       if (ProviderPtr web = WebIdentity(name, s, /*use_env=*/false)) return web;
-      std::string command = Get(s, "credential_process");
-      if (!command.empty()) {
-        auto timeout = in_.process_timeout;
-        return Make("credential_process of profile '" + name + "'",
-                    [command, timeout] { return RunCredentialProcess(command, timeout); });
-      }
+      if (ProviderPtr process = Process(name, s)) return process;
       VF_ASSIGN_OR_RETURN(ProviderPtr sso, Sso(name, s));
       if (sso) return sso;
     }
