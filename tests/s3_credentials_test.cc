@@ -214,9 +214,21 @@ TEST_F(S3Credentials, CredentialProcess) {
   EXPECT_NE(config.status().message().find("exited with status 3"), std::string::npos) << config.status().message();
 
   // Bounded in time and output; JSON checked.
-  auto slow = s3::RunCredentialProcess("sleep 5", std::chrono::milliseconds(200));
+  // What the command started dies with it (here a sleep that would keep a
+  // pipe open for 5 s).
+  auto started = std::chrono::steady_clock::now();
+  std::string pid_file = dir_ + "/grandchild.pid";
+  auto slow = s3::RunCredentialProcess("sleep 5 & echo $! > " + pid_file + "; wait", std::chrono::milliseconds(300));
   ASSERT_FALSE(slow.ok());
   EXPECT_NE(slow.status().message().find("killed"), std::string::npos) << slow.status().message();
+  std::ifstream pid_in(pid_file);
+  pid_t grandchild = 0;
+  ASSERT_TRUE(pid_in >> grandchild);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the kill is delivered at once; reaping by init may lag
+  bool alive = ::kill(grandchild, 0) == 0 &&  // and not a zombie waiting for init
+               testing::RunShell("ps -o stat= -p " + std::to_string(grandchild) + " | grep -qv Z").code == 0;
+  EXPECT_FALSE(alive) << "the sleep the command started outlived it";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3));
   auto flood = s3::RunCredentialProcess("yes", std::chrono::seconds(5), 4096);
   ASSERT_FALSE(flood.ok());
   EXPECT_NE(flood.status().message().find("more than 4096 bytes"), std::string::npos) << flood.status().message();

@@ -15,13 +15,16 @@ extern char** environ;
 namespace vramflow::s3 {
 namespace {
 
-// Owns the pipe's read end and the child until it is reaped.
+// Owns the pipe's read end and the child until it is reaped. The child
+// leads a process group of its own, so that a command killed for time or
+// output takes whatever it started with it (a grandchild holding our
+// stderr open would otherwise outlive it).
 class Child {
  public:
   ~Child() {
     if (read_fd_ >= 0) ::close(read_fd_);
     if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
+      ::kill(-pid_, SIGKILL);
       int st;
       while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
       }
@@ -34,8 +37,13 @@ class Child {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
     const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-    int rc = posix_spawn(&pid_, "/bin/sh", &actions, nullptr, const_cast<char* const*>(argv), environ);
+    int rc = posix_spawn(&pid_, "/bin/sh", &actions, &attr, const_cast<char* const*>(argv), environ);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
     read_fd_ = fds[0];
