@@ -217,6 +217,9 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   Result<Credentials> credentials = config_.credentials->Get();  // refreshed when about to expire
   if (!credentials.ok()) {
     attempt.error = credentials.status();
+    // A credential service that did not answer may answer the next try.
+    attempt.retryable = credentials.status().code() == Status::Code::kIoError ||
+                        credentials.status().code() == Status::Code::kTimedOut;
     return attempt;
   }
 
