@@ -122,6 +122,11 @@ void FakeAws::SetLifetime(int seconds) {
   lifetime_ = seconds;
 }
 
+void FakeAws::FailNext(const std::string& route, int times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failures_[route] = times;
+}
+
 int FakeAws::Count(const std::string& route) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = counts_.find(route);
@@ -264,6 +269,10 @@ FakeAws::Reply FakeAws::Handle(const Request& r) {
     std::string action = form["Action"];
     ++counts_[action];
     last_form_ = form;
+    if (failures_[action] > 0) {
+      --failures_[action];
+      return {503, StsError("ServiceUnavailable", "injected")};
+    }
     if (form["Version"] != "2011-06-15" || form["RoleArn"].empty() || form["RoleSessionName"].empty())
       return {400, StsError("InvalidParameterValue", "RoleArn, RoleSessionName and Version are required")};
     if (action == "AssumeRole") {

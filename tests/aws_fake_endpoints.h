@@ -47,6 +47,8 @@ class FakeAws {
   void SetContainerToken(const std::string& token);
   void SetSsoToken(const std::string& token);
   void SetLifetime(int seconds);
+  // The next `times` requests of `route` (see Count) get HTTP 503.
+  void FailNext(const std::string& route, int times);
 
   // Requests per route: "AssumeRole", "AssumeRoleWithWebIdentity",
   // "Container", "Sso", "ImdsToken", "ImdsRole", "ImdsCredentials"; refused ones too.
@@ -89,6 +91,7 @@ class FakeAws {
   std::string sso_token_;                                // GUARDED_BY(mu_)
   std::string imds_token_;                               // GUARDED_BY(mu_)
   std::map<std::string, int> counts_;                    // GUARDED_BY(mu_)
+  std::map<std::string, int> failures_;                  // GUARDED_BY(mu_)
   std::map<std::string, std::string> last_form_;         // GUARDED_BY(mu_)
   std::vector<std::string> issued_;                      // GUARDED_BY(mu_)
   std::map<std::string, std::pair<std::string, std::string>> issued_keys_;  // key -> (secret, token); GUARDED_BY(mu_)

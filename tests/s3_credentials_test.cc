@@ -420,5 +420,26 @@ TEST_F(S3Credentials, TemporaryKeysAreRefreshedDuringAnUpload) {
   EXPECT_GE(signers, 2);
 }
 
+// Keys that expired while STS was briefly unavailable: the request that
+// needs new ones retries, and its retry gets them.
+TEST_F(S3Credentials, RefreshThatFailsOnceIsRetried) {
+  aws_.SetLifetime(2);
+  options_.credential_refresh_margin = std::chrono::seconds(0);
+  aws_.SetWebIdentityToken("t");
+  env_["AWS_WEB_IDENTITY_TOKEN_FILE"] = Write("token", "t");
+  env_["AWS_ROLE_ARN"] = "arn:aws:iam::1:role/r";
+  auto sink = OpenS3Sink("bkt", "late", options_);
+  ASSERT_TRUE(sink.ok()) << sink.status().ToString();
+  std::vector<uint8_t> part(4096, 0x33);
+  ASSERT_TRUE((*sink)->Write(part).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // the keys have expired
+  aws_.FailNext("AssumeRoleWithWebIdentity", 1);
+  ASSERT_TRUE((*sink)->Write(part).ok());
+  Status s = (*sink)->Commit();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("AssumeRoleWithWebIdentity"), 3);  // first keys, the 503, the new keys
+  EXPECT_EQ(s3_.Object("bkt/late")->size(), 2u * 4096);
+}
+
 }  // namespace
 }  // namespace vramflow
