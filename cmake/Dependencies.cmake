@@ -33,6 +33,7 @@ vf_require_package(CLI11 libcli11-dev CONFIG)
 vf_require_package(nlohmann_json nlohmann-json3-dev CONFIG)
 vf_require_package(OpenSSL libssl-dev)
 vf_require_pkgconfig(curl libcurl libcurl4-openssl-dev)
+vf_require_pkgconfig(expat expat libexpat1-dev)
 set(THREADS_PREFER_PTHREAD_FLAG ON)
 find_package(Threads REQUIRED)
 # The CRIU plugin ABI (criu/criu-plugin.h) the plugin is built against. A plugin binary matches

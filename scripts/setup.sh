@@ -8,8 +8,9 @@ packages=(
   libtbb-dev libzstd-dev liblz4-dev libxxhash-dev libprotobuf-dev protobuf-compiler libdrm-dev
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libssl-dev
   libcurl4-openssl-dev       # s3:// (libcurl, OpenSSL flavour)
+  libexpat1-dev              # s3://: S3 and STS XML replies
   clang libclang-rt-14-dev   # libFuzzer and sanitizer runtimes
-  zstd lz4 time socat        # peer tools for benchmarks, /usr/bin/time for peak RSS
+  zstd lz4 time socat        # peer tools for benchmarks (socat: the S3 tests' TLS front), /usr/bin/time for peak RSS
   iproute2                   # ip netns, veth and tc for the network tests and benchmark
   criu                       # criu/criu-plugin.h: the plugin ABI amdgpu_plugin.so is built against
   curl xz-utils              # scripts/tbb-tsan.sh fetches Debian's oneTBB source for the TSan build

@@ -15,6 +15,13 @@
 namespace vramflow::testing {
 namespace {
 
+// The hex after "Signature=" in an Authorization header (clients separate
+// its parts with "," or ", ").
+std::string SignatureOf(const std::string& authorization) {
+  size_t at = authorization.find("Signature=");
+  return at == std::string::npos ? "" : authorization.substr(at + 10, 64);
+}
+
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -56,6 +63,7 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 
 struct FakeS3::HttpRequest {
   std::string method;
+  std::string raw_path;  // as sent (URI-encoded), with the leading '/'
   std::string path;  // decoded, without the leading '/'
   std::map<std::string, std::string> query;
   std::map<std::string, std::string> headers;  // lower-case names
@@ -135,6 +143,70 @@ void FakeS3::PutObject(const std::string& bucket_key, std::string data) {
   objects_[bucket_key] = std::move(data);
 }
 
+void FakeS3::AddKey(const std::string& access_key, const std::string& secret_key, const std::string& session_token,
+                    std::time_t expires) {
+  std::lock_guard<std::mutex> lock(mu_);
+  keys_[access_key] = Key{secret_key, session_token, expires};
+}
+
+int FakeS3::SignedBy(const std::string& access_key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = signed_by_.find(access_key);
+  return it == signed_by_.end() ? 0 : it->second;
+}
+
+int FakeS3::Rejected(const std::string& code) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = rejected_.find(code);
+  return it == rejected_.end() ? 0 : it->second;
+}
+
+// Recomputes the request's SigV4 signature with the secret of the key it
+// names (s3_signer.h builds the canonical request from what was received).
+std::string FakeS3::CheckSignature(const HttpRequest& r) {
+  if (keys_.empty()) return "";
+  std::string auth = r.Header("authorization");
+  const std::string prefix = "AWS4-HMAC-SHA256 Credential=";
+  if (auth.rfind(prefix, 0) != 0) return "AccessDenied";
+  size_t slash = auth.find('/', prefix.size());
+  size_t comma = auth.find(',', prefix.size());
+  size_t signed_at = auth.find("SignedHeaders=");
+  if (slash == std::string::npos || comma == std::string::npos || signed_at == std::string::npos)
+    return "AuthorizationHeaderMalformed";
+  std::string access_key = auth.substr(prefix.size(), slash - prefix.size());
+  std::string scope = auth.substr(slash + 1, comma - slash - 1);  // DAY/REGION/s3/aws4_request
+  size_t r1 = scope.find('/'), r2 = scope.find('/', r1 + 1);
+  if (r1 == std::string::npos || r2 == std::string::npos) return "AuthorizationHeaderMalformed";
+  std::string region = scope.substr(r1 + 1, r2 - r1 - 1);
+  std::string signed_headers = auth.substr(signed_at + 14, auth.find(',', signed_at) - signed_at - 14);
+  std::string signature = SignatureOf(auth);
+  auto key = keys_.find(access_key);
+  if (key == keys_.end()) return "InvalidAccessKeyId";
+  std::string payload_hash = r.Header("x-amz-content-sha256");
+  if (payload_hash != s3::kUnsignedPayload && payload_hash != s3::Sha256Hex(r.body)) return "XAmzContentSHA256Mismatch";
+  s3::SignRequest sign{r.method, r.raw_path, {}, {}, payload_hash};
+  for (const auto& [k, v] : r.query) sign.query.emplace_back(k, v);
+  size_t pos = 0;
+  while (pos <= signed_headers.size()) {
+    size_t semi = signed_headers.find(';', pos);
+    std::string name = signed_headers.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos);
+    sign.headers.emplace_back(name, r.Header(name));
+    if (semi == std::string::npos) break;
+    pos = semi + 1;
+  }
+  s3::Credentials credentials{access_key, key->second.secret, ""};
+  if (SignatureOf(s3::Authorization(credentials, region, r.Header("x-amz-date"), sign)) != signature)
+    return "SignatureDoesNotMatch";
+  const Key& k = key->second;
+  if (!k.token.empty()) {
+    if (signed_headers.find("x-amz-security-token") == std::string::npos || r.Header("x-amz-security-token") != k.token)
+      return "InvalidToken";
+    if (k.expires != 0 && std::time(nullptr) >= k.expires) return "ExpiredToken";
+  }
+  ++signed_by_[access_key];
+  return "";
+}
+
 int FakeS3::Count(const std::string& op) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = counts_.find(op);
@@ -198,6 +270,7 @@ void FakeS3::Serve(int fd) {
       r.method = line.substr(0, sp1);
       std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
       size_t q = target.find('?');
+      r.raw_path = target.substr(0, q);
       r.path = UrlDecode(target.substr(1, q == std::string::npos ? std::string::npos : q - 1));
       if (q != std::string::npos) {
         std::string query = target.substr(q + 1);
@@ -225,6 +298,9 @@ void FakeS3::Serve(int fd) {
       }
     }
     size_t length = r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
+    // The aws CLI asks before sending a body; say go on.
+    if (Lower(r.Header("expect")) == "100-continue" && in.size() < length && !SendAll(fd, "HTTP/1.1 100 Continue\r\n\r\n"))
+      break;
     while (in.size() < length) {
       ssize_t n = ::recv(fd, buf, sizeof buf, 0);
       if (n <= 0) goto done;
@@ -264,6 +340,11 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
   std::lock_guard<std::mutex> lock(mu_);
   ++counts_[op];
   Reply reply;
+  if (std::string refused = CheckSignature(r); !refused.empty()) {
+    ++rejected_[refused];
+    return Reply{refused == "ExpiredToken" || refused == "XAmzContentSHA256Mismatch" ? 400 : 403,
+                 ErrorXml(refused, "refused by the fake S3: " + refused), {}, {}};
+  }
   for (const std::string& key : {op, std::string("*")}) {
     auto& armed = faults_[key];
     if (armed.empty()) continue;

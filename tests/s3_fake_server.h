@@ -5,7 +5,10 @@
 // CompleteMultipartUpload (checks part ETags), AbortMultipartUpload,
 // PutObject, HeadObject, GetObject with Range and If-Match, and
 // ListObjectsV2 keys. Objects live in memory under "bucket/key" (path-style
-// requests only). It does not check signatures. Faults are armed per
+// requests only). Once AddKey() names a key it checks every request as S3
+// does: the SigV4 signature against that key's secret, the payload hash, and
+// the session token handed out with it (missing or wrong: 403 InvalidToken;
+// past its expiry: 400 ExpiredToken). Faults are armed per
 // operation: the next N matching requests get a 500, a 503 SlowDown, a
 // closed connection, or a stall (no reply) until the connection is closed.
 // Thread-safe; destroying it stops every connection.
@@ -14,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -34,10 +38,20 @@ class FakeS3 {
 
   // "http://127.0.0.1:PORT".
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
 
   // The next `times` requests of operation `op` ("UploadPart", "GetObject",
   // ..., or "*" for any) get `fault`.
   void Arm(const std::string& op, Fault fault, int times);
+  // Accepts requests signed by `access_key` (and, when `session_token` is
+  // set, carrying it) until `expires` (0: never). Thread-safe; the first
+  // call turns signature checking on.
+  void AddKey(const std::string& access_key, const std::string& secret_key, const std::string& session_token = "",
+              std::time_t expires = 0);
+  // Requests accepted per access key, and rejections per S3 error code
+  // ("SignatureDoesNotMatch", "ExpiredToken", ...).
+  int SignedBy(const std::string& access_key) const;
+  int Rejected(const std::string& code) const;
   // Complete replies with <ETag></ETag>, as Ceph RGW 16 does.
   void SetEmptyCompleteETag(bool empty);
 
@@ -55,6 +69,10 @@ class FakeS3 {
  private:
   struct HttpRequest;
   struct Reply;
+  struct Key {
+    std::string secret, token;
+    std::time_t expires = 0;
+  };
   struct Upload {
     std::string bucket_key;
     std::map<int, std::string> parts;
@@ -63,6 +81,8 @@ class FakeS3 {
   void AcceptLoop();
   void Serve(int fd);
   Reply Handle(const HttpRequest& request);
+  // Empty when the request is signed as S3 requires; else the error code.
+  std::string CheckSignature(const HttpRequest& request);
   std::string OpName(const HttpRequest& request) const;
   void Stall(int fd);
 
@@ -79,6 +99,9 @@ class FakeS3 {
   std::map<std::string, Upload> uploads_;         // GUARDED_BY(mu_)
   std::map<std::string, std::vector<std::pair<Fault, int>>> faults_;  // GUARDED_BY(mu_)
   std::map<std::string, int> counts_;             // GUARDED_BY(mu_)
+  std::map<std::string, Key> keys_;               // GUARDED_BY(mu_)
+  std::map<std::string, int> signed_by_;          // GUARDED_BY(mu_)
+  std::map<std::string, int> rejected_;           // GUARDED_BY(mu_)
   std::vector<size_t> last_part_sizes_;           // GUARDED_BY(mu_)
   bool empty_complete_etag_ = false;              // GUARDED_BY(mu_)
   int next_upload_ = 1;                           // GUARDED_BY(mu_)

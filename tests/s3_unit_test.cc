@@ -89,6 +89,7 @@ class S3ConfigTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     env_["HOME"] = dir_;
+    env_["AWS_EC2_METADATA_DISABLED"] = "true";  // no probe of 169.254.169.254
   }
   void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
 
@@ -114,9 +115,9 @@ TEST_F(S3ConfigTest, EnvironmentCredentialsAndDefaults) {
   env_["AWS_SESSION_TOKEN"] = "TOK";
   auto c = Load();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->credentials.access_key, "AK");
-  EXPECT_EQ(c->credentials.secret_key, "SK");
-  EXPECT_EQ(c->credentials.session_token, "TOK");
+  EXPECT_EQ(c->credentials->Get()->access_key, "AK");
+  EXPECT_EQ(c->credentials->Get()->secret_key, "SK");
+  EXPECT_EQ(c->credentials->Get()->session_token, "TOK");
   EXPECT_EQ(c->region, "us-east-1");
   EXPECT_EQ(c->scheme, "https");
   EXPECT_EQ(c->host, "s3.us-east-1.amazonaws.com");
@@ -153,15 +154,15 @@ TEST_F(S3ConfigTest, ProfilesFromTheCliFiles) {
         "aws_secret_access_key = CS\nendpoint_url = http://h:1\n");
   auto c = Load();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->credentials.access_key, "DEF");
+  EXPECT_EQ(c->credentials->Get()->access_key, "DEF");
   EXPECT_EQ(c->region, "ap-south-1");
   EXPECT_NE(c->credentials_source.find("profile 'default'"), std::string::npos);
 
   env_["AWS_PROFILE"] = "work";
   c = Load();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->credentials.access_key, "WORK");
-  EXPECT_EQ(c->credentials.session_token, "T");
+  EXPECT_EQ(c->credentials->Get()->access_key, "WORK");
+  EXPECT_EQ(c->credentials->Get()->session_token, "T");
   EXPECT_EQ(c->region, "us-west-2");
   EXPECT_EQ(c->host, "10.0.0.1:9000");
   EXPECT_TRUE(c->path_style);
@@ -169,7 +170,7 @@ TEST_F(S3ConfigTest, ProfilesFromTheCliFiles) {
   env_["AWS_PROFILE"] = "cfgonly";  // credentials in the config file only
   c = Load();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->credentials.access_key, "C");
+  EXPECT_EQ(c->credentials->Get()->access_key, "C");
   EXPECT_EQ(c->host, "h:1");
 
   // Files named by the environment.
@@ -179,13 +180,46 @@ TEST_F(S3ConfigTest, ProfilesFromTheCliFiles) {
   env_["AWS_CONFIG_FILE"] = dir_ + "/nonexistent";
   c = Load();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->credentials.access_key, "ALT");
+  EXPECT_EQ(c->credentials->Get()->access_key, "ALT");
   EXPECT_EQ(c->region, "us-east-1");
 
   // The environment wins over every file.
   env_["AWS_ACCESS_KEY_ID"] = "ENV";
   env_["AWS_SECRET_ACCESS_KEY"] = "ENVS";
-  EXPECT_EQ(Load()->credentials.access_key, "ENV");
+  EXPECT_EQ(Load()->credentials->Get()->access_key, "ENV");
+}
+
+// botocore's order among the sources a profile may name (see
+// aws_credential_chain.h): credentials file, then credential_process, then
+// the config file's keys; a named profile that exists nowhere is an error
+// even where the environment has keys (as `aws` says "could not be found").
+TEST_F(S3ConfigTest, ChainOrderWithinAProfile) {
+  Write(".aws/config", "[default]\ncredential_process = echo '{\"Version\": 1, \"AccessKeyId\": \"PROC\", "
+                       "\"SecretAccessKey\": \"PS\"}'\naws_access_key_id = CFG\naws_secret_access_key = CS\n");
+  auto c = Load();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->credentials->Get()->access_key, "PROC");
+  EXPECT_NE(c->credentials_source.find("credential_process"), std::string::npos) << c->credentials_source;
+  Write(".aws/credentials", "[default]\naws_access_key_id = CRED\naws_secret_access_key = CRS\n");
+  EXPECT_EQ(Load()->credentials->Get()->access_key, "CRED");
+  env_["AWS_ACCESS_KEY_ID"] = "ENV";
+  env_["AWS_SECRET_ACCESS_KEY"] = "ENVS";
+  EXPECT_EQ(Load()->credentials->Get()->access_key, "ENV");
+  S3Options named;
+  named.profile = "default";  // --profile default: the profile, not the environment
+  EXPECT_EQ(Load(named)->credentials->Get()->access_key, "CRED");
+  env_["AWS_PROFILE"] = "nobody";
+  c = Load();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("profile 'nobody' is in neither"), std::string::npos) << c.status().message();
+  // An SSO profile missing its settings says which it needs.
+  Write(".aws/config", "[profile sso]\nsso_start_url = https://x.awsapps.com/start\nsso_role_name = r\n");
+  env_.erase("AWS_ACCESS_KEY_ID");
+  env_["AWS_PROFILE"] = "sso";
+  c = Load();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("SSO profile 'sso' needs sso_start_url, sso_region"), std::string::npos)
+      << c.status().message();
 }
 
 TEST_F(S3ConfigTest, MissingCredentialsSayWhatToSet) {
@@ -264,8 +298,40 @@ TEST(S3Xml, FieldsAndErrors) {
   EXPECT_EQ(e->code, "SignatureDoesNotMatch");
   EXPECT_EQ(e->message, "The request signature we calculated does not match");
   EXPECT_FALSE(ParseError(init).has_value());
-  EXPECT_EQ(XmlUnescape("&lt;&#65;&#x42;&bogus;&"), "<AB&bogus;&");
   EXPECT_EQ(XmlEscape("\"a\"<&>"), "\"a\"&lt;&amp;&gt;");
+  EXPECT_EQ(XmlField("<R><V>&lt;&#65;&#x42;&amp;</V></R>", "V").value_or("?"), "<AB&");
+}
+
+// What string search got wrong: fields in comments, CDATA, attributes;
+// malformed documents; entity bombs and unbounded nesting.
+TEST(S3Xml, ParsedAsXmlNotSearched) {
+  // A comment or an attribute that looks like the field is not the field.
+  EXPECT_EQ(XmlField("<R><!-- <UploadId>fake</UploadId> --><UploadId>real</UploadId></R>", "UploadId").value_or("?"),
+            "real");
+  EXPECT_EQ(XmlField("<R a=\"<UploadId>x</UploadId>\"><UploadId>y</UploadId></R>", "UploadId").value_or("?"), "?");
+  EXPECT_EQ(XmlField("<R><K><![CDATA[a<b>&c]]></K></R>", "K").value_or("?"), "a<b>&c");
+  // Truncated or malformed: no field, and ParseXml says where.
+  EXPECT_FALSE(XmlField("<R><UploadId>abc</UploadId>", "UploadId").has_value());
+  auto bad = ParseXml("<R>\n<A></B></R>");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status().message();
+  // No DOCTYPE, so no entity expansion (billion laughs).
+  auto bomb = ParseXml("<!DOCTYPE r [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;&a;&a;\">]><r>&b;</r>");
+  ASSERT_FALSE(bomb.ok());
+  EXPECT_NE(bomb.status().message().find("DOCTYPE"), std::string::npos) << bomb.status().message();
+  // Bounded depth and size.
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += "<a>";
+  auto too_deep = ParseXml(deep);
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_NE(too_deep.status().message().find("deeper"), std::string::npos) << too_deep.status().message();
+  EXPECT_FALSE(ParseXml("<a>" + std::string(kMaxXmlBytes, 'x') + "</a>").ok());
+  // STS wraps its error in <ErrorResponse>.
+  auto sts = ParseError("<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type>"
+                        "<Code>InvalidIdentityToken</Code><Message>bad token</Message></Error></ErrorResponse>");
+  ASSERT_TRUE(sts.has_value());
+  EXPECT_EQ(sts->code, "InvalidIdentityToken");
+  EXPECT_EQ(sts->message, "bad token");
 }
 
 // --- URIs ---------------------------------------------------------------

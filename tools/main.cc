@@ -459,6 +459,8 @@ int Main(int argc, char** argv) {
   gen_cmd->add_option("-o,--output", gen_output, "file to write; - for stdout; s3://BUCKET/KEY")->required();
   bool gen_force = false;
   gen_cmd->add_flag("-f,--force", gen_force, "overwrite an existing output file or S3 object");
+  S3Flags gen_s3;
+  gen_s3.Add(gen_cmd);
 
   // criu export-upstream
   CLI::App* criu_cmd = app.add_subcommand("criu", "Work on the CRIU amdgpu plugin's images");
@@ -490,6 +492,8 @@ int Main(int argc, char** argv) {
                  "environment; uploads of running processes are left alone");
   s3_cleanup_cmd->add_option("--journal", s3_journal, "the journal directory (default: as above)");
   s3_cleanup_cmd->add_flag("--all", s3_all, "also abort the uploads of processes still running");
+  S3Flags s3_cleanup_s3;
+  s3_cleanup_s3.Add(s3_cleanup_cmd);
 
   // bench
   CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
@@ -812,6 +816,7 @@ int Main(int argc, char** argv) {
     interruptible(&sink_options);
     sink_options.file.overwrite = gen_force;
     sink_options.s3.overwrite = gen_force;
+    gen_s3.Resolve(&sink_options.s3);
     Result<std::unique_ptr<ByteSink>> sink = OpenSink(gen_output, sink_options);
     if (!sink.ok()) return Fail("gen", sink.status());
     std::vector<uint8_t> buf(4u << 20);
@@ -829,7 +834,9 @@ int Main(int argc, char** argv) {
     const std::string dir = s3_journal.empty() ? journal_dir : s3_journal;
     if (dir.empty())
       return UsageError("s3 cleanup", Status::InvalidArgument("neither XDG_STATE_HOME nor HOME is set: give --journal"));
-    s3::CleanupReport report = s3::AbortJournaledUploads(dir, S3Options{}, s3_all);
+    S3Options s3_options;
+    s3_cleanup_s3.Resolve(&s3_options);
+    s3::CleanupReport report = s3::AbortJournaledUploads(dir, s3_options, s3_all);
     std::fprintf(stderr, "vramflow s3 cleanup: aborted %u upload(s); %u of running processes left alone (%s)\n",
                  report.aborted, report.skipped, dir.c_str());
     for (const std::string& failure : report.failures)

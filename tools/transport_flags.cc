@@ -40,12 +40,14 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
         ->capture_default_str();
     group->add_option("--accept-timeout", accept_timeout_s, "seconds to wait for a sender (default: forever)");
   }
+  s3.Add(cmd);
 }
 
 Status TransportFlags::Resolve(TransportOptions* options) const {
   for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--key-file", key_file},
                                     {"--cert", cert_file}, {"--key", cert_key_file}, {"--ca", ca_file}})
     VF_RETURN_IF_ERROR(RefuseDash(flag, value));
+  s3.Resolve(&options->s3);
   NetOptions& net = options->net;
   net.insecure = insecure;
   net.tls.cert_file = cert_file;

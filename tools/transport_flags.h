@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "tools/s3_flags.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -22,6 +23,7 @@ struct TransportFlags {
   unsigned retries = 3;
   double resume_timeout_s = 30;
   double accept_timeout_s = -1;
+  S3Flags s3;  // --endpoint-url, --region, --profile, --ca-bundle
 
   // `sending` and `receiving` pick which of the network flags apply.
   void Add(CLI::App* cmd, bool sending, bool receiving);

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <random>
 #include <thread>
 
+#include "transport/aws_http.h"
 #include "transport/s3_xml.h"
 
 namespace vramflow::s3 {
@@ -26,15 +28,11 @@ struct SlistDeleter {
 };
 using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
-void GlobalInit() {
-  static std::once_flag once;
-  // curl_global_init is not thread-safe; every Client passes here first.
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 // State one transfer's callbacks share.
 struct Transfer {
   std::span<const uint8_t> body;
+  size_t max_reply = 0;  // bytes of reply body accepted
+  bool overflow = false;
   size_t sent = 0;
   Response* response = nullptr;
   const std::atomic<bool>* cancel = nullptr;
@@ -64,6 +62,10 @@ int OnSeek(void* user, curl_off_t offset, int origin) {
 
 size_t OnWrite(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
+  if (t->response->body.size() + size * n > t->max_reply) {
+    t->overflow = true;
+    return 0;  // aborts the transfer
+  }
   t->response->body.append(data, size * n);
   return size * n;
 }
@@ -103,7 +105,8 @@ int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t 
 
 bool RetryableCode(const std::string& code) {
   return code == "SlowDown" || code == "RequestTimeout" || code == "InternalError" || code == "ServiceUnavailable" ||
-         code == "Throttling" || code == "ThrottlingException" || code == "RequestTimeTooSkewed";
+         code == "Throttling" || code == "ThrottlingException" || code == "RequestTimeTooSkewed" ||
+         code == "ExpiredToken";  // the next attempt signs with refreshed keys
 }
 
 // What to tell a user about an authentication error.
@@ -116,6 +119,16 @@ std::string Hint(const std::string& code, const Config& config) {
   if (code == "AuthorizationHeaderMalformed") return ": check the region (AWS_REGION is " + config.region + ")";
   if (code == "NoSuchBucket") return ": create the bucket first";
   return "";
+}
+
+// Reply bodies are bounded: a ranged GET's range, else an XML reply's limit.
+size_t MaxReply(const Request& request) {
+  for (const auto& [k, v] : request.headers) {
+    unsigned long long first, last;
+    if (k == "Range" && std::sscanf(v.c_str(), "bytes=%llu-%llu", &first, &last) == 2 && last >= first)
+      return std::max<size_t>(static_cast<size_t>(last - first + 1), kMaxXmlBytes);
+  }
+  return kMaxXmlBytes;
 }
 
 }  // namespace
@@ -165,7 +178,7 @@ Client::Client(Config config, const S3Options& options, std::string bucket)
       backoff_max_(options.backoff_max),
       retries_(options.retries),
       pool_(std::make_unique<HandlePool>()) {
-  GlobalInit();
+  CurlGlobalInit();
 }
 
 Client::~Client() = default;
@@ -201,14 +214,22 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   std::string url = Url(request, &host, &path);
   std::string amz_date = AmzDate(std::time(nullptr));
   std::string payload_hash = request.sign_payload ? Sha256Hex(request.body) : std::string(kUnsignedPayload);
+  Result<Credentials> credentials = config_.credentials->Get();  // refreshed when about to expire
+  if (!credentials.ok()) {
+    attempt.error = credentials.status();
+    // A credential service that did not answer may answer the next try.
+    attempt.retryable = credentials.status().code() == Status::Code::kIoError ||
+                        credentials.status().code() == Status::Code::kTimedOut;
+    return attempt;
+  }
 
   SignRequest sign{request.method, path, request.query, request.headers, payload_hash};
   sign.headers.emplace_back("host", host);
   sign.headers.emplace_back("x-amz-date", amz_date);
   sign.headers.emplace_back("x-amz-content-sha256", payload_hash);
-  if (!config_.credentials.session_token.empty())
-    sign.headers.emplace_back("x-amz-security-token", config_.credentials.session_token);
-  std::string authorization = Authorization(config_.credentials, config_.region, amz_date, sign);
+  if (!credentials->session_token.empty())
+    sign.headers.emplace_back("x-amz-security-token", credentials->session_token);
+  std::string authorization = Authorization(*credentials, config_.region, amz_date, sign);
 
   Slist headers;
   auto add = [&headers](const std::string& line) {
@@ -232,6 +253,7 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   curl_easy_reset(h);  // keeps the connection cache
   Transfer t;
   t.body = request.body;
+  t.max_reply = MaxReply(request);
   t.response = &attempt.response;
   t.cancel = cancel;
   t.stall_timeout = stall_timeout_;
@@ -247,6 +269,7 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
+  ApplyTlsTrust(h, config_.trust);
   if (request.method == "HEAD") {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   } else if (request.method == "PUT" || request.method == "POST") {
@@ -269,6 +292,12 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
     pool_->Release(std::move(handle));
     if (t.cancelled) {
       attempt.error = Status::Cancelled("cancelled");
+    } else if (t.overflow) {
+      attempt.error = Status::IoError("reply body larger than " + std::to_string(t.max_reply) + " bytes");
+    } else if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
+      // Not retried: the next try meets the same certificate.
+      attempt.error = Status::IoError(std::string(curl_easy_strerror(rc)) + " (" + url.substr(0, url.find('?')) +
+                                      ")" + CertificateHint(config_.trust));
     } else if (t.stalled) {
       attempt.error = Status::TimedOut("no progress for " + std::to_string(stall_timeout_.count()) + " ms");
       attempt.retryable = true;
@@ -285,7 +314,9 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   long status = attempt.response.status;
   bool ok = status >= 200 && status < 300;
   if (std::find(request.answers.begin(), request.answers.end(), status) != request.answers.end()) return attempt;
-  std::optional<S3Error> s3 = ParseError(attempt.response.body);
+  // Only error replies (and the few 200 replies that may hold an <Error>)
+  // are XML to parse; a GET's 200 body is object data.
+  std::optional<S3Error> s3 = ok && !request.error_in_ok_body ? std::nullopt : ParseError(attempt.response.body);
   if (ok && !(request.error_in_ok_body && s3)) return attempt;
   attempt.s3_code = s3 ? s3->code : "";
   std::string text = "HTTP " + std::to_string(status);

@@ -3,11 +3,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <unistd.h>
 
 namespace vramflow::s3 {
 namespace {
 
-using Ini = std::map<std::string, std::map<std::string, std::string>>;
 using Section = std::map<std::string, std::string>;
 
 std::string Trim(const std::string& s) {
@@ -83,7 +83,8 @@ Result<Config> LoadConfig(const S3Options& options) {
   Getenv getenv = options.getenv ? options.getenv : Getenv([](const char* n) { return std::getenv(n); });
   Config config;
   std::string home = Env(getenv, "HOME");
-  std::string profile = Env(getenv, "AWS_PROFILE");
+  std::string profile = options.profile;
+  if (profile.empty()) profile = Env(getenv, "AWS_PROFILE");
   if (profile.empty()) profile = Env(getenv, "AWS_DEFAULT_PROFILE");
   if (profile.empty()) profile = "default";
   std::string credentials_file = Env(getenv, "AWS_SHARED_CREDENTIALS_FILE");
@@ -93,40 +94,32 @@ Result<Config> LoadConfig(const S3Options& options) {
 
   VF_ASSIGN_OR_RETURN(Ini credentials_ini, ReadIniFile(credentials_file));
   VF_ASSIGN_OR_RETURN(Ini config_ini, ReadIniFile(config_file));
-  Section from_credentials = credentials_ini[profile];
-  Section from_config = config_ini[profile == "default" ? "default" : "profile " + profile];
-
-  // Credentials: the environment as a pair, else the profile (credentials
-  // file first, as the CLI does).
-  Credentials& c = config.credentials;
-  c.access_key = Env(getenv, "AWS_ACCESS_KEY_ID");
-  c.secret_key = Env(getenv, "AWS_SECRET_ACCESS_KEY");
-  if (!c.access_key.empty() && !c.secret_key.empty()) {
-    c.session_token = Env(getenv, "AWS_SESSION_TOKEN");
-    config.credentials_source = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY";
-  } else {
-    c = {};
-    for (auto [section, file] : {std::pair{&from_credentials, &credentials_file}, {&from_config, &config_file}}) {
-      c.access_key = Lookup(*section, {"aws_access_key_id"});
-      c.secret_key = Lookup(*section, {"aws_secret_access_key"});
-      c.session_token = Lookup(*section, {"aws_session_token"});
-      if (!c.access_key.empty() && !c.secret_key.empty()) {
-        config.credentials_source = "profile '" + profile + "' in " + *file;
-        break;
-      }
-      c = {};
-    }
-    if (c.access_key.empty())
-      return Status::InvalidArgument("no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add "
-                                     "aws_access_key_id/aws_secret_access_key for profile '" + profile + "' to " +
-                                     credentials_file);
-  }
+  // find(), not operator[]: the chain tells a missing profile from an empty one.
+  auto config_section = config_ini.find(profile == "default" ? "default" : "profile " + profile);
+  Section from_config = config_section == config_ini.end() ? Section() : config_section->second;
 
   config.region = options.region;
   if (config.region.empty()) config.region = Env(getenv, "AWS_REGION");
   if (config.region.empty()) config.region = Env(getenv, "AWS_DEFAULT_REGION");
   if (config.region.empty()) config.region = Lookup(from_config, {"region"});
   if (config.region.empty()) config.region = "us-east-1";
+
+  // CAs: the aws CLI's settings, then the variables curl and OpenSSL read.
+  TlsTrust& trust = config.trust;
+  for (auto [value, source] : {std::pair{options.ca_bundle, std::string("--ca-bundle")},
+                               {Env(getenv, "AWS_CA_BUNDLE"), "AWS_CA_BUNDLE"},
+                               {Lookup(from_config, {"ca_bundle"}), "ca_bundle of profile '" + profile + "'"},
+                               {Env(getenv, "SSL_CERT_FILE"), "SSL_CERT_FILE"}}) {
+    if (value.empty()) continue;
+    trust.ca_file = value;
+    trust.source = source;
+    break;
+  }
+  trust.ca_dir = trust.ca_file.empty() ? Env(getenv, "SSL_CERT_DIR") : "";
+  if (!trust.ca_dir.empty()) trust.source = "SSL_CERT_DIR";
+  std::string ca_path = trust.ca_file.empty() ? trust.ca_dir : trust.ca_file;
+  if (!ca_path.empty() && ::access(ca_path.c_str(), R_OK) != 0)
+    return Status::FromErrno("CA bundle " + ca_path + " (from " + trust.source + ")", errno);
 
   std::string endpoint = options.endpoint;
   if (endpoint.empty()) endpoint = Env(getenv, "AWS_ENDPOINT_URL_S3");
@@ -144,6 +137,22 @@ Result<Config> LoadConfig(const S3Options& options) {
     return Status::InvalidArgument("S3 addressing style '" + addressing + "' (VRAMFLOW_S3_ADDRESSING) must be 'path' "
                                    "or 'virtual'");
   config.path_style = addressing == "path";
+
+  ChainInputs chain;
+  chain.getenv = getenv;
+  chain.profile = profile;
+  chain.profile_explicit = !options.profile.empty();
+  chain.credentials_file = credentials_ini;
+  chain.config_file = config_ini;
+  chain.credentials_path = credentials_file;
+  chain.config_path = config_file;
+  chain.region = config.region;
+  chain.trust = trust;
+  chain.refresh.margin = options.credential_refresh_margin;
+  chain.container_base = options.container_credentials_base;
+  VF_ASSIGN_OR_RETURN(config.credentials, ResolveCredentialChain(chain));
+  config.credentials_source = config.credentials->source();
+
   return config;
 }
 

@@ -1,12 +1,18 @@
 // Where S3 requests go and who signs them, resolved the way the `aws` CLI
 // does, so a machine set up for `aws s3 cp` works unchanged:
 //
-//   credentials  AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN),
-//                else profile AWS_PROFILE (else "default") in
-//                AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials), then in
+//   profile      S3Options::profile (--profile), AWS_PROFILE,
+//                AWS_DEFAULT_PROFILE, else "default"; read from
+//                AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials) and
 //                AWS_CONFIG_FILE (~/.aws/config, sections "[profile NAME]")
+//   credentials  botocore's chain (aws_credential_chain.h): environment,
+//                assume role, web identity, files, credential_process,
+//                container endpoint, instance metadata
 //   region       S3Options::region, AWS_REGION, AWS_DEFAULT_REGION, the
 //                profile's `region`, else us-east-1
+//   CA bundle    S3Options::ca_bundle (--ca-bundle), AWS_CA_BUNDLE, the
+//                profile's `ca_bundle`, SSL_CERT_FILE / SSL_CERT_DIR (as
+//                curl and OpenSSL read them), else the system's store
 //   endpoint     S3Options::endpoint, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
 //                the profile's `endpoint_url` (or `s3 =` / `endpoint_url`),
 //                else https://s3.REGION.amazonaws.com
@@ -17,24 +23,27 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
+#include "transport/aws_credential_chain.h"
+#include "transport/aws_http.h"
 #include "transport/s3_options.h"
 #include "transport/s3_signer.h"
 
 namespace vramflow::s3 {
 
 struct Config {
-  Credentials credentials;
+  // Never null after LoadConfig(); keeps temporary keys fresh.
+  std::shared_ptr<CredentialProvider> credentials;
   std::string region;
   std::string scheme;  // "http" or "https"
   std::string host;    // "127.0.0.1:7480", "s3.us-east-1.amazonaws.com"
   bool path_style = true;
   std::string credentials_source;  // for messages: "environment", "profile 'x' in FILE"
+  TlsTrust trust;                  // CAs for https endpoints
 };
-
-using Getenv = std::function<const char*(const char*)>;
 
 // Resolves the settings above. Errors say which setting is missing or bad.
 Result<Config> LoadConfig(const S3Options& options);

@@ -39,9 +39,21 @@ struct S3Options {
   uint64_t range_size = 8ull << 20;
   // Overrides of the environment / ~/.aws settings (s3_config.h); empty =
   // not overridden. addressing: "path" or "virtual".
-  std::string endpoint;
-  std::string region;
+  std::string endpoint;    // --endpoint-url
+  std::string region;      // --region
   std::string addressing;
+  // --profile: the profile to use; unlike AWS_PROFILE it also skips the
+  // environment's keys (as the aws CLI's --profile does).
+  std::string profile;
+  // --ca-bundle: PEM file of the CAs an https endpoint's certificate must
+  // chain to (else AWS_CA_BUNDLE, the profile's ca_bundle, SSL_CERT_FILE /
+  // SSL_CERT_DIR, the system's store).
+  std::string ca_bundle;
+  // Temporary credentials are fetched again when less than this is left
+  // (tests shrink it; see aws_credentials.h).
+  std::chrono::seconds credential_refresh_margin{600};
+  // Base URL of AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (tests: a loopback fake).
+  std::string container_credentials_base = "http://169.254.170.2";
   std::chrono::milliseconds connect_timeout{10000};
   // A request that moves no byte for this long fails (and is retried).
   std::chrono::milliseconds stall_timeout{30000};

@@ -125,15 +125,15 @@ std::string CanonicalRequest(const SignRequest& request, std::string* signed_hea
 }
 
 std::string Authorization(const Credentials& credentials, const std::string& region, const std::string& amz_date,
-                          const SignRequest& request) {
+                          const SignRequest& request, std::string_view service) {
   std::string signed_headers;
   std::string canonical = CanonicalRequest(request, &signed_headers);
   std::string day = amz_date.substr(0, 8);
-  std::string scope = day + "/" + region + "/s3/aws4_request";
+  std::string scope = day + "/" + region + "/" + std::string(service) + "/aws4_request";
   std::string to_sign = "AWS4-HMAC-SHA256\n" + amz_date + "\n" + scope + "\n" + Sha256Hex(canonical);
   std::string key = Hmac("AWS4" + credentials.secret_key, day);
   key = Hmac(key, region);
-  key = Hmac(key, "s3");
+  key = Hmac(key, std::string(service));
   key = Hmac(key, "aws4_request");
   return "AWS4-HMAC-SHA256 Credential=" + credentials.access_key + "/" + scope + ",SignedHeaders=" + signed_headers +
          ",Signature=" + HexOf(Hmac(key, to_sign));

@@ -57,8 +57,9 @@ std::string CanonicalRequest(const SignRequest& request, std::string* signed_hea
 // The Authorization header value: "AWS4-HMAC-SHA256 Credential=...,
 // SignedHeaders=..., Signature=...". `amz_date` must equal the request's
 // x-amz-date header.
+// `service` is the signing name: "s3", or "sts" for the credential chain.
 std::string Authorization(const Credentials& credentials, const std::string& region, const std::string& amz_date,
-                          const SignRequest& request);
+                          const SignRequest& request, std::string_view service = "s3");
 
 // The canonical query string: sorted by key, keys and values URI-encoded.
 std::string CanonicalQuery(const std::vector<std::pair<std::string, std::string>>& query);

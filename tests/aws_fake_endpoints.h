@@ -1,0 +1,101 @@
+// FakeAws: AWS's credential services on loopback for the credential chain's
+// tests (transport/aws_credential_chain.h), one HTTP/1.1 server for all:
+//
+//   STS        POST /  Action=AssumeRole (SigV4-signed, service "sts"; the
+//              signature is checked against the source key given to
+//              AllowSource, or a key it issued itself, with its token: role
+//              chaining) and Action=AssumeRoleWithWebIdentity (the token
+//              must equal SetWebIdentityToken's).
+//   container  GET /container/creds: "Authorization:" must equal
+//              SetContainerToken's (when set).
+//   SSO        GET /federation/credentials?role_name=R&account_id=A:
+//              "x-amz-sso_bearer_token:" must equal SetSsoToken's.
+//   IMDSv2     PUT /latest/api/token, GET /latest/meta-data/iam/security-credentials/[ROLE]
+//              (the token from the PUT is required).
+//
+// Every set of credentials it issues is fresh (new key, secret and session
+// token), lives `lifetime` seconds, and is handed to the FakeS3 given at
+// construction (FakeS3::AddKey), so S3 accepts exactly the keys issued and
+// the token that goes with them. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/s3_fake_server.h"
+
+namespace vramflow::testing {
+
+class FakeAws {
+ public:
+  FakeAws(FakeS3* s3, int lifetime_seconds = 3600);
+  ~FakeAws();
+  FakeAws(const FakeAws&) = delete;
+  FakeAws& operator=(const FakeAws&) = delete;
+
+  // "http://127.0.0.1:PORT".
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // AssumeRole requests must be signed with this key (and token, if any).
+  void AllowSource(const std::string& access_key, const std::string& secret_key, const std::string& token = "");
+  void SetWebIdentityToken(const std::string& token);
+  void SetContainerToken(const std::string& token);
+  void SetSsoToken(const std::string& token);
+  void SetLifetime(int seconds);
+  // The next `times` requests of `route` (see Count) get HTTP 503.
+  void FailNext(const std::string& route, int times);
+
+  // Requests per route: "AssumeRole", "AssumeRoleWithWebIdentity",
+  // "Container", "Sso", "ImdsToken", "ImdsRole", "ImdsCredentials"; refused ones too.
+  int Count(const std::string& route) const;
+  // Form fields of the last STS request (RoleArn, RoleSessionName, ExternalId,
+  // ...), or the query of the last SSO request (role_name, account_id).
+  std::map<std::string, std::string> LastStsForm() const;
+  // Access keys issued, in order.
+  std::vector<std::string> Issued() const;
+
+ private:
+  struct Request;
+  struct Reply {
+    int status = 200;
+    std::string body;
+  };
+  void AcceptLoop();
+  void Serve(int fd);
+  Reply Handle(const Request& r);
+  // New credentials: registered with the FakeS3, returned as (key, secret, token, expiry).
+  struct Issue {
+    std::string key, secret, token;
+    std::time_t expires;
+  };
+  Issue NewCredentials();  // REQUIRES(mu_)
+  std::string CheckStsSignature(const Request& r) const;  // REQUIRES(mu_)
+
+  FakeS3* s3_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+
+  mutable std::mutex mu_;
+  std::vector<std::thread> connections_;                 // GUARDED_BY(mu_)
+  int lifetime_;                                         // GUARDED_BY(mu_)
+  std::string source_key_, source_secret_, source_token_;  // GUARDED_BY(mu_)
+  std::string web_identity_token_;                       // GUARDED_BY(mu_)
+  std::string container_token_;                          // GUARDED_BY(mu_)
+  std::string sso_token_;                                // GUARDED_BY(mu_)
+  std::string imds_token_;                               // GUARDED_BY(mu_)
+  std::map<std::string, int> counts_;                    // GUARDED_BY(mu_)
+  std::map<std::string, int> failures_;                  // GUARDED_BY(mu_)
+  std::map<std::string, std::string> last_form_;         // GUARDED_BY(mu_)
+  std::vector<std::string> issued_;                      // GUARDED_BY(mu_)
+  std::map<std::string, std::pair<std::string, std::string>> issued_keys_;  // key -> (secret, token); GUARDED_BY(mu_)
+  int serial_ = 0;                                       // GUARDED_BY(mu_)
+};
+
+}  // namespace vramflow::testing

@@ -1,0 +1,445 @@
+// The credential chain (transport/aws_credential_chain.h) end to end:
+// credentials from a fake STS, container endpoint and instance metadata
+// (tests/aws_fake_endpoints.h) sign real uploads to FakeS3, which accepts
+// only the keys those fakes issued, signed correctly, with their session
+// token, before they expire. Environments are injected (S3Options::getenv).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/aws_fake_endpoints.h"
+#include "tests/s3_fake_server.h"
+#include "tests/shell.h"
+#include "transport/aws_credential_process.h"
+#include "transport/aws_metadata.h"
+#include "transport/s3_client.h"
+#include "transport/s3_config.h"
+#include "transport/s3_sink.h"
+
+namespace vramflow {
+namespace {
+
+using testing::FakeAws;
+using testing::FakeS3;
+
+class S3Credentials : public ::testing::Test {
+ protected:
+  S3Credentials() : aws_(&s3_) {
+    char tmpl[] = "/tmp/vf-s3-creds-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    env_["HOME"] = dir_;
+    env_["AWS_EC2_METADATA_DISABLED"] = "true";
+    env_["AWS_ENDPOINT_URL_STS"] = aws_.endpoint();
+    options_.endpoint = s3_.endpoint();
+    options_.getenv = [this](const char* name) -> const char* {
+      auto it = env_.find(name);
+      return it == env_.end() || it->second.empty() ? nullptr : it->second.c_str();
+    };
+    options_.limits = S3Limits{1024, 1 << 20, 10000};
+    options_.part_size = 4096;
+    options_.memory_budget = 4 * 4096;
+    options_.concurrency = 2;
+    options_.retries = 2;
+    options_.backoff_base = std::chrono::milliseconds(1);
+    options_.backoff_max = std::chrono::milliseconds(5);
+    // Some key the fake S3 knows, so that it checks every signature.
+    s3_.AddKey("AKSTATIC", "static-secret");
+  }
+  ~S3Credentials() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = dir_ + "/" + name;
+    std::system(("mkdir -p \"$(dirname '" + path + "')\"").c_str());
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  // Uploads `size` bytes to bkt/`key` in several parts; returns the status.
+  Status Upload(const std::string& key, size_t size = 20000) {
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenS3Sink("bkt", key, options_));
+    std::vector<uint8_t> data(size);
+    for (size_t i = 0; i < size; ++i) data[i] = static_cast<uint8_t>(i * 7);
+    VF_RETURN_IF_ERROR(sink->Write(data));
+    return sink->Commit();
+  }
+
+  FakeS3 s3_;
+  FakeAws aws_;
+  std::string dir_;
+  std::map<std::string, std::string> env_;
+  S3Options options_;
+};
+
+TEST_F(S3Credentials, FakeS3ChecksSignatureAndToken) {
+  env_["AWS_ACCESS_KEY_ID"] = "AKSTATIC";
+  env_["AWS_SECRET_ACCESS_KEY"] = "static-secret";
+  ASSERT_TRUE(Upload("ok").ok());
+  EXPECT_GT(s3_.SignedBy("AKSTATIC"), 0);
+
+  env_["AWS_SECRET_ACCESS_KEY"] = "wrong";
+  Status s = Upload("bad-secret");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("SignatureDoesNotMatch"), std::string::npos) << s.message();
+
+  // Temporary keys without their session token are refused.
+  s3_.AddKey("ASIATEMP", "temp-secret", "the-token");
+  env_["AWS_ACCESS_KEY_ID"] = "ASIATEMP";
+  env_["AWS_SECRET_ACCESS_KEY"] = "temp-secret";
+  s = Upload("no-token");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("InvalidToken"), std::string::npos) << s.message();
+  env_["AWS_SESSION_TOKEN"] = "the-token";
+  EXPECT_TRUE(Upload("with-token").ok());
+  EXPECT_FALSE(s3_.Object("bkt/no-token").has_value());
+}
+
+TEST_F(S3Credentials, WebIdentityTokenFile) {
+  aws_.SetWebIdentityToken("eyJ.oidc.token");
+  env_["AWS_WEB_IDENTITY_TOKEN_FILE"] = Write("token", "eyJ.oidc.token\n");
+  env_["AWS_ROLE_ARN"] = "arn:aws:iam::123456789012:role/ckpt-writer";
+  env_["AWS_ROLE_SESSION_NAME"] = "pod-7";
+  Status s = Upload("irsa");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(s3_.Object("bkt/irsa").has_value());
+  ASSERT_EQ(aws_.Issued().size(), 1u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[0]), 2);  // HEAD, create, parts, complete
+  std::map<std::string, std::string> form = aws_.LastStsForm();
+  EXPECT_EQ(form["Action"], "AssumeRoleWithWebIdentity");
+  EXPECT_EQ(form["RoleArn"], "arn:aws:iam::123456789012:role/ckpt-writer");
+  EXPECT_EQ(form["RoleSessionName"], "pod-7");
+
+  // A token STS refuses: a clear error before anything is uploaded.
+  Write("token", "expired.token");
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("InvalidIdentityToken"), std::string::npos) << config.status().message();
+  EXPECT_NE(config.status().message().find("web identity"), std::string::npos) << config.status().message();
+}
+
+TEST_F(S3Credentials, WebIdentityFromTheProfile) {
+  aws_.SetWebIdentityToken("profile-token");
+  Write(".aws/config", "[profile irsa]\nrole_arn = arn:aws:iam::1:role/r\nweb_identity_token_file = " + dir_ +
+                           "/tok\n");
+  Write("tok", "profile-token");
+  env_["AWS_PROFILE"] = "irsa";
+  ASSERT_TRUE(Upload("p").ok());
+  EXPECT_EQ(aws_.Count("AssumeRoleWithWebIdentity"), 1);
+}
+
+TEST_F(S3Credentials, AssumeRoleFromSourceProfile) {
+  aws_.AllowSource("AKBASE", "base-secret");
+  Write(".aws/credentials", "[base]\naws_access_key_id = AKBASE\naws_secret_access_key = base-secret\n");
+  Write(".aws/config",
+        "[profile writer]\nrole_arn = arn:aws:iam::1:role/writer\nsource_profile = base\nexternal_id = ext-9\n"
+        "role_session_name = ckpt\n[profile chained]\nrole_arn = arn:aws:iam::1:role/second\nsource_profile = writer\n");
+  // --profile: the environment's keys are not used, as with `aws --profile`.
+  env_["AWS_ACCESS_KEY_ID"] = "AKSTATIC";
+  env_["AWS_SECRET_ACCESS_KEY"] = "static-secret";
+  options_.profile = "writer";
+  Status s = Upload("role");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(s3_.SignedBy("AKSTATIC"), 0);
+  EXPECT_EQ(aws_.Count("AssumeRole"), 1);
+  std::map<std::string, std::string> form = aws_.LastStsForm();
+  EXPECT_EQ(form["RoleArn"], "arn:aws:iam::1:role/writer");
+  EXPECT_EQ(form["ExternalId"], "ext-9");
+  EXPECT_EQ(form["RoleSessionName"], "ckpt");
+  ASSERT_EQ(aws_.Issued().size(), 1u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[0]), 0);
+
+  // AWS_PROFILE does not outrank the environment's keys; --profile does.
+  options_.profile = "";
+  env_["AWS_PROFILE"] = "writer";
+  ASSERT_TRUE(Upload("env").ok());
+  EXPECT_GT(s3_.SignedBy("AKSTATIC"), 0);
+
+  // A role whose source is another role: two AssumeRole calls, the second
+  // signed with the first one's temporary keys and token (the fake STS
+  // checks both).
+  env_.erase("AWS_ACCESS_KEY_ID");
+  env_["AWS_PROFILE"] = "chained";
+  ASSERT_TRUE(Upload("chained").ok());
+  EXPECT_EQ(aws_.Count("AssumeRole"), 3);
+  EXPECT_EQ(aws_.LastStsForm()["RoleArn"], "arn:aws:iam::1:role/second");
+  ASSERT_EQ(aws_.Issued().size(), 3u);
+  EXPECT_EQ(s3_.SignedBy(aws_.Issued()[1]), 0);  // the intermediate role's keys only sign for STS
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[2]), 0);
+
+  // A loop of source profiles is refused.
+  Write(".aws/config", "[profile a]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = b\n"
+                       "[profile b]\nrole_arn = arn:aws:iam::1:role/b\nsource_profile = a\n");
+  env_["AWS_PROFILE"] = "a";
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("loop"), std::string::npos) << config.status().message();
+
+  // The wrong source secret: STS says the signature does not match.
+  Write(".aws/credentials", "[base]\naws_access_key_id = AKBASE\naws_secret_access_key = nope\n");
+  Write(".aws/config", "[profile writer]\nrole_arn = arn:aws:iam::1:role/writer\nsource_profile = base\n");
+  env_["AWS_PROFILE"] = "writer";
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("SignatureDoesNotMatch"), std::string::npos) << config.status().message();
+
+  // Settings STS would refuse are refused here, naming the profile.
+  Write(".aws/config", "[profile writer]\nrole_arn = arn:aws:iam::1:role/writer\nsource_profile = base\n"
+                       "duration_seconds = 1h\n");
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("profile 'writer': duration_seconds '1h'"), std::string::npos)
+      << config.status().message();
+}
+
+TEST_F(S3Credentials, CredentialProcess) {
+  s3_.AddKey("AKPROC", "proc-secret", "proc-token");
+  std::string script = Write("creds.sh",
+                             "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"AKPROC\", \"SecretAccessKey\": "
+                             "\"proc-secret\", \"SessionToken\": \"proc-token\", \"Expiration\": \"2999-01-01T00:00:00Z\"}'\n");
+  ::chmod(script.c_str(), 0755);
+  Write(".aws/config", "[default]\ncredential_process = " + script + " --flag\n[profile failing]\n"
+                       "credential_process = sh -c 'echo broken >&2; exit 3'\n");
+  ASSERT_TRUE(Upload("proc").ok());
+  EXPECT_GT(s3_.SignedBy("AKPROC"), 0);
+
+  env_["AWS_PROFILE"] = "failing";
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("exited with status 3"), std::string::npos) << config.status().message();
+
+  // Bounded in time and output; JSON checked.
+  // What the command started dies with it (here a sleep that would keep a
+  // pipe open for 5 s).
+  auto started = std::chrono::steady_clock::now();
+  std::string pid_file = dir_ + "/grandchild.pid";
+  auto slow = s3::RunCredentialProcess("sleep 5 & echo $! > " + pid_file + "; wait", std::chrono::milliseconds(300));
+  ASSERT_FALSE(slow.ok());
+  EXPECT_NE(slow.status().message().find("killed"), std::string::npos) << slow.status().message();
+  std::ifstream pid_in(pid_file);
+  pid_t grandchild = 0;
+  ASSERT_TRUE(pid_in >> grandchild);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the kill is delivered at once; reaping by init may lag
+  bool alive = ::kill(grandchild, 0) == 0 &&  // and not a zombie waiting for init
+               testing::RunShell("ps -o stat= -p " + std::to_string(grandchild) + " | grep -qv Z").code == 0;
+  EXPECT_FALSE(alive) << "the sleep the command started outlived it";
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3));
+  auto flood = s3::RunCredentialProcess("yes", std::chrono::seconds(5), 4096);
+  ASSERT_FALSE(flood.ok());
+  EXPECT_NE(flood.status().message().find("more than 4096 bytes"), std::string::npos) << flood.status().message();
+  auto v2 = s3::RunCredentialProcess("echo '{\"Version\": 2, \"AccessKeyId\": \"a\", \"SecretAccessKey\": \"b\"}'");
+  ASSERT_FALSE(v2.ok());
+  EXPECT_NE(v2.status().message().find("Version"), std::string::npos) << v2.status().message();
+}
+
+TEST_F(S3Credentials, ContainerEndpointWithPodIdentityToken) {
+  aws_.SetContainerToken("pod-identity-token");
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = aws_.endpoint() + "/container/creds";
+  env_["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] = Write("eks-token", "pod-identity-token\n");
+  env_["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "ignored-when-a-file-is-given";
+  Status s = Upload("pod");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("Container"), 1);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued().at(0)), 0);
+
+  // The token from the variable when there is no file; a wrong one is refused.
+  env_.erase("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("HTTP 403"), std::string::npos) << config.status().message();
+  env_["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "pod-identity-token";
+  EXPECT_TRUE(s3::LoadConfig(options_).ok());
+
+  // ECS: a relative URI on 169.254.170.2 (here the fake, via the test hook).
+  env_.erase("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+  env_["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "/container/creds";
+  options_.container_credentials_base = aws_.endpoint();
+  EXPECT_TRUE(Upload("ecs").ok());
+
+  // FULL_URI over plain http only to loopback or the ECS/EKS addresses.
+  EXPECT_TRUE(s3::CheckContainerFullUri("http://127.0.0.1:80/x").ok());
+  EXPECT_TRUE(s3::CheckContainerFullUri("http://[::1]:80/x").ok());
+  EXPECT_TRUE(s3::CheckContainerFullUri("http://169.254.170.23/v1/credentials").ok());
+  EXPECT_TRUE(s3::CheckContainerFullUri("https://creds.example.com/x").ok());
+  EXPECT_FALSE(s3::CheckContainerFullUri("http://10.1.2.3/creds").ok());
+  EXPECT_FALSE(s3::CheckContainerFullUri("http://127.0.0.1.evil.com/creds").ok());
+  env_.erase("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "http://10.1.2.3/creds";
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("loopback"), std::string::npos) << config.status().message();
+}
+
+TEST_F(S3Credentials, InstanceMetadataV2) {
+  env_.erase("AWS_EC2_METADATA_DISABLED");
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = aws_.endpoint();
+  Status s = Upload("ec2");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("ImdsToken"), 1);
+  EXPECT_EQ(aws_.Count("ImdsRole"), 1);
+  EXPECT_EQ(aws_.Count("ImdsCredentials"), 1);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued().at(0)), 0);
+
+  env_["AWS_EC2_METADATA_DISABLED"] = "true";
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("no S3 credentials"), std::string::npos) << config.status().message();
+  EXPECT_EQ(aws_.Count("ImdsToken"), 1);
+}
+
+// The CLI as a pod on EKS with IRSA runs it: web identity credentials from
+// the fake STS, the upload to the fake S3 (signed with them), then read back.
+TEST_F(S3Credentials, CliWithWebIdentity) {
+  aws_.SetWebIdentityToken("irsa-token");
+  std::string env = "env -i PATH=/usr/bin:/bin HOME=" + testing::ShellQuote(dir_) +
+                    " AWS_EC2_METADATA_DISABLED=true AWS_ENDPOINT_URL_STS=" + aws_.endpoint() +
+                    " AWS_WEB_IDENTITY_TOKEN_FILE=" + testing::ShellQuote(Write("irsa", "irsa-token")) +
+                    " AWS_ROLE_ARN=arn:aws:iam::1:role/pod AWS_ROLE_SESSION_NAME=pod ";
+  std::string vf = env + testing::ShellQuote(VRAMFLOW_BINARY);
+  testing::CommandResult r = testing::RunShell(vf + " gen -k bf16 -s 3M --seed 5 -o s3://bkt/irsa.bin --endpoint-url " +
+                                               s3_.endpoint() + " --region eu-west-1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(s3_.Object("bkt/irsa.bin").has_value());
+  EXPECT_EQ(s3_.Object("bkt/irsa.bin")->size(), 3u << 20);
+  ASSERT_EQ(aws_.Issued().size(), 1u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[0]), 0);
+  EXPECT_EQ(aws_.LastStsForm()["RoleSessionName"], "pod");
+
+  // A token STS refuses: exit 1, saying which source failed, nothing stored.
+  Write("irsa", "other-token");
+  r = testing::RunShell(vf + " gen -s 1M -o s3://bkt/refused.bin --endpoint-url " + s3_.endpoint());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("vramflow gen: error:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("InvalidIdentityToken"), std::string::npos) << r.output;
+  EXPECT_FALSE(s3_.Object("bkt/refused.bin").has_value());
+}
+
+// An SSO profile after `aws sso login`: the cached token (file named by the
+// SHA-1 of the session name, computed here with sha1sum) buys role keys.
+TEST_F(S3Credentials, SsoCachedToken) {
+  aws_.SetSsoToken("sso-access-token");
+  env_["AWS_ENDPOINT_URL_SSO"] = aws_.endpoint();
+  Write(".aws/config", "[profile dev]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Writer\n"
+                       "[sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\nsso_region = eu-west-1\n"
+                       "[profile legacy]\nsso_start_url = https://old.awsapps.com/start\nsso_region = us-east-1\n"
+                       "sso_account_id = 444455556666\nsso_role_name = Reader\n");
+  auto sha1 = [](const std::string& key) {
+    testing::CommandResult r = testing::RunShell("printf %s " + testing::ShellQuote(key) + " | sha1sum | cut -c1-40");
+    return r.output.substr(0, 40);
+  };
+  Write(".aws/sso/cache/" + sha1("corp") + ".json",
+        "{\"startUrl\": \"https://corp.awsapps.com/start\", \"region\": \"eu-west-1\", \"accessToken\": "
+        "\"sso-access-token\", \"expiresAt\": \"2999-01-01T00:00:00Z\"}");
+  env_["AWS_PROFILE"] = "dev";
+  Status s = Upload("sso");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("Sso"), 1);
+  EXPECT_EQ(aws_.LastStsForm()["role_name"], "Writer");
+  EXPECT_EQ(aws_.LastStsForm()["account_id"], "111122223333");
+  EXPECT_GT(s3_.SignedBy(aws_.Issued().at(0)), 0);
+
+  // A legacy profile's cache is named by its start URL; an expired token
+  // says to log in again, without asking the portal.
+  Write(".aws/sso/cache/" + sha1("https://old.awsapps.com/start") + ".json",
+        "{\"accessToken\": \"sso-access-token\", \"expiresAt\": \"2020-01-01T00:00:00UTC\"}");
+  env_["AWS_PROFILE"] = "legacy";
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("aws sso login --profile legacy"), std::string::npos)
+      << config.status().message();
+  EXPECT_EQ(aws_.Count("Sso"), 1);
+  // A token the portal does not know.
+  Write(".aws/sso/cache/" + sha1("https://old.awsapps.com/start") + ".json",
+        "{\"accessToken\": \"stale\", \"expiresAt\": \"2999-01-01T00:00:00Z\"}");
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("HTTP 401"), std::string::npos) << config.status().message();
+}
+
+// The fakes against an independent client, Debian's aws 2.9 (botocore):
+// FakeS3's signature check accepts its requests (FakeS3ChecksSignatureAndToken
+// shows it refusing wrong ones), and the aws CLI gets keys from FakeAws's IMDSv2 and container endpoint
+// that FakeS3 then accepts with their tokens. Three aws runs: 2-6 s.
+TEST_F(S3Credentials, FakesAgreeWithTheAwsCli) {
+  if (::access("/usr/bin/aws", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/aws (scripts/setup.sh installs awscli)";
+  std::string file = Write("up.bin", std::string(3000, 'x'));
+  auto aws = [&](const std::string& env, const std::string& key) {
+    return testing::RunShell("env -i PATH=/usr/bin:/bin HOME=" + testing::ShellQuote(dir_) +
+                             " AWS_DEFAULT_REGION=us-east-1 " + env + " /usr/bin/aws --endpoint-url " + s3_.endpoint() +
+                             " s3 cp --only-show-errors " + testing::ShellQuote(file) + " s3://bkt/" + key);
+  };
+  testing::CommandResult r = aws("AWS_ACCESS_KEY_ID=AKSTATIC AWS_SECRET_ACCESS_KEY=static-secret", "aws-static");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(s3_.Object("bkt/aws-static").value_or(""), std::string(3000, 'x'));
+
+  // botocore wants the trailing slash (vramflow takes either).
+  r = aws("AWS_EC2_METADATA_SERVICE_ENDPOINT=" + aws_.endpoint() + "/", "aws-imds");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(aws_.Count("ImdsToken"), 1);
+  EXPECT_EQ(aws_.Count("ImdsCredentials"), 1);
+  ASSERT_EQ(aws_.Issued().size(), 1u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[0]), 0);
+
+  aws_.SetContainerToken("ecs-token");
+  r = aws("AWS_EC2_METADATA_DISABLED=true AWS_CONTAINER_AUTHORIZATION_TOKEN=ecs-token "
+          "AWS_CONTAINER_CREDENTIALS_FULL_URI=" + aws_.endpoint() + "/container/creds",
+          "aws-container");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(aws_.Count("Container"), 1);
+  ASSERT_EQ(aws_.Issued().size(), 2u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[1]), 0);
+}
+
+// Keys that expire within seconds are fetched again before they do: an
+// upload that outlives several of them is never refused.
+TEST_F(S3Credentials, TemporaryKeysAreRefreshedDuringAnUpload) {
+  aws_.SetLifetime(3);
+  options_.credential_refresh_margin = std::chrono::seconds(2);
+  aws_.SetWebIdentityToken("t");
+  env_["AWS_WEB_IDENTITY_TOKEN_FILE"] = Write("token", "t");
+  env_["AWS_ROLE_ARN"] = "arn:aws:iam::1:role/r";
+  auto sink = OpenS3Sink("bkt", "long", options_);
+  ASSERT_TRUE(sink.ok()) << sink.status().ToString();
+  std::vector<uint8_t> part(4096, 0x5a);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE((*sink)->Write(part).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  }
+  Status s = (*sink)->Commit();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(s3_.Object("bkt/long")->size(), 8u * 4096);
+  EXPECT_GE(aws_.Count("AssumeRoleWithWebIdentity"), 2);
+  EXPECT_EQ(s3_.Rejected("ExpiredToken"), 0);
+  int signers = 0;
+  for (const std::string& key : aws_.Issued()) signers += s3_.SignedBy(key) > 0;
+  EXPECT_GE(signers, 2);
+}
+
+// Keys that expired while STS was briefly unavailable: the request that
+// needs new ones retries, and its retry gets them.
+TEST_F(S3Credentials, RefreshThatFailsOnceIsRetried) {
+  aws_.SetLifetime(2);
+  options_.credential_refresh_margin = std::chrono::seconds(0);
+  aws_.SetWebIdentityToken("t");
+  env_["AWS_WEB_IDENTITY_TOKEN_FILE"] = Write("token", "t");
+  env_["AWS_ROLE_ARN"] = "arn:aws:iam::1:role/r";
+  auto sink = OpenS3Sink("bkt", "late", options_);
+  ASSERT_TRUE(sink.ok()) << sink.status().ToString();
+  std::vector<uint8_t> part(4096, 0x33);
+  ASSERT_TRUE((*sink)->Write(part).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // the keys have expired
+  aws_.FailNext("AssumeRoleWithWebIdentity", 1);
+  ASSERT_TRUE((*sink)->Write(part).ok());
+  Status s = (*sink)->Commit();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("AssumeRoleWithWebIdentity"), 3);  // first keys, the 503, the new keys
+  EXPECT_EQ(s3_.Object("bkt/late")->size(), 2u * 4096);
+}
+
+}  // namespace
+}  // namespace vramflow

@@ -1,0 +1,108 @@
+#include "transport/aws_metadata.h"
+
+#include <arpa/inet.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "transport/aws_http.h"
+
+namespace vramflow::s3 {
+namespace {
+
+std::string HostOfUrl(const std::string& url) {
+  size_t sep = url.find("://");
+  std::string rest = sep == std::string::npos ? url : url.substr(sep + 3);
+  rest = rest.substr(0, rest.find_first_of("/?#"));
+  if (size_t at = rest.rfind('@'); at != std::string::npos) rest = rest.substr(at + 1);
+  if (!rest.empty() && rest[0] == '[') return rest.substr(1, rest.find(']') - 1);
+  return rest.substr(0, rest.find(':'));
+}
+
+bool IsLoopback(const std::string& host) {
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+Status CheckContainerFullUri(const std::string& url) {
+  if (url.rfind("https://", 0) == 0) return Status::Ok();
+  if (url.rfind("http://", 0) != 0)
+    return Status::InvalidArgument("AWS_CONTAINER_CREDENTIALS_FULL_URI '" + url + "' must be http:// or https://");
+  std::string host = HostOfUrl(url);
+  if (host == "localhost" || host == "169.254.170.2" || host == "169.254.170.23" || host == "fd00:ec2::23" ||
+      IsLoopback(host))
+    return Status::Ok();
+  return Status::InvalidArgument("AWS_CONTAINER_CREDENTIALS_FULL_URI '" + url +
+                                 "': plain http is allowed only to a loopback address or the ECS/EKS hosts "
+                                 "169.254.170.2, 169.254.170.23, fd00:ec2::23 (use https)");
+}
+
+Result<TimedCredentials> FetchContainerCredentials(const ContainerEndpoint& endpoint) {
+  HttpCall call;
+  call.url = endpoint.url;
+  call.timeout = endpoint.timeout;
+  call.trust = endpoint.trust;
+  std::string token = endpoint.token;
+  if (!endpoint.token_file.empty()) {
+    std::ifstream in(endpoint.token_file);
+    if (!in) return Status::IoError("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE " + endpoint.token_file + ": cannot read");
+    std::ostringstream text;
+    text << in.rdbuf();
+    token = Trim(text.str());
+    if (token.size() > 16 * 1024)
+      return Status::InvalidArgument("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE " + endpoint.token_file + ": too large");
+  }
+  if (token.find_first_of("\r\n") != std::string::npos)
+    return Status::InvalidArgument("the container authorization token holds a line break");
+  if (!token.empty()) call.headers.emplace_back("Authorization", token);
+  std::string what = "container credentials endpoint " + endpoint.url;
+  VF_ASSIGN_OR_RETURN(HttpReply reply, Http(call));
+  if (reply.status != 200)
+    return Status::IoError(what + ": HTTP " + std::to_string(reply.status) + " " + reply.body.substr(0, 200));
+  return ParseCredentialJson(reply.body, what);
+}
+
+Result<TimedCredentials> FetchImdsCredentials(const ImdsEndpoint& endpoint) {
+  std::string base = endpoint.base;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  std::string what = "instance metadata " + base;
+  HttpCall put;
+  put.method = "PUT";
+  put.url = base + "/latest/api/token";
+  put.headers = {{"X-aws-ec2-metadata-token-ttl-seconds", "21600"}};
+  put.timeout = endpoint.timeout;
+  VF_ASSIGN_OR_RETURN(HttpReply token, Http(put));
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (token.status == 200) {
+    headers.emplace_back("X-aws-ec2-metadata-token", Trim(token.body));
+  } else if (token.status != 403 && token.status != 404 && token.status != 405) {
+    return Status::IoError(what + ": PUT /latest/api/token: HTTP " + std::to_string(token.status));
+  }  // else IMDSv1: no token
+  HttpCall get;
+  get.url = base + "/latest/meta-data/iam/security-credentials/";
+  get.headers = headers;
+  get.timeout = endpoint.timeout;
+  VF_ASSIGN_OR_RETURN(HttpReply role, Http(get));
+  if (role.status == 404) return Status::IoError(what + ": no IAM role attached to this instance");
+  if (role.status != 200) return Status::IoError(what + ": GET the role name: HTTP " + std::to_string(role.status));
+  std::string name = Trim(role.body.substr(0, role.body.find('\n')));
+  if (name.empty() || name.find_first_of("/?#% ") != std::string::npos)
+    return Status::InvalidArgument(what + ": role name '" + name.substr(0, 100) + "' is not usable");
+  get.url += name;
+  VF_ASSIGN_OR_RETURN(HttpReply creds, Http(get));
+  if (creds.status != 200)
+    return Status::IoError(what + ": GET credentials of role " + name + ": HTTP " + std::to_string(creds.status));
+  return ParseCredentialJson(creds.body, what + " role " + name);
+}
+
+}  // namespace vramflow::s3
