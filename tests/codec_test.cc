@@ -237,7 +237,9 @@ TEST(CodecChoiceTest, AutoDetectsWordSizeOfFloatData) {
     DataKind kind;
     TransformId transform;
   };
+  // Words of 2 or 4 bytes, and bit planes: the sign bit leaves the exponent's byte.
   const Case cases[] = {{DataKind::kBf16Weights, TransformId::kByteGroup2},
+                        {DataKind::kFp16Weights, TransformId::kByteGroup2},
                         {DataKind::kFp32Weights, TransformId::kByteGroup4},
                         {DataKind::kAdamM, TransformId::kByteGroup4},
                         {DataKind::kAdamV, TransformId::kByteGroup4}};
@@ -248,7 +250,8 @@ TEST(CodecChoiceTest, AutoDetectsWordSizeOfFloatData) {
       std::vector<uint8_t> data = ModelBytes(c.kind, size, 5);
       EncodedChunk chunk;
       ASSERT_TRUE(encoder.Encode(data, &chunk).ok());
-      EXPECT_EQ(chunk.transform, c.transform) << DataKindName(c.kind) << " size " << size;
+      EXPECT_EQ(WordSize(chunk.transform), WordSize(c.transform)) << DataKindName(c.kind) << " size " << size;
+      EXPECT_GE(RotationBits(chunk.transform), 1u) << DataKindName(c.kind) << " size " << size;
       EXPECT_EQ(chunk.codec, CodecId::kPlanar) << DataKindName(c.kind) << " size " << size;
       std::vector<uint8_t> out(size);
       ASSERT_TRUE(decoder.Decode(chunk.codec, chunk.transform, chunk.payload, out).ok());
