@@ -72,6 +72,7 @@ constexpr unsigned kUncountedBits = 4;
 struct PlanePair {
   double entropy[2];  // low byte, high byte of the rotated half
   double bits;        // estimated coded bits for both bytes
+  unsigned coded;     // how many of the two are entropy coded (not raw)
 };
 
 // Entropy and estimated size of the two byte planes of the halves in
@@ -91,12 +92,13 @@ PlanePair RotatedPlanes(const HalfHistogram& halves, unsigned r) {
   double low_bits = pair.entropy[0] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(low) + kUncountedBits;
   double high_bits = pair.entropy[1] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(high);
   pair.bits = std::min(8.0, low_bits) + std::min(8.0, high_bits);
+  pair.coded = (low_bits < 8.0) + (high_bits < 8.0);
   return pair;
 }
 
 }  // namespace
 
-ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data) {
+ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
   ChunkAnalysis a;
   if (data.empty()) return a;
   uint32_t hist[4][256];
@@ -174,10 +176,15 @@ ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data) {
     for (size_t k = 0; k < words.size(); ++k) words[k] += halves[0][k];
   double fixed_bits = 0;  // the low bytes of 4-byte words, the same for every rotation
   if (a.best_word == 4) fixed_bits = PlaneCost(a.entropy_mod4[0]) + PlaneCost(a.entropy_mod4[1]);
+  // Byte grouping entropy-codes the upper half's planes below the threshold;
+  // kKeepSpeed allows no layout that codes more of them.
+  const double* upper = a.best_word == 2 ? a.entropy_mod2.data() : a.entropy_mod4.data() + 2;
+  const unsigned grouping_coded = (upper[0] < kIncompressibleBitsPerByte) + (upper[1] < kIncompressibleBitsPerByte);
   PlanePair best_pair{};
   unsigned best_rotation = 0;
   for (unsigned r = 0; r <= kMaxAnalysedRotation; ++r) {
     PlanePair pair = RotatedPlanes(words, r);
+    if (r > 0 && policy == PlanePolicy::kKeepSpeed && pair.coded > grouping_coded) continue;
     if (r == 0 || pair.bits < best_pair.bits) {
       best_pair = pair;
       best_rotation = r;

@@ -66,6 +66,7 @@ Status ParseCodecSpec(std::string_view spec, EncoderOptions* options) {
 
 Status ParseTransformSpec(std::string_view spec, EncoderOptions* options) {
   if (spec == "auto") options->transform = TransformChoice::kAuto;
+  else if (spec == "auto-fast") options->transform = TransformChoice::kAutoFast;
   else if (spec == "none") options->transform = TransformChoice::kNone;
   else if (spec == "bytegroup2" || spec == "bf16" || spec == "fp16") options->transform = TransformChoice::kByteGroup2;
   else if (spec == "bytegroup4" || spec == "fp32") options->transform = TransformChoice::kByteGroup4;
@@ -74,7 +75,7 @@ Status ParseTransformSpec(std::string_view spec, EncoderOptions* options) {
     options->bit_planes = *t;
   } else {
     return Status::InvalidArgument("unknown transform '" + std::string(spec) +
-                                   "' (use auto, none, bytegroup2, bytegroup4, bitplanes2rR or bitplanes4rR with R 1..7)");
+                                   "' (use auto, auto-fast, none, bytegroup2, bytegroup4, bitplanes2rR or bitplanes4rR with R 1..7)");
   }
   return Status::Ok();
 }
@@ -90,6 +91,7 @@ std::string DescribeOptions(const EncoderOptions& o) {
   }
   std::string transform = "auto";
   if (o.transform == TransformChoice::kNone) transform = "none";
+  if (o.transform == TransformChoice::kAutoFast) transform = "auto-fast";
   if (o.transform == TransformChoice::kByteGroup2) transform = "bytegroup2";
   if (o.transform == TransformChoice::kByteGroup4) transform = "bytegroup4";
   if (o.transform == TransformChoice::kBitPlanes) transform = TransformName(o.bit_planes);
@@ -148,7 +150,9 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
       transform = options_.bit_planes;
       break;
     case TransformChoice::kAuto:
-      analysis = AnalyzeChunk(raw);
+    case TransformChoice::kAutoFast:
+      analysis = AnalyzeChunk(raw, options_.transform == TransformChoice::kAutoFast ? PlanePolicy::kKeepSpeed
+                                                                                      : PlanePolicy::kSmallest);
       analysed = true;
       transform = analysis.best_transform;
       break;

@@ -25,8 +25,11 @@
 namespace vramflow {
 
 enum class CodecChoice { kAuto, kRaw, kLz4, kZstd, kHuffman };
-// kBitPlanes: the bit-plane transform in EncoderOptions::bit_planes.
-enum class TransformChoice { kAuto, kNone, kByteGroup2, kByteGroup4, kBitPlanes };
+// kAuto: byte grouping or bit planes per chunk, whichever is estimated
+// smallest; kAutoFast: the same among layouts that entropy-code no more
+// planes than byte grouping (PlanePolicy); kBitPlanes: the transform in
+// EncoderOptions::bit_planes.
+enum class TransformChoice { kAuto, kNone, kByteGroup2, kByteGroup4, kBitPlanes, kAutoFast };
 
 struct EncoderOptions {
   CodecChoice codec = CodecChoice::kAuto;
@@ -42,7 +45,7 @@ struct EncoderOptions {
 // "auto:LEVEL" (the zstd level auto uses for chunks it does not byte-group).
 // Levels may be negative ("zstd:-5").
 Status ParseCodecSpec(std::string_view spec, EncoderOptions* options);
-// Parses "auto", "none", "bytegroup2" (alias "bf16"/"fp16"), "bytegroup4" (alias "fp32")
+// Parses "auto", "auto-fast", "none", "bytegroup2" (alias "bf16"/"fp16"), "bytegroup4" (alias "fp32")
 // or a bit-plane transform "bitplanes2rR" / "bitplanes4rR" (R = 1..7).
 Status ParseTransformSpec(std::string_view spec, EncoderOptions* options);
 std::string DescribeOptions(const EncoderOptions& options);

@@ -30,7 +30,8 @@ const std::vector<std::string>& CodecSpecs() {
   return specs;
 }
 const std::vector<std::string>& TransformSpecs() {
-  static const std::vector<std::string> specs = {"none", "bytegroup2", "bytegroup4", "auto"};
+  static const std::vector<std::string> specs = {"none", "bytegroup2", "bytegroup4", "bitplanes2r1", "bitplanes2r7",
+                                                 "bitplanes4r3", "bitplanes4r7", "auto-fast", "auto"};
   return specs;
 }
 
@@ -97,6 +98,9 @@ void ExpectRoundTrip(ChunkEncoder& encoder, ChunkDecoder& decoder, std::span<con
     }
     if (o.transform == TransformChoice::kByteGroup4) {
       EXPECT_EQ(chunk.transform, TransformId::kByteGroup4) << what;
+    }
+    if (o.transform == TransformChoice::kBitPlanes) {
+      EXPECT_EQ(chunk.transform, o.bit_planes) << what;
     }
     if (o.transform == TransformChoice::kNone) ADD_FAILURE() << what << ": transform none produced a planar chunk";
   }
