@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "codecs/bit_planes.h"
+#include "codecs/huffman.h"
+
 namespace vramflow {
 
 bool IsAllZero(std::span<const uint8_t> data) {
@@ -45,14 +48,64 @@ namespace {
 // near 8 bits is stored raw, a compressible one pays a small overhead.
 double PlaneCost(double h) { return h >= kIncompressibleBitsPerByte ? 8.0 : std::min(8.0, h * 1.03 + 0.05); }
 
+double Entropy64(const std::array<uint64_t, 256>& histogram) {
+  uint64_t total = 0;
+  for (uint64_t c : histogram) total += c;
+  if (total == 0) return 0.0;
+  double bits = 0.0;
+  const double inv = 1.0 / static_cast<double>(total);
+  for (uint64_t c : histogram) {
+    if (!c) continue;
+    double p = static_cast<double>(c) * inv;
+    bits -= p * std::log2(p);
+  }
+  return bits;
+}
+
+// 16-bit halves (the part of a float word that holds sign and exponent)
+// counted by their top 12 bits: enough to place every bit that a rotation
+// of up to 4 moves between the two bytes. The low 4 bits are mantissa bits,
+// taken as uniform.
+using HalfHistogram = std::array<uint32_t, 4096>;
+constexpr unsigned kUncountedBits = 4;
+
+struct PlanePair {
+  double entropy[2];  // low byte, high byte of the rotated half
+  double bits;        // estimated coded bits for both bytes
+  unsigned coded;     // how many of the two are entropy coded (not raw)
+};
+
+// Entropy and estimated size of the two byte planes of the halves in
+// `halves` rotated left by r (0 = byte grouping), a plane stored raw when
+// its entropy reaches kIncompressibleBitsPerByte, coded with Huffman otherwise.
+PlanePair RotatedPlanes(const HalfHistogram& halves, unsigned r) {
+  std::array<uint64_t, 256> low{}, high{};
+  for (uint32_t k = 0; k < halves.size(); ++k) {
+    if (!halves[k]) continue;
+    uint16_t v = RotateLeft16(static_cast<uint16_t>(k << kUncountedBits), r);
+    high[v >> 8] += halves[k];
+    low[v & 0xff] += halves[k];
+  }
+  PlanePair pair;
+  pair.entropy[0] = std::min(8.0, Entropy64(low) + kUncountedBits);
+  pair.entropy[1] = Entropy64(high);
+  double low_bits = pair.entropy[0] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(low) + kUncountedBits;
+  double high_bits = pair.entropy[1] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(high);
+  pair.bits = std::min(8.0, low_bits) + std::min(8.0, high_bits);
+  pair.coded = (low_bits < 8.0) + (high_bits < 8.0);
+  return pair;
+}
+
 }  // namespace
 
-ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data) {
+ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
   ChunkAnalysis a;
   if (data.empty()) return a;
   uint32_t hist[4][256];
   std::memset(hist, 0, sizeof(hist));
   uint64_t counts[4] = {0, 0, 0, 0};
+  // halves[0]: bytes 0-1 of each 4-byte group, halves[1]: bytes 2-3.
+  std::array<HalfHistogram, 2> halves{};
 
   // Sample 16 evenly spaced, 64-byte aligned segments (or everything).
   constexpr size_t kSegments = 16;
@@ -66,6 +119,8 @@ ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data) {
       ++hist[1][d[i + 1]];
       ++hist[2][d[i + 2]];
       ++hist[3][d[i + 3]];
+      ++halves[0][(d[i] | d[i + 1] << 8) >> kUncountedBits];
+      ++halves[1][(d[i + 2] | d[i + 3] << 8) >> kUncountedBits];
     }
     for (size_t p = 0; p < 4; ++p) counts[p] += (i - begin) / 4;
     for (; i < end; ++i) {
@@ -110,6 +165,43 @@ ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data) {
   if (a.bits_word4 < best * 0.97) {
     best = a.bits_word4;
     a.best_word = 4;
+  }
+  if (a.best_word == 1) return a;
+
+  // Byte grouping or bit planes: the same estimate for every rotation. For
+  // 2-byte words both halves are words; for 4-byte words the upper half is
+  // rotated and the two low bytes are grouped as they are.
+  HalfHistogram words = halves[1];
+  if (a.best_word == 2)
+    for (size_t k = 0; k < words.size(); ++k) words[k] += halves[0][k];
+  double fixed_bits = 0;  // the low bytes of 4-byte words, the same for every rotation
+  if (a.best_word == 4) fixed_bits = PlaneCost(a.entropy_mod4[0]) + PlaneCost(a.entropy_mod4[1]);
+  // Byte grouping entropy-codes the upper half's planes below the threshold;
+  // kKeepSpeed allows no layout that codes more of them.
+  const double* upper = a.best_word == 2 ? a.entropy_mod2.data() : a.entropy_mod4.data() + 2;
+  const unsigned grouping_coded = (upper[0] < kIncompressibleBitsPerByte) + (upper[1] < kIncompressibleBitsPerByte);
+  PlanePair best_pair{};
+  unsigned best_rotation = 0;
+  for (unsigned r = 0; r <= kMaxAnalysedRotation; ++r) {
+    PlanePair pair = RotatedPlanes(words, r);
+    if (r > 0 && policy == PlanePolicy::kKeepSpeed && pair.coded > grouping_coded) continue;
+    if (r == 0 || pair.bits < best_pair.bits) {
+      best_pair = pair;
+      best_rotation = r;
+    }
+  }
+  a.best_transform = best_rotation == 0 ? static_cast<TransformId>(a.best_word)
+                                        : BitPlanesTransform(a.best_word, best_rotation);
+  if (best_rotation == 0) {  // the exact entropies of the byte planes
+    if (a.best_word == 2) a.plane_entropy = {a.entropy_mod2[0], a.entropy_mod2[1], 0, 0};
+    else a.plane_entropy = a.entropy_mod4;
+    a.bits_best = a.best_word == 2 ? a.bits_word2 : a.bits_word4;
+  } else if (a.best_word == 2) {
+    a.plane_entropy = {best_pair.entropy[0], best_pair.entropy[1], 0, 0};
+    a.bits_best = best_pair.bits / 2;
+  } else {
+    a.plane_entropy = {a.entropy_mod4[0], a.entropy_mod4[1], best_pair.entropy[0], best_pair.entropy[1]};
+    a.bits_best = (fixed_bits + best_pair.bits) / 4;
   }
   return a;
 }

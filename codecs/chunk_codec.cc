@@ -1,9 +1,10 @@
 #include "codecs/chunk_codec.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstring>
 
-#include "codecs/byte_group.h"
+#include "codecs/bit_planes.h"
 #include "codecs/chunk_analysis.h"
 #include "common/endian.h"
 #include "common/hash.h"
@@ -36,6 +37,14 @@ Result<int> ParseLevel(std::string_view text) {
   return level;
 }
 
+// "bitplanes2r1" .. "bitplanes4r7".
+std::optional<TransformId> BitPlanesByName(std::string_view spec) {
+  for (unsigned word : {2u, 4u})
+    for (unsigned r = 1; r <= 7; ++r)
+      if (spec == TransformName(BitPlanesTransform(word, r))) return BitPlanesTransform(word, r);
+  return std::nullopt;
+}
+
 }  // namespace
 
 Status ParseCodecSpec(std::string_view spec, EncoderOptions* options) {
@@ -57,10 +66,17 @@ Status ParseCodecSpec(std::string_view spec, EncoderOptions* options) {
 
 Status ParseTransformSpec(std::string_view spec, EncoderOptions* options) {
   if (spec == "auto") options->transform = TransformChoice::kAuto;
+  else if (spec == "auto-fast") options->transform = TransformChoice::kAutoFast;
   else if (spec == "none") options->transform = TransformChoice::kNone;
   else if (spec == "bytegroup2" || spec == "bf16" || spec == "fp16") options->transform = TransformChoice::kByteGroup2;
   else if (spec == "bytegroup4" || spec == "fp32") options->transform = TransformChoice::kByteGroup4;
-  else return Status::InvalidArgument("unknown transform '" + std::string(spec) + "' (use auto, none, bytegroup2 or bytegroup4)");
+  else if (auto t = BitPlanesByName(spec)) {
+    options->transform = TransformChoice::kBitPlanes;
+    options->bit_planes = *t;
+  } else {
+    return Status::InvalidArgument("unknown transform '" + std::string(spec) +
+                                   "' (use auto, auto-fast, none, bytegroup2, bytegroup4, bitplanes2rR or bitplanes4rR with R 1..7)");
+  }
   return Status::Ok();
 }
 
@@ -73,10 +89,12 @@ std::string DescribeOptions(const EncoderOptions& o) {
     case CodecChoice::kZstd: codec = "zstd " + std::to_string(o.zstd_level); break;
     case CodecChoice::kHuffman: codec = "huffman"; break;
   }
-  const char* transform = "auto";
+  std::string transform = "auto";
   if (o.transform == TransformChoice::kNone) transform = "none";
+  if (o.transform == TransformChoice::kAutoFast) transform = "auto-fast";
   if (o.transform == TransformChoice::kByteGroup2) transform = "bytegroup2";
   if (o.transform == TransformChoice::kByteGroup4) transform = "bytegroup4";
+  if (o.transform == TransformChoice::kBitPlanes) transform = TransformName(o.bit_planes);
   return codec + ", transform " + transform;
 }
 
@@ -118,21 +136,29 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
   out->payload = raw;  // stored raw unless something below does better
   if (options_.codec == CodecChoice::kRaw || raw.empty()) return Status::Ok();
 
-  // Word size: forced, or detected from a sample.
-  unsigned word = 1;
+  // Transform: forced, or chosen from a sample.
+  TransformId transform = TransformId::kNone;
   ChunkAnalysis analysis;
   bool analysed = false;
   switch (options_.transform) {
-    case TransformChoice::kNone: word = 1; break;
-    case TransformChoice::kByteGroup2: word = 2; break;
-    case TransformChoice::kByteGroup4: word = 4; break;
+    case TransformChoice::kNone: break;
+    case TransformChoice::kByteGroup2: transform = TransformId::kByteGroup2; break;
+    case TransformChoice::kByteGroup4: transform = TransformId::kByteGroup4; break;
+    case TransformChoice::kBitPlanes:
+      if (!IsKnownTransform(static_cast<uint8_t>(options_.bit_planes)) || RotationBits(options_.bit_planes) == 0)
+        return Status::InvalidArgument("transform " + TransformName(options_.bit_planes) + " is not a bit-plane transform");
+      transform = options_.bit_planes;
+      break;
     case TransformChoice::kAuto:
-      analysis = AnalyzeChunk(raw);
+    case TransformChoice::kAutoFast:
+      analysis = AnalyzeChunk(raw, options_.transform == TransformChoice::kAutoFast ? PlanePolicy::kKeepSpeed
+                                                                                      : PlanePolicy::kSmallest);
       analysed = true;
-      word = analysis.best_word;
+      transform = analysis.best_transform;
       break;
   }
-  if (raw.size() < word * 2) word = 1;
+  unsigned word = WordSize(transform);
+  if (raw.size() < word * 2) word = 1, transform = TransformId::kNone;
 
   if (options_.codec != CodecChoice::kAuto) {
     CodecId codec = options_.codec == CodecChoice::kLz4       ? CodecId::kLz4
@@ -140,7 +166,7 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
                                                               : CodecId::kZstd;
     if (word == 1) return EncodeWhole(codec, raw, out);
     CodecId plane_codecs[4] = {codec, codec, codec, codec};
-    return EncodePlanar(word, plane_codecs, raw, out);
+    return EncodePlanar(transform, plane_codecs, raw, out);
   }
 
   // Auto: entropy decides raw versus compressed, for the chunk or for each
@@ -155,12 +181,17 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
   CodecId plane_codecs[4];
   bool any_compressed = false;
   for (unsigned p = 0; p < word; ++p) {
-    double h = word == 2 ? analysis.entropy_mod2[p] : analysis.entropy_mod4[p];
+    // The analysis's entropies are for its own choice; a forced transform
+    // it did not choose has every plane tried (and kept raw if it does not pay).
+    double h = 0;
+    if (transform == analysis.best_transform) h = analysis.plane_entropy[p];
+    else if (transform == TransformId::kByteGroup2) h = analysis.entropy_mod2[p];
+    else if (transform == TransformId::kByteGroup4) h = analysis.entropy_mod4[p];
     plane_codecs[p] = h >= kIncompressibleBitsPerByte ? CodecId::kRaw : CodecId::kHuffman;
     any_compressed |= plane_codecs[p] != CodecId::kRaw;
   }
   if (!any_compressed) return Status::Ok();
-  return EncodePlanar(word, plane_codecs, raw, out);
+  return EncodePlanar(transform, plane_codecs, raw, out);
 }
 
 Status ChunkEncoder::EncodeWhole(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out) {
@@ -172,8 +203,9 @@ Status ChunkEncoder::EncodeWhole(CodecId codec, std::span<const uint8_t> raw, En
   return Status::Ok();
 }
 
-Status ChunkEncoder::EncodePlanar(unsigned word, const CodecId* plane_codecs, std::span<const uint8_t> raw,
+Status ChunkEncoder::EncodePlanar(TransformId transform, const CodecId* plane_codecs, std::span<const uint8_t> raw,
                                   EncodedChunk* out) {
+  const unsigned word = WordSize(transform);
   const size_t plane_size = raw.size() / word;
   const size_t tail = raw.size() % word;
   const size_t table = kPlaneEntryBytes * word;
@@ -188,7 +220,7 @@ Status ChunkEncoder::EncodePlanar(unsigned word, const CodecId* plane_codecs, st
     ++placed;
   }
   for (unsigned p = placed; p < word; ++p) plane_ptrs[p] = planes_.data() + p * plane_size;
-  GroupBytes(raw.data(), raw.size(), word, plane_ptrs);
+  SplitPlanes(transform, raw.data(), raw.size(), plane_ptrs);
 
   size_t pos = table;
   for (unsigned p = 0; p < word; ++p) {
@@ -213,13 +245,15 @@ Status ChunkEncoder::EncodePlanar(unsigned word, const CodecId* plane_codecs, st
   pos += tail;
   if (!WorthIt(pos, raw.size())) return Status::Ok();  // keep raw
   out->codec = CodecId::kPlanar;
-  out->transform = static_cast<TransformId>(word);
+  out->transform = transform;
   out->payload = dst.first(pos);
   return Status::Ok();
 }
 
 Status ReadPlaneTable(TransformId transform, std::span<const uint8_t> payload, uint64_t raw_size,
                       std::vector<PlaneInfo>* planes) {
+  if (!IsKnownTransform(static_cast<uint8_t>(transform)))
+    return Status::Corruption("unknown transform id " + std::to_string(static_cast<int>(transform)));
   const unsigned word = WordSize(transform);
   if (word < 2) return Status::Corruption("planar payload without a byte-grouping transform");
   const size_t table = kPlaneEntryBytes * word;
@@ -280,7 +314,7 @@ Status ChunkDecoder::Decode(CodecId codec, TransformId transform, std::span<cons
     }
     pos += planes[p].stored_bytes;
   }
-  UngroupBytes(plane_ptrs, dst.size(), word, dst.data());
+  JoinPlanes(transform, plane_ptrs, dst.size(), dst.data());
   if (dst.size() % word) std::memcpy(dst.data() + plane_size * word, payload.data() + pos, dst.size() % word);
   return Status::Ok();
 }

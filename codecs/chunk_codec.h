@@ -25,7 +25,11 @@
 namespace vramflow {
 
 enum class CodecChoice { kAuto, kRaw, kLz4, kZstd, kHuffman };
-enum class TransformChoice { kAuto, kNone, kByteGroup2, kByteGroup4 };
+// kAuto: byte grouping or bit planes per chunk, whichever is estimated
+// smallest; kAutoFast: the same among layouts that entropy-code no more
+// planes than byte grouping (PlanePolicy); kBitPlanes: the transform in
+// EncoderOptions::bit_planes.
+enum class TransformChoice { kAuto, kNone, kByteGroup2, kByteGroup4, kBitPlanes, kAutoFast };
 
 struct EncoderOptions {
   CodecChoice codec = CodecChoice::kAuto;
@@ -34,13 +38,15 @@ struct EncoderOptions {
   // fixed codec is asked for, so "zstd" means plain zstd.
   TransformChoice transform = TransformChoice::kAuto;
   bool detect_zero_runs = true;
+  TransformId bit_planes = TransformId::kNone;  // with kBitPlanes, e.g. BitPlanesTransform(2, 1)
 };
 
 // Parses "auto", "raw", "lz4", "zstd", "zstd:LEVEL", "huffman" or
 // "auto:LEVEL" (the zstd level auto uses for chunks it does not byte-group).
 // Levels may be negative ("zstd:-5").
 Status ParseCodecSpec(std::string_view spec, EncoderOptions* options);
-// Parses "auto", "none", "bytegroup2" (alias "bf16"/"fp16") or "bytegroup4" (alias "fp32").
+// Parses "auto", "auto-fast", "none", "bytegroup2" (alias "bf16"/"fp16"), "bytegroup4" (alias "fp32")
+// or a bit-plane transform "bitplanes2rR" / "bitplanes4rR" (R = 1..7).
 Status ParseTransformSpec(std::string_view spec, EncoderOptions* options);
 std::string DescribeOptions(const EncoderOptions& options);
 
@@ -85,7 +91,8 @@ class ChunkEncoder {
  private:
   Status EncodeChunk(std::span<const uint8_t> raw, std::optional<uint64_t> known_raw_hash, EncodedChunk* out);
   Status EncodeWhole(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out);
-  Status EncodePlanar(unsigned word, const CodecId* plane_codecs, std::span<const uint8_t> raw, EncodedChunk* out);
+  Status EncodePlanar(TransformId transform, const CodecId* plane_codecs, std::span<const uint8_t> raw,
+                      EncodedChunk* out);
   std::span<uint8_t> Output(size_t size);
 
   EncoderOptions options_;

@@ -11,8 +11,22 @@ bool IsKnownCodec(uint8_t id) {
 bool IsPlaneCodec(uint8_t id) { return IsKnownCodec(id) && id != static_cast<uint8_t>(CodecId::kPlanar); }
 
 bool IsKnownTransform(uint8_t id) {
-  return id == static_cast<uint8_t>(TransformId::kNone) || id == static_cast<uint8_t>(TransformId::kByteGroup2) ||
-         id == static_cast<uint8_t>(TransformId::kByteGroup4);
+  if (id == static_cast<uint8_t>(TransformId::kNone) || id == static_cast<uint8_t>(TransformId::kByteGroup2) ||
+      id == static_cast<uint8_t>(TransformId::kByteGroup4))
+    return true;
+  const unsigned word = id >> 4, rotation = id & 0x0f;
+  return (word == 2 || word == 4) && rotation >= 1 && rotation <= 7;
+}
+
+unsigned WordSize(TransformId t) {
+  const auto id = static_cast<unsigned>(t);
+  if (id == 0) return 1;
+  return id < 0x10 ? id : id >> 4;
+}
+
+unsigned RotationBits(TransformId t) {
+  const auto id = static_cast<unsigned>(t);
+  return id < 0x10 ? 0 : id & 0x0f;
 }
 
 std::string CodecName(CodecId id) {
@@ -31,7 +45,10 @@ std::string TransformName(TransformId id) {
     case TransformId::kNone: return "none";
     case TransformId::kByteGroup2: return "bytegroup2";
     case TransformId::kByteGroup4: return "bytegroup4";
+    default: break;
   }
+  if (IsKnownTransform(static_cast<uint8_t>(id)))
+    return "bitplanes" + std::to_string(WordSize(id)) + "r" + std::to_string(RotationBits(id));
   return "transform#" + std::to_string(static_cast<int>(id));
 }
 

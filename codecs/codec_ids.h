@@ -17,18 +17,35 @@ enum class CodecId : uint8_t {
   kPlanar = 16,  // byte-grouped payload: plane table, then one payload per plane
 };
 
-// Word size of the byte-grouping transform; the value is the word size.
+// How a planar payload's planes are made from the chunk's words.
+// 2 and 4: byte grouping; the value is the word size.
+// 0x21..0x27 and 0x41..0x47: bit planes for floats. The high nibble is the
+// word size (2 or 4) and the low three bits a rotation r (1..7): the 16 bits
+// that hold sign and exponent (the whole word for bf16/fp16, the upper half
+// for fp32) are rotated left by r before byte grouping, so that the sign bit
+// leaves the exponent's byte and the exponent shares a byte only with its
+// neighbouring mantissa bits (docs/FORMAT.md, section 8.3).
 enum class TransformId : uint8_t {
   kNone = 0,
   kByteGroup2 = 2,  // bf16 / fp16: planes of low and high bytes
   kByteGroup4 = 4,  // fp32: four planes, one per byte position
+  kBitPlanes2R1 = 0x21,  // 2-byte words rotated left by 1 (bf16: exponent byte, sign+mantissa byte) ... R7 = 0x27
+  kBitPlanes4R1 = 0x41,  // 4-byte words, upper half rotated left by 1 (fp32: exponent byte) ... R7 = 0x47
 };
+
+// The bit-plane transform for `word` (2 or 4) and rotation r (1..7).
+inline TransformId BitPlanesTransform(unsigned word, unsigned rotation) {
+  return static_cast<TransformId>(word << 4 | rotation);
+}
 
 bool IsKnownCodec(uint8_t id);
 bool IsPlaneCodec(uint8_t id);  // a codec allowed inside a planar payload
 bool IsKnownTransform(uint8_t id);
 std::string CodecName(CodecId id);
 std::string TransformName(TransformId id);
-inline unsigned WordSize(TransformId t) { return t == TransformId::kNone ? 1u : static_cast<unsigned>(t); }
+// Word size of a known transform: 1 for none, else 2 or 4.
+unsigned WordSize(TransformId t);
+// Rotation of a bit-plane transform (1..7); 0 for none and byte grouping.
+unsigned RotationBits(TransformId t);
 
 }  // namespace vramflow

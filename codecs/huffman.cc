@@ -81,15 +81,64 @@ Lengths BuildLengths(const Counts& counts) {
   return lengths;
 }
 
-// Lengths no longer than kHuffmanMaxCodeLength: flatten the counts until the
-// tree is shallow enough. Rare (needs very skewed data) and cheap.
-Lengths LimitedLengths(Counts counts) {
-  for (;;) {
-    Lengths lengths = BuildLengths(counts);
-    if (*std::max_element(lengths.begin(), lengths.end()) <= kHuffmanMaxCodeLength) return lengths;
-    for (uint64_t& c : counts)
-      if (c) c = (c >> 1) | 1;
+// Optimal lengths of at most kHuffmanMaxCodeLength bits, by package-merge:
+// level by level, from the longest codes up, the two lightest items of the
+// level below are packaged into one and merged with the symbols; a symbol's
+// length is the number of the 2n - 2 lightest top-level items it is part
+// of. Float exponent planes, whose rare exponents want 15 to 20 bits, lose
+// about 0.5% to a crude limit (halving counts until the tree fits).
+Lengths PackageMergeLengths(const Counts& counts) {
+  struct Item {
+    uint64_t weight;
+    int16_t symbol;  // a leaf, or -1: a package of items 2*child and 2*child+1 of the level below
+    int16_t child;
+  };
+  std::array<Item, 256> leaves;
+  int n = 0;
+  for (int s = 0; s < 256; ++s)
+    if (counts[s]) leaves[n++] = {counts[s], static_cast<int16_t>(s), -1};
+  std::sort(leaves.begin(), leaves.begin() + n, [](const Item& a, const Item& b) { return a.weight < b.weight; });
+  // levels[0]: codes of the full length; each level holds at most 2n - 1 items.
+  std::array<std::array<Item, 511>, kHuffmanMaxCodeLength> levels;
+  std::array<int, kHuffmanMaxCodeLength> sizes{};
+  std::copy(leaves.begin(), leaves.begin() + n, levels[0].begin());
+  sizes[0] = n;
+  for (unsigned level = 1; level < kHuffmanMaxCodeLength; ++level) {
+    const auto& below = levels[level - 1];
+    const int packages = sizes[level - 1] / 2;
+    int i = 0, p = 0, out = 0;
+    while (i < n || p < packages) {
+      uint64_t package_weight = p < packages ? below[2 * p].weight + below[2 * p + 1].weight : 0;
+      if (p >= packages || (i < n && leaves[i].weight <= package_weight)) {
+        levels[level][out++] = leaves[i++];
+      } else {
+        levels[level][out++] = {package_weight, -1, static_cast<int16_t>(p)};
+        ++p;
+      }
+    }
+    sizes[level] = out;
   }
+  Lengths lengths{};
+  // Count leaf occurrences in the first `take` items of `level`, recursively.
+  auto count = [&](auto&& self, unsigned level, int take) -> void {
+    int packages = 0;
+    for (int k = 0; k < take; ++k) {
+      const Item& item = levels[level][k];
+      if (item.symbol >= 0) ++lengths[item.symbol];
+      else packages = item.child + 1;  // packages appear in order: the last one seen covers all
+    }
+    if (packages) self(self, level - 1, 2 * packages);
+  };
+  count(count, kHuffmanMaxCodeLength - 1, 2 * n - 2);
+  return lengths;
+}
+
+// Lengths no longer than kHuffmanMaxCodeLength: the Huffman code when it is
+// short enough, otherwise the best code that is.
+Lengths LimitedLengths(const Counts& counts) {
+  Lengths lengths = BuildLengths(counts);
+  if (*std::max_element(lengths.begin(), lengths.end()) <= kHuffmanMaxCodeLength) return lengths;
+  return PackageMergeLengths(counts);
 }
 
 // Canonical codes from lengths, bit-reversed for LSB-first output.
@@ -161,6 +210,22 @@ size_t EncodeStream(const uint8_t* symbols, size_t count, const std::array<uint1
 }
 
 }  // namespace
+
+double HuffmanBitsPerSymbol(std::span<const uint64_t, 256> counts) {
+  Counts c;
+  uint64_t total = 0;
+  int distinct = 0;
+  for (int s = 0; s < 256; ++s) {
+    c[s] = counts[s];
+    total += counts[s];
+    distinct += counts[s] != 0;
+  }
+  if (distinct <= 1) return 0.0;
+  Lengths lengths = LimitedLengths(c);
+  uint64_t bits = 0;
+  for (int s = 0; s < 256; ++s) bits += c[s] * lengths[s];
+  return static_cast<double>(bits) / static_cast<double>(total);
+}
 
 size_t HuffmanBound(size_t size) {
   return kHeaderBytes + (size * kHuffmanMaxCodeLength + 7) / 8 + kStreams + kPaddingBytes + 8;

@@ -23,6 +23,11 @@ namespace vramflow {
 
 inline constexpr unsigned kHuffmanMaxCodeLength = 11;
 
+// Average code length, in bits per symbol, of the code HuffmanCompress would
+// build for bytes with these counts (0 for fewer than two distinct values):
+// what the encoder's analysis uses to compare plane layouts.
+double HuffmanBitsPerSymbol(std::span<const uint64_t, 256> counts);
+
 // Largest payload HuffmanCompress can produce for `size` input bytes.
 size_t HuffmanBound(size_t size);
 

@@ -30,7 +30,8 @@ const std::vector<std::string>& CodecSpecs() {
   return specs;
 }
 const std::vector<std::string>& TransformSpecs() {
-  static const std::vector<std::string> specs = {"none", "bytegroup2", "bytegroup4", "auto"};
+  static const std::vector<std::string> specs = {"none", "bytegroup2", "bytegroup4", "bitplanes2r1", "bitplanes2r7",
+                                                 "bitplanes4r3", "bitplanes4r7", "auto-fast", "auto"};
   return specs;
 }
 
@@ -97,6 +98,9 @@ void ExpectRoundTrip(ChunkEncoder& encoder, ChunkDecoder& decoder, std::span<con
     }
     if (o.transform == TransformChoice::kByteGroup4) {
       EXPECT_EQ(chunk.transform, TransformId::kByteGroup4) << what;
+    }
+    if (o.transform == TransformChoice::kBitPlanes) {
+      EXPECT_EQ(chunk.transform, o.bit_planes) << what;
     }
     if (o.transform == TransformChoice::kNone) ADD_FAILURE() << what << ": transform none produced a planar chunk";
   }
@@ -237,7 +241,9 @@ TEST(CodecChoiceTest, AutoDetectsWordSizeOfFloatData) {
     DataKind kind;
     TransformId transform;
   };
+  // Words of 2 or 4 bytes, and bit planes: the sign bit leaves the exponent's byte.
   const Case cases[] = {{DataKind::kBf16Weights, TransformId::kByteGroup2},
+                        {DataKind::kFp16Weights, TransformId::kByteGroup2},
                         {DataKind::kFp32Weights, TransformId::kByteGroup4},
                         {DataKind::kAdamM, TransformId::kByteGroup4},
                         {DataKind::kAdamV, TransformId::kByteGroup4}};
@@ -248,7 +254,8 @@ TEST(CodecChoiceTest, AutoDetectsWordSizeOfFloatData) {
       std::vector<uint8_t> data = ModelBytes(c.kind, size, 5);
       EncodedChunk chunk;
       ASSERT_TRUE(encoder.Encode(data, &chunk).ok());
-      EXPECT_EQ(chunk.transform, c.transform) << DataKindName(c.kind) << " size " << size;
+      EXPECT_EQ(WordSize(chunk.transform), WordSize(c.transform)) << DataKindName(c.kind) << " size " << size;
+      EXPECT_GE(RotationBits(chunk.transform), 1u) << DataKindName(c.kind) << " size " << size;
       EXPECT_EQ(chunk.codec, CodecId::kPlanar) << DataKindName(c.kind) << " size " << size;
       std::vector<uint8_t> out(size);
       ASSERT_TRUE(decoder.Decode(chunk.codec, chunk.transform, chunk.payload, out).ok());

@@ -232,8 +232,9 @@ struct DumpFlags {
                     "zstd:LEVEL (negative levels are faster), huffman, auto:LEVEL (zstd level used by auto)")
         ->capture_default_str();
     cmd->add_option("-t,--transform", transform,
-                    "byte grouping: auto (detect 2/4-byte words per chunk), none, bytegroup2 (bf16/fp16), bytegroup4 "
-                    "(fp32); default: auto with --codec auto, none otherwise");
+                    "byte grouping / bit planes: auto (detect 2/4-byte words and the smallest plane layout per chunk), "
+                    "auto-fast, none, bytegroup2 (bf16/fp16), bytegroup4 (fp32), bitplanes2rR / bitplanes4rR (R 1..7); "
+                    "default: auto with --codec auto, none otherwise");
     cmd->add_option("--chunk-size", chunk_size, "raw bytes per chunk (max 64M)")->capture_default_str()->check(SizeValidator());
     cmd->add_flag("--no-dedup", no_dedup, "write identical chunks in full instead of as references");
     cmd->add_option("--dedup-window", dedup_window,

@@ -37,6 +37,7 @@
 #include <fstream>
 #include <string>
 
+#include "codecs/bit_planes.h"
 #include "codecs/chunk_codec.h"
 #include "common/endian.h"
 #include "common/hash.h"
@@ -81,6 +82,9 @@ constexpr Combo kCombos[] = {
     {CodecId::kRaw, TransformId::kNone},        {CodecId::kLz4, TransformId::kNone},
     {CodecId::kZstd, TransformId::kNone},       {CodecId::kHuffman, TransformId::kNone},
     {CodecId::kPlanar, TransformId::kByteGroup2}, {CodecId::kPlanar, TransformId::kByteGroup4},
+    {CodecId::kPlanar, static_cast<TransformId>(0x21)}, {CodecId::kPlanar, static_cast<TransformId>(0x23)},
+    {CodecId::kPlanar, static_cast<TransformId>(0x27)}, {CodecId::kPlanar, static_cast<TransformId>(0x41)},
+    {CodecId::kPlanar, static_cast<TransformId>(0x44)}, {CodecId::kPlanar, static_cast<TransformId>(0x47)},
 };
 
 // Decodes and cross-checks one payload; returns the decode status.
@@ -340,6 +344,22 @@ void FuzzDecoders(std::span<const uint8_t> in) {
   Status s2 = DecodeOne(decoder, combo, payload, raw_size, again);
   FUZZ_CHECK(s.ok() == s2.ok(), s2);
   if (s.ok()) FUZZ_CHECK(out == again);
+  // A bit-plane payload is a byte-grouped one whose words are rotated back:
+  // same verdict, and every word equal to the byte-grouped word rotated.
+  if (RotationBits(combo.transform) != 0) {
+    const unsigned word = WordSize(combo.transform), r = RotationBits(combo.transform);
+    std::vector<uint8_t> grouped;
+    Status g = DecodeOne(decoder, {CodecId::kPlanar, static_cast<TransformId>(word)}, payload, raw_size, grouped);
+    FUZZ_CHECK(g.ok() == s.ok(), g);
+    if (s.ok() && g.ok()) {
+      for (size_t i = 0; i + word <= raw_size; i += word) {
+        const size_t half = i + word - 2;  // the rotated 16 bits: the whole 2-byte word, the upper half of 4
+        FUZZ_CHECK(LoadLE16(out.data() + half) == RotateLeft16(LoadLE16(grouped.data() + half), 16 - r));
+        if (word == 4) FUZZ_CHECK(LoadLE16(out.data() + i) == LoadLE16(grouped.data() + i));
+      }
+      FUZZ_CHECK(std::equal(out.begin() + raw_size / word * word, out.end(), grouped.begin() + raw_size / word * word));
+    }
+  }
 }
 
 // Seeds the CLI cannot make: a dedup stream (DEDUP_REF frames naming DATA

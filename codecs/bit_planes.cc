@@ -1,0 +1,143 @@
+#include "codecs/bit_planes.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "codecs/byte_group.h"
+#include "common/endian.h"
+
+namespace vramflow {
+namespace {
+
+// Every loop below has an SSE2 body (every x86-64 CPU has it) that rotates
+// 16-bit lanes with two shifts and an OR, and a scalar loop for the tail
+// and for other architectures.
+
+void Split2(const uint8_t* src, size_t words, unsigned r, uint8_t* p0, uint8_t* p1) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i left = _mm_cvtsi32_si128(static_cast<int>(r));
+  const __m128i right = _mm_cvtsi32_si128(static_cast<int>(16 - r));
+  const __m128i low_byte = _mm_set1_epi16(0xff);
+  for (; i + 16 <= words; i += 16) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i + 16));
+    a = _mm_or_si128(_mm_sll_epi16(a, left), _mm_srl_epi16(a, right));
+    b = _mm_or_si128(_mm_sll_epi16(b, left), _mm_srl_epi16(b, right));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p0 + i),
+                     _mm_packus_epi16(_mm_and_si128(a, low_byte), _mm_and_si128(b, low_byte)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p1 + i), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+  }
+#endif
+  for (; i < words; ++i) {
+    uint16_t w = RotateLeft16(LoadLE16(src + 2 * i), r);
+    p0[i] = static_cast<uint8_t>(w);
+    p1[i] = static_cast<uint8_t>(w >> 8);
+  }
+}
+
+void Join2(const uint8_t* p0, const uint8_t* p1, size_t words, unsigned r, uint8_t* dst) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i left = _mm_cvtsi32_si128(static_cast<int>(16 - r));
+  const __m128i right = _mm_cvtsi32_si128(static_cast<int>(r));
+  for (; i + 16 <= words; i += 16) {
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + i));
+    const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + i));
+    __m128i lo = _mm_unpacklo_epi8(b0, b1), hi = _mm_unpackhi_epi8(b0, b1);
+    lo = _mm_or_si128(_mm_srl_epi16(lo, right), _mm_sll_epi16(lo, left));
+    hi = _mm_or_si128(_mm_srl_epi16(hi, right), _mm_sll_epi16(hi, left));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i + 16), hi);
+  }
+#endif
+  for (; i < words; ++i) {
+    uint16_t w = static_cast<uint16_t>(p0[i] | p1[i] << 8);
+    StoreLE16(dst + 2 * i, RotateLeft16(w, 16 - r));
+  }
+}
+
+void Split4(const uint8_t* src, size_t words, unsigned r, uint8_t* const* p) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i left = _mm_cvtsi32_si128(static_cast<int>(r));
+  const __m128i right = _mm_cvtsi32_si128(static_cast<int>(16 - r));
+  const __m128i upper = _mm_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m128i low_byte = _mm_set1_epi32(0xff);
+  for (; i + 16 <= words; i += 16) {
+    __m128i v[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 4 * i + 16 * k));
+      const __m128i rotated = _mm_or_si128(_mm_sll_epi16(x, left), _mm_srl_epi16(x, right));
+      v[k] = _mm_or_si128(_mm_and_si128(rotated, upper), _mm_andnot_si128(upper, x));
+    }
+    // Byte `shift / 8` of each 32-bit word, narrowed 32 -> 16 -> 8 bits.
+    auto plane = [&](int shift) {
+      auto pick = [&](__m128i x) { return _mm_and_si128(_mm_srli_epi32(x, shift), low_byte); };
+      return _mm_packus_epi16(_mm_packs_epi32(pick(v[0]), pick(v[1])), _mm_packs_epi32(pick(v[2]), pick(v[3])));
+    };
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[0] + i), plane(0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[1] + i), plane(8));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[2] + i), plane(16));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[3] + i), plane(24));
+  }
+#endif
+  for (; i < words; ++i) {
+    const uint8_t* w = src + 4 * i;
+    uint16_t high = RotateLeft16(LoadLE16(w + 2), r);
+    p[0][i] = w[0];
+    p[1][i] = w[1];
+    p[2][i] = static_cast<uint8_t>(high);
+    p[3][i] = static_cast<uint8_t>(high >> 8);
+  }
+}
+
+void Join4(const uint8_t* const* p, size_t words, unsigned r, uint8_t* dst) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i left = _mm_cvtsi32_si128(static_cast<int>(16 - r));
+  const __m128i right = _mm_cvtsi32_si128(static_cast<int>(r));
+  const __m128i upper = _mm_set1_epi32(static_cast<int>(0xffff0000u));
+  for (; i + 16 <= words; i += 16) {
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + i));
+    const __m128i b1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[1] + i));
+    const __m128i b2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[2] + i));
+    const __m128i b3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[3] + i));
+    const __m128i low01 = _mm_unpacklo_epi8(b0, b1), high01 = _mm_unpackhi_epi8(b0, b1);
+    const __m128i low23 = _mm_unpacklo_epi8(b2, b3), high23 = _mm_unpackhi_epi8(b2, b3);
+    const __m128i words4[4] = {_mm_unpacklo_epi16(low01, low23), _mm_unpackhi_epi16(low01, low23),
+                               _mm_unpacklo_epi16(high01, high23), _mm_unpackhi_epi16(high01, high23)};
+    for (int k = 0; k < 4; ++k) {
+      const __m128i x = words4[k];
+      const __m128i rotated = _mm_or_si128(_mm_srl_epi16(x, right), _mm_sll_epi16(x, left));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 4 * i + 16 * k),
+                       _mm_or_si128(_mm_and_si128(rotated, upper), _mm_andnot_si128(upper, x)));
+    }
+  }
+#endif
+  for (; i < words; ++i) {
+    uint16_t high = RotateLeft16(static_cast<uint16_t>(p[2][i] | p[3][i] << 8), 16 - r);
+    dst[4 * i] = p[0][i];
+    dst[4 * i + 1] = p[1][i];
+    StoreLE16(dst + 4 * i + 2, high);
+  }
+}
+
+}  // namespace
+
+void SplitPlanes(TransformId t, const uint8_t* src, size_t n, uint8_t* const* planes) {
+  const unsigned word = WordSize(t), r = RotationBits(t);
+  if (r == 0) return GroupBytes(src, n, word, planes);
+  if (word == 2) Split2(src, n / 2, r, planes[0], planes[1]);
+  else Split4(src, n / 4, r, planes);
+}
+
+void JoinPlanes(TransformId t, const uint8_t* const* planes, size_t n, uint8_t* dst) {
+  const unsigned word = WordSize(t), r = RotationBits(t);
+  if (r == 0) return UngroupBytes(planes, n, word, dst);
+  if (word == 2) Join2(planes[0], planes[1], n / 2, r, dst);
+  else Join4(planes, n / 4, r, dst);
+}
+
+}  // namespace vramflow
