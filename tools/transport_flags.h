@@ -22,6 +22,10 @@ struct TransportFlags {
   unsigned retries = 3;
   double resume_timeout_s = 30;
   double accept_timeout_s = -1;
+  // Receivers: the connection limits (ConnectionLimits, connection_threads.h).
+  size_t max_connections = ConnectionLimits{}.max_threads;
+  size_t max_handshakes = ConnectionLimits{}.max_handshakes;
+  double handshake_timeout_s = ConnectionLimits{}.handshake_deadline.count() / 1000.0;
 
   // `sending` and `receiving` pick which of the network flags apply.
   void Add(CLI::App* cmd, bool sending, bool receiving);
