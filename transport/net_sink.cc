@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread_start.h"
 #include "transport/deadline.h"
 #include "transport/net_protocol.h"
 #include "transport/net_security.h"
@@ -61,9 +62,10 @@ class NetSink final : public ByteSink {
     uint64_t resume = 0;
     VF_RETURN_IF_ERROR(Connect(&resume, /*resuming=*/false));
     if (resume != 0) return Status::Internal("a new session was asked to resume at " + std::to_string(resume));
-    StartThreads();
-    supervisor_ = std::thread([this] { Supervise(); });
-    return Status::Ok();
+    VF_RETURN_IF_ERROR(StartThreads());
+    Status started = StartThread(&supervisor_, "the supervisor of the transfer to " + endpoint_.uri, [this] { Supervise(); });
+    if (!started.ok()) StopThreads();
+    return started;
   }
 
   Status Write(std::span<const uint8_t> data) override {
@@ -209,11 +211,35 @@ class NetSink final : public ByteSink {
     return std::unique_ptr<Connection>(std::move(*tls));
   }
 
-  void StartThreads() {
+  // Starts a thread per connection and the control loop; when one cannot
+  // start, ends those that did (StopThreads) and says why.
+  Status StartThreads() {
     uint64_t number = generation_number_;
-    for (size_t i = 0; i < generation_.channels.size(); ++i)
-      generation_.threads.emplace_back([this, i, number] { SendLoop(i, number); });
-    generation_.threads.emplace_back([this, number] { ControlLoop(number); });
+    const size_t connections = generation_.channels.size();
+    for (size_t i = 0; i <= connections; ++i) {
+      std::thread thread;
+      Status s = i < connections ? StartThread(&thread, "connection " + std::to_string(i) + " to " + endpoint_.uri,
+                                               [this, i, number] { SendLoop(i, number); })
+                                 : StartThread(&thread, "the control connection to " + endpoint_.uri,
+                                               [this, number] { ControlLoop(number); });
+      if (!s.ok()) {
+        StopThreads();
+        return s;
+      }
+      generation_.threads.push_back(std::move(thread));
+    }
+    return Status::Ok();
+  }
+
+  // Ends the current generation's loops (they see it is no longer alive)
+  // and joins them.
+  void StopThreads() {
+    {
+      std::lock_guard lock(mu_);
+      generation_alive_ = false;
+      cv_.notify_all();
+    }
+    TearDown();
   }
 
   // Shuts every connection of the current generation and joins its threads.
@@ -386,7 +412,12 @@ class NetSink final : public ByteSink {
         end_sent_ = false;
         break;
       }
-      StartThreads();
+      Status started = StartThreads();
+      if (!started.ok()) {
+        std::lock_guard lock(mu_);
+        Fail(started);
+        return;
+      }
     }
   }
 
