@@ -55,6 +55,19 @@ CLI::Validator SizeValidator() {
       "SIZE");
 }
 
+// -m/--max-memory for the commands that only read a stream (inspect, verify,
+// recv): their reader's buffers and records, and a network receive window.
+struct MemoryFlag {
+  std::string max_memory = "256M";
+
+  void Add(CLI::App* cmd, const std::string& what) {
+    cmd->add_option("-m,--max-memory", max_memory, "memory budget for " + what)
+        ->capture_default_str()
+        ->check(SizeValidator());
+  }
+  uint64_t Resolve() const { return ParseSize(max_memory).value(); }  // checked by SizeValidator
+};
+
 // How the graphs run: threads and the memory budget.
 struct RunFlags {
   unsigned threads = 0;
@@ -235,6 +248,9 @@ int Main(int argc, char** argv) {
                         "read every frame (codec mix, word sizes) even when the stream has a seek index; without it "
                         "a file or s3:// stream with an index is read only at its ends");
   inspect_cmd->add_flag("--decode", inspect.decode, "also decode every payload and check its hash (implies --full)");
+  MemoryFlag inspect_memory;
+  inspect_memory.Add(inspect_cmd, "reading every frame: the reader's buffers and records, the report's summary of each "
+                                  "object, a network receive window");
 
   // verify
   std::string verify_input;
@@ -248,6 +264,8 @@ int Main(int argc, char** argv) {
   TransportFlags verify_net;
   verify_net.Add(verify_cmd, /*sending=*/false, /*receiving=*/true);
   verify_cmd->add_flag("-q,--quiet", verify_quiet, "print nothing on success");
+  MemoryFlag verify_memory;
+  verify_memory.Add(verify_cmd, "the reader's buffers and records, and a network receive window");
 
   // send
   TransferOptions send;
@@ -296,6 +314,8 @@ int Main(int argc, char** argv) {
   recv_fsync.Add(recv_cmd, "on: the sender is told DONE only once the stream is durable");
   recv_cmd->add_flag("-q,--quiet", recv_quiet, "no progress and no summary");
   recv_net.Add(recv_cmd, /*sending=*/false, /*receiving=*/true);
+  MemoryFlag recv_memory;
+  recv_memory.Add(recv_cmd, "the receive window (a quarter, at most 64M) and the verification of the stream");
 
   // keygen
   std::string keygen_output;
@@ -492,6 +512,7 @@ int Main(int argc, char** argv) {
   if (*inspect_cmd) {
     Status s = inspect_net.Resolve(&inspect.transport);
     if (!s.ok()) return UsageError("inspect", s);
+    inspect.max_memory = inspect_memory.Resolve();
     s = RunInspect(inspect, std::cout);
     std::cout.flush();
     return s.ok() ? 0 : Fail("inspect", s);
@@ -500,7 +521,7 @@ int Main(int argc, char** argv) {
     TransportOptions transport;
     Status s = verify_net.Resolve(&transport);
     if (!s.ok()) return UsageError("verify", s);
-    s = RunVerify(verify_input, verify_quiet, transport, std::cout);
+    s = RunVerify(verify_input, verify_quiet, verify_memory.Resolve(), transport, std::cout);
     std::cout.flush();
     return s.ok() ? 0 : Fail("verify", s);
   }
@@ -515,6 +536,7 @@ int Main(int argc, char** argv) {
     options.transport.file.fsync = *send_cmd ? send_fsync.Resolve(false) : recv_fsync.Resolve(/*default_on=*/true);
     bool quiet = *send_cmd ? send_quiet : recv_quiet;
     options.progress = !quiet;
+    if (*recv_cmd) options.max_memory = recv_memory.Resolve();
     if (*send_cmd && !send_name.empty()) {
       Result<Endpoint> endpoint = ParseEndpoint(send.sink);
       if (endpoint.ok() && !endpoint->is_network())
@@ -528,6 +550,7 @@ int Main(int argc, char** argv) {
       dir_options.count = recv_count;
       dir_options.transport = options.transport;
       dir_options.progress = !quiet;
+      dir_options.max_memory = options.max_memory;
       ReceiveDirReport report;
       s = RunReceiveDirectory(dir_options, &report);
       if (!quiet)

@@ -27,6 +27,9 @@ struct ReceiveDirOptions {
   unsigned count = 0;          // stop after this many stored streams; 0: only on SIGINT or SIGTERM
   TransportOptions transport;  // file.overwrite, file.fsync, net (keys, timeouts), accept_timeout (per stream)
   bool progress = true;        // a progress bar, and a line per stored stream, on stderr
+  // --max-memory: the receive window (a quarter, at most 64 MiB) and the
+  // verification of each stream (the rest).
+  uint64_t max_memory = 256ull << 20;
 };
 
 struct ReceiveDirReport {

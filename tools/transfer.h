@@ -15,6 +15,9 @@ struct TransferOptions {
   std::string sink;    // URI
   TransportOptions transport;
   bool progress = true;
+  // --max-memory: a network source's receive window (ShareBudget) and the
+  // verification of a stream stored here (the rest).
+  uint64_t max_memory = 256ull << 20;
 };
 
 struct TransferReport {
