@@ -32,6 +32,10 @@ Result<std::unique_ptr<TlsContext>> NetTlsContext(const Endpoint& endpoint, cons
 // that follows reports them).
 Status CheckPeerSpeaksPlaintext(int fd, std::chrono::milliseconds timeout, const std::string& peer);
 
+// With --ktls: what kTLS does for `connection` after its handshake, for a
+// log line: in use (which directions), or why TLS runs in user space.
+std::string DescribeKtls(const TlsConnection& connection);
+
 // A UNIX socket peer must run as this process's user, or as root
 // (SO_PEERCRED); kInvalidArgument naming its pid and uid otherwise.
 Status CheckUnixPeer(int fd);

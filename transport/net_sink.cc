@@ -208,6 +208,7 @@ class NetSink final : public ByteSink {
       return Status::InvalidArgument(tls.status().message() +
                                      " (a receiver without TLS (--insecure) closes the connection at the TLS hello)");
     if (!tls.ok()) return tls.status();
+    if (options_.tls.ktls && options_.log) std::call_once(ktls_reported_, [&] { options_.log(DescribeKtls(**tls)); });
     return std::unique_ptr<Connection>(std::move(*tls));
   }
 
@@ -427,6 +428,7 @@ class NetSink final : public ByteSink {
   std::chrono::milliseconds ping_interval_;
   SessionId session_{};
   std::thread supervisor_;
+  std::once_flag ktls_reported_;  // --ktls: whether it runs is logged once
   std::vector<uint8_t> current_;  // the segment being filled (Write's thread only)
 
   std::mutex mu_;

@@ -262,10 +262,13 @@ class Core : public std::enable_shared_from_this<Core> {
         if (fd.ok()) waiting = std::move(*fd);
         status = fd.status();
       }
-      if (waiting.valid())
+      if (waiting.valid()) {
         status = connections_.Start(waiting, [self = shared_from_this(), peer](UniqueFd f, ConnectionThreads::Id id) {
           self->ServeConnection(std::move(f), peer, id);
         });
+        // Closed: the system refused a thread (not just the limit reached).
+        if (!status.ok() && !waiting.valid()) refusals_.Refused("closed the connection from " + peer + ": " + status.message());
+      }
       if (!status.ok()) {
         connections_.CutOldest();
         std::unique_lock lock(mu_);
@@ -408,6 +411,7 @@ class Core : public std::enable_shared_from_this<Core> {
       refusals_.Refused("refused: " + tls.status().message());
       return nullptr;
     }
+    if (options_.tls.ktls && options_.log) std::call_once(ktls_reported_, [&] { options_.log(DescribeKtls(**tls)); });
     return std::move(*tls);
   }
 
@@ -601,6 +605,7 @@ class Core : public std::enable_shared_from_this<Core> {
   std::mutex stop_mu_;                          // one Stop() at a time
   ConnectionThreads connections_;
   RefusalLog refusals_;  // refused connections, rate-limited
+  std::once_flag ktls_reported_;  // --ktls: whether it runs is logged once
 };
 
 // Owns the core's lifetime: the last of the receiver and its source stops it.
