@@ -267,7 +267,7 @@ class Core : public std::enable_shared_from_this<Core> {
           self->ServeConnection(std::move(f), peer, id);
         });
         // Closed: the system refused a thread (not just the limit reached).
-        if (!status.ok() && !waiting.valid()) refusals_.Refused("closed the connection from " + peer + ": " + status.message());
+        if (!status.ok() && !waiting.valid()) refusals_.Refused(status.message() + " (from " + peer + ")");
       }
       if (!status.ok()) {
         connections_.CutOldest();
