@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "common/endian.h"
+#include "common/thread_start.h"
 #include "transport/fd_passing.h"
 #include "transport/socket.h"
 
@@ -464,13 +465,8 @@ Status ParallelRestoreServer::Start(ParallelRestoreRunner run) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  Status started;
-  try {
-    state_->receiver = std::thread([s = state_] { s->ReceiveLoop(); });
-    state_->runner = std::thread([s = state_] { s->RunLoop(); });
-  } catch (const std::system_error& e) {
-    started = Status::IoError(what + ": starting a thread: " + e.what());
-  }
+  Status started = StartThread(&state_->receiver, what + " (its receiver)", [s = state_] { s->ReceiveLoop(); });
+  if (started.ok()) started = StartThread(&state_->runner, what + " (its runner)", [s = state_] { s->RunLoop(); });
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (!started.ok()) {
     state_->RequestStop();

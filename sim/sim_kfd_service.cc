@@ -12,6 +12,7 @@
 
 #include <cerrno>
 
+#include "common/thread_start.h"
 #include "sim/sim_kfd_wire.h"
 
 namespace vramflow {
@@ -159,8 +160,11 @@ Result<std::unique_ptr<SimKfdServer>> SimKfdServer::Start(SimKfd* kfd, const std
   if (!listener.ok()) return listener.status().WithContext("starting the simulated KFD service");
   UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!stop.valid()) return Status::FromErrno("starting the simulated KFD service: eventfd", errno);
-  return std::unique_ptr<SimKfdServer>(
+  std::unique_ptr<SimKfdServer> server(
       new SimKfdServer(kfd, std::move(listener).value(), std::move(stop), socket_path, io_timeout));
+  VF_RETURN_IF_ERROR(StartThread(&server->accept_thread_, "the simulated KFD service on " + socket_path,
+                                 [s = server.get()] { s->AcceptLoop(); }));
+  return server;
 }
 
 SimKfdServer::SimKfdServer(SimKfd* kfd, Listener listener, UniqueFd stop, std::string socket_path,
@@ -170,16 +174,14 @@ SimKfdServer::SimKfdServer(SimKfd* kfd, Listener listener, UniqueFd stop, std::s
       listener_(std::move(listener)),
       stop_(std::move(stop)),
       socket_path_(std::move(socket_path)),
-      io_timeout_(io_timeout) {
-  accept_thread_ = std::thread(&SimKfdServer::AcceptLoop, this);
-}
+      io_timeout_(io_timeout) {}
 
 SimKfdServer::~SimKfdServer() {
   const uint64_t one = 1;
   // An eventfd write of 1 cannot fail short of a counter overflow; the
   // threads see it readable from now on.
   (void)!::write(stop_.get(), &one, sizeof(one));
-  accept_thread_.join();
+  if (accept_thread_.joinable()) accept_thread_.join();
   for (auto& connection : connections_) connection->thread.join();
   // listener_ removes the socket file.
 }
@@ -211,10 +213,13 @@ void SimKfdServer::AcceptLoop() {
       (*it)->thread.join();
       it = connections_.erase(it);
     }
-    ++accepted_;
     auto connection = std::make_unique<Connection>();
     connection->fd = std::move(fd).value();
-    connection->thread = std::thread(&SimKfdServer::Serve, this, connection.get());
+    // No thread for it: the client sees its connection closed, the server
+    // goes on serving the others.
+    if (!StartThread(&connection->thread, "a simulated KFD client", [this, c = connection.get()] { Serve(c); }).ok())
+      continue;
+    ++accepted_;
     connections_.push_back(std::move(connection));
   }
 }

@@ -107,6 +107,11 @@ struct RestoreTarget {
   // GPU memory handed out by the driver is not known to be zero, so there
   // zero runs are written.
   bool zero_filled = false;
+  // Bytes the resolver keeps for this object until the restore ends (its
+  // records of files, names, ...). Charged, with the graph's own record of
+  // the target, to the reader's record limit (an eighth of max_memory), so
+  // that a stream of very many objects fails instead of outgrowing it.
+  uint64_t kept_bytes = 0;
 };
 // Called (from the serial reader) for each OBJECT_BEGIN; every target's
 // device must be in `devices` passed to RunRestore.

@@ -65,6 +65,10 @@ struct PendingRef {
   uint64_t source_offset;
 };
 
+// Estimated bytes of the graph's record of an object's target (kept for
+// the whole restore: references may point into any object).
+constexpr uint64_t kTargetRecordBytes = 96;
+
 // The serial front of the graph: reads frames, checks them, and turns each
 // DATA frame or zero-run piece into a job for the slot it was given.
 class FrameSource {
@@ -178,9 +182,13 @@ class FrameSource {
         case FrameKind::kObjectBegin: {
           const ObjectState* object = validator_.object(h.object_id);
           Result<RestoreTarget> target = resolve_(*object);
-          if (!target.ok()) return target.status().WithContext("restoring object " + Printable(object->metadata.name));
+          if (!target.ok()) return target.status().WithContext(validator_.Describe(h, at));
           if (pool_->DeviceIndex(target->device) >= pool_->device_count())
             return Status::InvalidArgument("restore target for " + Printable(object->metadata.name) + " is on an unknown device");
+          s = validator_.ChargeCallerRecords(kTargetRecordBytes + target->kept_bytes,
+                                             "the restore target of object " + std::to_string(h.object_id) + " (after " +
+                                                 std::to_string(targets_.size()) + " objects)");
+          if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
           targets_[h.object_id] = *target;
           names_[h.object_id] = std::make_shared<const std::string>(object->metadata.name);
           break;

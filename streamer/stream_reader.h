@@ -5,7 +5,8 @@
 // Every check of the format is applied; the first failure stops the read and
 // comes back as one Status naming the frame and stream offset. A stream is
 // complete only when STREAM_END was read, its totals matched and no byte
-// followed it: OnStreamEnd is the visitor's proof of that.
+// followed it: OnStreamEnd is the visitor's proof of that. A visitor's error
+// comes back with the frame and offset it was called for.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include "streamer/frame_format.h"
 #include "streamer/frame_reader.h"
+#include "streamer/memory_budget.h"
 #include "streamer/stream_validator.h"
 #include "transport/byte_stream.h"
 
@@ -43,6 +45,14 @@ struct ReadOptions {
   // Decode DATA payloads and check them against their hash. Without it only
   // the framing, metadata and ranges are checked (fast inspect).
   bool decode = true;
+  // The reader's memory budget (--max-memory), or null. With one, the
+  // reader charges to it, up front, its records (an eighth of the budget is
+  // the validator's record limit) and the dedup window the header declares,
+  // and, as the largest frame so far needs them, its payload and decode
+  // buffers; a stream that needs more fails naming the frame and its
+  // offset. The visitor may charge its own records to the same budget.
+  // Without one the records are capped at kDefaultRecordLimit.
+  MemoryBudget* budget = nullptr;
 };
 
 Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options = {});

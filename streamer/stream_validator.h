@@ -75,6 +75,11 @@ class StreamValidator {
   // How many bytes of records the validator may keep (see above).
   void SetRecordLimit(uint64_t bytes) { record_limit_ = bytes; }
   uint64_t records() const { return records_; }
+  // Charges records a caller keeps for the rest of the stream (a restore's
+  // per-object targets) to the same limit; fails past it, naming `what`.
+  Status ChargeCallerRecords(uint64_t bytes, const std::string& what) {
+    return ChargeRecords(static_cast<int64_t>(bytes), what);
+  }
   // The stream header read first; its flags decide what frames may follow.
   void SetStreamHeader(const StreamHeader& header) {
     stream_flags_ = header.flags;

@@ -1248,5 +1248,180 @@ TEST(NetCli, RecvUnixSocketIsPrivateWhateverTheUmask) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+
+// A TCP connection to 127.0.0.1:port, or an invalid fd.
+UniqueFd ConnectTcp(uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (!fd.valid() || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return UniqueFd();
+  return fd;
+}
+
+// Lines of `text` that contain `needle`.
+std::vector<std::string> LinesWith(const std::string& text, const std::string& needle) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (Contains(line, needle)) lines.push_back(line);
+  return lines;
+}
+
+// Issue 18: recv takes -m/--max-memory like the other commands: the
+// receive window and the verification of the stream are within it, and a
+// stream that needs more is refused (both ends fail, nothing is stored).
+TEST(NetCli, RecvKeepsWithinItsMaxMemory) {
+  TempDir dir;
+  const std::string raw = dir.File("big.bin");
+  WriteFileBytes(raw, RandomData(8 << 20, 5));
+  ASSERT_EQ(RunVf(dir, {"pack", "-q", "-c", "raw", "--chunk-size", "8M", raw, "-o", dir.File("big.vfs")}).code, 0);
+  const std::string sock = dir.File("sock");
+  for (const std::string memory : {"12M", "64M"}) {
+    SCOPED_TRACE("recv -m " + memory);
+    const std::string out = dir.File("out-" + memory);
+    Child recv({"recv", "--listen", "unix:" + sock, "-o", out, "-m", memory, "--accept-timeout", "20"},
+               dir.File("recv.log"));
+    ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+    Ran sent = RunVf(dir, {"send", "-q", dir.File("big.vfs"), "unix:" + sock});
+    const int received = recv.Wait(20000ms);
+    if (memory == "12M") {
+      EXPECT_EQ(sent.code, 1) << sent.output;
+      EXPECT_EQ(received, 1) << recv.Log();
+      EXPECT_TRUE(Contains(recv.Log(), "memory budget of 9.00 MiB exceeded by the reader's")) << recv.Log();
+      EXPECT_FALSE(Exists(out));
+    } else {
+      EXPECT_EQ(sent.code, 0) << sent.output;
+      EXPECT_EQ(received, 0) << recv.Log();
+      EXPECT_TRUE(ReadFileBytes(out) == ReadFileBytes(dir.File("big.vfs")));
+    }
+  }
+  EXPECT_EQ(RunVf(dir, {"recv", "--listen", "unix:" + sock, "-o", dir.File("x"), "-m", "lots"}).code, 2);
+}
+
+// Issue 18: the receiver's connection limits are flags of every receiving
+// command: a silent connection is cut at --handshake-timeout (not the
+// default 5 s), and limits that cannot work are a bad command line.
+TEST(NetCli, ReceiverLimitsAreFlags) {
+  TempDir dir;
+  for (const std::string command : {"recv", "unpack", "verify", "inspect", "demo"}) {
+    Ran help = RunVf(dir, {command, "--help"});
+    for (const std::string flag : {"--max-connections", "--max-handshakes", "--handshake-timeout"})
+      EXPECT_TRUE(Contains(help.output, flag)) << command << " --help lacks " << flag;
+  }
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
+  Child recv({"recv", "--listen", Tcp(port), "-o", dir.File("out"), "--key-file", KeyFile(), "--handshake-timeout",
+              "0.3", "--max-handshakes", "2", "--max-connections", "4", "--accept-timeout", "20"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
+  UniqueFd silent = ConnectTcp(port);
+  ASSERT_TRUE(silent.valid());
+  const auto start = Clock::now();
+  pollfd p{silent.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 4000), 1) << "a silent connection outlived --handshake-timeout 0.3";
+  char c;
+  EXPECT_LE(::recv(silent.get(), &c, 1, 0), 0) << "the receiver answered a silent connection";
+  EXPECT_LT(SecondsSince(start), 2.0);
+  // The receiver is still there for a real sender.
+  WriteFileBytes(dir.File("in.vfs"), Packed(dir, RandomData(5000, 2)));
+  Ran sent = RunVf(dir, {"send", "-q", dir.File("in.vfs"), Tcp(port), "--key-file", KeyFile()});
+  EXPECT_EQ(sent.code, 0) << sent.output;
+  EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--max-handshakes", "10", "--max-connections", "5"},
+        std::vector<std::string>{"--max-connections", "0"}, std::vector<std::string>{"--handshake-timeout", "0"}}) {
+    std::vector<std::string> args = {"recv", "--listen", Tcp(port), "-o", dir.File("bad"), "--key-file", KeyFile()};
+    args.insert(args.end(), bad.begin(), bad.end());
+    Ran r = RunVf(dir, args);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_TRUE(Contains(r.output, bad.front())) << r.output;
+  }
+}
+
+// Issue 18: a burst of clients that fail the TLS handshake costs the log a
+// bounded number of lines: the first refusal, naming its peer, then at most
+// one a second, and a summary of the ones in between.
+TEST(NetCli, RefusedHandshakesAreLoggedWithinARateLimit) {
+  TempDir dir;
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
+  Child recv({"recv", "--listen", Tcp(port), "-o", dir.File("out"), "--key-file", KeyFile(), "--accept-timeout", "20"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();  // itself a refused client
+  constexpr int kBadClients = 60;
+  const std::string junk = "GET / HTTP/1.0\r\n\r\n";
+  for (int i = 0; i < kBadClients; ++i) {
+    UniqueFd fd = ConnectTcp(port);
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(::send(fd.get(), junk.data(), junk.size(), MSG_NOSIGNAL), static_cast<ssize_t>(junk.size()));
+  }
+  // The summary comes once a second has passed since the last line.
+  const auto start = Clock::now();
+  while (LinesWith(recv.Log(), "more connections refused").empty() && SecondsSince(start) < 5)
+    std::this_thread::sleep_for(50ms);
+  const std::string log = recv.Log();
+  const std::vector<std::string> refused = LinesWith(log, "refused");
+  ASSERT_FALSE(refused.empty()) << log;
+  EXPECT_LE(refused.size(), 8u) << log;
+  EXPECT_TRUE(Contains(refused.front(), "127.0.0.1:")) << "the first refusal names its peer: " << log;
+  ASSERT_FALSE(LinesWith(log, "more connections refused").empty()) << log;
+  EXPECT_TRUE(recv.running()) << log;
+}
+
+// Issue 18: a sender with TLS meeting an --insecure receiver: the receiver
+// says so (here `openssl s_client` is the TLS client), rather than dropping
+// it silently.
+TEST(NetCli, InsecureReceiverLogsATlsClient) {
+  TempDir dir;
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
+  Child recv({"recv", "--listen", Tcp(port), "-o", dir.File("out"), "--insecure", "--accept-timeout", "20"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
+  std::string output;
+  RunCommand("timeout 10 openssl s_client -connect 127.0.0.1:" + std::to_string(port) + " -tls1_3 </dev/null 2>&1",
+             &output);
+  const auto start = Clock::now();
+  while (!Contains(recv.Log(), "speaks TLS") && SecondsSince(start) < 5) std::this_thread::sleep_for(20ms);
+  const std::string log = recv.Log();
+  EXPECT_TRUE(Contains(log, "refused: the peer at 127.0.0.1:")) << log;
+  EXPECT_TRUE(Contains(log, "speaks TLS; this receiver runs --insecure")) << log;
+  EXPECT_TRUE(recv.running()) << log;
+  // A plaintext sender is still served.
+  WriteFileBytes(dir.File("in.vfs"), Packed(dir, RandomData(5000, 4)));
+  EXPECT_EQ(RunVf(dir, {"send", "-q", dir.File("in.vfs"), Tcp(port), "--insecure"}).code, 0);
+  EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
+}
+
+// Issue 18: --ktls on both ends of a whole transfer: the stream arrives
+// intact, and each end logs whether kTLS runs. This kernel has no
+// CONFIG_TLS, so here the fallback (TLS in user space) is what runs and is
+// reported; where the kernel offers kTLS, the transfer passes all the same.
+TEST(NetCli, KtlsTransferSucceedsAndReportsWhatRuns) {
+  TempDir dir;
+  const std::vector<uint8_t> data = Packed(dir, RandomData((3 << 20) + 777, 6));
+  WriteFileBytes(dir.File("in.vfs"), data);
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
+  const std::string out = dir.File("out.vfs");
+  Child recv({"recv", "--listen", Tcp(port), "-o", out, "--key-file", KeyFile(), "--ktls", "--accept-timeout", "20"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
+  Ran sent = RunVf(dir, {"send", dir.File("in.vfs"), Tcp(port), "--key-file", KeyFile(), "--ktls"});
+  EXPECT_EQ(sent.code, 0) << sent.output;
+  EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
+  EXPECT_TRUE(ReadFileBytes(out) == data) << "the received stream differs";
+  const bool kernel_has_tls = Exists("/sys/module/tls");
+  for (const std::string& log : {sent.output, recv.Log()}) {
+    EXPECT_EQ(LinesWith(log, "kTLS").size(), 1u) << log;
+    if (!kernel_has_tls) EXPECT_TRUE(Contains(log, "TLS runs in user space")) << log;
+  }
+  // Without --ktls nothing is said about it.
+  EXPECT_TRUE(LinesWith(RunVf(dir, {"send", dir.File("in.vfs"), dir.File("copy.vfs")}).output, "kTLS").empty());
+}
+
 }  // namespace
 }  // namespace vramflow

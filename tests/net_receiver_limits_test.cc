@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "transport/net_protocol.h"
 #include "transport/net_sink.h"
 #include "transport/net_source.h"
+#include "transport/refusal_log.h"
 #include "transport/socket.h"
 #include "transport/uri.h"
 
@@ -261,6 +263,40 @@ TEST(NetReceiverLimits, SegmentsTooLargeForTheBudgetAreRefused) {
   ASSERT_FALSE(conn.ok());
   EXPECT_EQ(conn.status().code(), Status::Code::kInvalidArgument) << conn.status().ToString();
   EXPECT_NE(conn.status().message().find("memory budget"), std::string::npos) << conn.status().ToString();
+}
+
+
+// A burst of refusals costs one line at once (the first, with its peer) and
+// one summary once the interval has passed; nothing is lost from the count.
+TEST(NetReceiverLimits, RefusalLogSumsUpABurst) {
+  std::vector<std::string> lines;
+  std::mutex mu;
+  RefusalLog log(
+      [&](const std::string& line) {
+        std::lock_guard lock(mu);
+        lines.push_back(line);
+      },
+      "tcp://x: ", 200ms);
+  for (int i = 0; i < 50; ++i) log.Refused("refused: peer 10.0.0." + std::to_string(i));
+  log.Flush();  // within the interval: nothing yet
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "tcp://x: refused: peer 10.0.0.0");
+  std::this_thread::sleep_for(250ms);
+  log.Flush();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1].rfind("tcp://x: 49 more connections refused in the last ", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("the latest: refused: peer 10.0.0.49"), std::string::npos) << lines[1];
+  log.Flush(/*force=*/true);  // nothing left to sum up
+  EXPECT_EQ(lines.size(), 2u);
+  // Calm again: the next refusal after the interval is logged at once.
+  std::this_thread::sleep_for(250ms);
+  log.Refused("refused: peer 10.0.0.99");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2], "tcp://x: refused: peer 10.0.0.99");
+  log.Refused("refused: peer 10.0.0.100");
+  log.Flush(/*force=*/true);  // as when the receiver stops
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[3].rfind("tcp://x: 1 more connection refused", 0), 0u) << lines[3];
 }
 
 }  // namespace

@@ -358,5 +358,148 @@ TEST(HostileStreamReader, UnpackMovesEveryFileOrNone) {
   EXPECT_EQ(testing::ReadFileBytes(out + "/d/c"), std::vector<uint8_t>({'3'}));
 }
 
+
+//! Defect 9: a move into place that fails after every check passed (here
+//! the third object's, failed by an LD_PRELOAD library) takes back the
+//! files moved before it: a new file is removed again, a file replaced with
+//! --force comes back; the output directory is as it was.
+TEST(HostileStreamReader, UnpackRollsBackWhenALaterMoveFails) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "an LD_PRELOAD library cannot come before the sanitizer runtime";
+#endif
+  TempDir dir;
+  const std::string stream = dir.File("abc.vfs");
+  {
+    HostileStream s(stream, StreamHeader{});
+    for (uint32_t id : {1u, 2u, 3u}) {
+      ObjectMetadata m;
+      m.name = id == 1 ? "a" : id == 2 ? "b" : "c";
+      s.Begin(id, m, 1);
+      s.Data(id, 0, {static_cast<uint8_t>('0' + id)});
+      s.End(id);
+    }
+    s.Finish();
+  }
+  const std::string out = dir.File("out");
+  fs::create_directories(out);
+  WriteFileBytes(out + "/b", {'o', 'l', 'd'});
+  const std::string preload = std::string("LD_PRELOAD=") + Q(VRAMFLOW_RENAME_FAIL_PRELOAD) + " VRAMFLOW_FAIL_RENAME=c ";
+  CliRun r;
+  r.code = RunCommand(preload + Q(VramflowBinary()) + " unpack " + Q(stream) + " -o " + Q(out) + " --force 2>&1",
+                      &r.output);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("the 2 files moved before it were moved back"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Input/output error"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out + "/a")) << "a file moved before the failure stayed";
+  EXPECT_EQ(testing::ReadFileBytes(out + "/b"), std::vector<uint8_t>({'o', 'l', 'd'})) << "the replaced file is lost";
+  EXPECT_FALSE(fs::exists(out + "/c"));
+  size_t entries = 0;
+  for (const auto& entry : fs::directory_iterator(out)) entries += entry.path().filename() != "b";
+  EXPECT_EQ(entries, 0u) << "the output directory gained entries";
+  for (const auto& entry : fs::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().filename().string().find(".vf-unpack-"), std::string::npos) << "staging left behind";
+  // Without the failure the same unpack succeeds.
+  EXPECT_EQ(Vf("unpack -q " + Q(stream) + " -o " + Q(out) + " --force").code, 0);
+  EXPECT_EQ(testing::ReadFileBytes(out + "/c"), std::vector<uint8_t>({'3'}));
+}
+
+// `count` objects of one byte, each named by `name_bytes` bytes.
+std::string ManyObjects(const TempDir& dir, uint32_t count, size_t name_bytes, const std::string& attribute = "") {
+  const std::string path = dir.File("many.vfs");
+  HostileStream s(path, StreamHeader{});
+  for (uint32_t id = 1; id <= count; ++id) {
+    ObjectMetadata m;
+    m.name = std::to_string(id);
+    m.name += std::string(name_bytes - m.name.size(), 'n');
+    if (!attribute.empty()) m.attributes.emplace_back("a", attribute);
+    s.Begin(id, m, 1);
+    s.Data(id, 0, {1});
+    s.End(id);
+  }
+  s.Finish();
+  return path;
+}
+
+//! Defect 5: unpack keeps a record per object (its staged file, its name,
+//! its target) until every file is moved into place; they are charged to
+//! the reader's record limit (an eighth of --max-memory), so 100k objects
+//! with 200-byte names are refused, with the limit and the frame named,
+//! instead of outgrowing -m 32M.
+TEST(HostileStreamReader, UnpackChargesItsPerObjectRecordsToTheBudget) {
+  TempDir dir;
+  const std::string stream = ManyObjects(dir, 100000, 200);
+  const std::string out = dir.File("out");
+  CliRun r = Vf("unpack " + Q(stream) + " -o " + Q(out) + "/ -m 32M");
+  EXPECT_EQ(r.code, 1) << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("the stream needs more than the reader's record limit of 4.00 MiB"), std::string::npos)
+      << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("the restore target of object"), std::string::npos) << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("(OBJECT_BEGIN, object"), std::string::npos) << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("at stream offset"), std::string::npos) << r.output.substr(0, 2000);
+  EXPECT_FALSE(fs::exists(out)) << "a refused unpack left its output";
+  for (const auto& entry : fs::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().filename().string().find(".vf-unpack-"), std::string::npos) << "staging left behind";
+  int code = 0;
+  const uint64_t kib = PeakKib("unpack " + Q(stream) + " -o " + Q(dir.File("out2")) + "/ -m 32M", &code);
+  EXPECT_EQ(code, 1);
+  if (kRssIsMeaningful) EXPECT_LT(kib, 48u * 1024) << "peak RSS of unpack -m 32M";
+  std::printf("unpack -m 32M of 100k objects with 200-byte names: peak %llu KiB\n", static_cast<unsigned long long>(kib));
+  // verify keeps nothing per object: the same stream passes within -m 32M.
+  EXPECT_EQ(Vf("verify -q " + Q(stream) + " -m 32M").code, 0);
+}
+
+//! Defect 5: inspect --full lists every object, so it keeps a summary of
+//! each: charged to its --max-memory, so 2000 objects with 16 KiB
+//! attributes (33 MB) are refused at -m 8M, naming the limit and the offset.
+TEST(HostileStreamReader, InspectFullChargesItsSummariesToTheBudget) {
+  TempDir dir;
+  const std::string stream = ManyObjects(dir, 2000, 8, std::string(16 * 1024, 'x'));
+  CliRun r = Vf("inspect --full " + Q(stream) + " -m 8M");
+  EXPECT_EQ(r.code, 1) << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("memory budget of 8.00 MiB exceeded by inspect's report"), std::string::npos)
+      << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("at stream offset"), std::string::npos) << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("INCOMPLETE OR DAMAGED"), std::string::npos) << "the report still shows what was read";
+  int code = 0;
+  const uint64_t kib = PeakKib("inspect --full " + Q(stream) + " -m 8M", &code);
+  EXPECT_EQ(code, 1);
+  if (kRssIsMeaningful) EXPECT_LT(kib, 30u * 1024) << "peak RSS of inspect --full -m 8M";
+  std::printf("inspect --full -m 8M of 2000 objects with 16 KiB attributes: peak %llu KiB\n",
+              static_cast<unsigned long long>(kib));
+  // Within the default budget it is read whole.
+  EXPECT_EQ(Vf("inspect --full --json " + Q(stream) + " > /dev/null").code, 0);
+}
+
+//! Defect 5: verify takes -m/--max-memory like the other readers: its
+//! records get an eighth (the scattered ranges of 512K one-byte zero runs
+//! need 16 MiB), its buffers the largest frame.
+TEST(HostileStreamReader, VerifyKeepsWithinItsMaxMemory) {
+  TempDir dir;
+  const std::string stream = ScatteredZeroRuns(dir, 512 * 1024);
+  CliRun r = Vf("verify " + Q(stream) + " -m 32M");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("the stream needs more than the reader's record limit of 4.00 MiB"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(Vf("verify -q " + Q(stream)).code, 0) << "the default -m 256M holds them";
+  // One 8 MiB DATA frame: its payload and decode buffers need 16 MiB.
+  const std::string big = dir.File("big.vfs");
+  {
+    HostileStream s(big, StreamHeader{});
+    ObjectMetadata m;
+    m.name = "big.bin";
+    s.Begin(1, m, 8 << 20);
+    s.Data(1, 0, std::vector<uint8_t>(8 << 20, 7));
+    s.End(1);
+    s.Finish();
+  }
+  r = Vf("verify " + Q(big) + " -m 12M");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("memory budget of 12.00 MiB exceeded by the reader's decode buffer"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("at stream offset"), std::string::npos) << r.output;
+  EXPECT_EQ(Vf("verify -q " + Q(big) + " -m 24M").code, 0);
+  EXPECT_EQ(Vf("verify " + Q(big) + " -m 1X").code, 2) << "a bad size is a usage error";
+}
+
 }  // namespace
 }  // namespace vramflow

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "common/endian.h"
+#include "common/thread_start.h"
 #include "transport/fd_passing.h"
 #include "transport/socket.h"
 
@@ -177,7 +178,7 @@ Result<std::unique_ptr<ImageStreamer>> ImageStreamer::Start(const std::string& i
   if (!s->listener_.valid() || ::bind(s->listener_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::listen(s->listener_.get(), 1) != 0)
     return Status::FromErrno("image streamer: listening on " + s->socket_path_, errno);
-  s->thread_ = std::thread([p = s.get()] { p->Run(); });
+  VF_RETURN_IF_ERROR(StartThread(&s->thread_, "the image streamer on " + s->socket_path_, [p = s.get()] { p->Run(); }));
   return s;
 }
 
@@ -209,7 +210,8 @@ Status ImageStreamer::Capture(int connection) {
       files_[name];
     }
     // Files may be written concurrently: each is drained on its own thread.
-    readers_.emplace_back([this, name, fd = std::make_shared<UniqueFd>(std::move(pipe))] {
+    std::thread reader;
+    VF_RETURN_IF_ERROR(StartThread(&reader, "reading the image " + name, [this, name, fd = std::make_shared<UniqueFd>(std::move(pipe))] {
       std::vector<uint8_t> bytes;
       uint8_t buf[1 << 16];
       for (;;) {
@@ -224,7 +226,8 @@ Status ImageStreamer::Capture(int connection) {
       }
       std::lock_guard lock(mu_);
       files_[name] = std::move(bytes);
-    });
+    }));
+    readers_.push_back(std::move(reader));
   }
 }
 

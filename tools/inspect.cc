@@ -10,6 +10,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/printable.h"
 #include "common/units.h"
+#include "streamer/memory_budget.h"
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
 #include "tools/cli_util.h"
@@ -40,15 +41,32 @@ struct ObjectSummary {
   std::map<std::string, Mix> codecs;
 };
 
-// Gathers per-object and per-codec figures while the reader walks the stream.
+// Estimated bytes of an object's summary beyond its name and attributes,
+// and of a codec mix entry beyond its key (map nodes, strings, counters).
+constexpr uint64_t kSummaryRecordBytes = 256;
+constexpr uint64_t kMixRecordBytes = 128;
+
+// Gathers per-object and per-codec figures while the reader walks the
+// stream. A report lists every object, so what it keeps grows with the
+// stream: each object's summary (with its name and attributes) and each of
+// its codec mix entries is charged to `budget`, and a stream with more
+// fails, naming the limit, instead of growing past it.
 class SummaryVisitor final : public StreamVisitor {
  public:
+  explicit SummaryVisitor(MemoryBudget* budget) : budget_(budget) {}
+  ~SummaryVisitor() override { budget_->Refund(charged_); }
+  SummaryVisitor(const SummaryVisitor&) = delete;
+  SummaryVisitor& operator=(const SummaryVisitor&) = delete;
+
   Status OnStreamHeader(const StreamHeader& h) override {
     header = h;
     have_header = true;
     return Status::Ok();
   }
   Status OnObjectBegin(const ObjectState& o) override {
+    uint64_t bytes = kSummaryRecordBytes + o.metadata.name.size();
+    for (const auto& [key, value] : o.metadata.attributes) bytes += key.size() + value.size() + 2 * sizeof(std::string);
+    VF_RETURN_IF_ERROR(Charge(bytes, "the summary of object " + std::to_string(o.id) + " " + Printable(o.metadata.name)));
     ObjectSummary& s = objects[o.id];
     s.id = o.id;
     s.name = o.metadata.name;
@@ -61,15 +79,13 @@ class SummaryVisitor final : public StreamVisitor {
     if (e.header.kind == static_cast<uint8_t>(FrameKind::kZeroRun)) {
       ++s.zero_frames;
       s.zero_bytes += e.header.raw_size;
-      Add(s, "zero-run", e.header.raw_size, 0);
-      return Status::Ok();
+      return Add(s, "zero-run", e.header.raw_size, 0);
     }
     if (e.header.kind == static_cast<uint8_t>(FrameKind::kDedupRef)) {  // no codec: its bytes are another frame's
       ++s.dedup_frames;
       s.dedup_bytes += e.header.raw_size;
       s.stored_bytes += e.payload.size();
-      Add(s, "dedup-ref", e.header.raw_size, e.payload.size());
-      return Status::Ok();
+      return Add(s, "dedup-ref", e.header.raw_size, e.payload.size());
     }
     ++s.data_frames;
     s.stored_bytes += e.payload.size();
@@ -88,8 +104,7 @@ class SummaryVisitor final : public StreamVisitor {
     } else {
       ++word_sizes[1];
     }
-    Add(s, key, e.header.raw_size, e.payload.size());
-    return Status::Ok();
+    return Add(s, key, e.header.raw_size, e.payload.size());
   }
   Status OnObjectEnd(const ObjectState& o) override {
     objects[o.id].ended = true;
@@ -102,12 +117,15 @@ class SummaryVisitor final : public StreamVisitor {
     return Status::Ok();
   }
 
-  void Add(ObjectSummary& s, const std::string& key, uint64_t raw, uint64_t stored) {
+  Status Add(ObjectSummary& s, const std::string& key, uint64_t raw, uint64_t stored) {
+    if (!s.codecs.count(key))
+      VF_RETURN_IF_ERROR(Charge(kMixRecordBytes + key.size(), "the codec mix of object " + std::to_string(s.id)));
     for (Mix* m : {&s.codecs[key], &codecs[key]}) {
       ++m->chunks;
       m->raw_bytes += raw;
       m->stored_bytes += stored;
     }
+    return Status::Ok();
   }
 
   StreamHeader header;
@@ -117,6 +135,19 @@ class SummaryVisitor final : public StreamVisitor {
   std::map<unsigned, uint64_t> word_sizes;  // chunks by detected word size (1 = no grouping)
   StreamTotals totals;
   bool complete = false;
+
+ private:
+  Status Charge(uint64_t bytes, const std::string& what) {
+    Status s = budget_->Charge(bytes, "inspect's report, at " + std::to_string(objects.size()) + " objects: " + what);
+    if (!s.ok())
+      return s.WithContext("the report keeps every object's summary; give more --max-memory, or inspect without "
+                           "--full a stream with a seek index");
+    charged_ += bytes;
+    return Status::Ok();
+  }
+
+  MemoryBudget* budget_;
+  uint64_t charged_ = 0;
 };
 
 // Counts bytes as they are read, so a report can give the stream size even
@@ -259,11 +290,16 @@ Status RunInspect(const InspectOptions& options, std::ostream& out) {
     VF_ASSIGN_OR_RETURN(bool done, InspectIndex(options, out, &why_whole));
     if (done) return Status::Ok();
   }
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, options.transport));
+  TransportOptions transport = options.transport;
+  uint64_t reader_memory = options.max_memory;
+  ShareBudget(options.input, &reader_memory, &transport);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
   CountingSource counting(source.get());
-  SummaryVisitor visitor;
+  MemoryBudget budget(reader_memory);
+  SummaryVisitor visitor(&budget);
   ReadOptions read;
   read.decode = options.decode;
+  read.budget = &budget;
   Status status = ReadStream(counting, visitor, read);
   (void)source->Finish(status);
   // Bytes without a stream header are no stream at all: a report of zeros
@@ -290,13 +326,17 @@ class TotalsVisitor final : public StreamVisitor {
 
 }  // namespace
 
-Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out,
-                 VerifyReport* report) {
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, transport));
+Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, const TransportOptions& transport,
+                 std::ostream& out, VerifyReport* report) {
+  TransportOptions shared = transport;
+  uint64_t reader_memory = max_memory;
+  ShareBudget(input, &reader_memory, &shared);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, shared));
   CountingSource counting(source.get());
   TotalsVisitor visitor;
   Stopwatch clock;
-  Status status = ReadStream(counting, visitor, ReadOptions{.decode = true});
+  MemoryBudget budget(reader_memory);
+  Status status = ReadStream(counting, visitor, ReadOptions{.decode = true, .budget = &budget});
   (void)source->Finish(status);
   if (report) {
     report->objects = visitor.totals.object_count;

@@ -10,6 +10,7 @@
 // comparing it with its hash; its Status is the verdict.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 
@@ -23,6 +24,9 @@ struct InspectOptions {
   bool json = false;
   bool decode = false;  // also decode and hash-check payloads (reads every frame)
   bool full = false;    // read every frame even when there is a seek index
+  // --max-memory: what reading every frame may keep (the reader's buffers
+  // and records, the report's summary of every object, a network window).
+  uint64_t max_memory = 256ull << 20;
   TransportOptions transport;  // for tcp:// and unix: inputs (listened on)
 };
 
@@ -30,8 +34,6 @@ struct InspectOptions {
 // returns the reading's Status.
 Status RunInspect(const InspectOptions& options, std::ostream& out);
 
-// Prints a one-line verdict ("OK: ..." on success); returns the Status.
-// A network sender learns the verdict.
 // What verify found, for --json.
 struct VerifyReport {
   uint64_t objects = 0;
@@ -41,7 +43,10 @@ struct VerifyReport {
   double seconds = 0;
 };
 
-Status RunVerify(const std::string& input, bool quiet, const TransportOptions& transport, std::ostream& out,
-                 VerifyReport* report = nullptr);
+// Prints a one-line verdict ("OK: ..." on success); returns the Status.
+// A network sender learns the verdict. `max_memory` bounds the reader's
+// buffers and records (and a network receiver's window), as --max-memory.
+Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, const TransportOptions& transport,
+                 std::ostream& out, VerifyReport* report = nullptr);
 
 }  // namespace vramflow

@@ -116,6 +116,19 @@ CLI::Validator SizeValidator() {
       "SIZE");
 }
 
+// -m/--max-memory for the commands that only read a stream (inspect, verify,
+// recv): their reader's buffers and records, and a network receive window.
+struct MemoryFlag {
+  std::string max_memory = "256M";
+
+  void Add(CLI::App* cmd, const std::string& what) {
+    cmd->add_option("-m,--max-memory", max_memory, "memory budget for " + what)
+        ->capture_default_str()
+        ->check(SizeValidator());
+  }
+  uint64_t Resolve() const { return ParseSize(max_memory).value(); }  // checked by SizeValidator
+};
+
 // What a long job prints: --progress on stderr, -q, and (where the command
 // has one) the --json report on stdout instead of the text summary.
 struct OutputFlags {
@@ -374,6 +387,9 @@ int Main(int argc, char** argv) {
                         "read every frame (codec mix, word sizes) even when the stream has a seek index; without it "
                         "a file or s3:// stream with an index is read only at its ends");
   inspect_cmd->add_flag("--decode", inspect.decode, "also decode every payload and check its hash (implies --full)");
+  MemoryFlag inspect_memory;
+  inspect_memory.Add(inspect_cmd, "reading every frame: the reader's buffers and records, the report's summary of each "
+                                  "object, a network receive window");
 
   // verify
   OutputFlags verify_out;
@@ -390,6 +406,8 @@ int Main(int argc, char** argv) {
   TransportFlags verify_net;
   verify_net.Add(verify_cmd, /*sending=*/false, /*receiving=*/true);
   verify_out.Add(verify_cmd, /*with_json=*/true);
+  MemoryFlag verify_memory;
+  verify_memory.Add(verify_cmd, "the reader's buffers and records, and a network receive window");
 
   // send
   TransferOptions send;
@@ -442,6 +460,8 @@ int Main(int argc, char** argv) {
   recv_fsync.Add(recv_cmd, "on: the sender is told DONE only once the stream is durable");
   recv_out.Add(recv_cmd, /*with_json=*/true);
   recv_net.Add(recv_cmd, /*sending=*/false, /*receiving=*/true);
+  MemoryFlag recv_memory;
+  recv_memory.Add(recv_cmd, "the receive window (a quarter, at most 64M) and the verification of the stream");
 
   // keygen
   std::string keygen_output;
@@ -712,6 +732,7 @@ int Main(int argc, char** argv) {
     if (s.ok()) s = inspect_net.Resolve(&inspect.transport);
     if (!s.ok()) return UsageError("inspect", s);
     if (s = inspect_net.LoadCredentials(&inspect.transport); !s.ok()) return Fail("inspect", s);
+    inspect.max_memory = inspect_memory.Resolve();
     s = RunInspect(inspect, std::cout);
     std::cout.flush();
     return s.ok() ? 0 : Fail("inspect", s);
@@ -726,7 +747,7 @@ int Main(int argc, char** argv) {
     if (!s.ok()) return UsageError("verify", s);
     if (s = verify_net.LoadCredentials(&transport); !s.ok()) return Fail("verify", s);
     VerifyReport report;
-    s = RunVerify(verify_input, !verify_out.summary(), transport, std::cout, &report);
+    s = RunVerify(verify_input, !verify_out.summary(), verify_memory.Resolve(), transport, std::cout, &report);
     std::cout.flush();
     if (!s.ok()) return Fail("verify", s);
     if (verify_out.json) PrintJson(VerifyJson(report, verify_input));
@@ -753,6 +774,7 @@ int Main(int argc, char** argv) {
     options.transport.file.fsync = *send_cmd ? send_fsync.Resolve(false) : recv_fsync.Resolve(/*default_on=*/true);
     const bool quiet = out.quiet;
     options.progress = out.Style();
+    if (*recv_cmd) options.max_memory = recv_memory.Resolve();
     if (*send_cmd && !send_name.empty()) {
       Result<Endpoint> endpoint = ParseEndpoint(send.sink);
       if (endpoint.ok() && !endpoint->is_network())
@@ -767,6 +789,7 @@ int Main(int argc, char** argv) {
       dir_options.transport = options.transport;
       dir_options.progress = out.Style();
       dir_options.notes = !quiet;
+      dir_options.max_memory = options.max_memory;
       ReceiveDirReport report;
       s = RunReceiveDirectory(dir_options, &report);
       if (s.ok() && out.json) PrintJson(ReceiveDirJson(report, recv.source, recv_dir));

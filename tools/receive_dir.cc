@@ -35,7 +35,7 @@ Result<std::string> OutputPath(const std::string& dir, const std::string& name, 
 }
 
 // Stores one stream; its sender learns the outcome.
-Status StoreStream(const ReceiveDirOptions& options, NetStream& stream, uint64_t* bytes) {
+Status StoreStream(const ReceiveDirOptions& options, uint64_t verify_memory, NetStream& stream, uint64_t* bytes) {
   Stopwatch clock;
   uint64_t received = 0;
   std::string path;
@@ -45,7 +45,7 @@ Status StoreStream(const ReceiveDirOptions& options, NetStream& stream, uint64_t
                                      "their names (send it with `vramflow send --name NAME`)");
     VF_ASSIGN_OR_RETURN(path, OutputPath(options.dir, stream.name, options.transport.file.overwrite));
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, options.transport.file));
-    return CopyVerifiedStream(*stream.source, *sink, "recv " + stream.name, options.progress, &received);
+    return CopyVerifiedStream(*stream.source, *sink, "recv " + stream.name, options.progress, verify_memory, &received);
   }();
   Status told = stream.source->Finish(status);
   VF_RETURN_IF_ERROR(status);
@@ -67,7 +67,10 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH");
 
-  NetOptions net = options.transport.net;
+  TransportOptions transport = options.transport;
+  uint64_t verify_memory = options.max_memory;
+  ShareBudget(options.listen, &verify_memory, &transport);  // the receive window
+  NetOptions net = transport.net;
   net.sessions = 0;  // one after another, as many as arrive
   net.name.clear();  // any name; checked here
   // SIGINT, SIGTERM and SIGHUP are the command's (tools/interrupt.h): the
@@ -88,7 +91,7 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
     }
     const std::string name = stream->name;
     const std::string peer = stream->source->Describe();
-    Status s = StoreStream(options, *stream, &report->bytes);
+    Status s = StoreStream(options, verify_memory, *stream, &report->bytes);
     if (s.ok()) {
       ++report->stored;
       continue;

@@ -29,6 +29,9 @@ struct ReceiveDirOptions {
   TransportOptions transport;  // file.overwrite, file.fsync, net (keys, timeouts), accept_timeout (per stream)
   ProgressStyle progress = ProgressStyle(true);  // on stderr
   bool notes = true;  // the listening address and a line per stored stream, on stderr
+  // --max-memory: the receive window (a quarter, at most 64 MiB) and the
+  // verification of each stream (the rest).
+  uint64_t max_memory = 256ull << 20;
 };
 
 struct ReceiveDirReport {

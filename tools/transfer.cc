@@ -30,14 +30,18 @@ Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, 
 Status RunTransfer(const TransferOptions& options, const std::string& label, TransferReport* report) {
   // The sink first: a destination that cannot be written fails before any
   // sender connects.
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.sink, options.transport));
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.source, options.transport));
+  TransportOptions transport = options.transport;
+  uint64_t verify_memory = options.max_memory;
+  Result<Endpoint> from = ParseEndpoint(options.source);
+  if (from.ok() && from->is_network()) ShareBudget(options.source, &verify_memory, &transport);  // the receive window
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.sink, transport));
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.source, transport));
   Stopwatch clock;  // from the first connection: waiting for a sender is not transfer time
   // Whoever stores the stream verifies it: recv, and send to a file or an
   // object store. Sent to a receiver, the receiver does (its DONE says so).
   Result<Endpoint> to = ParseEndpoint(options.sink);
   const bool stored_here = !(to.ok() && to->is_network());
-  Status status = stored_here ? CopyVerifiedStream(*source, *sink, label, options.progress, &report->bytes)
+  Status status = stored_here ? CopyVerifiedStream(*source, *sink, label, options.progress, verify_memory, &report->bytes)
                               : CopyStream(*source, *sink, label, options.progress, &report->bytes);
   report->peer = source->Describe();
   Status told = source->Finish(status);

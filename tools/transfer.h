@@ -17,6 +17,9 @@ struct TransferOptions {
   std::string sink;    // URI
   TransportOptions transport;
   ProgressStyle progress = ProgressStyle(true);
+  // --max-memory: a network source's receive window (ShareBudget) and the
+  // verification of a stream stored here (the rest).
+  uint64_t max_memory = 256ull << 20;
 };
 
 struct TransferReport {

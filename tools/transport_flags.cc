@@ -1,5 +1,6 @@
 #include "tools/transport_flags.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -39,6 +40,16 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
                       "seconds to wait for a disconnected sender to come back and resume")
         ->capture_default_str();
     group->add_option("--accept-timeout", accept_timeout_s, "seconds to wait for a sender (default: forever)");
+    group->add_option("--max-connections", max_connections,
+                      "connections served at once (a thread each), handshakes included; more wait to be accepted")
+        ->capture_default_str();
+    group->add_option("--max-handshakes", max_handshakes,
+                      "of those, connections still in their handshake (not authenticated); a new one past it cuts "
+                      "the oldest off")
+        ->capture_default_str();
+    group->add_option("--handshake-timeout", handshake_timeout_s,
+                      "seconds a connection may take from accept to the end of its handshake")
+        ->capture_default_str();
   }
   s3.Add(cmd);
 }
@@ -63,6 +74,15 @@ Status TransportFlags::Resolve(TransportOptions* options) const {
   net.socket.connect_timeout = Millis(connect_timeout_s);
   net.retries = retries;
   net.resume_timeout = Millis(resume_timeout_s);
+  if (max_connections == 0 || max_handshakes == 0)
+    return Status::InvalidArgument("--max-connections and --max-handshakes must be at least 1");
+  if (max_handshakes > max_connections)
+    return Status::InvalidArgument("--max-handshakes (" + std::to_string(max_handshakes) +
+                                   ") cannot exceed --max-connections (" + std::to_string(max_connections) + ")");
+  if (handshake_timeout_s <= 0) return Status::InvalidArgument("--handshake-timeout must be positive");
+  net.limits.max_threads = max_connections;
+  net.limits.max_handshakes = max_handshakes;
+  net.limits.handshake_deadline = std::max(Millis(handshake_timeout_s), std::chrono::milliseconds(1));
   options->accept_timeout = accept_timeout_s < 0 ? std::chrono::milliseconds(-1) : Millis(accept_timeout_s);
   return Status::Ok();
 }

@@ -24,6 +24,10 @@ struct TransportFlags {
   double resume_timeout_s = 30;
   double accept_timeout_s = -1;
   S3Flags s3;  // --endpoint-url, --region, --profile, --ca-bundle
+  // Receivers: the connection limits (ConnectionLimits, connection_threads.h).
+  size_t max_connections = ConnectionLimits{}.max_threads;
+  size_t max_handshakes = ConnectionLimits{}.max_handshakes;
+  double handshake_timeout_s = ConnectionLimits{}.handshake_deadline.count() / 1000.0;
 
   // `sending` and `receiving` pick which of the network flags apply.
   void Add(CLI::App* cmd, bool sending, bool receiving);

@@ -17,6 +17,7 @@
 #include "common/printable.h"
 #include "streamer/amdgpu_pages.h"
 #include "streamer/file_device.h"
+#include "streamer/memory_budget.h"
 #include "streamer/pipeline.h"
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
@@ -200,10 +201,20 @@ class StagingDirectory {
   CleanupEntry entry_;
 };
 
+// Estimated bytes an unpack keeps for every object until the end, beyond
+// copies of its name: its staged file's record, its entry in the name set,
+// its file on the device (map nodes, closures, strings); and how many
+// copies of the name they hold.
+constexpr uint64_t kUnpackObjectRecordBytes = 512;
+constexpr uint64_t kUnpackNameCopies = 5;
+
 // The files of an unpack, created in a staging directory as objects begin,
 // sized when they end, and moved to their final places by Commit(). Objects
 // that `filter` leaves out go to a second staging directory, by id, so that
-// references into them resolve, and are never moved.
+// references into them resolve, and are never moved. What it keeps for
+// every object until Commit() is given as the target's kept_bytes, which
+// the restore graph charges to the reader's record limit: a stream of more
+// objects than --max-memory holds fails.
 class StagedFiles {
  public:
   StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, bool fsync, FileDevice* device,
@@ -214,6 +225,13 @@ class StagedFiles {
   // Creates the staged file of an object that begins; its content goes
   // through the device, after the legacy header if it has one.
   Result<RestoreTarget> Open(const ObjectState& o) {
+    VF_ASSIGN_OR_RETURN(RestoreTarget target, OpenTarget(o));
+    target.kept_bytes = kUnpackObjectRecordBytes + (kUnpackNameCopies + (filter_ ? 1 : 0)) * o.metadata.name.size();
+    return target;
+  }
+
+  // Open(), but for the size of its records.
+  Result<RestoreTarget> OpenTarget(const ObjectState& o) {
     if (filter_) seen_.push_back(SelectionKey(o.metadata));  // only to check the selection
     // Declared sizes are claimed before anything is written (zero runs
     // become holes, so a bomb would otherwise cost nothing until copied).
@@ -449,7 +467,8 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     VF_ASSIGN_OR_RETURN(uint64_t free_bytes, OutputLimit::FreeBytes(fd, description));
     OutputLimit limit(options.max_output, free_bytes, description);
     SequentialVisitor visitor(fd, description, filter, &limit);
-    VF_RETURN_IF_ERROR(ReadStream(*source, visitor));
+    MemoryBudget budget(pipeline.max_memory);
+    VF_RETURN_IF_ERROR(ReadStream(*source, visitor, ReadOptions{.decode = true, .budget = &budget}));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
     report->raw_bytes = visitor.bytes();

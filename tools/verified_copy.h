@@ -10,7 +10,8 @@
 // left uncommitted, so nothing appears under the final name.
 //
 // Memory: what `verify` uses (one frame's payload and its decoded bytes, the
-// stream's dedup window), on top of the sink's own buffers.
+// reader's records, the stream's dedup window), within `max_memory`, on top
+// of the sink's own buffers; a stream that needs more is refused.
 // Not thread-safe: one call per source and sink.
 #pragma once
 
@@ -27,6 +28,6 @@ namespace vramflow {
 // the sink; adds the bytes read to `*bytes`. A progress bar labelled `label`
 // when `progress`. The sink is committed only after a clean verdict.
 Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress,
-                          uint64_t* bytes);
+                          uint64_t max_memory, uint64_t* bytes);
 
 }  // namespace vramflow

@@ -7,6 +7,7 @@
 //     takes only peers of its own user or root (CheckUnixPeer).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,17 @@ namespace vramflow {
 // together with credentials, and for unusable credentials.
 Result<std::unique_ptr<TlsContext>> NetTlsContext(const Endpoint& endpoint, const NetOptions& options,
                                                   TlsContext::Role role);
+
+// A plaintext (--insecure) TCP receiver's peer must not open with a TLS
+// record (a sender with credentials): waits up to `timeout` for its first
+// byte, without consuming it, and fails naming `peer` when it is 0x16 (a TLS
+// handshake record). Silence or a closed connection pass (the hello read
+// that follows reports them).
+Status CheckPeerSpeaksPlaintext(int fd, std::chrono::milliseconds timeout, const std::string& peer);
+
+// With --ktls: what kTLS does for `connection` after its handshake, for a
+// log line: in use (which directions), or why TLS runs in user space.
+std::string DescribeKtls(const TlsConnection& connection);
 
 // A UNIX socket peer must run as this process's user, or as root
 // (SO_PEERCRED); kInvalidArgument naming its pid and uid otherwise.

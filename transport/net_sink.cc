@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread_start.h"
 #include "transport/deadline.h"
 #include "transport/net_protocol.h"
 #include "transport/net_security.h"
@@ -62,8 +63,12 @@ class NetSink final : public ByteSink {
     uint64_t resume = 0;
     VF_RETURN_IF_ERROR(Connect(&resume, /*resuming=*/false));
     if (resume != 0) return Status::Internal("a new session was asked to resume at " + std::to_string(resume));
-    StartThreads();
-    supervisor_ = std::thread([this] { Supervise(); });
+    VF_RETURN_IF_ERROR(StartThreads());
+    Status started = StartThread(&supervisor_, "the supervisor of the transfer to " + endpoint_.uri, [this] { Supervise(); });
+    if (!started.ok()) {
+      StopThreads();
+      return started;
+    }
     interrupt_entry_ = CleanupEntry(options_.cleanup, [this] { TellInterrupted(); }, CleanupRegistry::Kind::kRemote);
     return Status::Ok();
   }
@@ -218,14 +223,39 @@ class NetSink final : public ByteSink {
       return Status::Unauthenticated(tls.status().message() +
                                      " (a receiver without TLS (--insecure) closes the connection at the TLS hello)");
     if (!tls.ok()) return tls.status();
+    if (options_.tls.ktls && options_.log) std::call_once(ktls_reported_, [&] { options_.log(DescribeKtls(**tls)); });
     return std::unique_ptr<Connection>(std::move(*tls));
   }
 
-  void StartThreads() {
+  // Starts a thread per connection and the control loop; when one cannot
+  // start, ends those that did (StopThreads) and says why.
+  Status StartThreads() {
     uint64_t number = generation_number_;
-    for (size_t i = 0; i < generation_.channels.size(); ++i)
-      generation_.threads.emplace_back([this, i, number] { SendLoop(i, number); });
-    generation_.threads.emplace_back([this, number] { ControlLoop(number); });
+    const size_t connections = generation_.channels.size();
+    for (size_t i = 0; i <= connections; ++i) {
+      std::thread thread;
+      Status s = i < connections ? StartThread(&thread, "connection " + std::to_string(i) + " to " + endpoint_.uri,
+                                               [this, i, number] { SendLoop(i, number); })
+                                 : StartThread(&thread, "the control connection to " + endpoint_.uri,
+                                               [this, number] { ControlLoop(number); });
+      if (!s.ok()) {
+        StopThreads();
+        return s;
+      }
+      generation_.threads.push_back(std::move(thread));
+    }
+    return Status::Ok();
+  }
+
+  // Ends the current generation's loops (they see it is no longer alive)
+  // and joins them.
+  void StopThreads() {
+    {
+      std::lock_guard lock(mu_);
+      generation_alive_ = false;
+      cv_.notify_all();
+    }
+    TearDown();
   }
 
   // Shuts every connection of the current generation and joins its threads.
@@ -398,7 +428,12 @@ class NetSink final : public ByteSink {
         end_sent_ = false;
         break;
       }
-      StartThreads();
+      Status started = StartThreads();
+      if (!started.ok()) {
+        std::lock_guard lock(mu_);
+        Fail(started);
+        return;
+      }
     }
   }
 
@@ -408,6 +443,7 @@ class NetSink final : public ByteSink {
   std::chrono::milliseconds ping_interval_;
   SessionId session_{};
   std::thread supervisor_;
+  std::once_flag ktls_reported_;  // --ktls: whether it runs is logged once
   std::vector<uint8_t> current_;  // the segment being filled (Write's thread only)
 
   std::mutex mu_;

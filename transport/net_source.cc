@@ -15,10 +15,12 @@
 #include <vector>
 
 #include "common/printable.h"
+#include "common/thread_start.h"
 #include "transport/connection_threads.h"
 #include "transport/deadline.h"
 #include "transport/net_protocol.h"
 #include "transport/net_security.h"
+#include "transport/refusal_log.h"
 #include "transport/socket.h"
 
 namespace vramflow {
@@ -181,13 +183,19 @@ class Core : public std::enable_shared_from_this<Core> {
         options_(std::move(options)),
         tls_(std::move(tls)),
         unix_(unix),
-        connections_(options_.limits) {
+        connections_(options_.limits),
+        refusals_(options_.log, listener_.uri() + ": ") {
     ping_interval_ = std::max(options_.socket.io_timeout / 4, std::chrono::milliseconds(10));
   }
 
-  void Start() {
-    accept_thread_ = std::thread([self = shared_from_this()] { self->AcceptLoop(); });
-    ping_thread_ = std::thread([self = shared_from_this()] { self->PingLoop(); });
+  // Starts the accept and ping threads; on failure Stop() ends what started.
+  Status Start() {
+    Status s = StartThread(&accept_thread_, "the receiver's accept loop on " + uri(),
+                           [self = shared_from_this()] { self->AcceptLoop(); });
+    if (s.ok())
+      s = StartThread(&ping_thread_, "the receiver's pings on " + uri(), [self = shared_from_this()] { self->PingLoop(); });
+    if (!s.ok()) Stop();
+    return s;
   }
 
   // Ends every thread; the last owner calls it, and Shutdown() may too.
@@ -208,6 +216,7 @@ class Core : public std::enable_shared_from_this<Core> {
     if (accept_thread_.joinable()) accept_thread_.join();
     if (ping_thread_.joinable()) ping_thread_.join();
     connections_.JoinAll();
+    refusals_.Flush(/*force=*/true);
   }
 
   std::string uri() const { return listener_.uri(); }
@@ -242,6 +251,7 @@ class Core : public std::enable_shared_from_this<Core> {
         std::lock_guard lock(mu_);
         if (stop_) return;
       }
+      refusals_.Flush();  // the summary of a burst of refused connections, once it has calmed down
       const std::chrono::milliseconds wait = connections_.Tend(std::chrono::milliseconds(1000));
       Status status;
       if (!waiting.valid()) {
@@ -252,10 +262,13 @@ class Core : public std::enable_shared_from_this<Core> {
         if (fd.ok()) waiting = std::move(*fd);
         status = fd.status();
       }
-      if (waiting.valid())
+      if (waiting.valid()) {
         status = connections_.Start(waiting, [self = shared_from_this(), peer](UniqueFd f, ConnectionThreads::Id id) {
           self->ServeConnection(std::move(f), peer, id);
         });
+        // Closed: the system refused a thread (not just the limit reached).
+        if (!status.ok() && !waiting.valid()) refusals_.Refused(status.message() + " (from " + peer + ")");
+      }
       if (!status.ok()) {
         connections_.CutOldest();
         std::unique_lock lock(mu_);
@@ -376,19 +389,29 @@ class Core : public std::enable_shared_from_this<Core> {
     if (unix_) {
       Status own = CheckUnixPeer(fd.get());
       if (!own.ok()) {
-        if (options_.log) options_.log(listener_.uri() + ": " + own.message());
+        refusals_.Refused(own.message());
         return nullptr;
       }
     }
-    if (!tls_) return std::make_unique<PlainConnection>(std::move(fd));
     // Within the receiver's handshake deadline (connection_threads.h), which
     // also cuts a trickling client off.
     const auto timeout = std::min(options_.socket.io_timeout, options_.limits.handshake_deadline);
+    if (!tls_) {
+      if (!unix_) {  // a TLS client here is a sender with credentials meeting an --insecure receiver
+        Status plain = CheckPeerSpeaksPlaintext(fd.get(), timeout, peer);
+        if (!plain.ok()) {
+          refusals_.Refused("refused: " + plain.message());
+          return nullptr;
+        }
+      }
+      return std::make_unique<PlainConnection>(std::move(fd));
+    }
     auto tls = TlsConnection::Handshake(*tls_, std::move(fd), "", timeout, peer);
     if (!tls.ok()) {
-      if (options_.log) options_.log(listener_.uri() + ": refused: " + tls.status().message());
+      refusals_.Refused("refused: " + tls.status().message());
       return nullptr;
     }
+    if (options_.tls.ktls && options_.log) std::call_once(ktls_reported_, [&] { options_.log(DescribeKtls(**tls)); });
     return std::move(*tls);
   }
 
@@ -581,6 +604,8 @@ class Core : public std::enable_shared_from_this<Core> {
   unsigned created_ = 0;                        // sessions so far
   std::mutex stop_mu_;                          // one Stop() at a time
   ConnectionThreads connections_;
+  RefusalLog refusals_;  // refused connections, rate-limited
+  std::once_flag ktls_reported_;  // --ktls: whether it runs is logged once
 };
 
 // Owns the core's lifetime: the last of the receiver and its source stops it.
@@ -759,7 +784,7 @@ Result<std::unique_ptr<NetReceiver>> NetReceiver::Listen(const Endpoint& endpoin
   VF_ASSIGN_OR_RETURN(Listener listener, Listener::Open(endpoint, options.socket));
   auto core = std::make_shared<Core>(std::move(listener), options, std::move(tls),
                                      endpoint.kind == Endpoint::Kind::kUnix);
-  core->Start();
+  VF_RETURN_IF_ERROR(core->Start());
   auto owner = std::make_shared<CoreOwner>(core);
   return std::unique_ptr<NetReceiver>(new NetReceiverImpl(std::move(owner)));
 }
