@@ -493,6 +493,22 @@ TEST(HostileStreamReader, InspectFullChargesItsSummariesToTheBudget) {
   if (kRssIsMeaningful) EXPECT_LT(kib, 30u * 1024) << "peak RSS of inspect --full -m 8M";
   std::printf("inspect --full -m 8M of 2000 objects with 16 KiB attributes: peak %llu KiB\n",
               static_cast<unsigned long long>(kib));
+  // The JSON form is written as it goes: within the same bound as the
+  // text, and still one JSON object that carries the failure.
+  const uint64_t json_kib = PeakKib("inspect --full --json " + Q(stream) + " -m 8M", &code);
+  EXPECT_EQ(code, 1);
+  if (kRssIsMeaningful) EXPECT_LT(json_kib, 30u * 1024) << "peak RSS of inspect --full --json -m 8M";
+  std::printf("inspect --full --json -m 8M of the same: peak %llu KiB\n", static_cast<unsigned long long>(json_kib));
+  r = Vf("inspect --full --json " + Q(stream) + " -m 8M 2>/dev/null");
+  EXPECT_EQ(r.code, 1);
+  nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output.substr(0, 2000);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["complete"], false);
+  EXPECT_EQ(j["exit_code"], 1);
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("memory budget of 8.00 MiB exceeded by inspect's report"),
+            std::string::npos);
+  EXPECT_FALSE(j["objects"].empty()) << "the report still shows what was read";
   // Within the default budget it is read whole.
   EXPECT_EQ(Vf("inspect --full --json " + Q(stream) + " > /dev/null").code, 0);
 }

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "tools/exit_status.h"
+
 namespace vramflow {
 
 nlohmann::json JsonSuccess(const std::string& command) {
@@ -11,6 +13,14 @@ nlohmann::json JsonSuccess(const std::string& command) {
 nlohmann::json JsonFailure(const std::string& command, const Status& status, int exit_code) {
   nlohmann::json j{{"schema_version", kJsonSchemaVersion}, {"command", command}, {"ok", false}};
   j["exit_code"] = exit_code;
+  j["error"] = {{"code", CodeName(status.code())}, {"message", status.message()}};
+  return j;
+}
+
+nlohmann::ordered_json JsonReportHead(const std::string& command, const Status& status) {
+  nlohmann::ordered_json j{{"schema_version", kJsonSchemaVersion}, {"command", command}, {"ok", status.ok()}};
+  if (status.ok()) return j;
+  j["exit_code"] = ExitStatusFor(status);
   j["error"] = {{"code", CodeName(status.code())}, {"message", status.message()}};
   return j;
 }
