@@ -228,7 +228,10 @@ TEST_F(CliOutput, JsonReportsShareTheirFieldNames) {
   EXPECT_EQ(full["raw_bytes"], pack["raw_bytes"]);
   EXPECT_EQ(demo["command"], "demo");
   for (const std::string args : {"inspect in.bin --json", "inspect missing.vfs --json", "demo -g 1 -s 1M --to nodir/x.vfs --json",
-                                 "inspect tcp://127.0.0.1:1 --json"}) {
+                                 "inspect tcp://127.0.0.1:1 --json",
+                                 // a path that is not UTF-8, quoted in the message
+                                 "inspect \"$(printf 'x\\377.vfs')\" --json",
+                                 "verify \"$(printf 'x\\377.vfs')\" --json"}) {
     nlohmann::json f = Json(args, &code);
     EXPECT_NE(code, 0) << args;
     EXPECT_EQ(f["schema_version"], 1) << args << ": " << f.dump();
