@@ -84,6 +84,7 @@ Result<DmaFence> FileDevice::SubmitCopy(uint32_t ring, DmaDirection direction, u
                                            " (did it shrink while being read?)");
       done += static_cast<size_t>(n);
     }
+    if (direction == DmaDirection::kHostToDevice) write_behind_.Wrote(std::move(file), position, size);
     return Status::Ok();
   });
 }

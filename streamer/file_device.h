@@ -7,10 +7,16 @@
 // into or out of it, and kept in a cache of at most `cached_files` open
 // files, least recently used closed first. So a device with thousands of
 // files holds at most `cached_files` + `rings` of them open at once (one
-// per copy running), whatever the number of files. A range imported with
+// per copy running), and WriteBehind::kMaxRanges more (below), whatever the
+// number of files. A range imported with
 // ImportFileRange or ImportBo instead keeps a duplicate of the caller's fd
 // until ReleaseBo (for callers with a few files that cannot be reopened by
 // name).
+//
+// What the copies write is handed to a WriteBehind (write_behind.h) once
+// written, so that files larger than the page cache's share of memory
+// (unpack's outputs) keep only about a window of it cached; its queue holds
+// at most WriteBehind::kMaxRanges more files open.
 //
 // Thread safety: every method may be called from any thread concurrently.
 // Lifetime: openers run on ring threads until the device is destroyed.
@@ -25,6 +31,7 @@
 #include "streamer/device.h"
 #include "streamer/fd_cache.h"
 #include "streamer/host_staging.h"
+#include "streamer/write_behind.h"
 
 namespace vramflow {
 
@@ -76,6 +83,7 @@ class FileDevice final : public Device {
 
   std::string name_;
   FdCache cache_;      // before rings_: the ring threads use it until they stop
+  WriteBehind write_behind_;  // before rings_, as cache_
   CopyRings rings_;
   std::mutex mu_;
   std::map<uint32_t, std::shared_ptr<const Range>> ranges_;  // guarded by mu_

@@ -211,6 +211,45 @@ TEST_F(CliOutput, JsonReportsShareTheirFieldNames) {
   EXPECT_EQ(failed["exit_code"], 3) << failed.dump();
   EXPECT_EQ(failed["error"]["code"], "corruption") << failed.dump();
   EXPECT_TRUE(Contains(failed["error"]["message"].get<std::string>(), "bad magic")) << failed.dump();
+  // inspect and demo: the same leading fields and failure object.
+  nlohmann::json inspect = Json("inspect j.vfs --json", &code);
+  ASSERT_EQ(code, 0);
+  nlohmann::json full = Json("inspect --full j.vfs --json", &code);
+  ASSERT_EQ(code, 0);
+  nlohmann::json demo = Json("demo -g 1 -s 1M --json", &code);
+  ASSERT_EQ(code, 0);
+  for (const nlohmann::json* j : {&inspect, &full, &demo}) {
+    EXPECT_EQ((*j)["schema_version"], 1) << j->dump();
+    EXPECT_EQ((*j)["ok"], true) << j->dump();
+  }
+  EXPECT_EQ(inspect["command"], "inspect");
+  EXPECT_EQ(full["command"], "inspect");
+  EXPECT_EQ(inspect["raw_bytes"], pack["raw_bytes"]);
+  EXPECT_EQ(full["raw_bytes"], pack["raw_bytes"]);
+  EXPECT_EQ(demo["command"], "demo");
+  for (const std::string args : {"inspect in.bin --json", "inspect missing.vfs --json", "demo -g 1 -s 1M --to nodir/x.vfs --json",
+                                 "inspect tcp://127.0.0.1:1 --json",
+                                 // a path that is not UTF-8, quoted in the message
+                                 "inspect \"$(printf 'x\\377.vfs')\" --json",
+                                 "verify \"$(printf 'x\\377.vfs')\" --json"}) {
+    nlohmann::json f = Json(args, &code);
+    EXPECT_NE(code, 0) << args;
+    EXPECT_EQ(f["schema_version"], 1) << args << ": " << f.dump();
+    EXPECT_EQ(f["ok"], false) << args << ": " << f.dump();
+    EXPECT_EQ(f["exit_code"], code) << args << ": " << f.dump();
+    EXPECT_TRUE(f["error"]["code"].is_string()) << args << ": " << f.dump();
+    EXPECT_TRUE(f["error"]["message"].is_string()) << args << ": " << f.dump();
+  }
+  EXPECT_EQ(Json("inspect in.bin --json", &code)["error"]["code"], "corruption");
+  // A stream cut short: the report of what was read carries the failure.
+  ASSERT_EQ(Sh("head -c 2000 j.vfs > cut.vfs").code, 0);
+  nlohmann::json cut = Json("inspect cut.vfs --json", &code);
+  EXPECT_EQ(code, 3);
+  EXPECT_EQ(cut["ok"], false) << cut.dump();
+  EXPECT_EQ(cut["exit_code"], 3) << cut.dump();
+  EXPECT_EQ(cut["error"]["code"], "truncated") << cut.dump();
+  EXPECT_EQ(cut["complete"], false) << cut.dump();
+  EXPECT_EQ(cut["objects"].size(), 1u) << cut.dump();
   // stdout cannot carry both the data and the report.
   CommandResult both = Vf("pack in.bin -o - --json");
   EXPECT_EQ(both.code, 2) << both.output.substr(0, 500);

@@ -605,7 +605,8 @@ TEST_F(CliCorruptTest, InspectJson) {
   EXPECT_CODE(r, 3);  // corrupt or incomplete data
   j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["complete"], false);
-  EXPECT_TRUE(j["error"].is_string());
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["error"]["code"], "truncated");
   EXPECT_EQ(j["objects"][0]["ended"], false);
 
   r = Sh("cd " + Q(dir_.path()) + " && $VF inspect --json --decode good.vfs 2>/dev/null");

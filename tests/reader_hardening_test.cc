@@ -448,6 +448,33 @@ TEST(HostileStreamReader, UnpackChargesItsPerObjectRecordsToTheBudget) {
   EXPECT_EQ(Vf("verify -q " + Q(stream) + " -m 32M").code, 0);
 }
 
+//! Gap: unpack with --object/--gpu to stdout (the sequential path) keeps
+//! every object's name to check the selection; they are charged to its
+//! --max-memory, so 100k objects with 200-byte names are refused at -m 32M,
+//! naming the budget, the frame and its offset, instead of growing past it.
+TEST(HostileStreamReader, SequentialUnpackChargesItsSelectionToTheBudget) {
+  TempDir dir;
+  const std::string stream = ManyObjects(dir, 100000, 200);
+  const std::string first = "1" + std::string(199, 'n');
+  const std::string select = "unpack " + Q(stream) + " --object " + Q(first) + " -o -";
+  const std::string args = select + " -m 32M";
+  CliRun r = Vf(args + " 2>&1 >/dev/null");
+  EXPECT_EQ(r.code, 1) << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("memory budget of 32.00 MiB exceeded by unpack's selection check"), std::string::npos)
+      << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("(OBJECT_BEGIN, object"), std::string::npos) << r.output.substr(0, 2000);
+  EXPECT_NE(r.output.find("at stream offset"), std::string::npos) << r.output.substr(0, 2000);
+  int code = 0;
+  const uint64_t kib = PeakKib(args, &code);
+  EXPECT_EQ(code, 1);
+  if (kRssIsMeaningful) EXPECT_LT(kib, 48u * 1024) << "peak RSS of unpack --object -o - -m 32M";
+  std::printf("unpack --object -o - -m 32M of 100k objects with 200-byte names: peak %llu KiB\n",
+              static_cast<unsigned long long>(kib));
+  // Within a budget that holds them, the selected object comes out.
+  EXPECT_EQ(Vf(select + " -m 128M > " + Q(dir.File("one.bin"))).code, 0);
+  EXPECT_EQ(testing::ReadFileBytes(dir.File("one.bin")), std::vector<uint8_t>({1}));
+}
+
 //! Defect 5: inspect --full lists every object, so it keeps a summary of
 //! each: charged to its --max-memory, so 2000 objects with 16 KiB
 //! attributes (33 MB) are refused at -m 8M, naming the limit and the offset.
@@ -466,6 +493,22 @@ TEST(HostileStreamReader, InspectFullChargesItsSummariesToTheBudget) {
   if (kRssIsMeaningful) EXPECT_LT(kib, 30u * 1024) << "peak RSS of inspect --full -m 8M";
   std::printf("inspect --full -m 8M of 2000 objects with 16 KiB attributes: peak %llu KiB\n",
               static_cast<unsigned long long>(kib));
+  // The JSON form is written as it goes: within the same bound as the
+  // text, and still one JSON object that carries the failure.
+  const uint64_t json_kib = PeakKib("inspect --full --json " + Q(stream) + " -m 8M", &code);
+  EXPECT_EQ(code, 1);
+  if (kRssIsMeaningful) EXPECT_LT(json_kib, 30u * 1024) << "peak RSS of inspect --full --json -m 8M";
+  std::printf("inspect --full --json -m 8M of the same: peak %llu KiB\n", static_cast<unsigned long long>(json_kib));
+  r = Vf("inspect --full --json " + Q(stream) + " -m 8M 2>/dev/null");
+  EXPECT_EQ(r.code, 1);
+  nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output.substr(0, 2000);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["complete"], false);
+  EXPECT_EQ(j["exit_code"], 1);
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("memory budget of 8.00 MiB exceeded by inspect's report"),
+            std::string::npos);
+  EXPECT_FALSE(j["objects"].empty()) << "the report still shows what was read";
   // Within the default budget it is read whole.
   EXPECT_EQ(Vf("inspect --full --json " + Q(stream) + " > /dev/null").code, 0);
 }

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "streamer/write_behind.h"
+#include "tests/shell.h"
 #include "tests/test_util.h"
 #include "transport/fd_stream.h"
 #include "transport/writeback_window.h"
@@ -52,6 +54,30 @@ TEST(WritebackWindow, AFileSinkKeepsAFewWindowsCached) {
   // Started, waiting and the tail: at most three windows.
   EXPECT_LE(cached, 3 * kDefaultWritebackWindow) << cached << " of " << size << " bytes still cached";
   EXPECT_EQ(testing::ReadFileBytes(path).size(), size);  // and every byte is there
+}
+
+// unpack writes its files through the file device, chunks at their offsets
+// from several ring threads: what it wrote is written back and dropped
+// behind it too, so about WriteBehind's window of each stays cached.
+TEST(WritebackWindow, AnUnpackedFileKeepsAFewWindowsCached) {
+  testing::TempDir dir;
+  struct statfs fs;
+  ASSERT_EQ(::statfs(dir.path().c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "the test directory is on tmpfs, whose pages are the file";
+  const uint64_t size = 96ull << 20;
+  const std::string vf = testing::ShellQuote(testing::VramflowBinary());
+  std::string out;
+  ASSERT_EQ(testing::RunCommand("cd " + testing::ShellQuote(dir.path()) + " && " + vf + " gen -s 96M -k bf16 -o in.bin && " +
+                                    vf + " pack -q in.bin -o s.vfs && " + vf + " unpack -q s.vfs -o out.bin -j 2",
+                                &out),
+            0)
+      << out;
+  const uint64_t cached = CachedBytes(dir.File("out.bin"));
+  // The window, and the chunks in flight past it: at most three of the
+  // file sink's windows.
+  EXPECT_LE(cached, WriteBehind::kDefaultWindow + kDefaultWritebackWindow)
+      << cached << " of " << size << " bytes still cached";
+  EXPECT_EQ(testing::ReadFileBytes(dir.File("out.bin")), testing::ReadFileBytes(dir.File("in.bin")));
 }
 
 }  // namespace

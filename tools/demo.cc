@@ -11,6 +11,7 @@
 #include "common/units.h"
 #include "sim/sim_process.h"
 #include "tools/cli_util.h"
+#include "tools/json_report.h"
 #include "tools/progress.h"
 #include "transport/fd_stream.h"
 #include "transport/net_source.h"
@@ -215,7 +216,8 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
 
   auto gbps = [](uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0; };
   if (options.json) {
-    nlohmann::ordered_json j = {
+    nlohmann::ordered_json j = JsonReportHead("demo", Status::Ok());
+    j.update(nlohmann::ordered_json{
         {"gpus", options.gpus},
         {"bos", layout.size()},
         {"threads", report->threads},
@@ -236,7 +238,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
         {"budget_peak", report->budget_peak},
         {"destination", path},
         {"restored_here", restore_here},
-        {"verified", restore_here ? "here" : "by the receiver"}};
+        {"verified", restore_here ? "here" : "by the receiver"}});
     out << j.dump(2) << "\n";
     return Status::Ok();
   }

@@ -15,6 +15,8 @@
 #include "streamer/stream_reader.h"
 #include "tools/cli_util.h"
 #include "tools/inspect_index.h"
+#include "tools/json_object_writer.h"
+#include "tools/json_report.h"
 #include "transport/fd_stream.h"
 
 namespace vramflow {
@@ -211,11 +213,17 @@ void PrintText(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
   out << "\n";
 }
 
+nlohmann::ordered_json MixJson(const Mix& m) {
+  return {{"chunks", m.chunks}, {"raw_bytes", m.raw_bytes}, {"stored_bytes", m.stored_bytes}};
+}
+
+// Written as it goes (JsonObjectWriter): each object's entry exists only
+// while it is written, so the JSON form needs no more memory than the
+// summaries charged to the budget, as the text form.
 void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& status, const std::string& why_whole,
                std::ostream& out) {
-  nlohmann::ordered_json j;
+  nlohmann::ordered_json j = JsonReportHead("inspect", status);
   j["complete"] = status.ok();
-  if (!status.ok()) PutJsonText(j, "error", status.ToString());
   PutJsonText(j, "producer", v.header.producer);
   j["format_version"] = v.header.version;
   j["chunk_size"] = v.header.chunk_size;
@@ -225,9 +233,13 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
   j["stream_bytes"] = stream_bytes;
   j["bytes_read"] = stream_bytes;
   uint64_t raw = 0;
-  nlohmann::ordered_json objects = nlohmann::ordered_json::array();
+  for (const auto& [id, o] : v.objects) raw += o.ended ? o.size : 0;
+  j["raw_bytes"] = raw;
+  j["ratio"] = stream_bytes ? static_cast<double>(raw) / static_cast<double>(stream_bytes) : 0.0;
+  JsonObjectWriter writer(out);
+  writer.Members(j);
+  writer.BeginArray("objects");
   for (const auto& [id, o] : v.objects) {
-    raw += o.ended ? o.size : 0;
     nlohmann::ordered_json jo;
     jo["id"] = o.id;
     PutJsonText(jo, "name", o.name);
@@ -241,22 +253,18 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
     jo["stored_bytes"] = o.stored_bytes;
     jo["attributes"] = AttributesJson(o.attributes);
     nlohmann::ordered_json codecs = nlohmann::ordered_json::object();
-    for (const auto& [key, m] : o.codecs)
-      codecs[key] = {{"chunks", m.chunks}, {"raw_bytes", m.raw_bytes}, {"stored_bytes", m.stored_bytes}};
+    for (const auto& [key, m] : o.codecs) codecs[key] = MixJson(m);
     jo["codecs"] = codecs;
-    objects.push_back(jo);
+    writer.Element(jo);
   }
-  j["raw_bytes"] = raw;
-  j["ratio"] = stream_bytes ? static_cast<double>(raw) / static_cast<double>(stream_bytes) : 0.0;
-  j["objects"] = objects;
+  writer.EndArray();
   nlohmann::ordered_json codecs = nlohmann::ordered_json::object();
-  for (const auto& [key, m] : v.codecs)
-    codecs[key] = {{"chunks", m.chunks}, {"raw_bytes", m.raw_bytes}, {"stored_bytes", m.stored_bytes}};
-  j["codecs"] = codecs;
+  for (const auto& [key, m] : v.codecs) codecs[key] = MixJson(m);
+  writer.Member("codecs", codecs);
   nlohmann::ordered_json words = nlohmann::ordered_json::object();
   for (const auto& [w, n] : v.word_sizes) words[WordSizeLabel(w)] = n;
-  j["word_sizes"] = words;
-  out << j.dump(2) << "\n";
+  writer.Member("word_sizes", words);
+  writer.End();
 }
 
 // The objects from the seek index of a stored stream, reading nothing else.
@@ -284,10 +292,14 @@ Result<bool> InspectIndex(const InspectOptions& options, std::ostream& out, std:
 
 }  // namespace
 
-Status RunInspect(const InspectOptions& options, std::ostream& out) {
+Status RunInspect(const InspectOptions& options, std::ostream& out, bool* reported) {
+  bool unused;
+  if (!reported) reported = &unused;
+  *reported = false;
   std::string why_whole;
   if (!options.full && !options.decode) {
     VF_ASSIGN_OR_RETURN(bool done, InspectIndex(options, out, &why_whole));
+    *reported = done;
     if (done) return Status::Ok();
   }
   TransportOptions transport = options.transport;
@@ -309,6 +321,7 @@ Status RunInspect(const InspectOptions& options, std::ostream& out) {
                        : status.WithContext("'" + options.input + "' is not a vramflow chunk stream");
   if (options.json) PrintJson(visitor, counting.bytes(), status, why_whole, out);
   else PrintText(visitor, counting.bytes(), status, why_whole, out);
+  *reported = true;
   return status;
 }
 

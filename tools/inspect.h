@@ -31,8 +31,9 @@ struct InspectOptions {
 };
 
 // Prints what was read, even when the stream turns out to be bad, and
-// returns the reading's Status.
-Status RunInspect(const InspectOptions& options, std::ostream& out);
+// returns the reading's Status. *reported says whether a report was
+// printed (with json, it then carries the failure: nothing else is due).
+Status RunInspect(const InspectOptions& options, std::ostream& out, bool* reported = nullptr);
 
 // What verify found, for --json.
 struct VerifyReport {

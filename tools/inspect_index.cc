@@ -7,6 +7,7 @@
 #include "common/printable.h"
 #include "common/units.h"
 #include "tools/cli_util.h"
+#include "tools/json_report.h"
 
 namespace vramflow {
 namespace {
@@ -128,7 +129,7 @@ void PrintIndexText(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
 }
 
 void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::ostream& out) {
-  nlohmann::ordered_json j;
+  nlohmann::ordered_json j = JsonReportHead("inspect", Status::Ok());
   const uint64_t raw = RawBytes(stored.index);
   j["complete"] = true;
   j["source"] = "seek index";

@@ -2,7 +2,19 @@
 
 #include <cstdio>
 
+#include "common/printable.h"
+#include "tools/exit_status.h"
+
 namespace vramflow {
+namespace {
+
+// An error's message as a JSON string can hold it: a message can quote a
+// path or a peer's bytes that are not UTF-8 (they are then escaped).
+std::string MessageText(const Status& status) {
+  return IsValidUtf8(status.message()) ? status.message() : EscapedText(status.message());
+}
+
+}  // namespace
 
 nlohmann::json JsonSuccess(const std::string& command) {
   return nlohmann::json{{"schema_version", kJsonSchemaVersion}, {"command", command}, {"ok", true}};
@@ -11,7 +23,15 @@ nlohmann::json JsonSuccess(const std::string& command) {
 nlohmann::json JsonFailure(const std::string& command, const Status& status, int exit_code) {
   nlohmann::json j{{"schema_version", kJsonSchemaVersion}, {"command", command}, {"ok", false}};
   j["exit_code"] = exit_code;
-  j["error"] = {{"code", CodeName(status.code())}, {"message", status.message()}};
+  j["error"] = {{"code", CodeName(status.code())}, {"message", MessageText(status)}};
+  return j;
+}
+
+nlohmann::ordered_json JsonReportHead(const std::string& command, const Status& status) {
+  nlohmann::ordered_json j{{"schema_version", kJsonSchemaVersion}, {"command", command}, {"ok", status.ok()}};
+  if (status.ok()) return j;
+  j["exit_code"] = ExitStatusFor(status);
+  j["error"] = {{"code", CodeName(status.code())}, {"message", MessageText(status)}};
   return j;
 }
 
@@ -78,7 +98,9 @@ nlohmann::json ReceiveDirJson(const ReceiveDirReport& report, const std::string&
 }
 
 void PrintJson(const nlohmann::json& report) {
-  std::string text = report.dump(2);
+  // A path given on the command line may not be UTF-8 either: such bytes
+  // become U+FFFD rather than abort the report.
+  std::string text = report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   std::fprintf(stdout, "%s\n", text.c_str());
   std::fflush(stdout);
 }

@@ -1,5 +1,5 @@
 // The one JSON object that `--json` prints on stdout at the end of pack,
-// unpack, verify, send and recv (docs/CLI.md, "Machine output"): the same
+// unpack, verify, send, recv, inspect and demo (docs/CLI.md, "Machine output"): the same
 // field names for the same quantities in every command, and a
 // schema_version that changes only when a field changes meaning or goes.
 #pragma once
@@ -24,6 +24,11 @@ nlohmann::json JsonSuccess(const std::string& command);
 // {"schema_version", "command", "ok": false, "exit_code", "error": {"code",
 // "message"}}: a failed job's report.
 nlohmann::json JsonFailure(const std::string& command, const Status& status, int exit_code);
+
+// The same leading fields, in that order, for the reports that keep their
+// own field order (inspect, demo): JsonSuccess's when `status` is OK,
+// JsonFailure's (with ExitStatusFor(status)) when not.
+nlohmann::ordered_json JsonReportHead(const std::string& command, const Status& status);
 
 nlohmann::json PackJson(const PackReport& report, const std::string& output);
 nlohmann::json UnpackJson(const UnpackReport& report, const std::string& input, const std::string& output);

@@ -674,6 +674,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (*demo_cmd) {
+    if (demo.json) JsonCommand() = "demo";
     Status s = demo_flags.Resolve(&demo.pipeline);
     if (s.ok() && !demo.listen.empty()) s = CheckListenUri(demo.listen);
     if (s.ok() && !demo.destination.empty()) s = CheckWriteUri(demo.destination);
@@ -728,13 +729,16 @@ int Main(int argc, char** argv) {
     return s.ok() ? 0 : Fail("bench pipeline", s);
   }
   if (*inspect_cmd) {
+    if (inspect.json) JsonCommand() = "inspect";
     Status s = PickSource("inspect", inspect_stream, inspect_listen, &inspect.input);
     if (s.ok()) s = inspect_net.Resolve(&inspect.transport);
     if (!s.ok()) return UsageError("inspect", s);
     if (s = inspect_net.LoadCredentials(&inspect.transport); !s.ok()) return Fail("inspect", s);
     inspect.max_memory = inspect_memory.Resolve();
-    s = RunInspect(inspect, std::cout);
+    bool reported = false;
+    s = RunInspect(inspect, std::cout, &reported);
     std::cout.flush();
+    if (reported) JsonCommand().clear();  // the report carries the failure
     return s.ok() ? 0 : Fail("inspect", s);
   }
   if (*verify_cmd) {

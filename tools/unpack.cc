@@ -77,13 +77,26 @@ std::string StripTrailingSlashes(std::string path) {
   return path;
 }
 
-// Writes the single (selected) object of a stream to an fd, in order.
+// Estimated bytes of an object's selection key kept by a sequential unpack
+// with a filter, beyond its name and attributes (vector slot, strings).
+constexpr uint64_t kSelectionKeyRecordBytes = 128;
+
+// Writes the single (selected) object of a stream to an fd, in order. With
+// a filter it keeps every object's selection key to the end (to check the
+// selection and list what the stream holds); they are charged to `budget`
+// (the reader's --max-memory), so a stream of more objects than it holds
+// fails, naming the budget, instead of growing past it.
 class SequentialVisitor final : public StreamVisitor {
  public:
-  SequentialVisitor(int fd, std::string description, const ObjectSelector* filter, OutputLimit* limit)
-      : fd_(fd), description_(std::move(description)), filter_(filter), limit_(limit) {}
+  SequentialVisitor(int fd, std::string description, const ObjectSelector* filter, OutputLimit* limit,
+                    MemoryBudget* budget)
+      : fd_(fd), description_(std::move(description)), filter_(filter), limit_(limit), budget_(budget) {}
+  ~SequentialVisitor() override { budget_->Refund(charged_); }
+  SequentialVisitor(const SequentialVisitor&) = delete;
+  SequentialVisitor& operator=(const SequentialVisitor&) = delete;
+
   Status OnObjectBegin(const ObjectState& o) override {
-    if (filter_) seen_.push_back(SelectionKey(o.metadata));  // only to check the selection
+    if (filter_) VF_RETURN_IF_ERROR(KeepSelectionKey(o));
     if (filter_ && !filter_->Matches(o.metadata)) {
       skipped_.insert(o.id);
       return Status::Ok();
@@ -133,6 +146,21 @@ class SequentialVisitor final : public StreamVisitor {
   const std::vector<ObjectMetadata>& seen() const { return seen_; }
 
  private:
+  // Keeps `o`'s selection key (only to check the selection), charged first.
+  Status KeepSelectionKey(const ObjectState& o) {
+    ObjectMetadata key = SelectionKey(o.metadata);
+    uint64_t bytes = kSelectionKeyRecordBytes + key.name.size();
+    for (const auto& [k, v] : key.attributes) bytes += k.size() + v.size() + 2 * sizeof(std::string);
+    Status s = budget_->Charge(bytes, "unpack's selection check, at " + std::to_string(seen_.size()) +
+                                          " objects: the name of object " + std::to_string(o.id) + " " +
+                                          Printable(o.metadata.name));
+    if (!s.ok())
+      return s.WithContext("with --object or --gpu, unpack keeps every object's name to check the selection; give "
+                           "more --max-memory, or unpack a stream with a seek index from a file or s3://");
+    charged_ += bytes;
+    seen_.push_back(std::move(key));
+    return Status::Ok();
+  }
   Status Write(std::span<const uint8_t> data) {
     auto sink = BorrowFdSink(fd_, description_);
     return sink->Write(data);
@@ -141,6 +169,8 @@ class SequentialVisitor final : public StreamVisitor {
   std::string description_;
   const ObjectSelector* filter_;
   OutputLimit* limit_;
+  MemoryBudget* budget_;
+  uint64_t charged_ = 0;
   std::vector<ObjectMetadata> seen_;  // with a filter: every object's SelectionKey
   std::set<uint32_t> skipped_;
   uint64_t objects_ = 0;
@@ -466,8 +496,8 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
   auto unpack_sequentially = [&](int fd, const std::string& description) -> Status {
     VF_ASSIGN_OR_RETURN(uint64_t free_bytes, OutputLimit::FreeBytes(fd, description));
     OutputLimit limit(options.max_output, free_bytes, description);
-    SequentialVisitor visitor(fd, description, filter, &limit);
     MemoryBudget budget(pipeline.max_memory);
+    SequentialVisitor visitor(fd, description, filter, &limit, &budget);
     VF_RETURN_IF_ERROR(ReadStream(*source, visitor, ReadOptions{.decode = true, .budget = &budget}));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
