@@ -92,9 +92,18 @@ void Unpack(unsigned width, const uint8_t* in, size_t groups, const std::array<u
 
 uint8_t ConstantBits(std::span<const uint8_t> data) {
   if (data.empty()) return 0xff;
-  // AND and OR of 8-byte words: a bit is constant where they agree.
-  uint64_t all_and = ~uint64_t{0}, any_or = 0;
+  // AND and OR of 8-byte words, four of each side by side: a bit is
+  // constant where they agree.
+  uint64_t ands[4] = {~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}}, ors[4] = {0, 0, 0, 0};
   size_t i = 0;
+  for (; i + 32 <= data.size(); i += 32)
+    for (int k = 0; k < 4; ++k) {
+      uint64_t w;
+      std::memcpy(&w, data.data() + i + 8 * k, 8);
+      ands[k] &= w;
+      ors[k] |= w;
+    }
+  uint64_t all_and = ands[0] & ands[1] & ands[2] & ands[3], any_or = ors[0] | ors[1] | ors[2] | ors[3];
   for (; i + 8 <= data.size(); i += 8) {
     uint64_t w;
     std::memcpy(&w, data.data() + i, 8);
@@ -115,9 +124,10 @@ uint8_t ConstantBits(std::span<const uint8_t> data) {
 
 size_t BitPackBound(size_t size) { return kBitPackHeaderBytes + size + 8; }
 
-Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
+Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> dst,
+                               std::optional<uint8_t> constant_mask) {
   if (dst.size() < BitPackBound(src.size())) return Status::Internal("bitpack output buffer too small");
-  const uint8_t mask = ConstantBits(src);
+  const uint8_t mask = constant_mask ? *constant_mask : ConstantBits(src);
   const uint8_t constant_bits = src.empty() ? 0 : static_cast<uint8_t>(src[0] & mask);
   const uint8_t varying = static_cast<uint8_t>(~mask);
   const unsigned width = std::popcount(varying);

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "common/status.h"
@@ -34,8 +35,10 @@ uint8_t ConstantBits(std::span<const uint8_t> data);
 size_t BitPackBound(size_t size);
 
 // Packs `src` into `dst` (capacity >= BitPackBound(src.size())), dropping the
-// bits constant across `src`; returns the payload size.
-Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> dst);
+// bits constant across `src`; returns the payload size. `constant_mask`, when
+// given, is ConstantBits(src), which saves a pass over `src`.
+Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> dst,
+                               std::optional<uint8_t> constant_mask = std::nullopt);
 
 // Unpacks `src` into exactly dst.size() bytes; a payload of the wrong size,
 // constant bits outside the mask or non-zero padding bits are corruption.

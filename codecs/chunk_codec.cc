@@ -55,9 +55,12 @@ std::optional<TransformId> BitPlanesByName(std::string_view spec) {
 // fraction of the cost.
 constexpr double kPackingSlackBits = 0.02;
 
-bool PackingIsAsSmall(std::span<const uint8_t> plane, double entropy) {
-  const int varying = 8 - std::popcount(ConstantBits(plane));
-  return varying < 8 && varying <= entropy + kPackingSlackBits;
+// Returns the plane's constant-bit mask when bitpack is as small.
+std::optional<uint8_t> PackingIsAsSmall(std::span<const uint8_t> plane, double entropy) {
+  const uint8_t mask = ConstantBits(plane);
+  const int varying = 8 - std::popcount(mask);
+  if (varying < 8 && varying <= entropy + kPackingSlackBits) return mask;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -243,10 +246,14 @@ Status ChunkEncoder::EncodePlanar(TransformId transform, const CodecId* plane_co
   for (unsigned p = 0; p < word; ++p) {
     std::span<const uint8_t> plane(plane_ptrs[p], plane_size);
     CodecId codec = plane_codecs[p];
-    if (plane_entropy && codec == CodecId::kHuffman && PackingIsAsSmall(plane, plane_entropy[p]))
-      codec = CodecId::kBitPack;
+    std::optional<uint8_t> pack_mask;
+    if (plane_entropy && codec == CodecId::kHuffman) pack_mask = PackingIsAsSmall(plane, plane_entropy[p]);
     size_t stored = plane_size;
-    if (codec != CodecId::kRaw) {
+    if (pack_mask) {
+      codec = CodecId::kBitPack;
+      VF_ASSIGN_OR_RETURN(stored, BitPackCompress(plane, dst.subspan(pos), *pack_mask));
+      if (!WorthIt(stored, plane_size)) codec = CodecId::kRaw;
+    } else if (codec != CodecId::kRaw) {
       VF_ASSIGN_OR_RETURN(stored, compressor_.Compress(codec, options_.zstd_level, plane, dst.subspan(pos)));
       if (!WorthIt(stored, plane_size)) codec = CodecId::kRaw;
     }
