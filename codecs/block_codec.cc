@@ -3,6 +3,7 @@
 
 #include <lz4.h>
 
+#include "codecs/bit_pack.h"
 #include "codecs/huffman.h"
 
 #include <algorithm>
@@ -19,7 +20,7 @@ BlockCompressor::~BlockCompressor() { ZSTD_freeCCtx(zstd_); }
 
 size_t BlockCompressor::Bound(size_t size) {
   size_t lz4 = size <= static_cast<size_t>(LZ4_MAX_INPUT_SIZE) ? static_cast<size_t>(LZ4_compressBound(static_cast<int>(size))) : 0;
-  return std::max({lz4, ZSTD_compressBound(size), HuffmanBound(size)}) + 64;
+  return std::max({lz4, ZSTD_compressBound(size), HuffmanBound(size), BitPackBound(size)}) + 64;
 }
 
 Result<size_t> BlockCompressor::Compress(CodecId codec, int level, std::span<const uint8_t> src, std::span<uint8_t> dst) {
@@ -46,6 +47,8 @@ Result<size_t> BlockCompressor::Compress(CodecId codec, int level, std::span<con
     }
     case CodecId::kHuffman:
       return HuffmanCompress(src, dst);
+    case CodecId::kBitPack:
+      return BitPackCompress(src, dst);
     default:
       return Status::InvalidArgument("codec " + CodecName(codec) + " is not a block compressor");
   }
@@ -91,6 +94,8 @@ Status BlockDecompressor::Decompress(CodecId codec, std::span<const uint8_t> src
     }
     case CodecId::kHuffman:
       return HuffmanDecompress(src, dst);
+    case CodecId::kBitPack:
+      return BitPackDecompress(src, dst);
     default:
       return Status::Corruption("codec " + CodecName(codec) + " cannot appear here");
   }

@@ -1,9 +1,11 @@
 #include "codecs/chunk_codec.h"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 #include <cstring>
 
+#include "codecs/bit_pack.h"
 #include "codecs/bit_planes.h"
 #include "codecs/chunk_analysis.h"
 #include "common/endian.h"
@@ -42,6 +44,22 @@ std::optional<TransformId> BitPlanesByName(std::string_view spec) {
   for (unsigned word : {2u, 4u})
     for (unsigned r = 1; r <= 7; ++r)
       if (spec == TransformName(BitPlanesTransform(word, r))) return BitPlanesTransform(word, r);
+  return std::nullopt;
+}
+
+// Whether bitpack stores `plane` about as small as Huffman would: its bits
+// that vary across the plane are no more than the (sampled) entropy of its
+// bytes plus kPackingSlackBits. Huffman cannot go below the entropy, and
+// near-uniform varying bits (sign and low mantissa after a bit-plane
+// rotation) leave it nothing to gain; bitpack then does the same at a
+// fraction of the cost.
+constexpr double kPackingSlackBits = 0.02;
+
+// Returns the plane's constant-bit mask when bitpack is as small.
+std::optional<uint8_t> PackingIsAsSmall(std::span<const uint8_t> plane, double entropy) {
+  const uint8_t mask = ConstantBits(plane);
+  const int varying = 8 - std::popcount(mask);
+  if (varying < 8 && varying <= entropy + kPackingSlackBits) return mask;
   return std::nullopt;
 }
 
@@ -179,6 +197,7 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
     return EncodeWhole(CodecId::kZstd, raw, out);
   }
   CodecId plane_codecs[4];
+  double plane_entropy[4];
   bool any_compressed = false;
   for (unsigned p = 0; p < word; ++p) {
     // The analysis's entropies are for its own choice; a forced transform
@@ -188,10 +207,11 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
     else if (transform == TransformId::kByteGroup2) h = analysis.entropy_mod2[p];
     else if (transform == TransformId::kByteGroup4) h = analysis.entropy_mod4[p];
     plane_codecs[p] = h >= kIncompressibleBitsPerByte ? CodecId::kRaw : CodecId::kHuffman;
+    plane_entropy[p] = h;
     any_compressed |= plane_codecs[p] != CodecId::kRaw;
   }
   if (!any_compressed) return Status::Ok();
-  return EncodePlanar(transform, plane_codecs, raw, out);
+  return EncodePlanar(transform, plane_codecs, raw, out, plane_entropy);
 }
 
 Status ChunkEncoder::EncodeWhole(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out) {
@@ -204,7 +224,7 @@ Status ChunkEncoder::EncodeWhole(CodecId codec, std::span<const uint8_t> raw, En
 }
 
 Status ChunkEncoder::EncodePlanar(TransformId transform, const CodecId* plane_codecs, std::span<const uint8_t> raw,
-                                  EncodedChunk* out) {
+                                  EncodedChunk* out, const double* plane_entropy) {
   const unsigned word = WordSize(transform);
   const size_t plane_size = raw.size() / word;
   const size_t tail = raw.size() % word;
@@ -226,8 +246,14 @@ Status ChunkEncoder::EncodePlanar(TransformId transform, const CodecId* plane_co
   for (unsigned p = 0; p < word; ++p) {
     std::span<const uint8_t> plane(plane_ptrs[p], plane_size);
     CodecId codec = plane_codecs[p];
+    std::optional<uint8_t> pack_mask;
+    if (plane_entropy && codec == CodecId::kHuffman) pack_mask = PackingIsAsSmall(plane, plane_entropy[p]);
     size_t stored = plane_size;
-    if (codec != CodecId::kRaw) {
+    if (pack_mask) {
+      codec = CodecId::kBitPack;
+      VF_ASSIGN_OR_RETURN(stored, BitPackCompress(plane, dst.subspan(pos), *pack_mask));
+      if (!WorthIt(stored, plane_size)) codec = CodecId::kRaw;
+    } else if (codec != CodecId::kRaw) {
       VF_ASSIGN_OR_RETURN(stored, compressor_.Compress(codec, options_.zstd_level, plane, dst.subspan(pos)));
       if (!WorthIt(stored, plane_size)) codec = CodecId::kRaw;
     }

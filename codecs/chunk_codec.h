@@ -91,8 +91,10 @@ class ChunkEncoder {
  private:
   Status EncodeChunk(std::span<const uint8_t> raw, std::optional<uint64_t> known_raw_hash, EncodedChunk* out);
   Status EncodeWhole(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out);
+  // `plane_entropy`, when given (auto), lets a Huffman plane whose varying
+  // bits are about as many as its entropy go to bitpack instead.
   Status EncodePlanar(TransformId transform, const CodecId* plane_codecs, std::span<const uint8_t> raw,
-                      EncodedChunk* out);
+                      EncodedChunk* out, const double* plane_entropy = nullptr);
   std::span<uint8_t> Output(size_t size);
 
   EncoderOptions options_;

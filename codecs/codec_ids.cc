@@ -5,7 +5,7 @@ namespace vramflow {
 bool IsKnownCodec(uint8_t id) {
   return id == static_cast<uint8_t>(CodecId::kRaw) || id == static_cast<uint8_t>(CodecId::kLz4) ||
          id == static_cast<uint8_t>(CodecId::kZstd) || id == static_cast<uint8_t>(CodecId::kHuffman) ||
-         id == static_cast<uint8_t>(CodecId::kPlanar);
+         id == static_cast<uint8_t>(CodecId::kBitPack) || id == static_cast<uint8_t>(CodecId::kPlanar);
 }
 
 bool IsPlaneCodec(uint8_t id) { return IsKnownCodec(id) && id != static_cast<uint8_t>(CodecId::kPlanar); }
@@ -35,6 +35,7 @@ std::string CodecName(CodecId id) {
     case CodecId::kLz4: return "lz4";
     case CodecId::kZstd: return "zstd";
     case CodecId::kHuffman: return "huffman";
+    case CodecId::kBitPack: return "bitpack";
     case CodecId::kPlanar: return "planar";
   }
   return "codec#" + std::to_string(static_cast<int>(id));

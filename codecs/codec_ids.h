@@ -14,6 +14,7 @@ enum class CodecId : uint8_t {
   kLz4 = 1,      // one LZ4 block (LZ4_compress_default format)
   kZstd = 2,     // one zstd frame
   kHuffman = 3,  // order-0 canonical Huffman, four streams (codecs/huffman.h)
+  kBitPack = 4,  // bits constant across the block dropped, the rest at fixed width (codecs/bit_pack.h)
   kPlanar = 16,  // byte-grouped payload: plane table, then one payload per plane
 };
 

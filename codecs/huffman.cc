@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -173,40 +174,74 @@ StreamSplit Split(size_t n) {
   return split;
 }
 
-// Encodes symbols into `out` starting at byte 0; returns bytes written.
-// `out` must have 8 writable bytes beyond the result.
-size_t EncodeStream(const uint8_t* symbols, size_t count, const std::array<uint16_t, 256>& codes,
-                    const Lengths& lengths, uint8_t* out) {
+// One stream's bit writer: codes are OR-ed into a 64-bit accumulator and
+// whole bytes stored with one unaligned 8-byte store, so `out` must have 8
+// writable bytes beyond what the stream needs.
+struct BitWriter {
+  uint8_t* out;
+  size_t pos = 0;
   uint64_t acc = 0;
   unsigned bits = 0;
-  size_t pos = 0;
-  size_t i = 0;
-  auto put = [&](uint8_t s) {
+
+  void Put(const std::array<uint16_t, 256>& codes, const Lengths& lengths, uint8_t s) {
     acc |= uint64_t{codes[s]} << bits;
     bits += lengths[s];
-  };
-  auto flush = [&] {
+  }
+  void Flush() {
     StoreLE64(out + pos, acc);
     pos += bits >> 3;
     acc = (bits & ~7u) == 64 ? 0 : acc >> (bits & ~7u);
     bits &= 7;
-  };
-  for (; i + 4 <= count; i += 4) {  // 4 x 11 + 7 bits < 64
-    put(symbols[i]);
-    put(symbols[i + 1]);
-    put(symbols[i + 2]);
-    put(symbols[i + 3]);
-    flush();
   }
-  for (; i < count; ++i) {
-    put(symbols[i]);
-    flush();
+  size_t Finish() {
+    if (bits) {
+      StoreLE64(out + pos, acc);
+      ++pos;
+    }
+    return pos;
   }
-  if (bits) {
-    StoreLE64(out + pos, acc);
-    ++pos;
+};
+
+// Largest encoding of `count` symbols by one stream.
+size_t StreamBound(size_t count) { return (count * kHuffmanMaxCodeLength + 7) / 8; }
+
+// Encodes the four streams of `split` from `src`, stream k starting at
+// out + start[k] (each region StreamBound + 8 bytes); returns their sizes.
+// The streams are encoded side by side, four symbols each per round: four
+// independent dependency chains instead of one.
+std::array<size_t, kStreams> EncodeStreams(const uint8_t* src, const StreamSplit& split,
+                                           const std::array<uint16_t, 256>& codes, const Lengths& lengths,
+                                           uint8_t* out, const size_t* start) {
+  BitWriter w[kStreams] = {{out + start[0]}, {out + start[1]}, {out + start[2]}, {out + start[3]}};
+  const uint8_t* s[kStreams];
+  for (size_t k = 0; k < kStreams; ++k) s[k] = src + split.begin[k];
+  size_t common = std::min({split.count[0], split.count[1], split.count[2], split.count[3]}) & ~size_t{3};
+  for (size_t i = 0; i < common; i += 4) {  // 4 x 11 + 7 bits < 64
+    for (size_t k = 0; k < kStreams; ++k) {
+      w[k].Put(codes, lengths, s[k][i]);
+      w[k].Put(codes, lengths, s[k][i + 1]);
+      w[k].Put(codes, lengths, s[k][i + 2]);
+      w[k].Put(codes, lengths, s[k][i + 3]);
+      w[k].Flush();
+    }
   }
-  return pos;
+  std::array<size_t, kStreams> sizes;
+  for (size_t k = 0; k < kStreams; ++k) {
+    size_t i = common;
+    for (; i + 4 <= split.count[k]; i += 4) {
+      w[k].Put(codes, lengths, s[k][i]);
+      w[k].Put(codes, lengths, s[k][i + 1]);
+      w[k].Put(codes, lengths, s[k][i + 2]);
+      w[k].Put(codes, lengths, s[k][i + 3]);
+      w[k].Flush();
+    }
+    for (; i < split.count[k]; ++i) {
+      w[k].Put(codes, lengths, s[k][i]);
+      w[k].Flush();
+    }
+    sizes[k] = w[k].Finish();
+  }
+  return sizes;
 }
 
 }  // namespace
@@ -228,7 +263,9 @@ double HuffmanBitsPerSymbol(std::span<const uint64_t, 256> counts) {
 }
 
 size_t HuffmanBound(size_t size) {
-  return kHeaderBytes + (size * kHuffmanMaxCodeLength + 7) / 8 + kStreams + kPaddingBytes + 8;
+  // The streams are encoded in separate regions (StreamBound + 8 bytes each)
+  // and then moved together.
+  return kHeaderBytes + (size * kHuffmanMaxCodeLength + 7) / 8 + kStreams * (1 + 8) + kPaddingBytes;
 }
 
 Result<size_t> HuffmanCompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
@@ -249,11 +286,18 @@ Result<size_t> HuffmanCompress(std::span<const uint8_t> src, std::span<uint8_t> 
   out[0] = 1;
   for (int s = 0; s < 256; s += 2) out[1 + s / 2] = static_cast<uint8_t>(lengths[s] | (lengths[s + 1] << 4));
   StreamSplit split = Split(src.size());
+  size_t start[kStreams];
+  size_t region = kHeaderBytes;
+  for (size_t k = 0; k < kStreams; ++k) {
+    start[k] = region;
+    region += StreamBound(split.count[k]) + 8;
+  }
+  std::array<size_t, kStreams> sizes = EncodeStreams(src.data(), split, codes, lengths, out, start);
   size_t pos = kHeaderBytes;
   for (size_t k = 0; k < kStreams; ++k) {
-    size_t bytes = EncodeStream(src.data() + split.begin[k], split.count[k], codes, lengths, out + pos);
-    if (k + 1 < kStreams) StoreLE32(out + 1 + kLengthTableBytes + 4 * k, static_cast<uint32_t>(bytes));
-    pos += bytes;
+    if (pos != start[k]) std::memmove(out + pos, out + start[k], sizes[k]);
+    if (k + 1 < kStreams) StoreLE32(out + 1 + kLengthTableBytes + 4 * k, static_cast<uint32_t>(sizes[k]));
+    pos += sizes[k];
   }
   std::memset(out + pos, 0, kPaddingBytes);
   return pos + kPaddingBytes;
@@ -347,15 +391,25 @@ Status HuffmanDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
     *out[k]++ = static_cast<uint8_t>(e);
     bit[k] += e >> 8;
   };
+  // A round is one step of each stream. The bounds are checked once per
+  // batch of rounds, as many as cannot break them: a step reads at most
+  // kTableBits bits and writes at most two bytes.
   for (;;) {
     if ((bit[0] > end_bit[0]) | (bit[1] > end_bit[1]) | (bit[2] > end_bit[2]) | (bit[3] > end_bit[3]))
       return Status::Corruption("huffman stream runs past its end");
-    if ((out_end[0] - out[0] < 2) | (out_end[1] - out[1] < 2) | (out_end[2] - out[2] < 2) | (out_end[3] - out[3] < 2))
-      break;
-    step_pair(0);
-    step_pair(1);
-    step_pair(2);
-    step_pair(3);
+    size_t rounds = SIZE_MAX;
+    for (size_t k = 0; k < kStreams; ++k) {
+      size_t by_output = static_cast<size_t>(out_end[k] - out[k]) / 2;
+      size_t by_input = static_cast<size_t>((end_bit[k] - bit[k]) / kTableBits) + 1;
+      rounds = std::min({rounds, by_output, by_input});
+    }
+    if (rounds == 0) break;
+    for (size_t r = 0; r < rounds; ++r) {
+      step_pair(0);
+      step_pair(1);
+      step_pair(2);
+      step_pair(3);
+    }
   }
   for (size_t k = 0; k < kStreams; ++k) {
     while (out[k] < out_end[k]) {

@@ -417,7 +417,7 @@ TEST(PlanarPayloadTest, EveryTruncationIsCorruption) {
 TEST(PlanarPayloadTest, UnknownPlaneCodecIdIsCorruption) {
   for (unsigned word : {2u, 4u}) {
     HandPlanar h = MakeRawPlanar(word, 100, 0);
-    for (uint8_t id : {uint8_t{4}, uint8_t{15}, static_cast<uint8_t>(CodecId::kPlanar), uint8_t{17}, uint8_t{255}}) {
+    for (uint8_t id : {uint8_t{5}, uint8_t{15}, static_cast<uint8_t>(CodecId::kPlanar), uint8_t{17}, uint8_t{255}}) {
       for (unsigned p = 0; p < word; ++p) {
         std::vector<uint8_t> bad = h.payload;
         bad[p * kPlaneEntryBytes] = id;

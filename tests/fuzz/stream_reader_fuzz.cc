@@ -81,6 +81,7 @@ struct Combo {
 constexpr Combo kCombos[] = {
     {CodecId::kRaw, TransformId::kNone},        {CodecId::kLz4, TransformId::kNone},
     {CodecId::kZstd, TransformId::kNone},       {CodecId::kHuffman, TransformId::kNone},
+    {CodecId::kBitPack, TransformId::kNone},
     {CodecId::kPlanar, TransformId::kByteGroup2}, {CodecId::kPlanar, TransformId::kByteGroup4},
     {CodecId::kPlanar, static_cast<TransformId>(0x21)}, {CodecId::kPlanar, static_cast<TransformId>(0x23)},
     {CodecId::kPlanar, static_cast<TransformId>(0x27)}, {CodecId::kPlanar, static_cast<TransformId>(0x41)},
