@@ -7,6 +7,7 @@
 
 #include "common/hash.h"
 #include "common/printable.h"
+#include "common/units.h"
 
 namespace vramflow {
 namespace {
@@ -390,7 +391,7 @@ void SeekIndexBuilder::ObjectEnd(uint32_t id, uint64_t size, uint64_t digest, ui
   open_.erase(it);
 }
 
-Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source) {
+Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, uint64_t max_bytes) {
   StoredStreamIndex result;
   const uint64_t size = source.Size();
   result.stream_size = size;
@@ -456,6 +457,15 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source) {
       payload_size + kFrameHeaderSize > end_offset - kStreamHeaderSize)
     return Status::Corruption(where(end_offset - kFooterBytes) + ": seek index size " + std::to_string(payload_size) +
                               " does not fit the stream");
+  // What holding the index costs, checked before anything is read: the
+  // payload, and its decoded objects at most as much again.
+  auto too_large = [&](uint64_t bytes, const std::string& what) {
+    return Status::NotSupported(source.Describe() + ": its seek index (" + what + ") would take " +
+                                FormatSize(bytes) + ", more than the " + FormatSize(max_bytes) +
+                                " its reader may hold (a share of --max-memory)");
+  };
+  uint64_t held = 2 * (kFrameHeaderSize + payload_size);
+  if (held > max_bytes) return too_large(held, "the SEEK_INDEX frame");
   result.index_offset = end_offset - payload_size - kFrameHeaderSize;
   std::vector<uint8_t> frame;
   if (result.index_offset >= tail_offset) {
@@ -486,6 +496,8 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source) {
   std::vector<std::pair<uint64_t, uint64_t>> block_extents;
   for (const SeekIndexObject& o : result.index.objects) {
     for (const IndexBlockRef& b : o.blocks) {
+      held += uint64_t{b.chunk_count} * sizeof(SeekIndexChunk) + sizeof(b);
+      if (held > max_bytes) return too_large(held, "with the chunk records of its INDEX_BLOCK frames");
       if (b.stream_offset < kStreamHeaderSize || b.stream_offset > result.index_offset ||
           b.frame_bytes() > result.index_offset - b.stream_offset)
         return Status::Corruption(where(result.index_offset) + ": the seek index names an INDEX_BLOCK of " +

@@ -157,7 +157,11 @@ struct StoredStreamIndex {
 // covered exactly, no two frames overlapping, DEDUP_REF sources naming
 // earlier DATA frames. Fails with NotSupported when the stream has no index
 // it can use (written to a pipe or socket, or by a vramflow before index
-// blocks): the caller falls back to reading it all.
-Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source);
+// blocks): the caller falls back to reading it all. NotSupported too when
+// holding the index would take more than `max_bytes` (the SEEK_INDEX payload
+// and every chunk record, counted before either is read): a stored stream,
+// perhaps crafted, with a huge index is then read whole, within the reader's
+// budget, instead of growing memory with the index.
+Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, uint64_t max_bytes = UINT64_MAX);
 
 }  // namespace vramflow

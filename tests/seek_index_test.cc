@@ -171,6 +171,32 @@ TEST(SeekIndex, WriterIndexPointsAtEveryFrame) {
   EXPECT_EQ(stored->totals.object_count, 3u);
 }
 
+// A stored stream's index is held only within the reader's share of the
+// budget: past it, ReadSeekIndex says NotSupported (the caller reads the
+// stream whole, within its budget) before reading what would not fit.
+TEST(SeekIndex, AnIndexLargerThanItsBudgetIsNotHeld) {
+  std::vector<uint8_t> stream = IndexedStream();
+  MemoryRandomAccess at(stream);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  const uint64_t index_frame = stream.size() - 96 - stored->index_offset;
+
+  Result<StoredStreamIndex> tiny = ReadSeekIndex(at, index_frame);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_EQ(tiny.status().code(), Status::Code::kNotSupported) << tiny.status().ToString();
+  EXPECT_NE(tiny.status().message().find("SEEK_INDEX"), std::string::npos) << tiny.status().ToString();
+
+  // Room for the SEEK_INDEX frame but not for the chunk records of its blocks.
+  Result<StoredStreamIndex> no_records = ReadSeekIndex(at, 2 * index_frame);
+  ASSERT_FALSE(no_records.ok());
+  EXPECT_EQ(no_records.status().code(), Status::Code::kNotSupported) << no_records.status().ToString();
+  EXPECT_NE(no_records.status().message().find("chunk records"), std::string::npos) << no_records.status().ToString();
+
+  Result<StoredStreamIndex> enough = ReadSeekIndex(at, 1u << 20);
+  ASSERT_TRUE(enough.ok()) << enough.status().ToString();
+  EXPECT_EQ(enough->index, stored->index);
+}
+
 TEST(SeekIndex, LargeIndexIsReadBeyondTheFirstTailRead) {
   // 6000 one-chunk objects: an index of ~0.5 MiB, more than the first read.
   MemorySink sink;

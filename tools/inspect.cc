@@ -1,5 +1,6 @@
 #include "tools/inspect.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -278,7 +279,8 @@ Result<bool> InspectIndex(const InspectOptions& options, std::ostream& out, std:
     return opened.status();
   }
   CountingRandomAccess counting(std::move(*opened));
-  Result<StoredStreamIndex> stored = ReadSeekIndex(counting);
+  // Like the reader's other records, the index gets an eighth of the budget.
+  Result<StoredStreamIndex> stored = ReadSeekIndex(counting, std::max<uint64_t>(options.max_memory / 8, 1u << 20));
   if (!stored.ok()) {
     *why_whole = stored.status().code() == Status::Code::kNotSupported
                      ? stored.status().message()

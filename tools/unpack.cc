@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -589,7 +590,8 @@ Result<bool> UnpackThroughIndex(const UnpackOptions& options, const TransportOpt
     return false;
   }
   auto counting = std::make_shared<CountingRandomAccess>(std::shared_ptr<RandomAccessSource>(std::move(*opened)));
-  Result<StoredStreamIndex> stored = ReadSeekIndex(*counting);
+  // Like the reader's other records, the index gets an eighth of the budget.
+  Result<StoredStreamIndex> stored = ReadSeekIndex(*counting, std::max<uint64_t>(pipeline.max_memory / 8, 1u << 20));
   if (!stored.ok()) {
     if (stored.status().code() != Status::Code::kNotSupported)
       return stored.status().WithContext("reading the seek index");
