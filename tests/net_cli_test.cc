@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "tests/cli_child.h"
 #include "tests/test_util.h"
 #include "tests/tls_test_files.h"
 #include "transport/net_options.h"
@@ -93,100 +94,14 @@ std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
-// A `vramflow` process with stdout and stderr in a log file, stdin from
-// `stdin_fd` (or /dev/null). Killed and reaped on destruction if still running.
-class Child {
+// A `vramflow` process of this build (tests/cli_child.h); Kill() defaults to
+// SIGKILL here.
+class Child : public testing::CliChild {
  public:
-  // `env` entries ("NAME=value") are added to (or replace those of) this
-  // process's environment.
   Child(const std::vector<std::string>& args, std::string log, int stdin_fd = -1,
         const std::vector<std::string>& env = {})
-      : log_(std::move(log)) {
-    std::vector<std::string> argv_strings = {VramflowBinary()};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& s : argv_strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-      std::string entry = *e;
-      std::string name = entry.substr(0, entry.find('='));
-      bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& x) { return x.rfind(name + "=", 0) == 0; });
-      if (!replaced) env_strings.push_back(entry);
-    }
-    env_strings.insert(env_strings.end(), env.begin(), env.end());
-    std::vector<char*> envp;
-    for (std::string& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    const char* log_path = log_.c_str();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      // Only async-signal-safe calls between fork and exec.
-      int in = stdin_fd >= 0 ? stdin_fd : ::open("/dev/null", O_RDONLY);
-      int out = ::open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (in < 0 || out < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) ::_exit(126);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-    EXPECT_GT(pid_, 0) << "fork failed";
-  }
-  ~Child() {
-    if (running()) {
-      ::kill(pid_, SIGKILL);
-      int status;
-      ::waitpid(pid_, &status, 0);
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  // Reaps the process if it has exited; true while it runs.
-  bool running() {
-    if (pid_ <= 0 || exited_) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      exited_ = true;
-      code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    return !exited_;
-  }
-  pid_t pid() const { return pid_; }
-  void Kill(int sig = SIGKILL) {
-    if (pid_ > 0 && !exited_) ::kill(pid_, sig);
-  }
-  // The exit status; 128 + N when killed by signal N; -1 when still running
-  // after `timeout` (the process is then killed).
-  int Wait(milliseconds timeout) {
-    if (exited_) return code_;
-    if (pid_ <= 0) return -1;
-    auto start = Clock::now();
-    for (;;) {
-      int status = 0;
-      pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        exited_ = true;
-        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        return code_;
-      }
-      if (Clock::now() - start > timeout) {
-        ADD_FAILURE() << "process " << pid_ << " did not exit within " << timeout.count() << " ms; killing it\n"
-                      << Log();
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &status, 0);
-        exited_ = true;
-        code_ = -1;
-        return -1;
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-  }
-  std::string Log() const { return ReadText(log_); }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int code_ = -1;
+      : CliChild(VramflowBinary(), args, std::move(log), stdin_fd, env) {}
+  void Kill(int sig = SIGKILL) { CliChild::Kill(sig); }
 };
 
 struct Ran {
