@@ -16,6 +16,7 @@
 
 #include "common/endian.h"
 #include "common/thread_start.h"
+#include "transport/criu_image_socket.h"
 #include "transport/fd_passing.h"
 #include "transport/socket.h"
 
@@ -23,54 +24,18 @@ namespace vramflow {
 namespace {
 
 constexpr std::chrono::milliseconds kTimeout{30000};
-constexpr uint32_t kMaxMessage = 10000;  // the streamer asserts messages stay under 10 KB
 
-std::string SocketPath(const std::string& dir, bool dump) {
-  return dir + (dump ? "/streamer-capture.sock" : "/streamer-serve.sock");
-}
+std::string SocketPath(const std::string& dir, bool dump) { return ImageStreamerSocketPath(dir, dump); }
 
-Status SendMessage(int fd, const std::vector<uint8_t>& body) {
-  std::vector<uint8_t> msg(4);
-  StoreLE32(msg.data(), static_cast<uint32_t>(body.size()));
-  msg.insert(msg.end(), body.begin(), body.end());
-  return SendAll(fd, msg, kTimeout, "image streamer message");
-}
+Status SendMessage(int fd, const std::vector<uint8_t>& body) { return SendImageMessage(fd, body, kTimeout); }
 
 // One message; an empty optional at a clean end of the connection.
 Result<std::optional<std::vector<uint8_t>>> RecvMessage(int fd) {
-  uint8_t len[4];
-  Status s = RecvAll(fd, std::span<uint8_t>(len, 1), std::chrono::minutes(10), "image streamer message");
-  if (s.code() == Status::Code::kTruncated) return std::optional<std::vector<uint8_t>>();
-  VF_RETURN_IF_ERROR(s);
-  VF_RETURN_IF_ERROR(RecvAll(fd, std::span<uint8_t>(len + 1, 3), kTimeout, "image streamer message"));
-  const uint32_t size = LoadLE32(len);
-  if (size > kMaxMessage) return Status::Corruption("image streamer message of " + std::to_string(size) + " bytes");
-  std::vector<uint8_t> body(size);
-  VF_RETURN_IF_ERROR(RecvAll(fd, body, kTimeout, "image streamer message"));
-  return std::optional<std::vector<uint8_t>>(std::move(body));
+  return RecvImageMessage(fd, std::chrono::minutes(10), kTimeout);
 }
 
-// img_streamer_request_entry: field 1, length-delimited.
-std::vector<uint8_t> EncodeRequest(const std::string& filename) {
-  std::vector<uint8_t> out = {0x0a};
-  for (size_t n = filename.size(); ; n >>= 7) {
-    out.push_back(static_cast<uint8_t>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)));
-    if (n < 0x80) break;
-  }
-  out.insert(out.end(), filename.begin(), filename.end());
-  return out;
-}
-
-Result<std::string> DecodeRequest(const std::vector<uint8_t>& body) {
-  if (body.size() < 2 || body[0] != 0x0a) return Status::Corruption("image streamer request without a filename");
-  size_t pos = 1, len = 0;
-  for (int shift = 0; pos < body.size() && shift < 28; shift += 7) {
-    len |= size_t{body[pos] & 0x7fu} << shift;
-    if (!(body[pos++] & 0x80)) break;
-  }
-  if (pos + len != body.size()) return Status::Corruption("image streamer request of a bad size");
-  return std::string(body.begin() + pos, body.end());
-}
+std::vector<uint8_t> EncodeRequest(const std::string& filename) { return EncodeImageRequest(filename); }
+Result<std::string> DecodeRequest(const std::vector<uint8_t>& body) { return DecodeImageRequest(body); }
 
 // Writes all of `data` into a (blocking) pipe.
 Status WriteAll(int fd, const std::vector<uint8_t>& data, const std::string& what) {

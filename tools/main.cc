@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "codecs/chunk_codec.h"
 #include "common/printable.h"
@@ -22,6 +24,7 @@
 #include "tools/cli_uri.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
+#include "tools/command_flags.h"
 #include "tools/criu_export.h"
 #include "tools/demo.h"
 #include "tools/exit_codes.h"
@@ -32,6 +35,7 @@
 #include "tools/json_report.h"
 #include "tools/pack.h"
 #include "tools/receive_dir.h"
+#include "tools/streamer_command.h"
 #include "tools/transfer.h"
 #include "tools/transport_flags.h"
 #include "tools/unpack.h"
@@ -106,168 +110,6 @@ Status PickSource(const std::string& command, const std::string& stream, const s
   return Status::Ok();
 }
 
-// A size option given as text ("64M"), checked by ParseSize.
-CLI::Validator SizeValidator() {
-  return CLI::Validator(
-      [](std::string& text) {
-        Result<uint64_t> r = ParseSize(text);
-        return r.ok() ? std::string() : r.status().message();
-      },
-      "SIZE");
-}
-
-// -m/--max-memory for the commands that only read a stream (inspect, verify,
-// recv): their reader's buffers and records, and a network receive window.
-struct MemoryFlag {
-  std::string max_memory = "256M";
-
-  void Add(CLI::App* cmd, const std::string& what) {
-    cmd->add_option("-m,--max-memory", max_memory, "memory budget for " + what)
-        ->capture_default_str()
-        ->check(SizeValidator());
-  }
-  uint64_t Resolve() const { return ParseSize(max_memory).value(); }  // checked by SizeValidator
-};
-
-// What a long job prints: --progress on stderr, -q, and (where the command
-// has one) the --json report on stdout instead of the text summary.
-struct OutputFlags {
-  std::string progress = "auto";
-  double interval_s = 5;
-  bool quiet = false;
-  bool json = false;
-
-  void Add(CLI::App* cmd, bool with_json) {
-    cmd->add_option("--progress", progress,
-                    "auto (a bar on a terminal, else lines), bar, lines (one line every --progress-interval seconds "
-                    "with bytes, rate and ETA, for logs) or none")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
-    cmd->add_option("--progress-interval", interval_s, "seconds between two --progress=lines lines")
-        ->capture_default_str()
-        ->check(CLI::Range(0.1, 3600.0));
-    cmd->add_flag("-q,--quiet", quiet, "no progress and no summary (errors still go to stderr)");
-    if (with_json)
-      cmd->add_flag("--json", json,
-                    "print one JSON object on stdout at the end (schema_version, objects, raw_bytes, stream_bytes, "
-                    "seconds, ...; on failure ok: false, exit_code and error) instead of the text summary");
-  }
-  ProgressStyle Style() const {
-    if (quiet) return ProgressStyle();
-    return ProgressStyle(ParseProgressMode(progress).value_or(ProgressStyle::Mode::kNone),
-                         std::chrono::milliseconds(static_cast<int64_t>(interval_s * 1000)));
-  }
-  bool summary() const { return !quiet && !json; }
-  // --json needs stdout to itself.
-  Status CheckStdout(const std::string& output) const {
-    if (json && output == "-")
-      return Status::InvalidArgument("--json prints its report on stdout, where -o - writes the data: drop one");
-    return Status::Ok();
-  }
-};
-
-// How the graphs run: threads and the memory budget. Left at 0 / auto, both
-// fit the machine (streamer/pipeline_fit.h); a graph whose budget cannot feed
-// its threads runs fewer and says so on stderr.
-struct RunFlags {
-  unsigned threads = 0;
-  std::string max_memory = "auto";
-  double dma_timeout_s = 30;
-  std::string command;
-
-  void Add(CLI::App* cmd) {
-    command = cmd->get_name();
-    cmd->add_option("-j,--threads", threads,
-                    "worker threads (0: the CPUs this process may use: affinity mask and cgroup CPU quota)")
-        ->capture_default_str();
-    cmd->add_option("-m,--max-memory", max_memory,
-                    "memory budget for every buffer of the pipeline (staging, encoded and I/O buffers, codec state); "
-                    "auto: 256M or more with many threads, at most a quarter of the available memory and of the "
-                    "cgroup's limit")
-        ->capture_default_str()
-        ->check(CLI::Validator(
-            [](std::string& text) {
-              if (text == "auto") return std::string();
-              Result<uint64_t> r = ParseSize(text);
-              return r.ok() ? std::string() : r.status().message();
-            },
-            "SIZE|auto"));
-    cmd->add_option("--dma-timeout", dma_timeout_s, "seconds to wait for one DMA copy before giving up")
-        ->capture_default_str();
-  }
-  // Call after the chunk size and codec are set: the defaults depend on them.
-  Status Resolve(PipelineOptions* options) const {
-    options->threads = threads;
-    if (max_memory == "auto") {
-      options->max_memory = 0;
-    } else {
-      VF_ASSIGN_OR_RETURN(options->max_memory, ParseSize(max_memory));
-      if (options->max_memory == 0) return Status::InvalidArgument("--max-memory must be more than 0 (or auto)");
-    }
-    if (dma_timeout_s <= 0) return Status::InvalidArgument("--dma-timeout must be positive");
-    options->dma_timeout = std::chrono::milliseconds(static_cast<int64_t>(dma_timeout_s * 1000));
-    ResolveMachineDefaults(options, ReadMachineLimits());
-    options->note = [name = command](const std::string& line) {
-      std::fprintf(stderr, "vramflow %s: note: %s\n", name.c_str(), line.c_str());
-    };
-    return Status::Ok();
-  }
-};
-
-// --fsync and --no-fsync: whether a command makes its output durable before
-// it reports success. The default is on where a sender is told the data is
-// safe (recv, unpack from the network), off elsewhere.
-struct FsyncFlags {
-  bool on = false;
-  bool off = false;
-
-  void Add(CLI::App* cmd, const std::string& default_text) {
-    CLI::Option* yes = cmd->add_flag("--fsync", on, "make the output durable (fsync files and directories) before "
-                                                    "reporting success (default: " + default_text + ")");
-    CLI::Option* no = cmd->add_flag("--no-fsync", off, "do not fsync the output");
-    yes->excludes(no);
-  }
-  bool Resolve(bool default_on) const { return on || (default_on && !off); }
-};
-
-// How a dump encodes: codec, transform, chunk size, dedup; plus RunFlags.
-struct DumpFlags {
-  std::string codec = "auto";
-  std::string transform;  // empty: auto for the auto codec, none otherwise
-  std::string chunk_size = "1M";
-  bool no_dedup = false;
-  uint32_t dedup_window = 0;
-  RunFlags run;
-
-  void Add(CLI::App* cmd) {
-    cmd->add_option("-c,--codec", codec,
-                    "auto (per-chunk choice: zero runs, raw, zstd, byte-grouped planes with Huffman), raw, lz4, zstd, "
-                    "zstd:LEVEL (negative levels are faster), huffman, auto:LEVEL (zstd level used by auto)")
-        ->capture_default_str();
-    cmd->add_option("-t,--transform", transform,
-                    "byte grouping / bit planes: auto (detect 2/4-byte words and the smallest plane layout per chunk), "
-                    "auto-fast, none, bytegroup2 (bf16/fp16), bytegroup4 (fp32), bitplanes2rR / bitplanes4rR (R 1..7); "
-                    "default: auto with --codec auto, none otherwise");
-    cmd->add_option("--chunk-size", chunk_size, "raw bytes per chunk (max 64M)")->capture_default_str()->check(SizeValidator());
-    cmd->add_flag("--no-dedup", no_dedup, "write identical chunks in full instead of as references");
-    cmd->add_option("--dedup-window", dedup_window,
-                    "how many of the latest distinct chunks a reference may name; each costs up to 96 bytes on both "
-                    "sides (default: 65536, less if that takes more than 1/8 of --max-memory)")
-        ->check(CLI::Range(1u, kMaxDedupWindow));
-    run.Add(cmd);
-  }
-  Status Resolve(PipelineOptions* options) const {
-    VF_RETURN_IF_ERROR(ParseCodecSpec(codec, &options->encoder));
-    std::string t = transform.empty() ? (options->encoder.codec == CodecChoice::kAuto ? "auto" : "none") : transform;
-    VF_RETURN_IF_ERROR(ParseTransformSpec(t, &options->encoder));
-    VF_ASSIGN_OR_RETURN(uint64_t size, ParseSize(chunk_size));
-    if (size == 0 || size > (64u << 20)) return Status::InvalidArgument("--chunk-size must be 1 .. 64M");
-    options->chunk_size = static_cast<uint32_t>(size);
-    options->dedup = !no_dedup;
-    options->dedup_window = dedup_window;
-    return run.Resolve(options);
-  }
-};
 
 int Main(int argc, char** argv) {
   CLI::App app{"vramflow: checkpoint, migrate and restore GPU memory as compressed, checksummed chunk streams"};
@@ -502,6 +344,10 @@ int Main(int argc, char** argv) {
   export_cmd->add_flag("-q,--quiet", export_quiet, "print nothing on success");
   export_flags.Add(export_cmd);
 
+  // streamer (criu-image-streamer's drop-in)
+  StreamerCommand streamer;
+  streamer.Add(&app);
+
   // s3 cleanup
   CLI::App* s3_cmd = app.add_subcommand("s3", "Work on S3 state that vramflow left behind");
   s3_cmd->require_subcommand(1);
@@ -592,6 +438,16 @@ int Main(int argc, char** argv) {
     interruptible(options);
   export_upstream.cleanup = cleanup;
 
+  if (streamer.chosen()) {
+    StreamerOptions options;
+    Status s = streamer.Resolve(&options);
+    if (!s.ok()) return UsageError(streamer.name(), s);
+    interruptible(&options.transport);
+    options.cleanup = cleanup;
+    if (s = streamer.LoadCredentials(&options); !s.ok()) return Fail(streamer.name(), s);
+    s = RunStreamer(options);
+    return s.ok() ? 0 : Fail(streamer.name(), s);
+  }
   if (*pack_cmd) {
     if (pack_out.json) JsonCommand() = "pack";
     Status s = pack_flags.Resolve(&pack.pipeline);
@@ -898,4 +754,16 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace vramflow
 
-int main(int argc, char** argv) { return vramflow::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // Called as criu-image-streamer (a link to vramflow): be `vramflow streamer`.
+  const std::string_view self = argc > 0 ? std::string_view(argv[0]) : std::string_view();
+  const size_t slash = self.rfind('/');
+  if (self.substr(slash == std::string_view::npos ? 0 : slash + 1) == "criu-image-streamer") {
+    std::vector<char*> args(argv, argv + argc);
+    static char streamer[] = "streamer";
+    args.insert(args.begin() + 1, streamer);
+    args.push_back(nullptr);
+    return vramflow::Main(argc + 1, args.data());
+  }
+  return vramflow::Main(argc, argv);
+}

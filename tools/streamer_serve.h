@@ -1,0 +1,14 @@
+// `vramflow streamer serve` and `extract`: one vramflow stream in; serve
+// answers CRIU's restore (--stream) with the stream's objects as image
+// files, extract writes them into the images directory. See docs/CLI.md.
+#pragma once
+
+#include "common/status.h"
+#include "tools/streamer_command.h"
+
+namespace vramflow {
+
+Status RunStreamerServe(const StreamerOptions& options);
+Status RunStreamerExtract(const StreamerOptions& options);
+
+}  // namespace vramflow
