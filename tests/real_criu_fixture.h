@@ -378,9 +378,9 @@ class RealCriu : public ::testing::Test {
     testing::CommandResult r = RunShell("(" + command + " 2> " + ShellQuote(dir_.File(name + ".err")) +
                                         "; echo $? > " + ShellQuote(dir_.File(name + ".rc")) + ") > /dev/null 2>&1 &");
     ASSERT_EQ(r.code, 0);
-    if (!socket.empty()) WaitForSocket(socket, name);
+    if (!socket.empty()) WaitForStreamerSocket(socket, name);
   }
-  void WaitForSocket(const std::string& socket, const std::string& name) {
+  void WaitForStreamerSocket(const std::string& socket, const std::string& name) {
     for (int i = 0; i < 1000; ++i) {
       struct stat st;
       if (::stat((images_ + "/" + socket).c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return;
