@@ -137,6 +137,12 @@ while True:
     time.sleep(0.05)
 )";
 
+// The last lines of a log, for failure messages.
+inline std::string LogTail(const std::string& path, size_t bytes = 5000) {
+  const std::string text = ReadText(path);
+  return text.substr(text.size() > bytes ? text.size() - bytes : 0);
+}
+
 inline std::string Vramflow() { return ShellQuote(testing::VramflowBinary()); }
 
 // The lines of `path` that start with `prefix`.
@@ -422,7 +428,7 @@ class RealCriu : public ::testing::Test {
   void DumpToStream(pid_t pid, const std::string& stream, const std::string& args = "") {
     const int criu = DumpThroughStreamer(pid, "-o " + ShellQuote(stream) + " " + args);
     const int capture = WaitStreamer("capture");
-    ASSERT_EQ(criu, 0) << ReadText(images_ + "/dump.log").substr(0, 4000) << StreamerErr("capture");
+    ASSERT_EQ(criu, 0) << LogTail(images_ + "/dump.log") << StreamerErr("capture");
     ASSERT_EQ(capture, 0) << StreamerErr("capture");
     ASSERT_TRUE(WaitGone(pid)) << "the dumped process " << pid << " is still there";
   }

@@ -79,7 +79,7 @@ TEST_F(RealCriu, StreamerExtractThenPlainRestore) {
   const std::string stream = dir_.File("loop.vfs");
   StartStreamer("capture", "capture | cat > " + ShellQuote(stream), "streamer-capture.sock");
   testing::CommandResult r = RunShell(Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) + " -o dump.log");
-  ASSERT_EQ(r.code, 0) << ReadText(images_ + "/dump.log");
+  ASSERT_EQ(r.code, 0) << LogTail(images_ + "/dump.log");
   ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
   ASSERT_TRUE(WaitGone(pid));
   const std::string last = ReadText(counter);
@@ -112,9 +112,9 @@ TEST_F(RealCriu, StreamerExtractMatchesTheRealStreamer) {
       "for i in $(seq 500); do [ -S " + ShellQuote(images_ + "/streamer-capture.sock") + " ] && break; sleep 0.02; done; " +
       Criu("dump", TestPluginDir()) + " --stream --leave-running -t " + std::to_string(pid) +
       " -o dump1.log; rc=$?; wait $cap; exit $rc");
-  ASSERT_EQ(r.code, 0) << r.output << ReadText(images_ + "/dump1.log");
+  ASSERT_EQ(r.code, 0) << r.output << LogTail(images_ + "/dump1.log");
   const std::string ours = dir_.File("ours.vfs");
-  ASSERT_EQ(DumpThroughStreamer(pid, "-o " + ShellQuote(ours), "--leave-running"), 0) << ReadText(images_ + "/dump.log");
+  ASSERT_EQ(DumpThroughStreamer(pid, "-o " + ShellQuote(ours), "--leave-running"), 0) << LogTail(images_ + "/dump.log");
   ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
 
   const std::string a = dir_.File("extract-theirs"), b = dir_.File("extract-ours");
@@ -140,7 +140,7 @@ TEST_F(RealCriu, StreamerCarriesThePluginsVramStreams) {
   const std::string stream = dir_.File("gpu.vfs");
   const int criu = DumpThroughStreamer(pid, "-o " + ShellQuote(stream));
   ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
-  ASSERT_EQ(criu, 0) << ReadText(images_ + "/dump.log");
+  ASSERT_EQ(criu, 0) << LogTail(images_ + "/dump.log");
   ASSERT_TRUE(WaitGone(pid));
   ASSERT_TRUE(kfd_->RemoveProcess(pid).ok());
   for (const auto& e : std::filesystem::directory_iterator(images_))
@@ -231,7 +231,7 @@ TEST_F(RealCriu, StreamerMigratesOverTcpWithAKey) {
   StartStreamer("capture", "-o " + address + " --key-file " + ShellQuote(key) + " capture", "streamer-capture.sock",
                 ns.InA(""));
   testing::CommandResult r = RunShell(Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) + " -o dump.log");
-  ASSERT_EQ(r.code, 0) << ReadText(images_ + "/dump.log") << StreamerErr("capture");
+  ASSERT_EQ(r.code, 0) << LogTail(images_ + "/dump.log") << StreamerErr("capture");
   ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
   ASSERT_TRUE(WaitGone(pid));
   r = RunShell(Criu("restore", TestPluginDir()) + " --stream -d -o restore.log");
@@ -270,7 +270,7 @@ TEST_F(RealCriu, StreamerLinkCutMidStreamFailsBothEnds) {
   EXPECT_FALSE(std::filesystem::exists(images_ + "/streamer-serve.sock"));
   for (int i = 0; i < 500 && !std::filesystem::exists(dump_rc); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // CRIU's dump failed with its streamer: the process runs on, undumped.
-  EXPECT_NE(std::stoi(ReadText(dump_rc)), 0) << ReadText(images_ + "/dump.log").substr(0, 3000);
+  EXPECT_NE(std::stoi(ReadText(dump_rc)), 0) << LogTail(images_ + "/dump.log");
   EXPECT_TRUE(ProcessExists(pid));
 }
 
