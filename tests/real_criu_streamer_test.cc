@@ -32,7 +32,7 @@ std::set<std::string> ImageFiles(const std::string& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (!e.is_regular_file() || name.rfind("stats-", 0) == 0 || name == "irmap-cache" ||
-        name.size() > 4 && name.substr(name.size() - 4) == ".log")
+        (name.size() > 4 && name.substr(name.size() - 4) == ".log"))
       continue;
     names.insert(name);
   }
@@ -44,6 +44,7 @@ std::set<std::string> ImageFiles(const std::string& dir) {
 // smaller than the image and holds every image file as an object.
 TEST_F(RealCriu, StreamerCaptureThenServe) {
   REQUIRE_REAL_CRIU();
+  StartKfd();  // the plugin CRIU loads talks to it, GPUs or not
   const pid_t pid = StartFloatHolder(48);
   const std::string stream = dir_.File("checkpoint.vfs");
   DumpToStream(pid, stream);
@@ -66,6 +67,7 @@ TEST_F(RealCriu, StreamerCaptureThenServe) {
 // plain `criu restore -D` without --stream.
 TEST_F(RealCriu, StreamerExtractThenPlainRestore) {
   REQUIRE_REAL_CRIU();
+  StartKfd();  // the plugin CRIU loads talks to it, GPUs or not
   const std::string counter = dir_.File("counter");
   const pid_t pid = ::fork();
   const std::string loop = "i=0; while :; do i=$((i+1)); echo $i > " + ShellQuote(counter) + "; sleep 0.05; done";
@@ -102,6 +104,7 @@ TEST_F(RealCriu, StreamerExtractThenPlainRestore) {
 // irmap-cache (which CRIU writes to local disk).
 TEST_F(RealCriu, StreamerExtractMatchesTheRealStreamer) {
   REQUIRE_REAL_CRIU(true);
+  StartKfd();  // the plugin CRIU loads talks to it, GPUs or not
   const pid_t pid = StartFloatHolder(8);
   ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -174,6 +177,7 @@ TEST_F(RealCriu, StreamerCarriesThePluginsVramStreams) {
 // CRIU's restore fails, and nothing is left behind (socket, spill files).
 TEST_F(RealCriu, StreamerServeRefusesACorruptStream) {
   REQUIRE_REAL_CRIU();
+  StartKfd();  // the plugin CRIU loads talks to it, GPUs or not
   const pid_t pid = StartFloatHolder(16);
   const std::string stream = dir_.File("checkpoint.vfs");
   DumpToStream(pid, stream);
@@ -200,6 +204,7 @@ TEST_F(RealCriu, StreamerServeRefusesACorruptStream) {
 // The checkpoint to S3 and back: capture uploads one object, serve reads it.
 TEST_F(RealCriu, StreamerToS3AndBackRgw) {
   REQUIRE_REAL_CRIU();
+  StartKfd();  // the plugin CRIU loads talks to it, GPUs or not
   if (const char* skip = std::getenv("VRAMFLOW_TEST_S3_SKIP"); skip && *skip) GTEST_SKIP() << "no Ceph RGW: " << skip;
   const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
   const char* bucket = std::getenv("VRAMFLOW_TEST_S3_BUCKET");
@@ -220,6 +225,7 @@ TEST_F(RealCriu, StreamerToS3AndBackRgw) {
 // B, which answers CRIU's restore from what arrived.
 TEST_F(RealCriu, StreamerMigratesOverTcpWithAKey) {
   REQUIRE_REAL_CRIU();
+  StartKfd();  // the plugin CRIU loads talks to it, GPUs or not
   testing::NamespacePair ns;
   if (const std::string why = ns.Setup(); !why.empty()) GTEST_SKIP() << why;
   const std::string key = dir_.File("key");
@@ -244,6 +250,7 @@ TEST_F(RealCriu, StreamerMigratesOverTcpWithAKey) {
 // error, nothing is restored, and serve leaves nothing behind.
 TEST_F(RealCriu, StreamerLinkCutMidStreamFailsBothEnds) {
   REQUIRE_REAL_CRIU();
+  StartKfd();  // the plugin CRIU loads talks to it, GPUs or not
   testing::NamespacePair ns;
   if (const std::string why = ns.Setup(); !why.empty()) GTEST_SKIP() << why;
   ASSERT_TRUE(ns.Limit("40mbit"));
