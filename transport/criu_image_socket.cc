@@ -107,6 +107,7 @@ CriuImageSocket& CriuImageSocket::operator=(CriuImageSocket&&) noexcept = defaul
 CriuImageSocket::~CriuImageSocket() = default;
 
 Status CriuImageSocket::Accept(std::chrono::milliseconds timeout) {
+  if (accepted_) return Status::InvalidArgument("the image streamer serves one CRIU connection");
   std::string peer;
   Result<UniqueFd> connection = listener_->Accept(timeout, &peer);
   if (!connection.ok())
@@ -114,7 +115,10 @@ Status CriuImageSocket::Accept(std::chrono::milliseconds timeout) {
                ? Status::TimedOut("CRIU did not connect to " + path_ + " in time")
                : connection.status().WithContext("waiting for CRIU on " + path_);
   connection_ = std::move(*connection);
-  listener_.reset();  // one CRIU per streamer; the socket file goes with it
+  // One CRIU per streamer: nothing more is accepted. The socket file stays
+  // until the streamer ends, as criu-image-streamer's does: CRIU's plugins
+  // (the amdgpu plugin among them) look for it to tell that --stream is on.
+  accepted_ = true;
   return Status::Ok();
 }
 

@@ -67,8 +67,9 @@ class CriuImageSocket {
 
   const std::string& path() const { return path_; }
 
-  // Waits for CRIU to connect (up to `timeout`; negative: forever), then
-  // stops listening: one CRIU per streamer, as criu-image-streamer.
+  // Waits for CRIU to connect (up to `timeout`; negative: forever). One
+  // CRIU per streamer, as criu-image-streamer: a second call is an error.
+  // The socket file stays until the object goes (plugins look for it).
   Status Accept(std::chrono::milliseconds timeout);
 
   // The next file CRIU asks for; an empty optional once CRIU has closed the
@@ -85,7 +86,8 @@ class CriuImageSocket {
 
   std::string path_;
   bool capture_ = true;
-  std::unique_ptr<Listener> listener_;  // until CRIU connects
+  std::unique_ptr<Listener> listener_;  // holds the socket file
+  bool accepted_ = false;
   UniqueFd connection_;
 };
 
