@@ -380,6 +380,8 @@ class RealCriu : public ::testing::Test {
   void StartStreamer(const std::string& name, const std::string& args, const std::string& socket = "",
                      const std::string& wrap = "") {
     std::filesystem::remove(dir_.File(name + ".rc"));
+    // A socket file another streamer left (criu-image-streamer leaves its own).
+    if (!socket.empty()) std::filesystem::remove(images_ + "/" + socket);
     const std::string command = wrap + " " + Vramflow() + " streamer -D " + ShellQuote(images_) + " " + args;
     testing::CommandResult r = RunShell("(" + command + " 2> " + ShellQuote(dir_.File(name + ".err")) +
                                         "; echo $? > " + ShellQuote(dir_.File(name + ".rc")) + ") > /dev/null 2>&1 &");

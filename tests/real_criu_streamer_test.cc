@@ -84,6 +84,10 @@ TEST_F(RealCriu, StreamerExtractThenPlainRestore) {
   ASSERT_EQ(r.code, 0) << LogTail(images_ + "/dump.log");
   ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
   ASSERT_TRUE(WaitGone(pid));
+  // The loop's last `sleep` was killed with it and is now our zombie: its
+  // pid must be free for the restore.
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
   const std::string last = ReadText(counter);
 
   const std::string extracted = dir_.File("extracted");
