@@ -18,6 +18,8 @@
 #   RATE=1gbit       link rate between the namespaces (tc tbf both ways)
 #   LINK=1           0: skip the live-migration part
 #   VRAMFLOW=PATH    binary to measure (default build/vramflow)
+#   CAPTURE_ARGS=..  more options for `vramflow streamer capture` (codec, -j, -m)
+#   SERVE_ARGS=..    more options for `vramflow streamer serve` (-m MAX_MEMORY, --spill-dir)
 #   CRIU_PREFIX=DIR  real CRIU and criu-image-streamer (default build-criu, else /work/main/build-criu)
 #   WORK=DIR         where images go (default a directory in /dev/shm: disk speed stays out)
 #
@@ -210,8 +212,8 @@ grep -q "not built yet\|not supported" "$work/probe.log" && ours=0
 rm -rf "$probe" "$work/probe.vfs"
 if [ "$ours" = 1 ]; then
   stream_case vramflow "$work/img.vfs" \
-    "@T@ $bin streamer -D @DIR@ capture -o $work/img.vfs" \
-    "@T@ $bin streamer -D @DIR@ serve -i $work/img.vfs" "vramflow streamer (-o FILE / -i FILE)"
+    "@T@ $bin streamer -D @DIR@ capture -o $work/img.vfs ${CAPTURE_ARGS:-}" \
+    "@T@ $bin streamer -D @DIR@ serve -i $work/img.vfs ${SERVE_ARGS:-}" "vramflow streamer (-o FILE / -i FILE)"
 else
   record vramflow - - - - - - - "not run: $(head -n 1 "$work/probe.log")"
 fi
@@ -276,11 +278,11 @@ if [ "$link_status" = ok ]; then
     "$streamer -D @DIR@ capture | zstd -1 -T0 -q -c | socat -u STDIN OPENSSL:10.98.0.2:$port,cafile=$work/tls.crt" \
     "criu-image-streamer | zstd -1 -T0 | socat OPENSSL (TLS, verified certificate)"
   if [ "$ours" = 1 ]; then
-    "$bin" keygen -o "$work/key" >/dev/null
+    "$bin" keygen -o "$work/key" >/dev/null 2>&1
     port=$((port + 1))
     migrate vramflow \
-      "$bin streamer -D @DIR@ serve --listen tcp://10.98.0.2:$port --key-file $work/key" \
-      "$bin streamer -D @DIR@ capture -o tcp://10.98.0.2:$port --key-file $work/key" \
+      "$bin streamer -D @DIR@ serve --listen tcp://10.98.0.2:$port --key-file $work/key ${SERVE_ARGS:-}" \
+      "$bin streamer -D @DIR@ capture -o tcp://10.98.0.2:$port --key-file $work/key ${CAPTURE_ARGS:-}" \
       "vramflow streamer capture -o tcp:// / serve --listen (TLS 1.3, key)"
   else
     record link_vramflow - - - - - - - "not run: $(head -n 1 "$work/probe.log")"
@@ -304,12 +306,12 @@ for line in open(path):
 def f(v, fmt):
     return "-" if v is None else fmt.format(v)
 print(f"\nCRIU --stream, {size} process memory ({raw / 2**20:.0f} MiB of CRIU images), {cpus} CPUs, kernel {kernel}")
-print(f"{'case':22} {'image MiB':>9} {'ratio':>6} {'dump s':>7} {'restore s':>9} {'cap RSS MiB':>11} {'srv RSS MiB':>11} {'cap CPU s':>9} {'srv CPU s':>9}  note")
+print(f"{'case':26} {'image MiB':>9} {'ratio':>6} {'dump s':>7} {'restore s':>9} {'cap RSS MiB':>11} {'srv RSS MiB':>11} {'cap CPU s':>9} {'srv CPU s':>9}  note")
 for r in rows:
     if r["case"].startswith("link"):
         continue
     ratio = raw / r["image_bytes"] if r["image_bytes"] else None
-    print(f"{r['case']:22} {f(r['image_bytes'] and r['image_bytes'] / 2**20, '{:9.1f}'):>9} {f(ratio, '{:6.3f}'):>6} "
+    print(f"{r['case']:26} {f(r['image_bytes'] and r['image_bytes'] / 2**20, '{:9.1f}'):>9} {f(ratio, '{:6.3f}'):>6} "
           f"{f(r['dump_s'], '{:7.2f}'):>7} {f(r['restore_s'], '{:9.2f}'):>9} "
           f"{f(r['capture_rss_kib'] and r['capture_rss_kib'] / 1024, '{:11.1f}'):>11} "
           f"{f(r['serve_rss_kib'] and r['serve_rss_kib'] / 1024, '{:11.1f}'):>11} "
@@ -318,7 +320,7 @@ links = [r for r in rows if r["case"].startswith("link")]
 if links:
     print(f"\nlive migration over a {rate} veth between two network namespaces: criu dump start -> restored process running")
     for r in links:
-        print(f"{r['case']:22} {f(r['dump_s'], '{:7.2f} s'):>9}  {r['note']}")
+        print(f"{r['case']:26} {f(r['dump_s'], '{:7.2f} s'):>9}  {r['note']}")
 json.dump({"size": size, "cpus": cpus, "kernel": kernel, "rate": rate, "criu_image_bytes": raw, "rows": rows},
           open("bench/results/criu-stream.json", "w"), indent=1)
 EOF
