@@ -123,6 +123,42 @@ inline pid_t StartSleeper(const std::string& node, const std::string& log) {
   return pid;
 }
 
+// Holds model-like fp32 data (read from a file vramflow gen wrote) in an
+// array, prints "hash <sha256>" at start and on every SIGUSR1.
+inline constexpr char kFloatHolder[] = R"(import array, hashlib, signal, sys, time
+data = array.array('f')
+with open(sys.argv[1], 'rb') as f:
+    data.frombytes(f.read())
+def report(*_):
+    print('hash', hashlib.sha256(data.tobytes()).hexdigest(), flush=True)
+signal.signal(signal.SIGUSR1, report)
+report()
+while True:
+    time.sleep(0.05)
+)";
+
+inline std::string Vramflow() { return ShellQuote(testing::VramflowBinary()); }
+
+// The lines of `path` that start with `prefix`.
+inline std::vector<std::string> LinesStartingWith(const std::string& path, const std::string& prefix) {
+  std::vector<std::string> lines;
+  std::istringstream in(ReadText(path));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) lines.push_back(line);
+  return lines;
+}
+
+// Waits until `path` has at least `count` lines starting with `prefix`.
+inline bool WaitForLines(const std::string& path, const std::string& prefix, size_t count,
+                  std::chrono::seconds limit = std::chrono::seconds(20)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (LinesStartingWith(path, prefix).size() >= count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 class RealCriu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -301,8 +337,106 @@ class RealCriu : public ::testing::Test {
     EXPECT_EQ(kfd_->FileKind(st.st_dev, st.st_ino), GpuFileKind::kKfd);
   }
 
+  // ---- vramflow streamer (real_criu_streamer_test.cc) ----
+  // Starts the float holder on `megabytes` MiB of model-like fp32 data.
+  pid_t StartFloatHolder(int megabytes) {
+    const std::string script = dir_.File("holder.py"), data = dir_.File("floats.bin");
+    std::ofstream(script) << kFloatHolder;
+    testing::CommandResult gen = RunShell(Vramflow() + " gen -k fp32 -s " + std::to_string(megabytes) + "M -o " +
+                                          ShellQuote(data) + " -f");
+    EXPECT_EQ(gen.code, 0) << gen.output;
+    log_ = dir_.File("holder.log");
+    const pid_t pid = ::fork();
+    if (pid == 0) {  // only async-signal-safe calls until exec
+      PrepareChildForCriu(log_.c_str(), nullptr);
+      ::execl("/usr/bin/python3", "python3", script.c_str(), data.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    started_.push_back(pid);
+    EXPECT_TRUE(WaitForLines(log_, "hash ", 1)) << "the float holder did not start: " << ReadText(log_);
+    return pid;
+  }
+
+  // The restored float holder runs and its array is what it was.
+  void CheckFloatHolder(pid_t pid) {
+    ASSERT_TRUE(ProcessExists(pid)) << "restored process " << pid << " is not running";
+    const size_t before = LinesStartingWith(log_, "hash ").size();
+    ASSERT_EQ(::kill(pid, SIGUSR1), 0);
+    ASSERT_TRUE(WaitForLines(log_, "hash ", before + 1)) << "the restored process does not answer: " << ReadText(log_);
+    const std::vector<std::string> hashes = LinesStartingWith(log_, "hash ");
+    EXPECT_EQ(hashes.front(), hashes.back()) << "the restored array differs from the dumped one";
+  }
+
+  // `vramflow streamer -D images_ ARGS MODE` in the background; its exit
+  // status goes to NAME.rc and its stderr to NAME.err under dir_. Waits for
+  // its socket when `socket` is given.
+  // `wrap` goes before the command (ip netns exec NS).
+  void StartStreamer(const std::string& name, const std::string& args, const std::string& socket = "",
+                     const std::string& wrap = "") {
+    std::filesystem::remove(dir_.File(name + ".rc"));
+    const std::string command = wrap + " " + Vramflow() + " streamer -D " + ShellQuote(images_) + " " + args;
+    testing::CommandResult r = RunShell("(" + command + " 2> " + ShellQuote(dir_.File(name + ".err")) +
+                                        "; echo $? > " + ShellQuote(dir_.File(name + ".rc")) + ") > /dev/null 2>&1 &");
+    ASSERT_EQ(r.code, 0);
+    if (!socket.empty()) WaitForSocket(socket, name);
+  }
+  void WaitForSocket(const std::string& socket, const std::string& name) {
+    for (int i = 0; i < 1000; ++i) {
+      struct stat st;
+      if (::stat((images_ + "/" + socket).c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) return;
+      if (std::filesystem::exists(dir_.File(name + ".rc"))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    FAIL() << name << " did not bind " << socket << ": " << ReadText(dir_.File(name + ".err"));
+  }
+  // Waits for the background streamer NAME to exit; its exit status, or -1.
+  int WaitStreamer(const std::string& name, std::chrono::seconds limit = std::chrono::seconds(60)) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      std::ifstream rc(dir_.File(name + ".rc"));
+      int status;
+      if (rc >> status) return status;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+  std::string StreamerErr(const std::string& name) { return ReadText(dir_.File(name + ".err")); }
+
+  // criu dump --stream of `pid` through a capture started with `args`;
+  // returns CRIU's exit status.
+  int DumpThroughStreamer(pid_t pid, const std::string& args, const std::string& criu_options = "") {
+    StartStreamer("capture", args + " capture", "streamer-capture.sock");
+    testing::CommandResult r = RunShell(Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) +
+                                        " -o dump.log " + criu_options);
+    return r.code;
+  }
+  // criu restore --stream through a serve started with `args`; CRIU's exit
+  // status.
+  int RestoreThroughStreamer(const std::string& args) {
+    StartStreamer("serve", args + " serve", "streamer-serve.sock");
+    testing::CommandResult r = RunShell(Criu("restore", TestPluginDir()) + " --stream -d -o restore.log");
+    return r.code;
+  }
+
+  // A dump through capture to `stream` (a file or s3:// URI), checked.
+  void DumpToStream(pid_t pid, const std::string& stream, const std::string& args = "") {
+    const int criu = DumpThroughStreamer(pid, "-o " + ShellQuote(stream) + " " + args);
+    const int capture = WaitStreamer("capture");
+    ASSERT_EQ(criu, 0) << ReadText(images_ + "/dump.log").substr(0, 4000) << StreamerErr("capture");
+    ASSERT_EQ(capture, 0) << StreamerErr("capture");
+    ASSERT_TRUE(WaitGone(pid)) << "the dumped process " << pid << " is still there";
+  }
+  // A restore through serve from `stream`, checked.
+  void RestoreFromStream(const std::string& stream, const std::string& args = "") {
+    const int criu = RestoreThroughStreamer("-i " + ShellQuote(stream) + " " + args);
+    const int serve = WaitStreamer("serve");
+    ASSERT_EQ(criu, 0) << RestoreLog() << StreamerErr("serve");
+    ASSERT_EQ(serve, 0) << StreamerErr("serve");
+  }
+
   TempDir dir_;
   std::string images_;
+  std::string log_;  // the float holder's output
   std::unique_ptr<SimKfd> kfd_;
   std::unique_ptr<SimKfdServer> server_;
   std::vector<pid_t> started_;

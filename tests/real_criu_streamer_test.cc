@@ -1,0 +1,279 @@
+// RealCriu.Streamer*: `vramflow streamer` as CRIU's image streamer, end to
+// end, with the real CRIU 4.2 (criu dump/restore --stream) and, for
+// comparison, the real criu-image-streamer. Real processes: a Python process
+// holding an array of model-like floats that reports a hash of it on
+// SIGUSR1, a plain shell loop, and a process with simulated GPUs whose VRAM
+// the plugin sends through the streamer.
+//
+// The test bed (root, the built CRIU) is described in real_criu_test.cc and
+// real_criu_fixture.h. Tests whose names end in Rgw run against the local
+// Ceph RGW that CTest's rgw fixture starts.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "tests/netns_pair.h"
+#include "tests/real_criu_fixture.h"
+
+namespace vramflow {
+namespace real_criu {
+namespace {
+
+// Every regular file under `dir` (names) but stats-* and irmap-cache, which
+// CRIU keeps on local disk whatever the streamer (O_FORCE_LOCAL).
+std::set<std::string> ImageFiles(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name.rfind("stats-", 0) == 0 || name == "irmap-cache" ||
+        name.size() > 4 && name.substr(name.size() - 4) == ".log")
+      continue;
+    names.insert(name);
+  }
+  return names;
+}
+
+// A Python process holding 48 MiB of floats: dumped through capture into a
+// file, restored through serve, alive and its array intact. The stream is
+// smaller than the image and holds every image file as an object.
+TEST_F(RealCriu, StreamerCaptureThenServe) {
+  REQUIRE_REAL_CRIU();
+  const pid_t pid = StartFloatHolder(48);
+  const std::string stream = dir_.File("checkpoint.vfs");
+  DumpToStream(pid, stream);
+  for (const auto& e : std::filesystem::directory_iterator(images_))
+    EXPECT_FALSE(e.path().filename().string().rfind("pages-", 0) == 0) << "image on disk: " << e.path();
+  testing::CommandResult listed = RunShell(Vramflow() + " inspect " + ShellQuote(stream));
+  ASSERT_EQ(listed.code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("inventory.img"), std::string::npos) << listed.output;
+  EXPECT_NE(listed.output.find("pages-1.img"), std::string::npos) << listed.output;
+  EXPECT_LT(std::filesystem::file_size(stream), 48ull << 20) << "the floats were not compressed";
+
+  RestoreFromStream(stream);
+  CheckFloatHolder(pid);
+  EXPECT_FALSE(std::filesystem::exists(images_ + "/streamer-serve.sock"));
+  EXPECT_FALSE(std::filesystem::exists(images_ + "/streamer-capture.sock"));
+}
+
+// A plain shell loop: captured to stdout (a pipe, as criu-image-streamer's
+// users run it), extracted into a directory, and restored from there by a
+// plain `criu restore -D` without --stream.
+TEST_F(RealCriu, StreamerExtractThenPlainRestore) {
+  REQUIRE_REAL_CRIU();
+  const std::string counter = dir_.File("counter");
+  const pid_t pid = ::fork();
+  const std::string loop = "i=0; while :; do i=$((i+1)); echo $i > " + ShellQuote(counter) + "; sleep 0.05; done";
+  if (pid == 0) {
+    PrepareChildForCriu(dir_.File("loop.log").c_str(), nullptr);
+    ::execl("/bin/sh", "sh", "-c", loop.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  started_.push_back(pid);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string stream = dir_.File("loop.vfs");
+  StartStreamer("capture", "capture | cat > " + ShellQuote(stream), "streamer-capture.sock");
+  testing::CommandResult r = RunShell(Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) + " -o dump.log");
+  ASSERT_EQ(r.code, 0) << ReadText(images_ + "/dump.log");
+  ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
+  ASSERT_TRUE(WaitGone(pid));
+  const std::string last = ReadText(counter);
+
+  const std::string extracted = dir_.File("extracted");
+  r = RunShell(Vramflow() + " streamer -D " + ShellQuote(extracted) + " extract < " + ShellQuote(stream));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(extracted + "/inventory.img"));
+  EXPECT_FALSE(std::filesystem::exists(extracted + "/.vramflow-streamer-files")) << "the file list is not an image";
+  r = RunShell("env " + CriuBinary() + " restore -D " + ShellQuote(extracted) + " -d -v4 -o restore.log");
+  ASSERT_EQ(r.code, 0) << ReadText(extracted + "/restore.log");
+  ASSERT_TRUE(ProcessExists(pid));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_GT(std::stol(ReadText(counter)), std::stol(last)) << "the restored loop does not count on";
+}
+
+// A process stopped with SIGSTOP, dumped twice with --leave-running: once
+// through the real criu-image-streamer, once through ours. What each
+// extract writes is the same, byte for byte, but for stats-* and
+// irmap-cache (which CRIU writes to local disk).
+TEST_F(RealCriu, StreamerExtractMatchesTheRealStreamer) {
+  REQUIRE_REAL_CRIU(true);
+  const pid_t pid = StartFloatHolder(8);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  const std::string theirs = dir_.File("theirs.img");
+  testing::CommandResult r = RunShell(
+      "(" + StreamerBinary() + " -D " + ShellQuote(images_) + " capture | cat > " + ShellQuote(theirs) + ") & cap=$!; " +
+      "for i in $(seq 500); do [ -S " + ShellQuote(images_ + "/streamer-capture.sock") + " ] && break; sleep 0.02; done; " +
+      Criu("dump", TestPluginDir()) + " --stream --leave-running -t " + std::to_string(pid) +
+      " -o dump1.log; rc=$?; wait $cap; exit $rc");
+  ASSERT_EQ(r.code, 0) << r.output << ReadText(images_ + "/dump1.log");
+  const std::string ours = dir_.File("ours.vfs");
+  ASSERT_EQ(DumpThroughStreamer(pid, "-o " + ShellQuote(ours), "--leave-running"), 0) << ReadText(images_ + "/dump.log");
+  ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
+
+  const std::string a = dir_.File("extract-theirs"), b = dir_.File("extract-ours");
+  r = RunShell(StreamerBinary() + " -D " + ShellQuote(a) + " extract < " + ShellQuote(theirs));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = RunShell(Vramflow() + " streamer -D " + ShellQuote(b) + " extract -i " + ShellQuote(ours));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::set<std::string> files = ImageFiles(a);
+  ASSERT_FALSE(files.empty());
+  EXPECT_EQ(files, ImageFiles(b));
+  for (const std::string& name : files)
+    EXPECT_EQ(ReadText(a + "/" + name), ReadText(b + "/" + name)) << name << " differs";
+  ::kill(pid, SIGCONT);
+}
+
+// The plugin under --stream with vramflow streamer: its VRAM streams travel
+// as objects of the one stream, stored as they are (not compressed twice),
+// and the restore through serve brings back every BO byte.
+TEST_F(RealCriu, StreamerCarriesThePluginsVramStreams) {
+  REQUIRE_REAL_CRIU();
+  StartKfd();
+  const pid_t pid = StartGpuProcess();
+  const std::string stream = dir_.File("gpu.vfs");
+  const int criu = DumpThroughStreamer(pid, "-o " + ShellQuote(stream));
+  ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
+  ASSERT_EQ(criu, 0) << ReadText(images_ + "/dump.log");
+  ASSERT_TRUE(WaitGone(pid));
+  ASSERT_TRUE(kfd_->RemoveProcess(pid).ok());
+  for (const auto& e : std::filesystem::directory_iterator(images_))
+    EXPECT_EQ(e.path().filename().string().rfind("amdgpu-", 0), std::string::npos) << "image on disk: " << e.path();
+
+  // Each VRAM stream is an object; it starts with the stream magic and is
+  // stored raw: its stored bytes equal its size.
+  testing::CommandResult listed = RunShell(Vramflow() + " inspect --json --full " + ShellQuote(stream));
+  ASSERT_EQ(listed.code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("amdgpu-vram-"), std::string::npos) << listed.output.substr(0, 3000);
+  const std::string one = dir_.File("vram-object");
+  std::filesystem::create_directories(one);
+  testing::CommandResult unpacked = RunShell(Vramflow() + " unpack -q " + ShellQuote(stream) + " -o " + ShellQuote(one + "/"));
+  ASSERT_EQ(unpacked.code, 0) << unpacked.output;
+  int vram_streams = 0;
+  for (const auto& e : std::filesystem::directory_iterator(one)) {
+    if (e.path().filename().string().rfind("amdgpu-vram-", 0) != 0) continue;
+    ++vram_streams;
+    testing::CommandResult verified = RunShell(Vramflow() + " verify -q " + ShellQuote(e.path().string()));
+    EXPECT_EQ(verified.code, 0) << e.path() << ": " << verified.output;
+  }
+  EXPECT_EQ(vram_streams, 2);
+
+  const int restored = RestoreThroughStreamer("-i " + ShellQuote(stream));
+  ASSERT_EQ(WaitStreamer("serve"), 0) << StreamerErr("serve");
+  ASSERT_EQ(restored, 0) << RestoreLog();
+  Check(pid);
+}
+
+// A stream whose bytes were damaged: serve fails with the stream's error,
+// CRIU's restore fails, and nothing is left behind (socket, spill files).
+TEST_F(RealCriu, StreamerServeRefusesACorruptStream) {
+  REQUIRE_REAL_CRIU();
+  const pid_t pid = StartFloatHolder(16);
+  const std::string stream = dir_.File("checkpoint.vfs");
+  DumpToStream(pid, stream);
+  {
+    std::fstream f(stream, std::ios::in | std::ios::out | std::ios::binary);
+    const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(stream) / 2);
+    f.seekg(middle);
+    const char byte = static_cast<char>(f.get());
+    f.seekp(middle);
+    f.put(static_cast<char>(byte ^ 0x5a));
+  }
+  const std::string spill = dir_.File("spill");
+  std::filesystem::create_directories(spill);
+  const int criu = RestoreThroughStreamer("-i " + ShellQuote(stream) + " -m 8M --spill-dir " + ShellQuote(spill));
+  const int serve = WaitStreamer("serve");
+  EXPECT_NE(criu, 0) << "CRIU restored from a corrupt stream";
+  EXPECT_NE(serve, 0) << StreamerErr("serve");
+  EXPECT_NE(StreamerErr("serve").find("offset"), std::string::npos) << StreamerErr("serve");
+  EXPECT_FALSE(ProcessExists(pid)) << "a process was restored from a corrupt stream";
+  EXPECT_TRUE(std::filesystem::is_empty(spill)) << "spill files left behind";
+  EXPECT_FALSE(std::filesystem::exists(images_ + "/streamer-serve.sock"));
+}
+
+// The checkpoint to S3 and back: capture uploads one object, serve reads it.
+TEST_F(RealCriu, StreamerToS3AndBackRgw) {
+  REQUIRE_REAL_CRIU();
+  if (const char* skip = std::getenv("VRAMFLOW_TEST_S3_SKIP"); skip && *skip) GTEST_SKIP() << "no Ceph RGW: " << skip;
+  const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
+  const char* bucket = std::getenv("VRAMFLOW_TEST_S3_BUCKET");
+  if (!endpoint || !*endpoint || !bucket || !*bucket)
+    GTEST_SKIP() << "AWS_ENDPOINT_URL and VRAMFLOW_TEST_S3_BUCKET are not set (run through ctest)";
+  const pid_t pid = StartFloatHolder(24);
+  const std::string object = "s3://" + std::string(bucket) + "/streamer-" +
+                             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ".vfs";
+  DumpToStream(pid, object);
+  testing::CommandResult verified = RunShell(Vramflow() + " verify -q " + ShellQuote(object));
+  ASSERT_EQ(verified.code, 0) << verified.output;
+  RestoreFromStream(object);
+  CheckFloatHolder(pid);
+}
+
+// Live migration between two network namespaces joined by a veth link:
+// capture in A sends the checkpoint over TLS with a shared key to serve in
+// B, which answers CRIU's restore from what arrived.
+TEST_F(RealCriu, StreamerMigratesOverTcpWithAKey) {
+  REQUIRE_REAL_CRIU();
+  testing::NamespacePair ns;
+  if (const std::string why = ns.Setup(); !why.empty()) GTEST_SKIP() << why;
+  const std::string key = dir_.File("key");
+  ASSERT_EQ(RunShell(Vramflow() + " keygen -o " + ShellQuote(key)).code, 0);
+  const pid_t pid = StartFloatHolder(24);
+  const std::string address = "tcp://" + ns.AddressOfB() + ":7443";
+  StartStreamer("serve", "--listen " + address + " --key-file " + ShellQuote(key) + " serve", "streamer-serve.sock",
+                ns.InB(""));
+  StartStreamer("capture", "-o " + address + " --key-file " + ShellQuote(key) + " capture", "streamer-capture.sock",
+                ns.InA(""));
+  testing::CommandResult r = RunShell(Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) + " -o dump.log");
+  ASSERT_EQ(r.code, 0) << ReadText(images_ + "/dump.log") << StreamerErr("capture");
+  ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
+  ASSERT_TRUE(WaitGone(pid));
+  r = RunShell(Criu("restore", TestPluginDir()) + " --stream -d -o restore.log");
+  ASSERT_EQ(r.code, 0) << RestoreLog() << StreamerErr("serve");
+  ASSERT_EQ(WaitStreamer("serve"), 0) << StreamerErr("serve");
+  CheckFloatHolder(pid);
+}
+
+// The link cut in the middle of a migration: both ends fail with a clear
+// error, nothing is restored, and serve leaves nothing behind.
+TEST_F(RealCriu, StreamerLinkCutMidStreamFailsBothEnds) {
+  REQUIRE_REAL_CRIU();
+  testing::NamespacePair ns;
+  if (const std::string why = ns.Setup(); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(ns.Limit("40mbit"));
+  const std::string key = dir_.File("key");
+  ASSERT_EQ(RunShell(Vramflow() + " keygen -o " + ShellQuote(key)).code, 0);
+  const pid_t pid = StartFloatHolder(64);
+  const std::string spill = dir_.File("spill");
+  std::filesystem::create_directories(spill);
+  const std::string address = "tcp://" + ns.AddressOfB() + ":7443";
+  const std::string quick = " --key-file " + ShellQuote(key) + " --timeout 3 --retries 0 --resume-timeout 2 ";
+  StartStreamer("serve", "--listen " + address + quick + "-m 16M --spill-dir " + ShellQuote(spill) + " serve",
+                "streamer-serve.sock", ns.InB(""));
+  StartStreamer("capture", "-o " + address + quick + "capture", "streamer-capture.sock", ns.InA(""));
+  std::string dump_rc = dir_.File("dump.rc");
+  RunShell("(" + Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) + " -o dump.log; echo $? > " +
+           ShellQuote(dump_rc) + ") > /dev/null 2>&1 &");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ns.CutLink();
+  EXPECT_NE(WaitStreamer("capture"), 0) << "capture succeeded over a cut link";
+  EXPECT_NE(WaitStreamer("serve"), 0) << "serve succeeded over a cut link";
+  EXPECT_FALSE(StreamerErr("capture").empty());
+  EXPECT_FALSE(StreamerErr("serve").empty());
+  EXPECT_TRUE(std::filesystem::is_empty(spill)) << "spill files left behind";
+  EXPECT_FALSE(std::filesystem::exists(images_ + "/streamer-serve.sock"));
+  for (int i = 0; i < 500 && !std::filesystem::exists(dump_rc); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // CRIU's dump failed with its streamer: the process runs on, undumped.
+  EXPECT_NE(std::stoi(ReadText(dump_rc)), 0) << ReadText(images_ + "/dump.log").substr(0, 3000);
+  EXPECT_TRUE(ProcessExists(pid));
+}
+
+}  // namespace
+}  // namespace real_criu
+}  // namespace vramflow
