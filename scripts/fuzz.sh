@@ -6,6 +6,8 @@
 #   kfd_image_fuzz       the CRIU plugin's metadata images (tests/fuzz/kfd_image_fuzz.cc)
 #   s3_xml_fuzz          S3 servers' XML replies (tests/fuzz/s3_xml_fuzz.cc)
 #   seek_index_fuzz      seek indexes and stored streams' tails (tests/fuzz/seek_index_fuzz.cc)
+#   criu_files_img_fuzz  CRIU's files.img under --tcp-listen-remap (tests/fuzz/criu_files_img_fuzz.cc;
+#                        a small parser: a fixed 5 s share)
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default 60 seconds in all, every target
 #
@@ -24,9 +26,18 @@ seconds="${1:-60}"
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2; }
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz)
-# The time is a total: each target gets an equal share (at least 5 s).
-per_target=$(( seconds / ${#targets[@]} ))
+[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz criu_files_img_fuzz)
+# The time is a total: small parsers get 5 s each, the other targets equal
+# shares of the rest (at least 5 s).
+small_seconds=5
+is_small() { [ "$1" = criu_files_img_fuzz ]; }
+large=0
+small=0
+for target in "${targets[@]}"; do
+  if is_small "$target"; then small=$((small + 1)); else large=$((large + 1)); fi
+done
+per_target=5
+[ "$large" -eq 0 ] || per_target=$(( (seconds - small * small_seconds) / large ))
 [ "$per_target" -ge 5 ] || per_target=5
 build=build-fuzz
 cxx="${CXX:-clang++}"
@@ -58,11 +69,13 @@ for target in "${targets[@]}"; do
   log="$out/$target.log"
   stamp="$out/.started-$target"
   touch "$stamp"
-  echo "fuzz: running $target for ${per_target}s ($jobs job(s)); log in $log"
+  target_seconds=$per_target
+  is_small "$target" && target_seconds=$small_seconds
+  echo "fuzz: running $target for ${target_seconds}s ($jobs job(s)); log in $log"
   set +e
   # The first corpus directory receives new inputs; the seeds stay as generated.
   # shellcheck disable=SC2086
-  "$fuzzer" "$found" "$seeds" -max_total_time="$per_target" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
+  "$fuzzer" "$found" "$seeds" -max_total_time="$target_seconds" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$out/$target-" -print_final_stats=1 "${parallel[@]}" ${FUZZ_ARGS:-} >"$log" 2>&1
   rc=$?
   set -e
@@ -74,7 +87,7 @@ for target in "${targets[@]}"; do
     for a in $artifacts; do echo "fuzz: reproduce with: $fuzzer $a" >&2; done
     failed=1
   else
-    echo "fuzz: $target: no crash in ${per_target}s; corpus: $(ls "$found" | wc -l) inputs found + $(ls "$seeds" | wc -l) seeds"
+    echo "fuzz: $target: no crash in ${target_seconds}s; corpus: $(ls "$found" | wc -l) inputs found + $(ls "$seeds" | wc -l) seeds"
   fi
 done
 exit "$failed"
