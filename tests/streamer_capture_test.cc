@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "streamer/concurrent_dump.h"
 #include "streamer/stream_reader.h"
+#include "tests/shell.h"
 #include "tests/test_util.h"
 #include "tools/criu_streamer_protocol.h"
 #include "tools/streamer_capture.h"
@@ -347,6 +348,55 @@ TEST(StreamerCapture, TruncatedInventoryFails) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("inventory.img holds 12 bytes where its entry needs 13"), std::string::npos) << s.ToString();
   EXPECT_FALSE(std::filesystem::exists(capture.output()));
+}
+
+// The command itself: by default the stream goes to stdout (the shard fd),
+// the progress lines to stderr.
+TEST(StreamerCaptureCli, StreamToStdout) {
+  TempDir dir;
+  const std::string images = dir.File("images");
+  const std::string stream = dir.File("stream.vf");
+  FILE* capture = ::popen((testing::ShellQuote(VRAMFLOW_BINARY) + " streamer -D " + testing::ShellQuote(images) +
+                           " capture > " + testing::ShellQuote(stream) + " 2>" + testing::ShellQuote(dir.File("err")) +
+                           "; echo $?")
+                              .c_str(),
+                          "r");
+  ASSERT_NE(capture, nullptr);
+  for (int i = 0; i < 500 && !std::filesystem::exists(images + "/streamer-capture.sock"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::vector<uint8_t> pages = testing::ModelBytes(DataKind::kFp32Weights, 3 << 20, 5);
+  {
+    auto client = CriuStreamerClient::Connect(images, /*dump=*/true);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    UniqueFd fd((*client)->Open("pages-1.img"));
+    ASSERT_TRUE(WriteWithin(fd.get(), pages));
+    fd.Reset();
+    UniqueFd inventory((*client)->Open("inventory.img"));
+    ASSERT_TRUE(WriteWithin(inventory.get(), Inventory()));
+  }
+  char rc[16] = {};
+  ASSERT_NE(::fgets(rc, sizeof rc, capture), nullptr);
+  ::pclose(capture);
+  const std::vector<uint8_t> err = testing::ReadFileBytes(dir.File("err"));
+  EXPECT_STREQ(rc, "0\n") << std::string(err.begin(), err.end());
+  ReadBack back = ReadStreamFile(stream);
+  ASSERT_TRUE(back.status.ok()) << back.status.ToString();
+  EXPECT_EQ(back.objects["pages-1.img"].bytes, pages);
+  EXPECT_FALSE(std::filesystem::exists(images + "/streamer-capture.sock"));
+}
+
+// SIGTERM before CRIU connects: the socket file goes, the exit status says
+// the signal.
+TEST(StreamerCaptureCli, SigtermRemovesTheSocket) {
+  TempDir dir;
+  const std::string images = dir.File("images");
+  testing::CommandResult r = testing::RunShell(
+      testing::ShellQuote(VRAMFLOW_BINARY) + " streamer -D " + testing::ShellQuote(images) + " capture -o " +
+      testing::ShellQuote(dir.File("out.vf")) + " & p=$!; for i in $(seq 500); do [ -S " + testing::ShellQuote(images) +
+      "/streamer-capture.sock ] && break; sleep 0.01; done; kill -TERM $p; wait $p; echo rc=$?");
+  EXPECT_NE(r.output.find("rc=143"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(images + "/streamer-capture.sock"));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("out.vf")));
 }
 
 // The engine alone: an input far larger than the memory budget goes
