@@ -162,8 +162,17 @@ class Capture {
     thread_.join();
     return status_;
   }
-  // The progress lines written so far.
-  std::vector<std::string> ProgressLines() {
+  // The progress lines written so far, once there are at least `at_least`
+  // (or 10 s have passed).
+  std::vector<std::string> ProgressLines(size_t at_least = 0) {
+    std::vector<std::string> lines = ProgressLinesNow();
+    for (int i = 0; i < 1000 && lines.size() < at_least; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      lines = ProgressLinesNow();
+    }
+    return lines;
+  }
+  std::vector<std::string> ProgressLinesNow() {
     ::fcntl(progress_read_.get(), F_SETFL, O_NONBLOCK);
     char buffer[4096];
     ssize_t n;
@@ -288,7 +297,7 @@ TEST(StreamerCapture, FileListAndProgressLines) {
     EXPECT_TRUE(WriteWithin(ext_write.get(), tar));
     ext_write.Reset();
   });
-  EXPECT_EQ(capture.ProgressLines(), std::vector<std::string>{"socket-init"});
+  EXPECT_EQ(capture.ProgressLines(1), std::vector<std::string>{"socket-init"});
   capture.WriteFile("cpuinfo.img", Bytes("cpu"));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(capture.ProgressLines(), std::vector<std::string>{"socket-init"}) << "cpuinfo.img is read before the freeze";

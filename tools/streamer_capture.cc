@@ -175,8 +175,8 @@ Status Capture(const StreamerOptions& options) {
   pipeline.producer = ProducerString();
   pipeline.dedup = false;
 
-  VF_ASSIGN_OR_RETURN(CriuImageSocket socket, CriuImageSocket::Listen(options.images_dir, /*capture=*/true));
-  SocketFileCleanup socket_cleanup(options.cleanup, socket.path());
+  // The output first: a destination that cannot be written fails before
+  // CRIU could start.
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(uri, transport));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ConcurrentDump> dump, ConcurrentDump::Start(sink.get(), pipeline));
   InventoryHead inventory;
@@ -185,6 +185,8 @@ Status Capture(const StreamerOptions& options) {
     file_names.push_back(name);
     VF_RETURN_IF_ERROR(dump->Add(MakeInput(name, /*criu_file=*/false, std::move(fd), &inventory)));
   }
+  VF_ASSIGN_OR_RETURN(CriuImageSocket socket, CriuImageSocket::Listen(options.images_dir, /*capture=*/true));
+  SocketFileCleanup socket_cleanup(options.cleanup, socket.path());
   VF_RETURN_IF_ERROR(WriteProgressLine(options.progress_fd, "socket-init"));
   VF_RETURN_IF_ERROR(socket.Accept(std::chrono::milliseconds(-1)));
 
