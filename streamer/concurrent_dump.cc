@@ -52,7 +52,8 @@ EncoderOptions RawEncoder() {
 
 class ConcurrentDump::Engine {
  public:
-  Engine(ByteSink* sink, PipelineOptions options) : sink_(sink), options_(std::move(options)), budget_(options_.max_memory) {}
+  Engine(ByteSink* sink, PipelineOptions options, size_t max_open_inputs)
+      : sink_(sink), options_(std::move(options)), max_open_inputs_(max_open_inputs), budget_(options_.max_memory) {}
 
   ~Engine() {
     Abort(Status::Cancelled("the dump was stopped"));
@@ -83,6 +84,12 @@ class ConcurrentDump::Engine {
     std::unique_lock<std::mutex> lock(mu_);
     if (!error_.ok()) return error_;
     if (closing_) return Status::InvalidArgument("input '" + input.metadata.name + "' added after the dump's end");
+    if (reading_ >= max_open_inputs_) {
+      FailLocked(Status::InvalidArgument("input '" + input.metadata.name + "' would be the " +
+                                         std::to_string(reading_ + 1) + "th open at once; at most " +
+                                         std::to_string(max_open_inputs_) + " may be"));
+      return error_;
+    }
     const size_t index = objects_.size();
     auto object = std::make_unique<Object>();
     object->metadata = input.metadata;
@@ -90,6 +97,7 @@ class ConcurrentDump::Engine {
     open_.insert(index);
     writer_wake_.notify_one();
     Object* added = objects_.back().get();
+    ++reading_;
     try {
       readers_.emplace_back([this, index, added, in = std::move(input)]() mutable { Read(index, added, std::move(in)); });
     } catch (const std::exception& e) {
@@ -206,26 +214,29 @@ class ConcurrentDump::Engine {
     return waiting_for_free_ > 0;
   }
 
-  // Waits until `fd` has bytes (or its end); false when the dump failed or,
-  // with `give_up_if_starved`, another reader waits for a buffer and the
-  // input has nothing right now.
-  bool WaitReadable(int fd, bool give_up_if_starved, Status* error) {
+  enum class Wait { kReadable, kStarved, kStopped };
+
+  // Waits until `fd` has bytes (or its end). kStopped when the dump failed
+  // (or poll did: *error); kStarved, with `give_up_if_starved`, when another
+  // reader waits for a buffer and the input has nothing right now.
+  Wait WaitReadable(int fd, bool give_up_if_starved, Status* error) {
     while (true) {
       pollfd p{fd, POLLIN, 0};
       const int n = ::poll(&p, 1, kPollMillis);
       if (n < 0 && errno != EINTR) {
         *error = Status::IoError(std::string("poll: ") + std::strerror(errno));
-        return false;
+        return Wait::kStopped;
       }
-      if (n > 0) return true;
-      if (Failed()) return false;
-      if (give_up_if_starved && SomeoneWaitsForABuffer()) return false;
+      if (n > 0) return Wait::kReadable;
+      if (Failed()) return Wait::kStopped;
+      if (give_up_if_starved && SomeoneWaitsForABuffer()) return Wait::kStarved;
     }
   }
 
   // Fills item->raw from the input; sets *ended at its end. Hands on a part
-  // when another reader is starved (see the header).
-  Status Fill(ConcurrentInput& input, size_t* content_offset, Item* item, bool* ended) {
+  // when another reader is starved (see the header). *stopped when the dump
+  // failed meanwhile.
+  Status Fill(ConcurrentInput& input, size_t* content_offset, Item* item, bool* ended, bool* stopped) {
     const size_t chunk = options_.chunk_size;
     if (!input.fd.valid()) {
       const size_t n = std::min(chunk, input.content.size() - *content_offset);
@@ -244,17 +255,22 @@ class ConcurrentDump::Engine {
         *ended = true;
         return Status::Ok();
       }
-      if (n > 0) {
-        item->size += static_cast<size_t>(n);
-        if (item->size == chunk) break;
-      }
-      // Nothing more right now (or EAGAIN): wait, or hand the part on.
+      if (n > 0) item->size += static_cast<size_t>(n);
+      if (item->size == chunk) break;
+      // Nothing more right now: wait, or hand the part on.
       Status error;
-      if (!WaitReadable(input.fd.get(), /*give_up_if_starved=*/true, &error)) return error;
+      const Wait wait = WaitReadable(input.fd.get(), /*give_up_if_starved=*/item->size > 0, &error);
+      if (wait == Wait::kStarved) break;
+      if (wait == Wait::kStopped) {
+        *stopped = true;
+        return error;
+      }
     }
     return Status::Ok();
   }
 
+  // Reads the input to its end and says so to the writer, or stops at the
+  // dump's first error.
   void Read(size_t index, Object* added, ConcurrentInput input) {
     Object& object = *added;
     const std::string& name = object.metadata.name;
@@ -262,21 +278,22 @@ class ConcurrentDump::Engine {
     uint64_t offset = 0;
     size_t content_offset = 0;
     bool ended = false;
-    while (!ended) {
+    bool stopped = false;
+    while (!ended && !stopped) {
       if (input.fd.valid()) {
         Status error;
-        if (!WaitReadable(input.fd.get(), /*give_up_if_starved=*/false, &error)) {
+        if (WaitReadable(input.fd.get(), /*give_up_if_starved=*/false, &error) != Wait::kReadable) {
           Fail(error.WithContext("reading '" + name + "'"));
-          return;
+          break;
         }
       }
       Item* item = TakeFree();
-      if (!item) return;
-      Status s = Fill(input, &content_offset, item, &ended);
-      if (!s.ok()) {
+      if (!item) break;
+      Status s = Fill(input, &content_offset, item, &ended, &stopped);
+      if (!s.ok() || stopped) {
         PutFree(item);
         Fail(s.WithContext("reading '" + name + "' at offset " + std::to_string(offset)));
-        return;
+        break;
       }
       if (seq == 0) {
         const std::span<const uint8_t> first(item->raw.data(), item->size);
@@ -297,7 +314,8 @@ class ConcurrentDump::Engine {
       work_wake_.notify_one();
     }
     std::lock_guard<std::mutex> lock(mu_);
-    object.chunk_count = seq;
+    if (ended) object.chunk_count = seq;
+    --reading_;
     writer_wake_.notify_one();
   }
 
@@ -426,6 +444,7 @@ class ConcurrentDump::Engine {
 
   ByteSink* sink_;
   const PipelineOptions options_;
+  const size_t max_open_inputs_;
   MemoryBudget budget_;
   OrderedDumpPlan plan_;
   std::vector<std::unique_ptr<Item>> items_;
@@ -443,6 +462,7 @@ class ConcurrentDump::Engine {
   std::set<size_t> open_;                         // GUARDED_BY(mu_): objects not ended in the stream
   std::vector<Item*> free_;                       // GUARDED_BY(mu_)
   size_t waiting_for_free_ = 0;                   // GUARDED_BY(mu_)
+  size_t reading_ = 0;                            // GUARDED_BY(mu_): inputs not at their end
   std::deque<Item*> work_;                        // GUARDED_BY(mu_): read, to encode
   std::condition_variable free_wake_;
   std::condition_variable work_wake_;
@@ -455,10 +475,11 @@ class ConcurrentDump::Engine {
 ConcurrentDump::ConcurrentDump(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
 ConcurrentDump::~ConcurrentDump() = default;
 
-Result<std::unique_ptr<ConcurrentDump>> ConcurrentDump::Start(ByteSink* sink, const PipelineOptions& options) {
+Result<std::unique_ptr<ConcurrentDump>> ConcurrentDump::Start(ByteSink* sink, const PipelineOptions& options,
+                                                              size_t max_open_inputs) {
   std::unique_ptr<Engine> engine;
   VF_RETURN_IF_ERROR(ExceptionBoundary("dumping concurrent inputs", [&] {
-    engine = std::make_unique<Engine>(sink, WithMachineDefaults(options));
+    engine = std::make_unique<Engine>(sink, WithMachineDefaults(options), max_open_inputs);
     return engine->Start();
   }));
   return std::unique_ptr<ConcurrentDump>(new ConcurrentDump(std::move(engine)));

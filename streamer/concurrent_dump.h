@@ -37,6 +37,10 @@
 
 namespace vramflow {
 
+// How many inputs may be open (read, not yet at their end) at once by
+// default: each has a thread. CRIU keeps a few dozen open at most.
+inline constexpr size_t kDefaultMaxOpenInputs = 256;
+
 // How every chunk of an input is stored.
 enum class ChunkStorage {
   kEncoded,  // with options.encoder
@@ -65,7 +69,9 @@ class ConcurrentDump {
   // Writes the stream header to `sink` (which must outlive the dump) and
   // starts the workers. Uses options.chunk_size, encoder, threads (0: fit
   // to the machine), max_memory, seek_index, producer, progress and note.
-  static Result<std::unique_ptr<ConcurrentDump>> Start(ByteSink* sink, const PipelineOptions& options);
+  // More than `max_open_inputs` inputs open at once is an error (Add).
+  static Result<std::unique_ptr<ConcurrentDump>> Start(ByteSink* sink, const PipelineOptions& options,
+                                                       size_t max_open_inputs = kDefaultMaxOpenInputs);
   // Stops reading and joins every thread; without Finish(), the stream has
   // no end and the sink is not committed.
   ~ConcurrentDump();
@@ -73,7 +79,8 @@ class ConcurrentDump {
   ConcurrentDump& operator=(const ConcurrentDump&) = delete;
 
   // Starts reading `input` as the next object. Fails (closing the input)
-  // once the dump has failed, with the first error.
+  // once the dump has failed, with the first error, or when it would be
+  // one input too many open at once (which fails the dump).
   Status Add(ConcurrentInput input);
   // The first error so far (OK while all goes well); does not wait.
   Status status() const;

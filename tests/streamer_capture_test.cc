@@ -451,6 +451,36 @@ TEST(ConcurrentDump, LargeInputWithinASmallBudget) {
   EXPECT_EQ(back_sum, sum);
 }
 
+// Each open input has a thread: past the limit, the dump fails.
+TEST(ConcurrentDump, TooManyOpenInputsFail) {
+  MemorySink sink;
+  PipelineOptions options;
+  options.chunk_size = 64 << 10;
+  options.max_memory = 8ull << 20;
+  options.threads = 1;
+  auto dump = ConcurrentDump::Start(&sink, options, /*max_open_inputs=*/3);
+  ASSERT_TRUE(dump.ok()) << dump.status().ToString();
+  std::vector<UniqueFd> writers;
+  for (int i = 0; i < 4; ++i) {
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    writers.emplace_back(fds[1]);
+    ConcurrentInput input;
+    input.metadata.name = "file-" + std::to_string(i);
+    input.fd = UniqueFd(fds[0]);
+    Status s = (*dump)->Add(std::move(input));
+    if (i < 3) {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    } else {
+      EXPECT_FALSE(s.ok());
+      EXPECT_NE(s.message().find("at most 3"), std::string::npos) << s.ToString();
+    }
+  }
+  writers.clear();
+  std::vector<ConcurrentObject> objects;
+  EXPECT_FALSE((*dump)->Drain(&objects).ok());
+}
+
 // A budget that cannot hold two chunk buffers is refused up front.
 TEST(ConcurrentDump, BudgetTooSmallIsRefused) {
   MemorySink sink;

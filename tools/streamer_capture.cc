@@ -175,11 +175,12 @@ Status Capture(const StreamerOptions& options) {
   pipeline.producer = ProducerString();
   pipeline.dedup = false;
 
+  // Outlives the dump, whose readers write to it.
+  InventoryHead inventory;
   // The output first: a destination that cannot be written fails before
   // CRIU could start.
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(uri, transport));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ConcurrentDump> dump, ConcurrentDump::Start(sink.get(), pipeline));
-  InventoryHead inventory;
   std::vector<std::string> file_names;
   for (auto& [name, fd] : ext_files) {
     file_names.push_back(name);
