@@ -16,6 +16,7 @@
 #include "streamer/concurrent_dump.h"
 #include "streamer/frame_format.h"
 #include "tools/cli_util.h"
+#include "tools/progress.h"
 #include "tools/safe_path.h"
 #include "transport/criu_image_socket.h"
 #include "transport/open_uri.h"
@@ -175,8 +176,10 @@ Status Capture(const StreamerOptions& options) {
   pipeline.producer = ProducerString();
   pipeline.dedup = false;
 
-  // Outlives the dump, whose readers write to it.
+  // These two outlive the dump, whose threads use them.
   InventoryHead inventory;
+  ProgressBar bar("capture", 0, options.progress);  // vramflow's own --progress (off by default)
+  pipeline.progress = [&bar](uint64_t done) { bar.Update(done); };
   // The output first: a destination that cannot be written fails before
   // CRIU could start.
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(uri, transport));
