@@ -12,6 +12,7 @@
 #include "common/exception_boundary.h"
 #include "common/units.h"
 #include "streamer/memory_budget.h"
+#include "streamer/ordered_dump_plan.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
 #include "streamer/stream_writer.h"
@@ -59,22 +60,13 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
   const auto start = std::chrono::steady_clock::now();
   const PipelineOptions options = WithMachineDefaults(requested);
   const uint32_t chunk = options.chunk_size;
-  if (chunk == 0 || chunk > kMaxChunkSize) return Status::InvalidArgument("chunk size must be 1 byte .. 64 MiB");
 
-  const uint64_t codec_state = ChunkEncoder::MemoryBytes(options.encoder, chunk);
-  const uint64_t item_bytes = chunk + ChunkEncoder::MaxPayloadSize(chunk) + 8192;
-  const unsigned threads = ThreadsTheBudgetFeeds(options.threads, options.max_memory, 0, codec_state, item_bytes);
-  if (threads < options.threads && options.note) options.note(ThreadCapNote(options.threads, threads, options.max_memory));
   MemoryBudget budget(options.max_memory);
-  VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * codec_state,
-                                   "codec state for " + std::to_string(threads) + " threads"));
   // Enough items for every thread to encode while the reader and the writer
   // work on others; fewer if the budget holds fewer, never under two.
-  const uint64_t affordable = (budget.limit() - budget.in_use()) / item_bytes;
-  const size_t item_count = static_cast<size_t>(std::min<uint64_t>(2ull * threads + 2, affordable));
-  if (item_count < 2)
-    return Status::InvalidArgument("memory budget of " + FormatSize(options.max_memory) + " holds fewer than two " +
-                                   FormatSize(item_bytes) + " chunk buffers (raise --max-memory or lower --chunk-size)");
+  VF_ASSIGN_OR_RETURN(const OrderedDumpPlan plan, PlanOrderedDump(options, 2ull * options.threads + 2, &budget));
+  const unsigned threads = plan.threads;
+  const size_t item_count = plan.items;
   std::vector<std::unique_ptr<Item>> items;
   FreeItems free_items;
   for (size_t i = 0; i < item_count; ++i) {
@@ -86,13 +78,7 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
     items.push_back(std::move(item));
   }
 
-  StreamHeader header;
-  header.chunk_size = chunk;
-  header.zstd_level = static_cast<int8_t>(std::clamp(options.encoder.zstd_level, -128, 127));
-  header.producer = options.producer;
-  // The output may still be a file or an object: then it gets its index.
-  if (options.seek_index && sink->Seekable()) header.flags |= kStreamFlagSeekIndex;
-  StreamWriter writer(sink, header);
+  StreamWriter writer(sink, OrderedDumpHeader(options, *sink));
   VF_RETURN_IF_ERROR(writer.Start());
 
   ErrorLatch errors;

@@ -1,0 +1,38 @@
+// What the dumps of inputs of unknown size share (sequential_dump.h, one
+// input after another; concurrent_dump.h, many at once): the threads the
+// budget feeds, the fixed set of chunk buffers, and the stream header.
+//
+// Each chunk in flight holds one raw buffer and one payload buffer; with the
+// codec state of every thread they are charged to one MemoryBudget, so the
+// dump's memory is set before it starts, whatever the inputs' sizes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.h"
+#include "streamer/frame_format.h"
+#include "streamer/memory_budget.h"
+#include "streamer/pipeline.h"
+#include "transport/byte_stream.h"
+
+namespace vramflow {
+
+struct OrderedDumpPlan {
+  unsigned threads = 1;
+  uint64_t codec_state = 0;  // bytes of one thread's codec state
+  uint64_t item_bytes = 0;   // bytes of one chunk's raw and payload buffers
+  size_t items = 0;          // how many chunks may be in flight
+};
+
+// Fits `options.threads` (resolved, not 0) to `options.max_memory`, saying
+// so through options.note when fewer run, charges the threads' codec state
+// to `budget`, and picks `wanted_items` chunk buffers or as many as the rest
+// of the budget holds; fails when it holds fewer than two.
+Result<OrderedDumpPlan> PlanOrderedDump(const PipelineOptions& options, size_t wanted_items, MemoryBudget* budget);
+
+// The stream header of such a dump: options' chunk size, zstd level and
+// producer; a seek index when asked for and `sink` is Seekable().
+StreamHeader OrderedDumpHeader(const PipelineOptions& options, const ByteSink& sink);
+
+}  // namespace vramflow
