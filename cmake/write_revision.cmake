@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cmake -DSOURCE_DIR=... -DOUTPUT=... -P write_revision.cmake
 # Writes OUTPUT, a header defining VRAMFLOW_GIT_REVISION: the abbreviated
 # commit SOURCE_DIR is checked out at ("-dirty" with uncommitted changes to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/version.h"
 
 #include "vramflow_revision.h"  // generated in the build tree: VRAMFLOW_GIT_REVISION

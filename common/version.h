@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The version of this build, from one place: the project version in
 // CMakeLists.txt (the package's version too) and, when built from a git
 // checkout, the revision it was built from (cmake/write_revision.cmake,

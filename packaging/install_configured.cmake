@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Included by the install script (packaging/CMakeLists.txt): writes the man
 # pages and the systemd unit for the prefix being installed to
 # (CMAKE_INSTALL_PREFIX as the install step sees it) and installs them

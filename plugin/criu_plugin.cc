@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // amdgpu_plugin.so: the CRIU plugin entry points (registered under CRIU's
 // own plugin name "amdgpu_plugin", so images of either implementation pass
 // CRIU's inventory check).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds the Debian package, build/vramflow_<version>_amd64.deb (cpack -G DEB;
 # packaging/CMakeLists.txt), from the Release build in build/: configures it if
 # needed and builds what the package holds first, so that it never packs a

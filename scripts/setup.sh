@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs everything vramflow builds, tests and benchmarks with, from
 # Debian 12 packages. Safe to run again. Needs root (or sudo).
 set -euo pipefail

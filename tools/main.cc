@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `vramflow` command line: one subcommand per job, each with --help.
 //
 // Exit status (tools/exit_codes.h, docs/CLI.md): 0 success, 1 the job

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/shell_completion.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow completion bash|zsh`: the shell completion script, written from
 // the CLI11 definition of the running program, so that every subcommand and
 // option the parser accepts is completed and none it does not (nothing to

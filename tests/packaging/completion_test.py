@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The shell completion that `vramflow completion bash|zsh` writes.
 
 Coverage: every subcommand and every option that `--help` shows, at every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs inside the clean Debian 12 root that tests/packaging/deb_test.sh makes.
 # usage: deb_in_root.sh DEB [CRIU]
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The Debian package in a clean Debian 12 root: made with mmdebstrap from the
 # machine's apt mirror, the package installed with apt (its dependencies come
 # from the mirror), checked there (tests/packaging/deb_in_root.sh), removed and

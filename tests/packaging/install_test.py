@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """`cmake --install` into a fresh prefix, and what it put there.
 
 - the layout: bin/vramflow, the product plugin (never the test build, which
