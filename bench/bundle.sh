@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Copies the built vramflow, the peer tools the benchmarks compare against
 # (zstd, pzstd, lz4, socat) and GNU time, with the shared libraries they load
 # (glibc's own excepted), into one directory. The benchmarks can then run on

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Single-core codec benchmark: vramflow's codecs beside zstd -1, zstd --fast=1
 # and lz4 -1 (the command-line tools' in-memory benchmarks, same bytes, same
 # run). Prints the table and writes bench/results/codecs.json.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs bench/compare.sh several times and summarises each target over the
 # runs: every value, the median, and in how many runs it was met. One run on
 # a shared or virtual machine can land on either side of a threshold; this

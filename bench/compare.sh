@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Pipeline benchmark: vramflow's dump and restore graphs beside pzstd, zstd
 # and lz4 on the same bytes, in the same run, with peak RSS from
 # /usr/bin/time -v. Prints a table and writes bench/results/compare.json.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Network benchmark: the pipeline dumping straight into the network, and
 # `vramflow send` moving a stored stream, beside socat on the same bytes.
 # Prints a table and writes bench/results/network.json.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Float codecs side by side: vramflow against ZipNN (the compressor built for
 # neural-network weights), zstd -1, pzstd and lz4, on the generator's
 # model-like data of each float dtype and on any raw files given, in one run:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A keyed receiver under a flood of connections that are reset at once
 # (issue 18: "a flood of 100k connections closed with RST leaves a keyed
 # receiver alive, under its memory budget, and still accepting the real

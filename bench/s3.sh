@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # S3 benchmark against a local Ceph RGW that this script starts (scripts/rgw.sh) and stops:
 #   1. upload a model-like checkpoint: `vramflow pack FILES -o s3://...` (compress + multipart
 #      upload, overlapped) beside `aws s3 cp` of the packed stream (the same bytes on the wire)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Finds every third-party package vramflow builds against. Each one missing
 # stops configuration with the Debian package that provides it; scripts/setup.sh
 # installs them all.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bit packing of a byte buffer (codec id "bitpack").
 //
 // After a bit-plane rotation (bit_planes.h) the sign/mantissa plane of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "codecs/bit_planes.h"
 
 #if defined(__SSE2__)

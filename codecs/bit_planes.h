@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bit planes for floats: the sign bit moved out of the exponent's byte.
 //
 // Byte grouping (byte_group.h) splits words at byte boundaries, which for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #define ZSTD_STATIC_LINKING_ONLY  // context size estimates
 #include "codecs/block_codec.h"
 

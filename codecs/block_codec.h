@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // BlockCompressor / BlockDecompressor: one lz4 or zstd block in, one out.
 //
 // Each owns its zstd context so repeated calls allocate nothing; use one per

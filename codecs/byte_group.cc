@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "codecs/byte_group.h"
 
 #include <cstring>

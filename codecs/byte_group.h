@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Byte grouping ("shuffle") for 2- and 4-byte words.
 //
 // Floating-point tensors keep sign and exponent in the top byte of each word;

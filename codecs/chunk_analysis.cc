@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "codecs/chunk_analysis.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Cheap statistics that let the encoder choose a codec without trying them all.
 //
 // IsAllZero scans every byte (it decides zero runs, so it must be exact).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "codecs/chunk_codec.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ChunkEncoder / ChunkDecoder: the per-chunk codec policy.
 //
 // The encoder turns one chunk of raw bytes into what a data frame carries:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "codecs/codec_ids.h"
 
 namespace vramflow {

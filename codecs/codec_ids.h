@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Codec and transform identifiers as they appear on the wire.
 //
 // DO NOT CHANGE THESE VALUES: they are recorded in every frame of every

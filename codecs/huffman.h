@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Order-0 canonical Huffman coding of a byte buffer (codec id "huffman").
 //
 // Byte planes of float tensors (the sign/exponent bytes) are close to i.i.d.

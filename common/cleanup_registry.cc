@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/cleanup_registry.h"
 
 #include <utility>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CleanupRegistry: what to undo if the process is stopped by a signal while
 // it works: temporary files and staging directories to remove, multipart
 // uploads to abort, network peers to tell. A command owns one (tools/

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Little-endian loads and stores for on-wire integers.
 //
 // The chunk-stream format is little-endian whatever the host; these helpers

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ExceptionBoundary: where an exception from a library we call stops.
 //
 // vramflow reports errors as values, but oneTBB and the standard library

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Hashes used by the chunk-stream format: XXH3 (64-bit) for frame payloads
 // and headers, XXH3-128 for content identity (dedup keys).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/owner_tag.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Owner tags: the writing process's pid and start time, put in the names of
 // temporary files and staging directories ("out.vfs.vf-tmp-4711.98765-3fa2c1")
 // so that what a SIGKILLed run left behind (no handler runs then) can be told

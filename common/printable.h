@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Untrusted text (a name a peer sent, an object name from a stream) made safe
 // to print, so that a hostile name can neither hide in a message nor drive
 // the terminal (ESC sequences, CR, newlines).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Status and Result: errors as values with context.
 //
 // A Status is either OK or carries a code and a human-readable message that

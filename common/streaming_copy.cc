@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/streaming_copy.h"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CopyAroundCache: memcpy for a destination the CPU will not read soon.
 //
 // The simulated GPU's rings copy restored chunks from host staging into BO

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // StartThread: std::thread creation as an error value.
 //
 // Creating a thread fails when the process is out of threads (RLIMIT_NPROC,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Parsing and printing of byte sizes ("64M", "1.5GiB") and hex numbers for
 // options and reports.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "datagen/model_data.h"
 
 #include <array>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Model-like data for tests, benchmarks and the demo.
 //
 // Synthetic stand-ins for what a training job keeps in VRAM: fp32 weights

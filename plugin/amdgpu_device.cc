@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/amdgpu_device.h"
 
 #include <amdgpu_drm.h>

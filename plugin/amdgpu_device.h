@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AmdgpuDevice: the real backend of streamer/device.h, on libdrm_amdgpu.
 //
 // Opens a render node, imports each BO from its dma-buf fd, registers host

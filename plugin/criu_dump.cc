@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/criu_dump.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The dump side of the CRIU plugin: a KFD file becomes amdgpu-kfd-<id>.img
 // (upstream's criu_kfd message, so either plugin restores it) plus one
 // vramflow chunk stream per GPU holding its VRAM and GTT BO contents

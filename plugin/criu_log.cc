@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/criu_log.h"
 
 #include <dlfcn.h>

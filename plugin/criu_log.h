@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CriuLog: the plugin's messages, written into CRIU's own log through the
 // print_on_level function the criu binary exports (as upstream's pr_err,
 // pr_info and pr_debug do), so `criu dump -v4 -o dump.log` shows what the

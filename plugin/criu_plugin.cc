@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // amdgpu_plugin.so: the CRIU plugin entry points (registered under CRIU's
 // own plugin name "amdgpu_plugin", so images of either implementation pass
 // CRIU's inventory check).
@@ -30,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/version.h"
 #include "plugin/criu_dump.h"
 #include "plugin/criu_restore.h"
 #include "plugin/gpu_backend.h"
@@ -291,7 +293,7 @@ void LogDump(const PluginContext& ctx, int id, const KfdDumpResult& r) {
 
 Status Init(int stage) {
   const CriuLog& log = Log();
-  log.Info(std::string("vramflow ") + VRAMFLOW_VERSION + " (built for CRIU's plugin ABI with " +
+  log.Info("vramflow " + VersionString() + " (built for CRIU's plugin ABI with " +
            std::to_string(CR_PLUGIN_HOOK__MAX) + " hooks), stage " + std::to_string(stage));
   if (stage == CR_PLUGIN_STAGE__RESTORE && !ClaimInventoryEntry()) {
     // Every hook then answers -ENOTSUP (g_state stays null), as upstream's plugin does.

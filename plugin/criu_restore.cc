@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/criu_restore.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The restore side of the CRIU plugin.
 //
 // RESTORE_EXT_FILE runs in each restored task: for a KFD image it maps the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/dumped_bos.h"
 
 namespace vramflow {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // DumpedBos: every BO a CRIU dump has saved so far, by GPU and GEM handle,
 // so that a BO shared between processes through a dma-buf is noticed.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GpuBackend: the machine as the CRIU plugin sees it — which files belong to
 // KFD or a render node, KFD's CRIU operations, the local topology, render
 // nodes, and DMA devices that copy BO contents.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The real machine behind GpuBackend: /dev/kfd, KFD's sysfs topology,
 // /dev/dri/renderD* and libdrm_amdgpu SDMA devices.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/gpu_map.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GPU remapping at restore: which local GPU takes over each checkpointed one.
 //
 // A checkpoint records the topology of the machine it was taken on (source);

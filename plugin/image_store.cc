@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/image_store.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ImageStore: where the plugin's image files are written and read by name.
 //
 // CRIU gives the plugin an images directory, or, with --stream, a

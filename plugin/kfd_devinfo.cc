@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/kfd_devinfo.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The topology a KFD image carries: KfdNode <-> kfd_device_entry.
 //
 // A dump records every node of the machine (GPUs under the gpu_id the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/kfd_file_list.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The dump's KFD file list, amdgpu-vramflow-kfd-files.img: the CRIU file ids
 // of every KFD file the dump saved, written at DUMP_DEVICES_LATE (after
 // every task). At restore the main CRIU process reads it at plugin init to

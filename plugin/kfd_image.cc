@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/kfd_image.h"
 
 #include <google/protobuf/message_lite.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CRIU amdgpu plugin image files: names, and the size-prefixed protobuf
 // framing of the metadata images.
 //

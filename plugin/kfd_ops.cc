@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/kfd_ops.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // KFD's CRIU operations (AMDKFD_IOC_CRIU_OP) behind a small interface, so the
 // plugin's dump and restore logic runs unchanged against the real /dev/kfd
 // or a simulated KFD (tests and the CRIU host harness).

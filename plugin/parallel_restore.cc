@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/parallel_restore.h"
 
 #include <pthread.h>

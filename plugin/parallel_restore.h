@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The parallel-restore channel: restored tasks hand their BOs' dma-buf fds to
 // a worker in the main CRIU process, which fills the BOs while the tasks go
 // on restoring their memory.

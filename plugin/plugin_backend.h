@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PluginBackend: which machine the CRIU plugin's hooks talk to, chosen once
 // at plugin init. The product plugin (plugin/plugin_backend_amdgpu.cc) knows
 // only the real one: /dev/kfd, KFD's sysfs topology, libdrm_amdgpu SDMA. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The product plugin's backend: the real machine only (plugin/plugin_backend.h).
 #include "plugin/plugin_backend.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PluginContext: what the plugin's dump and restore code works with — the
 // machine (GpuBackend), the settings, and where images go. The hooks in
 // plugin/criu_plugin.cc build one per CRIU run; tests build their own.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/plugin_options.h"
 
 #include <strings.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PluginOptions: the CRIU plugin's settings, read from the environment once
 // at plugin init, in the style of upstream's plugin (KFD_MAX_BUFFER_SIZE,
 // KFD_*_CHECK) plus vramflow's own VRAMFLOW_* variables. docs/PLUGIN.md

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/restore_progress.h"
 
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RestoreProgress: how far the restored tasks are with their KFD files, as
 // the main CRIU process sees it.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/sdma_packets.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SDMA command encoding for linear copies (COPY_LINEAR), the indirect
 // buffers (IBs) that carry them, and the BO list a copy is submitted with.
 //

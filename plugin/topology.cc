@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/topology.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // KFD topology: the GPUs and CPU nodes the amdkfd driver publishes in sysfs.
 //
 // The kernel describes every HSA agent as a numbered node under

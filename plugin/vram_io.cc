@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "plugin/vram_io.h"
 
 #include <algorithm>

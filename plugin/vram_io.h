@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Moving one GPU's BO contents between its BOs and a stream: the plugin's
 // data path, on top of the dump and restore graphs (streamer/pipeline.h).
 //

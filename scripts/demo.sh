@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The engine demo: model-like data through pack -> inspect -> verify ->
 # unpack, checked byte for byte. (The simulated-GPU `vramflow demo` with the
 # parallel pipeline arrives with the pipeline work; this exercises the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fuzzes every parser of untrusted bytes with libFuzzer under ASan+UBSan, for
 # a bounded time in all (shared equally among the targets):
 #   stream_reader_fuzz   chunk streams (tests/fuzz/stream_reader_fuzz.cc)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Writes a seed corpus for tests/fuzz/stream_reader_fuzz: small valid streams
 # made by `vramflow gen` + `vramflow pack`, covering every codec, both
 # byte-grouping transforms, zero runs, several objects, an object of unknown

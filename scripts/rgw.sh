@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A throwaway single-node Ceph RADOS Gateway (S3) on loopback, for the tests.
 #   scripts/rgw.sh start DIR [PORT]  mon + osd + rgw, everything under DIR (bluestore on a sparse file,
 #                                     logs in DIR/log); S3 user with fixed test keys and a test bucket;

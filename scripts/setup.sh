@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs everything vramflow builds, tests and benchmarks with, from
 # Debian 12 packages. Safe to run again. Needs root (or sudo).
 set -euo pipefail
@@ -16,6 +17,8 @@ packages=(
   curl xz-utils              # scripts/tbb-tsan.sh fetches Debian's oneTBB source for the TSan build
   openssl                    # the TLS tests' other end (s_client, s_server) and their certificates
   python3 bc                 # tests measuring peak RSS; bench/recv_flood.sh's connection flood and timings
+  zsh man-db systemd         # packaging tests: zsh completion, man page rendering, systemd-analyze verify
+  mmdebstrap file            # CI: the .deb in a clean Debian 12 root (tests/packaging/deb_test.sh); file: cpack's shlibdeps
 )
 # Optional: the local Ceph RGW that the S3Rgw tests run against (scripts/rgw.sh) and Debian's
 # S3 CLI they exchange objects with. Where these cannot be installed, those tests skip and say why.

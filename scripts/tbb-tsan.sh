@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds oneTBB with ThreadSanitizer from Debian 12's own source package
 # (same version as libtbb-dev) into build-deps/tbb-tsan. TSan must see
 # TBB's synchronisation, or every task hand-off looks like a data race; the

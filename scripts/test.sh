@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds and runs the test suite.
 #   scripts/test.sh            Release build in build/
 #   scripts/test.sh asan       ASan+UBSan build in build-asan/

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The test plugin's backend (plugin/plugin_backend.h): the simulated KFD
 // served at VRAMFLOW_SIM_KFD when that is set, else the real machine.
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SimDevice: a simulated GPU for tests and the demo.
 //
 // BOs are memfds (handed around as fds, like the dma-bufs KFD gives out);

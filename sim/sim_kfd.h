@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SimKfd: a simulated amdkfd — GPUs, processes with BOs, and KFD's CRIU
 // operations — so the plugin's dump and restore logic runs without an AMD GPU.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The client side of the simulated KFD service: a GpuBackend whose KFD ops,
 // files and classification are requests to the server (sim_kfd_wire.h),
 // and whose topology and DMA devices are local (the sysfs fixture, SimDevice

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SimKfdServer: one accept thread, one thread per connection. Each request
 // is decoded (sim_kfd_wire.h), run on the SimKfd, and answered with the
 // op's Status, body and fds. A request whose body or fds do not fit its op

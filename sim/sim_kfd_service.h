@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The simulated KFD as a service, as the kernel is one: a process that owns
 // a SimKfd serves it on a UNIX stream socket (SimKfdServer), and every
 // process that uses it (the plugin in CRIU's dumper, in each forked restored

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The simulated KFD service's messages (framing in sim_kfd_wire.h). Bodies
 // per op, request -> reply, with the fds each carries:
 //

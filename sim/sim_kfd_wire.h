@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The simulated KFD service's wire protocol (sim/sim_kfd_service.h), shared
 // by its server and client and by nothing else.
 //

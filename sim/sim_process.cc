@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "sim/sim_process.h"
 
 #include <oneapi/tbb/parallel_for.h>

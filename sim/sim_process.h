@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SimProcess: a simulated GPU process — simulated devices plus BOs with
 // model-like contents — for the demo, benchmarks and tests.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/amdgpu_pages.h"
 
 #include <bit>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Legacy CRIU amdgpu BO-content images: amdgpu-pages-<id>-<gpuid>.img.
 //
 // Upstream's plugin writes an 8-byte native-endian size header followed by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/copy_rings.h"
 
 #include <pthread.h>

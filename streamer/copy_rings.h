@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CopyRings: DMA rings emulated by threads, for devices without hardware
 // engines (the simulated GPU, the file device).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // DedupWindow: the most recent DATA frames of a dedup stream, the only ones a
 // DEDUP_REF may name (FORMAT.md 4.6, the stream header's dedup_window).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device: what the pipeline needs from a GPU (or anything that holds
 // objects): buffer objects, DMA engines ("rings"), and asynchronous copies
 // between a BO range and registered host staging memory, each completing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // DmaCompleter: waits for DMA fences on its own threads, one per
 // (device, ring), and calls a completion callback for each, in fence order.
 //

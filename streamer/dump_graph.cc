@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The dump graph (see pipeline.h).
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/flow_graph.h>

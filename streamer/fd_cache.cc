@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/fd_cache.h"
 
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FdCache: a bounded set of open files, each opened when it is first asked
 // for and closed again when the least recently used one has to make room.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/file_device.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FileDevice: files as a device, so `pack` and `unpack` ride the same dump
 // and restore graphs as GPUs do. Each "BO" is a byte range of a file; a DMA
 // copy is a pread or pwrite run on a ring thread.

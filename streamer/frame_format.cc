@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/frame_format.h"
 
 #include <algorithm>

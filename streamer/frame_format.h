@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The chunk-stream wire format: constants, header layouts, encode/decode.
 //
 // This header and docs/FORMAT.md are the single definition of the format;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/frame_reader.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FrameReader: pulls the stream header and frames off a ByteSource.
 //
 // It knows sizes and checksums, not meaning: each header is decoded and its

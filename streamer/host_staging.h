@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // HostStagingTable: the staging buffers registered with a device whose
 // "DMA" is done by the CPU (the simulated GPU, the file device): handles to
 // plain host memory, and the bounds check every copy makes. Thread-safe.

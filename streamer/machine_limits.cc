@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/machine_limits.h"
 
 #include <sched.h>

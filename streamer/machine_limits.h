@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MachineLimits: the CPUs and memory this process may use, as the kernel
 // limits them, read when a command or the plugin picks its defaults
 // (streamer/pipeline_fit.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/memory_budget.h"
 
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MemoryBudget: one byte budget (--max-memory, KFD_MAX_BUFFER_SIZE) that
 // every buffer the pipeline allocates is charged to: staging and payload
 // slots, per-thread codec scratch, reader buffers. Charging more than the

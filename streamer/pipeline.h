@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The dump and restore pipelines: oneTBB flow graphs that move objects
 // between devices and a chunk stream, overlapping DMA, codec work and I/O
 // across every core, object, ring and device, inside one memory budget.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Pieces shared by the dump and restore graphs (internal to streamer/).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/pipeline_fit.h"
 
 #include <algorithm>

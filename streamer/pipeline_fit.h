@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fitting a pipeline to the machine: the thread count and memory budget a
 // dump or restore uses when it is not told (PipelineOptions::threads 0,
 // max_memory 0), and how many threads a budget can feed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/seek_index.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SEEK_INDEX and INDEX_BLOCK: where every object's frames lie in a stored
 // stream.
 //

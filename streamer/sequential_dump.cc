@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/sequential_dump.h"
 
 #include <oneapi/tbb/enumerable_thread_specific.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Dumping inputs that have no size and cannot be read at offsets (stdin,
 // pipes, S3 objects) as objects of unknown size (FORMAT.md:
 // kUnknownObjectSize, the size given at OBJECT_END), on every thread.

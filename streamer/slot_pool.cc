@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/slot_pool.h"
 
 #include <algorithm>

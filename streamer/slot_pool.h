@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SlotPool: the fixed set of buffers a graph works in.
 //
 // A slot is one chunk's worth of page-aligned staging memory (the DMA

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/stream_reader.h"
 
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ReadStream: reads, checks and (optionally) decodes a whole chunk stream,
 // serially, reporting what it finds to a StreamVisitor.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // StreamValidator: checks that a sequence of frames forms a valid stream.
 //
 // Frame-by-frame state machine shared by every reader (the CLI, the restore

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/stream_writer.h"
 
 #include "common/hash.h"

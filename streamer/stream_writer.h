@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // StreamWriter: writes a chunk stream to a ByteSink, strictly sequentially.
 //
 // The caller encodes chunks (ChunkEncoder) and hands them over with their

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/sub_stream.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SubStream: some objects of a stored stream, as a chunk stream of their own.
 //
 // Given a stored stream that can be read at any offset and its seek index

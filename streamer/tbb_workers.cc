@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/tbb_workers.h"
 
 #include <pthread.h>

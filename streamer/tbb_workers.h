@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // oneTBB's worker threads: making sure they can start (CheckWorkersCanStart)
 // and ending them (JoinTbbWorkerThreads).
 //

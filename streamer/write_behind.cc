@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/write_behind.h"
 
 #include <fcntl.h>

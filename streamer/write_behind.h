@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // WriteBehind: keeps the files a FileDevice writes (unpack's outputs, the
 // pages files of criu export-upstream) from filling the page cache and a
 // container's memory cgroup, as WritebackWindow (transport/writeback_window.h)

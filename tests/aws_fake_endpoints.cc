@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tests/aws_fake_endpoints.h"
 
 #include <arpa/inet.h>

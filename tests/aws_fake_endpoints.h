@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FakeAws: AWS's credential services on loopback for the credential chain's
 // tests (transport/aws_credential_chain.h), one HTTP/1.1 server for all:
 //

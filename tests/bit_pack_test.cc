@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "codecs/bit_pack.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bit-plane transforms for floats (codecs/bit_planes.h): the planes match
 // their definition for every rotation and length, edge values (signed zeros,
 // denormals, infinities, NaN payloads) round-trip bit-exactly through every

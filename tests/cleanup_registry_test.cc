@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CleanupRegistry (common/cleanup_registry.h) and owner tags
 // (common/owner_tag.h): what the signal handling of every command and the
 // sweeping of a killed run's leftovers rest on.

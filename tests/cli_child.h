@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CliChild: a `vramflow` process started by a test (fork + exec, no shell),
 // so that the test can signal it and read its own exit status: stdout and
 // stderr go to a log file, stdin comes from a given fd (or /dev/null).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The command line's URI grammar (docs/CLI.md, "URIs"), run against the built
 // binary: an address without its scheme is refused with a hint, only
 // --listen listens, a network destination connects, and `-` is stdin/stdout

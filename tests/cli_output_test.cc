@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The command line's consistency and machine output, run against the built
 // binary: --force everywhere a file is replaced, destinations checked before
 // the work, one error prefix, the exit statuses of tools/exit_codes.h,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // End-to-end tests of the `vramflow` command line: exit codes, messages and
 // files on disk, run through a shell against the built binary.
 #include <gtest/gtest.h>

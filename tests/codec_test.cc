@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ChunkEncoder / ChunkDecoder: bit-exact round trips for every codec spec,
 // transform and data kind; auto-mode choices; byte grouping; zero detection;
 // rejection of malformed payloads.

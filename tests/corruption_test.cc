@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Damaged streams: every bit flip in a header, sampled flips in payloads,
 // truncation anywhere, bad stream headers, and semantic corruptions built
 // with correct checksums so each check of the reader is tested in isolation.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An LD_PRELOAD library for tests: makes a process see more CPUs than the
 // machine has.
 //

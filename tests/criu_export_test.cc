@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow criu export-upstream` (tools/criu_export.h): vramflow's images
 // directory -> upstream's amdgpu-pages layout, and its failures.
 //

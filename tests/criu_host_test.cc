@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CRIU plugin end to end: vramflow-criu-host loads the built
 // amdgpu_plugin.so and plays CRIU's dump and restore around it, on
 // simulated KFDs served to every process (the dumper, the restore main

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // amdgpu_plugin.so as CRIU sees it: loaded with dlopen, found by its
 // descriptor symbol, with the ABI version and hook table of the
 // criu-plugin.h it was built against, and answering -ENOTSUP for what is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The plugin's dump and restore code without the hooks: against a simulated
 // KFD served in this process, with this process as the restored task.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Model-like test data: determinism, random access, value statistics and the
 // fp32 -> bf16 / fp16 rounding conversions.
 #include "datagen/model_data.h"

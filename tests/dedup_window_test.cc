@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The dedup window (FORMAT.md 4.6): DedupWindow itself; a reader that meets a
 // DEDUP_REF naming a DATA frame outside the stream's window, in order
 // (the validator) and from the index (ReadSeekIndex); and a sub-stream,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Issue 19, item 5: `demo` under Docker's default 64 MB /dev/shm. In a mount
 // namespace of its own, the test mounts an 8 MiB tmpfs on /dev/shm: demo
 // writes its temporary stream to $TMPDIR instead (it once failed with

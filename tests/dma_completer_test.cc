@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/dma_completer.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/fd_passing.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The file device's open files (issue 18, defect 8): files imported by how
 // to open them are opened when a copy runs and a bounded number kept open;
 // a file closed by the cache stays usable by the copy holding it.

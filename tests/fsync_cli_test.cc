@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Which outputs the vramflow commands make durable (issue 18, defect 14):
 // `--fsync` is on by default where a sender is told the data is safe (recv,
 // unpack from the network), off elsewhere, and `--no-fsync` turns it off.

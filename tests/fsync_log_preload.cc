@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An LD_PRELOAD library for tests: logs what a process fsyncs.
 //
 // Every fsync() and fdatasync() appends the path its descriptor names

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // KFD_NUMA_CHECK as upstream reads it (amdgpu_plugin_topology.c, map_device):
 // the checkpoint's CPU (NUMA) nodes map one to one onto this machine's, so
 // two NUMA nodes of the checkpoint never fold into one here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GPU remapping at restore (plugin/gpu_map.h): properties, switchable checks,
 // XGMI hives, links, NUMA groups, and the messages that explain a refusal.
 #include "plugin/gpu_map.h"

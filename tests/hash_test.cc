@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/hash.h"
 
 #include <gtest/gtest.h>

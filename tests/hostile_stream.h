@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // HostileStream: writes chunk streams frame by frame, with valid checksums,
 // sequence numbers, digests and totals, but shapes no real writer makes
 // (one-byte zero runs out of order, huge declared sizes, large metadata, a

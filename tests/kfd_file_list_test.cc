@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The dump's KFD file list: what the main CRIU process reads to know how
 // many KFD files to wait for in POST_FORKING.
 #include "plugin/kfd_file_list.h"

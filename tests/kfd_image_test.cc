@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CRIU amdgpu metadata images: the schema against upstream's field table, the
 // protobuf encoding byte for byte (keys and varints computed by hand from the
 // protobuf encoding rules, not by the library under test), the 8-byte size

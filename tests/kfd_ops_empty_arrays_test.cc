@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // KFD's CHECKPOINT and RESTORE refuse NULL devices, bos or priv_data
 // pointers with EINVAL, whatever the counts (kfd_chardev.c, criu_checkpoint
 // and criu_restore). A process with KFD open but no BOs has num_bos 0, and

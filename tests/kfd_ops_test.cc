@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The KFD CRIU ioctl layer without a GPU: argument packing and bucket
 // layouts checked byte for byte against the kernel UAPI, version checks, and
 // the real ioctls failing cleanly where there is no KFD.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Legacy CRIU amdgpu-pages images: name recognition, and pack -> unpack
 // reproducing the file byte for byte while the stream holds only the content.
 #include "streamer/amdgpu_pages.h"

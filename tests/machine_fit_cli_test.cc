@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Issue 19, item 1: defaults that fit the machine, end to end. The commands
 // run with a faked CPU count (cpu_count_preload.cc: 224 and 512 CPUs, as on
 // large GPU servers), under `taskset -c 0`, and in a cgroup with a memory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Issue 19, item 1: the limits a process runs under, read from fixture
 // trees of /proc and /sys files (cgroup v1 and v2, nested groups, a
 // namespaced mount), and the defaults chosen from them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // End-to-end tests of the network commands of the `vramflow` binary: send,
 // recv, keygen, pack --to, unpack / demo --listen, with keys, refusals, full
 // disks and killed senders. Every process runs with a deadline and is killed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Transfers between two network namespaces joined by a veth pair: a real
 // link that can be slowed down (tc tbf) and cut (link down), which loopback
 // cannot do. Needs root and `ip netns`; skipped with the reason otherwise.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Issue 18: what an unauthenticated or hostile peer can make a network
 // receiver hold is bounded (transport/connection_threads.h, the session
 // memory in transport/net_source.cc, docs/NETWORK.md "Limits"). Senders

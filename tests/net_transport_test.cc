@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Library-level tests of the network transport (transport/net_*.h): round
 // trips over every transport (TLS with a shared key or certificates, plain
 // TCP with --insecure, UNIX sockets), striping, who may connect, tampering,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `pack` and `unpack` of many more files than the process may hold open
 // (issue 18, defect 8): the file device opens files when a copy needs them
 // and keeps only a few open, so the file count is not bounded by `ulimit -n`.

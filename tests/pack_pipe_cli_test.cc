@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Issue 19, item 5: piped input (stdin, pipes, anything without a size) is
 // packed on every thread: read in order, encoded in parallel, written in
 // order, within the memory budget. The stream is the same for any thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The parallel-restore channel (plugin/parallel_restore.h): jobs with fds from
 // forked "restored tasks" to the server's runner, in order, with every way a
 // job can fail reported by Finish and nothing left hanging or leaking.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Dump and restore graphs end to end through simulated GPUs: layouts,
 // dedup, determinism, the memory budget and injected faults.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pack's inputs, opened again by path when they are read (issue 18, defect
 // 8): a file that replaced the planned one is refused, naming the path, and
 // one that changed size while it was packed is reported.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PluginMachine: what the plugin's dump and restore code (plugin/criu_dump.h,
 // criu_restore.h) runs against in a test without the hooks: a simulated KFD
 // served in this process, a backend connected to it, images in a temporary

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CRIU plugin's parts below the hooks: its settings, the topology a KFD
 // image carries, where images go, and one GPU's BO contents through a
 // stream or upstream's raw pages image.

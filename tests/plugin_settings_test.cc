@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The plugin's environment settings (plugin/plugin_options.h) read as
 // upstream's amdgpu plugin reads them (getenv_size_t, getenv_bool), and no
 // value fatal: a bad one becomes a warning and the default stays, because

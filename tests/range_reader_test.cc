@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reading at offsets: RangeReader (transport/range_reader.h) returns the
 // ranges it is given, in their order, as one stream, in pieces of
 // request_size with no more in flight than the concurrency and the memory

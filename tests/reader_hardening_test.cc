@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Issue 18: a reader facing a hostile stream. Each test names the defect it
 // guards; the streams come from tests/hostile_stream.h or from pack itself,
 // and the built `vramflow` binary reads them.

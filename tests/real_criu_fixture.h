@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The RealCriu fixture: a real CRIU 4.2 (and criu-image-streamer) built by
 // ../shared/criu/build.sh, processes holding simulated GPUs, and helpers to
 // dump, restore and check them. See real_criu_test.cc for the test bed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RealCriu.* with VRAMFLOW_TARGET: a real CRIU 4.2 dumps a process with two
 // simulated GPUs and sends its VRAM somewhere other than the images
 // directory, then restores it and checks every byte:

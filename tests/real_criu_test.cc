@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RealCriu.*: the plugin inside a real CRIU 4.2 (and the real
 // criu-image-streamer), built by ../shared/criu/build.sh (scripts/test.sh
 // builds it into build-criu/ when run as root).

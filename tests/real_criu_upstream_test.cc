@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RealCriu.Upstream*: this plugin and upstream CRIU's image layout, under
 // the real CRIU 4.2 (see real_criu_test.cc for the test bed).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An LD_PRELOAD library for tests: makes one move into place fail.
 //
 // renameat2() whose new name's last component is $VRAMFLOW_FAIL_RENAME

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // See rgw_env.h.
 #include "tests/rgw_env.h"
 

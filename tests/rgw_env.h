@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Hands the local Ceph RGW (scripts/rgw.sh, started once per ctest run by the rgw_start fixture)
 // to the S3Rgw.* tests of every test binary that links rgw_env.cc (tests/CMakeLists.txt adds it
 // with vramflow_discover_tests). CTest sets VRAMFLOW_RGW_ENV_FILE for S3Rgw.* tests only; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Proves the RGW wiring (scripts/rgw.sh, the rgw_start/rgw_stop CTest fixture, rgw_env.cc)
 // before any S3 client code: the endpoint answers, the test bucket exists for the test keys, and
 // the server checks signatures. Skips when no endpoint is configured.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `vramflow` command line against a real Ceph RGW (S3Rgw.*, see
 // s3_rgw_fixture.h): pack, unpack, inspect, verify and demo with s3:// URIs,
 // checked against the `aws` CLI (Debian's awscli) on the same bucket. They

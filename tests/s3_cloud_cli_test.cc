@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CLI's S3 settings as the aws CLI has them (S3Rgw.*, the RGW fixture),
 // side by side with Debian's `aws` (2.9) on the same endpoint:
 // an HTTPS endpoint with a private CA (socat in front of RGW,

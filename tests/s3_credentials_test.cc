@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The credential chain (transport/aws_credential_chain.h) end to end:
 // credentials from a fake STS, container endpoint and instance metadata
 // (tests/aws_fake_endpoints.h) sign real uploads to FakeS3, which accepts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FakeS3: a tiny in-process S3 on loopback for the s3:// transport tests.
 //
 // It speaks HTTP/1.1 with keep-alive and implements just what the sink and

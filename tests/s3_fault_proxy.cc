@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tests/s3_fault_proxy.h"
 
 #include <netdb.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // FaultProxy: an HTTP/1.1 reverse proxy in front of a real S3 endpoint (the
 // Ceph RGW of the S3Rgw tests) that answers chosen requests with an S3 error
 // instead of forwarding them, and logs every request it sees.

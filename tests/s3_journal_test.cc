@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The multipart upload journal (transport/s3_journal.h): records survive
 // any key, malformed ones are reported and kept, live writers' uploads are
 // left alone, and a dead writer's is aborted at the fake S3.

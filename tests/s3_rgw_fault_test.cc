@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The s3:// sink against a real Ceph RGW through FaultProxy
 // (tests/s3_fault_proxy.h), which answers chosen UploadPart requests with
 // 500 InternalError or 503 SlowDown instead of forwarding them: retried

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The S3Rgw test fixture, shared by every S3Rgw.* test of vramflow_s3_tests
 // (s3_rgw_test.cc, s3_cli_test.cc): GoogleTest wants one fixture class per
 // test suite in a binary. It skips, saying why, unless the RGW settings are

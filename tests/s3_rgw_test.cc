@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The s3:// transport against a real Ceph RADOS Gateway (scripts/rgw.sh;
 // the CTest fixture "rgw" starts one and exports AWS_ENDPOINT_URL,
 // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and

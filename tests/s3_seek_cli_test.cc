@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reading parts of an S3 object through its seek index, against a real Ceph
 // RGW (S3Rgw.*, see s3_rgw_fixture.h): a two-GPU checkpoint of the
 // simulator goes to s3://; inspect reads only its ends, and restoring one

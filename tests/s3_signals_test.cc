@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Signals and S3 multipart uploads, against a real Ceph RGW (S3Rgw.*, see
 // s3_rgw_fixture.h): an interrupted `pack -o s3://` aborts its upload
 // before it exits 143; a SIGKILLed one leaves its upload journaled, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // TlsFront: HTTPS in front of a plain-HTTP S3 (FakeS3 or the RGW fixture),
 // as a private-CA endpoint looks to a client. It makes a CA and a server
 // certificate for 127.0.0.1/localhost with the openssl command and runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // s3:// over HTTPS with a private CA: FakeS3 behind `socat OPENSSL-LISTEN`
 // (tests/s3_tls_front.h). Without the CA the upload fails, saying what to
 // set; with it from --ca-bundle (S3Options::ca_bundle), AWS_CA_BUNDLE, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The s3:// sink and source against FakeS3 (tests/s3_fake_server.h):
 // multipart round trips, retries, aborts, growing parts, ranged reads.
 // Limits and timeouts are shrunk so every test runs in well under a second

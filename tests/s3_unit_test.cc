@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Unit tests of the s3:// pieces that need no server: SigV4 against AWS's
 // published examples, settings resolution, the part-size schedule, reply
 // parsing and s3:// URIs.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Names a peer sends (a stream's name, stored by `recv --output-dir`) are
 // checked as one plain file name, and printed only escaped.
 #include <gtest/gtest.h>

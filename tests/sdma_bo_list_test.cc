@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The BO list of one SDMA copy (plugin/sdma_packets.h, CopySubmissionBos):
 // the kernel validates every BO of a submission's list, so a copy lists the
 // IB buffer, its source and its destination, and nothing else of the device.

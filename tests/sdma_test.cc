@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SDMA packet and IB encoding, bit for bit; amdgpu backend discovery.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The command line on stored streams with a seek index (files here; s3://
 // in s3_seek_cli_test.cc): inspect reads only the index, unpack --object and
 // --gpu fetch only the selected objects' frames and restore exactly what a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The SEEK_INDEX frame: what the writer records, its byte encoding, the
 // validator's check against the frames, and ReadSeekIndex from a stream's
 // two ends.

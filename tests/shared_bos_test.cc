@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // BOs the plugin cannot save must stop the dump, never vanish from it:
 // BOs shared between processes through dma-bufs (recognised by their GEM
 // handles, which the image records as upstream's does) and BOs a render

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Loading and making the shared key (transport/shared_key.h).
 #include "transport/shared_key.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shell command lines from tests: quoting words, and running a line with
 // its output captured. Header-only, so every test binary can use it
 // (vramflow_s3_tests does not link test_util.cc).

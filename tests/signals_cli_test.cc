@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SIGINT, SIGTERM and SIGHUP on the `vramflow` commands (tools/interrupt.h),
 // sent at several moments: before any input, mid-stream, around the final
 // move. Each time: the exit status a shell would show (130, 143, 129), no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The simulated KFD as a service (sim/sim_kfd_service.h): KFD's CRIU ops,
 // files and classification through a GpuBackend in this process and in a
 // forked one, with fds crossing the socket; a server that survives broken

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The simulated KFD (sim/sim_kfd.h): KFD's CRIU op sequence, its order rules
 // and errors, dma-buf fds on the BOs' memory, restore onto other gpu_ids,
 // private-data checks, the sysfs topology it writes, fault injection.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "common/status.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // StreamWriter -> ReadStream round trips: object sizes around chunk
 // boundaries, several and interleaved objects, every codec, zero-run merging,
 // objects of unknown size, writer misuse, and the RangeSet used by the reader.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // OpenSubStream (streamer/sub_stream.h) over a stream in memory: the
 // selected objects come out as a valid stream of their own, read by the
 // reference reader with every check, fetching only their frames; DEDUP_REFs

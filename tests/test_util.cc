@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tests/test_util.h"
 
 #include <ftw.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An LD_PRELOAD library for tests: caps the threads a process may run.
 //
 // With $VRAMFLOW_MAX_THREADS=N, at most N threads created by the process

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CpuUse: the DMA rings' CPU time is told apart from the rest of the process.
 #include "tools/thread_cpu.h"
 

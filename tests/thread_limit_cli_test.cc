@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Issue 18, defect 6: a thread that cannot be created is an error value and
 // the pipeline always drains. pack and unpack run with at most N threads
 // (thread_cap_preload.cc: pthread_create fails with EAGAIN past N, as under

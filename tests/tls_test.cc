@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The TLS layer (transport/tls.h) against an independent peer: `openssl
 // s_client` and `openssl s_server` play the other end of every handshake, so
 // a mistake shared by both of our ends cannot pass. Then our two ends

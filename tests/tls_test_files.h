@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Keys and certificates for TLS tests (tls_test.cc, net_transport_test.cc),
 // made once per test binary with the openssl command: a shared key file
 // "vf.key" (kKeyHex) and "other.key", a CA "ca" that signs a receiver

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // KFD topology parsing (plugin/topology.h) from sysfs trees built in a temp dir.
 #include "plugin/topology.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/uri.h"
 
 #include <gtest/gtest.h>

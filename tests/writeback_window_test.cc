@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Issue 19, item 1: a large output does not fill the page cache (and with it
 // a container's memory cgroup): the file sink keeps about two windows of
 // what it wrote cached, whatever the file's size.

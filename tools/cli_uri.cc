@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/cli_uri.h"
 
 #include <sys/stat.h>

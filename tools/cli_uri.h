@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Checks of the URIs a command line names, made before any work starts, so
 // that no URI can be misread: a network address is listened on only when
 // given to --listen, a positional source never listens, and `-` either

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/cli_util.h"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Small helpers shared by the CLI commands: producer string, ratios, rates.
 #pragma once
 

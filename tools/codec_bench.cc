@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/codec_bench.h"
 
 #include <sys/wait.h>

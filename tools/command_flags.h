@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Command-line flags shared by vramflow's commands: sizes, the memory budget
 // of readers, progress and --json output, threads and budget of the graphs,
 // fsync, and how a dump encodes. Each struct adds its options to a CLI11

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/criu_export.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow criu export-upstream DIR`: turns the amdgpu plugin images of a
 // CRIU images directory from vramflow's layout into upstream CRIU's, so the
 // checkpoint restores with upstream's amdgpu_plugin.so (a roll-back).

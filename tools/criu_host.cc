@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // vramflow-criu-host: plays CRIU for amdgpu_plugin.so, on simulated GPUs.
 //
 // It dlopens the built plugin and drives its hooks in the order and from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/criu_streamer_protocol.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CRIU's image-streamer protocol (CRIU's criu/img-streamer.c and
 // criu-image-streamer; /work/shared/context/criu-image-streamer.md, section
 // 2), both sides, so vramflow-criu-host can run the plugin under --stream:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/criu_task_fds.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // TaskFdRestore: how CRIU 4.2 restores one task's fd table (criu/files.c:
 // close_old_fds, open_fdinfos, open_fd, setup_and_serve_out,
 // find_unused_fd; criu/servicefd.c; criu/util.c: reopen_fd_as), for the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow demo`: the whole data path on a simulated GPU process.
 //
 // Builds a simulated process (model-like BOs on several simulated GPUs),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `vramflow` command's exit statuses, one place for every command, so that
 // a script can tell a broken command line from a corrupt stream, a refused
 // peer or an operator's Ctrl-C. docs/CLI.md lists them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The exit status a failed command returns for a Status (tools/exit_codes.h;
 // docs/CLI.md, "Exit status"): one mapping for every command, so that a
 // script can tell corrupt data and refused credentials from other failures.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow inspect` and `vramflow verify`.
 //
 // inspect of a stored stream with a seek index (a file, an s3:// object)

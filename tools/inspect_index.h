@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What `vramflow inspect` prints from a stream's seek index alone: the
 // objects (names, sizes, attributes, chunk, zero-run and reference counts,
 // stored bytes, the bytes of their frames) and how much of the stream was

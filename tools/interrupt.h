@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Interrupts: how every `vramflow` command answers SIGINT, SIGTERM and SIGHUP.
 //
 // Constructed once per command, before any other thread starts (it blocks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // JsonObjectWriter: writes one JSON object to a stream member by member,
 // laid out byte for byte as nlohmann's dump(2) lays out the whole object,
 // so that a report with a long array (inspect --full's objects) is written

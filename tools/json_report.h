@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The one JSON object that `--json` prints on stdout at the end of pack,
 // unpack, verify, send, recv, inspect and demo (docs/CLI.md, "Machine output"): the same
 // field names for the same quantities in every command, and a

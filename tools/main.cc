@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The `vramflow` command line: one subcommand per job, each with --help.
 //
 // Exit status (tools/exit_codes.h, docs/CLI.md): 0 success, 1 the job
@@ -17,6 +18,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/printable.h"
 #include "common/units.h"
+#include "common/version.h"
 #include "datagen/model_data.h"
 #include "streamer/frame_format.h"
 #include "streamer/machine_limits.h"
@@ -35,6 +37,7 @@
 #include "tools/json_report.h"
 #include "tools/pack.h"
 #include "tools/receive_dir.h"
+#include "tools/shell_completion.h"
 #include "tools/streamer_command.h"
 #include "tools/transfer.h"
 #include "tools/transport_flags.h"
@@ -113,7 +116,7 @@ Status PickSource(const std::string& command, const std::string& stream, const s
 
 int Main(int argc, char** argv) {
   CLI::App app{"vramflow: checkpoint, migrate and restore GPU memory as compressed, checksummed chunk streams"};
-  app.set_version_flag("--version", ProducerString());
+  app.set_version_flag("--version", "vramflow " + VersionString());
   app.require_subcommand(1);
   app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line, 3 the stream "
              "is corrupt or incomplete, 4 authentication failed (key, certificate, peer), 129/130/143 stopped by "
@@ -401,6 +404,12 @@ int Main(int argc, char** argv) {
       ->delimiter(',');
   pbench_flags.Add(bench_pipeline_cmd);
 
+  // completion (hidden): the shell completion script, from this very tree (tools/shell_completion.h)
+  std::string completion_shell;
+  CLI::App* completion_cmd = app.add_subcommand("completion", "Print the shell completion script for bash or zsh");
+  completion_cmd->group("");
+  completion_cmd->add_option("shell", completion_shell, "bash or zsh")->required()->check(CLI::IsMember({"bash", "zsh"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -414,6 +423,12 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "vramflow%s%s: error: %s\nRun with --help for more information.\n", command.empty() ? "" : " ",
                  command.c_str(), e.what());
     return kExitUsage;
+  }
+
+  if (*completion_cmd) {
+    std::cout << ShellCompletion(app, "vramflow", completion_shell);
+    std::cout.flush();
+    return std::cout ? 0 : Fail("completion", Status::IoError("writing the script to stdout"));
   }
 
   // SIGINT, SIGTERM, SIGHUP: before any thread starts (tools/interrupt.h).

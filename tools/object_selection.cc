@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/object_selection.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Which objects of a stream a command restores: `--object NAME` and
 // `--gpu N`, each repeatable; an object is selected when any of them matches.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // OutputLimit: how many bytes an unpack may create, checked against what a
 // stream declares before anything is written (issue 18: a 362-byte stream
 // can declare exabytes of zeros).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/pack.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow pack`: files (or stdin) in, one chunk stream out.
 //
 // Regular files ride the dump graph (streamer/pipeline.h) through a file

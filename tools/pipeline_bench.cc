@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/pipeline_bench.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow bench pipeline`: dump and restore figures of the flow graphs on a
 // simulated GPU process, with one thread and with N, and optionally the raw
 // VRAM bytes exported so peer tools (bench/compare.sh) can be run on the

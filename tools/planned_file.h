@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PlannedFile: an input file as `pack` found it when it planned the stream
 // (its path, and the device and inode it names), so that the file can be
 // closed and opened again by path when it is read, and a different file

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Progress display and memory sampling for long-running CLI jobs.
 #pragma once
 

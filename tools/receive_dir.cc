@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/receive_dir.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow recv --output-dir DIR`: takes streams one after another on one
 // listening address (never closed and re-bound between them, so a sender's
 // next connect cannot race the receiver) and stores each in DIR under the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/s3_flags.h"
 
 namespace vramflow {

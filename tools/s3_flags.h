@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The aws CLI's global S3 flags, for every command that takes s3:// URIs:
 // --endpoint-url, --region, --profile, --ca-bundle. Each overrides its
 // environment / ~/.aws setting (transport/s3_config.h); --profile also

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/safe_path.h"
 
 #include <fcntl.h>

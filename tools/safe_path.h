@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Safe placement of untrusted object names under an output directory.
 //
 // Object names come from the stream, which may come from anyone. A name is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // StopSignals: SIGINT, SIGTERM and SIGHUP, taken on a thread of their own,
 // so that a command can stop cleanly (tools/interrupt.h), discarding what it
 // had half written, instead of dying with temporary files left behind.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/streamer_capture.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow streamer capture`: CRIU's dump (--stream) in, one vramflow
 // stream out. Every image file CRIU writes becomes an object of the stream,
 // named as CRIU names it; files arrive concurrently, each through its own

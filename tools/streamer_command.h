@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow streamer`: a drop-in for criu-image-streamer (CRIU's --stream),
 // whose one stream is a vramflow chunk stream.
 //

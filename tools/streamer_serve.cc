@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/streamer_serve.h"
 
 namespace vramflow {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow streamer serve` and `extract`: one vramflow stream in; serve
 // answers CRIU's restore (--stream) with the stream's objects as image
 // files, extract writes them into the images directory. See docs/CLI.md.

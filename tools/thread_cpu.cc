@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/thread_cpu.h"
 
 #include <dirent.h>

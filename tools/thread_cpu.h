@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CpuUse: where a process's CPU time went between two points, split into the
 // DMA ring threads (CopyRings names them kDmaRingThreadName) and the rest
 // (codec workers, hashing, the writer, the main thread).

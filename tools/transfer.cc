@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/transfer.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow send`, `vramflow recv` and `vramflow keygen`: moving a stream
 // between any two transports as it is, and making keys for the network.
 #pragma once

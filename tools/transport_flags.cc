@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/transport_flags.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Command-line flags for transports, shared by every command that opens a
 // sink or source by URI (pack, unpack, send, recv, demo, inspect, verify).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/unpack.h"
 
 #include <fcntl.h>

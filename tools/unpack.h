@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow unpack`: one chunk stream in, files out.
 //
 // Output placement: with `-o -` the stream's single object goes to stdout;

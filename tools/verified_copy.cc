@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/verified_copy.h"
 
 #include "streamer/stream_reader.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CopyVerifiedStream: stores a chunk stream only once it has been verified.
 //
 // `recv` (one stream, or one after another into a directory) and `send` to a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/aws_credential_chain.h"
 
 #include <cctype>

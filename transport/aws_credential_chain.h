@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Where S3 requests get their keys: botocore's credential chain, in its
 // order, so a machine set up for `aws s3 cp` works unchanged.
 //

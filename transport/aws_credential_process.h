@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A profile's `credential_process`: run the command, read its JSON from
 // stdout ({"Version": 1, "AccessKeyId", "SecretAccessKey", "SessionToken",
 // "Expiration"}), as the AWS CLI does. Bounded: at most `max_output` bytes

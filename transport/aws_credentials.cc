@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/aws_credentials.h"
 
 #include <nlohmann/json.hpp>

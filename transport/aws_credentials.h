@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Credentials that may expire, and a provider that keeps them fresh.
 //
 // Temporary credentials (STS, container endpoint, instance metadata,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/aws_http.h"
 
 #include <curl/curl.h>

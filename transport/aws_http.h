@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Small HTTP requests to AWS's credential services (STS, the container
 // credentials endpoint, EC2 instance metadata) over libcurl, and the TLS
 // trust settings (CA bundle) that S3 requests share with them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Credentials from the machine's metadata services, as botocore gets them:
 //
 //   container  ECS / EKS Pod Identity: GET AWS_CONTAINER_CREDENTIALS_RELATIVE_URI

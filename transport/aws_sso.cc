@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/aws_sso.h"
 
 #include <openssl/evp.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AWS IAM Identity Center (SSO) profiles, as the aws CLI reads them after
 // `aws sso login`: the access token cached in ~/.aws/sso/cache/SHA1.json
 // (SHA1 of the sso_session name, or of sso_start_url for legacy profiles),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AWS STS: AssumeRole (signed with the source credentials) and
 // AssumeRoleWithWebIdentity (unsigned; the OIDC token is the proof), as the
 // credential chain (aws_credential_chain.h) uses them. Query API over POST,

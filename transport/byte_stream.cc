@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/byte_stream.h"
 
 namespace vramflow {

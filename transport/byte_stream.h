@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ByteSink and ByteSource: where chunk streams are written to and read from.
 //
 // Every stream consumer and producer in vramflow talks to these two small

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/connection.h"
 
 #include <sys/socket.h>

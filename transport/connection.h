@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Connection: one connected stream socket as the network protocol sees it,
 // either plain (UNIX sockets, or TCP with --insecure) or TLS (tls.h). The
 // protocol's channels (net_protocol.h) read and write whole buffers through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The threads a network receiver serves its connections on, bounded: one
 // thread per connection, at most `max_threads` at once, of which at most
 // `max_handshakes` may still be in their handshake (unauthenticated), each

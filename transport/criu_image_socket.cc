@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/criu_image_socket.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CRIU's --stream control socket, the image streamer's end of it
 // (CRIU: criu/img-streamer.c; criu-image-streamer; facts in
 // ../shared/context/criu-image-streamer.md, section 2).

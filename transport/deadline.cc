@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/deadline.h"
 
 #include <poll.h>

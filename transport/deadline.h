@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Deadlines for blocking socket and pipe I/O: the one way transport/ waits
 // for a peer with a time limit (socket.cc, fd_passing.cc).
 #pragma once

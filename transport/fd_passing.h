@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File descriptors over UNIX stream sockets (SCM_RIGHTS), with whole-buffer
 // semantics and deadlines like transport/socket.h.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/fd_stream.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sinks and sources over file descriptors: regular files, stdin/stdout, pipes.
 //
 // A file sink writes to a temporary name beside the target and renames it on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/file_random_access.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A regular file as a RandomAccessSource: pread at any offset, from any
 // number of threads at once (pread keeps no file position).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/memory_stream.h"
 
 #include <algorithm>

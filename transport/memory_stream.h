@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // In-memory sink and source, for tests and for small metadata.
 #pragma once
 

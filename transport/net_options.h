@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Settings shared by the network sender (net_sink.h) and receiver
 // (net_source.h).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/net_protocol.h"
 
 #include <sys/socket.h>

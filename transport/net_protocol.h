@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // vramflow's network protocol, version 2: how a chunk stream crosses TCP or
 // UNIX stream sockets, striped over several connections. docs/NETWORK.md is
 // the spec; this file encodes and parses its messages and runs the hello

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/net_security.h"
 
 #include <poll.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Which protection a network sender or receiver runs, decided in one place
 // (docs/NETWORK.md, "Security"):
 //   - tcp://: TLS 1.3 with the credentials in NetOptions::tls (a shared key

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/net_sink.h"
 
 #include <algorithm>

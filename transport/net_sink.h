@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The network sender: a ByteSink that carries a stream to a vramflow
 // receiver (`vramflow recv`, or any source opened on a tcp:// or unix: URI)
 // over several connections at once.

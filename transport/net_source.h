@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The network receiver: listens on a tcp:// or unix: address, takes
 // senders' sessions (see net_sink.h), one after another on the same socket
 // (NetOptions::sessions, default one), and presents each stream, back in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/open_uri.h"
 
 #include <fcntl.h>

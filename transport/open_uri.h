@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Opens the sink or source a URI names (see uri.h): the one entry point the
 // CLI and the plugin use, so every command accepts every transport.
 #pragma once

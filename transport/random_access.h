@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RandomAccessSource: a stored stream read at any offset, for readers that
 // seek (a seek index, parallel restore of one object). Unlike ByteSource,
 // ReadAt() is safe to call from several threads at once.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/range_reader.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RangeReader: a ByteSource over chosen byte ranges of a RandomAccessSource.
 //
 // It returns the bytes of `ranges`, one after another in the order given

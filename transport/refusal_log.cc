@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/refusal_log.h"
 
 #include <cstdio>

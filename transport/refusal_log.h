@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RefusalLog: a receiver's log of refused connections (failed TLS
 // handshakes, foreign UNIX peers, TLS spoken to an --insecure receiver)
 // that a flood of bad clients cannot flood.

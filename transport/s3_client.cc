@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/s3_client.h"
 
 #include <curl/curl.h>

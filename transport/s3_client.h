@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // S3 requests over libcurl: signing, connection reuse, timeouts and retries.
 //
 // One Client serves one bucket and is thread-safe: each request in flight

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/s3_config.h"
 
 #include <cerrno>

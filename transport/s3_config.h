@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Where S3 requests go and who signs them, resolved the way the `aws` CLI
 // does, so a machine set up for `aws s3 cp` works unchanged:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/s3_journal.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The multipart upload journal: one small file per upload in progress, so
 // that an upload whose writer was SIGKILLed (no handler runs then; parts
 // already sent stay stored, and billed, until aborted) can be found and

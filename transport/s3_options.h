@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Settings of the s3:// transport (TransportOptions::s3). Every field has a
 // default that works against AWS and a local Ceph RGW; tests shrink the
 // limits and timeouts.

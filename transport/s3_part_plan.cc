@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/s3_part_plan.h"
 
 #include <algorithm>

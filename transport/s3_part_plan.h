@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How an upload of unknown length is cut into multipart parts.
 //
 // S3 allows at most limits.max_parts parts (10,000) of limits.min_part_size

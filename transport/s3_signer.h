@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AWS Signature Version 4 for S3 requests (header-based), and the hashes S3
 // requests need (SHA-256 payload hashes, Content-MD5).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The s3:// sink: a stream of unknown length uploaded as one S3 object.
 //
 // Write() fills a part buffer; each full part is uploaded on its own thread

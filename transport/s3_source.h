@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The s3:// source: an S3 object read as a stream, and at random offsets.
 //
 // Opening sends HEAD for the size and ETag. The stream source then keeps a

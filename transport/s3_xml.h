@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // S3's and STS's XML replies, parsed with expat into a small element tree.
 //
 // Replies are small, machine-written documents; we read a few fields

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/shared_key.h"
 
 #include <fcntl.h>

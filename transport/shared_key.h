@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The shared key of the network transports (--key-file, $VRAMFLOW_KEY_FILE,
 // $VRAMFLOW_KEY): loading it with the same care ssh takes with private keys,
 // and making new ones (`vramflow keygen`). tls.h turns it into a TLS 1.3

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Stream sockets (TCP and UNIX) with deadlines: connect, listen, accept, and
 // whole-buffer send and receive that give up with a clear error after a
 // timeout instead of hanging on a peer that went away or stopped reading.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/tls.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // TLS 1.3 for the network transports, on OpenSSL: every TCP connection of
 // a transfer runs a standard TLS 1.3 handshake before the vramflow protocol
 // (docs/NETWORK.md, "Security"), so the protocol itself carries no crypto.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Endpoint: where a stream goes or comes from, parsed from the URI that the
 // CLI and the plugin accept everywhere:
 //

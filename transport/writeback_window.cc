@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "transport/writeback_window.h"
 
 #include <fcntl.h>

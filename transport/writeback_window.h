@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // WritebackWindow: keeps a large file that is being written from filling
 // the page cache (and a container's memory cgroup, which is charged for it).
 //

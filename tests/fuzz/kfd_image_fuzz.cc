@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: the CRIU plugin's metadata images, as restore reads them
 // from a checkpoint it did not write: the 8-byte size header and protobuf
 // body (plugin/kfd_image.h), then the topology rebuilt from a criu_kfd

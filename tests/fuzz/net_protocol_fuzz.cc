@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: untrusted bytes from the network through the protocol
 // parsers (transport/net_protocol.h). These are the bytes a peer sends
 // after TLS (transport/tls.h, fuzzed by OpenSSL's own targets) or, with

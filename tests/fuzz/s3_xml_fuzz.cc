@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: S3's and STS's XML replies as vramflow parses them
 // (transport/s3_xml.h on expat: UploadId, ETag, keys, error code and message,
 // STS credentials).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: untrusted bytes through the seek-index readers.
 //
 // Every input goes

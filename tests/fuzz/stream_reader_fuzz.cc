@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: untrusted bytes through the chunk-stream reader and the
 // decoders behind it.
 //
