@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # CRIU --stream benchmark (issue 20): one real process holding model-like
 # memory (a Python process with fp32 weights and Adam moments read from
 # `vramflow gen` files) dumped and restored by the real CRIU through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/concurrent_dump.h"
 
 #include <poll.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Dumping many inputs that arrive at once, each read in order as it comes,
 // into one stream: CRIU's image files under `criu dump --stream`, which one
 // CRIU thread writes turn by turn (pages-N and pagemap-N), several open at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "streamer/ordered_dump_plan.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the dumps of inputs of unknown size share (sequential_dump.h, one
 // input after another; concurrent_dump.h, many at once): the threads the
 // budget feeds, the fixed set of chunk buffers, and the stream header.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writes CRIU files.img images for tests (tests/criu_tcp_remap_test.cc and
 // the fuzz target's seeds): the two magics, then u32 sizes and protobuf
 // file_entry messages, encoded field by field as CRIU's protobuf-c does

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RemapTcpListenPorts (tools/criu_tcp_remap.h) on files.img images written
 // by tests/criu_files_img_builder.h: which sockets move, that nothing else
 // changes by a byte, and clear errors for bad remaps and hostile bytes.

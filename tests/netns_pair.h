@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Two network namespaces joined by a veth pair, for tests that need a real
 // link between two hosts: one that can be slowed down (tc tbf) and cut (link
 // down), which loopback cannot do. Needs root and `ip netns`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow streamer capture` under the real CRIU 4.2 (`criu dump --stream`):
 // the stream unpacks into an images directory that a plain `criu restore`
 // brings back alive with its memory intact; a CRIU killed mid-dump leaves

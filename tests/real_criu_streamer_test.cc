@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RealCriu.Streamer*: `vramflow streamer` as CRIU's image streamer, end to
 // end, with the real CRIU 4.2 (criu dump/restore --stream) and, for
 // comparison, the real criu-image-streamer. Real processes: a Python process

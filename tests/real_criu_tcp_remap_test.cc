@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RealCriu.StreamerTcpListenRemap*: --tcp-listen-remap's rewrite of
 // files.img (tools/criu_tcp_remap.h) on real CRIU 4.2 dumps of a Python
 // server: the restored server listens where the rewrite says, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow streamer capture` (tools/streamer_capture.cc) and its engine
 // (streamer/concurrent_dump.h), with CRIU played by the protocol stand-in
 // (tools/criu_streamer_protocol.h: CriuStreamerClient). The real CRIU runs in

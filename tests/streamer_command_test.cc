@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow streamer`'s command line (criu-image-streamer's options, parsed
 // as it parses them, plus vramflow's own) and the messages of CRIU's
 // --stream socket (transport/criu_image_socket.h), decoded as hostile input.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/criu_tcp_remap.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Moves CRIU's listening TCP sockets to other ports: rewrites a checkpoint's
 // files.img so that every inet socket (AF_INET or AF_INET6, IPPROTO_TCP) in
 // TCP_LISTEN state bound to port OLD is bound to NEW after the restore.

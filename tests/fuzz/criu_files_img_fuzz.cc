@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: untrusted files.img bytes through --tcp-listen-remap's
 // rewrite (tools/criu_tcp_remap.h), what `streamer serve` does to a
 // checkpoint it did not write.
