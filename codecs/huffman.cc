@@ -50,44 +50,36 @@ Counts Histogram(std::span<const uint8_t> src) {
 }
 
 // Huffman code lengths for `counts` (at least two non-zero), by repeatedly
-// merging the two lightest nodes.
+// merging the two lightest nodes. With the leaves sorted, the merged nodes
+// come out in order of weight too, so two queues replace a heap; nothing is
+// allocated (the analysis prices several codes per chunk).
 Lengths BuildLengths(const Counts& counts) {
-  struct Node {
-    uint64_t weight;
-    int parent;
+  std::array<std::pair<uint64_t, int>, 256> leaves;  // (weight, symbol)
+  int n = 0;
+  for (int s = 0; s < 256; ++s)
+    if (counts[s]) leaves[n++] = {counts[s], s};
+  std::sort(leaves.begin(), leaves.begin() + n);
+  // Nodes 0..n-1 are the leaves in that order, n..2n-2 the merged ones.
+  std::array<uint64_t, 511> weight;
+  std::array<int16_t, 511> parent;
+  for (int i = 0; i < n; ++i) weight[i] = leaves[i].first;
+  int next_leaf = 0, next_merged = n, made = n;
+  auto lightest = [&] {
+    if (next_leaf < n && (next_merged == made || weight[next_leaf] <= weight[next_merged])) return next_leaf++;
+    return next_merged++;
   };
-  std::vector<Node> nodes;
-  std::vector<int> symbol_node(256, -1);
-  std::vector<std::pair<uint64_t, int>> heap;  // (weight, node) min-heap
-  for (int s = 0; s < 256; ++s) {
-    if (!counts[s]) continue;
-    symbol_node[s] = static_cast<int>(nodes.size());
-    heap.emplace_back(counts[s], static_cast<int>(nodes.size()));
-    nodes.push_back({counts[s], -1});
+  while (made < 2 * n - 1) {
+    const int a = lightest(), b = lightest();
+    weight[made] = weight[a] + weight[b];
+    parent[a] = parent[b] = static_cast<int16_t>(made);
+    ++made;
   }
-  auto greater = [](const auto& a, const auto& b) { return a > b; };
-  std::make_heap(heap.begin(), heap.end(), greater);
-  while (heap.size() > 1) {
-    std::pop_heap(heap.begin(), heap.end(), greater);
-    auto a = heap.back();
-    heap.pop_back();
-    std::pop_heap(heap.begin(), heap.end(), greater);
-    auto b = heap.back();
-    heap.pop_back();
-    int parent = static_cast<int>(nodes.size());
-    nodes.push_back({a.first + b.first, -1});
-    nodes[a.second].parent = parent;
-    nodes[b.second].parent = parent;
-    heap.emplace_back(a.first + b.first, parent);
-    std::push_heap(heap.begin(), heap.end(), greater);
-  }
+  // Parents come after their children: depths from the root down.
+  std::array<uint16_t, 511> depth;
+  depth[2 * n - 2] = 0;
+  for (int i = 2 * n - 3; i >= 0; --i) depth[i] = static_cast<uint16_t>(depth[parent[i]] + 1);
   Lengths lengths{};
-  for (int s = 0; s < 256; ++s) {
-    if (symbol_node[s] < 0) continue;
-    int depth = 0;
-    for (int n = symbol_node[s]; nodes[n].parent >= 0; n = nodes[n].parent) ++depth;
-    lengths[s] = static_cast<uint8_t>(std::min(depth, 255));
-  }
+  for (int i = 0; i < n; ++i) lengths[leaves[i].second] = static_cast<uint8_t>(std::min<int>(depth[i], 255));
   return lengths;
 }
 

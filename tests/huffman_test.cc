@@ -4,6 +4,7 @@
 
 #include <array>
 #include <optional>
+#include <queue>
 #include <random>
 #include <vector>
 
@@ -248,6 +249,32 @@ TEST(HuffmanTest, AgreesWithAReferenceDecoderOnDamagedPayloads) {
   // Both outcomes were exercised.
   EXPECT_GT(agreements.decoded, 20);
   EXPECT_GT(agreements.rejected, 200);
+}
+
+TEST(HuffmanTest, BitsPerSymbolIsTheHuffmanOptimum) {
+  // The cost of a Huffman code is the sum of the weights of all merged
+  // nodes, whatever ties it breaks: computed here with a priority queue, for
+  // counts whose code stays within 11 bits (and some equal counts).
+  std::mt19937_64 rng(41);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::array<uint64_t, 256> counts{};
+    const int symbols = 2 + static_cast<int>(rng() % 200);
+    for (int i = 0; i < symbols; ++i) counts[rng() % 256] = 1000 + rng() % (trial % 2 ? 3 : 2000);
+    std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<>> queue;
+    uint64_t total = 0, cost = 0;
+    for (uint64_t c : counts)
+      if (c) queue.push(c), total += c;
+    if (queue.size() < 2) continue;
+    while (queue.size() > 1) {
+      uint64_t a = queue.top();
+      queue.pop();
+      uint64_t b = queue.top();
+      queue.pop();
+      cost += a + b;
+      queue.push(a + b);
+    }
+    EXPECT_DOUBLE_EQ(HuffmanBitsPerSymbol(counts), static_cast<double>(cost) / static_cast<double>(total)) << trial;
+  }
 }
 
 TEST(HuffmanTest, SingleSymbolIsTwoBytes) {
