@@ -188,10 +188,12 @@ struct BitWriter {
     acc |= uint64_t{codes[s]} << bits;
     bits += lengths[s];
   }
+  // At most 4 x 11 + 7 bits are held between flushes, so the shift is
+  // below 64.
   void Flush() {
     StoreLE64(out + pos, acc);
     pos += bits >> 3;
-    acc = (bits & ~7u) == 64 ? 0 : acc >> (bits & ~7u);
+    acc >>= bits & ~7u;
     bits &= 7;
   }
   size_t Finish() {
