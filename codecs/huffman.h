@@ -39,9 +39,11 @@ size_t HuffmanBound(size_t size);
 // the payload size.
 Result<size_t> HuffmanCompress(std::span<const uint8_t> src, std::span<uint8_t> dst);
 
-// Decodes payloads. It keeps the decode table of the last code it built:
-// the planes of one tensor usually have the same code lengths from chunk to
-// chunk, and building a table costs about as much as decoding 10k symbols.
+// Decodes payloads. It keeps the decode table of the last code it built and
+// reuses it for a payload with the same code lengths (building one costs
+// about as much as decoding 15k symbols). On float planes the lengths of
+// rare symbols differ from chunk to chunk, so there a table is built per
+// plane; data with few distinct values reuses it.
 // Not thread-safe: one per thread (BlockDecompressor holds one).
 class HuffmanDecoder {
  public:
