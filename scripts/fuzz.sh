@@ -6,6 +6,7 @@
 #   kfd_image_fuzz       the CRIU plugin's metadata images (tests/fuzz/kfd_image_fuzz.cc)
 #   s3_xml_fuzz          S3 servers' XML replies (tests/fuzz/s3_xml_fuzz.cc)
 #   seek_index_fuzz      seek indexes and stored streams' tails (tests/fuzz/seek_index_fuzz.cc)
+#   codec_fuzz           the huffman and bitpack decoders on bare payloads (tests/fuzz/codec_fuzz.cc)
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default 60 seconds in all, every target
 #
@@ -24,7 +25,7 @@ seconds="${1:-60}"
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2; }
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz codec_fuzz)
 # The time is a total: each target gets an equal share (at least 5 s).
 per_target=$(( seconds / ${#targets[@]} ))
 [ "$per_target" -ge 5 ] || per_target=5
