@@ -19,19 +19,19 @@ work=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")
 trap 'rm -rf "$work"' EXIT
 for kind in ${kinds//,/ }; do "$new" gen -k "$kind" -s "$size" -o "$work/$kind.bin" -f; done
 REPEAT="${REPEAT:-5}" /usr/bin/python3 - "$old" "$new" "$work" "$kinds" <<'PY'
-import os, statistics, subprocess, sys
+import os, statistics, subprocess, sys, time
 old, new, work, kinds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
 repeat = int(os.environ["REPEAT"])
 
 def run(argv, stdout=subprocess.DEVNULL):
     """Wall seconds and CPU seconds (user + system) of one run."""
-    start = os.times()
+    start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=stdout)
     _, status, usage = os.wait4(proc.pid, 0)
-    end = os.times()
+    wall = time.perf_counter() - start
     if status != 0:
         sys.exit(f"ab: {' '.join(argv)} failed with status {status}")
-    return end.elapsed - start.elapsed, usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_utime + usage.ru_stime
 
 print(f"{'data':7} {'command':10} {'old wall':>9} {'new wall':>9} {'new/old':>8}   {'old cpu':>8} {'new cpu':>8} {'new/old':>8}   ratio old/new")
 for kind in kinds:
