@@ -77,17 +77,17 @@ void WriteSeeds(const std::string& dir) {
 }  // namespace
 }  // namespace vramflow
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (const char* dir = std::getenv("VRAMFLOW_FUZZ_WRITE_SEEDS")) {
+    vramflow::WriteSeeds(dir);
+    std::exit(0);
+  }
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace vramflow;
   static HuffmanDecoder decoder;  // kept from input to input, as BlockDecompressor keeps one
-  static bool seeds_written = [] {
-    if (const char* dir = std::getenv("VRAMFLOW_FUZZ_WRITE_SEEDS")) {
-      WriteSeeds(dir);
-      std::exit(0);
-    }
-    return true;
-  }();
-  (void)seeds_written;
   std::span<const uint8_t> input(data, size);
   ExpectRoundTrip(true, input, decoder);
   ExpectRoundTrip(false, input, decoder);
