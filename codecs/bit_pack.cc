@@ -40,51 +40,128 @@ std::array<uint8_t, 256> ScatterTable(uint8_t varying, uint8_t constant_bits) {
   return table;
 }
 
-// The whole groups of eight bytes; returns the bytes packed. A template on
-// the width so that the shifts are constants.
+// The varying bits of a byte as runs of adjacent bits: the run's bits sit at
+// `mask` (in every byte of a 64-bit word) in the input byte, and `shift` bits
+// lower in the packed value. At most four runs fit in a byte.
+struct Runs {
+  unsigned count = 0;
+  unsigned shift[4] = {0, 0, 0, 0};
+  uint64_t mask[4] = {0, 0, 0, 0};
+};
+
+Runs VaryingRuns(uint8_t varying) {
+  Runs runs;
+  unsigned packed = 0;  // position of the next varying bit in the packed value
+  for (unsigned b = 0; b < 8;) {
+    if (!(varying >> b & 1)) {
+      ++b;
+      continue;
+    }
+    unsigned end = b;
+    while (end < 8 && (varying >> end & 1)) ++end;
+    runs.shift[runs.count] = b - packed;
+    runs.mask[runs.count] = ((uint64_t{1} << end) - (uint64_t{1} << b)) * 0x0101010101010101ull;
+    ++runs.count;
+    packed += end - b;
+    b = end;
+  }
+  return runs;
+}
+
+// Eight fields of kWidth bits (lowest first) to one per byte, and back:
+// three rounds of shifts and masks that halve or double the distance
+// between fields, all eight at once in a 64-bit word.
 template <unsigned kWidth>
-size_t PackGroups(const uint8_t* in, size_t groups, const std::array<uint8_t, 256>& gather, uint8_t* out) {
+uint64_t SpreadFields(uint64_t x) {
+  constexpr uint64_t f4 = (uint64_t{1} << (4 * kWidth)) - 1;
+  constexpr uint64_t f2 = ((uint64_t{1} << (2 * kWidth)) - 1) * 0x0000000100000001ull;
+  constexpr uint64_t f1 = ((uint64_t{1} << kWidth) - 1) * 0x0001000100010001ull;
+  x = (x & f4) | ((x << (32 - 4 * kWidth)) & (f4 << 32));
+  x = (x & f2) | ((x << (16 - 2 * kWidth)) & (f2 << 16));
+  return (x & f1) | ((x << (8 - kWidth)) & (f1 << 8));
+}
+
+template <unsigned kWidth>
+uint64_t CompactFields(uint64_t x) {
+  constexpr uint64_t f4 = (uint64_t{1} << (4 * kWidth)) - 1;
+  constexpr uint64_t f2 = ((uint64_t{1} << (2 * kWidth)) - 1) * 0x0000000100000001ull;
+  constexpr uint64_t f1 = ((uint64_t{1} << kWidth) - 1) * 0x0001000100010001ull;
+  x = (x & f1) | ((x >> (8 - kWidth)) & (f1 << kWidth));
+  x = (x & f2) | ((x >> (16 - 2 * kWidth)) & (f2 << (2 * kWidth)));
+  return (x & f4) | ((x >> (32 - 4 * kWidth)) & (f4 << (4 * kWidth)));
+}
+
+// The whole groups of eight bytes; returns the bytes packed. Templates on
+// the width and the number of runs, so that the shifts are constants and
+// the loops over runs unrolled.
+template <unsigned kWidth, unsigned kRuns>
+size_t PackGroups(const uint8_t* in, size_t groups, const Runs& runs, uint8_t* out) {
   for (size_t g = 0; g < groups; ++g, in += 8, out += kWidth) {
-    uint64_t acc = 0;
-    for (unsigned k = 0; k < 8; ++k) acc |= uint64_t{gather[in[k]]} << (k * kWidth);
-    StoreLE64(out, acc);
+    const uint64_t x = LoadLE64(in);
+    uint64_t gathered = 0;
+    for (unsigned r = 0; r < kRuns; ++r) gathered |= (x & runs.mask[r]) >> runs.shift[r];
+    StoreLE64(out, CompactFields<kWidth>(gathered));
   }
   return groups * kWidth;
 }
 
-template <unsigned kWidth>
-void UnpackGroups(const uint8_t* in, size_t groups, const std::array<uint8_t, 256>& scatter, uint8_t* out) {
-  constexpr uint64_t kValueMask = (uint64_t{1} << kWidth) - 1;
+template <unsigned kWidth, unsigned kRuns>
+void UnpackGroups(const uint8_t* in, size_t groups, const Runs& runs, uint64_t constant, uint8_t* out) {
   for (size_t g = 0; g < groups; ++g, in += kWidth, out += 8) {
-    const uint64_t w = LoadLE64(in);
-    for (unsigned k = 0; k < 8; ++k) out[k] = scatter[(w >> (k * kWidth)) & kValueMask];
+    const uint64_t spread = SpreadFields<kWidth>(LoadLE64(in));
+    uint64_t x = constant;
+    for (unsigned r = 0; r < kRuns; ++r) x |= (spread << runs.shift[r]) & runs.mask[r];
+    StoreLE64(out, x);
   }
 }
 
-size_t Pack(unsigned width, const uint8_t* in, size_t groups, const std::array<uint8_t, 256>& gather, uint8_t* out) {
+template <unsigned kWidth>
+size_t PackWidth(const uint8_t* in, size_t groups, const Runs& runs, uint8_t* out) {
+  switch (runs.count) {
+    case 1: return PackGroups<kWidth, 1>(in, groups, runs, out);
+    case 2: return PackGroups<kWidth, 2>(in, groups, runs, out);
+    case 3: return PackGroups<kWidth, 3>(in, groups, runs, out);
+    default: return PackGroups<kWidth, 4>(in, groups, runs, out);
+  }
+}
+
+template <unsigned kWidth>
+void UnpackWidth(const uint8_t* in, size_t groups, const Runs& runs, uint64_t constant, uint8_t* out) {
+  switch (runs.count) {
+    case 1: return UnpackGroups<kWidth, 1>(in, groups, runs, constant, out);
+    case 2: return UnpackGroups<kWidth, 2>(in, groups, runs, constant, out);
+    case 3: return UnpackGroups<kWidth, 3>(in, groups, runs, constant, out);
+    default: return UnpackGroups<kWidth, 4>(in, groups, runs, constant, out);
+  }
+}
+
+size_t Pack(unsigned width, const uint8_t* in, size_t groups, uint8_t varying, uint8_t* out) {
+  const Runs runs = VaryingRuns(varying);
   switch (width) {
-    case 1: return PackGroups<1>(in, groups, gather, out);
-    case 2: return PackGroups<2>(in, groups, gather, out);
-    case 3: return PackGroups<3>(in, groups, gather, out);
-    case 4: return PackGroups<4>(in, groups, gather, out);
-    case 5: return PackGroups<5>(in, groups, gather, out);
-    case 6: return PackGroups<6>(in, groups, gather, out);
-    case 7: return PackGroups<7>(in, groups, gather, out);
-    case 8: return PackGroups<8>(in, groups, gather, out);
+    case 1: return PackWidth<1>(in, groups, runs, out);
+    case 2: return PackWidth<2>(in, groups, runs, out);
+    case 3: return PackWidth<3>(in, groups, runs, out);
+    case 4: return PackWidth<4>(in, groups, runs, out);
+    case 5: return PackWidth<5>(in, groups, runs, out);
+    case 6: return PackWidth<6>(in, groups, runs, out);
+    case 7: return PackWidth<7>(in, groups, runs, out);
+    case 8: return PackWidth<8>(in, groups, runs, out);
     default: return 0;  // width 0: nothing to store
   }
 }
 
-void Unpack(unsigned width, const uint8_t* in, size_t groups, const std::array<uint8_t, 256>& scatter, uint8_t* out) {
+void Unpack(unsigned width, const uint8_t* in, size_t groups, uint8_t varying, uint8_t constant_bits, uint8_t* out) {
+  const Runs runs = VaryingRuns(varying);
+  const uint64_t constant = constant_bits * 0x0101010101010101ull;
   switch (width) {
-    case 1: return UnpackGroups<1>(in, groups, scatter, out);
-    case 2: return UnpackGroups<2>(in, groups, scatter, out);
-    case 3: return UnpackGroups<3>(in, groups, scatter, out);
-    case 4: return UnpackGroups<4>(in, groups, scatter, out);
-    case 5: return UnpackGroups<5>(in, groups, scatter, out);
-    case 6: return UnpackGroups<6>(in, groups, scatter, out);
-    case 7: return UnpackGroups<7>(in, groups, scatter, out);
-    case 8: return UnpackGroups<8>(in, groups, scatter, out);
+    case 1: return UnpackWidth<1>(in, groups, runs, constant, out);
+    case 2: return UnpackWidth<2>(in, groups, runs, constant, out);
+    case 3: return UnpackWidth<3>(in, groups, runs, constant, out);
+    case 4: return UnpackWidth<4>(in, groups, runs, constant, out);
+    case 5: return UnpackWidth<5>(in, groups, runs, constant, out);
+    case 6: return UnpackWidth<6>(in, groups, runs, constant, out);
+    case 7: return UnpackWidth<7>(in, groups, runs, constant, out);
+    case 8: return UnpackWidth<8>(in, groups, runs, constant, out);
     default: return;
   }
 }
@@ -141,7 +218,7 @@ Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> 
   // Eight bytes at a time: 8 * width bits, stored with one 8-byte store
   // (the bound's slack covers the bytes beyond the width).
   size_t i = n / 8 * 8;
-  out += Pack(width, in, n / 8, gather, out);
+  out += Pack(width, in, n / 8, varying, out);
   uint64_t acc = 0;
   unsigned bits = 0;
   for (; i < n; ++i) {
@@ -175,7 +252,7 @@ Status BitPackDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   uint8_t* out = dst.data();
   // Eight bytes per 8-byte load while the load stays inside the payload.
   const size_t groups = width == 0 ? 0 : std::min(n / 8, packed >= 8 ? (packed - 8) / width + 1 : 0);
-  Unpack(width, in, groups, scatter, out);
+  Unpack(width, in, groups, varying, constant_bits, out);
   size_t i = groups * 8;
   if (width == 0) {  // every byte is the constant bits
     if (n) std::memset(out, constant_bits, n);

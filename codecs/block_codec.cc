@@ -94,7 +94,7 @@ Status BlockDecompressor::Decompress(CodecId codec, std::span<const uint8_t> src
       return Status::Ok();
     }
     case CodecId::kHuffman:
-      return HuffmanDecompress(src, dst);
+      return huffman_.Decompress(src, dst);
     case CodecId::kBitPack:
       return BitPackDecompress(src, dst);
     default:
@@ -107,7 +107,7 @@ size_t CompressorStateBytes(int zstd_level, size_t block_size) {
   return ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(zstd_level, block_size, 0));
 }
 
-size_t DecompressorStateBytes() { return ZSTD_estimateDCtxSize(); }
+size_t DecompressorStateBytes() { return ZSTD_estimateDCtxSize() + HuffmanDecoder::kMemoryBytes; }
 
 int MinZstdLevel() { return std::max(ZSTD_minCLevel(), -131072); }
 int MaxZstdLevel() { return ZSTD_maxCLevel(); }

@@ -13,6 +13,7 @@
 #include <span>
 
 #include "codecs/codec_ids.h"
+#include "codecs/huffman.h"
 #include "common/status.h"
 
 namespace vramflow {
@@ -48,10 +49,12 @@ class BlockDecompressor {
 
  private:
   ZSTD_DCtx* zstd_ = nullptr;
+  HuffmanDecoder huffman_;  // keeps its table from plane to plane
 };
 
 // Memory a BlockCompressor / BlockDecompressor holds after working on blocks
-// of up to `block_size` bytes (zstd contexts), for memory budgets.
+// of up to `block_size` bytes (zstd contexts, the Huffman decode table), for
+// memory budgets.
 size_t CompressorStateBytes(int zstd_level, size_t block_size);
 size_t DecompressorStateBytes();
 

@@ -14,12 +14,21 @@ namespace vramflow {
 namespace {
 
 constexpr size_t kStreams = 4;
-constexpr size_t kLengthTableBytes = 128;
+constexpr size_t kLengthTableBytes = kHuffmanLengthTableBytes;
 constexpr size_t kHeaderBytes = 1 + kLengthTableBytes + 4 * (kStreams - 1);
 constexpr size_t kPaddingBytes = 8;
-constexpr unsigned kTableBits = 12;  // lookup width: one code of up to 11 bits, or two short ones
-constexpr uint32_t kTableSize = 1u << kTableBits;
 constexpr uint32_t kKraftTotal = 1u << kHuffmanMaxCodeLength;
+
+// Decode table entries, indexed by the next kTableBits bits of a stream:
+// up to kMaxSymbolsPerEntry symbols in bytes 0-2, the bits their codes take
+// in bits 24-29 and how many they are in bits 30-31. `entry >> 24` is then
+// the bits plus a multiple of 64, which a shift of a 64-bit word and a bit
+// count kept modulo 64 can use as it is.
+constexpr unsigned kTableBits = HuffmanDecoder::kTableBits;
+constexpr uint32_t kTableSize = 1u << kTableBits;
+constexpr uint32_t kMaxSymbolsPerEntry = 3;
+constexpr unsigned kEntryBitsShift = 24;
+constexpr unsigned kEntryCountShift = 30;
 
 using Counts = std::array<uint64_t, 256>;
 using Lengths = std::array<uint8_t, 256>;
@@ -42,44 +51,36 @@ Counts Histogram(std::span<const uint8_t> src) {
 }
 
 // Huffman code lengths for `counts` (at least two non-zero), by repeatedly
-// merging the two lightest nodes.
+// merging the two lightest nodes. With the leaves sorted, the merged nodes
+// come out in order of weight too, so two queues replace a heap; nothing is
+// allocated (the analysis prices several codes per chunk).
 Lengths BuildLengths(const Counts& counts) {
-  struct Node {
-    uint64_t weight;
-    int parent;
+  std::array<std::pair<uint64_t, int>, 256> leaves;  // (weight, symbol)
+  int n = 0;
+  for (int s = 0; s < 256; ++s)
+    if (counts[s]) leaves[n++] = {counts[s], s};
+  std::sort(leaves.begin(), leaves.begin() + n);
+  // Nodes 0..n-1 are the leaves in that order, n..2n-2 the merged ones.
+  std::array<uint64_t, 511> weight;
+  std::array<int16_t, 511> parent;
+  for (int i = 0; i < n; ++i) weight[i] = leaves[i].first;
+  int next_leaf = 0, next_merged = n, made = n;
+  auto lightest = [&] {
+    if (next_leaf < n && (next_merged == made || weight[next_leaf] <= weight[next_merged])) return next_leaf++;
+    return next_merged++;
   };
-  std::vector<Node> nodes;
-  std::vector<int> symbol_node(256, -1);
-  std::vector<std::pair<uint64_t, int>> heap;  // (weight, node) min-heap
-  for (int s = 0; s < 256; ++s) {
-    if (!counts[s]) continue;
-    symbol_node[s] = static_cast<int>(nodes.size());
-    heap.emplace_back(counts[s], static_cast<int>(nodes.size()));
-    nodes.push_back({counts[s], -1});
+  while (made < 2 * n - 1) {
+    const int a = lightest(), b = lightest();
+    weight[made] = weight[a] + weight[b];
+    parent[a] = parent[b] = static_cast<int16_t>(made);
+    ++made;
   }
-  auto greater = [](const auto& a, const auto& b) { return a > b; };
-  std::make_heap(heap.begin(), heap.end(), greater);
-  while (heap.size() > 1) {
-    std::pop_heap(heap.begin(), heap.end(), greater);
-    auto a = heap.back();
-    heap.pop_back();
-    std::pop_heap(heap.begin(), heap.end(), greater);
-    auto b = heap.back();
-    heap.pop_back();
-    int parent = static_cast<int>(nodes.size());
-    nodes.push_back({a.first + b.first, -1});
-    nodes[a.second].parent = parent;
-    nodes[b.second].parent = parent;
-    heap.emplace_back(a.first + b.first, parent);
-    std::push_heap(heap.begin(), heap.end(), greater);
-  }
+  // Parents come after their children: depths from the root down.
+  std::array<uint16_t, 511> depth;
+  depth[2 * n - 2] = 0;
+  for (int i = 2 * n - 3; i >= 0; --i) depth[i] = static_cast<uint16_t>(depth[parent[i]] + 1);
   Lengths lengths{};
-  for (int s = 0; s < 256; ++s) {
-    if (symbol_node[s] < 0) continue;
-    int depth = 0;
-    for (int n = symbol_node[s]; nodes[n].parent >= 0; n = nodes[n].parent) ++depth;
-    lengths[s] = static_cast<uint8_t>(std::min(depth, 255));
-  }
+  for (int i = 0; i < n; ++i) lengths[leaves[i].second] = static_cast<uint8_t>(std::min<int>(depth[i], 255));
   return lengths;
 }
 
@@ -188,10 +189,12 @@ struct BitWriter {
     acc |= uint64_t{codes[s]} << bits;
     bits += lengths[s];
   }
+  // At most 4 x 11 + 7 bits are held between flushes, so the shift is
+  // below 64.
   void Flush() {
     StoreLE64(out + pos, acc);
     pos += bits >> 3;
-    acc = (bits & ~7u) == 64 ? 0 : acc >> (bits & ~7u);
+    acc >>= bits & ~7u;
     bits &= 7;
   }
   size_t Finish() {
@@ -304,7 +307,55 @@ Result<size_t> HuffmanCompress(std::span<const uint8_t> src, std::span<uint8_t> 
   return pos + kPaddingBytes;
 }
 
-Status HuffmanDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
+HuffmanDecoder::HuffmanDecoder() : table_(kTableSize) {}
+
+Status HuffmanDecoder::BuildTable(std::span<const uint8_t, kLengthTableBytes> packed) {
+  if (built_ && std::equal(packed.begin(), packed.end(), packed_lengths_.begin())) return Status::Ok();
+  built_ = false;
+  // Code lengths must describe a complete prefix code.
+  uint32_t kraft = 0;
+  int used = 0;
+  for (int s = 0; s < 256; ++s) {
+    uint8_t byte = packed[s / 2];
+    lengths_[s] = (s & 1) ? byte >> 4 : byte & 15;
+    if (lengths_[s] > kHuffmanMaxCodeLength) return Status::Corruption("huffman code length above 11");
+    if (lengths_[s]) {
+      kraft += kKraftTotal >> lengths_[s];
+      ++used;
+    }
+  }
+  if (used < 2 || kraft != kKraftTotal) return Status::Corruption("huffman code lengths do not form a complete code");
+
+  // One symbol per index first (symbol | length << 8): a code of length L
+  // fills every index whose low L bits are that code.
+  std::array<uint16_t, kTableSize> single;
+  const std::array<uint16_t, 256> codes = ReversedCanonicalCodes(lengths_);
+  for (int s = 0; s < 256; ++s) {
+    if (!lengths_[s]) continue;
+    const uint16_t entry = static_cast<uint16_t>(s | (lengths_[s] << 8));
+    for (uint32_t fill = codes[s]; fill < kTableSize; fill += 1u << lengths_[s]) single[fill] = entry;
+  }
+  // Then as many of the following symbols as fit in the index's bits, up to
+  // kMaxSymbolsPerEntry: the bits after the first code, shifted down, index
+  // `single` correctly for any code no longer than those bits.
+  for (uint32_t index = 0; index < kTableSize; ++index) {
+    uint32_t symbols = 0, count = 0, bits = 0;
+    while (count < kMaxSymbolsPerEntry) {
+      const uint32_t next = single[index >> bits];
+      const uint32_t length = next >> 8;
+      if (bits + length > kTableBits) break;
+      symbols |= (next & 0xff) << (8 * count);
+      bits += length;
+      ++count;
+    }
+    table_[index] = symbols | count << kEntryCountShift | bits << kEntryBitsShift;
+  }
+  std::copy(packed.begin(), packed.end(), packed_lengths_.begin());
+  built_ = true;
+  return Status::Ok();
+}
+
+Status HuffmanDecoder::Decompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   if (src.empty()) return Status::Corruption("huffman payload is empty");
   if (src[0] == 0) {
     if (src.size() != 2) return Status::Corruption("huffman single-symbol payload is not 2 bytes");
@@ -313,41 +364,8 @@ Status HuffmanDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   }
   if (src[0] != 1) return Status::Corruption("huffman payload has unknown mode " + std::to_string(src[0]));
   if (src.size() < kHeaderBytes + kPaddingBytes) return Status::Corruption("huffman payload shorter than its header");
-
-  // Code lengths must describe a complete prefix code.
-  Lengths lengths{};
-  uint32_t kraft = 0;
-  int used = 0;
-  for (int s = 0; s < 256; ++s) {
-    uint8_t packed = src[1 + s / 2];
-    lengths[s] = (s & 1) ? packed >> 4 : packed & 15;
-    if (lengths[s] > kHuffmanMaxCodeLength) return Status::Corruption("huffman code length above 11");
-    if (lengths[s]) {
-      kraft += kKraftTotal >> lengths[s];
-      ++used;
-    }
-  }
-  if (used < 2 || kraft != kKraftTotal) return Status::Corruption("huffman code lengths do not form a complete code");
-
-  // Decode tables, indexed by the next 12 bits of a stream. `single` gives
-  // one (symbol, length); `pair` gives up to two symbols whose codes both
-  // fit in those 12 bits: symbol 1 | symbol 2 << 8 | count << 16 | bits << 24.
-  std::array<uint16_t, kTableSize> single;
-  std::array<uint16_t, 256> codes = ReversedCanonicalCodes(lengths);
-  for (int s = 0; s < 256; ++s) {
-    if (!lengths[s]) continue;
-    uint16_t entry = static_cast<uint16_t>(s | (lengths[s] << 8));
-    for (uint32_t fill = codes[s]; fill < kTableSize; fill += 1u << lengths[s]) single[fill] = entry;
-  }
-  std::array<uint32_t, kTableSize> pair;
-  for (uint32_t index = 0; index < kTableSize; ++index) {
-    uint32_t first = single[index], first_len = first >> 8;
-    uint32_t second = single[index >> first_len], second_len = second >> 8;
-    if (first_len + second_len <= kTableBits)
-      pair[index] = (first & 0xff) | (second & 0xff) << 8 | 2u << 16 | (first_len + second_len) << 24;
-    else
-      pair[index] = (first & 0xff) | 1u << 16 | first_len << 24;
-  }
+  VF_RETURN_IF_ERROR(BuildTable(src.subspan<1, kLengthTableBytes>()));
+  const uint32_t* table = table_.data();
 
   // Stream boundaries.
   const uint8_t* base = src.data();
@@ -364,65 +382,96 @@ Status HuffmanDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   for (size_t i = data_end; i < src.size(); ++i)
     if (base[i]) return Status::Corruption("huffman payload padding is not zero");
 
-  // Bit positions are absolute within src. A stream may be read while its
-  // position is at most its end: the read then stays inside src, thanks to
-  // the padding.
   StreamSplit split = Split(dst.size());
-  uint64_t bit[kStreams], end_bit[kStreams];
   uint8_t* out[kStreams];
-  for (size_t k = 0; k < kStreams; ++k) {
-    bit[k] = uint64_t{stream_begin[k]} * 8;
-    end_bit[k] = uint64_t{stream_end[k]} * 8;
-    out[k] = dst.data() + split.begin[k];
-  }
   uint8_t* out_end[kStreams];
-  for (size_t k = 0; k < kStreams; ++k) out_end[k] = out[k] + split.count[k];
-  // Two symbols per lookup where they fit; always stores two bytes, so it
-  // runs while every stream has room for two.
-  auto step_pair = [&](size_t k) {
-    uint64_t w = LoadLE64(base + (bit[k] >> 3)) >> (bit[k] & 7);
-    uint32_t e = pair[w & (kTableSize - 1)];
-    StoreLE16(out[k], static_cast<uint16_t>(e));
-    out[k] += (e >> 16) & 0xff;
-    bit[k] += e >> 24;
+  for (size_t k = 0; k < kStreams; ++k) {
+    out[k] = dst.data() + split.begin[k];
+    out_end[k] = out[k] + split.count[k];
+  }
+
+  // The fast loop. Each stream has a bit buffer: `avail` (modulo 64) valid
+  // bits in the low end of `buf`, the ones after them starting at byte
+  // `next`. A refill ORs in the 8 bytes at `next` (bits already there are
+  // the same bits) and moves `next` past the whole bytes taken, leaving 56 to
+  // 63 valid bits: enough for kStepsPerRound steps of at most kTableBits bits
+  // each. A step stores 4 bytes, of which the entry's count are symbols (the
+  // rest is overwritten by the next steps).
+  constexpr size_t kStepsPerRound = 4;
+  static_assert(kStepsPerRound * kTableBits <= 56);
+  constexpr size_t kRoundRefillBytes = 7;                                         // `next` moves at most this much a round
+  constexpr size_t kRoundOutputBytes = kStepsPerRound * kMaxSymbolsPerEntry + 1;  // a round's stores reach this far
+  uint64_t buf[kStreams] = {0, 0, 0, 0};
+  uint32_t avail[kStreams] = {0, 0, 0, 0};
+  const uint8_t* next[kStreams];
+  for (size_t k = 0; k < kStreams; ++k) next[k] = base + stream_begin[k];
+  const uint8_t* const load_limit = base + src.size() - 8;  // a refill may load at most here
+  auto consumed_bit = [&](size_t k) { return static_cast<uint64_t>(next[k] - base) * 8 - (avail[k] & 63); };
+  auto refill = [&](size_t k) {
+    const uint32_t valid = avail[k] & 63;
+    buf[k] |= LoadLE64(next[k]) << valid;
+    next[k] += (63 - valid) >> 3;
+    avail[k] = valid | 56;
   };
-  auto step_single = [&](size_t k) {
-    uint64_t w = LoadLE64(base + (bit[k] >> 3)) >> (bit[k] & 7);
-    uint16_t e = single[w & (kTableSize - 1)];
-    *out[k]++ = static_cast<uint8_t>(e);
-    bit[k] += e >> 8;
+  auto step = [&](size_t k) {
+    const uint32_t e = table[buf[k] & (kTableSize - 1)];
+    StoreLE32(out[k], e);
+    out[k] += e >> kEntryCountShift;
+    const uint32_t bits = e >> kEntryBitsShift;  // plus 64 * count
+    buf[k] >>= bits & 63;
+    avail[k] -= bits;
   };
-  // A round is one step of each stream. The bounds are checked once per
-  // batch of rounds, as many as cannot break them: a step reads at most
-  // kTableBits bits and writes at most two bytes.
+  // Bounds are checked once per batch of rounds, as many as cannot break
+  // them: every load stays inside src, every store inside the stream's own
+  // output, and a stream that has run past its end is caught after the
+  // batch (it has then only read the next stream's bytes or the padding).
   for (;;) {
-    if ((bit[0] > end_bit[0]) | (bit[1] > end_bit[1]) | (bit[2] > end_bit[2]) | (bit[3] > end_bit[3]))
-      return Status::Corruption("huffman stream runs past its end");
     size_t rounds = SIZE_MAX;
     for (size_t k = 0; k < kStreams; ++k) {
-      size_t by_output = static_cast<size_t>(out_end[k] - out[k]) / 2;
-      size_t by_input = static_cast<size_t>((end_bit[k] - bit[k]) / kTableBits) + 1;
-      rounds = std::min({rounds, by_output, by_input});
+      if (consumed_bit(k) > uint64_t{stream_end[k]} * 8) return Status::Corruption("huffman stream runs past its end");
+      const size_t by_output = static_cast<size_t>(out_end[k] - out[k]) / kRoundOutputBytes;
+      const size_t by_load = next[k] > load_limit ? 0 : static_cast<size_t>(load_limit - next[k]) / kRoundRefillBytes + 1;
+      rounds = std::min({rounds, by_output, by_load});
     }
     if (rounds == 0) break;
-    for (size_t r = 0; r < rounds; ++r) {
-      step_pair(0);
-      step_pair(1);
-      step_pair(2);
-      step_pair(3);
+    for (size_t r = 0; r < rounds; ++r) {  // the streams' steps interleaved: four independent chains
+      refill(0);
+      refill(1);
+      refill(2);
+      refill(3);
+      for (size_t i = 0; i < kStepsPerRound; ++i) {
+        step(0);
+        step(1);
+        step(2);
+        step(3);
+      }
     }
   }
+
+  // The rest one symbol at a time from absolute bit positions, each read
+  // checked against the stream's end (which leaves it inside src, thanks to
+  // the padding).
   for (size_t k = 0; k < kStreams; ++k) {
+    uint64_t bit = consumed_bit(k);
+    const uint64_t end_bit = uint64_t{stream_end[k]} * 8;
     while (out[k] < out_end[k]) {
-      if (bit[k] > end_bit[k]) return Status::Corruption("huffman stream runs past its end");
-      step_single(k);
+      if (bit > end_bit) return Status::Corruption("huffman stream runs past its end");
+      const uint64_t w = LoadLE64(base + (bit >> 3)) >> (bit & 7);
+      const uint8_t symbol = static_cast<uint8_t>(table[w & (kTableSize - 1)]);
+      *out[k]++ = symbol;
+      bit += lengths_[symbol];
     }
-    if ((bit[k] + 7) / 8 != stream_end[k])
+    if ((bit + 7) / 8 != stream_end[k])
       return Status::Corruption("huffman stream " + std::to_string(k) + " does not end where its size says");
-    if ((bit[k] & 7) && (base[bit[k] >> 3] >> (bit[k] & 7)) != 0)
+    if ((bit & 7) && (base[bit >> 3] >> (bit & 7)) != 0)
       return Status::Corruption("huffman stream " + std::to_string(k) + " has non-zero padding bits");
   }
   return Status::Ok();
+}
+
+Status HuffmanDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
+  HuffmanDecoder decoder;
+  return decoder.Decompress(src, dst);
 }
 
 }  // namespace vramflow

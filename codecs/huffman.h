@@ -5,8 +5,9 @@
 // with a skewed distribution: an order-0 entropy coder gets within a few
 // percent of their entropy, while an LZ coder spends most of its time
 // searching for matches that do not help. This coder is built for that
-// case: one pass to count, one to encode; decoding uses a 2^11-entry table
-// and four interleaved bit streams for instruction-level parallelism.
+// case: one pass to count, one to encode; decoding uses a 2^12-entry table
+// of up to three symbols per lookup, and four interleaved bit streams for
+// instruction-level parallelism.
 //
 // Payload layout (docs/FORMAT.md, "huffman"):
 //   mode 0 (one distinct byte value): [0][symbol]
@@ -14,15 +15,18 @@
 //           [stream 0][stream 1][stream 2][stream 3][8 zero bytes]
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "common/status.h"
 
 namespace vramflow {
 
 inline constexpr unsigned kHuffmanMaxCodeLength = 11;
+inline constexpr size_t kHuffmanLengthTableBytes = 128;  // 256 code lengths, 4 bits each
 
 // Average code length, in bits per symbol, of the code HuffmanCompress would
 // build for bytes with these counts (0 for fewer than two distinct values):
@@ -36,8 +40,35 @@ size_t HuffmanBound(size_t size);
 // the payload size.
 Result<size_t> HuffmanCompress(std::span<const uint8_t> src, std::span<uint8_t> dst);
 
-// Decodes `src` into exactly dst.size() bytes; malformed input (incomplete
-// code, bad sizes, streams that end early or late) is a corruption error.
+// Decodes payloads. It keeps the decode table of the last code it built and
+// reuses it for a payload with the same code lengths (building one costs
+// about as much as decoding 15k symbols). On float planes the lengths of
+// rare symbols differ from chunk to chunk, so there a table is built per
+// plane; data with few distinct values reuses it.
+// Not thread-safe: one per thread (BlockDecompressor holds one).
+class HuffmanDecoder {
+ public:
+  HuffmanDecoder();
+  // Decodes `src` into exactly dst.size() bytes; malformed input (incomplete
+  // code, bad sizes, streams that end early or late) is a corruption error.
+  Status Decompress(std::span<const uint8_t> src, std::span<uint8_t> dst);
+
+  // Lookup width of the decode table, whose entries give up to three symbols
+  // whose codes fit in that many bits.
+  static constexpr unsigned kTableBits = 12;
+  // Memory a decoder holds.
+  static constexpr size_t kMemoryBytes = (size_t{1} << kTableBits) * sizeof(uint32_t) + 512;
+
+ private:
+  Status BuildTable(std::span<const uint8_t, kHuffmanLengthTableBytes> packed_lengths);
+
+  std::vector<uint32_t> table_;
+  std::array<uint8_t, 256> lengths_{};                                // of the code table_ decodes
+  std::array<uint8_t, kHuffmanLengthTableBytes> packed_lengths_{};  // as the payload gave them
+  bool built_ = false;
+};
+
+// HuffmanDecoder::Decompress with a decoder of its own.
 Status HuffmanDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst);
 
 }  // namespace vramflow

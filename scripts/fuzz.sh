@@ -9,6 +9,7 @@
 #   seek_index_fuzz      seek indexes and stored streams' tails (tests/fuzz/seek_index_fuzz.cc)
 #   criu_files_img_fuzz  CRIU's files.img under --tcp-listen-remap (tests/fuzz/criu_files_img_fuzz.cc;
 #                        a small parser: a fixed 5 s share)
+#   codec_fuzz           the huffman and bitpack decoders on bare payloads (tests/fuzz/codec_fuzz.cc)
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default 60 seconds in all, every target
 #
@@ -27,7 +28,7 @@ seconds="${1:-60}"
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2; }
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz criu_files_img_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz criu_files_img_fuzz codec_fuzz)
 # The time is a total: small parsers get 5 s each, the other targets equal
 # shares of the rest (at least 5 s).
 small_seconds=5

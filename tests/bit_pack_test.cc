@@ -44,6 +44,34 @@ TEST(BitPackTest, RoundTripsEveryWidthAndManySizes) {
     }
 }
 
+TEST(BitPackTest, EveryMaskPacksAsTheFormatSaysBitByBit) {
+  // The word-wide packing handles each mask's runs of varying bits with
+  // shifts and masks; for all 256 masks it must give exactly the bits
+  // FORMAT.md describes (each byte's varying bits, lowest first, as one
+  // little-endian bit stream) and unpack them back.
+  for (unsigned varying = 0; varying < 256; ++varying) {
+    const size_t n = 203;  // 25 groups of eight and a tail of three
+    std::vector<uint8_t> src = Masked(n, static_cast<uint8_t>(varying), 0x5a, varying);
+    // Make every varying bit vary, so that ConstantBits finds exactly `varying`.
+    src[0] = static_cast<uint8_t>(0x5a & ~varying);
+    src[1] = static_cast<uint8_t>((0x5a & ~varying) | varying);
+    std::vector<uint8_t> expected = {static_cast<uint8_t>(~varying), static_cast<uint8_t>(0x5a & ~varying)};
+    size_t bit = 0;
+    for (uint8_t byte : src)
+      for (unsigned b = 0; b < 8; ++b) {
+        if (!(varying >> b & 1)) continue;
+        if (bit % 8 == 0) expected.push_back(0);
+        expected.back() |= static_cast<uint8_t>((byte >> b & 1) << (bit % 8));
+        ++bit;
+      }
+    std::vector<uint8_t> payload = Pack(src);
+    ASSERT_EQ(payload, expected) << "varying " << varying;
+    std::vector<uint8_t> back(n, 0x11);
+    ASSERT_TRUE(BitPackDecompress(payload, back).ok()) << "varying " << varying;
+    ASSERT_EQ(back, src) << "varying " << varying;
+  }
+}
+
 TEST(BitPackTest, DropsExactlyTheConstantBits) {
   std::vector<uint8_t> src = Masked(4096, 0xfc, 0x02, 3);  // bits 0-1 fixed at 10b
   EXPECT_EQ(ConstantBits(src), 0x03);

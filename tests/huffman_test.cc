@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <optional>
+#include <queue>
 #include <random>
 #include <vector>
 
@@ -17,6 +20,91 @@ std::vector<uint8_t> Compress(const std::vector<uint8_t>& src) {
   EXPECT_TRUE(n.ok()) << n.status().ToString();
   out.resize(n.ok() ? *n : 0);
   return out;
+}
+
+// A reference decoder for the payload format, written from FORMAT.md's
+// description and nothing else: one bit at a time, every read checked.
+// Returns nullopt where the payload is malformed.
+std::optional<std::vector<uint8_t>> ReferenceDecode(const std::vector<uint8_t>& src, size_t size) {
+  if (src.empty()) return std::nullopt;
+  if (src[0] == 0) {
+    if (src.size() != 2) return std::nullopt;
+    return std::vector<uint8_t>(size, src[1]);
+  }
+  constexpr size_t kHeader = 1 + 128 + 12;
+  if (src[0] != 1 || src.size() < kHeader + 8) return std::nullopt;
+  std::array<unsigned, 256> length{};
+  uint32_t kraft = 0;
+  int used = 0;
+  for (int s = 0; s < 256; ++s) {
+    length[s] = (s & 1) ? src[1 + s / 2] >> 4 : src[1 + s / 2] & 15;
+    if (length[s] > 11) return std::nullopt;
+    if (length[s]) kraft += 2048u >> length[s], ++used;
+  }
+  if (used < 2 || kraft != 2048) return std::nullopt;
+  // Canonical codes, MSB-first values of `length` bits.
+  std::vector<std::array<int, 2048>> symbol_of(12);  // [length][code]
+  for (auto& row : symbol_of) row.fill(-1);
+  uint32_t next = 0;
+  for (unsigned len = 1; len <= 11; ++len, next <<= 1)
+    for (int s = 0; s < 256; ++s)
+      if (length[s] == len) symbol_of[len][next++] = s;
+  const size_t data_end = src.size() - 8;
+  for (size_t i = data_end; i < src.size(); ++i)
+    if (src[i]) return std::nullopt;
+  std::vector<uint8_t> out(size);
+  const size_t quarter = (size + 3) / 4;
+  size_t pos = kHeader;
+  for (size_t k = 0; k < 4; ++k) {
+    const size_t bytes = k < 3 ? LoadLE32(src.data() + 129 + 4 * k) : (pos <= data_end ? data_end - pos : 0);
+    if (pos > data_end || bytes > data_end - pos) return std::nullopt;
+    uint64_t bit = 0;
+    const uint64_t end_bit = uint64_t{bytes} * 8;
+    for (size_t i = std::min(size, k * quarter); i < std::min(size, (k + 1) * quarter); ++i) {
+      uint32_t value = 0;
+      unsigned len = 0;
+      int symbol = -1;
+      while (symbol < 0) {
+        if (len == 11 || bit >= end_bit) return std::nullopt;
+        value = value << 1 | ((src[pos + bit / 8] >> (bit % 8)) & 1);
+        ++bit, ++len;
+        symbol = symbol_of[len][value];
+      }
+      out[i] = static_cast<uint8_t>(symbol);
+    }
+    if ((bit + 7) / 8 != bytes) return std::nullopt;
+    for (; bit < end_bit; ++bit)
+      if ((src[pos + bit / 8] >> (bit % 8)) & 1) return std::nullopt;
+    pos += bytes;
+  }
+  return out;
+}
+
+struct Agreements {
+  int decoded = 0;
+  int rejected = 0;
+};
+
+// The decoder agrees with the reference on `payload`: both reject it, or
+// both decode it to the same bytes.
+void ExpectAgreesWithReference(HuffmanDecoder& decoder, const std::vector<uint8_t>& payload, size_t size,
+                               Agreements& agreements) {
+  std::optional<std::vector<uint8_t>> expected = ReferenceDecode(payload, size);
+  std::vector<uint8_t> out(size, 0xAA);
+  Status s = decoder.Decompress(payload, out);
+  ASSERT_EQ(s.ok(), expected.has_value()) << s.ToString() << " (size " << size << ")";
+  ++(s.ok() ? agreements.decoded : agreements.rejected);
+  if (s.ok()) EXPECT_EQ(out, *expected);
+  else EXPECT_EQ(s.code(), Status::Code::kCorruption);
+}
+
+// Bytes whose code lengths run from 1 to 11 bits.
+std::vector<uint8_t> GeometricBytes(size_t size, double p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::geometric_distribution<int> skewed(p);
+  std::vector<uint8_t> src(size);
+  for (auto& b : src) b = static_cast<uint8_t>(std::min(skewed(rng), 255));
+  return src;
 }
 
 void ExpectRoundTrip(const std::vector<uint8_t>& src) {
@@ -73,6 +161,121 @@ TEST(HuffmanTest, LimitsCodeLengthsForFibonacciCounts) {
     EXPECT_LE((s & 1) ? packed >> 4 : packed & 15, 11) << "symbol " << s;
   }
   ExpectRoundTrip(src);
+}
+
+TEST(HuffmanTest, RoundTripsEverySizeAroundTheFastLoopsEdges) {
+  // The fast loop stops where a stream has less than a round of output or
+  // input left; sizes up to a few hundred symbols per stream end there in
+  // every phase, for codes of 1 bit (two symbols), long codes and a mix.
+  for (double p : {0.5, 0.35, 0.05}) {
+    std::vector<uint8_t> src = GeometricBytes(1200, p, 11);
+    for (size_t size = 0; size <= src.size(); size += (size < 300 ? 1 : 37))
+      ExpectRoundTrip(std::vector<uint8_t>(src.begin(), src.begin() + size));
+  }
+  std::mt19937_64 rng(12);
+  std::vector<uint8_t> two(777);
+  for (auto& b : two) b = static_cast<uint8_t>(rng() & 1);
+  ExpectRoundTrip(two);
+}
+
+TEST(HuffmanTest, RoundTripsCodesOfTheMaximumLength) {
+  // 2048 equally likely symbols cannot exist, but 256 nearly uniform bytes
+  // with a few rare ones give 7-, 8- and 11-bit codes side by side.
+  std::mt19937_64 rng(13);
+  std::vector<uint8_t> src(200000);
+  for (auto& b : src) b = static_cast<uint8_t>(rng() % 250);
+  for (size_t i = 0; i < 6; ++i) src[i * 30000] = static_cast<uint8_t>(250 + i);
+  std::vector<uint8_t> payload = Compress(src);
+  unsigned longest = 0;
+  for (int s = 0; s < 256; ++s) longest = std::max<unsigned>(longest, (s & 1) ? payload[1 + s / 2] >> 4 : payload[1 + s / 2] & 15);
+  EXPECT_EQ(longest, kHuffmanMaxCodeLength);
+  ExpectRoundTrip(src);
+}
+
+TEST(HuffmanTest, ADecoderReusedAcrossCodesDecodesEach) {
+  // The decoder keeps its table while the code lengths stay the same: a
+  // different code, a malformed one in between, and the first again.
+  const std::vector<uint8_t> a = GeometricBytes(50000, 0.35, 21), b = GeometricBytes(50000, 0.05, 22);
+  const std::vector<uint8_t> pa = Compress(a), pb = Compress(b);
+  ASSERT_NE(std::vector<uint8_t>(pa.begin(), pa.begin() + 129), std::vector<uint8_t>(pb.begin(), pb.begin() + 129));
+  HuffmanDecoder decoder;
+  std::vector<uint8_t> out(a.size());
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(decoder.Decompress(pa, out).ok());
+    EXPECT_EQ(out, a);
+    ASSERT_TRUE(decoder.Decompress(pb, out).ok());
+    EXPECT_EQ(out, b);
+    std::vector<uint8_t> bad = pa;
+    bad[1] = 0;  // incomplete code
+    EXPECT_EQ(decoder.Decompress(bad, out).code(), Status::Code::kCorruption);
+  }
+}
+
+TEST(HuffmanTest, AgreesWithAReferenceDecoderOnDamagedPayloads) {
+  // Valid payloads with bytes flipped, stream sizes moved and tails cut:
+  // the decoder must reject exactly what a bit-by-bit reference rejects and
+  // decode the rest identically (and never read or write out of bounds,
+  // which the sanitizer builds check).
+  std::mt19937_64 rng(31);
+  HuffmanDecoder decoder;
+  Agreements agreements;
+  for (size_t size : {37, 1000, 20000}) {
+    for (double p : {0.5, 0.3, 0.08}) {
+      const std::vector<uint8_t> src = GeometricBytes(size, p, size);
+      const std::vector<uint8_t> good = Compress(src);
+      ExpectAgreesWithReference(decoder, good, size, agreements);
+      for (int trial = 0; trial < 40; ++trial) {
+        std::vector<uint8_t> bad = good;
+        switch (trial % 4) {
+          case 0:  // flip bits in the streams
+            for (int f = 0; f < 1 + trial / 4; ++f) bad[141 + rng() % (bad.size() - 149)] ^= static_cast<uint8_t>(1u << rng() % 8);
+            break;
+          case 1: {  // move a boundary between streams
+            const size_t at = 129 + 4 * (rng() % 3);
+            StoreLE32(bad.data() + at, static_cast<uint32_t>(LoadLE32(bad.data() + at) + (rng() % 9) - 4));
+            break;
+          }
+          case 2:  // cut bytes from the end of the last stream, keeping the padding
+            bad.erase(bad.end() - 8 - std::min<size_t>(1 + rng() % 16, bad.size() - 149), bad.end() - 8);
+            break;
+          case 3:  // garbage streams after a valid header
+            for (size_t i = 141; i + 8 < bad.size(); ++i) bad[i] = static_cast<uint8_t>(rng());
+            break;
+        }
+        ExpectAgreesWithReference(decoder, bad, size, agreements);
+        ExpectAgreesWithReference(decoder, bad, size + 1, agreements);  // one symbol more than was coded
+      }
+    }
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(agreements.decoded, 20);
+  EXPECT_GT(agreements.rejected, 200);
+}
+
+TEST(HuffmanTest, BitsPerSymbolIsTheHuffmanOptimum) {
+  // The cost of a Huffman code is the sum of the weights of all merged
+  // nodes, whatever ties it breaks: computed here with a priority queue, for
+  // counts whose code stays within 11 bits (and some equal counts).
+  std::mt19937_64 rng(41);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::array<uint64_t, 256> counts{};
+    const int symbols = 2 + static_cast<int>(rng() % 200);
+    for (int i = 0; i < symbols; ++i) counts[rng() % 256] = 1000 + rng() % (trial % 2 ? 3 : 2000);
+    std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<>> queue;
+    uint64_t total = 0, cost = 0;
+    for (uint64_t c : counts)
+      if (c) queue.push(c), total += c;
+    if (queue.size() < 2) continue;
+    while (queue.size() > 1) {
+      uint64_t a = queue.top();
+      queue.pop();
+      uint64_t b = queue.top();
+      queue.pop();
+      cost += a + b;
+      queue.push(a + b);
+    }
+    EXPECT_DOUBLE_EQ(HuffmanBitsPerSymbol(counts), static_cast<double>(cost) / static_cast<double>(total)) << trial;
+  }
 }
 
 TEST(HuffmanTest, SingleSymbolIsTwoBytes) {
