@@ -374,6 +374,22 @@ TEST_F(ServeTest, TruncatedStreamHandsNothingOver) {
   EXPECT_TRUE(TmpIsEmpty());
 }
 
+// SIGTERM while files wait spilled: the spill directory and the socket go.
+TEST_F(ServeTest, InterruptedServeLeavesNothingBehind) {
+  TestStream stream;
+  StartServe({"-m", "8M"});
+  for (int i = 0; i < 3; ++i) stream.File("pages-" + std::to_string(i) + ".img", ModelBytes(DataKind::kFp32Weights, 6 << 20, 20 + i));
+  Send(stream.Pending());  // no end yet
+  for (int i = 0; i < 500 && TmpIsEmpty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_FALSE(TmpIsEmpty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  serve_->Kill(SIGTERM);
+  EXPECT_NE(serve_->Wait(std::chrono::seconds(20)), 0);
+  EXPECT_TRUE(TmpIsEmpty()) << "the spill directory is left behind";
+  EXPECT_FALSE(std::filesystem::exists(images() + "/streamer-serve.sock"));
+  client_.reset();
+}
+
 // extract: every file into -D once the stream is verified; the file list is
 // no file; -e writes a file into an fd instead.
 TEST(StreamerExtract, WritesTheFilesAndExtFiles) {

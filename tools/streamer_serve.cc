@@ -405,11 +405,15 @@ Status RunStreamerServe(const StreamerOptions& options) {
     stream_failed = true;
     if (connected) socket.Shutdown();
   };
-  PushThreads pushers;  // destroyed (joined) after the reader, which wakes the ext files' waits
+  // Destroyed (joined) after the reader, which wakes the ext files' waits.
+  // The ext files have threads of their own: waiting for the stream, they
+  // never hold up a push into CRIU.
+  PushThreads pushers;
+  PushThreads ext_pushers;
   StreamReaderThread reader(options, &store, &budget, transport, /*check_names=*/false, /*print_stats=*/true,
                             on_failure);
   VF_RETURN_IF_ERROR(reader.Start());
-  VF_RETURN_IF_ERROR(StartExtFiles(options, &store, &pushers));
+  VF_RETURN_IF_ERROR(StartExtFiles(options, &store, &ext_pushers));
 
   const auto deadline = options.criu_timeout_s < 0
                             ? std::chrono::steady_clock::time_point::max()
@@ -438,12 +442,14 @@ Status RunStreamerServe(const StreamerOptions& options) {
   }
   Status pushed = pushers.Join();
   Status read = reader.Join();
+  Status ext = ext_pushers.Join();
   // The stream's own error says most (CRIU saw the connection end because
   // of it); a read we stopped says nothing.
   if (!read.ok() && read.code() != Status::Code::kCancelled) return read;
   VF_RETURN_IF_ERROR(answered);
   VF_RETURN_IF_ERROR(read);
-  return pushed;
+  VF_RETURN_IF_ERROR(pushed);
+  return ext;
 }
 
 Status RunStreamerExtract(const StreamerOptions& options) {
