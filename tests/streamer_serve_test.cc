@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <future>
@@ -45,7 +46,8 @@ constexpr uint32_t kChunk = 256 << 10;
 // last call, so a test can hand the stream to serve in steps.
 class TestStream {
  public:
-  explicit TestStream(CodecChoice codec = CodecChoice::kRaw) : encoder_(Options(codec)), writer_(&sink_, Header()) {
+  explicit TestStream(CodecChoice codec = CodecChoice::kRaw, bool dedup = false)
+      : encoder_(Options(codec)), writer_(&sink_, Header(dedup)) {
     EXPECT_TRUE(writer_.Start().ok());
   }
   uint32_t Begin(const std::string& name, std::vector<std::pair<std::string, std::string>> attributes = {}) {
@@ -61,6 +63,12 @@ class TestStream {
       ASSERT_TRUE(encoder_.Encode(raw, &chunk).ok());
       ASSERT_TRUE(writer_.AddChunk(id, offset + at, raw.size(), chunk).ok());
     }
+  }
+  // `bytes` at `offset` of `id`, as a reference to the same bytes at
+  // `source_offset` of `source` (one chunk).
+  void Ref(uint32_t id, uint64_t offset, uint32_t source, uint64_t source_offset, std::span<const uint8_t> bytes) {
+    DedupRef ref{source, source_offset, HashContent128(bytes.data(), bytes.size())};
+    ASSERT_TRUE(writer_.AddDedupRef(id, offset, bytes.size(), Hash64(bytes.data(), bytes.size()), ref).ok());
   }
   void End(uint32_t id) { ASSERT_TRUE(writer_.EndObject(id).ok()); }
   void File(const std::string& name, const std::vector<uint8_t>& bytes) {
@@ -94,8 +102,12 @@ class TestStream {
     o.detect_zero_runs = true;
     return o;
   }
-  static StreamHeader Header() {
+  static StreamHeader Header(bool dedup) {
     StreamHeader h;
+    if (dedup) {
+      h.flags = kStreamFlagDedup;
+      h.dedup_window = 64;
+    }
     h.chunk_size = kChunk;
     h.producer = "streamer_serve_test";
     return h;
@@ -150,19 +162,32 @@ class ServeTest : public ::testing::Test {
   }
   // Writes bytes into serve's stream (from a thread: the pipe may fill).
   void Send(std::vector<uint8_t> bytes) {
-    if (sender_.joinable()) sender_.join();
-    sender_ = std::thread([fd = stream_write_, bytes = std::move(bytes)] {
+    JoinSender();
+    sent_ = false;
+    sender_ = std::thread([this, fd = stream_write_, bytes = std::move(bytes)] {
       ::signal(SIGPIPE, SIG_IGN);
       size_t done = 0;
       while (done < bytes.size()) {
         ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n <= 0) return;
+        if (n <= 0) break;
         done += static_cast<size_t>(n);
       }
+      sent_ = true;
     });
   }
+  // Waits for the last Send; a serve that stopped reading its stream is a
+  // failure (and is killed), not a hang.
+  void JoinSender() {
+    if (!sender_.joinable()) return;
+    for (int i = 0; i < 3000 && !sent_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!sent_) {
+      ADD_FAILURE() << "serve stopped reading its stream\n" << (serve_ ? serve_->Log() : "");
+      if (serve_) serve_->Kill(SIGKILL);
+    }
+    sender_.join();
+  }
   void CloseStream() {
-    if (sender_.joinable()) sender_.join();
+    JoinSender();
     if (stream_write_ >= 0) ::close(stream_write_);
     stream_write_ = -1;
   }
@@ -199,6 +224,7 @@ class ServeTest : public ::testing::Test {
   int stream_read_ = -1;
   int stream_write_ = -1;
   std::thread sender_;
+  std::atomic<bool> sent_{true};
   std::unique_ptr<CliChild> serve_;
   std::unique_ptr<CriuStreamerClient> client_;
 };
@@ -331,6 +357,58 @@ TEST_F(ServeTest, SpillsBeyondTheMemoryBudget) {
   EXPECT_LT(peak, kBudget + (24ull << 20)) << "serve held more than -m plus a fixed overhead";
   EXPECT_EQ(Finish(), 0) << serve_->Log();
   EXPECT_TRUE(TmpIsEmpty()) << "the spill directory is left behind";
+}
+
+// CRIU takes a file and does not read it yet, while the files it holds in
+// memory fill -m: what arrives next goes to the spill directory instead of
+// failing the stream.
+TEST_F(ServeTest, FilesHeldByCriuDoNotStopTheStream) {
+  // In memory whole, a file just smaller than what -m leaves beside the reader.
+  const std::vector<uint8_t> a = ModelBytes(DataKind::kFp32Weights, (13 << 20) + (300 << 10), 30);
+  const std::vector<uint8_t> b = ModelBytes(DataKind::kFp32Weights, 12 << 20, 31);
+  TestStream stream;
+  StartServe({"-m", "16M"});
+  stream.File("pages-1.img", a);
+  Send(stream.Pending());
+  std::optional<int> fa = Within(Ask("pages-1.img"), std::chrono::seconds(20));
+  ASSERT_TRUE(fa && *fa >= 0);
+  stream.File("pages-2.img", b);
+  stream.Finish();
+  Send(stream.Pending());
+  CloseStream();
+  EXPECT_EQ(Fetch("pages-2.img"), b);
+  EXPECT_EQ(ReadAll(*fa), a);
+  ::close(*fa);
+  EXPECT_EQ(Finish(), 0) << serve_->Log();
+}
+
+// Dedup references within a file and into a file not taken yet give the
+// right bytes; a reference into a file already handed over and freed is
+// refused, naming it.
+TEST_F(ServeTest, DedupReferences) {
+  const std::vector<uint8_t> chunk = ModelBytes(DataKind::kFp32Weights, kChunk, 40);
+  std::vector<uint8_t> twice = chunk;
+  twice.insert(twice.end(), chunk.begin(), chunk.end());
+  TestStream stream(CodecChoice::kRaw, /*dedup=*/true);
+  StartServe();
+  const uint32_t a = stream.Begin("pages-1.img");
+  stream.Add(a, 0, chunk);
+  stream.Ref(a, kChunk, a, 0, chunk);  // within the file
+  stream.End(a);
+  const uint32_t b = stream.Begin("pages-2.img");
+  stream.Ref(b, 0, a, 0, chunk);  // into a file not taken yet
+  stream.End(b);
+  Send(stream.Pending());
+  EXPECT_EQ(Fetch("pages-2.img"), chunk);  // first: its reference must find pages-1.img still there
+  EXPECT_EQ(Fetch("pages-1.img"), twice);
+  const uint32_t c = stream.Begin("pages-3.img");
+  stream.Ref(c, 0, a, 0, chunk);  // into pages-1.img, pushed and freed
+  stream.End(c);
+  stream.Finish();
+  Send(stream.Pending());
+  CloseStream();
+  EXPECT_NE(Finish(), 0);
+  EXPECT_NE(serve_->Log().find("already handed over"), std::string::npos) << serve_->Log();
 }
 
 // A flipped byte in a DATA payload: the file is never handed over, serve

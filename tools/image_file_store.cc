@@ -151,7 +151,7 @@ Status ImageFileStore::Begin(uint32_t id, const std::string& name, bool file_lis
   file->id = id;
   file->name = name;
   file->file_list = file_list;
-  if (spill_all_ && !file_list) VF_RETURN_IF_ERROR(OpenSpillFileLocked(file.get()));
+  if (spill_all_) VF_RETURN_IF_ERROR(OpenSpillFileLocked(file.get()));
   by_id_[id] = file;
   if (!file_list) by_name_[name] = file;
   return Status::Ok();
@@ -180,44 +180,53 @@ Status ImageFileStore::SpillLocked(File* file) {
   return Status::Ok();
 }
 
-Status ImageFileStore::AllocateLocked(File* into, uint64_t size, BudgetedBuffer* out) {
-  // Spill the files nobody has taken, largest first, until the buffer fits.
-  while (budget_->in_use() + PageRound(size) > budget_->limit()) {
+Status ImageFileStore::MakeRoomLocked(uint64_t size, bool* fits) {
+  // Spill the files nobody has taken, largest first, until `size` fits
+  // beside what the reader keeps for its own buffers.
+  const uint64_t limit = budget_->limit() > reserve_ ? budget_->limit() - reserve_ : 0;
+  while (budget_->in_use() + PageRound(size) > limit) {
     File* victim = nullptr;
     for (const auto& [id, f] : by_id_)
       if ((f->state == File::State::kArriving || f->state == File::State::kComplete) && f->memory > 0 &&
           (!victim || f->memory > victim->memory))
         victim = f.get();
-    if (!victim) break;
+    if (!victim) {
+      *fits = false;
+      return Status::Ok();
+    }
     VF_RETURN_IF_ERROR(SpillLocked(victim));
   }
-  VF_ASSIGN_OR_RETURN(*out, BudgetedBuffer::Allocate(budget_, size, "image file " + Printable(into->name)));
+  *fits = true;
   return Status::Ok();
 }
 
 Status ImageFileStore::AddFileBytesLocked(File* file, uint64_t offset, std::span<const uint8_t> data) {
   if (data.empty()) return Status::Ok();
-  if (file->spill.valid() && !file->file_list) {
-    VF_RETURN_IF_ERROR(PwriteAll(file->spill.get(), data.data(), data.size(), offset,
-                                 "the spill file of " + Printable(file->name)));
-    spilled_bytes_ += data.size();
-    // Contiguous with the last file segment: one segment.
-    if (!file->segments.empty()) {
-      auto last = std::prev(file->segments.end());
-      if (last->second.kind == File::Segment::Kind::kFile && last->first + last->second.size == offset) {
-        last->second.size += data.size();
-        return Status::Ok();
-      }
-    }
-    file->segments[offset] = File::Segment{File::Segment::Kind::kFile, data.size(), {}};
+  bool fits = false;
+  if (!file->spill.valid()) VF_RETURN_IF_ERROR(MakeRoomLocked(data.size(), &fits));
+  if (fits && !file->spill.valid()) {
+    VF_ASSIGN_OR_RETURN(BudgetedBuffer buffer,
+                        BudgetedBuffer::Allocate(budget_, data.size(), "image file " + Printable(file->name)));
+    std::memcpy(buffer.data(), data.data(), data.size());
+    file->memory += data.size();
+    file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, data.size(), std::move(buffer)};
     return Status::Ok();
   }
-  BudgetedBuffer buffer;
-  VF_RETURN_IF_ERROR(AllocateLocked(file, data.size(), &buffer));
-  std::memcpy(buffer.data(), data.data(), data.size());
-  if (file->spill.valid() && !file->file_list) return AddFileBytesLocked(file, offset, data);  // spilled meanwhile
-  file->memory += data.size();
-  file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, data.size(), std::move(buffer)};
+  // Spilled, or no room in memory even after spilling the rest (the files
+  // taken and being pushed hold it): to its spill file.
+  if (!file->spill.valid()) VF_RETURN_IF_ERROR(SpillLocked(file));
+  VF_RETURN_IF_ERROR(PwriteAll(file->spill.get(), data.data(), data.size(), offset,
+                               "the spill file of " + Printable(file->name)));
+  spilled_bytes_ += data.size();
+  // Contiguous with the last file segment: one segment.
+  if (!file->segments.empty()) {
+    auto last = std::prev(file->segments.end());
+    if (last->second.kind == File::Segment::Kind::kFile && last->first + last->second.size == offset) {
+      last->second.size += data.size();
+      return Status::Ok();
+    }
+  }
+  file->segments[offset] = File::Segment{File::Segment::Kind::kFile, data.size(), {}};
   return Status::Ok();
 }
 
@@ -276,14 +285,21 @@ Status ImageFileStore::Copy(uint32_t id, uint64_t offset, uint32_t source, uint6
     return Status::NotSupported("a dedup reference into image file " + Printable(from.name) +
                                 ", which was already handed over and freed; serve keeps no copy of what it handed "
                                 "over (extract, or a stream without references across files, works)");
-  BudgetedBuffer buffer;
-  VF_RETURN_IF_ERROR(AllocateLocked(file, size, &buffer));
+  // The referenced bytes pass through one buffer (a chunk, at most 64 MiB).
+  bool fits = false;
+  VF_RETURN_IF_ERROR(MakeRoomLocked(size, &fits));
+  if (!fits)
+    return Status::InvalidArgument("no memory left within --max-memory to copy a dedup reference of " +
+                                   FormatSize(size) + " into " + Printable(file->name) +
+                                   " (the files being pushed into CRIU hold it): give more --max-memory");
+  VF_ASSIGN_OR_RETURN(BudgetedBuffer buffer,
+                      BudgetedBuffer::Allocate(budget_, size, "a dedup reference into " + Printable(file->name)));
   std::span<uint8_t> bytes(buffer.data(), static_cast<size_t>(size));
   VF_RETURN_IF_ERROR(ReadLocked(from, source_offset, bytes));
   if (Hash64(bytes.data(), bytes.size()) != raw_hash)
     return Status::Corruption("the bytes a dedup reference names in " + Printable(from.name) +
                               " do not match its hash (the spill file changed?)");
-  if (file->spill.valid() && !file->file_list) return AddFileBytesLocked(file, offset, bytes);
+  if (file->spill.valid()) return AddFileBytesLocked(file, offset, bytes);
   file->memory += size;
   file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, size, std::move(buffer)};
   return Status::Ok();
@@ -341,6 +357,11 @@ Status ImageFileStore::End(uint32_t id, uint64_t size) {
   }
   changed_.notify_all();
   return Status::Ok();
+}
+
+void ImageFileStore::SetReaderReserve(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reserve_ = bytes;
 }
 
 void ImageFileStore::Finish(const Status& outcome) {

@@ -13,8 +13,10 @@
 // reader's own buffers share). When a new buffer would pass the budget, the
 // file holding the most memory that nobody has taken yet is spilled: its
 // bytes are written to its own file in `spill_dir` and only its segment list
-// stays in memory; what it receives later goes to that file directly. So the
-// image is never held whole in memory. With `spill_all` (extract) every file
+// stays in memory; what it receives later goes to that file directly. When
+// nothing is left to spill (the files being pushed hold the memory), new
+// bytes go to their file's spill file. So the image is never held whole in
+// memory. With `spill_all` (extract) every file
 // goes to its spill file from its first byte, which becomes the file itself.
 //
 // The file list: an object with metadata attribute kStreamerAttribute =
@@ -63,6 +65,10 @@ class ImageFileStore {
   Status Open();  // opens spill_dir
 
   // ---- the reader (one thread) ----
+  // What the reader's own buffers may still need of the budget (its payload
+  // and decode buffers for a frame of the stream's chunk size): files leave
+  // it free.
+  void SetReaderReserve(uint64_t bytes);
   // A new object; `file_list` marks the stream's list of files.
   Status Begin(uint32_t id, const std::string& name, bool file_list);
   // Bytes of object `id` at `offset` (verified DATA).
@@ -100,7 +106,9 @@ class ImageFileStore {
 
  private:
   File* FindLocked(uint32_t id, const std::string& what);
-  Status AllocateLocked(File* into, uint64_t size, class BudgetedBuffer* out);
+  // Spills until `size` more bytes fit in memory; `fits` false when even
+  // spilling every untaken file does not make room.
+  Status MakeRoomLocked(uint64_t size, bool* fits);
   Status SpillLocked(File* file);
   Status OpenSpillFileLocked(File* file);
   Status ReadLocked(const File& file, uint64_t offset, std::span<uint8_t> out) const;
@@ -121,6 +129,7 @@ class ImageFileStore {
   std::optional<std::set<std::string>> file_list_;        // guarded by mu_
   std::optional<Status> outcome_;                         // guarded by mu_
   uint64_t spilled_bytes_ = 0;                            // guarded by mu_
+  uint64_t reserve_ = 0;                                  // guarded by mu_
 };
 
 }  // namespace vramflow

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -23,6 +24,7 @@
 
 #include "common/cleanup_registry.h"
 #include "common/printable.h"
+#include "codecs/chunk_codec.h"
 #include "common/thread_start.h"
 #include "streamer/stream_reader.h"
 #include "tools/image_file_store.h"
@@ -115,6 +117,12 @@ class StoreVisitor final : public StreamVisitor {
  public:
   StoreVisitor(ImageFileStore* store, bool check_names, const std::atomic<bool>* stop)
       : store_(store), check_names_(check_names), stop_(stop) {}
+  Status OnStreamHeader(const StreamHeader& header) override {
+    // The reader's payload and decode buffers, for frames of the stream's chunk size.
+    const uint64_t chunk = std::max<uint64_t>(header.chunk_size, 1u << 20);
+    store_->SetReaderReserve(ChunkEncoder::MaxPayloadSize(chunk) + ChunkDecoder::MemoryBytes(chunk));
+    return Status::Ok();
+  }
   Status OnObjectBegin(const ObjectState& o) override {
     VF_RETURN_IF_ERROR(Stopped());
     const std::string* role = o.metadata.Find(kStreamerAttribute);
