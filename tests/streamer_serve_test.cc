@@ -497,6 +497,27 @@ TEST(StreamerExtract, WritesTheFilesAndExtFiles) {
   EXPECT_EQ(entries, 3u) << "only the image files: no file list, no ext file, no staging";
 }
 
+// --listen: the stream from a network sender (`vramflow pack -o unix:`),
+// whose pack succeeds once the files are in place.
+TEST(StreamerExtract, ReceivesTheStreamFromASender) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("in"));
+  const std::vector<uint8_t> pages = ModelBytes(DataKind::kFp32Weights, 3 * kChunk, 9);
+  testing::WriteFileBytes(dir.File("in/pages-1.img"), pages);
+  testing::WriteFileBytes(dir.File("in/inventory.img"), {5, 6});
+  const std::string socket = dir.File("s.sock");
+  CliChild extract(testing::VramflowBinary(), {"streamer", "-D", dir.File("out"), "--listen", "unix:" + socket, "extract"},
+                   dir.File("extract.log"));
+  for (int i = 0; i < 500 && !std::filesystem::exists(socket); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto r = RunShell("cd " + ShellQuote(dir.File("in")) + " && " + ShellQuote(testing::VramflowBinary()) +
+                    " pack -q * -o unix:" + ShellQuote(socket) + " 2>&1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(extract.Wait(std::chrono::seconds(30)), 0) << extract.Log();
+  EXPECT_EQ(ReadFileBytes(dir.File("out/pages-1.img")), pages);
+  EXPECT_EQ(ReadFileBytes(dir.File("out/inventory.img")), (std::vector<uint8_t>{5, 6}));
+}
+
 // Names from the stream are checked: the real streamer joins them on -D as
 // they are.
 TEST(StreamerExtract, RefusesNamesOutsideTheImagesDirectory) {

@@ -123,6 +123,25 @@ Status ImageFileStore::Open() {
   return Status::Ok();
 }
 
+void ImageFileStore::SetRewrite(const std::string& name, ImageFileRewrite rewrite) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rewrites_[name] = std::move(rewrite);
+}
+
+Status ImageFileStore::RewriteLocked(File* file, const ImageFileRewrite& rewrite) {
+  if (file->size > kMaxRewrittenFile)
+    return Status::InvalidArgument("image file " + Printable(file->name) + " is " + FormatSize(file->size) +
+                                   ", too large to rewrite (at most " + FormatSize(kMaxRewrittenFile) + ")");
+  std::vector<uint8_t> bytes(static_cast<size_t>(file->size));
+  VF_RETURN_IF_ERROR(ReadLocked(*file, 0, bytes));
+  Result<std::vector<uint8_t>> rewritten = rewrite(std::move(bytes));
+  if (!rewritten.ok()) return rewritten.status().WithContext("rewriting image file " + Printable(file->name));
+  file->segments.clear();
+  file->memory = 0;
+  file->size = rewritten->size();
+  return AddFileBytesLocked(file, 0, *rewritten);
+}
+
 ImageFileStore::File* ImageFileStore::FindLocked(uint32_t id, const std::string& what) {
   auto it = by_id_.find(id);
   if (it == by_id_.end() || it->second->state != File::State::kArriving) return nullptr;
@@ -351,6 +370,9 @@ Status ImageFileStore::End(uint32_t id, uint64_t size) {
   if (file->file_list) {
     VF_RETURN_IF_ERROR(TakeFileListLocked(file));
   } else {
+    auto rewrite = rewrites_.find(file->name);
+    if (rewrite != rewrites_.end()) VF_RETURN_IF_ERROR(RewriteLocked(file, rewrite->second));
+    size = file->size;
     if (file->spill.valid() && ::ftruncate(file->spill.get(), static_cast<off_t>(size)) != 0)
       return Status::FromErrno("sizing the spill file of " + Printable(file->name), errno);
     file->state = File::State::kComplete;

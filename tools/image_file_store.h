@@ -29,6 +29,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/unique_fd.h"
@@ -50,6 +52,13 @@ inline constexpr char kStreamerFileListValue[] = "file-list";
 // The largest file list a reader accepts.
 inline constexpr uint64_t kMaxStreamerFileList = 16ull << 20;
 
+// Rewrites one image file once it has arrived, before it can be taken
+// (serve's --tcp-listen-remap rewrites files.img): the file's bytes in, the
+// bytes to hand over out, or an error that fails the stream.
+using ImageFileRewrite = std::function<Result<std::vector<uint8_t>>(std::vector<uint8_t> bytes)>;
+// The largest file a rewrite is given (it is read whole into memory).
+inline constexpr uint64_t kMaxRewrittenFile = 64ull << 20;
+
 class ImageFileStore {
  public:
   struct File;  // one image file; opaque to users
@@ -63,6 +72,8 @@ class ImageFileStore {
   ImageFileStore& operator=(const ImageFileStore&) = delete;
 
   Status Open();  // opens spill_dir
+  // Before the stream is read: file `name` is rewritten at its end.
+  void SetRewrite(const std::string& name, ImageFileRewrite rewrite);
 
   // ---- the reader (one thread) ----
   // What the reader's own buffers may still need of the budget (its payload
@@ -115,6 +126,7 @@ class ImageFileStore {
   Status AddFileBytesLocked(File* file, uint64_t offset, std::span<const uint8_t> data);
   Status CheckAgainstListLocked(const std::string& name) const;
   Status TakeFileListLocked(File* file);
+  Status RewriteLocked(File* file, const ImageFileRewrite& rewrite);
 
   MemoryBudget* budget_;
   std::string spill_dir_;
@@ -124,6 +136,7 @@ class ImageFileStore {
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
+  std::map<std::string, ImageFileRewrite> rewrites_;      // guarded by mu_
   std::map<uint32_t, std::shared_ptr<File>> by_id_;       // guarded by mu_
   std::map<std::string, std::shared_ptr<File>> by_name_;  // guarded by mu_; the file list not included
   std::optional<std::set<std::string>> file_list_;        // guarded by mu_

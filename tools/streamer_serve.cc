@@ -166,9 +166,11 @@ class StoreVisitor final : public StreamVisitor {
 class StreamReaderThread {
  public:
   StreamReaderThread(const StreamerOptions& options, ImageFileStore* store, MemoryBudget* budget,
-                     TransportOptions transport, bool check_names, bool print_stats, std::function<void()> on_failure)
+                     TransportOptions transport, bool check_names, bool print_stats, bool tell_sender_at_end,
+                     std::function<void()> on_failure)
       : options_(options),
         print_stats_(print_stats),
+        tell_sender_at_end_(tell_sender_at_end),
         store_(store),
         budget_(budget),
         transport_(std::move(transport)),
@@ -193,6 +195,13 @@ class StreamReaderThread {
   void Stop() { stop_ = true; }
   // After Join() returned OK.
   const std::string& stats_line() const { return stats_line_; }
+  // Without `tell_sender_at_end`, a network sender learns the outcome from
+  // this call (after Join() returned OK), once the caller has done its part.
+  Status TellSender(const Status& outcome) {
+    Status told = source_->Finish(outcome);
+    if (!outcome.ok()) return outcome;
+    return told.WithContext("the files are in place, but telling " + source_->Describe() + " failed");
+  }
 
  private:
   std::string Uri() const {
@@ -204,14 +213,17 @@ class StreamReaderThread {
     const auto start = std::chrono::steady_clock::now();
     Result<std::unique_ptr<ByteSource>> source = OpenSource(Uri(), transport_);
     if (!source.ok()) return status_ = source.status();
-    CountingSource counting(source->get());
+    source_ = std::move(*source);
+    CountingSource counting(source_.get());
     StoreVisitor visitor(store_, check_names_, &stop_);
     ReadOptions read;
     read.budget = budget_;
     Status s = ReadStream(counting, visitor, read);
     if (!s.ok()) s = s.WithContext("reading the stream from " + counting.Describe());
-    Status told = (*source)->Finish(s);
-    if (s.ok() && !told.ok()) s = told.WithContext("telling " + counting.Describe() + " the stream arrived");
+    if (!s.ok() || tell_sender_at_end_) {
+      Status told = source_->Finish(s);
+      if (s.ok() && !told.ok()) s = told.WithContext("telling " + counting.Describe() + " the stream arrived");
+    }
     if (s.ok()) {
       const auto ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
@@ -224,6 +236,8 @@ class StreamReaderThread {
 
   const StreamerOptions& options_;
   bool print_stats_;
+  bool tell_sender_at_end_;
+  std::unique_ptr<ByteSource> source_;
   std::string stats_line_;
   ImageFileStore* store_;
   MemoryBudget* budget_;
@@ -398,6 +412,11 @@ Status RunStreamerServe(const StreamerOptions& options) {
   MemoryBudget budget(ServeMemory(options, &transport));
   ImageFileStore store(&budget, spill.path(), /*spill_all=*/false, ExtNames(options));
   VF_RETURN_IF_ERROR(store.Open());
+  // --tcp-listen-remap: the hook is store.SetRewrite("files.img", REWRITE),
+  // which hands CRIU REWRITE's bytes instead of the stream's; the rewrite
+  // itself is not built yet.
+  if (!options.tcp_listen_remap.empty())
+    return Status::NotSupported("--tcp-listen-remap: the rewrite of files.img is not built yet");
 
   VF_ASSIGN_OR_RETURN(CriuImageSocket socket, CriuImageSocket::Listen(options.images_dir, /*capture=*/false));
   CleanupEntry socket_file(options.cleanup, [path = socket.path()] { ::unlink(path.c_str()); });
@@ -419,7 +438,7 @@ Status RunStreamerServe(const StreamerOptions& options) {
   PushThreads pushers;
   PushThreads ext_pushers;
   StreamReaderThread reader(options, &store, &budget, transport, /*check_names=*/false, /*print_stats=*/true,
-                            on_failure);
+                            /*tell_sender_at_end=*/true, on_failure);
   VF_RETURN_IF_ERROR(reader.Start());
   VF_RETURN_IF_ERROR(StartExtFiles(options, &store, &ext_pushers));
 
@@ -472,7 +491,8 @@ Status RunStreamerExtract(const StreamerOptions& options) {
   ImageFileStore store(&budget, staging.path(), /*spill_all=*/true, ExtNames(options));
   VF_RETURN_IF_ERROR(store.Open());
   PushThreads pushers;
-  StreamReaderThread reader(options, &store, &budget, transport, /*check_names=*/true, /*print_stats=*/false, {});
+  StreamReaderThread reader(options, &store, &budget, transport, /*check_names=*/true, /*print_stats=*/false,
+                            /*tell_sender_at_end=*/false, {});
   VF_RETURN_IF_ERROR(reader.Start());
   VF_RETURN_IF_ERROR(StartExtFiles(options, &store, &pushers));
   Status read = reader.Join();
@@ -480,7 +500,8 @@ Status RunStreamerExtract(const StreamerOptions& options) {
   VF_RETURN_IF_ERROR(read);
   VF_RETURN_IF_ERROR(pushed);
   auto move = [&] { return store.MoveInto(dir.get(), options.images_dir); };
-  VF_RETURN_IF_ERROR(options.cleanup ? options.cleanup->Exclusive(move) : move());
+  // A network sender's Commit() succeeds only once every file is in place.
+  VF_RETURN_IF_ERROR(reader.TellSender(options.cleanup ? options.cleanup->Exclusive(move) : move()));
   return WriteProgress(options.progress_fd, reader.stats_line());
 }
 
