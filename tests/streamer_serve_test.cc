@@ -321,6 +321,14 @@ TEST_F(ServeTest, PushesFilesInAnyOrderWithoutDeadlock) {
   EXPECT_EQ(Finish(), 0) << serve_->Log();
 }
 
+// Under ASan or TSan a process's RSS holds shadow memory and freed blocks
+// kept in quarantine: the memory bound is checked in the plain build only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kRssIsMeaningful = false;
+#else
+constexpr bool kRssIsMeaningful = true;
+#endif
+
 uint64_t PeakRssKiB(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -354,7 +362,7 @@ TEST_F(ServeTest, SpillsBeyondTheMemoryBudget) {
   std::printf("serve peak RSS %.1f MiB for a %.1f MiB stream with -m %.0f MiB\n", peak / 1048576.0,
               stream_bytes / 1048576.0, kBudget / 1048576.0);
   EXPECT_GT(peak, 0u);
-  EXPECT_LT(peak, kBudget + (24ull << 20)) << "serve held more than -m plus a fixed overhead";
+  if (kRssIsMeaningful) EXPECT_LT(peak, kBudget + (24ull << 20)) << "serve held more than -m plus a fixed overhead";
   EXPECT_EQ(Finish(), 0) << serve_->Log();
   EXPECT_TRUE(TmpIsEmpty()) << "the spill directory is left behind";
 }
