@@ -23,9 +23,11 @@
 #include "gtest/gtest.h"
 #include "streamer/stream_writer.h"
 #include "tests/cli_child.h"
+#include "tests/criu_files_img_builder.h"
 #include "tests/shell.h"
 #include "tests/test_util.h"
 #include "tools/criu_streamer_protocol.h"
+#include "tools/criu_tcp_remap.h"
 #include "tools/image_file_store.h"
 #include "transport/fd_stream.h"
 #include "transport/memory_stream.h"
@@ -362,7 +364,9 @@ TEST_F(ServeTest, SpillsBeyondTheMemoryBudget) {
   std::printf("serve peak RSS %.1f MiB for a %.1f MiB stream with -m %.0f MiB\n", peak / 1048576.0,
               stream_bytes / 1048576.0, kBudget / 1048576.0);
   EXPECT_GT(peak, 0u);
-  if (kRssIsMeaningful) EXPECT_LT(peak, kBudget + (24ull << 20)) << "serve held more than -m plus a fixed overhead";
+  if (kRssIsMeaningful) {
+    EXPECT_LT(peak, kBudget + (24ull << 20)) << "serve held more than -m plus a fixed overhead";
+  }
   EXPECT_EQ(Finish(), 0) << serve_->Log();
   EXPECT_TRUE(TmpIsEmpty()) << "the spill directory is left behind";
 }
@@ -417,6 +421,40 @@ TEST_F(ServeTest, DedupReferences) {
   CloseStream();
   EXPECT_NE(Finish(), 0);
   EXPECT_NE(serve_->Log().find("already handed over"), std::string::npos) << serve_->Log();
+}
+
+// --tcp-listen-remap: CRIU gets files.img with the listening socket moved;
+// a port the image has no listener on fails serve, and files.img is never
+// handed over unrewritten.
+TEST_F(ServeTest, TcpListenRemapRewritesFilesImg) {
+  testing::TestInetSocket listener;
+  listener.src_port = 8080;
+  const std::vector<uint8_t> files = testing::FilesImage({testing::InetSocketEntry(listener)});
+  auto expected = RemapTcpListenPorts(files, {{8080, 9090}});
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  ASSERT_NE(expected->files_img, files);
+  TestStream stream;
+  StartServe({"--tcp-listen-remap", "8080:9090"});
+  stream.File("files.img", files);
+  stream.Finish();
+  Send(stream.Pending());
+  CloseStream();
+  EXPECT_EQ(Fetch("files.img"), expected->files_img);
+  EXPECT_EQ(Finish(), 0) << serve_->Log();
+}
+
+TEST_F(ServeTest, TcpListenRemapOfAPortNotListeningFails) {
+  testing::TestInetSocket listener;
+  listener.src_port = 8080;
+  TestStream stream;
+  StartServe({"--tcp-listen-remap", "7777:9090"});
+  stream.File("files.img", testing::FilesImage({testing::InetSocketEntry(listener)}));
+  stream.Finish();
+  Send(stream.Pending());
+  CloseStream();
+  EXPECT_EQ(Within(Ask("files.img"), std::chrono::seconds(20)), -1);
+  EXPECT_NE(Finish(), 0);
+  EXPECT_NE(serve_->Log().find("7777"), std::string::npos) << serve_->Log();
 }
 
 // A flipped byte in a DATA payload: the file is never handed over, serve

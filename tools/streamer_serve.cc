@@ -27,6 +27,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/thread_start.h"
 #include "streamer/stream_reader.h"
+#include "tools/criu_tcp_remap.h"
 #include "tools/image_file_store.h"
 #include "tools/safe_path.h"
 #include "transport/criu_image_socket.h"
@@ -34,6 +35,8 @@
 namespace vramflow {
 namespace {
 
+// The image of CRIU's open files, which --tcp-listen-remap rewrites.
+constexpr char kCriuFilesImage[] = "files.img";
 // Files pushed into CRIU's pipes at once, each on its own thread: CRIU may
 // open several files and read them in any order.
 constexpr size_t kMaxPushers = 16;
@@ -412,11 +415,16 @@ Status RunStreamerServe(const StreamerOptions& options) {
   MemoryBudget budget(ServeMemory(options, &transport));
   ImageFileStore store(&budget, spill.path(), /*spill_all=*/false, ExtNames(options));
   VF_RETURN_IF_ERROR(store.Open());
-  // --tcp-listen-remap: the hook is store.SetRewrite("files.img", REWRITE),
-  // which hands CRIU REWRITE's bytes instead of the stream's; the rewrite
-  // itself is not built yet.
+  // --tcp-listen-remap: CRIU gets files.img rewritten (tools/criu_tcp_remap.h);
+  // a stream without files.img cannot have the ports asked for.
+  auto remapped = std::make_shared<std::atomic<bool>>(false);
   if (!options.tcp_listen_remap.empty())
-    return Status::NotSupported("--tcp-listen-remap: the rewrite of files.img is not built yet");
+    store.SetRewrite(kCriuFilesImage, [remap = options.tcp_listen_remap, remapped](std::vector<uint8_t> bytes)
+                                          -> Result<std::vector<uint8_t>> {
+      VF_ASSIGN_OR_RETURN(TcpListenRemapResult result, RemapTcpListenPorts(bytes, remap));
+      *remapped = true;
+      return std::move(result.files_img);
+    });
 
   VF_ASSIGN_OR_RETURN(CriuImageSocket socket, CriuImageSocket::Listen(options.images_dir, /*capture=*/false));
   CleanupEntry socket_file(options.cleanup, [path = socket.path()] { ::unlink(path.c_str()); });
@@ -476,7 +484,10 @@ Status RunStreamerServe(const StreamerOptions& options) {
   VF_RETURN_IF_ERROR(answered);
   VF_RETURN_IF_ERROR(read);
   VF_RETURN_IF_ERROR(pushed);
-  return ext;
+  VF_RETURN_IF_ERROR(ext);
+  if (!options.tcp_listen_remap.empty() && !*remapped)
+    return Status::InvalidArgument("--tcp-listen-remap: the stream holds no files.img, so no listening TCP socket");
+  return Status::Ok();
 }
 
 Status RunStreamerExtract(const StreamerOptions& options) {
