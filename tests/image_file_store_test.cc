@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ImageFileStore (tools/image_file_store.h) on its own: what Take answers
 // when, spilling within the budget, the rewrite hook, and the stream's
 // failure reaching a waiting taker.

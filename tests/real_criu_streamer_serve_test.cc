@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RealCriu.StreamerServe* / StreamerExtract*FromAPackedDump: `vramflow
 // streamer serve` and `extract` with the real CRIU 4.2, on streams that no
 // `streamer capture` wrote: a real process is dumped with a plain

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `vramflow streamer serve` and `extract` (tools/streamer_serve.cc) against
 // CRIU's side of the --stream protocol played by CriuStreamerClient: what is
 // answered when, files pushed in any order, memory beyond -m spilled, and

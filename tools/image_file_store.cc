@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "tools/image_file_store.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ImageFileStore: the image files of `vramflow streamer serve` and
 // `extract` between the stream and whoever takes them (CRIU, an ext-file fd,
 // the images directory).
