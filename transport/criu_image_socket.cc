@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "transport/criu_image_socket.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <cstring>
@@ -133,6 +134,10 @@ Result<std::optional<std::string>> CriuImageSocket::NextRequest() {
 
 Status CriuImageSocket::Reply(bool exists) {
   return SendImageMessage(connection_.get(), EncodeImageReply(exists), kMessageTimeout);
+}
+
+void CriuImageSocket::Shutdown() {
+  if (connection_.valid()) ::shutdown(connection_.get(), SHUT_RDWR);
 }
 
 Result<UniqueFd> CriuImageSocket::ReceivePipe(const std::string& filename) {

@@ -81,6 +81,9 @@ class CriuImageSocket {
   // The pipe end CRIU sends after a request (dump) or an `exists` reply
   // (restore): read end on dump, write end on restore.
   Result<UniqueFd> ReceivePipe(const std::string& filename);
+  // Ends the connection from another thread (a NextRequest waiting on it
+  // returns): the streamer gives up, and CRIU sees the socket close.
+  void Shutdown();
 
  private:
   CriuImageSocket() = default;

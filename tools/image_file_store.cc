@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: MIT
+#include "tools/image_file_store.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "common/hash.h"
+#include "common/printable.h"
+#include "common/units.h"
+
+namespace vramflow {
+
+struct ImageFileStore::File {
+  enum class State { kArriving, kComplete, kTaken, kReleased };
+  struct Segment {
+    enum class Kind { kMemory, kZero, kFile };
+    Kind kind = Kind::kMemory;
+    uint64_t size = 0;
+    BudgetedBuffer data;  // kMemory
+  };
+  uint32_t id = 0;
+  std::string name;
+  bool file_list = false;
+  State state = State::kArriving;
+  uint64_t size = 0;
+  std::map<uint64_t, Segment> segments;  // by offset
+  uint64_t memory = 0;                   // bytes of kMemory segments
+  UniqueFd spill;                        // once spilled
+  std::string spill_name;
+};
+
+namespace {
+
+Status PwriteAll(int fd, const uint8_t* data, size_t size, uint64_t offset, const std::string& what) {
+  while (size > 0) {
+    ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("writing " + what, errno);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status PreadAll(int fd, uint8_t* data, size_t size, uint64_t offset, const std::string& what) {
+  while (size > 0) {
+    ssize_t n = ::pread(fd, data, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("reading " + what, errno);
+    }
+    if (n == 0) return Status::IoError(what + " is shorter than what was written to it");
+    data += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status WriteAll(int fd, const uint8_t* data, size_t size, const std::string& what) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("writing " + what, errno);
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Copies `size` bytes of `from` at `offset` into `to` (a pipe or a file):
+// splice where the kernel can, else through a small buffer.
+Status CopyFileRange(int from, uint64_t offset, uint64_t size, int to, const std::string& what) {
+  bool can_splice = true;
+  std::vector<uint8_t> buffer;
+  while (size > 0) {
+    if (can_splice) {
+      loff_t off = static_cast<loff_t>(offset);
+      ssize_t n = ::splice(from, &off, to, nullptr, std::min<uint64_t>(size, 1u << 20), SPLICE_F_MOVE);
+      if (n > 0) {
+        offset += static_cast<uint64_t>(n);
+        size -= static_cast<uint64_t>(n);
+        continue;
+      }
+      if (n == 0) return Status::IoError(what + ": the spill file is shorter than what was written to it");
+      if (errno == EINTR) continue;
+      if (errno != EINVAL && errno != ENOSYS) return Status::FromErrno("writing " + what, errno);
+      can_splice = false;  // `to` is not a pipe
+      buffer.resize(256 << 10);
+    }
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(size, buffer.size()));
+    VF_RETURN_IF_ERROR(PreadAll(from, buffer.data(), n, offset, what + " (its spill file)"));
+    VF_RETURN_IF_ERROR(WriteAll(to, buffer.data(), n, what));
+    offset += n;
+    size -= n;
+  }
+  return Status::Ok();
+}
+
+uint64_t PageRound(uint64_t n) { return (std::max<uint64_t>(n, 1) + 4095) / 4096 * 4096; }
+
+}  // namespace
+
+ImageFileStore::ImageFileStore(MemoryBudget* budget, std::string spill_dir, bool spill_all,
+                               std::set<std::string> unlisted)
+    : budget_(budget), spill_dir_(std::move(spill_dir)), spill_all_(spill_all), unlisted_(std::move(unlisted)) {}
+
+ImageFileStore::~ImageFileStore() = default;
+
+Status ImageFileStore::Open() {
+  spill_fd_.Reset(::open(spill_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!spill_fd_.valid()) return Status::FromErrno("opening the spill directory " + Printable(spill_dir_), errno);
+  return Status::Ok();
+}
+
+void ImageFileStore::SetRewrite(const std::string& name, ImageFileRewrite rewrite) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rewrites_[name] = std::move(rewrite);
+}
+
+Status ImageFileStore::RewriteLocked(File* file, const ImageFileRewrite& rewrite) {
+  if (file->size > kMaxRewrittenFile)
+    return Status::InvalidArgument("image file " + Printable(file->name) + " is " + FormatSize(file->size) +
+                                   ", too large to rewrite (at most " + FormatSize(kMaxRewrittenFile) + ")");
+  std::vector<uint8_t> bytes(static_cast<size_t>(file->size));
+  VF_RETURN_IF_ERROR(ReadLocked(*file, 0, bytes));
+  Result<std::vector<uint8_t>> rewritten = rewrite(std::move(bytes));
+  if (!rewritten.ok()) return rewritten.status().WithContext("rewriting image file " + Printable(file->name));
+  file->segments.clear();
+  file->memory = 0;
+  file->size = rewritten->size();
+  return AddFileBytesLocked(file, 0, *rewritten);
+}
+
+ImageFileStore::File* ImageFileStore::FindLocked(uint32_t id, const std::string& what) {
+  auto it = by_id_.find(id);
+  if (it == by_id_.end() || it->second->state != File::State::kArriving) return nullptr;
+  (void)what;
+  return it->second.get();
+}
+
+Status ImageFileStore::CheckAgainstListLocked(const std::string& name) const {
+  if (file_list_ && !file_list_->count(name) && !unlisted_.count(name))
+    return Status::Corruption("image file " + Printable(name) +
+                              " is in the stream but not in its list of files (which said it is absent)");
+  return Status::Ok();
+}
+
+Status ImageFileStore::Begin(uint32_t id, const std::string& name, bool file_list) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (file_list) {
+    for (const auto& [other, f] : by_id_)
+      if (f->file_list) return Status::Corruption("the stream holds two lists of files");
+  } else {
+    if (by_name_.count(name))
+      return Status::Corruption("image file " + Printable(name) + " is twice in the stream");
+    VF_RETURN_IF_ERROR(CheckAgainstListLocked(name));
+  }
+  auto file = std::make_shared<File>();
+  file->id = id;
+  file->name = name;
+  file->file_list = file_list;
+  if (spill_all_) VF_RETURN_IF_ERROR(OpenSpillFileLocked(file.get()));
+  by_id_[id] = file;
+  if (!file_list) by_name_[name] = file;
+  return Status::Ok();
+}
+
+Status ImageFileStore::OpenSpillFileLocked(File* file) {
+  file->spill_name = std::to_string(file->id) + ".spill";
+  file->spill.Reset(::openat(spill_fd_.get(), file->spill_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!file->spill.valid())
+    return Status::FromErrno("creating the spill file of " + Printable(file->name) + " in " + Printable(spill_dir_),
+                             errno);
+  return Status::Ok();
+}
+
+Status ImageFileStore::SpillLocked(File* file) {
+  if (!file->spill.valid()) VF_RETURN_IF_ERROR(OpenSpillFileLocked(file));
+  for (auto& [offset, segment] : file->segments) {
+    if (segment.kind != File::Segment::Kind::kMemory) continue;
+    VF_RETURN_IF_ERROR(PwriteAll(file->spill.get(), segment.data.data(), segment.size, offset,
+                                 "the spill file of " + Printable(file->name)));
+    segment.kind = File::Segment::Kind::kFile;
+    segment.data = BudgetedBuffer();
+    spilled_bytes_ += segment.size;
+  }
+  file->memory = 0;
+  return Status::Ok();
+}
+
+Status ImageFileStore::MakeRoomLocked(uint64_t size, bool* fits) {
+  // Spill the files nobody has taken, largest first, until `size` fits
+  // beside what the reader keeps for its own buffers.
+  const uint64_t limit = budget_->limit() > reserve_ ? budget_->limit() - reserve_ : 0;
+  while (budget_->in_use() + PageRound(size) > limit) {
+    File* victim = nullptr;
+    for (const auto& [id, f] : by_id_)
+      if ((f->state == File::State::kArriving || f->state == File::State::kComplete) && f->memory > 0 &&
+          (!victim || f->memory > victim->memory))
+        victim = f.get();
+    if (!victim) {
+      *fits = false;
+      return Status::Ok();
+    }
+    VF_RETURN_IF_ERROR(SpillLocked(victim));
+  }
+  *fits = true;
+  return Status::Ok();
+}
+
+Status ImageFileStore::AddFileBytesLocked(File* file, uint64_t offset, std::span<const uint8_t> data) {
+  if (data.empty()) return Status::Ok();
+  bool fits = false;
+  if (!file->spill.valid()) VF_RETURN_IF_ERROR(MakeRoomLocked(data.size(), &fits));
+  if (fits && !file->spill.valid()) {
+    VF_ASSIGN_OR_RETURN(BudgetedBuffer buffer,
+                        BudgetedBuffer::Allocate(budget_, data.size(), "image file " + Printable(file->name)));
+    std::memcpy(buffer.data(), data.data(), data.size());
+    file->memory += data.size();
+    file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, data.size(), std::move(buffer)};
+    return Status::Ok();
+  }
+  // Spilled, or no room in memory even after spilling the rest (the files
+  // taken and being pushed hold it): to its spill file.
+  if (!file->spill.valid()) VF_RETURN_IF_ERROR(SpillLocked(file));
+  VF_RETURN_IF_ERROR(PwriteAll(file->spill.get(), data.data(), data.size(), offset,
+                               "the spill file of " + Printable(file->name)));
+  spilled_bytes_ += data.size();
+  // Contiguous with the last file segment: one segment.
+  if (!file->segments.empty()) {
+    auto last = std::prev(file->segments.end());
+    if (last->second.kind == File::Segment::Kind::kFile && last->first + last->second.size == offset) {
+      last->second.size += data.size();
+      return Status::Ok();
+    }
+  }
+  file->segments[offset] = File::Segment{File::Segment::Kind::kFile, data.size(), {}};
+  return Status::Ok();
+}
+
+Status ImageFileStore::Write(uint32_t id, uint64_t offset, std::span<const uint8_t> data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  File* file = FindLocked(id, "data");
+  if (!file) return Status::Internal("data for object " + std::to_string(id) + ", which is not arriving");
+  return AddFileBytesLocked(file, offset, data);
+}
+
+Status ImageFileStore::WriteZeros(uint32_t id, uint64_t offset, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  File* file = FindLocked(id, "zeros");
+  if (!file) return Status::Internal("zeros for object " + std::to_string(id) + ", which is not arriving");
+  if (size > 0) file->segments[offset] = File::Segment{File::Segment::Kind::kZero, size, {}};
+  return Status::Ok();
+}
+
+Status ImageFileStore::ReadLocked(const File& file, uint64_t offset, std::span<uint8_t> out) const {
+  uint64_t done = 0;
+  while (done < out.size()) {
+    const uint64_t at = offset + done;
+    auto it = file.segments.upper_bound(at);
+    if (it == file.segments.begin())
+      return Status::Corruption("bytes at offset " + std::to_string(at) + " of " + Printable(file.name) + " are not there");
+    --it;
+    const uint64_t into = at - it->first;
+    if (into >= it->second.size)
+      return Status::Corruption("bytes at offset " + std::to_string(at) + " of " + Printable(file.name) + " are not there");
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(it->second.size - into, out.size() - done));
+    switch (it->second.kind) {
+      case File::Segment::Kind::kMemory:
+        std::memcpy(out.data() + done, it->second.data.data() + into, n);
+        break;
+      case File::Segment::Kind::kZero:
+        std::memset(out.data() + done, 0, n);
+        break;
+      case File::Segment::Kind::kFile:
+        VF_RETURN_IF_ERROR(PreadAll(file.spill.get(), out.data() + done, n, at, "the spill file of " + Printable(file.name)));
+        break;
+    }
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Status ImageFileStore::Copy(uint32_t id, uint64_t offset, uint32_t source, uint64_t source_offset, uint64_t size,
+                            uint64_t raw_hash) {
+  std::lock_guard<std::mutex> lock(mu_);
+  File* file = FindLocked(id, "a dedup reference");
+  if (!file) return Status::Internal("a dedup reference for object " + std::to_string(id) + ", which is not arriving");
+  auto it = by_id_.find(source);
+  if (it == by_id_.end()) return Status::Corruption("dedup reference to unknown object " + std::to_string(source));
+  const File& from = *it->second;
+  if (from.state == File::State::kReleased)
+    return Status::NotSupported("a dedup reference into image file " + Printable(from.name) +
+                                ", which was already handed over and freed; serve keeps no copy of what it handed "
+                                "over (extract, or a stream without references across files, works)");
+  // The referenced bytes pass through one buffer (a chunk, at most 64 MiB).
+  bool fits = false;
+  VF_RETURN_IF_ERROR(MakeRoomLocked(size, &fits));
+  if (!fits)
+    return Status::InvalidArgument("no memory left within --max-memory to copy a dedup reference of " +
+                                   FormatSize(size) + " into " + Printable(file->name) +
+                                   " (the files being pushed into CRIU hold it): give more --max-memory");
+  VF_ASSIGN_OR_RETURN(BudgetedBuffer buffer,
+                      BudgetedBuffer::Allocate(budget_, size, "a dedup reference into " + Printable(file->name)));
+  std::span<uint8_t> bytes(buffer.data(), static_cast<size_t>(size));
+  VF_RETURN_IF_ERROR(ReadLocked(from, source_offset, bytes));
+  if (Hash64(bytes.data(), bytes.size()) != raw_hash)
+    return Status::Corruption("the bytes a dedup reference names in " + Printable(from.name) +
+                              " do not match its hash (the spill file changed?)");
+  if (file->spill.valid()) return AddFileBytesLocked(file, offset, bytes);
+  file->memory += size;
+  file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, size, std::move(buffer)};
+  return Status::Ok();
+}
+
+Status ImageFileStore::TakeFileListLocked(File* file) {
+  if (file->size > kMaxStreamerFileList)
+    return Status::Corruption("the stream's list of files is " + FormatSize(file->size) + " (at most " +
+                              FormatSize(kMaxStreamerFileList) + ")");
+  std::vector<uint8_t> bytes(static_cast<size_t>(file->size));
+  VF_RETURN_IF_ERROR(ReadLocked(*file, 0, bytes));
+  if (!bytes.empty() && bytes.back() != 0)
+    return Status::Corruption("the stream's list of files does not end with a NUL byte");
+  std::set<std::string> names;
+  size_t start = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != 0) continue;
+    names.emplace(reinterpret_cast<const char*>(bytes.data()) + start, i - start);
+    start = i + 1;
+  }
+  for (const auto& [name, f] : by_name_)
+    if (!names.count(name) && !unlisted_.count(name))
+      return Status::Corruption("image file " + Printable(name) + " is in the stream but not in its list of files");
+  file_list_ = std::move(names);
+  if (file->spill.valid()) {
+    file->spill.Reset();
+    ::unlinkat(spill_fd_.get(), file->spill_name.c_str(), 0);
+  }
+  file->segments.clear();
+  file->memory = 0;
+  file->state = File::State::kReleased;
+  return Status::Ok();
+}
+
+Status ImageFileStore::End(uint32_t id, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  File* file = FindLocked(id, "its end");
+  if (!file) return Status::Internal("the end of object " + std::to_string(id) + ", which is not arriving");
+  file->size = size;
+  // Its bytes must tile [0, size) (the validator proved the ranges).
+  uint64_t next = 0;
+  for (const auto& [offset, segment] : file->segments) {
+    if (offset != next) break;
+    next += segment.size;
+  }
+  if (next != size)
+    return Status::Internal("image file " + Printable(file->name) + " ended with " + std::to_string(next) + " of " +
+                            std::to_string(size) + " bytes in order");
+  if (file->file_list) {
+    VF_RETURN_IF_ERROR(TakeFileListLocked(file));
+  } else {
+    auto rewrite = rewrites_.find(file->name);
+    if (rewrite != rewrites_.end()) VF_RETURN_IF_ERROR(RewriteLocked(file, rewrite->second));
+    size = file->size;
+    if (file->spill.valid() && ::ftruncate(file->spill.get(), static_cast<off_t>(size)) != 0)
+      return Status::FromErrno("sizing the spill file of " + Printable(file->name), errno);
+    file->state = File::State::kComplete;
+  }
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+void ImageFileStore::SetReaderReserve(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reserve_ = bytes;
+}
+
+void ImageFileStore::Finish(const Status& outcome) {
+  std::lock_guard<std::mutex> lock(mu_);
+  outcome_ = outcome;
+  changed_.notify_all();
+}
+
+Result<std::shared_ptr<ImageFileStore::File>> ImageFileStore::Take(const std::string& name) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (outcome_ && !outcome_->ok()) return *outcome_;
+    auto it = by_name_.find(name);
+    if (it != by_name_.end()) {
+      File& file = *it->second;
+      if (file.state == File::State::kTaken || file.state == File::State::kReleased)
+        return Status::InvalidArgument("image file " + Printable(name) + " is requested a second time");
+      if (file.state == File::State::kComplete) {
+        file.state = File::State::kTaken;
+        return it->second;
+      }
+    } else if (outcome_ || (file_list_ && !file_list_->count(name))) {
+      return std::shared_ptr<File>();
+    }
+    changed_.wait(lock);
+  }
+}
+
+Status ImageFileStore::WriteTo(const File& file, int fd, const std::string& what) const {
+  // Only the taker touches a taken file's segments (nobody spills it).
+  uint64_t next = 0;
+  static const uint8_t kZeros[64 << 10] = {};
+  for (const auto& [offset, segment] : file.segments) {
+    if (offset != next) return Status::Internal(what + ": a gap at offset " + std::to_string(next));
+    switch (segment.kind) {
+      case File::Segment::Kind::kMemory:
+        VF_RETURN_IF_ERROR(WriteAll(fd, segment.data.data(), segment.size, what));
+        break;
+      case File::Segment::Kind::kZero:
+        for (uint64_t left = segment.size; left > 0;) {
+          const size_t n = static_cast<size_t>(std::min<uint64_t>(left, sizeof kZeros));
+          VF_RETURN_IF_ERROR(WriteAll(fd, kZeros, n, what));
+          left -= n;
+        }
+        break;
+      case File::Segment::Kind::kFile:
+        VF_RETURN_IF_ERROR(CopyFileRange(file.spill.get(), offset, segment.size, fd, what));
+        break;
+    }
+    next += segment.size;
+  }
+  return Status::Ok();
+}
+
+void ImageFileStore::Release(const std::shared_ptr<File>& file) {
+  std::lock_guard<std::mutex> lock(mu_);
+  file->segments.clear();
+  file->memory = 0;
+  if (file->spill.valid()) {
+    file->spill.Reset();
+    ::unlinkat(spill_fd_.get(), file->spill_name.c_str(), 0);
+  }
+  file->state = File::State::kReleased;
+}
+
+Status ImageFileStore::MoveInto(int dir_fd, const std::string& shown) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, file] : by_name_) {
+    if (file->state != File::State::kComplete) continue;
+    if (::renameat(spill_fd_.get(), file->spill_name.c_str(), dir_fd, name.c_str()) != 0)
+      return Status::FromErrno("moving image file " + Printable(name) + " into " + Printable(shown), errno);
+  }
+  return Status::Ok();
+}
+
+bool ImageFileStore::has_file_list() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return file_list_.has_value();
+}
+
+uint64_t ImageFileStore::spilled_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return spilled_bytes_;
+}
+
+}  // namespace vramflow
