@@ -241,7 +241,7 @@ class ConcurrentDump::Engine {
     const size_t chunk = options_.chunk_size;
     if (!input.fd.valid()) {
       const size_t n = std::min(chunk, input.content.size() - *content_offset);
-      std::memcpy(item->raw.data(), input.content.data() + *content_offset, n);
+      if (n > 0) std::memcpy(item->raw.data(), input.content.data() + *content_offset, n);  // empty: no data()
       *content_offset += n;
       item->size = n;
       *ended = *content_offset == input.content.size();

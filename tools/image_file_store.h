@@ -43,15 +43,10 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "streamer/memory_budget.h"
+#include "tools/streamer_file_list.h"
 
 namespace vramflow {
 
-// The stream's list of the dump's files (written by `streamer capture`).
-inline constexpr char kStreamerFileListObject[] = ".vramflow-streamer-files";
-inline constexpr char kStreamerAttribute[] = "vramflow-streamer";
-inline constexpr char kStreamerFileListValue[] = "file-list";
-// The largest file list a reader accepts.
-inline constexpr uint64_t kMaxStreamerFileList = 16ull << 20;
 
 // Rewrites one image file once it has arrived, before it can be taken
 // (serve's --tcp-listen-remap rewrites files.img): the file's bytes in, the

@@ -19,6 +19,7 @@
 #include "tools/cli_util.h"
 #include "tools/progress.h"
 #include "tools/safe_path.h"
+#include "tools/streamer_file_list.h"
 #include "transport/criu_image_socket.h"
 #include "transport/open_uri.h"
 
@@ -35,12 +36,6 @@ constexpr char kInventoryImage[] = "inventory.img";
 // image without the common magic before its own: the magic, then one
 // protobuf entry (a 4-byte length and that many bytes).
 constexpr uint32_t kInventoryMagic = 0x58313116;
-// The stream's list of the dump's files (docs/CLI.md, "streamer"), which
-// serve reads to answer "absent" before the stream ends. The same names as
-// the serve side's (tools/image_file_store.h on the streamer-serve branch).
-constexpr char kFileListObject[] = ".vramflow-streamer-files";
-constexpr char kFileListAttribute[] = "vramflow-streamer";
-constexpr char kFileListValue[] = "file-list";
 
 Status WriteProgressLine(int fd, const std::string& line) {
   const std::string text = line + "\n";
@@ -119,8 +114,8 @@ Status CheckDumpComplete(const std::vector<ConcurrentObject>& objects, Inventory
 // The file list object (docs/CLI.md): every name, each followed by a NUL.
 ConcurrentInput FileListInput(const std::vector<std::string>& names) {
   ConcurrentInput input;
-  input.metadata.name = kFileListObject;
-  input.metadata.attributes.emplace_back(kFileListAttribute, kFileListValue);
+  input.metadata.name = kStreamerFileListObject;
+  input.metadata.attributes.emplace_back(kStreamerAttribute, kStreamerFileListValue);
   for (const std::string& name : names) {
     input.content.insert(input.content.end(), name.begin(), name.end());
     input.content.push_back(0);
@@ -158,7 +153,7 @@ Status Capture(const StreamerOptions& options) {
   std::set<std::string> names;
   for (const auto& [name, fd] : options.ext_files) {
     VF_RETURN_IF_ERROR(CheckSafeFileName(name).WithContext("--ext-file-fds " + name));
-    if (name == kFileListObject)
+    if (name == kStreamerFileListObject)
       return Status::InvalidArgument("--ext-file-fds: the name " + name + " is the stream's own file list");
     if (!names.insert(name).second) return Status::InvalidArgument("--ext-file-fds: " + name + " given twice");
     if (::fcntl(fd, F_GETFD) < 0) return Status::FromErrno("--ext-file-fds " + name + ":" + std::to_string(fd), errno);
@@ -200,7 +195,7 @@ Status Capture(const StreamerOptions& options) {
     VF_ASSIGN_OR_RETURN(std::optional<std::string> request, socket.NextRequest());
     if (!request) break;  // CRIU closed the connection: no more files
     const std::string& name = *request;
-    if (name == kFileListObject)
+    if (name == kStreamerFileListObject)
       return Status::InvalidArgument("CRIU asked for image file " + name + ", the name of the stream's own file list");
     if (!names.insert(name).second)
       return Status::InvalidArgument("CRIU is sending image file " + name + " a second time");
