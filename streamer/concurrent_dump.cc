@@ -39,6 +39,15 @@ struct Item {
   BudgetedBuffer raw;
   BudgetedBuffer payload;
   EncodedChunk encoded;
+  // With dedup, a DATA chunk's content key (XXH3-128 of its raw bytes).
+  bool keyed = false;
+  Hash128 content;
+};
+
+// An earlier DATA frame a reference may name.
+struct FirstCopy {
+  DedupRef ref;
+  uint64_t size = 0;
 };
 
 EncoderOptions RawEncoder() {
@@ -65,6 +74,17 @@ class ConcurrentDump::Engine {
     start_ = std::chrono::steady_clock::now();
     // Two buffers per thread as the sequential dump, and a few more: several
     // inputs may each hold a partly filled one.
+    if (options_.dedup) {
+      // As the dump graph's window, charged first: the chunk buffers take
+      // what is left.
+      const uint64_t window = options_.dedup_window ? options_.dedup_window : DefaultDedupWindow(options_.max_memory);
+      if (window > kMaxDedupWindow)
+        return Status::InvalidArgument("dedup window of " + std::to_string(window) + " chunks is more than the format's " +
+                                       std::to_string(kMaxDedupWindow));
+      VF_RETURN_IF_ERROR(budget_.Charge(window * kDedupWindowEntryBytes,
+                                        "dedup window of " + std::to_string(window) + " chunks"));
+      first_copies_.emplace(static_cast<uint32_t>(window));
+    }
     VF_ASSIGN_OR_RETURN(plan_, PlanOrderedDump(options_, 2ull * options_.threads + 6, &budget_));
     for (size_t i = 0; i < plan_.items; ++i) {
       auto item = std::make_unique<Item>();
@@ -74,7 +94,12 @@ class ConcurrentDump::Engine {
       free_.push_back(item.get());
       items_.push_back(std::move(item));
     }
-    writer_.emplace(sink_, OrderedDumpHeader(options_, *sink_));
+    StreamHeader header = OrderedDumpHeader(options_, *sink_);
+    if (first_copies_) {
+      header.flags |= kStreamFlagDedup;
+      header.dedup_window = first_copies_->capacity();
+    }
+    writer_.emplace(sink_, header);
     VF_RETURN_IF_ERROR(writer_->Start());
     for (unsigned i = 0; i < plan_.threads; ++i) workers_.emplace_back([this] { Work(); });
     write_thread_ = std::thread([this] { WriteLoop(); });
@@ -337,6 +362,10 @@ class ConcurrentDump::Engine {
       ChunkEncoder& use = storage == ChunkStorage::kRaw ? raw_encoder : encoder;
       Status s = use.EncodeInto(std::span<const uint8_t>(item->raw.data(), item->size),
                                 std::span<uint8_t>(item->payload.data(), item->payload.size()), &item->encoded);
+      // Only encoded inputs' DATA chunks take part in dedup: zero runs cost
+      // nothing, and raw inputs (vramflow streams, small images) go as they are.
+      item->keyed = first_copies_ && storage == ChunkStorage::kEncoded && !item->encoded.zero_run;
+      if (item->keyed) item->content = HashContent128(item->raw.data(), item->size);
       std::lock_guard<std::mutex> lock(mu_);
       if (!s.ok()) {
         FailLocked(s.WithContext("encoding '" + objects_[item->object]->metadata.name + "' at offset " +
@@ -370,6 +399,24 @@ class ConcurrentDump::Engine {
     return Step{};
   }
 
+  // A chunk as a DATA frame or, when the same bytes were written earlier in
+  // the same object and are still in the window, as a reference to them.
+  // Only references within one object: `streamer serve` hands each file to
+  // CRIU whole and lets it go, so a reference into another file could name
+  // bytes it no longer has. Called by the writer thread only.
+  Status WriteChunk(const Object& object, const Item& item) {
+    if (item.keyed) {
+      const FirstCopy* first = first_copies_->Find(item.content);
+      if (first && first->ref.source_object_id == object.stream_id && first->size == item.size) {
+        dedup_bytes_ += item.size;
+        return writer_->AddDedupRef(object.stream_id, item.offset, item.size, item.encoded.raw_hash, first->ref);
+      }
+    }
+    VF_RETURN_IF_ERROR(writer_->AddChunk(object.stream_id, item.offset, item.size, item.encoded));
+    if (item.keyed) first_copies_->Add(item.content, FirstCopy{DedupRef{object.stream_id, item.offset, item.content}, item.size});
+    return Status::Ok();
+  }
+
   void WriteLoop() {
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
@@ -392,7 +439,7 @@ class ConcurrentDump::Engine {
           break;
         }
         case Step::kChunk:
-          s = writer_->AddChunk(object.stream_id, step.item->offset, step.item->size, step.item->encoded);
+          s = WriteChunk(object, *step.item);
           object.size += step.item->size;
           done_bytes_ += step.item->size;
           if (s.ok() && options_.progress) options_.progress(done_bytes_);
@@ -450,6 +497,9 @@ class ConcurrentDump::Engine {
   OrderedDumpPlan plan_;
   std::vector<std::unique_ptr<Item>> items_;
   std::optional<StreamWriter> writer_;  // the writer thread's, then Finish()'s
+  // With options.dedup: the latest DATA frames by content (the writer thread's).
+  std::optional<DedupWindow<Hash128, FirstCopy, ContentKeyHash>> first_copies_;
+  uint64_t dedup_bytes_ = 0;
   std::chrono::steady_clock::time_point start_;
   uint64_t done_bytes_ = 0;     // the writer thread's
   double write_seconds_ = 0;    // the writer thread's

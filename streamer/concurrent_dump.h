@@ -19,8 +19,12 @@
 // hold every buffer while they wait for bytes that will only come once
 // another input moves on.
 //
-// No dedup (as sequential_dump.h): a reference would name an offset that
-// the reader of a pipe cannot seek back to check.
+// Dedup (options.dedup): a DATA chunk of an encoded input whose bytes equal
+// a DATA chunk written earlier in the same object, still in the stream's
+// dedup window, becomes a DEDUP_REF to it. Only within one object: a reader
+// that hands each object on whole and lets it go (`streamer serve`) can
+// always resolve such a reference. Keys are XXH3-128 of the content, as the
+// dump graph's.
 #pragma once
 
 #include <cstdint>

@@ -16,7 +16,14 @@
 #include <deque>
 #include <unordered_map>
 
+#include "common/hash.h"
+
 namespace vramflow {
+
+// The hash-map hash of a content key (XXH3-128, already uniform).
+struct ContentKeyHash {
+  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low); }
+};
 
 // What one entry costs, at most, on either side: the hash-map node and bucket
 // and the FIFO slot. Charged to the memory budget for the whole window.

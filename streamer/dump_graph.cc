@@ -111,11 +111,8 @@ class JobGenerator {
   uint64_t next_seq_ = 0;
 };
 
-struct Hash128Low {
-  size_t operator()(const Hash128& h) const { return static_cast<size_t>(h.low); }  // already uniform
-};
 // Content -> (source, offset) of the latest DATA frames.
-using FirstCopies = DedupWindow<Hash128, std::pair<uint32_t, uint64_t>, Hash128Low>;
+using FirstCopies = DedupWindow<Hash128, std::pair<uint32_t, uint64_t>, ContentKeyHash>;
 
 // The dedup window the stream declares: what was asked for (or the default),
 // but no more than the dump has chunks.

@@ -452,6 +452,62 @@ TEST(ConcurrentDump, LargeInputWithinASmallBudget) {
   EXPECT_EQ(back_sum, sum);
 }
 
+// Dedup within one object only: a chunk repeated in the same input becomes a
+// reference to its first copy; the same bytes in another input stay a DATA
+// frame (serve lets each file go once CRIU has it). Without dedup, none.
+TEST(ConcurrentDump, DedupReferencesStayWithinOneObject) {
+  constexpr size_t kChunk = 64 << 10;
+  const std::vector<uint8_t> x = testing::ModelBytes(DataKind::kFp32Weights, kChunk, 1);
+  const std::vector<uint8_t> y = testing::ModelBytes(DataKind::kFp32Weights, kChunk, 2);
+  std::vector<uint8_t> a = x;
+  a.insert(a.end(), y.begin(), y.end());
+  a.insert(a.end(), x.begin(), x.end());
+  for (bool dedup : {true, false}) {
+    MemorySink sink;
+    PipelineOptions options;
+    options.chunk_size = kChunk;
+    options.max_memory = 16ull << 20;
+    options.threads = 2;
+    options.dedup = dedup;
+    auto dump = ConcurrentDump::Start(&sink, options);
+    ASSERT_TRUE(dump.ok()) << dump.status().ToString();
+    ConcurrentInput first, second;
+    first.metadata.name = "pages-1.img";
+    first.content = a;
+    second.metadata.name = "pages-2.img";
+    second.content = x;
+    ASSERT_TRUE((*dump)->Add(std::move(first)).ok());
+    ASSERT_TRUE((*dump)->Add(std::move(second)).ok());
+    std::vector<ConcurrentObject> objects;
+    ASSERT_TRUE((*dump)->Drain(&objects).ok());
+    PipelineStats stats;
+    ASSERT_TRUE((*dump)->Finish(&stats).ok());
+
+    // Every reference, as (object it is in, object it names).
+    class References : public StreamVisitor {
+     public:
+      Status OnChunk(const ChunkEvent& chunk) override {
+        if (chunk.dedup) found.emplace_back(chunk.object.metadata.name, chunk.dedup->source_object_id);
+        if (chunk.dedup) EXPECT_EQ(chunk.object.id, chunk.dedup->source_object_id);
+        return Status::Ok();
+      }
+      std::vector<std::pair<std::string, uint32_t>> found;
+    } references;
+    MemorySource source(sink.bytes());
+    ASSERT_TRUE(ReadStream(source, references).ok());
+    if (dedup) {
+      ASSERT_EQ(references.found.size(), 1u) << "the repeated chunk of pages-1.img, and only that";
+      EXPECT_EQ(references.found[0].first, "pages-1.img");
+    } else {
+      EXPECT_TRUE(references.found.empty());
+    }
+    std::vector<TestObject> back;
+    ASSERT_TRUE(testing::UnpackFromMemory(sink.bytes(), &back).ok());
+    ASSERT_EQ(back.size(), 2u);
+    for (const TestObject& object : back) EXPECT_EQ(object.bytes, object.name == "pages-1.img" ? a : x) << object.name;
+  }
+}
+
 // Each open input has a thread: past the limit, the dump fails.
 TEST(ConcurrentDump, TooManyOpenInputsFail) {
   MemorySink sink;

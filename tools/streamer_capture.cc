@@ -170,7 +170,8 @@ Status Capture(const StreamerOptions& options) {
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(uri, &pipeline.max_memory, &transport);
   pipeline.producer = ProducerString();
-  pipeline.dedup = false;
+  // pipeline.dedup as asked (default on): references within one file only
+  // (ConcurrentDump), which serve can always resolve.
 
   // These two outlive the dump, whose threads use them.
   InventoryHead inventory;
