@@ -168,7 +168,7 @@ TEST_F(RealCriu, StreamerCaptureCriuKilledMidDumpLeavesNothing) {
   const std::string ready = dir_.File("ready");
   const pid_t pid = StartPlain({"/usr/bin/python3", "-c",
                                 "import os, sys, time\n"
-                                "b = bytearray(os.urandom(1 << 20)) * 384\n"
+                                "b = bytearray(os.urandom(384 << 20))\n"  // distinct chunks: no dedup
                                 "open(sys.argv[1], 'w').close()\n"
                                 "while True: time.sleep(1)\n",
                                 ready},
