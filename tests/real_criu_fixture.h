@@ -138,6 +138,16 @@ while True:
     time.sleep(0.05)
 )";
 
+// Damages one byte in the middle of the file at `path`.
+inline void FlipAByteInTheMiddle(const std::string& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(path) / 2);
+  f.seekg(middle);
+  const char byte = static_cast<char>(f.get());
+  f.seekp(middle);
+  f.put(static_cast<char>(byte ^ 0x5a));
+}
+
 // The last lines of a log, for failure messages.
 inline std::string LogTail(const std::string& path, size_t bytes = 5000) {
   const std::string text = ReadText(path);
@@ -316,13 +326,9 @@ class RealCriu : public ::testing::Test {
     for (const auto& e : std::filesystem::directory_iterator(images_))
       if (e.path().filename().string().rfind("amdgpu-vram-", 0) == 0) stream = e.path();
     ASSERT_FALSE(stream.empty()) << "no VRAM stream in " << images_;
-    std::fstream f(stream, std::ios::in | std::ios::out | std::ios::binary);
-    const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(stream) / 2);
-    f.seekg(middle);
-    const char byte = static_cast<char>(f.get());
-    f.seekp(middle);
-    f.put(static_cast<char>(byte ^ 0x5a));
+    FlipAByteInTheMiddle(stream);
   }
+
 
   // The restored process: running, resumed by KFD, every BO byte as dumped,
   // and fd 3 a KFD file again.

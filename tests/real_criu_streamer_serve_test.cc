@@ -34,14 +34,7 @@ class PackedDump {
     std::filesystem::create_directories(tmp_);
   }
   // Flips a byte in the middle of the stream (in pages-1.img's frames).
-  void Corrupt() {
-    std::fstream f(stream_, std::ios::in | std::ios::out | std::ios::binary);
-    const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(stream_) / 2);
-    f.seekg(middle);
-    const char byte = static_cast<char>(f.get());
-    f.seekp(middle);
-    f.put(static_cast<char>(byte ^ 0x5a));
-  }
+  void Corrupt() { FlipAByteInTheMiddle(stream_); }
   // `vramflow streamer serve` (its spill directory under tmp()) beside
   // `criu restore --stream`: CRIU's exit status; serve's in `serve_code`,
   // its output (progress lines and errors) in `serve_output`.

@@ -213,14 +213,7 @@ TEST_F(RealCriu, StreamerServeRefusesACorruptStream) {
   const pid_t pid = StartFloatHolder(16);
   const std::string stream = dir_.File("checkpoint.vfs");
   DumpToStream(pid, stream);
-  {
-    std::fstream f(stream, std::ios::in | std::ios::out | std::ios::binary);
-    const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(stream) / 2);
-    f.seekg(middle);
-    const char byte = static_cast<char>(f.get());
-    f.seekp(middle);
-    f.put(static_cast<char>(byte ^ 0x5a));
-  }
+  FlipAByteInTheMiddle(stream);
   const std::string spill = dir_.File("spill");
   std::filesystem::create_directories(spill);
   const int criu = RestoreThroughStreamer("-i " + ShellQuote(stream) + " -m 8M --spill-dir " + ShellQuote(spill));

@@ -19,6 +19,7 @@
 #include "tools/inspect_index.h"
 #include "tools/json_object_writer.h"
 #include "tools/json_report.h"
+#include "transport/counting_source.h"
 #include "transport/fd_stream.h"
 
 namespace vramflow {
@@ -152,24 +153,6 @@ class SummaryVisitor final : public StreamVisitor {
 
   MemoryBudget* budget_;
   uint64_t charged_ = 0;
-};
-
-// Counts bytes as they are read, so a report can give the stream size even
-// when the stream is cut short.
-class CountingSource final : public ByteSource {
- public:
-  explicit CountingSource(ByteSource* inner) : inner_(inner) {}
-  Result<size_t> Read(std::span<uint8_t> data) override {
-    VF_ASSIGN_OR_RETURN(size_t n, inner_->Read(data));
-    bytes_ += n;
-    return n;
-  }
-  std::string Describe() const override { return inner_->Describe(); }
-  uint64_t bytes() const { return bytes_; }
-
- private:
-  ByteSource* inner_;
-  uint64_t bytes_ = 0;
 };
 
 std::string WordSizeLabel(unsigned w) { return w == 1 ? "none" : std::to_string(w) + "-byte"; }

@@ -30,6 +30,7 @@
 #include "tools/criu_tcp_remap.h"
 #include "tools/image_file_store.h"
 #include "tools/safe_path.h"
+#include "transport/counting_source.h"
 #include "transport/criu_image_socket.h"
 
 namespace vramflow {
@@ -96,23 +97,6 @@ class PrivateDirectory {
  private:
   std::string path_;
   CleanupEntry entry_;
-};
-
-// Counts the bytes read, for the stats line.
-class CountingSource final : public ByteSource {
- public:
-  explicit CountingSource(ByteSource* inner) : inner_(inner) {}
-  Result<size_t> Read(std::span<uint8_t> data) override {
-    VF_ASSIGN_OR_RETURN(size_t n, inner_->Read(data));
-    bytes_ += n;
-    return n;
-  }
-  std::string Describe() const override { return inner_->Describe(); }
-  uint64_t bytes() const { return bytes_; }
-
- private:
-  ByteSource* inner_;
-  uint64_t bytes_ = 0;
 };
 
 // Fills the store from the verified stream.
