@@ -1378,7 +1378,8 @@ TEST(NetCli, RecvTakesASocketPassedBySystemd) {
 // --listen systemd: without a socket meant for this process is refused
 // before anything is received, saying what is missing: no LISTEN_* variables,
 // LISTEN_PID naming another process, LISTEN_FDS=0, fd 3 a file rather than a
-// socket, and a datagram socket (systemd-socket-activate --datagram).
+// socket, a datagram socket (systemd-socket-activate --datagram); and a
+// passed TCP socket without a key, refused as tcp:// is.
 TEST(NetCli, ListenSystemdRefusesWithoutAPassedListeningSocket) {
   TempDir dir;
   ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
@@ -1408,6 +1409,19 @@ TEST(NetCli, ListenSystemdRefusesWithoutAPassedListeningSocket) {
   EXPECT_TRUE(Contains(zero.Log(), "$LISTEN_FDS='0' passes no socket")) << zero.Log();
 
   if (::access("/usr/bin/systemd-socket-activate", X_OK) != 0) GTEST_SKIP() << "no systemd-socket-activate";
+  {
+    SCOPED_TRACE("a passed TCP socket needs TLS credentials, as tcp:// does");
+    ReservedPort reserved;
+    const uint16_t port = reserved.port();
+    testing::CliChild keyless("/usr/bin/systemd-socket-activate",
+                              {"-l", "127.0.0.1:" + std::to_string(port), VramflowBinary(), "recv", "--listen",
+                               "systemd:", "--output-dir", dir.File("out")},
+                              dir.File("keyless.log"));
+    ASSERT_TRUE(WaitTcpListening(port, nullptr)) << keyless.Log();  // the first connection starts recv
+    EXPECT_EQ(keyless.Wait(20000ms), 1) << keyless.Log();
+    EXPECT_TRUE(Contains(keyless.Log(), "receiving on systemd: (" + Tcp(port) + ") needs TLS credentials"))
+        << keyless.Log();
+  }
   ReservedPort reserved;
   std::vector<std::string> datagram = {"--datagram", "-l", "127.0.0.1:" + std::to_string(reserved.port()),
                                        VramflowBinary()};

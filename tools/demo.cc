@@ -46,7 +46,8 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT, unix:PATH or systemd:");
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
                       NetReceiver::Listen(endpoint, transport.net));
-  std::string security = receiver->uri().starts_with("unix:") ? "unix socket"
+  std::string security = endpoint.kind == Endpoint::Kind::kUnix    ? "unix socket, mode 0600"
+                         : receiver->uri().starts_with("unix:") ? "unix socket (passed by systemd)"
                          : transport.net.insecure ? "no TLS (--insecure)"
                          : transport.net.tls.key  ? "TLS, shared key " + transport.net.tls.key->origin
                                                   : "TLS, certificate " + transport.net.tls.cert_file;
