@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # Included by the install script (packaging/CMakeLists.txt): writes the man
-# pages and the systemd unit for the prefix being installed to
+# pages and the systemd units for the prefix being installed to
 # (CMAKE_INSTALL_PREFIX as the install step sees it) and installs them
 # (file(INSTALL) honours DESTDIR).
 macro(vramflow_install_path out dir)

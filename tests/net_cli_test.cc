@@ -1339,5 +1339,119 @@ TEST(NetCli, KtlsTransferSucceedsAndReportsWhatRuns) {
   EXPECT_TRUE(LinesWith(RunVf(dir, {"send", dir.File("in.vfs"), dir.File("copy.vfs")}).output, "kTLS").empty());
 }
 
+// Issue 22, item 6: `recv --listen systemd:` under systemd-socket-activate
+// (which binds, passes the socket as fd 3 with LISTEN_PID/LISTEN_FDS and
+// execs recv on the first connection) stores two streams sent to that
+// port, each verified, and stops with 143 on SIGTERM as the service does.
+TEST(NetCli, RecvTakesASocketPassedBySystemd) {
+  if (::access("/usr/bin/systemd-socket-activate", X_OK) != 0) GTEST_SKIP() << "no systemd-socket-activate";
+  TempDir dir;
+  ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
+  ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
+  const std::vector<uint8_t> a = Packed(dir, RandomData(300000, 61));
+  const std::vector<uint8_t> b = Packed(dir, RandomData(200000, 62));
+  WriteFileBytes(dir.File("a.vfs"), a);
+  WriteFileBytes(dir.File("b.vfs"), b);
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
+  testing::CliChild recv("/usr/bin/systemd-socket-activate",
+                         {"-l", "127.0.0.1:" + std::to_string(port), VramflowBinary(), "recv", "--listen", "systemd:",
+                          "--output-dir", dir.File("out"), "--key-file", dir.File("key"), "--progress", "none"},
+                         dir.File("recv.log"));
+  ASSERT_TRUE(WaitTcpListening(port, nullptr)) << recv.Log();
+  for (const auto& [file, name] : {std::pair<std::string, std::string>{"a.vfs", "one.img"}, {"b.vfs", "two.img"}}) {
+    Ran sent = RunVf(dir, {"send", "-q", dir.File(file), Tcp(port), "--name", name, "--key-file", dir.File("key")});
+    EXPECT_EQ(sent.code, 0) << sent.output << recv.Log();
+  }
+  EXPECT_TRUE(Contains(recv.Log(), "listening on " + Tcp(port))) << recv.Log();
+  EXPECT_TRUE(ReadFileBytes(dir.File("out/one.img")) == a);
+  EXPECT_TRUE(ReadFileBytes(dir.File("out/two.img")) == b);
+  for (const std::string name : {"one.img", "two.img"}) {
+    Ran verified = RunVf(dir, {"verify", dir.File("out/" + name)});
+    EXPECT_EQ(verified.code, 0) << name << ": " << verified.output;
+  }
+  recv.Kill(SIGTERM);
+  EXPECT_EQ(recv.Wait(20000ms), 143) << recv.Log();
+  EXPECT_EQ(Join(List(dir.File("out"))), "[one.img, two.img]");
+}
+
+// --listen systemd: without a socket meant for this process is refused
+// before anything is received, saying what is missing: no LISTEN_* variables,
+// LISTEN_PID naming another process, LISTEN_FDS=0, fd 3 a file rather than a
+// socket, a datagram socket (systemd-socket-activate --datagram); and a
+// passed TCP socket without a key, refused as tcp:// is.
+TEST(NetCli, ListenSystemdRefusesWithoutAPassedListeningSocket) {
+  TempDir dir;
+  ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
+  ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
+  const std::vector<std::string> recv = {"recv", "--listen", "systemd:", "--output-dir", dir.File("out"),
+                                         "--key-file", dir.File("key")};
+  Ran none = RunVf(dir, recv);
+  EXPECT_EQ(none.code, 1) << none.output;
+  EXPECT_TRUE(Contains(none.output, "no socket was passed: $LISTEN_PID is not set")) << none.output;
+  Ran other = RunVf(dir, recv, 60000ms, {"LISTEN_PID=1", "LISTEN_FDS=1"});
+  EXPECT_EQ(other.code, 1) << other.output;
+  EXPECT_TRUE(Contains(other.output, "the passed socket is not for this process: $LISTEN_PID=1")) << other.output;
+  Ran unpack = RunVf(dir, {"unpack", "--listen", "systemd:", "-o", dir.File("x.bin")}, 60000ms,
+                     {"LISTEN_PID=1", "LISTEN_FDS=1"});
+  EXPECT_EQ(unpack.code, 1) << unpack.output;
+  EXPECT_TRUE(Contains(unpack.output, "not for this process")) << unpack.output;
+
+  // A shell that puts a file on fd 3 and execs recv with its own pid.
+  std::string command = "exec 3<\"$0\"; LISTEN_PID=$$ LISTEN_FDS=${FDS:-1} exec \"$@\"";
+  std::vector<std::string> args = {"-c", command, dir.File("key"), VramflowBinary()};
+  args.insert(args.end(), recv.begin(), recv.end());
+  testing::CliChild file("/bin/sh", args, dir.File("file.log"));
+  EXPECT_EQ(file.Wait(20000ms), 1) << file.Log();
+  EXPECT_TRUE(Contains(file.Log(), "the passed socket (fd 3) is not a socket")) << file.Log();
+  testing::CliChild zero("/bin/sh", args, dir.File("zero.log"), -1, {"FDS=0"});
+  EXPECT_EQ(zero.Wait(20000ms), 1) << zero.Log();
+  EXPECT_TRUE(Contains(zero.Log(), "$LISTEN_FDS='0' passes no socket")) << zero.Log();
+
+  if (::access("/usr/bin/systemd-socket-activate", X_OK) != 0) GTEST_SKIP() << "no systemd-socket-activate";
+  {
+    SCOPED_TRACE("a passed TCP socket needs TLS credentials, as tcp:// does");
+    ReservedPort reserved;
+    const uint16_t port = reserved.port();
+    testing::CliChild keyless("/usr/bin/systemd-socket-activate",
+                              {"-l", "127.0.0.1:" + std::to_string(port), VramflowBinary(), "recv", "--listen",
+                               "systemd:", "--output-dir", dir.File("out")},
+                              dir.File("keyless.log"));
+    ASSERT_TRUE(WaitTcpListening(port, nullptr)) << keyless.Log();  // the first connection starts recv
+    EXPECT_EQ(keyless.Wait(20000ms), 1) << keyless.Log();
+    EXPECT_TRUE(Contains(keyless.Log(), "receiving on systemd: (" + Tcp(port) + ") needs TLS credentials"))
+        << keyless.Log();
+  }
+  ReservedPort reserved;
+  std::vector<std::string> datagram = {"--datagram", "-l", "127.0.0.1:" + std::to_string(reserved.port()),
+                                       VramflowBinary()};
+  datagram.insert(datagram.end(), recv.begin(), recv.end());
+  testing::CliChild udp("/usr/bin/systemd-socket-activate", datagram, dir.File("udp.log"));
+  // It execs recv on the first datagram.
+  UniqueFd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(reserved.port());
+  for (int i = 0; i < 200 && udp.running() && !Contains(udp.Log(), "Execing"); ++i) {
+    (void)::sendto(probe.get(), "x", 1, 0, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(udp.Wait(20000ms), 1) << udp.Log();
+  EXPECT_TRUE(Contains(udp.Log(), "is not a stream socket")) << udp.Log();
+}
+
+// systemd: is only a place to listen: not a destination, not a positional source.
+TEST(NetCli, SystemdUriOnlyListens) {
+  TempDir dir;
+  WriteFileBytes(dir.File("in.bin"), std::vector<uint8_t>{1, 2, 3});
+  Ran send = RunVf(dir, {"send", dir.File("in.bin"), "systemd:"});
+  EXPECT_EQ(send.code, 2) << send.output;
+  EXPECT_TRUE(Contains(send.output, "is a socket to listen on")) << send.output;
+  Ran unpack = RunVf(dir, {"unpack", "systemd:", "-o", dir.File("x.bin")});
+  EXPECT_EQ(unpack.code, 2) << unpack.output;
+  EXPECT_TRUE(Contains(unpack.output, "--listen systemd:")) << unpack.output;
+}
+
 }  // namespace
 }  // namespace vramflow

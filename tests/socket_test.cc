@@ -193,6 +193,61 @@ TEST(SocketTest, UnixRoundTripAndSocketFileRemoved) {
   EXPECT_FALSE(Exists(path));
 }
 
+// Listener::Adopt (systemd socket activation) takes a socket that already
+// listens: it reports the bound address, accepts, sets close-on-exec, and
+// leaves a UNIX socket's file to whoever made it. A socket that does not
+// listen, or is not a stream socket, or no socket at all, is refused.
+TEST(SocketTest, AdoptTakesOnlyAListeningStreamSocket) {
+  testing::TempDir dir;
+  const std::string path = dir.File("passed.sock");
+  {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM, 0));  // no SOCK_CLOEXEC, as systemd passes it
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    ASSERT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(::listen(fd.get(), 4), 0);
+    auto listener = Listener::Adopt(std::move(fd), FastOptions());
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    EXPECT_EQ(listener->uri(), "unix:" + path);
+    EXPECT_TRUE(listener->is_unix());
+    EXPECT_NE(::fcntl(listener->fd(), F_GETFD) & FD_CLOEXEC, 0);
+    Result<UniqueFd> client = Status::Internal("not connected");
+    std::thread connector([&] { client = ConnectStream(Parse("unix:" + path), FastOptions()); });
+    std::string peer;
+    auto server = listener->Accept(milliseconds(2000), &peer);
+    connector.join();
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    ExchangeBothWays(client->get(), server->get());
+  }
+  EXPECT_TRUE(Exists(path)) << "the adopted socket's file belongs to whoever bound it";
+
+  UniqueFd tcp(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(tcp.get(), reinterpret_cast<sockaddr*>(&any), sizeof(any)), 0);
+  ASSERT_EQ(::listen(tcp.get(), 4), 0);
+  auto adopted = Listener::Adopt(std::move(tcp), FastOptions());
+  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  EXPECT_FALSE(adopted->is_unix());
+  EXPECT_TRUE(adopted->uri().starts_with("tcp://127.0.0.1:")) << adopted->uri();
+
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  UniqueFd other_end(pair[1]);
+  auto connected = Listener::Adopt(UniqueFd(pair[0]), FastOptions());
+  ASSERT_FALSE(connected.ok());
+  EXPECT_NE(connected.status().message().find("does not listen"), std::string::npos) << connected.status().ToString();
+  auto datagram = Listener::Adopt(UniqueFd(::socket(AF_INET, SOCK_DGRAM, 0)), FastOptions());
+  ASSERT_FALSE(datagram.ok());
+  EXPECT_NE(datagram.status().message().find("not a stream socket"), std::string::npos) << datagram.status().ToString();
+  auto file = Listener::Adopt(UniqueFd(::open(path.c_str(), O_PATH)), FastOptions());
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("is not a socket"), std::string::npos) << file.status().ToString();
+}
+
 TEST(SocketTest, StaleUnixSocketIsReplaced) {
   testing::TempDir dir;
   const std::string path = dir.File("stale.sock");

@@ -63,6 +63,19 @@ TEST(UriTest, BadFdsAndEmpty) {
   EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
 }
 
+// systemd: names the socket systemd passes; it takes nothing after the colon.
+TEST(UriTest, SystemdSocket) {
+  auto endpoint = ParseEndpoint("systemd:");
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status().ToString();
+  EXPECT_EQ(endpoint->kind, Endpoint::Kind::kSystemd);
+  EXPECT_TRUE(endpoint->is_network());
+  for (const char* bad : {"systemd:x", "systemd://", "systemd:?streams=2"}) {
+    auto refused = ParseEndpoint(bad);
+    EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find("write systemd: alone"), std::string::npos) << refused.status().ToString();
+  }
+}
+
 TEST(UriTest, UnixSockets) {
   Endpoint e = MustParse("unix:/run/vramflow.sock");
   EXPECT_EQ(e.kind, Kind::kUnix);

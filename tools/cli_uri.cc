@@ -19,11 +19,16 @@ Status CheckListenUri(const std::string& uri) {
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
   if (!endpoint.is_network())
     return Status::InvalidArgument("--listen '" + uri + "': give the address to listen on, tcp://HOST:PORT (HOST may "
-                                   "be empty for every address) or unix:PATH");
+                                   "be empty for every address), unix:PATH, or systemd: (the socket systemd passes)");
   return Status::Ok();
 }
 
-Status CheckWriteUri(const std::string& uri) { return ParseEndpoint(uri).status(); }
+Status CheckWriteUri(const std::string& uri) {
+  VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
+  if (endpoint.kind == Endpoint::Kind::kSystemd)
+    return Status::InvalidArgument("'" + uri + "' is a socket to listen on (--listen systemd:), not a destination");
+  return Status::Ok();
+}
 
 Status CheckDestination(const std::string& uri, bool force) {
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));

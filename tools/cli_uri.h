@@ -16,11 +16,11 @@ namespace vramflow {
 // receives there (`receiver`, e.g. "vramflow unpack") with --listen URI.
 Status CheckReadUri(const std::string& uri, const std::string& receiver);
 
-// The value of --listen: tcp://HOST:PORT or unix:PATH.
+// The value of --listen: tcp://HOST:PORT, unix:PATH or systemd: (socket activation).
 Status CheckListenUri(const std::string& uri);
 
-// A destination the command writes: any URI (tcp:// and unix: connect to a
-// receiver there). Only checks that it parses.
+// A destination the command writes: any URI but systemd: (tcp:// and unix:
+// connect to a receiver there). Otherwise only checks that it parses.
 Status CheckWriteUri(const std::string& uri);
 
 // Before the work starts: a destination file that exists is refused

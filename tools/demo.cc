@@ -43,10 +43,11 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   TransportOptions transport = options.transport;
   ShareBudget(options.listen, &pipeline.max_memory, &transport);
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
-  if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH");
+  if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT, unix:PATH or systemd:");
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
                       NetReceiver::Listen(endpoint, transport.net));
-  std::string security = endpoint.kind == Endpoint::Kind::kUnix ? "unix socket, mode 0600"
+  std::string security = endpoint.kind == Endpoint::Kind::kUnix    ? "unix socket, mode 0600"
+                         : receiver->uri().starts_with("unix:") ? "unix socket (passed by systemd)"
                          : transport.net.insecure ? "no TLS (--insecure)"
                          : transport.net.tls.key  ? "TLS, shared key " + transport.net.tls.key->origin
                                                   : "TLS, certificate " + transport.net.tls.cert_file;

@@ -66,7 +66,7 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
   if (::stat(options.dir.c_str(), &st) != 0) return Status::FromErrno("output directory '" + options.dir + "'", errno);
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("'" + options.dir + "' is not a directory");
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
-  if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT or unix:PATH");
+  if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT, unix:PATH or systemd:");
 
   TransportOptions transport = options.transport;
   uint64_t verify_memory = options.max_memory;

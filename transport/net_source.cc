@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -781,10 +782,21 @@ class NetReceiverImpl final : public NetReceiver {
 
 Result<std::unique_ptr<NetReceiver>> NetReceiver::Listen(const Endpoint& endpoint, const NetOptions& options) {
   if (!endpoint.is_network()) return Status::InvalidArgument("'" + endpoint.uri + "' is not a network address");
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<TlsContext> tls, NetTlsContext(endpoint, options, TlsContext::Role::kServer));
-  VF_ASSIGN_OR_RETURN(Listener listener, Listener::Open(endpoint, options.socket));
-  auto core = std::make_shared<Core>(std::move(listener), options, std::move(tls),
-                                     endpoint.kind == Endpoint::Kind::kUnix);
+  // A passed socket (systemd:) is TCP or UNIX, which decides TLS: taken first,
+  // so that the credentials are checked for what it is.
+  std::optional<Listener> passed;
+  Endpoint security = endpoint;
+  if (endpoint.kind == Endpoint::Kind::kSystemd) {
+    VF_ASSIGN_OR_RETURN(passed, Listener::Open(endpoint, options.socket));
+    security.kind = passed->is_unix() ? Endpoint::Kind::kUnix : Endpoint::Kind::kTcp;
+    security.uri = endpoint.uri + " (" + passed->uri() + ")";
+  }
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<TlsContext> tls, NetTlsContext(security, options, TlsContext::Role::kServer));
+  if (!passed) {
+    VF_ASSIGN_OR_RETURN(passed, Listener::Open(endpoint, options.socket));
+  }
+  auto core = std::make_shared<Core>(std::move(*passed), options, std::move(tls),
+                                     security.kind == Endpoint::Kind::kUnix);
   VF_RETURN_IF_ERROR(core->Start());
   auto owner = std::make_shared<CoreOwner>(core);
   return std::unique_ptr<NetReceiver>(new NetReceiverImpl(std::move(owner)));

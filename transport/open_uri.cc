@@ -66,6 +66,8 @@ Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const Transpo
     case Endpoint::Kind::kPath: return OpenFileSink(endpoint.path, options.file);
     case Endpoint::Kind::kUnix:
     case Endpoint::Kind::kTcp: return OpenNetSink(endpoint, options.net);
+    case Endpoint::Kind::kSystemd:
+      return Status::InvalidArgument("'" + uri + "' is a socket to listen on (--listen), not a destination");
     case Endpoint::Kind::kS3: return OpenS3Sink(endpoint.bucket, endpoint.key, options.s3);
   }
   return Status::Internal("unhandled endpoint kind");
@@ -80,7 +82,8 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const Tra
       return BorrowFdSource(endpoint.fd, uri);
     case Endpoint::Kind::kPath: return OpenFileSource(endpoint.path);
     case Endpoint::Kind::kUnix:
-    case Endpoint::Kind::kTcp: {
+    case Endpoint::Kind::kTcp:
+    case Endpoint::Kind::kSystemd: {
       VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver, NetReceiver::Listen(endpoint, options.net));
       if (options.on_listening) options.on_listening(receiver->uri());
       VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, receiver->Accept(options.accept_timeout));
@@ -99,7 +102,8 @@ Result<std::unique_ptr<RandomAccessSource>> OpenRandomAccess(const std::string& 
     case Endpoint::Kind::kStdio:
     case Endpoint::Kind::kFd:
     case Endpoint::Kind::kUnix:
-    case Endpoint::Kind::kTcp: break;
+    case Endpoint::Kind::kTcp:
+    case Endpoint::Kind::kSystemd: break;
   }
   return Status::NotSupported("'" + uri + "' cannot be read at offsets (only a file or an s3:// object can)");
 }

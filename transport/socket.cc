@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "transport/deadline.h"
+#include "transport/systemd_socket.h"
 
 namespace vramflow {
 namespace {
@@ -216,7 +217,51 @@ Result<UniqueFd> ConnectStream(const Endpoint& endpoint, const SocketOptions& op
   }
 }
 
+Result<Listener> Listener::Adopt(UniqueFd fd, const SocketOptions& options) {
+  const std::string name = "the passed socket (fd " + std::to_string(fd.get()) + ")";
+  int listening = 0, type = 0;
+  socklen_t len = sizeof(listening);
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0)
+    return Status::FromErrno(name + " is not a socket", errno);
+  len = sizeof(type);
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0) return Status::FromErrno(name + ": SO_TYPE", errno);
+  if (type != SOCK_STREAM) return Status::InvalidArgument(name + " is not a stream socket (a datagram socket? use ListenStream=)");
+  if (!listening) return Status::InvalidArgument(name + " is a stream socket that does not listen (use ListenStream=, Accept=no)");
+  sockaddr_storage bound{};
+  socklen_t bound_len = sizeof(bound);
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0)
+    return Status::FromErrno(name + ": getsockname", errno);
+  Listener listener;
+  listener.options_ = options;
+  if (bound.ss_family == AF_INET || bound.ss_family == AF_INET6) {
+    std::string host;
+    uint16_t port = 0;
+    NumericAddress(bound, &host, &port);
+    listener.uri_ = TcpName(host, port);
+  } else if (bound.ss_family == AF_UNIX) {
+    const auto& addr = reinterpret_cast<const sockaddr_un&>(bound);
+    const size_t path_bytes = bound_len > offsetof(sockaddr_un, sun_path) ? bound_len - offsetof(sockaddr_un, sun_path) : 0;
+    std::string path(addr.sun_path, strnlen(addr.sun_path, std::min(path_bytes, sizeof(addr.sun_path))));
+    listener.uri_ = "unix:" + (path.empty() ? std::string("(abstract)") : path);
+    listener.is_unix_ = true;
+  } else {
+    return Status::InvalidArgument(name + " is neither a TCP nor a UNIX socket (address family " +
+                                   std::to_string(bound.ss_family) + ")");
+  }
+  int flags = ::fcntl(fd.get(), F_GETFD);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFD, flags | FD_CLOEXEC) != 0)
+    return Status::FromErrno(name + ": close-on-exec", errno);
+  listener.wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!listener.wake_.valid()) return Status::FromErrno("listening on " + name + ": eventfd", errno);
+  listener.fd_ = std::move(fd);
+  return listener;
+}
+
 Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& options) {
+  if (endpoint.kind == Endpoint::Kind::kSystemd) {
+    VF_ASSIGN_OR_RETURN(UniqueFd passed, TakeSystemdListenSocket());
+    return Adopt(std::move(passed), options);
+  }
   Listener listener;
   listener.options_ = options;
   listener.wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -295,6 +340,7 @@ Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& o
     listener.fd_ = std::move(fd).value();
     listener.unix_path_ = path;
     listener.uri_ = name;
+    listener.is_unix_ = true;
     return listener;
   }
 
@@ -306,7 +352,8 @@ Listener::Listener(Listener&& other) noexcept
       wake_(std::move(other.wake_)),
       unix_path_(std::exchange(other.unix_path_, {})),
       uri_(std::move(other.uri_)),
-      options_(other.options_) {}
+      options_(other.options_),
+      is_unix_(other.is_unix_) {}
 
 Listener& Listener::operator=(Listener&& other) noexcept {
   if (this != &other) {
@@ -316,6 +363,7 @@ Listener& Listener::operator=(Listener&& other) noexcept {
     unix_path_ = std::exchange(other.unix_path_, {});
     uri_ = std::move(other.uri_);
     options_ = other.options_;
+    is_unix_ = other.is_unix_;
   }
   return *this;
 }

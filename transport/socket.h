@@ -30,10 +30,15 @@ Result<UniqueFd> ConnectStream(const Endpoint& endpoint, const SocketOptions& op
 // A listening socket. For UNIX sockets the path is created (mode 0600,
 // whatever the umask: only this user may connect) on Open() and
 // removed on destruction; an existing socket file nobody listens on is
-// replaced, any other existing file is an error.
+// replaced, any other existing file is an error. A kSystemd endpoint adopts
+// the socket systemd passed (TakeSystemdListenSocket).
 class Listener {
  public:
   static Result<Listener> Open(const Endpoint& endpoint, const SocketOptions& options);
+  // Takes a socket that is already bound and listening (from systemd): it
+  // must be a listening TCP or UNIX stream socket, else an error says what it
+  // is. Made close-on-exec; a UNIX socket's file is left to its creator.
+  static Result<Listener> Adopt(UniqueFd fd, const SocketOptions& options);
   Listener(Listener&&) noexcept;
   Listener& operator=(Listener&&) noexcept;
   ~Listener();
@@ -48,6 +53,8 @@ class Listener {
   // The bound address as a URI (tcp://127.0.0.1:41234 after port 0).
   const std::string& uri() const { return uri_; }
   int fd() const { return fd_.get(); }
+  // A UNIX socket (peers are checked by their user, no TLS), not TCP.
+  bool is_unix() const { return is_unix_; }
 
  private:
   Listener() = default;
@@ -56,6 +63,7 @@ class Listener {
   std::string unix_path_;  // removed on destruction
   std::string uri_;
   SocketOptions options_;
+  bool is_unix_ = false;
 };
 
 // Sends all of `data` (MSG_NOSIGNAL). Fails with kTimedOut when no byte could

@@ -185,6 +185,11 @@ Result<Endpoint> ParseEndpoint(const std::string& uri) {
     endpoint.fd = static_cast<int>(*fd);
     return endpoint;
   }
+  if (view.starts_with("systemd:")) {
+    if (uri != "systemd:") return Bad(uri, "write systemd: alone (the socket systemd passed; no path or query)");
+    endpoint.kind = Endpoint::Kind::kSystemd;
+    return endpoint;
+  }
   if (view.starts_with("unix:")) {
     std::string_view rest = view.substr(5);
     if (rest.starts_with("//")) return Bad(uri, "write unix:PATH (e.g. unix:/run/vramflow.sock), not unix://");

@@ -8,6 +8,9 @@
 //   unix:/PATH         a UNIX stream socket, vramflow's network protocol
 //   tcp://HOST:PORT    TCP, vramflow's network protocol; HOST may be a name,
 //                      an IPv4 address or a bracketed IPv6 address ([::1])
+//   systemd:           listening only: the TCP or UNIX listening socket
+//                      systemd passed (socket activation, fd 3 with
+//                      LISTEN_PID/LISTEN_FDS; transport/systemd_socket.h)
 //   s3://BUCKET/KEY    an S3 object (docs/S3.md); KEY may contain '/'
 //
 // Network URIs take query parameters: ?streams=N (parallel connections).
@@ -28,7 +31,7 @@
 namespace vramflow {
 
 struct Endpoint {
-  enum class Kind { kPath, kStdio, kFd, kUnix, kTcp, kS3 };
+  enum class Kind { kPath, kStdio, kFd, kUnix, kTcp, kS3, kSystemd };
   Kind kind = Kind::kPath;
   std::string path;      // kPath, kUnix
   int fd = -1;           // kFd
@@ -39,7 +42,7 @@ struct Endpoint {
   std::string key;       // kS3, as given (not URI-decoded)
   std::string uri;       // as given, for messages
 
-  bool is_network() const { return kind == Kind::kUnix || kind == Kind::kTcp; }
+  bool is_network() const { return kind == Kind::kUnix || kind == Kind::kTcp || kind == Kind::kSystemd; }
 };
 
 // Parses `uri`; errors name the URI and what is wrong with it.

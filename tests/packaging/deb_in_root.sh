@@ -51,7 +51,8 @@ fi
 
 dpkg -r vramflow >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg -r vramflow"; }
 for f in /usr/bin/vramflow /usr/lib/criu/amdgpu_plugin.so /usr/share/man/man1/vramflow.1 \
-         /usr/lib/systemd/system/vramflow-recv@.service /usr/share/bash-completion/completions/vramflow; do
+         /usr/lib/systemd/system/vramflow-recv@.service /usr/lib/systemd/system/vramflow-recv@.socket \
+         /usr/lib/systemd/system/vramflow-recv-activated@.service /usr/share/bash-completion/completions/vramflow; do
   [ ! -e "$f" ] || fail "$f is left after dpkg -r"
 done
 dpkg --purge vramflow >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; fail "dpkg --purge vramflow"; }

@@ -9,11 +9,14 @@
   a section for every subcommand `vramflow --help` lists (so a new command
   cannot be left out);
 - the completion files are what `vramflow completion` writes;
-- `systemd-analyze verify` accepts the unit without a warning;
-- the unit's ExecStart, run as systemd would (its variables from the example
-  environment file, a unix: address), receives named streams one after
-  another, refuses a name that would escape, logs one line per stream and
-  stops on SIGTERM with the exit status the unit counts as success.
+- `systemd-analyze verify` accepts the units without a warning: the service,
+  the socket and the service the socket activates;
+- the service's ExecStart, run as systemd would (its variables from the
+  example environment file, a unix: address), receives named streams one
+  after another, refuses a name that would escape, logs one line per stream
+  and stops on SIGTERM with the exit status the unit counts as success; so
+  does the socket-activated service's, under systemd-socket-activate (which
+  passes a listening socket as systemd does).
 
 usage: install_test.py BUILD_DIR
 """
@@ -56,6 +59,8 @@ expected = [
     "share/bash-completion/completions/vramflow",
     "share/zsh/vendor-completions/_vramflow",
     "lib/systemd/system/vramflow-recv@.service",
+    "lib/systemd/system/vramflow-recv@.socket",
+    "lib/systemd/system/vramflow-recv-activated@.service",
     "share/doc/vramflow/LICENSE",
     "share/doc/vramflow/copyright",
     "share/doc/vramflow/README.md",
@@ -111,60 +116,75 @@ for shell, path in [("bash", "share/bash-completion/completions/vramflow"), ("zs
     want = run([vramflow, "completion", shell]).stdout
     check(open(os.path.join(prefix, path)).read() == want, f"installed {shell} completion differs from `vramflow completion {shell}`")
 
-# The unit.
-unit = os.path.join(prefix, "lib/systemd/system/vramflow-recv@.service")
-unit_text = open(unit).read()
-check(f"ExecStart={vramflow} " in unit_text, "the unit does not run the installed binary")
+# The units.
+unit_dir = os.path.join(prefix, "lib/systemd/system")
 units = os.path.join(tmp, "units")
 os.makedirs(units)
-shutil.copy(unit, units)
-verify = run(["systemd-analyze", "verify", os.path.join(units, "vramflow-recv@main.service")],
-             env={**os.environ, "MANPATH": os.path.join(prefix, "share/man")})
-check(verify.returncode == 0 and not verify.stderr.strip(), f"systemd-analyze verify: {verify.stdout}{verify.stderr}")
+for name in ["vramflow-recv@.service", "vramflow-recv@.socket", "vramflow-recv-activated@.service"]:
+    shutil.copy(os.path.join(unit_dir, name), units)
+for instance in ["vramflow-recv@main.service", "vramflow-recv@main.socket", "vramflow-recv-activated@main.service"]:
+    verify = run(["systemd-analyze", "verify", os.path.join(units, instance)],
+                 env={**os.environ, "MANPATH": os.path.join(prefix, "share/man")})
+    check(verify.returncode == 0 and not verify.stderr.strip(),
+          f"systemd-analyze verify {instance}: {verify.stdout}{verify.stderr}")
+socket_text = open(os.path.join(unit_dir, "vramflow-recv@.socket")).read()
+check(re.search(r"^Service=vramflow-recv-activated@%i\.service$", socket_text, re.M) is not None,
+      "the socket does not activate vramflow-recv-activated@%i.service")
 
-# Its ExecStart as systemd would run it.
-exec_line = re.search(r"^ExecStart=(.*)$", unit_text, re.M).group(1)
-success = set(re.search(r"^SuccessExitStatus=(.*)$", unit_text, re.M).group(1).split())
-state = os.path.join(tmp, "state")
-os.makedirs(state)
-env = {"VRAMFLOW_RECV_LISTEN": "unix:" + os.path.join(tmp, "recv.sock"), "STATE_DIRECTORY": state}
-for line in open(os.path.join(prefix, "share/doc/vramflow/examples/recv-main.env")):
-    m = re.match(r"^(VRAMFLOW_RECV_OPTIONS)=(.*)$", line.strip())
-    if m:
-        env[m.group(1)] = m.group(2)
-argv = []
-for word in shlex.split(exec_line):  # ${VAR}: one word; $VAR: split at whitespace (systemd.service(5))
-    m = re.fullmatch(r"\$\{(\w+)\}|\$(\w+)", word)
-    if m and m.group(1):
-        argv.append(env[m.group(1)])
-    elif m:
-        argv += env.get(m.group(2), "").split()
-    else:
-        argv.append(word)
 stream = os.path.join(tmp, "data.vfs")
 subprocess.run([vramflow, "gen", "--kind", "bf16", "--size", "1M", "-o", os.path.join(tmp, "data.bin")], check=True,
                capture_output=True)
 subprocess.run([vramflow, "pack", os.path.join(tmp, "data.bin"), "-o", stream, "-q"], check=True, capture_output=True)
-log = open(os.path.join(tmp, "journal"), "w+")
-service = subprocess.Popen(argv, stdout=log, stderr=log)
-for _ in range(100):
-    if os.path.exists(os.path.join(tmp, "recv.sock")):
-        break
-    time.sleep(0.05)
-for name, ok in [("a.vfs", True), ("b.vfs", True), ("../escape.vfs", False), ("a.vfs", False)]:
-    sent = run([vramflow, "send", stream, env["VRAMFLOW_RECV_LISTEN"], "--name", name, "-q"], timeout=60)
-    check((sent.returncode == 0) == ok, f"send --name {name}: exit {sent.returncode} {sent.stderr}")
-service.send_signal(signal.SIGTERM)
-code = service.wait(timeout=30)
-log.seek(0)
-journal = log.read()
-check(str(code) in success, f"stopped by SIGTERM with exit status {code}, which the unit counts as a failure "
-                            f"(SuccessExitStatus={' '.join(success)}); log:\n{journal}")
-check(sorted(os.listdir(state)) == ["a.vfs", "b.vfs"], f"stored: {os.listdir(state)}")
-check(not os.path.exists(os.path.join(tmp, "escape.vfs")), "a stream escaped the state directory")
-stored_lines = [l for l in journal.splitlines() if l.startswith("vramflow recv: stored ")]
-check(len(stored_lines) == 2, f"expected one line per stored stream, log:\n{journal}")
-check(all(len(l) < 300 for l in journal.splitlines()), f"log lines too long:\n{journal}")
+
+
+def run_exec_start(unit_name, socket_path, wrapper):
+    """The unit's ExecStart as systemd would run it (under `wrapper`, the
+    socket activation), receiving on unix:socket_path."""
+    unit_text = open(os.path.join(unit_dir, unit_name)).read()
+    check(f"ExecStart={vramflow} " in unit_text, f"{unit_name} does not run the installed binary")
+    exec_line = re.search(r"^ExecStart=(.*)$", unit_text, re.M).group(1)
+    success = set(re.search(r"^SuccessExitStatus=(.*)$", unit_text, re.M).group(1).split())
+    state = os.path.join(tmp, "state-" + unit_name)
+    os.makedirs(state)
+    env = {"VRAMFLOW_RECV_LISTEN": "unix:" + socket_path, "STATE_DIRECTORY": state}
+    for line in open(os.path.join(prefix, "share/doc/vramflow/examples/recv-main.env")):
+        m = re.match(r"^(VRAMFLOW_RECV_OPTIONS)=(.*)$", line.strip())
+        if m:
+            env[m.group(1)] = m.group(2)
+    argv = list(wrapper)
+    for word in shlex.split(exec_line):  # ${VAR}: one word; $VAR: split at whitespace (systemd.service(5))
+        m = re.fullmatch(r"\$\{(\w+)\}|\$(\w+)", word)
+        if m and m.group(1):
+            argv.append(env[m.group(1)])
+        elif m:
+            argv += env.get(m.group(2), "").split()
+        else:
+            argv.append(word)
+    log = open(os.path.join(tmp, "journal-" + unit_name), "w+")
+    service = subprocess.Popen(argv, stdout=log, stderr=log)
+    for _ in range(100):
+        if os.path.exists(socket_path):
+            break
+        time.sleep(0.05)
+    for name, ok in [("a.vfs", True), ("b.vfs", True), ("../escape.vfs", False), ("a.vfs", False)]:
+        sent = run([vramflow, "send", stream, "unix:" + socket_path, "--name", name, "-q"], timeout=60)
+        check((sent.returncode == 0) == ok, f"{unit_name}: send --name {name}: exit {sent.returncode} {sent.stderr}")
+    service.send_signal(signal.SIGTERM)
+    code = service.wait(timeout=30)
+    log.seek(0)
+    journal = log.read()
+    check(str(code) in success, f"{unit_name}: stopped by SIGTERM with exit status {code}, which the unit counts as "
+                                f"a failure (SuccessExitStatus={' '.join(success)}); log:\n{journal}")
+    check(sorted(os.listdir(state)) == ["a.vfs", "b.vfs"], f"{unit_name}: stored: {os.listdir(state)}")
+    check(not os.path.exists(os.path.join(tmp, "escape.vfs")), f"{unit_name}: a stream escaped the state directory")
+    stored_lines = [l for l in journal.splitlines() if l.startswith("vramflow recv: stored ")]
+    check(len(stored_lines) == 2, f"{unit_name}: expected one line per stored stream, log:\n{journal}")
+    check(all(len(l) < 300 for l in journal.splitlines()), f"{unit_name}: log lines too long:\n{journal}")
+
+
+run_exec_start("vramflow-recv@.service", os.path.join(tmp, "recv.sock"), [])
+activated = os.path.join(tmp, "activated.sock")
+run_exec_start("vramflow-recv-activated@.service", activated, ["systemd-socket-activate", "-l", activated])
 
 shutil.rmtree(tmp)
 for failure in failures:
