@@ -389,7 +389,9 @@ class RealCriu : public ::testing::Test {
     std::filesystem::remove(dir_.File(name + ".rc"));
     // A socket file another streamer left (criu-image-streamer leaves its own).
     if (!socket.empty()) std::filesystem::remove(images_ + "/" + socket);
-    const std::string command = wrap + " " + Vramflow() + " streamer -D " + ShellQuote(images_) + " " + args;
+    // A streamer CRIU never reaches gives up after a minute.
+    const std::string command =
+        wrap + " " + Vramflow() + " streamer -D " + ShellQuote(images_) + " --criu-timeout 60 " + args;
     testing::CommandResult r = RunShell("(" + command + " 2> " + ShellQuote(dir_.File(name + ".err")) +
                                         "; echo $? > " + ShellQuote(dir_.File(name + ".rc")) + ") > /dev/null 2>&1 &");
     ASSERT_EQ(r.code, 0);

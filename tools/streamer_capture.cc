@@ -189,7 +189,8 @@ Status Capture(const StreamerOptions& options) {
   VF_ASSIGN_OR_RETURN(CriuImageSocket socket, CriuImageSocket::Listen(options.images_dir, /*capture=*/true));
   SocketFileCleanup socket_cleanup(options.cleanup, socket.path());
   VF_RETURN_IF_ERROR(WriteProgressLine(options.progress_fd, "socket-init"));
-  VF_RETURN_IF_ERROR(socket.Accept(std::chrono::milliseconds(-1)));
+  VF_RETURN_IF_ERROR(socket.Accept(std::chrono::milliseconds(
+      options.criu_timeout_s < 0 ? -1 : static_cast<int64_t>(options.criu_timeout_s * 1000))));
 
   bool checkpoint_started = false;
   while (true) {
