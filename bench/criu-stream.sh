@@ -34,6 +34,7 @@
 # vramflow rows whose subcommands this build does not have yet say so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/veth_link.sh
 size="${SIZE:-1G}"
 rate="${RATE:-1gbit}"
 link="${LINK:-1}"
@@ -223,20 +224,10 @@ fi
 link_status=ok
 if [ "$link" != 1 ]; then
   link_status="skipped (LINK=$link)"
-elif ! ip netns add "$ns_a" 2>"$work/netns.err"; then
-  link_status="skipped: ip netns add failed: $(head -n 1 "$work/netns.err")"
 else
   netns_made=1
   va="vca$$"; vb="vcb$$"
-  if ! { ip netns add "$ns_b" &&
-         ip link add "$va" type veth peer name "$vb" &&
-         ip link set "$va" netns "$ns_a" && ip link set "$vb" netns "$ns_b" &&
-         ip -n "$ns_a" addr add 10.98.0.1/24 dev "$va" && ip -n "$ns_b" addr add 10.98.0.2/24 dev "$vb" &&
-         ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
-         ip -n "$ns_a" link set "$va" up && ip -n "$ns_b" link set "$vb" up &&
-         ip netns exec "$ns_a" tc qdisc add dev "$va" root handle 1: tbf rate "$rate" burst 512kb latency 100ms &&
-         ip netns exec "$ns_b" tc qdisc add dev "$vb" root handle 1: tbf rate "$rate" burst 512kb latency 100ms
-       } 2>"$work/netns.err"; then
+  if ! make_veth_link "$ns_a" "$ns_b" "$va" "$vb" 10.98.0 "$rate" 2>"$work/netns.err"; then
     link_status="skipped: setting up the veth link failed: $(head -n 1 "$work/netns.err")"
   fi
 fi

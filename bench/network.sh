@@ -21,6 +21,7 @@
 #     raw bytes with socat
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/veth_link.sh
 size="${SIZE:-512M}"
 rate="${RATE:-1gbit}"
 delay="${DELAY:-1ms}"
@@ -197,20 +198,10 @@ if [ "$(id -u)" != 0 ]; then
   link_status="skipped: not root (namespaces, veth and tc need root)"
 elif ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
   link_status="skipped: ip or tc (iproute2) is missing"
-elif ! ip netns add "$ns_a" 2>"$work/netns.err"; then
-  link_status="skipped: ip netns add failed: $(head -n 1 "$work/netns.err")"
 else
   netns_made=1
   va="vfa$$"; vb="vfb$$"   # interface names: at most 15 characters
-  if ! { ip netns add "$ns_b" &&
-         ip link add "$va" type veth peer name "$vb" &&
-         ip link set "$va" netns "$ns_a" && ip link set "$vb" netns "$ns_b" &&
-         ip -n "$ns_a" addr add 10.99.0.1/24 dev "$va" && ip -n "$ns_b" addr add 10.99.0.2/24 dev "$vb" &&
-         ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
-         ip -n "$ns_a" link set "$va" up && ip -n "$ns_b" link set "$vb" up &&
-         ip netns exec "$ns_a" tc qdisc add dev "$va" root handle 1: tbf rate "$rate" burst 512kb latency 100ms &&
-         ip netns exec "$ns_b" tc qdisc add dev "$vb" root handle 1: tbf rate "$rate" burst 512kb latency 100ms
-       } 2>"$work/netns.err"; then
+  if ! make_veth_link "$ns_a" "$ns_b" "$va" "$vb" 10.99.0 "$rate" 2>"$work/netns.err"; then
     link_status="skipped: setting up the veth link failed: $(head -n 1 "$work/netns.err")"
   fi
 fi
