@@ -19,8 +19,25 @@ std::string FrameKindName(uint8_t kind) {
     case FrameKind::kDedupRef: return "DEDUP_REF";
     case FrameKind::kSeekIndex: return "SEEK_INDEX";
     case FrameKind::kIndexBlock: return "INDEX_BLOCK";
+    case FrameKind::kBase: return "BASE";
+    case FrameKind::kBaseRef: return "BASE_REF";
+    case FrameKind::kBaseDelta: return "BASE_DELTA";
+    case FrameKind::kDigestBlock: return "DIGEST_BLOCK";
   }
   return "kind#" + std::to_string(kind);
+}
+
+bool IsChunkKind(uint8_t kind) {
+  switch (static_cast<FrameKind>(kind)) {
+    case FrameKind::kData:
+    case FrameKind::kZeroRun:
+    case FrameKind::kDedupRef:
+    case FrameKind::kBaseRef:
+    case FrameKind::kBaseDelta:
+      return true;
+    default:
+      return false;
+  }
 }
 
 void EncodeStreamHeader(const StreamHeader& h, uint8_t out[kStreamHeaderSize]) {
@@ -200,6 +217,70 @@ Status DecodeDedupRef(const uint8_t in[kDedupRefPayloadSize], DedupRef* ref) {
   if (LoadLE32(in + 4) != DedupRefChecksum(in)) return Status::Corruption("DEDUP_REF payload checksum mismatch");
   ref->source_offset = LoadLE64(in + 8);
   ref->content = Hash128{LoadLE64(in + 16), LoadLE64(in + 24)};
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> EncodeBaseDescriptor(const BaseDescriptor& base) {
+  if (base.location.size() > kMaxBaseLocationBytes || base.location.find('\0') != std::string::npos)
+    return Status::InvalidArgument("base location is longer than " + std::to_string(kMaxBaseLocationBytes) +
+                                   " bytes or holds a NUL byte");
+  if (base.chain_length == 0 || base.chain_length > kMaxBaseChain)
+    return Status::InvalidArgument("a base chain of " + std::to_string(base.chain_length) +
+                                   " streams (at most " + std::to_string(kMaxBaseChain) + ")");
+  std::vector<uint8_t> out(kBaseDescriptorFixedSize + base.location.size(), 0);
+  std::memcpy(out.data(), base.base_id.data(), base.base_id.size());
+  StoreLE64(out.data() + 32, base.base_bytes);
+  StoreLE64(out.data() + 40, base.base_raw_bytes);
+  StoreLE32(out.data() + 48, base.chain_length);
+  StoreLE16(out.data() + 52, static_cast<uint16_t>(base.location.size()));
+  std::memcpy(out.data() + kBaseDescriptorFixedSize, base.location.data(), base.location.size());
+  return out;
+}
+
+Status DecodeBaseDescriptor(std::span<const uint8_t> in, BaseDescriptor* base) {
+  if (in.size() < kBaseDescriptorFixedSize)
+    return Status::Corruption("BASE payload of " + std::to_string(in.size()) + " bytes is shorter than " +
+                              std::to_string(kBaseDescriptorFixedSize));
+  std::memcpy(base->base_id.data(), in.data(), base->base_id.size());
+  base->base_bytes = LoadLE64(in.data() + 32);
+  base->base_raw_bytes = LoadLE64(in.data() + 40);
+  base->chain_length = LoadLE32(in.data() + 48);
+  const uint16_t location_length = LoadLE16(in.data() + 52);
+  if (LoadLE16(in.data() + 54) != 0) return Status::Corruption("BASE payload reserved bytes are not zero");
+  if (base->chain_length == 0 || base->chain_length > kMaxBaseChain)
+    return Status::Corruption("BASE frame declares a base chain of " + std::to_string(base->chain_length) +
+                              " streams; the format allows 1 to " + std::to_string(kMaxBaseChain));
+  if (location_length > kMaxBaseLocationBytes || in.size() != kBaseDescriptorFixedSize + location_length)
+    return Status::Corruption("BASE payload of " + std::to_string(in.size()) + " bytes does not fit its location of " +
+                              std::to_string(location_length) + " bytes");
+  base->location.assign(reinterpret_cast<const char*>(in.data()) + kBaseDescriptorFixedSize, location_length);
+  if (base->location.find('\0') != std::string::npos) return Status::Corruption("BASE location holds a NUL byte");
+  return Status::Ok();
+}
+
+namespace {
+uint32_t BaseChunkRefChecksum(const uint8_t in[kBaseChunkRefSize]) {
+  uint8_t copy[kBaseChunkRefSize];
+  std::memcpy(copy, in, sizeof(copy));
+  StoreLE32(copy + 4, 0);
+  return HeaderChecksum(copy, sizeof(copy));
+}
+}  // namespace
+
+void EncodeBaseChunkRef(const BaseChunkRef& ref, uint8_t out[kBaseChunkRefSize]) {
+  StoreLE32(out, ref.base_object_id);
+  StoreLE32(out + 4, 0);
+  StoreLE64(out + 8, ref.base_offset);
+  std::memcpy(out + 16, ref.base_sha256.data(), ref.base_sha256.size());
+  StoreLE32(out + 4, BaseChunkRefChecksum(out));
+}
+
+Status DecodeBaseChunkRef(const uint8_t in[kBaseChunkRefSize], BaseChunkRef* ref) {
+  if (LoadLE32(in + 4) != BaseChunkRefChecksum(in)) return Status::Corruption("base chunk reference checksum mismatch");
+  ref->base_object_id = LoadLE32(in);
+  ref->base_offset = LoadLE64(in + 8);
+  std::memcpy(ref->base_sha256.data(), in + 16, ref->base_sha256.size());
+  if (ref->base_object_id == 0) return Status::Corruption("base chunk reference names object 0");
   return Status::Ok();
 }
 

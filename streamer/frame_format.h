@@ -18,6 +18,7 @@
 
 #include "codecs/codec_ids.h"
 #include "common/hash.h"
+#include "common/sha256.h"
 #include "common/status.h"
 
 namespace vramflow {
@@ -51,7 +52,14 @@ enum class FrameKind : uint8_t {
   kDedupRef = 6,   // the same bytes as an earlier DATA frame (dedup)
   kSeekIndex = 7,  // where every object's frames are, for random access (seek_index.h)
   kIndexBlock = 8, // where some chunk frames of one object are (seek_index.h)
+  kBase = 9,         // the base stream of an incremental stream: its first frame
+  kBaseRef = 10,     // the same bytes as a chunk of the base
+  kBaseDelta = 11,   // a chunk coded as the XOR with a chunk of the base
+  kDigestBlock = 12, // SHA-256 of the chunks the INDEX_BLOCK before it lists (skippable)
 };
+// DATA, ZERO_RUN, DEDUP_REF, BASE_REF and BASE_DELTA: the frames that carry
+// an object's bytes (and count in its digest and its index).
+bool IsChunkKind(uint8_t kind);
 std::string FrameKindName(uint8_t kind);
 
 // Stream header flags. Every bit not defined here is reserved and must be zero.
@@ -62,7 +70,12 @@ inline constexpr uint32_t kStreamFlagSeekIndex = 1u << 1;  // a SEEK_INDEX frame
 // that flag alone has the version 1 index of earlier writers, which this
 // build reads past without using it.
 inline constexpr uint32_t kStreamFlagIndexBlocks = 1u << 2;
-inline constexpr uint32_t kKnownStreamFlags = kStreamFlagDedup | kStreamFlagSeekIndex | kStreamFlagIndexBlocks;
+// An incremental stream: a BASE frame comes first, and BASE_REF and
+// BASE_DELTA frames may appear (FORMAT.md 4.9 to 4.11). Readers that do not
+// know the flag refuse the stream as not supported.
+inline constexpr uint32_t kStreamFlagBase = 1u << 3;
+inline constexpr uint32_t kKnownStreamFlags =
+    kStreamFlagDedup | kStreamFlagSeekIndex | kStreamFlagIndexBlocks | kStreamFlagBase;
 
 // DEDUP_REF payload: the DATA frame whose bytes these are, the content key
 // the writer matched on, and a checksum over both (nothing else covers them).
@@ -74,6 +87,40 @@ struct DedupRef {
 };
 void EncodeDedupRef(const DedupRef& ref, uint8_t out[kDedupRefPayloadSize]);
 Status DecodeDedupRef(const uint8_t in[kDedupRefPayloadSize], DedupRef* ref);
+
+// A stored stream's id: SHA-256 over its header, index and totals
+// (FORMAT.md 4.12). What a BASE frame names its base by.
+using StreamId = Sha256Digest;
+
+// BASE payload (FORMAT.md 4.9): which stream an incremental stream is built on.
+inline constexpr uint32_t kBaseDescriptorFixedSize = 56;
+inline constexpr size_t kMaxBaseLocationBytes = 4096;
+inline constexpr uint32_t kMaxBaseChain = 8;  // streams from an incremental one to its first full base
+struct BaseDescriptor {
+  StreamId base_id{};
+  uint64_t base_bytes = 0;      // the base's size
+  uint64_t base_raw_bytes = 0;  // its STREAM_END raw_bytes
+  uint32_t chain_length = 1;    // 1: the base has no base
+  std::string location;         // where the writer found it; a hint only
+  bool operator==(const BaseDescriptor&) const = default;
+};
+Result<std::vector<uint8_t>> EncodeBaseDescriptor(const BaseDescriptor& base);
+Status DecodeBaseDescriptor(std::span<const uint8_t> payload, BaseDescriptor* base);
+
+// A chunk of the base, as BASE_REF and BASE_DELTA name it (FORMAT.md 4.10):
+// the payload of a BASE_REF, the head of a BASE_DELTA's.
+inline constexpr uint32_t kBaseChunkRefSize = 48;
+struct BaseChunkRef {
+  uint32_t base_object_id = 0;
+  uint64_t base_offset = 0;
+  Sha256Digest base_sha256{};  // of the base chunk's decoded bytes
+  bool operator==(const BaseChunkRef&) const = default;
+};
+void EncodeBaseChunkRef(const BaseChunkRef& ref, uint8_t out[kBaseChunkRefSize]);
+Status DecodeBaseChunkRef(const uint8_t in[kBaseChunkRefSize], BaseChunkRef* ref);
+
+// DIGEST_BLOCK entries (FORMAT.md 4.12): one SHA-256 per INDEX_BLOCK record.
+inline constexpr uint32_t kDigestEntrySize = 32;
 
 // Frame flags. Every bit not defined here is reserved and must be zero.
 inline constexpr uint32_t kFlagSkippable = 1u << 0;  // a reader may skip this frame if it does not know its kind

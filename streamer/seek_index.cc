@@ -78,10 +78,21 @@ Status CheckChunk(const SeekIndexChunk& c) {
       if (c.payload_size != kDedupRefPayloadSize) return Status::Corruption("DEDUP_REF payload is not 32 bytes");
       if (c.source_object_id == 0) return Status::Corruption("DEDUP_REF without a source object");
       return Status::Ok();
+    case FrameKind::kBaseRef:
+      if (c.raw_size > kMaxChunkSize) return Status::Corruption("larger than the chunk limit");
+      if (c.payload_size != kBaseChunkRefSize) return Status::Corruption("BASE_REF payload is not 48 bytes");
+      if (c.source_object_id == 0) return Status::Corruption("BASE_REF without a base object");
+      return Status::Ok();
+    case FrameKind::kBaseDelta:
+      if (c.raw_size > kMaxChunkSize) return Status::Corruption("larger than the chunk limit");
+      if (c.payload_size <= kBaseChunkRefSize || c.payload_size - kBaseChunkRefSize > c.raw_size)
+        return Status::Corruption("BASE_DELTA payload is not 49 .. 48 + raw_size bytes");
+      if (c.source_object_id == 0) return Status::Corruption("BASE_DELTA without a base object");
+      return Status::Ok();
     default:
       return Status::Corruption("kind " + FrameKindName(static_cast<uint8_t>(c.kind)) + " is not a chunk");
   }
-  if (c.source_object_id != 0 || c.source_offset != 0) return Status::Corruption("source fields set on a non-DEDUP_REF");
+  if (c.source_object_id != 0 || c.source_offset != 0) return Status::Corruption("source fields set on a frame that names no other chunk");
   return Status::Ok();
 }
 

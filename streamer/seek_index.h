@@ -41,14 +41,15 @@ inline constexpr uint32_t kChunkRecordSize = 48;
 inline constexpr uint32_t kSeekIndexObjectEntryBytes = 56;
 inline constexpr uint32_t kSeekIndexBlockRefBytes = 16;
 
-// One DATA, ZERO_RUN or DEDUP_REF frame of an object.
+// One chunk frame of an object (IsChunkKind).
 struct SeekIndexChunk {
   uint64_t stream_offset = 0;  // of the frame header; the payload follows it
   uint64_t object_offset = 0;  // the frame's `offset`
   uint64_t raw_size = 0;
   uint32_t payload_size = 0;
   FrameKind kind = FrameKind::kData;
-  // DEDUP_REF only: the DATA frame whose bytes these are (0, 0 otherwise).
+  // DEDUP_REF: the DATA frame whose bytes these are; BASE_REF and
+  // BASE_DELTA: the base object and offset they name; (0, 0) otherwise.
   uint32_t source_object_id = 0;
   uint64_t source_offset = 0;
 

@@ -23,7 +23,13 @@ Status StreamWriter::Start() {
   Status s = sink_->Write(buf);
   if (!s.ok()) return Fail(s);
   bytes_written_ += sizeof(buf);
-  return Status::Ok();
+  if (!(header_.flags & kStreamFlagBase)) return Status::Ok();
+  Result<std::vector<uint8_t>> payload = EncodeBaseDescriptor(base_);
+  if (!payload.ok()) return Fail(payload.status());
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kBase);
+  h.raw_hash = Hash64(payload->data(), payload->size());
+  return WriteFrame(h, *payload);
 }
 
 Status StreamWriter::WriteFrame(FrameHeader header, std::span<const uint8_t> payload) {
@@ -99,18 +105,28 @@ Status StreamWriter::FlushZeroRun(uint32_t object_id, OpenObject& object) {
   return ListChunk(object_id, {at, h.offset, h.raw_size, 0, FrameKind::kZeroRun});
 }
 
-Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk) {
+Result<StreamWriter::OpenObject*> StreamWriter::PlaceChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size,
+                                                           const char* what) {
   VF_RETURN_IF_ERROR(failed_);
   auto it = open_.find(object_id);
-  if (it == open_.end()) return Status::Internal("AddChunk for object " + std::to_string(object_id) + " that is not open");
+  if (it == open_.end())
+    return Status::Internal(std::string(what) + " for object " + std::to_string(object_id) + " that is not open");
   OpenObject& object = it->second;
+  // An object of unknown size takes its chunks in order, up to the format's
+  // object size limit.
   const uint64_t limit = object.size == kUnknownObjectSize ? kMaxObjectSize : object.size;
   if (object.size == kUnknownObjectSize && offset != object.covered)
     return Status::Internal("chunks of an object of unknown size must come in order");
   if (raw_size == 0 || raw_size > kMaxChunkSize || offset > limit || raw_size > limit - offset)
-    return Status::Internal("chunk [" + std::to_string(offset) + ", +" + std::to_string(raw_size) +
+    return Status::Internal(std::string(what) + " [" + std::to_string(offset) + ", +" + std::to_string(raw_size) +
                             ") does not fit object '" + object.name + "'");
   object.covered += raw_size;
+  return &object;
+}
+
+Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk) {
+  VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "chunk"));
+  OpenObject& object = *placed;
   if (chunk.zero_run) {
     if (object.pending_zero_size && object.pending_zero_offset + object.pending_zero_size == offset) {
       object.pending_zero_size += raw_size;
@@ -140,19 +156,9 @@ Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_
 
 Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
                                  const DedupRef& ref) {
-  VF_RETURN_IF_ERROR(failed_);
   if (!(header_.flags & kStreamFlagDedup)) return Status::Internal("DEDUP_REF in a stream without the dedup flag");
-  auto it = open_.find(object_id);
-  if (it == open_.end()) return Status::Internal("AddDedupRef for object " + std::to_string(object_id) + " that is not open");
-  OpenObject& object = it->second;
-  // The same placement rules as AddChunk: an object of unknown size takes
-  // its chunks in order, up to the format's object size limit.
-  const uint64_t limit = object.size == kUnknownObjectSize ? kMaxObjectSize : object.size;
-  if (object.size == kUnknownObjectSize && offset != object.covered)
-    return Status::Internal("chunks of an object of unknown size must come in order");
-  if (raw_size == 0 || raw_size > kMaxChunkSize || offset > limit || raw_size > limit - offset)
-    return Status::Internal("dedup reference does not fit object '" + object.name + "'");
-  object.covered += raw_size;
+  VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "dedup reference"));
+  OpenObject& object = *placed;
   VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
   uint8_t payload[kDedupRefPayloadSize];
   EncodeDedupRef(ref, payload);
@@ -169,6 +175,67 @@ Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t r
   VF_RETURN_IF_ERROR(WriteFrame(h, payload));
   return ListChunk(object_id,
                    {at, offset, raw_size, kDedupRefPayloadSize, FrameKind::kDedupRef, ref.source_object_id, ref.source_offset});
+}
+
+Status StreamWriter::AddBaseRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
+                                const BaseChunkRef& ref) {
+  if (!(header_.flags & kStreamFlagBase)) return Status::Internal("BASE_REF in a stream without a base");
+  VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "base reference"));
+  OpenObject& object = *placed;
+  VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
+  uint8_t payload[kBaseChunkRefSize];
+  EncodeBaseChunkRef(ref, payload);
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kBaseRef);
+  h.object_id = object_id;
+  h.offset = offset;
+  h.raw_size = raw_size;
+  h.raw_hash = raw_hash;
+  object.digest += ObjectDigestTerm(offset, raw_size, raw_hash);
+  ++stats_.base_ref_frames;
+  stats_.base_ref_bytes += raw_size;
+  const uint64_t at = bytes_written_;
+  VF_RETURN_IF_ERROR(WriteFrame(h, payload));
+  return ListChunk(object_id, {at, offset, raw_size, kBaseChunkRefSize, FrameKind::kBaseRef, ref.base_object_id,
+                               ref.base_offset});
+}
+
+Status StreamWriter::AddBaseDelta(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
+                                  const BaseChunkRef& ref, const EncodedChunk& delta) {
+  if (!(header_.flags & kStreamFlagBase)) return Status::Internal("BASE_DELTA in a stream without a base");
+  if (delta.zero_run || delta.payload.empty() || delta.payload.size() > raw_size)
+    return Status::Internal("a base delta needs a coded delta of 1 .. raw_size bytes");
+  VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "base delta"));
+  OpenObject& object = *placed;
+  VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
+  // The payload is the reference, then the coded delta: one write each.
+  uint8_t head[kBaseChunkRefSize];
+  EncodeBaseChunkRef(ref, head);
+  FrameHeader h;
+  h.kind = static_cast<uint8_t>(FrameKind::kBaseDelta);
+  h.codec = static_cast<uint8_t>(delta.codec);
+  h.transform = static_cast<uint8_t>(delta.transform);
+  h.object_id = object_id;
+  h.offset = offset;
+  h.raw_size = raw_size;
+  h.raw_hash = raw_hash;
+  h.sequence = sequence_++;
+  h.payload_size = static_cast<uint32_t>(kBaseChunkRefSize + delta.payload.size());
+  uint8_t buf[kFrameHeaderSize];
+  EncodeFrameHeader(h, buf);
+  const uint64_t at = bytes_written_;
+  Status s = sink_->Write(buf);
+  if (s.ok()) s = sink_->Write(head);
+  if (s.ok()) s = sink_->Write(delta.payload);
+  if (!s.ok()) return Fail(s.WithContext("writing frame " + std::to_string(h.sequence)));
+  bytes_written_ += sizeof(buf) + h.payload_size;
+  ++totals_.frame_count;
+  object.digest += ObjectDigestTerm(offset, raw_size, raw_hash);
+  ++stats_.base_delta_frames;
+  stats_.base_delta_bytes += raw_size;
+  stats_.stored_payload_bytes += delta.payload.size();
+  return ListChunk(object_id, {at, offset, raw_size, h.payload_size, FrameKind::kBaseDelta, ref.base_object_id,
+                               ref.base_offset});
 }
 
 Status StreamWriter::EndObject(uint32_t object_id) {

@@ -31,7 +31,11 @@ struct WriterStats {
   uint64_t dedup_bytes = 0;
   uint64_t zero_frames = 0;
   uint64_t zero_bytes = 0;
-  uint64_t stored_payload_bytes = 0;  // DATA payload bytes
+  uint64_t stored_payload_bytes = 0;  // DATA and BASE_DELTA payload bytes
+  uint64_t base_ref_frames = 0;
+  uint64_t base_ref_bytes = 0;    // raw bytes taken from the base as they are
+  uint64_t base_delta_frames = 0;
+  uint64_t base_delta_bytes = 0;  // raw bytes coded against the base
 };
 
 class StreamWriter {
@@ -39,8 +43,12 @@ class StreamWriter {
   // `sink` must outlive the writer.
   StreamWriter(ByteSink* sink, StreamHeader header);
 
-  // Writes the stream header. Call once, first.
+  // Writes the stream header, and with kStreamFlagBase the BASE frame
+  // naming `base` (SetBase). Call once, first.
   Status Start();
+  // The base of an incremental stream; required before Start() when the
+  // header carries kStreamFlagBase.
+  void SetBase(BaseDescriptor base) { base_ = std::move(base); }
   // Announces an object; returns its id for the calls below. `size` may be
   // kUnknownObjectSize when chunks are added in order and the size is only
   // known at EndObject (a pipe).
@@ -51,6 +59,14 @@ class StreamWriter {
   // written earlier at (source_object_id, source_offset) with `raw_hash`.
   // The stream header must carry kStreamFlagDedup.
   Status AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash, const DedupRef& ref);
+  // Adds `raw_size` bytes at `offset` equal to the base's chunk `ref` names
+  // (BASE_REF); `raw_hash` is their XXH3-64. Needs kStreamFlagBase.
+  Status AddBaseRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash, const BaseChunkRef& ref);
+  // Adds `raw_size` bytes at `offset` coded as the XOR with the base's chunk
+  // `ref` names (BASE_DELTA): `delta` encodes the XOR bytes; `raw_hash` is
+  // the XXH3-64 of the chunk's own bytes. Needs kStreamFlagBase.
+  Status AddBaseDelta(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
+                      const BaseChunkRef& ref, const EncodedChunk& delta);
   // Closes the object; all of [0, size) must have been added.
   Status EndObject(uint32_t object_id);
   // Writes SEEK_INDEX (if the header announces one) and STREAM_END; every
@@ -78,10 +94,13 @@ class StreamWriter {
   Status ListChunk(uint32_t object_id, const SeekIndexChunk& chunk);
   Status WriteIndexBlock(uint32_t object_id);
   Status FlushZeroRun(uint32_t object_id, OpenObject& object);
+  // The checks every chunk frame's placement passes; counts it as covered.
+  Result<OpenObject*> PlaceChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const char* what);
   Status Fail(Status status);
 
   ByteSink* sink_;
   StreamHeader header_;
+  BaseDescriptor base_;
   std::map<uint32_t, OpenObject> open_;
   uint32_t next_object_id_ = 1;
   uint64_t sequence_ = 0;
