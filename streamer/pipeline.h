@@ -21,9 +21,11 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "codecs/chunk_codec.h"
+#include "streamer/base_stream.h"
 #include "streamer/device.h"
 #include "streamer/frame_format.h"
 #include "streamer/stream_validator.h"
@@ -46,6 +48,20 @@ struct PipelineOptions {
   // chunks. Costs kDedupWindowEntryBytes per frame on each side.
   uint32_t dedup_window = 0;
   bool seek_index = true;              // dump: end with a seek index when the sink is Seekable()
+  // Dump: the stream an incremental dump is built on (base_stream.h), or
+  // null for a full stream. Chunks equal to the base's chunk at the same
+  // place of the matched object become BASE_REFs; changed ones BASE_DELTAs
+  // where smaller (docs/FORMAT.md 4.9 to 4.11).
+  std::shared_ptr<const BaseStream> base;
+  // Dump with a base: match by the base's stored SHA-256 digests alone,
+  // never reading its chunk frames (the base must have them); no deltas.
+  bool base_refs_only = false;
+  // Dump: write DIGEST_BLOCKs (FORMAT.md 4.12) so that the stream can be a
+  // refs-only base later. Always on for a dump with a base.
+  bool chunk_digests = false;
+  // Restore: opens the base that the stream's BASE frame names (checking it
+  // is that stream). Unset, an incremental stream fails: "needs its base".
+  std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> open_base;
   std::chrono::milliseconds dma_timeout{30000};
   std::string producer = "vramflow";
   // Called from a serial stage with the raw bytes done so far.
@@ -62,6 +78,8 @@ struct PipelineStats {
   uint64_t zero_bytes = 0;
   uint64_t dedup_bytes = 0;
   uint64_t data_chunks = 0;
+  uint64_t base_ref_bytes = 0;    // raw bytes that are references to the base
+  uint64_t base_delta_bytes = 0;  // raw bytes coded as deltas against the base
   // Restore: how many times dedup references were copied, in batches of at
   // most kMaxPendingReferences (each one waits for the graph to drain).
   uint64_t reference_batches = 0;

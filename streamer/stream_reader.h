@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 
+#include "streamer/base_stream.h"
 #include "streamer/frame_format.h"
 #include "streamer/frame_reader.h"
 #include "streamer/memory_budget.h"
@@ -54,6 +55,11 @@ struct ReadOptions {
   // offset. The visitor may charge its own records to the same budget.
   // Without one the records are capped at kDefaultRecordLimit.
   MemoryBudget* budget = nullptr;
+  // Opens the base an incremental stream's BASE frame names (pipeline.h's
+  // PipelineOptions::open_base). Unset, such a stream's BASE_REF and
+  // BASE_DELTA frames cannot be resolved: with `decode` the read fails
+  // ("needs its base"); without, they are checked as framing only.
+  std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> open_base;
 };
 
 Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options = {});
