@@ -5,6 +5,7 @@
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -210,9 +211,38 @@ class DecodeAheadVisitor final : public StreamVisitor {
   std::unique_ptr<oneapi::tbb::task_group> tasks_ = std::make_unique<oneapi::tbb::task_group>();
 };
 
+// Gives the stream header bytes read to look at its flags, then the rest
+// of the source.
+class HeaderReplaySource final : public ByteSource {
+ public:
+  HeaderReplaySource(ByteSource* source, std::span<const uint8_t> header) : source_(source), header_(header) {}
+  Result<size_t> Read(std::span<uint8_t> data) override {
+    if (header_.empty()) return source_->Read(data);
+    const size_t n = std::min(data.size(), header_.size());
+    std::copy_n(header_.begin(), n, data.begin());
+    header_ = header_.subspan(n);
+    return n;
+  }
+  std::string Describe() const override { return source_->Describe(); }
+  Status Finish(const Status& outcome) override { return source_->Finish(outcome); }
+
+ private:
+  ByteSource* source_;
+  std::span<const uint8_t> header_;
+};
+
 }  // namespace
 
 Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const DecodeAheadOptions& options) {
+  uint8_t header_bytes[kStreamHeaderSize];
+  VF_ASSIGN_OR_RETURN(size_t got, ReadFully(source, header_bytes));
+  HeaderReplaySource replay(&source, std::span<const uint8_t>(header_bytes, got));
+  StreamHeader header;
+  ReadOptions serial = options.read;
+  serial.decode = true;
+  if (got < kStreamHeaderSize || !DecodeStreamHeader(header_bytes, &header).ok() || (header.flags & kStreamFlagBase))
+    return ReadStream(replay, visitor, serial);
+
   const unsigned threads = std::max(2u, options.threads);
   std::optional<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
   VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("decoding ahead on " + std::to_string(threads) +
@@ -221,8 +251,10 @@ Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const
   return ExceptionBoundary("the decode-ahead reader", [&] {
     Status status;
     arena.execute([&] {
-      DecodeAheadVisitor ahead(&visitor, threads, options.budget);
-      status = ReadStream(source, ahead, ReadOptions{.decode = false, .budget = options.budget, .open_base = {}});
+      DecodeAheadVisitor ahead(&visitor, threads, options.read.budget);
+      ReadOptions framing = options.read;
+      framing.decode = false;
+      status = ReadStream(replay, ahead, framing);
     });
     return status;
   });

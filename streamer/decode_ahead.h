@@ -15,9 +15,10 @@
 // object as it stands when the event is handed on (later frames may have
 // added ranges to it).
 //
-// Streams with frames whose bytes need more than their own payload
-// (BASE_REF, BASE_DELTA) are not decoded ahead: such a read fails as not
-// supported, so that the caller reads them with ReadStream.
+// An incremental stream (its header has kStreamFlagBase: BASE_REF and
+// BASE_DELTA frames need its base) is read by ReadStream itself, serially,
+// with `read`'s options; so is a stream whose header does not decode (for
+// ReadStream's error).
 //
 // Memory: the copies aside and the decoders' state are charged to the
 // reader's budget as they grow; where the budget cannot hold another frame
@@ -34,8 +35,10 @@ struct DecodeAheadOptions {
   // Threads decoding, the caller's included (at least 2; with 1, call
   // ReadStream).
   unsigned threads = 2;
-  // The reader's budget (ReadOptions::budget), or null for none.
-  MemoryBudget* budget = nullptr;
+  // The reader's options: its budget (also charged for the frames decoded
+  // ahead), and open_base for an incremental stream. `decode` is ignored:
+  // DATA frames are always decoded and checked.
+  ReadOptions read;
 };
 
 Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const DecodeAheadOptions& options);

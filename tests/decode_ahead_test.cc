@@ -12,6 +12,7 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
+#include "streamer/dedup_window.h"
 #include "streamer/frame_reader.h"
 #include "streamer/stream_writer.h"
 #include "tests/test_util.h"
@@ -27,7 +28,7 @@ constexpr uint32_t kChunk = 64 * 1024;
 // Three objects: model-like fp32 weights (planar DATA frames), zeros (a
 // ZERO_RUN) and one whose first chunk is a DEDUP_REF to the first's, with
 // their chunks interleaved.
-std::vector<uint8_t> MixedStream() {
+std::vector<uint8_t> MixedStream(uint32_t flags = kStreamFlagDedup) {
   const std::vector<uint8_t> weights = ModelBytes(DataKind::kFp32Weights, 9 * kChunk + 100, 1);
   const std::vector<uint8_t> zeros(3 * kChunk, 0);
   std::vector<uint8_t> copy(weights.begin(), weights.begin() + kChunk);
@@ -36,7 +37,7 @@ std::vector<uint8_t> MixedStream() {
   MemorySink sink;
   StreamHeader header;
   header.chunk_size = kChunk;
-  header.flags = kStreamFlagDedup;
+  header.flags = flags;
   header.dedup_window = 16;
   StreamWriter writer(&sink, header);
   ChunkEncoder encoder(EncoderOptions{});
@@ -129,7 +130,7 @@ TEST(DecodeAheadTest, VisitorSeesWhatTheSerialReaderShowsIt) {
     for (size_t max_read : {SIZE_MAX, size_t{1000}}) {  // whole reads, short reads
       MemorySource source(stream, max_read);
       Recorder recorder;
-      Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, nullptr});
+      Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
       ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
       EXPECT_EQ(recorder.events, serial) << threads << " threads, reads of " << max_read;
     }
@@ -158,7 +159,7 @@ TEST(DecodeAheadTest, CorruptPayloadFailsNamingItsFrame) {
   for (unsigned threads : {2u, 4u}) {
     MemorySource bad(stream);
     Recorder recorder;
-    Status s = ReadStreamDecodingAhead(bad, recorder, DecodeAheadOptions{threads, nullptr});
+    Status s = ReadStreamDecodingAhead(bad, recorder, DecodeAheadOptions{threads, {}});
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
     EXPECT_NE(s.message().find("frame 7 at stream offset " + std::to_string(at)), std::string::npos) << s.ToString();
     // Nothing at or after the bad frame reached the visitor.
@@ -172,7 +173,7 @@ TEST(DecodeAheadTest, VisitorErrorStopsTheRead) {
   const std::vector<std::string> serial = Serially(stream);
   MemorySource source(stream);
   Recorder recorder(/*fail_at=*/3);
-  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{2, nullptr});
+  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{2, {}});
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("the recorder stops here"), std::string::npos) << s.ToString();
   // What it saw is what the serial reader showed, up to the failing event.
@@ -189,7 +190,7 @@ TEST(DecodeAheadTest, BudgetForOneFrameInFlightIsEnoughAndChargesAreRefunded) {
   MemoryBudget budget(limit);
   MemorySource source(stream);
   Recorder recorder;
-  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{8, &budget});
+  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{8, {.decode = true, .budget = &budget, .open_base = {}}});
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(recorder.events, serial);
   EXPECT_EQ(budget.in_use(), 0u);
@@ -198,10 +199,41 @@ TEST(DecodeAheadTest, BudgetForOneFrameInFlightIsEnoughAndChargesAreRefunded) {
   MemoryBudget tiny(limit / 8 + 2 * kChunk);
   MemorySource again(stream);
   Recorder none;
-  s = ReadStreamDecodingAhead(again, none, DecodeAheadOptions{2, &tiny});
+  s = ReadStreamDecodingAhead(again, none, DecodeAheadOptions{2, {.decode = true, .budget = &tiny, .open_base = {}}});
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("decoding ahead on 2 threads"), std::string::npos) << s.ToString();
   EXPECT_EQ(tiny.in_use(), 0u);
+}
+
+TEST(DecodeAheadTest, IncrementalStreamIsReadSerially) {
+  // A stream whose header says it has a base: ReadStream reads it (serially,
+  // resolving base frames), so it fails or succeeds exactly as ReadStream
+  // does; under a budget too small to decode ahead, that is not the
+  // decode-ahead's error. (Until readers resolve base frames, both fail at
+  // the BASE frame.)
+  std::vector<uint8_t> stream = MixedStream(kStreamFlagDedup | kStreamFlagBase);
+  // Enough for ReadStream (an eighth for records, the dedup window, a
+  // payload and a decode buffer), not for decoding ahead on two threads.
+  const uint64_t serial_needs = 16 * kDedupWindowEntryBytes + kChunk + ChunkDecoder::MemoryBytes(kChunk);
+  const uint64_t small_limit = serial_needs * 8 / 7 + (16 << 10);
+  for (uint64_t limit : {uint64_t{8} << 20, small_limit}) {
+    MemoryBudget serial_budget(limit), ahead_budget(limit);
+    MemorySource serial_source(stream), ahead_source(stream);
+    Recorder serial_recorder, ahead_recorder;
+    Status serial = ReadStream(serial_source, serial_recorder, ReadOptions{.decode = true, .budget = &serial_budget, .open_base = {}});
+    Status ahead = ReadStreamDecodingAhead(ahead_source, ahead_recorder,
+                                           DecodeAheadOptions{2, {.decode = false, .budget = &ahead_budget, .open_base = {}}});
+    EXPECT_EQ(ahead.ToString(), serial.ToString()) << limit;
+    EXPECT_EQ(ahead_recorder.events, serial_recorder.events) << limit;
+    EXPECT_EQ(ahead.message().find("decoding ahead"), std::string::npos) << ahead.ToString();
+  }
+  // The same stream without the flag, under the small budget: decoded ahead.
+  MemoryBudget small(small_limit);
+  const std::vector<uint8_t> full = MixedStream();
+  MemorySource source(full);
+  Recorder recorder;
+  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{2, {.decode = true, .budget = &small, .open_base = {}}});
+  EXPECT_NE(s.message().find("decoding ahead"), std::string::npos) << s.ToString();
 }
 
 }  // namespace

@@ -504,7 +504,7 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     // decoded ahead in parallel and still written in order.
     const unsigned threads = WithMachineDefaults(pipeline).threads;
     VF_RETURN_IF_ERROR(threads > 1
-                           ? ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, &budget})
+                           ? ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, {.decode = true, .budget = &budget, .open_base = {}}})
                            : ReadStream(*source, visitor, ReadOptions{.decode = true, .budget = &budget}));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
