@@ -503,9 +503,9 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     // Decoding is what costs: with more than one thread, frames are
     // decoded ahead in parallel and still written in order.
     const unsigned threads = WithMachineDefaults(pipeline).threads;
-    VF_RETURN_IF_ERROR(threads > 1
-                           ? ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, {.decode = true, .budget = &budget, .open_base = {}}})
-                           : ReadStream(*source, visitor, ReadOptions{.decode = true, .budget = &budget}));
+    const ReadOptions read{.decode = true, .budget = &budget, .open_base = {}};
+    VF_RETURN_IF_ERROR(threads > 1 ? ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, read})
+                                   : ReadStream(*source, visitor, read));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
     report->raw_bytes = visitor.bytes();
