@@ -111,7 +111,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
           if (!s.ok()) return s.WithContext(validator.Describe(h, at));
           data = decoded;
         }
-        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data});
+        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data, nullptr, options.decode ? nullptr : &payload});
         break;
       }
       case FrameKind::kZeroRun:

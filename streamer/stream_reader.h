@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "streamer/base_stream.h"
 #include "streamer/frame_format.h"
@@ -29,6 +30,10 @@ struct ChunkEvent {
   std::span<const uint8_t> payload;  // stored bytes (empty for zero runs)
   std::span<const uint8_t> data;     // decoded bytes; empty for zero runs, dedup refs or without decoding
   const DedupRef* dedup = nullptr;   // for DEDUP_REF: the earlier DATA frame holding these bytes
+  // For DATA without decoding: the reader's buffer holding `payload`. A
+  // visitor may keep the payload without copying it by swapping in another
+  // vector, which the reader then reads into (and charges as its own).
+  std::vector<uint8_t>* payload_buffer = nullptr;
 };
 
 class StreamVisitor {
