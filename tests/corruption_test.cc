@@ -739,7 +739,7 @@ TEST(FrameKindTest, IndexBlockWithoutTheIndexBlocksFlagIsCorruption) {
 }
 
 TEST(FrameKindTest, UnknownKindWithoutSkippableFlagIsCorruption) {
-  for (uint8_t kind : {uint8_t{0}, uint8_t{9}, uint8_t{42}, uint8_t{255}}) {
+  for (uint8_t kind : {uint8_t{0}, uint8_t{13}, uint8_t{42}, uint8_t{255}}) {
     RunSemanticCase({"kind " + std::to_string(kind),
                      [kind](Frames& f) {
                        Frame x;
@@ -869,7 +869,7 @@ TEST(FrameKindTest, UnknownSkippableKindIsSkippedAndCounted) {
   frames.insert(frames.begin() + static_cast<ptrdiff_t>(Find(frames, FrameKind::kData, kPlanarObject, 2)),
                 SkippableFrame(200, 100));
   frames.insert(frames.begin() + static_cast<ptrdiff_t>(Find(frames, FrameKind::kZeroRun, kMixedObject)),
-                SkippableFrame(9, 150000));
+                SkippableFrame(13, 150000));
   frames.push_back(SkippableFrame(255, 7));
   std::vector<uint8_t> stream = Reframe(p.stream_header, frames);
 
