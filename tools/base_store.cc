@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+#include "tools/base_store.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <tuple>
+
+#include "common/unique_fd.h"
+#include "transport/fd_stream.h"
+#include "transport/file_random_access.h"
+#include "transport/random_access.h"
+
+namespace vramflow {
+namespace {
+
+struct Candidate {
+  int64_t mtime_ns = 0;
+  std::string name;
+  // Newest first; ties by name, so that a scan's order is stable.
+  bool operator<(const Candidate& other) const {
+    return std::tie(other.mtime_ns, name) < std::tie(mtime_ns, other.name);
+  }
+};
+
+// The `max` newest regular files of `dir` (not dot files, not temporaries),
+// newest first. Holds at most `max` + 1 names whatever the directory holds.
+Result<std::vector<Candidate>> NewestFiles(const std::string& dir, size_t max) {
+  std::unique_ptr<DIR, int (*)(DIR*)> handle(::opendir(dir.c_str()), ::closedir);
+  if (!handle) return Status::FromErrno("base store '" + dir + "'", errno);
+  std::vector<Candidate> newest;  // kept sorted
+  for (;;) {
+    errno = 0;
+    struct dirent* entry = ::readdir(handle.get());
+    if (!entry) {
+      if (errno != 0) return Status::FromErrno("listing base store '" + dir + "'", errno);
+      break;
+    }
+    const std::string name = entry->d_name;
+    if (name.empty() || name[0] == '.' || name.find(kTempMarker) != std::string::npos) continue;
+    struct stat st;
+    if (::fstatat(::dirfd(handle.get()), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    Candidate c{int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, name};
+    newest.insert(std::upper_bound(newest.begin(), newest.end(), c), std::move(c));
+    if (newest.size() > max) newest.pop_back();
+  }
+  return newest;
+}
+
+// The stream id of the stored stream at `path`, reading only its index.
+Result<Sha256Digest> IdOfStoredStream(const std::string& path, uint64_t* bytes_read) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> file, OpenFileRandomAccess(path));
+  CountingRandomAccess counting(std::shared_ptr<RandomAccessSource>(std::move(file)));
+  Result<StoredStreamIndex> stored = ReadSeekIndex(counting, kMaxStoreIndexBytes);
+  Result<Sha256Digest> id = stored.ok() ? ComputeStreamId(counting, *stored) : Result<Sha256Digest>(stored.status());
+  *bytes_read += counting.bytes();
+  return id;
+}
+
+}  // namespace
+
+const StoredBase* BaseStore::Find(const Sha256Digest& id) const {
+  for (const StoredBase& stored : streams)
+    if (stored.id == id) return &stored;
+  return nullptr;
+}
+
+BaseOffer BaseStore::Offer(bool stores) const {
+  BaseOffer offer;
+  offer.stores = stores;
+  for (const StoredBase& stored : streams) {
+    if (offer.ids.size() == kMaxOfferedBases) break;
+    offer.ids.push_back(stored.id);
+  }
+  return offer;
+}
+
+Result<BaseStore> ScanBaseStore(const std::string& dir, size_t max_streams) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno("base store '" + dir + "'", errno);
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("base store '" + dir + "' is not a directory");
+  BaseStore store;
+  store.dir = dir;
+  VF_ASSIGN_OR_RETURN(std::vector<Candidate> files, NewestFiles(dir, std::min(max_streams, kMaxStoreStreams)));
+  for (const Candidate& file : files) {
+    const std::string path = dir + "/" + file.name;
+    ++store.files_read;
+    Result<Sha256Digest> id = IdOfStoredStream(path, &store.bytes_read);
+    if (!id.ok()) {
+      ++store.skipped;
+      store.notes.push_back("'" + path + "' is not a base: " + id.status().message());
+      continue;
+    }
+    if (store.Find(*id)) continue;  // a copy of a newer file's stream
+    store.streams.push_back(StoredBase{path, *id});
+  }
+  return store;
+}
+
+OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOffer& offered,
+                           const TransportOptions& transport) {
+  return [store = std::move(store), offered, transport](
+             const BaseDescriptor& wanted) -> Result<std::shared_ptr<const BaseStream>> {
+    if (!offered.Holds(wanted.base_id))
+      return Status::InvalidArgument("the stream is built on base " + HexDigest(wanted.base_id) +
+                                     ", which this receiver never offered its sender (it offered " +
+                                     std::to_string(offered.ids.size()) + " from its store " + store->dir + ")");
+    const StoredBase* stored = store->Find(wanted.base_id);
+    if (!stored)
+      return Status::Internal("base " + HexDigest(wanted.base_id) + " was offered but is not in the store " + store->dir);
+    BaseOpenOptions options;
+    // The chain's links come from the store (by id): a location a sender
+    // wrote into a BASE frame names its own machine and is never opened here.
+    options.open = [store, transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+      bool in_store = false;
+      for (const StoredBase& s : store->streams) in_store |= s.location == location;
+      if (!in_store)
+        return Status::NotFound("base '" + location + "' (named by a stream's BASE frame) is not in this receiver's store " +
+                                store->dir);
+      VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+      return std::shared_ptr<RandomAccessSource>(std::move(source));
+    };
+    for (const StoredBase& other : store->streams)
+      if (&other != stored) options.more_locations.push_back(other.location);
+    Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(stored->location, options, &wanted);
+    if (!base.ok())
+      return base.status().WithContext("this receiver offered base " + HexDigest(wanted.base_id) + " (" +
+                                       stored->location + ") but cannot open it");
+    return base;
+  };
+}
+
+}  // namespace vramflow
