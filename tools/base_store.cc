@@ -2,6 +2,7 @@
 #include "tools/base_store.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -119,7 +120,7 @@ OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOff
       bool in_store = false;
       for (const StoredBase& s : store->streams) in_store |= s.location == location;
       if (!in_store)
-        return Status::NotFound("base '" + location + "' (named by a stream's BASE frame) is not in this receiver's store " +
+        return Status::InvalidArgument("base '" + location + "' (named by a stream's BASE frame) is not in this receiver's store " +
                                 store->dir);
       VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
       return std::shared_ptr<RandomAccessSource>(std::move(source));
@@ -132,6 +133,15 @@ OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOff
                                        stored->location + ") but cannot open it");
     return base;
   };
+}
+
+Result<OpenBaseFn> OfferStore(const std::string& dir, bool stores, TransportOptions* transport) {
+  auto store = std::make_shared<BaseStore>();
+  if (!dir.empty()) {
+    VF_ASSIGN_OR_RETURN(*store, ScanBaseStore(dir));
+  }
+  transport->net.base_offer = store->Offer(stores);
+  return StoreBaseOpener(store, transport->net.base_offer, *transport);
 }
 
 }  // namespace vramflow

@@ -67,4 +67,10 @@ using OpenBaseFn = std::function<Result<std::shared_ptr<const BaseStream>>(const
 OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOffer& offered,
                            const TransportOptions& transport);
 
+// A receiver of one stream (`unpack --listen`, `demo --listen`, `recv -o`):
+// scans `dir` (none when empty), makes its offer the receiver's
+// (transport->net.base_offer, with `stores`) and returns the open_base that
+// resolves the arriving stream's base from it.
+Result<OpenBaseFn> OfferStore(const std::string& dir, bool stores, TransportOptions* transport);
+
 }  // namespace vramflow

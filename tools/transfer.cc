@@ -37,13 +37,7 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   Result<Endpoint> from = ParseEndpoint(options.source);
   if (from.ok() && from->is_network()) ShareBudget(options.source, &verify_memory, &transport);  // the receive window
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.sink, transport));
-  auto store = std::make_shared<BaseStore>();
-  if (!options.base_store.empty()) {
-    VF_ASSIGN_OR_RETURN(*store, ScanBaseStore(options.base_store));
-  }
-  // One session: its sender is offered exactly this.
-  transport.net.base_offer = store->Offer(/*stores=*/sink->Seekable());
-  OpenBaseFn open_base = StoreBaseOpener(store, transport.net.base_offer, transport);
+  VF_ASSIGN_OR_RETURN(OpenBaseFn open_base, OfferStore(options.base_store, /*stores=*/sink->Seekable(), &transport));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.source, transport));
   Stopwatch clock;  // from the first connection: waiting for a sender is not transfer time
   // Whoever stores the stream verifies it: recv, and send to a file or an

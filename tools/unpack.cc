@@ -24,6 +24,7 @@
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
 #include "streamer/sub_stream.h"
+#include "tools/base_store.h"
 #include "tools/cli_util.h"
 #include "tools/output_limit.h"
 #include "tools/progress.h"
@@ -627,6 +628,13 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.input, &pipeline.max_memory, &transport);
   const ObjectSelector* filter = options.select.all() ? nullptr : &options.select;
+  if (!options.base_store.empty()) {
+    Result<Endpoint> from = ParseEndpoint(options.input);
+    if (!from.ok() || !from->is_network())
+      return Status::InvalidArgument("--base-store offers bases to a sender (--listen); '" + options.input +
+                                     "' is a stored stream");
+    VF_ASSIGN_OR_RETURN(pipeline.open_base, OfferStore(options.base_store, /*stores=*/false, &transport));
+  }
   if (filter) {
     VF_ASSIGN_OR_RETURN(bool done, UnpackThroughIndex(options, transport, pipeline, report));
     if (done) return Status::Ok();
