@@ -107,9 +107,11 @@ OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOff
   return [store = std::move(store), offered, transport](
              const BaseDescriptor& wanted) -> Result<std::shared_ptr<const BaseStream>> {
     if (!offered.Holds(wanted.base_id))
-      return Status::InvalidArgument("the stream is built on base " + HexDigest(wanted.base_id) +
-                                     ", which this receiver never offered its sender (it offered " +
-                                     std::to_string(offered.ids.size()) + " from its store " + store->dir + ")");
+      return Status::InvalidArgument(
+          "the stream is built on base " + HexDigest(wanted.base_id) + ", which this receiver never offered its sender " +
+          (store->dir.empty() ? std::string("(it has no base store: --base-store DIR)")
+                              : "(it offered " + std::to_string(offered.ids.size()) + " from its base store " +
+                                    store->dir + ")"));
     const StoredBase* stored = store->Find(wanted.base_id);
     if (!stored)
       return Status::Internal("base " + HexDigest(wanted.base_id) + " was offered but is not in the store " + store->dir);

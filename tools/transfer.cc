@@ -37,7 +37,13 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   Result<Endpoint> from = ParseEndpoint(options.source);
   if (from.ok() && from->is_network()) ShareBudget(options.source, &verify_memory, &transport);  // the receive window
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.sink, transport));
-  VF_ASSIGN_OR_RETURN(OpenBaseFn open_base, OfferStore(options.base_store, /*stores=*/sink->Seekable(), &transport));
+  // recv: the bases offered to the sender, and what its stream may be built on.
+  OpenBaseFn open_base;
+  if (from.ok() && from->is_network()) {
+    VF_ASSIGN_OR_RETURN(open_base, OfferStore(options.base_store, /*stores=*/sink->Seekable(), &transport));
+  } else if (!options.base_store.empty()) {
+    return Status::InvalidArgument("--base-store offers bases to a sender; '" + options.source + "' is no network source");
+  }
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.source, transport));
   Stopwatch clock;  // from the first connection: waiting for a sender is not transfer time
   // Whoever stores the stream verifies it: recv, and send to a file or an
