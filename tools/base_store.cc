@@ -7,25 +7,39 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <tuple>
 
 #include "common/unique_fd.h"
 #include "transport/fd_stream.h"
-#include "transport/file_random_access.h"
 #include "transport/random_access.h"
+#include "transport/s3_client.h"
+#include "transport/s3_config.h"
+#include "transport/s3_xml.h"
+#include "transport/uri.h"
 
 namespace vramflow {
 namespace {
 
 struct Candidate {
-  int64_t mtime_ns = 0;
-  std::string name;
-  // Newest first; ties by name, so that a scan's order is stable.
+  std::string when;      // sorts as the time does: a zero-padded count, or S3's ISO 8601 LastModified
+  std::string location;  // a path, or s3://BUCKET/KEY
+  // Newest first; ties by location, so that a scan's order is stable.
   bool operator<(const Candidate& other) const {
-    return std::tie(other.mtime_ns, name) < std::tie(mtime_ns, other.name);
+    return std::tie(other.when, location) < std::tie(when, other.location);
   }
 };
+
+// Keeps `c` among the `max` newest of `newest` (sorted).
+void Keep(std::vector<Candidate>& newest, Candidate c, size_t max) {
+  newest.insert(std::upper_bound(newest.begin(), newest.end(), c), std::move(c));
+  if (newest.size() > max) newest.pop_back();
+}
+
+bool Hidden(const std::string& name) {
+  return name.empty() || name[0] == '.' || name.find(kTempMarker) != std::string::npos;
+}
 
 // The `max` newest regular files of `dir` (not dot files, not temporaries),
 // newest first. Holds at most `max` + 1 names whatever the directory holds.
@@ -41,20 +55,47 @@ Result<std::vector<Candidate>> NewestFiles(const std::string& dir, size_t max) {
       break;
     }
     const std::string name = entry->d_name;
-    if (name.empty() || name[0] == '.' || name.find(kTempMarker) != std::string::npos) continue;
+    if (Hidden(name)) continue;
     struct stat st;
     if (::fstatat(::dirfd(handle.get()), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
       continue;
-    Candidate c{int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec, name};
-    newest.insert(std::upper_bound(newest.begin(), newest.end(), c), std::move(c));
-    if (newest.size() > max) newest.pop_back();
+    char when[32];
+    std::snprintf(when, sizeof when, "%020lld",
+                  static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec);
+    Keep(newest, Candidate{when, dir + "/" + name}, max);
   }
   return newest;
 }
 
-// The stream id of the stored stream at `path`, reading only its index.
-Result<Sha256Digest> IdOfStoredStream(const std::string& path, uint64_t* bytes_read) {
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> file, OpenFileRandomAccess(path));
+// The `max` newest objects under s3://BUCKET/PREFIX by LastModified, among
+// the first 1000 keys S3 lists (one ListObjectsV2 page); objects whose last
+// path component starts with '.' are skipped.
+Result<std::vector<Candidate>> NewestObjects(const Endpoint& store, const S3Options& options, size_t max) {
+  VF_ASSIGN_OR_RETURN(s3::Config config, s3::LoadConfig(options));
+  s3::Client client(std::move(config), options, store.bucket);
+  s3::Request list;
+  list.method = "GET";
+  list.query = {{"list-type", "2"}, {"max-keys", "1000"}, {"prefix", store.key}};
+  list.what = "ListObjectsV2 prefix '" + store.key + "' (base store " + store.uri + ")";
+  VF_ASSIGN_OR_RETURN(s3::Response response, client.Send(list));
+  const std::vector<std::string> keys = s3::XmlFields(response.body, "Key");
+  const std::vector<std::string> times = s3::XmlFields(response.body, "LastModified");
+  if (keys.size() != times.size())
+    return Status::Corruption(list.what + ": " + std::to_string(keys.size()) + " keys but " +
+                              std::to_string(times.size()) + " LastModified fields");
+  std::vector<Candidate> newest;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const size_t slash = keys[i].find_last_of('/');
+    if (Hidden(slash == std::string::npos ? keys[i] : keys[i].substr(slash + 1))) continue;
+    Keep(newest, Candidate{times[i], client.Uri(keys[i])}, max);
+  }
+  return newest;
+}
+
+// The stream id of the stored stream at `location`, reading only its index.
+Result<Sha256Digest> IdOfStoredStream(const std::string& location, const TransportOptions& transport,
+                                      uint64_t* bytes_read) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> file, OpenRandomAccess(location, transport));
   CountingRandomAccess counting(std::shared_ptr<RandomAccessSource>(std::move(file)));
   Result<StoredStreamIndex> stored = ReadSeekIndex(counting, kMaxStoreIndexBytes);
   Result<Sha256Digest> id = stored.ok() ? ComputeStreamId(counting, *stored) : Result<Sha256Digest>(stored.status());
@@ -80,24 +121,30 @@ BaseOffer BaseStore::Offer(bool stores) const {
   return offer;
 }
 
-Result<BaseStore> ScanBaseStore(const std::string& dir, size_t max_streams) {
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno("base store '" + dir + "'", errno);
-  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("base store '" + dir + "' is not a directory");
+Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& transport, size_t max_streams) {
+  const size_t max = std::min(max_streams, kMaxStoreStreams);
   BaseStore store;
   store.dir = dir;
-  VF_ASSIGN_OR_RETURN(std::vector<Candidate> files, NewestFiles(dir, std::min(max_streams, kMaxStoreStreams)));
-  for (const Candidate& file : files) {
-    const std::string path = dir + "/" + file.name;
+  std::vector<Candidate> newest;
+  Result<Endpoint> endpoint = ParseEndpoint(dir);
+  if (endpoint.ok() && endpoint->kind == Endpoint::Kind::kS3) {
+    VF_ASSIGN_OR_RETURN(newest, NewestObjects(*endpoint, transport.s3, max));
+  } else {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno("base store '" + dir + "'", errno);
+    if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("base store '" + dir + "' is not a directory");
+    VF_ASSIGN_OR_RETURN(newest, NewestFiles(dir, max));
+  }
+  for (const Candidate& candidate : newest) {
     ++store.files_read;
-    Result<Sha256Digest> id = IdOfStoredStream(path, &store.bytes_read);
+    Result<Sha256Digest> id = IdOfStoredStream(candidate.location, transport, &store.bytes_read);
     if (!id.ok()) {
       ++store.skipped;
-      store.notes.push_back("'" + path + "' is not a base: " + id.status().message());
+      store.notes.push_back("'" + candidate.location + "' is not a base: " + id.status().message());
       continue;
     }
     if (store.Find(*id)) continue;  // a copy of a newer file's stream
-    store.streams.push_back(StoredBase{path, *id});
+    store.streams.push_back(StoredBase{candidate.location, *id});
   }
   return store;
 }
@@ -140,7 +187,7 @@ OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOff
 Result<OpenBaseFn> OfferStore(const std::string& dir, bool stores, TransportOptions* transport) {
   auto store = std::make_shared<BaseStore>();
   if (!dir.empty()) {
-    VF_ASSIGN_OR_RETURN(*store, ScanBaseStore(dir));
+    VF_ASSIGN_OR_RETURN(*store, ScanBaseStore(dir, *transport));
   }
   transport->net.base_offer = store->Offer(stores);
   return StoreBaseOpener(store, transport->net.base_offer, *transport);

@@ -5,6 +5,9 @@
 // (docs/NETWORK.md, "Bases"), and, on the sender, the candidates of
 // `--base-store` to pick a base from.
 //
+// DIR may also be s3://BUCKET/PREFIX: the objects under PREFIX, of which S3
+// lists the first 1000 (one ListObjectsV2 page), by LastModified.
+//
 // Scanning is bounded: of the regular files in DIR (dot files and
 // temporaries skipped) only the kMaxStoreStreams newest by modification
 // time are looked at; of each, only what finding its stream id takes: its
@@ -36,7 +39,7 @@ inline constexpr size_t kMaxStoreStreams = kMaxOfferedBases;
 inline constexpr uint64_t kMaxStoreIndexBytes = 64ull << 20;
 
 struct StoredBase {
-  std::string location;  // the file's path
+  std::string location;  // the file's path, or s3://BUCKET/KEY
   Sha256Digest id;       // its stream id (FORMAT.md 4.12)
 };
 
@@ -53,8 +56,10 @@ struct BaseStore {
   BaseOffer Offer(bool stores) const;
 };
 
-// Scans `dir` (an existing directory) as described above.
-Result<BaseStore> ScanBaseStore(const std::string& dir, size_t max_streams = kMaxStoreStreams);
+// Scans `dir` (an existing directory, or s3://BUCKET/PREFIX) as described
+// above, reading through `transport` (its S3 settings).
+Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& transport,
+                                size_t max_streams = kMaxStoreStreams);
 
 // The open_base of a receiver restoring or checking a stream that arrived
 // with `offered` made to its sender (NetStream::offered): a stream built on

@@ -31,7 +31,7 @@ Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, 
   }
   if (!candidates.store.empty()) {
     VF_ASSIGN_OR_RETURN(BaseStore store,
-                        ScanBaseStore(candidates.store, kMaxStoreStreams - candidates.locations.size()));
+                        ScanBaseStore(candidates.store, transport, kMaxStoreStreams - candidates.locations.size()));
     for (const StoredBase& stored : store.streams) list.push_back(Candidate{stored.location, stored.id});
   }
   return list;

@@ -84,7 +84,7 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
   net.name.clear();  // any name; checked here
   const std::string store_dir = options.base_store.empty() ? options.dir : options.base_store;
   auto scan = [&]() -> Result<std::shared_ptr<const BaseStore>> {
-    VF_ASSIGN_OR_RETURN(BaseStore store, ScanBaseStore(store_dir));
+    VF_ASSIGN_OR_RETURN(BaseStore store, ScanBaseStore(store_dir, options.transport));
     if (options.notes)
       std::fprintf(stderr, "vramflow recv: base store %s: %zu stream(s) to offer (%zu newest files read, %s)\n",
                    store_dir.c_str(), store.streams.size(), store.files_read, FormatSize(store.bytes_read).c_str());
