@@ -128,8 +128,9 @@ Packed PackTo(const TempDir& dir, const Checkpoint& c, const std::string& socket
   Packed p;
   p.ran = RunVf(dir, PackArgs(c, more));
   if (p.ran.code == 0) {
-    const size_t brace = p.ran.output.find('{');
-    nlohmann::json j = nlohmann::json::parse(p.ran.output.substr(brace == std::string::npos ? 0 : brace), nullptr, false);
+    const size_t open = p.ran.output.find('{'), close = p.ran.output.rfind('}');
+    nlohmann::json j = open < close ? nlohmann::json::parse(p.ran.output.substr(open, close - open + 1), nullptr, false)
+                                    : nlohmann::json();
     if (j.is_object() && j.contains("stream_bytes")) p.stream_bytes = j["stream_bytes"].get<uint64_t>();
   }
   return p;
