@@ -169,7 +169,7 @@ OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOff
       bool in_store = false;
       for (const StoredBase& s : store->streams) in_store |= s.location == location;
       if (!in_store)
-        return Status::InvalidArgument("base '" + location + "' (named by a stream's BASE frame) is not in this receiver's store " +
+        return Status::NotFound("base '" + location + "' (named by a stream's BASE frame) is not in this receiver's store " +
                                 store->dir);
       VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
       return std::shared_ptr<RandomAccessSource>(std::move(source));
