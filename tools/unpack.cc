@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/unpack.h"
 
+#include "tools/base_open.h"
+
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -501,7 +503,8 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     OutputLimit limit(options.max_output, free_bytes, description);
     MemoryBudget budget(pipeline.max_memory);
     SequentialVisitor visitor(fd, description, filter, &limit, &budget);
-    VF_RETURN_IF_ERROR(ReadStream(*source, visitor, ReadOptions{.decode = true, .budget = &budget}));
+    VF_RETURN_IF_ERROR(
+        ReadStream(*source, visitor, ReadOptions{.decode = true, .budget = &budget, .open_base = pipeline.open_base}));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
     report->raw_bytes = visitor.bytes();
@@ -627,12 +630,19 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   TransportOptions transport = options.transport;
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.input, &pipeline.max_memory, &transport);
+  pipeline.open_base = BaseOpenerFor(options.bases, options.input, options.transport);
   const ObjectSelector* filter = options.select.all() ? nullptr : &options.select;
-  if (!options.base_store.empty()) {
-    Result<Endpoint> from = ParseEndpoint(options.input);
-    if (!from.ok() || !from->is_network())
-      return Status::InvalidArgument("--base-store offers bases to a sender (--listen); '" + options.input +
-                                     "' is a stored stream");
+  Result<Endpoint> from = ParseEndpoint(options.input);
+  const bool network = from.ok() && from->is_network();
+  if (!options.base_store.empty() && !network)
+    return Status::InvalidArgument("--base-store offers bases to a sender (--listen); '" + options.input +
+                                   "' is a stored stream");
+  if (!options.base_store.empty() && !options.bases.empty())
+    return Status::InvalidArgument("--base and --base-store exclude each other");
+  // From the network, a base comes from the store offered to the sender
+  // (none without --base-store) or from --base: never from a location the
+  // sender wrote into its BASE frame, which names the sender's machine.
+  if (network && options.bases.empty()) {
     VF_ASSIGN_OR_RETURN(pipeline.open_base, OfferStore(options.base_store, /*stores=*/false, &transport));
   }
   if (filter) {
