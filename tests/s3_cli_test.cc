@@ -364,5 +364,38 @@ TEST_F(S3Rgw, PackKilledMidUploadLeavesNoVisibleObject) {
   EXPECT_TRUE(aborted.ok()) << aborted.status().ToString();
 }
 
+//! A base store on S3 (docs/NETWORK.md, "Bases"): unpack --listen offers the
+//! streams under s3://BUCKET/PREFIX, the sender builds on the one it holds
+//! too, only the changed file travels, and the restore reads the base's
+//! referenced chunks from the object.
+TEST_F(S3Rgw, IncrementalNetBaseStoreOnS3) {
+  Work w;
+  ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
+  ASSERT_CODE(Sh("mkdir -p " + Q(w.File("v2")) + " && cp " + Q(w.File("weights.bin")) + " " + Q(w.File("v2/weights.bin"))), 0);
+  ASSERT_CODE(Vf("gen -k adam-v -s 5M --seed 5 -o " + Q(w.File("v2/optimizer.bin"))), 0);
+  const std::string options = " -c auto --chunk-size 1M -q";
+  ASSERT_CODE(Vf("pack " + w.Inputs() + " -o " + Q(w.File("ck1.vfs")) + options), 0);
+  ASSERT_CODE(Vf("pack " + w.Inputs() + " -o " + Q(Uri("store/ck1.vfs")) + options), 0);
+  const std::string sock = w.File("sock");
+  const std::string line =
+      Q(VRAMFLOW_BINARY) + " unpack --listen unix:" + Q(sock) + " -o " + Q(w.File("out")) + " --base-store " +
+      Q(Uri("store/")) + " -q --accept-timeout 30 > " + Q(w.File("unpack.log")) + " 2>&1 & pid=$!; " +
+      "for i in $(seq 400); do python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' " +
+      Q(sock) + " 2>/dev/null && break; sleep 0.05; done; " + Q(VRAMFLOW_BINARY) + " pack " + Q(w.File("v2/weights.bin")) +
+      " " + Q(w.File("v2/optimizer.bin")) + " --to unix:" + Q(sock) + " --base " + Q(w.File("ck1.vfs")) + options +
+      " --json; sent=$?; wait $pid; echo \"sent=$sent restored=$?\"; cat " + Q(w.File("unpack.log"));
+  CommandResult r = Sh(line);
+  EXPECT_CODE(r, 0);
+  EXPECT_TRUE(Contains(r.output, "sent=0 restored=0")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "the receiver holds " + w.File("ck1.vfs"))) << r.output;
+  EXPECT_TRUE(ReadFile(w.File("out/weights.bin")) == ReadFile(w.File("weights.bin")));
+  EXPECT_TRUE(ReadFile(w.File("out/optimizer.bin")) == ReadFile(w.File("v2/optimizer.bin")));
+  // Only the optimizer state (5 MiB, compressed) travelled, not the 9 MiB of weights.
+  const std::string key = "\"stream_bytes\": ";
+  const size_t at = r.output.find(key);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_LT(std::stoull(r.output.substr(at + key.size())), 6ull << 20) << r.output;
+}
+
 }  // namespace
 }  // namespace vramflow

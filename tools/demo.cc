@@ -11,6 +11,7 @@
 #include "common/owner_tag.h"
 #include "common/units.h"
 #include "sim/sim_process.h"
+#include "tools/base_store.h"
 #include "tools/cli_util.h"
 #include "tools/json_report.h"
 #include "tools/progress.h"
@@ -44,6 +45,7 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   ShareBudget(options.listen, &pipeline.max_memory, &transport);
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT, unix:PATH or systemd:");
+  VF_ASSIGN_OR_RETURN(pipeline.open_base, OfferStore(options.base_store, /*stores=*/false, &transport));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
                       NetReceiver::Listen(endpoint, transport.net));
   std::string security = endpoint.kind == Endpoint::Kind::kUnix    ? "unix socket, mode 0600"
@@ -119,6 +121,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   device_options.rings = options.rings;
   device_options.bytes_per_second = options.ring_bytes_per_second;
   if (!options.listen.empty()) return RunDemoReceiver(options, device_options, out, report);
+  if (!options.base_store.empty()) return Status::InvalidArgument("--base-store is for the receiving end (--listen)");
 
   std::vector<SimBoSpec> layout = DemoLayout(options.gpus, options.bytes_per_gpu);
   SimProcess original(options.gpus, device_options);

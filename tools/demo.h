@@ -34,6 +34,9 @@ struct DemoOptions {
   // a temporary file (in /dev/shm when writable), restored and removed.
   std::string destination;
   std::string listen;  // receive the stream here and restore it instead of dumping
+  // With --listen: earlier streams the sender may build its stream on
+  // (tools/base_store.h; docs/NETWORK.md, "Bases"), offered and resolved here.
+  std::string base_store;
   TransportOptions transport;
   ProgressStyle progress = ProgressStyle(true);
   bool json = false;

@@ -135,6 +135,11 @@ int Main(int argc, char** argv) {
                        "vramflow receiver there), or s3://BUCKET/KEY (an S3 object, uploaded in parallel parts)")
       ->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
+  pack_cmd->add_option("--base", pack.net_bases.locations,
+                       "a stored stream to build this one on (repeatable); to a receiver (tcp://, unix:): candidates, "
+                       "preferred first, of which the first the receiver holds is used (none: a full stream)");
+  pack_cmd->add_option("--base-store", pack.net_bases.store,
+                       "to a receiver: a directory of earlier streams, candidates after --base, newest first");
   pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file or S3 object");
   FsyncFlags pack_fsync;
   pack_fsync.Add(pack_cmd, "off; with --to a receiver, the receiver's own setting counts");
@@ -167,6 +172,11 @@ int Main(int argc, char** argv) {
   unpack_cmd->add_option("--gpu", unpack.select.gpus,
                          "restore only the objects of this GPU (attribute gpu, or gpu-id; repeatable), as --object");
   unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
+  unpack_cmd->add_option("--base-store", unpack.base_store,
+                         "with --listen: earlier streams the sender may build its stream on, offered to it");
+  unpack_cmd->add_option("--base", unpack.bases,
+                         "the base of an incremental stream (a file or s3://); repeatable: more are links of its "
+                         "chain. Default: where the stream's BASE frame says its base was");
   std::string unpack_max_output;
   unpack_cmd->add_option("--max-output", unpack_max_output,
                          "refuse a stream whose objects declare more than SIZE bytes in all (they must also fit in "
@@ -200,6 +210,8 @@ int Main(int argc, char** argv) {
   demo_cmd->add_option("--listen", demo.listen,
                        "be the receiving end: restore a stream sent by `demo --to` into fresh simulated GPUs (same "
                        "--gpus and --size) as it arrives, and check every byte");
+  demo_cmd->add_option("--base-store", demo.base_store,
+                       "with --listen: earlier streams the sender may build its stream on, offered to it");
   demo_cmd->add_flag("--json", demo.json, "print the results as JSON");
   demo_cmd->add_flag("-f,--force", demo.force, "with --to: overwrite an existing file or S3 object");
   demo_cmd->add_flag("-q,--quiet", demo_quiet, "no progress (as --progress none)");
@@ -253,6 +265,10 @@ int Main(int argc, char** argv) {
   verify_out.Add(verify_cmd, /*with_json=*/true);
   MemoryFlag verify_memory;
   verify_memory.Add(verify_cmd, "the reader's buffers and records, and a network receive window");
+  std::vector<std::string> verify_bases;
+  verify_cmd->add_option("--base", verify_bases,
+                         "the base of an incremental stream (a file or s3://), whose bytes are then checked too; "
+                         "repeatable, as for unpack");
 
   // send
   TransferOptions send;
@@ -298,6 +314,10 @@ int Main(int argc, char** argv) {
       "-d,--output-dir", recv_dir,
       "take streams one after another and store each in this existing directory under the name its sender gave it");
   recv_output->excludes(recv_dir_option);
+  std::string recv_base_store;
+  recv_cmd->add_option("--base-store", recv_base_store,
+                       "earlier streams a sender may build its stream on, offered to it (default with --output-dir: "
+                       "that directory)");
   recv_cmd->add_option("--count", recv_count, "with --output-dir: stop after storing N streams (default: at SIGINT/SIGTERM)")
       ->needs(recv_dir_option)
       ->check(CLI::PositiveNumber);
@@ -627,7 +647,8 @@ int Main(int argc, char** argv) {
     if (!s.ok()) return UsageError("verify", s);
     if (s = verify_net.LoadCredentials(&transport); !s.ok()) return Fail("verify", s);
     VerifyReport report;
-    s = RunVerify(verify_input, !verify_out.summary(), verify_memory.Resolve(), transport, std::cout, &report);
+    s = RunVerify(verify_input, !verify_out.summary(), verify_memory.Resolve(), transport, std::cout, &report,
+                  verify_bases);
     std::cout.flush();
     if (!s.ok()) return Fail("verify", s);
     if (verify_out.json) PrintJson(VerifyJson(report, verify_input));
@@ -670,6 +691,7 @@ int Main(int argc, char** argv) {
       dir_options.progress = out.Style();
       dir_options.notes = !quiet;
       dir_options.max_memory = options.max_memory;
+      dir_options.base_store = recv_base_store;
       ReceiveDirReport report;
       s = RunReceiveDirectory(dir_options, &report);
       if (s.ok() && out.json) PrintJson(ReceiveDirJson(report, recv.source, recv_dir));
@@ -687,6 +709,7 @@ int Main(int argc, char** argv) {
           std::fprintf(stderr, "vramflow recv: listening on %s\n", uri.c_str());
         };
     }
+    if (*recv_cmd) options.base_store = recv_base_store;
     TransferReport report;
     s = RunTransfer(options, *send_cmd ? "send" : "recv", &report);
     if (!s.ok()) return Fail(name, s);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -21,6 +22,7 @@
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
 #include "transport/open_uri.h"
+#include "transport/uri.h"
 
 namespace vramflow {
 namespace {
@@ -108,6 +110,8 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
   report->dedup_bytes = stats.dedup_bytes;
   report->writer_seconds = stats.serial_seconds;
   report->threads = stats.threads;
+  report->base_ref_bytes = stats.base_ref_bytes;
+  report->base_delta_bytes = stats.base_delta_bytes;
   return Status::Ok();
 }
 
@@ -171,7 +175,30 @@ Status RunPack(const PackOptions& options, PackReport* report) {
   transport.file.fsync = options.fsync;
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.output, &pipeline.max_memory, &transport);
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.output, transport));
+  std::unique_ptr<ByteSink> sink;
+  Result<Endpoint> destination = ParseEndpoint(options.output);
+  if (destination.ok() && destination->is_network()) {
+    // Inputs read in order (stdin, pipes) are dumped without a base.
+    if (!all_regular && !options.net_bases.empty())
+      std::fprintf(stderr, "vramflow pack: inputs read in order (stdin, pipes, s3://) are sent whole, without a base\n");
+    const BaseCandidates candidates = all_regular ? options.net_bases : BaseCandidates{};
+    VF_ASSIGN_OR_RETURN(NetSinkWithBase chosen, OpenNetSinkWithBase(options.output, transport, candidates));
+    if (!chosen.note.empty()) std::fprintf(stderr, "vramflow pack: %s\n", chosen.note.c_str());
+    sink = std::move(chosen.sink);
+    pipeline.base = std::move(chosen.base);
+    report->with_base = pipeline.base != nullptr;
+    // Stored, the stream may be the next one's base, also a refs-only one.
+    if (chosen.offer.stores) pipeline.chunk_digests = true;
+  } else {
+    if (!options.net_bases.store.empty())
+      return Status::InvalidArgument("--base-store picks a base that a network receiver holds; '" + options.output +
+                                     "' is not one (tcp://, unix:)");
+    if (!options.net_bases.locations.empty()) {
+      // A stored stream: built on the first --base; the others are its chain's links.
+      VF_ASSIGN_OR_RETURN(pipeline.base, OpenCandidateBase(options.net_bases.locations, 0, transport));
+    }
+    VF_ASSIGN_OR_RETURN(sink, OpenSink(options.output, transport));
+  }
   pipeline.producer = ProducerString();
   if (all_regular) {
     uint64_t total = 0;

@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
+#include "tools/net_base_choice.h"
 #include "tools/progress.h"
 #include "transport/open_uri.h"
 
@@ -29,6 +30,11 @@ struct PackOptions {
   bool fsync = false;                // make the output durable before reporting success
   TransportOptions transport;        // network settings for tcp:// and unix: outputs
   ProgressStyle progress;            // on stderr
+  // To a network receiver: the bases the stream may be built on, the first
+  // one the receiver holds (net_base_choice.h; docs/NETWORK.md, "Bases").
+  // A network output always asks, so that a receiver that stores the
+  // stream gets it with its index and digests (the next one's base).
+  BaseCandidates net_bases;
 };
 
 struct PackReport {
@@ -41,6 +47,9 @@ struct PackReport {
   unsigned threads = 0;     // encoding threads used
   double seconds = 0;
   double writer_seconds = 0;  // the ordered writer (PipelineStats::serial_seconds)
+  bool with_base = false;     // built on a base the receiver holds (net_bases)
+  uint64_t base_ref_bytes = 0;    // raw bytes sent as references to the base
+  uint64_t base_delta_bytes = 0;  // raw bytes sent as deltas against it
 };
 
 Status RunPack(const PackOptions& options, PackReport* report);

@@ -6,10 +6,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "common/printable.h"
 #include "common/units.h"
+#include "tools/base_store.h"
 #include "tools/cli_util.h"
 #include "tools/safe_path.h"
 #include "tools/verified_copy.h"
@@ -36,7 +38,9 @@ Result<std::string> OutputPath(const std::string& dir, const std::string& name, 
 }
 
 // Stores one stream; its sender learns the outcome.
-Status StoreStream(const ReceiveDirOptions& options, uint64_t verify_memory, NetStream& stream, uint64_t* bytes) {
+Status StoreStream(const ReceiveDirOptions& options, uint64_t verify_memory, NetStream& stream,
+                   const std::shared_ptr<const BaseStore>& store, const std::function<void()>& on_stored,
+                   uint64_t* bytes) {
   Stopwatch clock;
   uint64_t received = 0;
   std::string path;
@@ -46,8 +50,12 @@ Status StoreStream(const ReceiveDirOptions& options, uint64_t verify_memory, Net
                                      "their names (send it with `vramflow send --name NAME`)");
     VF_ASSIGN_OR_RETURN(path, OutputPath(options.dir, stream.name, options.transport.file.overwrite));
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, options.transport.file));
-    return CopyVerifiedStream(*stream.source, *sink, "recv " + stream.name, options.progress, verify_memory, &received);
+    return CopyVerifiedStream(*stream.source, *sink, "recv " + stream.name, options.progress, verify_memory, &received,
+                              StoreBaseOpener(store, stream.offered.value_or(store->Offer(/*stores=*/true)), options.transport));
   }();
+  // Before the sender hears DONE, so that its next stream (the plugin sends
+  // one right after) is offered this one.
+  if (status.ok()) on_stored();
   Status told = stream.source->Finish(status);
   VF_RETURN_IF_ERROR(status);
   if (!told.ok()) return told.WithContext("stored " + path + ", but telling " + stream.source->Describe() + " failed");
@@ -74,6 +82,16 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
   NetOptions net = transport.net;
   net.sessions = 0;  // one after another, as many as arrive
   net.name.clear();  // any name; checked here
+  const std::string store_dir = options.base_store.empty() ? options.dir : options.base_store;
+  auto scan = [&]() -> Result<std::shared_ptr<const BaseStore>> {
+    VF_ASSIGN_OR_RETURN(BaseStore store, ScanBaseStore(store_dir, options.transport));
+    if (options.notes)
+      std::fprintf(stderr, "vramflow recv: base store %s: %zu stream(s) to offer (%zu newest files read, %s)\n",
+                   store_dir.c_str(), store.streams.size(), store.files_read, FormatSize(store.bytes_read).c_str());
+    return std::make_shared<const BaseStore>(std::move(store));
+  };
+  VF_ASSIGN_OR_RETURN(std::shared_ptr<const BaseStore> store, scan());
+  net.base_offer = store->Offer(/*stores=*/true);
   // SIGINT, SIGTERM and SIGHUP are the command's (tools/interrupt.h): the
   // stream being received tells its sender, and its temporary file goes.
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver, NetReceiver::Listen(endpoint, net));
@@ -92,7 +110,18 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
     }
     const std::string name = stream->name;
     const std::string peer = stream->source->Describe();
-    Status s = StoreStream(options, verify_memory, *stream, &report->bytes);
+    // The stream just stored may be the next one's base.
+    auto rescan = [&] {
+      Result<std::shared_ptr<const BaseStore>> rescanned = scan();
+      if (rescanned.ok()) {
+        store = std::move(*rescanned);
+        receiver->OfferBases(store->Offer(/*stores=*/true));
+      } else {
+        std::fprintf(stderr, "vramflow recv: the base store was not scanned again: %s\n",
+                     rescanned.status().ToString().c_str());
+      }
+    };
+    Status s = StoreStream(options, verify_memory, *stream, store, rescan, &report->bytes);
     if (s.ok()) {
       ++report->stored;
       continue;

@@ -33,6 +33,13 @@ struct ReceiveDirOptions {
   // --max-memory: the receive window (a quarter, at most 64 MiB) and the
   // verification of each stream (the rest).
   uint64_t max_memory = 256ull << 20;
+  // Where earlier streams are that a sender may build its stream on
+  // (base_store.h; docs/NETWORK.md, "Bases"); empty: `dir`. Offered to
+  // senders that ask, scanned again after each stored stream (so the stream
+  // just stored can be the next one's base). A stream built on a base is
+  // verified against it (every reference's bytes from the store) before it
+  // is stored, as it arrived: still incremental, with its index.
+  std::string base_store;
 };
 
 struct ReceiveDirReport {

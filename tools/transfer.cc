@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "tools/base_store.h"
 #include "tools/cli_util.h"
 #include "tools/progress.h"
 #include "tools/verified_copy.h"
@@ -36,13 +37,21 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   Result<Endpoint> from = ParseEndpoint(options.source);
   if (from.ok() && from->is_network()) ShareBudget(options.source, &verify_memory, &transport);  // the receive window
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.sink, transport));
+  // recv: the bases offered to the sender, and what its stream may be built on.
+  OpenBaseFn open_base;
+  if (from.ok() && from->is_network()) {
+    VF_ASSIGN_OR_RETURN(open_base, OfferStore(options.base_store, /*stores=*/sink->Seekable(), &transport));
+  } else if (!options.base_store.empty()) {
+    return Status::InvalidArgument("--base-store offers bases to a sender; '" + options.source + "' is no network source");
+  }
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.source, transport));
   Stopwatch clock;  // from the first connection: waiting for a sender is not transfer time
   // Whoever stores the stream verifies it: recv, and send to a file or an
   // object store. Sent to a receiver, the receiver does (its DONE says so).
   Result<Endpoint> to = ParseEndpoint(options.sink);
   const bool stored_here = !(to.ok() && to->is_network());
-  Status status = stored_here ? CopyVerifiedStream(*source, *sink, label, options.progress, verify_memory, &report->bytes)
+  Status status = stored_here ? CopyVerifiedStream(*source, *sink, label, options.progress, verify_memory, &report->bytes,
+                                                   open_base)
                               : CopyStream(*source, *sink, label, options.progress, &report->bytes);
   report->peer = source->Describe();
   Status told = source->Finish(status);

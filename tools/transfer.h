@@ -21,6 +21,11 @@ struct TransferOptions {
   // --max-memory: a network source's receive window (ShareBudget) and the
   // verification of a stream stored here (the rest).
   uint64_t max_memory = 256ull << 20;
+  // recv: earlier streams a sender may build its stream on (base_store.h;
+  // docs/NETWORK.md, "Bases"); empty: none offered. A receiver whose output
+  // is seekable (a file, s3://) tells a sender that asks that it stores the
+  // stream, with or without a store.
+  std::string base_store;
 };
 
 struct TransferReport {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/unpack.h"
 
+#include "tools/base_open.h"
+
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
 #include "streamer/sub_stream.h"
+#include "tools/base_store.h"
 #include "tools/cli_util.h"
 #include "tools/output_limit.h"
 #include "tools/progress.h"
@@ -503,7 +506,7 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     // Decoding is what costs: with more than one thread, frames are
     // decoded ahead in parallel and still written in order.
     const unsigned threads = WithMachineDefaults(pipeline).threads;
-    const ReadOptions read{.decode = true, .budget = &budget, .open_base = {}};
+    const ReadOptions read{.decode = true, .budget = &budget, .open_base = pipeline.open_base};
     VF_RETURN_IF_ERROR(threads > 1 ? ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, read})
                                    : ReadStream(*source, visitor, read));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
@@ -631,7 +634,21 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   TransportOptions transport = options.transport;
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.input, &pipeline.max_memory, &transport);
+  pipeline.open_base = BaseOpenerFor(options.bases, options.input, options.transport);
   const ObjectSelector* filter = options.select.all() ? nullptr : &options.select;
+  Result<Endpoint> from = ParseEndpoint(options.input);
+  const bool network = from.ok() && from->is_network();
+  if (!options.base_store.empty() && !network)
+    return Status::InvalidArgument("--base-store offers bases to a sender (--listen); '" + options.input +
+                                   "' is a stored stream");
+  if (!options.base_store.empty() && !options.bases.empty())
+    return Status::InvalidArgument("--base and --base-store exclude each other");
+  // From the network, a base comes from the store offered to the sender
+  // (none without --base-store) or from --base: never from a location the
+  // sender wrote into its BASE frame, which names the sender's machine.
+  if (network && options.bases.empty()) {
+    VF_ASSIGN_OR_RETURN(pipeline.open_base, OfferStore(options.base_store, /*stores=*/false, &transport));
+  }
   if (filter) {
     VF_ASSIGN_OR_RETURN(bool done, UnpackThroughIndex(options, transport, pipeline, report));
     if (done) return Status::Ok();

@@ -53,6 +53,13 @@ struct UnpackOptions {
   TransportOptions transport;
   ProgressStyle progress;  // on stderr
   ObjectSelector select;  // empty: every object
+  // With a network input: earlier streams the sender may build its stream on
+  // (base_store.h; docs/NETWORK.md, "Bases"), offered to it and resolved
+  // from here. Empty: none.
+  std::string base_store;
+  // The base of an incremental stream and links of its chain (--base,
+  // tools/base_open.h); empty: the location its BASE frame records.
+  std::vector<std::string> bases;
   // Told (once, before reading) when a selection has to read the whole stream.
   std::function<void(const std::string&)> note;
 };

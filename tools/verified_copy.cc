@@ -36,12 +36,12 @@ class TeeSource final : public ByteSource {
 }  // namespace
 
 Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress,
-                          uint64_t max_memory, uint64_t* bytes) {
+                          uint64_t max_memory, uint64_t* bytes, const OpenBaseFn& open_base) {
   ProgressBar bar(label, 0, progress);
   TeeSource tee(&source, &sink, &bar, bytes);
   StreamVisitor checks_only;  // the reader's own checks are the verdict
   MemoryBudget budget(max_memory);
-  Status verdict = ReadStream(tee, checks_only, ReadOptions{.decode = true, .budget = &budget});
+  Status verdict = ReadStream(tee, checks_only, ReadOptions{.decode = true, .budget = &budget, .open_base = open_base});
   if (!tee.sink_status().ok()) return tee.sink_status();
   if (!verdict.ok())
     return verdict.WithContext("the stream from " + source.Describe() + " is not a complete, valid vramflow stream; " +

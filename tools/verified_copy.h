@@ -17,9 +17,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
+#include "streamer/base_stream.h"
 #include "tools/progress.h"
 #include "transport/byte_stream.h"
 
@@ -28,7 +31,11 @@ namespace vramflow {
 // Copies every byte of `source` to `sink` while verifying it, then commits
 // the sink; adds the bytes read to `*bytes`. A progress bar labelled `label`
 // when `progress`. The sink is committed only after a clean verdict.
+// `open_base` opens the base of an incremental stream (the receiver's store,
+// base_store.h), so that its references are checked against the base's
+// bytes too; unset, such a stream fails ("needs its base").
+using OpenBaseFn = std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)>;
 Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress,
-                          uint64_t max_memory, uint64_t* bytes);
+                          uint64_t max_memory, uint64_t* bytes, const OpenBaseFn& open_base = {});
 
 }  // namespace vramflow

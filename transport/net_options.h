@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/cleanup_registry.h"
+#include "transport/base_offer.h"
 #include "transport/connection_threads.h"
 #include "transport/socket.h"
 #include "transport/tls.h"
@@ -42,6 +43,15 @@ struct NetOptions {
   // must carry exactly this name (an unnamed one is taken), so that the
   // wrong stream is refused instead of restored.
   std::string name;
+  // Sender: ask the receiver which bases it holds before the stream starts
+  // (hello flag kHelloBases; docs/NETWORK.md, "Bases"). Its answer goes to
+  // `on_bases` before OpenNetSink() returns; the sink is Seekable() when the
+  // receiver stores the stream, so that the writer indexes it.
+  bool ask_bases = false;
+  std::function<void(const BaseOffer&)> on_bases;
+  // Receiver: what it answers a sender that asks (NetReceiver::OfferBases
+  // replaces it for later sessions). Default: no bases, not stored.
+  BaseOffer base_offer;
   // Receiver: how many sessions it takes one after another, each once the
   // one before has finished (0: no limit). Senders beyond are refused.
   unsigned sessions = 1;

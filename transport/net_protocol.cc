@@ -3,6 +3,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/endian.h"
@@ -46,6 +47,7 @@ const char* MsgTypeName(MsgType type) {
     case MsgType::kAbort: return "ABORT";
     case MsgType::kPing: return "PING";
     case MsgType::kName: return "NAME";
+    case MsgType::kBases: return "BASES";
   }
   return "unknown";
 }
@@ -88,7 +90,7 @@ Result<ClientHello> ParseClientHello(std::span<const uint8_t, kHelloBytes> b) {
     return Status::InvalidArgument("sender's segment size " + std::to_string(h.segment_bytes) + " is out of range");
   if (h.window_bytes < h.segment_bytes)
     return Status::InvalidArgument("sender's window (" + std::to_string(h.window_bytes) + " bytes) is below its segment size");
-  if (h.flags & ~(kHelloResume | kHelloNamed)) return Status::InvalidArgument("sender's hello has unknown flags");
+  if (h.flags & ~(kHelloResume | kHelloNamed | kHelloBases)) return Status::InvalidArgument("sender's hello has unknown flags");
   return h;
 }
 
@@ -120,6 +122,36 @@ Result<uint16_t> ParseServerHello(std::span<const uint8_t, kHelloBytes> b, Serve
   return message_len;
 }
 
+uint64_t EncodeBasesFlags(const BaseOffer& offer) { return offer.stores ? kBasesStores : 0; }
+
+std::vector<uint8_t> EncodeBasesPayload(const BaseOffer& offer) {
+  std::vector<uint8_t> payload;
+  const size_t count = std::min(offer.ids.size(), kMaxOfferedBases);
+  payload.reserve(count * 32);
+  for (size_t i = 0; i < count; ++i) payload.insert(payload.end(), offer.ids[i].begin(), offer.ids[i].end());
+  return payload;
+}
+
+Result<BaseOffer> ParseBases(uint64_t flags, std::span<const uint8_t> payload) {
+  if (flags & ~kBasesStores)
+    return Status::Corruption("the receiver's BASES message has unknown flags " + std::to_string(flags));
+  if (payload.size() % 32 != 0)
+    return Status::Corruption("the receiver's BASES message of " + std::to_string(payload.size()) +
+                              " bytes is not a whole number of 32-byte stream ids");
+  if (payload.size() / 32 > kMaxOfferedBases)
+    return Status::Corruption("the receiver offered " + std::to_string(payload.size() / 32) + " bases, more than the " +
+                              std::to_string(kMaxOfferedBases) + " the protocol allows");
+  BaseOffer offer;
+  offer.stores = (flags & kBasesStores) != 0;
+  for (size_t at = 0; at < payload.size(); at += 32) {
+    Sha256Digest id;
+    std::memcpy(id.data(), payload.data() + at, 32);
+    if (offer.Holds(id)) return Status::Corruption("the receiver offered base " + HexDigest(id) + " twice");
+    offer.ids.push_back(id);
+  }
+  return offer;
+}
+
 Channel::Channel(std::unique_ptr<Connection> connection, std::chrono::milliseconds io_timeout, std::string what)
     : connection_(std::move(connection)), io_timeout_(io_timeout), what_(std::move(what)) {}
 
@@ -147,7 +179,7 @@ Result<MsgHeader> Channel::ReceiveHeader(uint32_t max_length) {
   if (LoadLE32(&b[36]) != HeaderChecksum(b, 36))
     return Status::Corruption(where + ": header fails its checksum");
   MsgHeader h;
-  if (b[0] < static_cast<uint8_t>(MsgType::kData) || b[0] > static_cast<uint8_t>(MsgType::kName))
+  if (b[0] < static_cast<uint8_t>(MsgType::kData) || b[0] > static_cast<uint8_t>(MsgType::kBases))
     return Status::Corruption(where + ": unknown message type " + std::to_string(b[0]));
   h.type = static_cast<MsgType>(b[0]);
   h.length = LoadLE32(&b[4]);

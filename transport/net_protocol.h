@@ -25,6 +25,7 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "transport/base_offer.h"
 #include "transport/connection.h"
 
 namespace vramflow {
@@ -44,6 +45,7 @@ using SessionId = std::array<uint8_t, 16>;
 // ClientHello flags (1 and 2 were version 1's "keyed" and "encrypt").
 inline constexpr uint16_t kHelloResume = 4;   // reconnecting to an existing session
 inline constexpr uint16_t kHelloNamed = 8;    // the stream has a name: NAME opens connection 0
+inline constexpr uint16_t kHelloBases = 16;   // the sender asks which bases the receiver holds: BASES answers
 
 struct ClientHello {
   uint16_t version = kNetProtocolVersion;
@@ -90,6 +92,7 @@ enum class MsgType : uint8_t {
   kAbort = 6,  // sender -> receiver: the sender gave up; discard everything
   kPing = 7,   // either way, on an idle connection: "still here"
   kName = 8,   // sender -> receiver, first on connection 0 (kHelloNamed): payload = the stream's name
+  kBases = 9,  // receiver -> sender, first on connection 0 (kHelloBases): payload = the offered stream ids
 };
 const char* MsgTypeName(MsgType type);
 
@@ -100,6 +103,15 @@ struct MsgHeader {
   uint64_t offset = 0;
   uint64_t payload_check = 0;  // unkeyed: XXH3-64 of the payload
 };
+
+// The BASES message (docs/NETWORK.md, "Bases"): `offset` carries the
+// flags, the payload the ids, 32 bytes each. Parsing refuses more than
+// kMaxOfferedBases ids, unknown flags, a payload that is not whole ids and
+// an id offered twice.
+inline constexpr uint64_t kBasesStores = 1;  // the receiver stores the stream as it arrives
+uint64_t EncodeBasesFlags(const BaseOffer& offer);
+std::vector<uint8_t> EncodeBasesPayload(const BaseOffer& offer);
+Result<BaseOffer> ParseBases(uint64_t flags, std::span<const uint8_t> payload);
 
 // One connection after its hello exchange: sends and receives messages and
 // checks the sequence, so a dropped or reordered message is an error.

@@ -64,6 +64,7 @@ class NetSink final : public ByteSink {
     uint64_t resume = 0;
     VF_RETURN_IF_ERROR(Connect(&resume, /*resuming=*/false));
     if (resume != 0) return Status::Internal("a new session was asked to resume at " + std::to_string(resume));
+    if (options_.ask_bases && options_.on_bases) options_.on_bases(offer_);
     VF_RETURN_IF_ERROR(StartThreads());
     Status started = StartThread(&supervisor_, "the supervisor of the transfer to " + endpoint_.uri, [this] { Supervise(); });
     if (!started.ok()) {
@@ -97,6 +98,9 @@ class NetSink final : public ByteSink {
   }
 
   std::string Describe() const override { return "receiver " + endpoint_.uri; }
+  // A receiver that stores the stream (its BASES said so) keeps it where it
+  // can be read at any offset: the writer then ends it with its index.
+  bool Seekable() const override { return offer_.stores; }
 
  private:
   struct Segment {
@@ -163,6 +167,7 @@ class NetSink final : public ByteSink {
       ClientHello hello;
       if (resuming) hello.flags |= kHelloResume;
       if (!options_.name.empty()) hello.flags |= kHelloNamed;
+      if (options_.ask_bases) hello.flags |= kHelloBases;
       hello.conn_index = static_cast<uint16_t>(i);
       hello.conn_count = static_cast<uint16_t>(options_.streams);
       hello.session = session_;
@@ -187,7 +192,14 @@ class NetSink final : public ByteSink {
                                        " (a receiver that requires TLS closes the connection at a plaintext hello: "
                                        "give the sender its key (--key-file) or a certificate (--cert, --key, --ca))");
       }
+      if (!handshake.ok() && handshake.status().code() == Status::Code::kTruncated && options_.ask_bases &&
+          generation_number_ == 0) {
+        return Status::NotSupported(handshake.status().message() +
+                                    " (a receiver older than base negotiation closes the connection when a sender "
+                                    "asks for its bases: update it, or send without --base)");
+      }
       VF_ASSIGN_OR_RETURN(ClientConnection conn, std::move(handshake));
+      if (options_.ask_bases && i == 0) VF_RETURN_IF_ERROR(ReceiveOffer(*conn.channel));
       *resume = std::min(*resume, conn.resume_offset);
       granted = std::min<uint64_t>(granted, conn.window_bytes);
       generation.channels.push_back(std::move(conn.channel));
@@ -198,6 +210,29 @@ class NetSink final : public ByteSink {
     generation_alive_ = true;
     generation_error_ = Status::Ok();
     ++generation_number_;
+    return Status::Ok();
+  }
+
+  // Reads the receiver's BASES, the first message on connection 0 of every
+  // generation when the sender asks. The first generation's is the offer;
+  // a reconnect must hear the same one (the stream is built on it already).
+  Status ReceiveOffer(Channel& channel) {
+    VF_ASSIGN_OR_RETURN(MsgHeader header, channel.ReceiveHeader(kMaxOfferedBases * 32));
+    std::vector<uint8_t> payload(header.length);
+    VF_RETURN_IF_ERROR(channel.ReceivePayload(header, payload));
+    if (header.type != MsgType::kBases) {
+      if (header.type == MsgType::kError)
+        return Status::IoError(Describe() + " failed: " + std::string(payload.begin(), payload.end()));
+      return Status::Corruption(Describe() + " sent " + MsgTypeName(header.type) +
+                                " where its BASES answer was due (the sender asked which bases it holds)");
+    }
+    Result<BaseOffer> offer = ParseBases(header.offset, payload);
+    if (!offer.ok()) return offer.status().WithContext(Describe());
+    if (generation_number_ == 0) {
+      offer_ = std::move(*offer);
+    } else if (!(*offer == offer_)) {
+      return Status::Corruption(Describe() + " offered other bases on reconnecting than at the start");
+    }
     return Status::Ok();
   }
 
@@ -446,6 +481,7 @@ class NetSink final : public ByteSink {
   std::thread supervisor_;
   std::once_flag ktls_reported_;  // --ktls: whether it runs is logged once
   std::vector<uint8_t> current_;  // the segment being filled (Write's thread only)
+  BaseOffer offer_;               // the receiver's BASES (ask_bases), set by the first Connect()
 
   std::mutex mu_;
   std::condition_variable cv_;

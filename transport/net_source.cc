@@ -39,7 +39,8 @@ struct Session {
   uint64_t window_bytes = 0;
   std::string peer;
   bool named = false;  // the hello announced a NAME message
-
+  bool asks_bases = false;  // the hello asked for BASES (kHelloBases)
+  BaseOffer offer;          // what this session's sender is offered (fixed when the session starts)
 
   std::mutex mu;
   std::condition_variable cv;
@@ -188,6 +189,7 @@ class Core : public std::enable_shared_from_this<Core> {
         connections_(options_.limits),
         refusals_(options_.log, listener_.uri() + ": ") {
     ping_interval_ = std::max(options_.socket.io_timeout / 4, std::chrono::milliseconds(10));
+    OfferBases(options_.base_offer);
   }
 
   // Starts the accept and ping threads; on failure Stop() ends what started.
@@ -237,6 +239,12 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
   const NetOptions& options() const { return options_; }
+
+  void OfferBases(BaseOffer offer) {
+    if (offer.ids.size() > kMaxOfferedBases) offer.ids.resize(kMaxOfferedBases);
+    std::lock_guard lock(mu_);
+    offer_ = std::move(offer);
+  }
 
  private:
   // Accepts connections and starts a thread for each, within the
@@ -320,7 +328,8 @@ class Core : public std::enable_shared_from_this<Core> {
     if (session) {
       std::lock_guard lock(session->mu);
       if (hello.conn_count != session->conn_count || hello.segment_bytes != session->segment_bytes ||
-          Granted(hello) != session->window_bytes || ((hello.flags & kHelloNamed) != 0) != session->named)
+          Granted(hello) != session->window_bytes || ((hello.flags & kHelloNamed) != 0) != session->named ||
+          ((hello.flags & kHelloBases) != 0) != session->asks_bases)
         return RefuseClient(*conn, HelloStatus::kBadRequest, "the connection does not match its session's settings",
                             timeout);
       if (!session->failed.ok())
@@ -353,6 +362,8 @@ class Core : public std::enable_shared_from_this<Core> {
         session_->segment_bytes = hello.segment_bytes;
         session_->window_bytes = Granted(hello);
         session_->named = (hello.flags & kHelloNamed) != 0;
+        session_->asks_bases = (hello.flags & kHelloBases) != 0;
+        session_->offer = offer_;
         session_->peer = peer;
         session_->channels.resize(hello.conn_count);
         handed_ = false;
@@ -360,6 +371,12 @@ class Core : public std::enable_shared_from_this<Core> {
         cv_.notify_all();
         session = session_;
       }
+    }
+    if (session->asks_bases && hello.conn_index == 0) {
+      // The offer opens connection 0 of every generation; it was fixed when
+      // the session started, so a resuming sender hears the same one.
+      const std::vector<uint8_t> ids = EncodeBasesPayload(session->offer);
+      if (!channel->Send(MsgType::kBases, EncodeBasesFlags(session->offer), ids).ok()) return;  // a vanished sender
     }
     if (finished_ok) {
       // The sender missed our DONE; it is complete, say so again.
@@ -602,6 +619,7 @@ class Core : public std::enable_shared_from_this<Core> {
   bool stop_ = false;
   std::shared_ptr<Session> session_;           // the newest session
   bool handed_ = false;                         // session_ went to the consumer
+  BaseOffer offer_;                             // for new sessions whose senders ask (kHelloBases)
   std::deque<std::shared_ptr<Session>> past_;  // finished sessions, oldest first
   unsigned created_ = 0;                        // sessions so far
   std::mutex stop_mu_;                          // one Stop() at a time
@@ -682,6 +700,12 @@ class NetSource final : public ByteSource {
   }
 
   std::string Describe() const override { return "sender " + session_->peer; }
+
+  // The bases this session's sender was offered, if it asked.
+  std::optional<BaseOffer> Offered() const {
+    if (!session_->asks_bases) return std::nullopt;
+    return session_->offer;  // fixed when the session started
+  }
 
   // The stream's name: empty when the sender gave none, else waits for its
   // NAME message (the first on connection 0).
@@ -770,8 +794,10 @@ class NetReceiverImpl final : public NetReceiver {
       (void)source->Finish(wrong);
       return wrong;
     }
-    return NetStream{std::move(source), std::move(*name)};
+    std::optional<BaseOffer> offered = source->Offered();
+    return NetStream{std::move(source), std::move(*name), std::move(offered)};
   }
+  void OfferBases(BaseOffer offer) override { owner_->core->OfferBases(std::move(offer)); }
   void Shutdown() override { owner_->core->Stop(); }
 
  private:

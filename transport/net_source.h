@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "transport/byte_stream.h"
@@ -35,10 +36,13 @@
 
 namespace vramflow {
 
-// A sender's stream and the name it gave it (empty: none).
+// A sender's stream, the name it gave it (empty: none), and the bases this
+// receiver offered it when it asked (nullopt: it did not ask, so it was
+// offered none and its stream may be built on none of them).
 struct NetStream {
   std::unique_ptr<ByteSource> source;
   std::string name;
+  std::optional<BaseOffer> offered;
 };
 
 class NetReceiver {
@@ -60,6 +64,9 @@ class NetReceiver {
     VF_ASSIGN_OR_RETURN(NetStream stream, AcceptStream(timeout));
     return std::move(stream.source);
   }
+  // The offer made to senders of sessions that start from now on (a store
+  // that gained a stream). Safe from any thread.
+  virtual void OfferBases(BaseOffer offer) = 0;
   // Stops listening and fails the active session (its sender is not told
   // it succeeded); AcceptStream() then returns kCancelled. Safe from any
   // thread, also while another one reads the stream.

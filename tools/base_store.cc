@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+#include "tools/base_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+
+#include "common/unique_fd.h"
+#include "transport/fd_stream.h"
+#include "transport/random_access.h"
+#include "transport/s3_client.h"
+#include "transport/s3_config.h"
+#include "transport/s3_xml.h"
+#include "transport/uri.h"
+
+namespace vramflow {
+namespace {
+
+struct Candidate {
+  std::string when;      // sorts as the time does: a zero-padded count, or S3's ISO 8601 LastModified
+  std::string location;  // a path, or s3://BUCKET/KEY
+  // Newest first; ties by location, so that a scan's order is stable.
+  bool operator<(const Candidate& other) const {
+    return std::tie(other.when, location) < std::tie(when, other.location);
+  }
+};
+
+// Keeps `c` among the `max` newest of `newest` (sorted).
+void Keep(std::vector<Candidate>& newest, Candidate c, size_t max) {
+  newest.insert(std::upper_bound(newest.begin(), newest.end(), c), std::move(c));
+  if (newest.size() > max) newest.pop_back();
+}
+
+bool Hidden(const std::string& name) {
+  return name.empty() || name[0] == '.' || name.find(kTempMarker) != std::string::npos;
+}
+
+// The `max` newest regular files of `dir` (not dot files, not temporaries),
+// newest first. Holds at most `max` + 1 names whatever the directory holds.
+Result<std::vector<Candidate>> NewestFiles(const std::string& dir, size_t max) {
+  std::unique_ptr<DIR, int (*)(DIR*)> handle(::opendir(dir.c_str()), ::closedir);
+  if (!handle) return Status::FromErrno("base store '" + dir + "'", errno);
+  std::vector<Candidate> newest;  // kept sorted
+  for (;;) {
+    errno = 0;
+    struct dirent* entry = ::readdir(handle.get());
+    if (!entry) {
+      if (errno != 0) return Status::FromErrno("listing base store '" + dir + "'", errno);
+      break;
+    }
+    const std::string name = entry->d_name;
+    if (Hidden(name)) continue;
+    struct stat st;
+    if (::fstatat(::dirfd(handle.get()), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    char when[32];
+    std::snprintf(when, sizeof when, "%020lld",
+                  static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec);
+    Keep(newest, Candidate{when, dir + "/" + name}, max);
+  }
+  return newest;
+}
+
+// The `max` newest objects under s3://BUCKET/PREFIX by LastModified, among
+// the first 1000 keys S3 lists (one ListObjectsV2 page); objects whose last
+// path component starts with '.' are skipped.
+Result<std::vector<Candidate>> NewestObjects(const Endpoint& store, const S3Options& options, size_t max) {
+  VF_ASSIGN_OR_RETURN(s3::Config config, s3::LoadConfig(options));
+  s3::Client client(std::move(config), options, store.bucket);
+  s3::Request list;
+  list.method = "GET";
+  list.query = {{"list-type", "2"}, {"max-keys", "1000"}, {"prefix", store.key}};
+  list.what = "ListObjectsV2 prefix '" + store.key + "' (base store " + store.uri + ")";
+  VF_ASSIGN_OR_RETURN(s3::Response response, client.Send(list));
+  const std::vector<std::string> keys = s3::XmlFields(response.body, "Key");
+  const std::vector<std::string> times = s3::XmlFields(response.body, "LastModified");
+  if (keys.size() != times.size())
+    return Status::Corruption(list.what + ": " + std::to_string(keys.size()) + " keys but " +
+                              std::to_string(times.size()) + " LastModified fields");
+  std::vector<Candidate> newest;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const size_t slash = keys[i].find_last_of('/');
+    if (Hidden(slash == std::string::npos ? keys[i] : keys[i].substr(slash + 1))) continue;
+    Keep(newest, Candidate{times[i], client.Uri(keys[i])}, max);
+  }
+  return newest;
+}
+
+// The stream id of the stored stream at `location`, reading only its index.
+Result<Sha256Digest> IdOfStoredStream(const std::string& location, const TransportOptions& transport,
+                                      uint64_t* bytes_read) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> file, OpenRandomAccess(location, transport));
+  CountingRandomAccess counting(std::shared_ptr<RandomAccessSource>(std::move(file)));
+  Result<StoredStreamIndex> stored = ReadSeekIndex(counting, kMaxStoreIndexBytes);
+  Result<Sha256Digest> id = stored.ok() ? ComputeStreamId(counting, *stored) : Result<Sha256Digest>(stored.status());
+  *bytes_read += counting.bytes();
+  return id;
+}
+
+}  // namespace
+
+const StoredBase* BaseStore::Find(const Sha256Digest& id) const {
+  for (const StoredBase& stored : streams)
+    if (stored.id == id) return &stored;
+  return nullptr;
+}
+
+BaseOffer BaseStore::Offer(bool stores) const {
+  BaseOffer offer;
+  offer.stores = stores;
+  for (const StoredBase& stored : streams) {
+    if (offer.ids.size() == kMaxOfferedBases) break;
+    offer.ids.push_back(stored.id);
+  }
+  return offer;
+}
+
+Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& transport, size_t max_streams) {
+  const size_t max = std::min(max_streams, kMaxStoreStreams);
+  BaseStore store;
+  store.dir = dir;
+  std::vector<Candidate> newest;
+  Result<Endpoint> endpoint = ParseEndpoint(dir);
+  if (endpoint.ok() && endpoint->kind == Endpoint::Kind::kS3) {
+    VF_ASSIGN_OR_RETURN(newest, NewestObjects(*endpoint, transport.s3, max));
+  } else {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno("base store '" + dir + "'", errno);
+    if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("base store '" + dir + "' is not a directory");
+    VF_ASSIGN_OR_RETURN(newest, NewestFiles(dir, max));
+  }
+  for (const Candidate& candidate : newest) {
+    ++store.files_read;
+    Result<Sha256Digest> id = IdOfStoredStream(candidate.location, transport, &store.bytes_read);
+    if (!id.ok()) {
+      ++store.skipped;
+      store.notes.push_back("'" + candidate.location + "' is not a base: " + id.status().message());
+      continue;
+    }
+    if (store.Find(*id)) continue;  // a copy of a newer file's stream
+    store.streams.push_back(StoredBase{candidate.location, *id});
+  }
+  return store;
+}
+
+OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOffer& offered,
+                           const TransportOptions& transport) {
+  return [store = std::move(store), offered, transport](
+             const BaseDescriptor& wanted) -> Result<std::shared_ptr<const BaseStream>> {
+    if (!offered.Holds(wanted.base_id))
+      return Status::InvalidArgument(
+          "the stream is built on base " + HexDigest(wanted.base_id) + ", which this receiver never offered its sender " +
+          (store->dir.empty() ? std::string("(it has no base store: --base-store DIR)")
+                              : "(it offered " + std::to_string(offered.ids.size()) + " from its base store " +
+                                    store->dir + ")"));
+    const StoredBase* stored = store->Find(wanted.base_id);
+    if (!stored)
+      return Status::Internal("base " + HexDigest(wanted.base_id) + " was offered but is not in the store " + store->dir);
+    BaseOpenOptions options;
+    // The chain's links come from the store (by id): a location a sender
+    // wrote into a BASE frame names its own machine and is never opened here.
+    options.open = [store, transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+      bool in_store = false;
+      for (const StoredBase& s : store->streams) in_store |= s.location == location;
+      if (!in_store)
+        return Status::NotFound("base '" + location + "' (named by a stream's BASE frame) is not in this receiver's store " +
+                                store->dir);
+      VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+      return std::shared_ptr<RandomAccessSource>(std::move(source));
+    };
+    for (const StoredBase& other : store->streams)
+      if (&other != stored) options.more_locations.push_back(other.location);
+    Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(stored->location, options, &wanted);
+    if (!base.ok())
+      return base.status().WithContext("this receiver offered base " + HexDigest(wanted.base_id) + " (" +
+                                       stored->location + ") but cannot open it");
+    return base;
+  };
+}
+
+Result<OpenBaseFn> OfferStore(const std::string& dir, bool stores, TransportOptions* transport) {
+  auto store = std::make_shared<BaseStore>();
+  if (!dir.empty()) {
+    VF_ASSIGN_OR_RETURN(*store, ScanBaseStore(dir, *transport));
+  }
+  transport->net.base_offer = store->Offer(stores);
+  return StoreBaseOpener(store, transport->net.base_offer, *transport);
+}
+
+}  // namespace vramflow

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+#include "tools/net_base_choice.h"
+
+#include "tools/base_store.h"
+#include "transport/random_access.h"
+
+namespace vramflow {
+namespace {
+
+struct Candidate {
+  std::string location;
+  Sha256Digest id;
+};
+
+// The stream id of the stored stream at `location`, from its index.
+Result<Sha256Digest> IdOf(const std::string& location, const TransportOptions& transport) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+  VF_ASSIGN_OR_RETURN(StoredStreamIndex stored, ReadSeekIndex(*source, kMaxStoreIndexBytes));
+  return ComputeStreamId(*source, stored);
+}
+
+Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, const TransportOptions& transport) {
+  if (candidates.locations.size() > kMaxStoreStreams)
+    return Status::InvalidArgument(std::to_string(candidates.locations.size()) + " --base candidates: at most " +
+                                   std::to_string(kMaxStoreStreams));
+  std::vector<Candidate> list;
+  for (const std::string& location : candidates.locations) {
+    Result<Sha256Digest> id = IdOf(location, transport);
+    if (!id.ok()) return id.status().WithContext("base candidate '" + location + "'");
+    list.push_back(Candidate{location, *id});
+  }
+  if (!candidates.store.empty()) {
+    VF_ASSIGN_OR_RETURN(BaseStore store,
+                        ScanBaseStore(candidates.store, transport, kMaxStoreStreams - candidates.locations.size()));
+    for (const StoredBase& stored : store.streams) list.push_back(Candidate{stored.location, stored.id});
+  }
+  return list;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const BaseStream>> OpenCandidateBase(const std::vector<std::string>& locations, size_t chosen,
+                                                            const TransportOptions& transport) {
+  BaseOpenOptions options;
+  options.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+    return std::shared_ptr<RandomAccessSource>(std::move(source));
+  };
+  for (size_t i = 0; i < locations.size(); ++i)
+    if (i != chosen) options.more_locations.push_back(locations[i]);
+  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(locations[chosen], options);
+  if (!base.ok()) return base.status().WithContext("base '" + locations[chosen] + "'");
+  return base;
+}
+
+Result<NetSinkWithBase> OpenNetSinkWithBase(const std::string& uri, const TransportOptions& transport,
+                                            const BaseCandidates& candidates) {
+  VF_ASSIGN_OR_RETURN(std::vector<Candidate> list, ListCandidates(candidates, transport));
+  NetSinkWithBase out;
+  TransportOptions asking = transport;
+  asking.net.ask_bases = true;
+  asking.net.on_bases = [&out](const BaseOffer& offer) { out.offer = offer; };
+  VF_ASSIGN_OR_RETURN(out.sink, OpenSink(uri, asking));
+  const Candidate* chosen = nullptr;
+  for (const Candidate& candidate : list) {
+    if (out.offer.Holds(candidate.id)) {
+      chosen = &candidate;
+      break;
+    }
+  }
+  if (!chosen) {
+    if (!candidates.empty())
+      out.note = "the receiver holds none of the " + std::to_string(list.size()) +
+                 " candidate bases: sending a full stream";
+    return out;
+  }
+  std::vector<std::string> locations;
+  for (const Candidate& candidate : list) locations.push_back(candidate.location);
+  Result<std::shared_ptr<const BaseStream>> base =
+      OpenCandidateBase(locations, static_cast<size_t>(chosen - list.data()), transport);
+  if (!base.ok()) return base.status();
+  if ((*base)->id() != chosen->id)
+    return Status::InvalidArgument("base '" + chosen->location + "' changed while the receiver was asked about it");
+  out.base = std::move(*base);
+  out.note = "the receiver holds " + chosen->location + " (stream " + HexDigest(chosen->id).substr(0, 16) +
+             "...): sending only what it lacks";
+  return out;
+}
+
+}  // namespace vramflow

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+// The sender's half of base negotiation (docs/NETWORK.md, "Bases"): opens a
+// network destination asking its receiver which stored streams it holds,
+// and picks from the sender's candidates (`--base URI`, repeatable, in the
+// order given; then `--base-store DIR`'s streams, newest first) the first one
+// the receiver holds, for the dump to be built on (PipelineOptions::base).
+// When it holds none, the stream is a full one, and the note says so.
+//
+// A candidate costs what finding its stream id costs (its index, read by
+// ranges; base_store.h); at most kMaxStoreStreams candidates are read. Only
+// the chosen one is opened as a base.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "streamer/base_stream.h"
+#include "transport/base_offer.h"
+#include "transport/byte_stream.h"
+#include "transport/open_uri.h"
+
+namespace vramflow {
+
+struct BaseCandidates {
+  std::vector<std::string> locations;  // --base URIs (files, s3://), preferred first
+  std::string store;                   // --base-store DIR, or empty
+  bool empty() const { return locations.empty() && store.empty(); }
+};
+
+struct NetSinkWithBase {
+  std::unique_ptr<ByteSink> sink;
+  std::shared_ptr<const BaseStream> base;  // null: a full stream
+  BaseOffer offer;                         // what the receiver said
+  std::string note;                        // one line for the user: which base, or why none
+};
+
+// `uri` must be a network destination (tcp://, unix:). The sink is open
+// (the receiver waits for the stream) when this returns OK.
+Result<NetSinkWithBase> OpenNetSinkWithBase(const std::string& uri, const TransportOptions& transport,
+                                            const BaseCandidates& candidates);
+
+// Opens locations[chosen] as a base, the other locations serving as its
+// chain's links (BaseOpenOptions::more_locations), read through `transport`.
+Result<std::shared_ptr<const BaseStream>> OpenCandidateBase(const std::vector<std::string>& locations, size_t chosen,
+                                                            const TransportOptions& transport);
+
+}  // namespace vramflow
