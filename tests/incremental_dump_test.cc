@@ -18,6 +18,7 @@
 #include "sim/sim_process.h"
 #include "streamer/frame_reader.h"
 #include "streamer/pipeline.h"
+#include "streamer/sequential_dump.h"
 #include "streamer/stream_writer.h"
 #include "tests/fake_base_stream.h"
 #include "tests/test_util.h"
@@ -134,6 +135,7 @@ Status DecodeStream(const std::vector<uint8_t>& stream, const FakeBaseStream* ba
   StreamHeader header;
   VF_RETURN_IF_ERROR(reader.ReadStreamHeader(&header));
   std::map<uint32_t, std::string> names;
+  std::set<uint32_t> unsized;
   std::vector<std::pair<uint32_t, uint64_t>> data_frames;  // in stream order
   std::optional<std::pair<uint32_t, std::vector<SeekIndexChunk>>> last_block;  // when the previous frame was one
   ChunkDecoder decoder;
@@ -153,6 +155,7 @@ Status DecodeStream(const std::vector<uint8_t>& stream, const FakeBaseStream* ba
     if (IsChunkKind(h.kind)) {
       if (!names.count(h.object_id)) return Status::Corruption(where + ": unknown object");
       object = &out->objects[names[h.object_id]];
+      if (unsized.count(h.object_id) && h.offset == object->size()) object->resize(h.offset + h.raw_size);
       if (h.offset + h.raw_size > object->size()) return Status::Corruption(where + ": past the object");
       out->raw_bytes[kind] += h.raw_size;
       out->payload_bytes[kind] += h.payload_size;
@@ -177,7 +180,8 @@ Status DecodeStream(const std::vector<uint8_t>& stream, const FakeBaseStream* ba
         ObjectMetadata m;
         VF_RETURN_IF_ERROR(DecodeObjectMetadata(payload, &m));
         names[h.object_id] = m.name;
-        out->objects[m.name].assign(h.raw_size, 0);
+        if (h.raw_size == kUnknownObjectSize) unsized.insert(h.object_id);  // grows with its chunks, in order
+        out->objects[m.name].assign(h.raw_size == kUnknownObjectSize ? 0 : h.raw_size, 0);
         break;
       }
       case FrameKind::kData:
@@ -616,6 +620,37 @@ TEST(IncrementalDump, WriterRefusesAChunkWithoutItsDigest) {
   EXPECT_TRUE(writer.EndObject(*id).ok());
   EXPECT_TRUE(writer.Finish().ok());
   EXPECT_EQ(writer.stats().digest_blocks, 1u);
+}
+
+//! Inputs read in order (stdin, pipes) get digests too when asked; an
+//! incremental dump of such inputs is refused (it is done on files).
+TEST(IncrementalDump, InputsReadInOrderGetDigestsButNoBase) {
+  const std::vector<uint8_t> bytes = testing::ModelBytes(DataKind::kFp32Weights, 5 * kChunk + 7, 3);
+  std::vector<SequentialInput> inputs(2);
+  inputs[0].metadata.name = "a";
+  inputs[1].metadata.name = "zeros";
+  inputs[0].open = [&]() -> Result<std::unique_ptr<ByteSource>> { return std::unique_ptr<ByteSource>(std::make_unique<MemorySource>(bytes)); };
+  const std::vector<uint8_t> zeros(3 * kChunk, 0);
+  inputs[1].open = [&]() -> Result<std::unique_ptr<ByteSource>> { return std::unique_ptr<ByteSource>(std::make_unique<MemorySource>(zeros)); };
+  PipelineOptions o = Options();
+  o.chunk_digests = true;
+  StoredSink sink;
+  PipelineStats stats;
+  Status s = RunSequentialDump(inputs, &sink, o, &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  Decoded d;
+  s = DecodeStream(sink.bytes(), nullptr, &d);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(d.objects["a"], bytes);
+  EXPECT_EQ(d.index_blocks, 2u);
+  EXPECT_EQ(d.digest_blocks, 2u);
+
+  auto p = MakeProcess({{"a", 0, kChunk, DataKind::kFp32Weights, 1}});
+  o.base = BaseOf(*p);
+  StoredSink refused;
+  s = RunSequentialDump(inputs, &refused, o, &stats);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(refused.bytes().empty());
 }
 
 }  // namespace
