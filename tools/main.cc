@@ -136,6 +136,17 @@ int Main(int argc, char** argv) {
       ->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
   pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file or S3 object");
+  pack_cmd->add_option("--base", pack.bases,
+                       "an incremental stream against this stored, indexed stream (a file or s3://BUCKET/KEY): chunks "
+                       "it holds become references, changed ones deltas; repeat to name further streams of the "
+                       "base's own chain")
+      ->allow_extra_args(false);  // one stream per --base: the inputs follow
+  pack_cmd->add_flag("--base-refs-only", pack.base_refs_only,
+                     "match by the base's chunk digests alone (the base must have them: --digests): no base chunk "
+                     "is read, no deltas");
+  pack_cmd->add_flag("--digests", pack.digests,
+                     "write each chunk's SHA-256 (DIGEST_BLOCKs), so that the stream can be a --base-refs-only base; "
+                     "always on with --base");
   FsyncFlags pack_fsync;
   pack_fsync.Add(pack_cmd, "off; with --to a receiver, the receiver's own setting counts");
   pack_flags.Add(pack_cmd);
@@ -469,6 +480,10 @@ int Main(int argc, char** argv) {
     if (s.ok()) s = pack_out.CheckStdout(pack.output);
     for (const std::string& input : pack.inputs)
       if (s.ok()) s = CheckReadUri(input, "vramflow recv");
+    for (const std::string& base : pack.bases)
+      if (s.ok()) s = CheckReadUri(base, "vramflow recv");
+    if (s.ok() && pack.base_refs_only && pack.bases.empty())
+      s = Status::InvalidArgument("--base-refs-only needs --base");
     if (s.ok()) s = CheckWriteUri(pack.output);
     if (s.ok()) s = pack_net.Resolve(&pack.transport);
     if (!s.ok()) return UsageError("pack", s);
@@ -496,6 +511,11 @@ int Main(int argc, char** argv) {
                    FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
                    FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
                    FormatRate(report.raw_bytes, report.seconds).c_str(), writer);
+      if (report.incremental)
+        std::fprintf(stderr, "against base %s: %s new, %s referenced, %s delta-coded\n",
+                     report.base_id.substr(0, 16).c_str(),
+                     FormatSize(report.raw_bytes - report.base_ref_bytes - report.base_delta_bytes).c_str(),
+                     FormatSize(report.base_ref_bytes).c_str(), FormatSize(report.base_delta_bytes).c_str());
     }
     return 0;
   }
