@@ -280,7 +280,11 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
                  (base ? kStreamFlagBase : 0);
   header.dedup_window = dedup_window;
   StreamWriter writer(sink, header);
-  if (base) writer.SetBase(base->DescriptorForDependent());
+  if (base) {
+    BaseDescriptor descriptor = base->DescriptorForDependent();
+    if (!options.base_location.empty()) descriptor.location = options.base_location;
+    writer.SetBase(std::move(descriptor));
+  }
   // An incremental stream carries digests too, so that it can be a base.
   writer.SetChunkDigests(options.chunk_digests || base);
   // Each non-zero chunk's SHA-256, computed once: for the digests, and for

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -22,6 +23,7 @@
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
 #include "transport/open_uri.h"
+#include "transport/uri.h"
 
 namespace vramflow {
 namespace {
@@ -133,6 +135,21 @@ Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options) {
   return base;
 }
 
+// Where the BASE frame says the base is: a file base by its path from the
+// output's directory when the output is a file too (so that the two can move
+// together; readers take relative locations from there), else by its
+// absolute path; a URI as given.
+std::string RecordedBaseLocation(const std::string& base, const std::string& output) {
+  Result<Endpoint> b = ParseEndpoint(base);
+  if (!b.ok() || b->kind != Endpoint::Kind::kPath) return base;
+  const std::filesystem::path absolute = std::filesystem::absolute(b->path).lexically_normal();
+  Result<Endpoint> o = ParseEndpoint(output);
+  if (!o.ok() || o->kind != Endpoint::Kind::kPath) return absolute.string();
+  const std::filesystem::path from = std::filesystem::absolute(o->path).lexically_normal().parent_path();
+  const std::filesystem::path relative = absolute.lexically_relative(from);
+  return relative.empty() ? absolute.string() : relative.string();
+}
+
 // Streams that are not regular files (stdin, pipes, S3 objects) have no size
 // up front and cannot be read at offsets: they are read in order and
 // encoded on every thread, as objects of unknown size.
@@ -195,6 +212,7 @@ Status RunPack(const PackOptions& options, PackReport* report) {
                                      "order, which an incremental pack does not do)");
     // Opened before the output, so that a base that cannot serve leaves nothing behind.
     VF_ASSIGN_OR_RETURN(pipeline.base, OpenBase(options));
+    pipeline.base_location = RecordedBaseLocation(options.bases.front(), options.output);
     report->incremental = true;
     report->base_id = HexDigest(pipeline.base->id());
   }
