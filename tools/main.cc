@@ -23,6 +23,7 @@
 #include "streamer/frame_format.h"
 #include "streamer/machine_limits.h"
 #include "streamer/pipeline_fit.h"
+#include "tools/flatten.h"
 #include "tools/cli_uri.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
@@ -271,6 +272,24 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--base", verify_bases,
                          "the base of an incremental stream (a file or s3://), whose bytes are then checked too; "
                          "repeatable, as for unpack");
+
+  // flatten
+  FlattenOptions flatten;
+  CLI::App* flatten_cmd = app.add_subcommand(
+      "flatten", "Write an incremental stream as a self-contained one: every chunk its base holds is read from the "
+                 "base, checked, and stored in the output, which needs no base");
+  flatten_cmd->add_option("stream", flatten.input, "incremental stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY")
+      ->required();
+  flatten_cmd->add_option("--base", flatten.bases,
+                          "the base (a file or s3://); repeatable: more are links of its chain. Default: where the "
+                          "stream's BASE frame says its base was");
+  flatten_cmd->add_option("-o,--output", flatten.output, "where the flat stream goes: a file, s3://BUCKET/KEY or -")
+      ->required();
+  flatten_cmd->add_flag("-f,--force", flatten.force, "overwrite an existing output file");
+  TransportFlags flatten_net;
+  flatten_net.Add(flatten_cmd, /*sending=*/true, /*receiving=*/false);
+  MemoryFlag flatten_memory;
+  flatten_memory.Add(flatten_cmd, "the reader's buffers and records");
 
   // send
   TransferOptions send;
@@ -638,6 +657,19 @@ int Main(int argc, char** argv) {
     std::cout.flush();
     if (reported) JsonCommand().clear();  // the report carries the failure
     return s.ok() ? 0 : Fail("inspect", s);
+  }
+  if (*flatten_cmd) {
+    Status s = flatten_net.Resolve(&flatten.transport);
+    if (!s.ok()) return UsageError("flatten", s);
+    if (s = flatten_net.LoadCredentials(&flatten.transport); !s.ok()) return Fail("flatten", s);
+    flatten.max_memory = flatten_memory.Resolve();
+    FlattenReport report;
+    s = RunFlatten(flatten, &report);
+    if (!s.ok()) return Fail("flatten", s);
+    std::fprintf(stderr, "flattened %llu object(s), %s (%s from the base), into %s\n",
+                 static_cast<unsigned long long>(report.objects), FormatSize(report.raw_bytes).c_str(),
+                 FormatSize(report.resolved_bytes).c_str(), FormatSize(report.stream_bytes).c_str());
+    return 0;
   }
   if (*verify_cmd) {
     if (verify_out.json) JsonCommand() = "verify";
