@@ -394,12 +394,12 @@ TEST(IncrementalNet, SenderBuildsOnTheCandidateTheReceiverHolds) {
   ASSERT_TRUE(RunPack(PackOf(WriteCheckpoint(dir, "other", 3, 9), dir.File("other.vfs")), &report).ok());
   const std::vector<std::string> v2 = WriteCheckpoint(dir, "v2", 2);
   PackOptions options = PackOf(v2, "");
-  options.net_bases.locations = {dir.File("other.vfs"), dir.File("ck1.vfs")};
+  options.bases = {dir.File("other.vfs"), dir.File("ck1.vfs")};
 
   BaseOffer holds_ck1{.stores = true, .ids = {IdOf(7), StreamIdOf(dir.File("ck1.vfs"))}};
   Migration with_base = Migrate(dir, holds_ck1, options);
   ASSERT_TRUE(with_base.packed.ok()) << with_base.packed.ToString();
-  EXPECT_TRUE(with_base.report.with_base);
+  EXPECT_TRUE(with_base.report.incremental);
   EXPECT_EQ(with_base.report.base_ref_bytes, kWeights);
   EXPECT_EQ(with_base.received.size(), with_base.report.stream_bytes);
   EXPECT_GT(with_base.received.size(), kKv);
@@ -419,7 +419,7 @@ TEST(IncrementalNet, SenderBuildsOnTheCandidateTheReceiverHolds) {
     SCOPED_TRACE(offer == &nothing ? "nothing" : "unrelated");
     Migration full = Migrate(dir, *offer, options);
     ASSERT_TRUE(full.packed.ok()) << full.packed.ToString();
-    EXPECT_FALSE(full.report.with_base);
+    EXPECT_FALSE(full.report.incremental);
     EXPECT_EQ(full.report.base_ref_bytes, 0u);
     EXPECT_GT(full.received.size(), kWeights + kKv);
     testing::WriteFileBytes(dir.File("full.vfs"), full.received);

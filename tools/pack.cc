@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 
 #include "streamer/amdgpu_pages.h"
+#include "streamer/base_stream.h"
 #include "streamer/file_device.h"
 #include "streamer/pipeline.h"
 #include "streamer/sequential_dump.h"
@@ -115,6 +117,40 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
   return Status::Ok();
 }
 
+// Opens the base of an incremental pack (and the rest of its chain) through
+// the same transports as any other stored stream.
+Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options) {
+  BaseOpenOptions open;
+  open.open = [transport = options.transport](const std::string& location)
+      -> Result<std::shared_ptr<RandomAccessSource>> {
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+    return std::shared_ptr<RandomAccessSource>(std::move(source));
+  };
+  open.more_locations.assign(options.bases.begin() + 1, options.bases.end());
+  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(options.bases.front(), open);
+  if (!base.ok()) return base.status().WithContext("base '" + options.bases.front() + "'");
+  if (options.base_refs_only && !(*base)->has_digests())
+    return Status::InvalidArgument("base '" + options.bases.front() + "' has no chunk digests (DIGEST_BLOCKs), which "
+                                   "--base-refs-only needs: pack the base with --digests, or leave out "
+                                   "--base-refs-only");
+  return base;
+}
+
+// Where the BASE frame says the base is: a file base by its path from the
+// output's directory when the output is a file too (so that the two can move
+// together; readers take relative locations from there), else by its
+// absolute path; a URI as given.
+std::string RecordedBaseLocation(const std::string& base, const std::string& output) {
+  Result<Endpoint> b = ParseEndpoint(base);
+  if (!b.ok() || b->kind != Endpoint::Kind::kPath) return base;
+  const std::filesystem::path absolute = std::filesystem::absolute(b->path).lexically_normal();
+  Result<Endpoint> o = ParseEndpoint(output);
+  if (!o.ok() || o->kind != Endpoint::Kind::kPath) return absolute.string();
+  const std::filesystem::path from = std::filesystem::absolute(o->path).lexically_normal().parent_path();
+  const std::filesystem::path relative = absolute.lexically_relative(from);
+  return relative.empty() ? absolute.string() : relative.string();
+}
+
 // Streams that are not regular files (stdin, pipes, S3 objects) have no size
 // up front and cannot be read at offsets: they are read in order and
 // encoded on every thread, as objects of unknown size.
@@ -169,35 +205,53 @@ Status RunPack(const PackOptions& options, PackReport* report) {
     if (regular) files.push_back(std::move(in));
   }
 
+  PipelineOptions pipeline = options.pipeline;
+  if (options.base_refs_only && options.bases.empty() && options.base_store.empty())
+    return Status::InvalidArgument("--base-refs-only needs --base");
   TransportOptions transport = options.transport;
   transport.file.overwrite = options.force;
   transport.s3.overwrite = options.force;  // an existing object is refused as a file is
   transport.file.fsync = options.fsync;
-  PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.output, &pipeline.max_memory, &transport);
-  std::unique_ptr<ByteSink> sink;
   Result<Endpoint> destination = ParseEndpoint(options.output);
-  if (destination.ok() && destination->is_network()) {
+  const bool network = destination.ok() && destination->is_network();
+  if (!network && !options.base_store.empty())
+    return Status::InvalidArgument("--base-store picks a base that a network receiver holds; '" + options.output +
+                                   "' is not one (tcp://, unix:)");
+  if (!network && !options.bases.empty()) {
+    if (!all_regular)
+      return Status::InvalidArgument("--base needs regular files as inputs (stdin, pipes and s3:// inputs are read in "
+                                     "order, which an incremental pack does not do)");
+    // Opened before the output, so that a base that cannot serve leaves nothing behind.
+    VF_ASSIGN_OR_RETURN(pipeline.base, OpenBase(options));
+    pipeline.base_location = RecordedBaseLocation(options.bases.front(), options.output);
+  }
+  pipeline.base_refs_only = options.base_refs_only;
+  pipeline.chunk_digests = options.digests;
+
+  std::unique_ptr<ByteSink> sink;
+  if (network) {
     // Inputs read in order (stdin, pipes) are dumped without a base.
-    if (!all_regular && !options.net_bases.empty())
+    const BaseCandidates candidates =
+        all_regular ? BaseCandidates{options.bases, options.base_store} : BaseCandidates{};
+    if (!all_regular && !(options.bases.empty() && options.base_store.empty()))
       std::fprintf(stderr, "vramflow pack: inputs read in order (stdin, pipes, s3://) are sent whole, without a base\n");
-    const BaseCandidates candidates = all_regular ? options.net_bases : BaseCandidates{};
     VF_ASSIGN_OR_RETURN(NetSinkWithBase chosen, OpenNetSinkWithBase(options.output, transport, candidates));
     if (!chosen.note.empty()) std::fprintf(stderr, "vramflow pack: %s\n", chosen.note.c_str());
     sink = std::move(chosen.sink);
     pipeline.base = std::move(chosen.base);
-    report->with_base = pipeline.base != nullptr;
+    if (pipeline.base && options.base_refs_only && !pipeline.base->has_digests())
+      return Status::InvalidArgument("the base the receiver holds has no chunk digests (DIGEST_BLOCKs), which "
+                                     "--base-refs-only needs: leave out --base-refs-only");
+    if (!pipeline.base) pipeline.base_refs_only = false;
     // Stored, the stream may be the next one's base, also a refs-only one.
     if (chosen.offer.stores) pipeline.chunk_digests = true;
   } else {
-    if (!options.net_bases.store.empty())
-      return Status::InvalidArgument("--base-store picks a base that a network receiver holds; '" + options.output +
-                                     "' is not one (tcp://, unix:)");
-    if (!options.net_bases.locations.empty()) {
-      // A stored stream: built on the first --base; the others are its chain's links.
-      VF_ASSIGN_OR_RETURN(pipeline.base, OpenCandidateBase(options.net_bases.locations, 0, transport));
-    }
     VF_ASSIGN_OR_RETURN(sink, OpenSink(options.output, transport));
+  }
+  if (pipeline.base) {
+    report->incremental = true;
+    report->base_id = HexDigest(pipeline.base->id());
   }
   pipeline.producer = ProducerString();
   if (all_regular) {

@@ -7,6 +7,11 @@
 // front and cannot be read at offsets; a command with any of them reads its
 // inputs in order and encodes their chunks on every thread
 // (streamer/sequential_dump.h), without dedup.
+//
+// With a base (--base, docs/FORMAT.md 4.9 to 4.12) the stream is
+// incremental: chunks equal to the base's chunk at the same place of the
+// matched object become references to it, changed ones deltas where smaller;
+// the base is opened by index (file or s3://), never read whole.
 #pragma once
 
 #include <cstdint>
@@ -30,11 +35,17 @@ struct PackOptions {
   bool fsync = false;                // make the output durable before reporting success
   TransportOptions transport;        // network settings for tcp:// and unix: outputs
   ProgressStyle progress;            // on stderr
-  // To a network receiver: the bases the stream may be built on, the first
-  // one the receiver holds (net_base_choice.h; docs/NETWORK.md, "Bases").
-  // A network output always asks, so that a receiver that stores the
-  // stream gets it with its index and digests (the next one's base).
-  BaseCandidates net_bases;
+  // The base of an incremental stream, then further streams of its chain
+  // (BaseOpenOptions::more_locations); empty: a full stream. To a network
+  // receiver they are candidates: the stream is built on the first one the
+  // receiver holds, then on base_store's streams, newest first
+  // (net_base_choice.h; docs/NETWORK.md, "Bases"). A network output always
+  // asks, so that a receiver that stores the stream gets it with its index
+  // and digests (the next one's base).
+  std::vector<std::string> bases;
+  std::string base_store;       // to a network receiver: a directory of candidate bases
+  bool base_refs_only = false;  // match by the base's digests alone; no deltas, no base chunk read
+  bool digests = false;         // write DIGEST_BLOCKs (always with a base)
 };
 
 struct PackReport {
@@ -47,9 +58,12 @@ struct PackReport {
   unsigned threads = 0;     // encoding threads used
   double seconds = 0;
   double writer_seconds = 0;  // the ordered writer (PipelineStats::serial_seconds)
-  bool with_base = false;     // built on a base the receiver holds (net_bases)
-  uint64_t base_ref_bytes = 0;    // raw bytes sent as references to the base
-  uint64_t base_delta_bytes = 0;  // raw bytes sent as deltas against it
+  // With a base: its stream id, and the raw bytes taken from it as they are
+  // and coded as deltas against it (the rest, raw_bytes - both, is new).
+  bool incremental = false;
+  std::string base_id;  // hex
+  uint64_t base_ref_bytes = 0;
+  uint64_t base_delta_bytes = 0;
 };
 
 Status RunPack(const PackOptions& options, PackReport* report);
