@@ -6,6 +6,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "codecs/chunk_analysis.h"
 #include "common/exception_boundary.h"
 #include "common/hash.h"
+#include "common/sha256.h"
 #include "streamer/dedup_window.h"
 #include "streamer/dma_completer.h"
 #include "streamer/memory_budget.h"
@@ -45,6 +47,16 @@ struct DumpJob {
   uint32_t ref_source = 0;
   uint64_t ref_offset = 0;
   EncodedChunk encoded;
+  // The SHA-256 of the chunk's bytes: for DIGEST_BLOCKs and base references.
+  Sha256Digest sha256{};
+  // An incremental dump: the base chunk at the same place of the matched
+  // base object, if there is one (its object id in the base; 0: none).
+  uint32_t base_object = 0;
+  Sha256Digest base_sha256{};
+  bool base_equal = false;    // the bytes are the base chunk's: a BASE_REF
+  bool base_differs = false;  // they are not (full mode): coded already, plain and as a delta
+  bool use_delta = false;     // the delta is smaller: a BASE_DELTA, `delta` codes the XOR with the base chunk
+  EncodedChunk delta;
 };
 
 // Produces jobs in stream order: BEGIN, chunks, END for each object, taking
@@ -130,6 +142,69 @@ std::string Where(const DumpSource& s, const DumpJob& job) {
   return "object '" + s.metadata.name + "' on " + s.device->Describe() + " at offset " + std::to_string(job.offset);
 }
 
+bool HasAttribute(const ObjectMetadata& metadata, const std::string& key) {
+  for (const auto& [k, v] : metadata.attributes)
+    if (k == key) return true;
+  return false;
+}
+
+// The base object each source continues, or null (FORMAT.md 4.12, "Matching
+// objects"): a GPU buffer (attributes gpu-id and gpu-va) by its GPU's place
+// among this dump's GPUs in order of first appearance, its address and size;
+// anything else by name (BaseStream::Match).
+std::vector<const SeekIndexObject*> MatchBaseObjects(const BaseStream& base, const std::vector<DumpSource>& sources) {
+  std::vector<const Device*> gpus;
+  std::vector<const SeekIndexObject*> matched;
+  for (const DumpSource& s : sources) {
+    std::optional<uint32_t> gpu_ordinal;
+    if (HasAttribute(s.metadata, "gpu-id") && HasAttribute(s.metadata, "gpu-va")) {
+      auto it = std::find(gpus.begin(), gpus.end(), s.device);
+      if (it == gpus.end()) it = gpus.insert(gpus.end(), s.device);
+      gpu_ordinal = static_cast<uint32_t>(it - gpus.begin());
+    }
+    matched.push_back(base.Match(s.metadata, s.size, gpu_ordinal));
+  }
+  return matched;
+}
+
+// out[i] ^= in[i], a word at a time.
+void XorInto(std::span<uint8_t> out, std::span<const uint8_t> in) {
+  size_t i = 0;
+  for (; i + 8 <= out.size(); i += 8) {
+    uint64_t a, b;
+    std::memcpy(&a, out.data() + i, 8);
+    std::memcpy(&b, in.data() + i, 8);
+    a ^= b;
+    std::memcpy(out.data() + i, &a, 8);
+  }
+  for (; i < out.size(); ++i) out[i] ^= in[i];
+}
+
+// What one thread's BaseStream::ReadChunk may hold for chunks of `chunk`
+// bytes (BaseScratch): a frame and its decoded bytes for every stream of the
+// chain, and a decoder's state.
+uint64_t BaseReadBytes(uint64_t chunk, uint32_t chain_streams) {
+  return uint64_t{chain_streams} * (2 * chunk + kBaseChunkRefSize + ChunkDecoder::MemoryBytes(chunk));
+}
+
+// The options an incremental dump cannot run with.
+Status CheckBaseOptions(const PipelineOptions& options) {
+  if (!options.base) {
+    if (options.base_refs_only) return Status::InvalidArgument("references-only needs a base");
+    return Status::Ok();
+  }
+  const BaseDescriptor descriptor = options.base->DescriptorForDependent();
+  if (descriptor.chain_length > kMaxBaseChain)
+    return Status::InvalidArgument("a stream built on this base would rest on a chain of " +
+                                   std::to_string(descriptor.chain_length) + " streams, more than the " +
+                                   std::to_string(kMaxBaseChain) +
+                                   " allowed (write a self-contained base with `vramflow flatten`)");
+  if (options.base_refs_only && !options.base->has_digests())
+    return Status::InvalidArgument("the base '" + descriptor.location + "' has no chunk digests (DIGEST_BLOCKs), which "
+                                   "references-only matching needs: pack it with --digests, or drop --base-refs-only");
+  return Status::Ok();
+}
+
 }  // namespace
 
 uint32_t DefaultDedupWindow(uint64_t max_memory) {
@@ -156,18 +231,31 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
     }
   }
 
+  VF_RETURN_IF_ERROR(CheckBaseOptions(options));
+  const BaseStream* base = options.base.get();
+  // Full mode reads base chunks, compares them and codes deltas; refs-only
+  // compares digests and reads nothing of the base's chunks.
+  const bool read_base = base && !options.base_refs_only;
+  const uint32_t chain_streams = base ? base->DescriptorForDependent().chain_length : 0;  // the base and its own bases
+
   uint32_t dedup_window = 0;
   if (options.dedup) {
     VF_ASSIGN_OR_RETURN(dedup_window, ChooseDedupWindow(sources, options));
   }
-  // As many threads as the budget feeds: codec state and a slot each.
-  const uint64_t codec_state = ChunkEncoder::MemoryBytes(options.encoder, chunk);
-  const unsigned threads =
-      ThreadsTheBudgetFeeds(options.threads, options.max_memory, uint64_t{dedup_window} * kDedupWindowEntryBytes,
-                            codec_state, chunk + ChunkEncoder::MaxPayloadSize(chunk) + 8192);
+  // As many threads as the budget feeds: codec state and a slot each. A
+  // full-mode incremental dump needs, per thread, room to read base chunks,
+  // and per slot a base chunk and its delta's payload (the slot's scratch).
+  const uint64_t codec_state =
+      ChunkEncoder::MemoryBytes(options.encoder, chunk) + (read_base ? BaseReadBytes(chunk, chain_streams) : 0);
+  const uint64_t base_index = base ? base->memory_bytes() : 0;
+  const size_t slot_scratch = read_base ? chunk + ChunkEncoder::MaxPayloadSize(chunk) : 0;
+  const unsigned threads = ThreadsTheBudgetFeeds(
+      options.threads, options.max_memory, uint64_t{dedup_window} * kDedupWindowEntryBytes + base_index, codec_state,
+      chunk + ChunkEncoder::MaxPayloadSize(chunk) + 8192 + (slot_scratch ? slot_scratch + 4096 : 0));
   if (threads < options.threads && options.note) options.note(ThreadCapNote(options.threads, threads, options.max_memory));
 
   MemoryBudget budget(options.max_memory);
+  if (base) VF_RETURN_IF_ERROR(budget.Charge(base_index, "the base's index"));
   VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * codec_state,
                                    "codec state for " + std::to_string(threads) + " threads"));
   // Charged before the pool, which takes what is left.
@@ -175,7 +263,8 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
     VF_RETURN_IF_ERROR(budget.Charge(uint64_t{dedup_window} * kDedupWindowEntryBytes,
                                      "dedup window of " + std::to_string(dedup_window) + " chunks"));
   Result<std::unique_ptr<SlotPool>> created = SlotPool::Create(
-      &budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2, /*max_slots=*/2 * rings + 3 * threads + 4);
+      &budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
+      /*max_slots=*/2 * rings + 3 * threads + 4, slot_scratch);
   if (!created.ok() && created.status().code() == Status::Code::kInvalidArgument)
     return Status::InvalidArgument(created.status().message() + " (raise --max-memory or lower --chunk-size)");
   if (!created.ok()) return created.status();
@@ -187,9 +276,18 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   header.chunk_size = chunk;
   header.zstd_level = static_cast<int8_t>(std::clamp(options.encoder.zstd_level, -128, 127));
   header.producer = options.producer;
-  header.flags = (options.dedup ? kStreamFlagDedup : 0) | (options.seek_index && sink->Seekable() ? kStreamFlagSeekIndex : 0);
+  header.flags = (options.dedup ? kStreamFlagDedup : 0) | (options.seek_index && sink->Seekable() ? kStreamFlagSeekIndex : 0) |
+                 (base ? kStreamFlagBase : 0);
   header.dedup_window = dedup_window;
   StreamWriter writer(sink, header);
+  if (base) writer.SetBase(base->DescriptorForDependent());
+  // An incremental stream carries digests too, so that it can be a base.
+  writer.SetChunkDigests(options.chunk_digests || base);
+  // Each non-zero chunk's SHA-256, computed once: for the digests, and for
+  // comparing with or naming a base chunk.
+  const bool hash_chunks = writer.chunk_digests() || base;
+  std::vector<const SeekIndexObject*> base_objects;
+  if (base) base_objects = MatchBaseObjects(*base, sources);
   VF_RETURN_IF_ERROR(writer.Start());
 
   ErrorLatch errors;
@@ -208,6 +306,49 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   oneapi::tbb::task_arena arena(static_cast<int>(threads));
   arena.execute([&] {
     oneapi::tbb::enumerable_thread_specific<ChunkEncoder> encoders(options.encoder);
+    oneapi::tbb::enumerable_thread_specific<BaseScratch> base_scratch;
+
+    // Compares a chunk with the base chunk at its place, if there is one:
+    // equal bytes become a BASE_REF; in full mode different ones leave the
+    // base chunk's bytes in the slot's scratch for a delta.
+    auto compare_with_base = [&](DumpJob& job, std::span<const uint8_t> data) -> Status {
+      const SeekIndexObject* object = base_objects[job.source];
+      if (!object || !base->ChunkAt(object->id, job.offset, job.size)) return Status::Ok();
+      job.base_object = object->id;
+      const std::optional<Sha256Digest> stored = base->StoredDigest(object->id, job.offset);
+      if (!read_base) {
+        job.base_equal = stored && *stored == job.sha256;
+        job.base_sha256 = job.sha256;
+        return Status::Ok();
+      }
+      std::span<uint8_t> base_bytes(pool->slot(job.slot).scratch.data(), job.size);
+      VF_RETURN_IF_ERROR(base->ReadChunk(object->id, job.offset, base_bytes, base_scratch.local()));
+      if (std::memcmp(base_bytes.data(), data.data(), data.size()) == 0) {
+        job.base_equal = true;
+        job.base_sha256 = job.sha256;
+        return Status::Ok();
+      }
+      job.base_differs = true;
+      // A delta names the base chunk by its own digest: the stored one when
+      // the base has them (checked by every reader that resolves it).
+      job.base_sha256 = stored ? *stored : Sha256(base_bytes);
+      return Status::Ok();
+    };
+    // Codes a changed chunk as the XOR with its base chunk too, and keeps
+    // that when it is smaller than the plain chunk with the 48 bytes of the
+    // base reference added.
+    auto try_delta = [&](DumpJob& job, std::span<const uint8_t> data) -> Status {
+      Slot& slot = pool->slot(job.slot);
+      uint8_t* x = slot.scratch.data();  // the base chunk's bytes, XORed in place
+      XorInto(std::span<uint8_t>(x, data.size()), data);
+      std::span<uint8_t> delta_payload(slot.scratch.data() + chunk, slot.scratch.size() - chunk);
+      // The frame's raw_hash is the chunk's own; the delta's hash is not used.
+      VF_RETURN_IF_ERROR(encoders.local().EncodeInto(std::span<const uint8_t>(x, data.size()), delta_payload,
+                                                     &job.delta, /*known_raw_hash=*/uint64_t{0}));
+      job.use_delta = !job.delta.zero_run && job.delta.payload.size() <= data.size() &&
+                      job.delta.payload.size() + kBaseChunkRefSize < job.encoded.payload.size();
+      return Status::Ok();
+    };
     flow::graph g;
 
     flow::input_node<DumpJob> generate(g, [&](oneapi::tbb::flow_control& fc) {
@@ -259,28 +400,49 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
       if (job.kind != DumpJob::kChunk || errors.failed()) return job;
       std::span<const uint8_t> data(pool->slot(job.slot).staging.data(), job.size);
       job.zero = options.encoder.detect_zero_runs && IsAllZero(data);
-      if (!job.zero && options.dedup) {
+      if (job.zero) return job;
+      if (options.dedup) {
         ChunkHashes h = HashChunk(data.data(), data.size());  // one pass: dedup key and frame hash
         job.content = h.content;
         job.raw_hash = h.hash64;
+      }
+      if (hash_chunks) job.sha256 = Sha256(data);
+      if (base) {
+        Status s = compare_with_base(job, data);
+        if (!s.ok()) errors.Set(s.WithContext("comparing " + Where(sources[job.source], job) + " with the base"));
+      }
+      // A changed chunk is coded here, both ways, so that the dedup stage
+      // knows whether it becomes a DATA frame (which a DEDUP_REF may name)
+      // or a BASE_DELTA (which it may not).
+      if (job.base_differs && !errors.failed()) {
+        Slot& slot = pool->slot(job.slot);
+        Status s = encoders.local().EncodeInto(data, std::span<uint8_t>(slot.payload.data(), slot.payload.size()),
+                                               &job.encoded, job.raw_hash);
+        if (s.ok()) s = try_delta(job, data);
+        if (!s.ok()) errors.Set(s.WithContext("encoding " + Where(sources[job.source], job)));
       }
       return job;
     });
     flow::sequencer_node<DumpJob> order_for_dedup(g, [](const DumpJob& job) { return job.seq; });
     // In stream order, so that which chunks become references, and which
-    // DATA frames leave the window, is the same in every run.
+    // DATA frames leave the window, is the same in every run. A reference
+    // names only a DATA frame, and the window counts only those: a chunk
+    // that becomes a BASE_REF or a BASE_DELTA is never a first copy (though
+    // it may itself repeat one).
     flow::function_node<DumpJob, DumpJob> dedup(g, flow::serial, [&](DumpJob job) {
-      if (job.kind != DumpJob::kChunk || job.zero || !options.dedup || errors.failed()) return job;
+      if (job.kind != DumpJob::kChunk || job.zero || job.base_equal || !options.dedup || errors.failed()) return job;
       if (const auto* first = first_copies.Find(job.content)) {
         const auto& [ref_source, ref_offset] = *first;
         uint64_t ref_size = std::min<uint64_t>(chunk, sources[ref_source].size - ref_offset);
         if (ref_size == job.size) {
           job.duplicate = true;
+          job.use_delta = false;  // 32 bytes beat a delta
           job.ref_source = ref_source;
           job.ref_offset = ref_offset;
           return job;
         }
       }
+      if (job.use_delta) return job;
       first_copies.Add(job.content, {job.source, job.offset});  // written as a DATA frame
       return job;
     });
@@ -290,9 +452,9 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
       std::span<const uint8_t> data(slot.staging.data(), job.size);
       if (job.zero) {
         job.encoded.zero_run = true;
-      } else if (job.duplicate) {
+      } else if (job.duplicate || job.base_equal) {
         job.encoded.raw_hash = job.raw_hash ? *job.raw_hash : Hash64(data.data(), data.size());
-      } else {
+      } else if (!job.base_differs) {  // a changed chunk was coded in the analyze stage
         Status s = encoders.local().EncodeInto(data, std::span<uint8_t>(slot.payload.data(), slot.payload.size()),
                                                &job.encoded, job.raw_hash);
         if (!s.ok()) errors.Set(s.WithContext("encoding " + Where(sources[job.source], job)));
@@ -312,16 +474,24 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
           status = id.status();
           break;
         }
-        case DumpJob::kChunk:
-          if (job.duplicate) {
+        case DumpJob::kChunk: {
+          const Sha256Digest* sha256 = hash_chunks ? &job.sha256 : nullptr;
+          const BaseChunkRef base_ref{job.base_object, job.offset, job.base_sha256};
+          if (job.base_equal) {
+            status = writer.AddBaseRef(object_ids[job.source], job.offset, job.size, job.encoded.raw_hash, base_ref);
+          } else if (job.duplicate) {
             DedupRef ref{object_ids[job.ref_source], job.ref_offset, job.content};
-            status = writer.AddDedupRef(object_ids[job.source], job.offset, job.size, job.encoded.raw_hash, ref);
+            status = writer.AddDedupRef(object_ids[job.source], job.offset, job.size, job.encoded.raw_hash, ref, sha256);
+          } else if (job.use_delta) {
+            status = writer.AddBaseDelta(object_ids[job.source], job.offset, job.size, job.encoded.raw_hash, base_ref,
+                                         job.delta, sha256);
           } else {
-            status = writer.AddChunk(object_ids[job.source], job.offset, job.size, job.encoded);
+            status = writer.AddChunk(object_ids[job.source], job.offset, job.size, job.encoded, sha256);
           }
           done_bytes += job.size;
           if (options.progress) options.progress(done_bytes);
           break;
+        }
         case DumpJob::kEnd:
           status = writer.EndObject(object_ids[job.source]);
           break;
@@ -358,6 +528,8 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   stats->zero_bytes = writer.stats().zero_bytes;
   stats->dedup_bytes = writer.stats().dedup_bytes;
   stats->data_chunks = writer.stats().data_frames;
+  stats->base_ref_bytes = writer.stats().base_ref_bytes;
+  stats->base_delta_bytes = writer.stats().base_delta_bytes;
   stats->slots = pool->size();
   stats->budget_peak = budget.peak();
   stats->threads = threads;

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "common/exception_boundary.h"
+#include "common/sha256.h"
 #include "common/units.h"
 #include "streamer/memory_budget.h"
 #include "streamer/ordered_dump_plan.h"
@@ -32,6 +33,7 @@ struct Item {
   BudgetedBuffer raw;
   BudgetedBuffer payload;
   EncodedChunk encoded;
+  Sha256Digest sha256{};  // of the raw bytes, with chunk digests
 };
 
 // The items not in flight. The pipeline runs at most as many tokens as
@@ -61,6 +63,9 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
   const auto start = std::chrono::steady_clock::now();
   const PipelineOptions options = WithMachineDefaults(requested);
   const uint32_t chunk = options.chunk_size;
+  if (options.base)
+    return Status::InvalidArgument("an incremental dump needs inputs that can be read at offsets (regular files); "
+                                   "these are read in order");
 
   MemoryBudget budget(options.max_memory);
   // Enough items for every thread to encode while the reader and the writer
@@ -80,6 +85,7 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
   }
 
   StreamWriter writer(sink, OrderedDumpHeader(options, *sink));
+  writer.SetChunkDigests(options.chunk_digests);
   VF_RETURN_IF_ERROR(writer.Start());
 
   ErrorLatch errors;
@@ -144,6 +150,7 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
       Status s = encoders.local().EncodeInto(std::span<const uint8_t>(item->raw.data(), item->size),
                                              std::span<uint8_t>(item->payload.data(), item->payload.size()),
                                              &item->encoded);
+      if (s.ok() && writer.chunk_digests() && !item->encoded.zero_run) item->sha256 = Sha256(item->raw.data(), item->size);
       if (!s.ok()) errors.Set(s.WithContext("encoding " + where(*item)));
       return item;
     };
@@ -159,7 +166,7 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
             break;
           }
           case Item::kChunk:
-            status = writer.AddChunk(object_ids[item->input], item->offset, item->size, item->encoded);
+            status = writer.AddChunk(object_ids[item->input], item->offset, item->size, item->encoded, &item->sha256);
             object_sizes[item->input] += item->size;
             done_bytes += item->size;
             if (options.progress) options.progress(done_bytes);

@@ -30,7 +30,8 @@ struct SequentialInput {
 // Dumps `inputs` as one stream into `sink` (not committed). Uses
 // options.chunk_size, encoder, threads (0: fit to the machine; fewer when
 // the budget cannot feed them, said through options.note), max_memory,
-// seek_index, producer and progress.
+// seek_index, chunk_digests, producer and progress; not a base (an
+// incremental dump is refused).
 Status RunSequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink, const PipelineOptions& options,
                          PipelineStats* stats);
 

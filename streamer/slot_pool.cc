@@ -9,10 +9,11 @@ namespace vramflow {
 
 Result<std::unique_ptr<SlotPool>> SlotPool::Create(MemoryBudget* budget, const std::vector<Device*>& devices,
                                                    size_t staging_size, size_t payload_size, size_t min_slots,
-                                                   size_t max_slots) {
+                                                   size_t max_slots, size_t scratch_size) {
   std::unique_ptr<SlotPool> pool(new SlotPool());
   pool->devices_ = devices;
-  const uint64_t per_slot = staging_size + payload_size + 8192;  // page rounding of both buffers
+  // Page rounding of each buffer.
+  const uint64_t per_slot = staging_size + payload_size + scratch_size + (scratch_size ? 12288 : 8192);
   uint64_t available = budget->limit() - budget->in_use();
   size_t count = static_cast<size_t>(std::min<uint64_t>(max_slots, available / per_slot));
   if (count < min_slots)
@@ -25,6 +26,9 @@ Result<std::unique_ptr<SlotPool>> SlotPool::Create(MemoryBudget* budget, const s
     VF_ASSIGN_OR_RETURN(slot.staging, BudgetedBuffer::Allocate(budget, staging_size, "staging buffer"));
     if (payload_size) {
       VF_ASSIGN_OR_RETURN(slot.payload, BudgetedBuffer::Allocate(budget, payload_size, "payload buffer"));
+    }
+    if (scratch_size) {
+      VF_ASSIGN_OR_RETURN(slot.scratch, BudgetedBuffer::Allocate(budget, scratch_size, "scratch buffer"));
     }
     for (Device* d : devices) {
       Result<uint32_t> handle = d->RegisterStaging(slot.staging.data(), slot.staging.size());

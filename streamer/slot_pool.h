@@ -20,17 +20,19 @@ namespace vramflow {
 struct Slot {
   BudgetedBuffer staging;
   BudgetedBuffer payload;
+  BudgetedBuffer scratch;  // a graph's own working room per chunk (empty unless asked for)
   std::vector<uint32_t> staging_handles;  // per device, in the pool's device order
 };
 
 class SlotPool {
  public:
   // Allocates as many slots as fit in what remains of `budget` (at most
-  // `max_slots`), each `staging_size` + `payload_size` bytes, and registers
-  // every staging buffer with each device. Fails if fewer than `min_slots` fit.
+  // `max_slots`), each `staging_size` + `payload_size` + `scratch_size`
+  // bytes, and registers every staging buffer with each device. Fails if
+  // fewer than `min_slots` fit.
   static Result<std::unique_ptr<SlotPool>> Create(MemoryBudget* budget, const std::vector<Device*>& devices,
                                                   size_t staging_size, size_t payload_size, size_t min_slots,
-                                                  size_t max_slots);
+                                                  size_t max_slots, size_t scratch_size = 0);
   ~SlotPool();
 
   size_t size() const { return slots_.size(); }

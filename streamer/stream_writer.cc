@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "streamer/stream_writer.h"
 
+#include <algorithm>
+
 #include "common/hash.h"
 
 namespace vramflow {
@@ -45,9 +47,15 @@ Status StreamWriter::WriteFrame(FrameHeader header, std::span<const uint8_t> pay
   return Status::Ok();
 }
 
-Status StreamWriter::ListChunk(uint32_t object_id, const SeekIndexChunk& chunk) {
+Status StreamWriter::NeedDigest(const Sha256Digest* sha256, const char* what) const {
+  if (sha256 || !chunk_digests()) return Status::Ok();
+  return Status::Internal(std::string(what) + " without its SHA-256 in a stream with chunk digests");
+}
+
+Status StreamWriter::ListChunk(uint32_t object_id, const SeekIndexChunk& chunk, const Sha256Digest& sha256) {
   if (!indexed()) return Status::Ok();
   index_.Chunk(object_id, chunk);
+  if (chunk_digests()) unlisted_digests_[object_id].push_back(sha256);
   if (index_.unlisted() < kMaxUnlistedChunks) return Status::Ok();
   return WriteIndexBlock(index_.FullestObject());
 }
@@ -63,6 +71,23 @@ Status StreamWriter::WriteIndexBlock(uint32_t object_id) {
   const uint64_t at = bytes_written_;
   VF_RETURN_IF_ERROR(WriteFrame(h, payload));
   index_.BlockWritten(object_id, at);
+  if (!chunk_digests()) return Status::Ok();
+  // Right after its INDEX_BLOCK: one SHA-256 per record, in the same order.
+  std::vector<Sha256Digest>& digests = unlisted_digests_[object_id];
+  if (digests.size() != chunks.size())
+    return Fail(Status::Internal("index block of " + std::to_string(chunks.size()) + " records but " +
+                                 std::to_string(digests.size()) + " digests"));
+  std::vector<uint8_t> entries(digests.size() * kDigestEntrySize);
+  for (size_t i = 0; i < digests.size(); ++i)
+    std::copy(digests[i].begin(), digests[i].end(), entries.begin() + i * kDigestEntrySize);
+  unlisted_digests_.erase(object_id);
+  FrameHeader d;
+  d.kind = static_cast<uint8_t>(FrameKind::kDigestBlock);
+  d.flags = kFlagSkippable;
+  d.object_id = object_id;
+  d.raw_hash = Hash64(entries.data(), entries.size());
+  VF_RETURN_IF_ERROR(WriteFrame(d, entries));
+  ++stats_.digest_blocks;
   return Status::Ok();
 }
 
@@ -124,7 +149,9 @@ Result<StreamWriter::OpenObject*> StreamWriter::PlaceChunk(uint32_t object_id, u
   return &object;
 }
 
-Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk) {
+Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk,
+                              const Sha256Digest* sha256) {
+  if (!chunk.zero_run) VF_RETURN_IF_ERROR(NeedDigest(sha256, "chunk"));
   VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "chunk"));
   OpenObject& object = *placed;
   if (chunk.zero_run) {
@@ -151,12 +178,14 @@ Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_
   stats_.stored_payload_bytes += chunk.payload.size();
   const uint64_t at = bytes_written_;
   VF_RETURN_IF_ERROR(WriteFrame(h, chunk.payload));
-  return ListChunk(object_id, {at, offset, raw_size, static_cast<uint32_t>(chunk.payload.size()), FrameKind::kData});
+  return ListChunk(object_id, {at, offset, raw_size, static_cast<uint32_t>(chunk.payload.size()), FrameKind::kData},
+                   sha256 ? *sha256 : Sha256Digest{});
 }
 
 Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
-                                 const DedupRef& ref) {
+                                 const DedupRef& ref, const Sha256Digest* sha256) {
   if (!(header_.flags & kStreamFlagDedup)) return Status::Internal("DEDUP_REF in a stream without the dedup flag");
+  VF_RETURN_IF_ERROR(NeedDigest(sha256, "dedup reference"));
   VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "dedup reference"));
   OpenObject& object = *placed;
   VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
@@ -174,7 +203,8 @@ Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t r
   const uint64_t at = bytes_written_;
   VF_RETURN_IF_ERROR(WriteFrame(h, payload));
   return ListChunk(object_id,
-                   {at, offset, raw_size, kDedupRefPayloadSize, FrameKind::kDedupRef, ref.source_object_id, ref.source_offset});
+                   {at, offset, raw_size, kDedupRefPayloadSize, FrameKind::kDedupRef, ref.source_object_id, ref.source_offset},
+                   sha256 ? *sha256 : Sha256Digest{});
 }
 
 Status StreamWriter::AddBaseRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
@@ -197,12 +227,14 @@ Status StreamWriter::AddBaseRef(uint32_t object_id, uint64_t offset, uint64_t ra
   const uint64_t at = bytes_written_;
   VF_RETURN_IF_ERROR(WriteFrame(h, payload));
   return ListChunk(object_id, {at, offset, raw_size, kBaseChunkRefSize, FrameKind::kBaseRef, ref.base_object_id,
-                               ref.base_offset});
+                               ref.base_offset},
+                   ref.base_sha256);
 }
 
 Status StreamWriter::AddBaseDelta(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
-                                  const BaseChunkRef& ref, const EncodedChunk& delta) {
+                                  const BaseChunkRef& ref, const EncodedChunk& delta, const Sha256Digest* sha256) {
   if (!(header_.flags & kStreamFlagBase)) return Status::Internal("BASE_DELTA in a stream without a base");
+  VF_RETURN_IF_ERROR(NeedDigest(sha256, "base delta"));
   if (delta.zero_run || delta.payload.empty() || delta.payload.size() > raw_size)
     return Status::Internal("a base delta needs a coded delta of 1 .. raw_size bytes");
   VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "base delta"));
@@ -235,7 +267,8 @@ Status StreamWriter::AddBaseDelta(uint32_t object_id, uint64_t offset, uint64_t 
   stats_.base_delta_bytes += raw_size;
   stats_.stored_payload_bytes += delta.payload.size();
   return ListChunk(object_id, {at, offset, raw_size, h.payload_size, FrameKind::kBaseDelta, ref.base_object_id,
-                               ref.base_offset});
+                               ref.base_offset},
+                   sha256 ? *sha256 : Sha256Digest{});
 }
 
 Status StreamWriter::EndObject(uint32_t object_id) {

@@ -9,7 +9,11 @@
 // kStreamFlagSeekIndex it also records where each frame went, lists the chunk
 // frames in INDEX_BLOCK frames as it goes and writes the SEEK_INDEX frame
 // before STREAM_END (seek_index.h): at most kMaxUnlistedChunks records held,
-// plus an entry per object and per block.
+// plus an entry per object and per block. Asked to (SetChunkDigests), it
+// writes a DIGEST_BLOCK after each INDEX_BLOCK with the SHA-256 of every
+// chunk the block lists (FORMAT.md 4.12); it only sees encoded chunks, so the
+// caller hands each chunk's SHA-256 over with it, and the writer keeps those
+// of unlisted chunks only (32 bytes each, at most kMaxUnlistedChunks).
 //
 // Not thread-safe: the pipeline's ordered write stage is its only user.
 #pragma once
@@ -17,8 +21,10 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "codecs/chunk_codec.h"
+#include "common/sha256.h"
 #include "streamer/frame_format.h"
 #include "streamer/seek_index.h"
 #include "transport/byte_stream.h"
@@ -36,6 +42,7 @@ struct WriterStats {
   uint64_t base_ref_bytes = 0;    // raw bytes taken from the base as they are
   uint64_t base_delta_frames = 0;
   uint64_t base_delta_bytes = 0;  // raw bytes coded against the base
+  uint64_t digest_blocks = 0;     // DIGEST_BLOCK frames
 };
 
 class StreamWriter {
@@ -49,24 +56,35 @@ class StreamWriter {
   // The base of an incremental stream; required before Start() when the
   // header carries kStreamFlagBase.
   void SetBase(BaseDescriptor base) { base_ = std::move(base); }
+  // Write a DIGEST_BLOCK after each INDEX_BLOCK (FORMAT.md 4.12), so that the
+  // stream can later be a base matched by digests alone. Takes effect only in
+  // an indexed stream; every chunk call below must then give the chunk's
+  // SHA-256 (`sha256`, the SHA-256 of its decoded bytes). Call before Start().
+  void SetChunkDigests(bool on) { digests_requested_ = on; }
+  bool chunk_digests() const { return digests_requested_ && indexed(); }
   // Announces an object; returns its id for the calls below. `size` may be
   // kUnknownObjectSize when chunks are added in order and the size is only
   // known at EndObject (a pipe).
   Result<uint32_t> BeginObject(const ObjectMetadata& metadata, uint64_t size);
   // Adds one encoded chunk of `raw_size` bytes at `offset` of the object.
-  Status AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk);
+  // `sha256` (of the raw bytes) is needed with chunk_digests(), except for a
+  // zero run.
+  Status AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk,
+                  const Sha256Digest* sha256 = nullptr);
   // Adds `raw_size` bytes at `offset` that are identical to the DATA frame
   // written earlier at (source_object_id, source_offset) with `raw_hash`.
   // The stream header must carry kStreamFlagDedup.
-  Status AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash, const DedupRef& ref);
+  Status AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash, const DedupRef& ref,
+                     const Sha256Digest* sha256 = nullptr);
   // Adds `raw_size` bytes at `offset` equal to the base's chunk `ref` names
-  // (BASE_REF); `raw_hash` is their XXH3-64. Needs kStreamFlagBase.
+  // (BASE_REF); `raw_hash` is their XXH3-64. Needs kStreamFlagBase. The
+  // bytes are the base chunk's, so their SHA-256 is ref.base_sha256.
   Status AddBaseRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash, const BaseChunkRef& ref);
   // Adds `raw_size` bytes at `offset` coded as the XOR with the base's chunk
   // `ref` names (BASE_DELTA): `delta` encodes the XOR bytes; `raw_hash` is
   // the XXH3-64 of the chunk's own bytes. Needs kStreamFlagBase.
   Status AddBaseDelta(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
-                      const BaseChunkRef& ref, const EncodedChunk& delta);
+                      const BaseChunkRef& ref, const EncodedChunk& delta, const Sha256Digest* sha256 = nullptr);
   // Closes the object; all of [0, size) must have been added.
   Status EndObject(uint32_t object_id);
   // Writes SEEK_INDEX (if the header announces one) and STREAM_END; every
@@ -89,9 +107,12 @@ class StreamWriter {
   };
 
   Status WriteFrame(FrameHeader header, std::span<const uint8_t> payload);
-  // Records a chunk frame just written in the index, and writes an
-  // INDEX_BLOCK when kMaxUnlistedChunks frames are unlisted.
-  Status ListChunk(uint32_t object_id, const SeekIndexChunk& chunk);
+  // Records a chunk frame just written in the index (and its SHA-256 with
+  // chunk_digests()), and writes an INDEX_BLOCK when kMaxUnlistedChunks
+  // frames are unlisted.
+  Status ListChunk(uint32_t object_id, const SeekIndexChunk& chunk, const Sha256Digest& sha256 = {});
+  // With chunk_digests(): fails unless the caller gave the chunk's digest.
+  Status NeedDigest(const Sha256Digest* sha256, const char* what) const;
   Status WriteIndexBlock(uint32_t object_id);
   Status FlushZeroRun(uint32_t object_id, OpenObject& object);
   // The checks every chunk frame's placement passes; counts it as covered.
@@ -108,6 +129,10 @@ class StreamWriter {
   StreamTotals totals_;
   WriterStats stats_;
   SeekIndexBuilder index_;  // fed only when indexed()
+  bool digests_requested_ = false;
+  // With chunk_digests(): the SHA-256 of each object's unlisted chunk frames,
+  // in the order of index_.Unlisted(object).
+  std::map<uint32_t, std::vector<Sha256Digest>> unlisted_digests_;
   bool started_ = false;
   bool finished_ = false;
   Status failed_;  // sticky: after a failure every call returns it

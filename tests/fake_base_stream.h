@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+// Tests only: a BaseStream over a full stream held in memory and the
+// objects' bytes, so that the dump side of incremental streams can be tested
+// on its own. The index is the stream's own (ReadSeekIndex); ReadChunk copies
+// the bytes it was given and counts its calls.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+
+#include "streamer/base_stream.h"
+#include "transport/memory_stream.h"
+
+namespace vramflow::testing {
+
+class FakeBaseStream final : public BaseStream {
+ public:
+  // `stream`: a full stored stream with an index; `bytes`: each object's
+  // bytes by name; `digests`: whether StoredDigest answers.
+  static Result<std::shared_ptr<FakeBaseStream>> Create(std::vector<uint8_t> stream,
+                                                        std::map<std::string, std::vector<uint8_t>> bytes,
+                                                        bool digests) {
+    auto base = std::shared_ptr<FakeBaseStream>(new FakeBaseStream());
+    MemoryRandomAccess source(stream);
+    VF_ASSIGN_OR_RETURN(base->index_, ReadSeekIndex(source));
+    base->id_ = Sha256(stream.data(), stream.size());
+    base->size_ = stream.size();
+    base->bytes_ = std::move(bytes);
+    base->digests_ = digests;
+    return base;
+  }
+
+  const StreamId& id() const override { return id_; }
+  BaseDescriptor DescriptorForDependent() const override {
+    return BaseDescriptor{id_, size_, index_.totals.raw_bytes, 1, "fake-base"};
+  }
+  const StoredStreamIndex& index() const override { return index_; }
+  bool has_digests() const override { return digests_; }
+
+  const SeekIndexObject* Match(const ObjectMetadata& metadata, uint64_t size,
+                               std::optional<uint32_t> gpu_ordinal) const override {
+    std::vector<std::string> gpus;  // gpu-id values in order of first appearance
+    for (const SeekIndexObject& o : index_.index.objects) {
+      const std::string* gpu = Attribute(o.metadata, "gpu-id");
+      const std::string* va = Attribute(o.metadata, "gpu-va");
+      if (!gpu_ordinal) {
+        if (o.metadata.name == metadata.name) return &o;
+        continue;
+      }
+      if (!gpu || !va) continue;
+      auto at = std::find(gpus.begin(), gpus.end(), *gpu);
+      if (at == gpus.end()) at = gpus.insert(gpus.end(), *gpu);
+      const std::string* new_va = Attribute(metadata, "gpu-va");
+      if (static_cast<uint32_t>(at - gpus.begin()) == *gpu_ordinal && new_va && *new_va == *va && o.size == size)
+        return &o;
+    }
+    return nullptr;
+  }
+
+  const SeekIndexChunk* ChunkAt(uint32_t object_id, uint64_t offset, uint64_t size) const override {
+    const SeekIndexObject* o = index_.index.Find(object_id);
+    if (!o) return nullptr;
+    for (const SeekIndexChunk& c : o->chunks)
+      if (c.object_offset == offset && c.raw_size == size && c.kind != FrameKind::kZeroRun) return &c;
+    return nullptr;
+  }
+
+  std::optional<Sha256Digest> StoredDigest(uint32_t object_id, uint64_t offset) const override {
+    if (!digests_) return std::nullopt;
+    const SeekIndexObject* o = index_.index.Find(object_id);
+    if (!o) return std::nullopt;
+    for (const SeekIndexChunk& c : o->chunks)
+      if (c.object_offset == offset) return Sha256(Bytes(*o).data() + offset, c.raw_size);
+    return std::nullopt;
+  }
+
+  Status ReadChunk(uint32_t object_id, uint64_t offset, std::span<uint8_t> out, BaseScratch&,
+                   const Sha256Digest* sha256) const override {
+    ++chunk_reads;
+    const SeekIndexChunk* c = ChunkAt(object_id, offset, out.size());
+    if (!c) return Status::InvalidArgument("no such base chunk");
+    const std::vector<uint8_t>& bytes = Bytes(*index_.index.Find(object_id));
+    std::memcpy(out.data(), bytes.data() + offset, out.size());
+    if (sha256 && Sha256(out.data(), out.size()) != *sha256) return Status::Corruption("base chunk digest");
+    return Status::Ok();
+  }
+
+  uint64_t memory_bytes() const override { return memory_bytes_; }
+  void set_memory_bytes(uint64_t bytes) { memory_bytes_ = bytes; }
+
+  // The bytes of base object `id` (for checking what a stream refers to).
+  const std::vector<uint8_t>& Bytes(uint32_t id) const { return Bytes(*index_.index.Find(id)); }
+
+  mutable std::atomic<uint64_t> chunk_reads{0};
+
+ private:
+  FakeBaseStream() = default;
+  static const std::string* Attribute(const ObjectMetadata& m, const std::string& key) {
+    for (const auto& [k, v] : m.attributes)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  const std::vector<uint8_t>& Bytes(const SeekIndexObject& o) const { return bytes_.at(o.metadata.name); }
+
+  StoredStreamIndex index_;
+  StreamId id_{};
+  uint64_t size_ = 0;
+  std::map<std::string, std::vector<uint8_t>> bytes_;
+  bool digests_ = false;
+  uint64_t memory_bytes_ = 4096;
+};
+
+}  // namespace vramflow::testing
