@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+#include "plugin/vram_base.h"
+
+#include "plugin/image_store.h"
+#include "transport/open_uri.h"
+
+namespace vramflow {
+namespace {
+
+BaseOpenOptions OpenOptions(const TransportOptions& transport) {
+  BaseOpenOptions open;
+  open.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+    return std::shared_ptr<RandomAccessSource>(std::move(source));
+  };
+  return open;
+}
+
+}  // namespace
+
+Result<std::string> VramBaseLocation(const PluginOptions& options, const std::string& stream_name) {
+  Result<std::string> location = ImageLocation(options.base, stream_name);
+  if (!location.ok()) return location.status().WithContext("VRAMFLOW_BASE=" + options.base);
+  return location;
+}
+
+Result<std::shared_ptr<const BaseStream>> OpenVramBase(const PluginOptions& options, const std::string& stream_name) {
+  VF_ASSIGN_OR_RETURN(std::string location, VramBaseLocation(options, stream_name));
+  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, OpenOptions(options.transport));
+  if (!base.ok())
+    return base.status().WithContext("the base of " + stream_name + " (VRAMFLOW_BASE=" + options.base + "): " + location);
+  return base;
+}
+
+std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> VramBaseOpener(
+    const PluginOptions& options, const std::string& stream_name) {
+  return [pattern = options.base, transport = options.transport,
+          stream_name](const BaseDescriptor& descriptor) -> Result<std::shared_ptr<const BaseStream>> {
+    std::string location = descriptor.location;
+    std::string from = "where its BASE frame says (VRAMFLOW_BASE is not set)";
+    if (!pattern.empty()) {
+      Result<std::string> named = ImageLocation(pattern, stream_name);
+      if (!named.ok()) return named.status().WithContext("VRAMFLOW_BASE=" + pattern);
+      location = *named;
+      from = "VRAMFLOW_BASE=" + pattern;
+    }
+    if (location.empty())
+      return Status::InvalidArgument(stream_name + " is an incremental stream whose BASE frame names no location: set "
+                                     "VRAMFLOW_BASE to the checkpoint it was built on");
+    Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, OpenOptions(transport), &descriptor);
+    if (!base.ok()) return base.status().WithContext("the base of " + stream_name + " (" + from + "): " + location);
+    return base;
+  };
+}
+
+}  // namespace vramflow
