@@ -27,6 +27,7 @@ const char* CodeName(Status::Code code) {
     case Status::Code::kTimedOut: return "timed out";
     case Status::Code::kInternal: return "internal error";
     case Status::Code::kUnauthenticated: return "authentication failed";
+    case Status::Code::kNotFound: return "not found";
   }
   return "unknown";
 }

@@ -30,6 +30,7 @@ class [[nodiscard]] Status {
     kTimedOut,         // something did not happen in time (a DMA fence, a peer)
     kInternal,         // a bug in vramflow
     kUnauthenticated,  // a peer or endpoint refused our credentials, or we refused its (TLS, keys)
+    kNotFound,         // something needed is missing (an incremental stream's base)
   };
 
   Status() = default;
@@ -46,6 +47,7 @@ class [[nodiscard]] Status {
   static Status TimedOut(std::string msg) { return Status(Code::kTimedOut, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
   static Status Unauthenticated(std::string msg) { return Status(Code::kUnauthenticated, std::move(msg)); }
+  static Status NotFound(std::string msg) { return Status(Code::kNotFound, std::move(msg)); }
 
   bool ok() const { return state_ == nullptr; }
   Code code() const { return state_ ? state_->code : Code::kOk; }

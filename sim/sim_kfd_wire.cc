@@ -277,7 +277,7 @@ KfdProcessInfo GetProcessInfo(Reader* in) {
 }
 
 Status StatusFromWire(uint32_t code, std::string message) {
-  constexpr auto kLastCode = static_cast<uint32_t>(Status::Code::kUnauthenticated);
+  constexpr auto kLastCode = static_cast<uint32_t>(Status::Code::kNotFound);
   if (code > kLastCode) {
     return Status::Corruption("simulated KFD reply with unknown status code " + std::to_string(code) + ": " + message);
   }
@@ -293,6 +293,7 @@ Status StatusFromWire(uint32_t code, std::string message) {
     case Status::Code::kTimedOut: return Status::TimedOut(std::move(message));
     case Status::Code::kInternal: return Status::Internal(std::move(message));
     case Status::Code::kUnauthenticated: return Status::Unauthenticated(std::move(message));
+    case Status::Code::kNotFound: return Status::NotFound(std::move(message));
   }
   return Status::Internal("unreachable status code " + std::to_string(code));
 }

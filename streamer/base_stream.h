@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/chunk_codec.h"
 #include "common/sha256.h"
 #include "common/status.h"
 #include "streamer/frame_format.h"
@@ -62,6 +63,7 @@ struct BaseOpenOptions {
 struct BaseScratch {
   std::vector<std::vector<uint8_t>> frames;
   std::vector<std::vector<uint8_t>> decoded;
+  ChunkDecoder decoder;  // codec state (not thread-safe, hence per caller)
 };
 
 class BaseStream {
