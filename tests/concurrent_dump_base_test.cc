@@ -38,7 +38,7 @@ PipelineOptions Options() {
 // Dumps `inputs` into the file `path` with `options`.
 Status DumpFile(const std::string& path, const std::vector<Input>& inputs, const PipelineOptions& options,
                 PipelineStats* stats) {
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path));
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, FileSinkOptions{}));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ConcurrentDump> dump, ConcurrentDump::Start(sink.get(), options));
   for (const Input& in : inputs) {
     ConcurrentInput input;
