@@ -88,6 +88,25 @@ Status ReadBack(const std::string& path, const std::string& base, Contents* cont
   return ReadStream(*source, *contents, read);
 }
 
+// Every object of the stored stream at `path` read chunk by chunk through
+// BaseStream::ReadChunk, with `path` opened as a base itself: its BASE_REFs
+// and BASE_DELTAs resolved from its own base, the next link of the chain.
+Result<std::map<std::string, std::vector<uint8_t>>> ReadThroughChain(const std::string& path) {
+  VF_ASSIGN_OR_RETURN(std::shared_ptr<const BaseStream> stream, OpenBaseStream(path, FileOpener()));
+  std::map<std::string, std::vector<uint8_t>> objects;
+  BaseScratch scratch;
+  for (const SeekIndexObject& o : stream->index().index.objects) {
+    std::vector<uint8_t>& bytes = objects[o.metadata.name];
+    bytes.assign(o.size, 0);
+    for (const SeekIndexChunk& c : o.chunks) {
+      if (c.kind == FrameKind::kZeroRun) continue;
+      VF_RETURN_IF_ERROR(
+          stream->ReadChunk(o.id, c.object_offset, std::span<uint8_t>(bytes.data() + c.object_offset, c.raw_size), scratch));
+    }
+  }
+  return objects;
+}
+
 size_t Count(const std::vector<FrameKind>& kinds, FrameKind kind) {
   size_t n = 0;
   for (FrameKind k : kinds) n += k == kind ? 1 : 0;
@@ -131,6 +150,12 @@ TEST_F(ConcurrentDumpBase, UnchangedChunksAreReferencesChangedOnesDeltasAndAllRe
   ASSERT_TRUE(dumped.ok()) << dumped.ToString();
   EXPECT_EQ(stats.base_ref_bytes, 6 * kChunk + core.size());
   EXPECT_EQ(stats.base_delta_bytes, kChunk);
+  // Every byte comes back through the chain (the stream, then its base).
+  Result<std::map<std::string, std::vector<uint8_t>>> chained = ReadThroughChain(path);
+  ASSERT_TRUE(chained.ok()) << chained.status().ToString();
+  EXPECT_EQ((*chained)["pages-1.img"], changed);
+  EXPECT_EQ((*chained)["core-1.img"], core);
+  EXPECT_EQ((*chained)["new.img"], fresh_file);
 
   Contents contents;
   Status read = ReadBack(path, base_path, &contents);
