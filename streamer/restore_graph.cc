@@ -34,7 +34,9 @@ namespace {
 namespace flow = oneapi::tbb::flow;
 
 struct RestoreJob {
-  enum Kind : uint8_t { kData, kZero };
+  // kBaseRef, kBaseDelta: the bytes come from the base (a delta is XORed
+  // onto them), named by base_object and base_offset, proven by base_sha256.
+  enum Kind : uint8_t { kData, kZero, kBaseRef, kBaseDelta };
   Kind kind = kData;
   uint32_t slot = 0;
   RestoreTarget target;
@@ -46,6 +48,7 @@ struct RestoreJob {
   uint8_t transform = 0;
   uint32_t payload_size = 0;
   uint64_t raw_hash = 0;
+  BaseChunkRef base_ref;
   uint64_t frame = 0;          // sequence number, for messages
   uint64_t stream_offset = 0;  // of the frame header, for messages
   // Outlives the validator's record of the object, which goes at its end.
@@ -106,6 +109,27 @@ class FrameSource {
     return !done_ && !paused_;
   }
 
+  // An incremental stream's BASE frame, the first: reads it and opens the
+  // base with `open_base` before any chunk (NotFound without one).
+  Status OpenBase(const std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)>& open_base) {
+    FrameHeader h;
+    uint64_t at = 0;
+    VF_RETURN_IF_ERROR(NextFrame(reader_, validator_, &h, &at));
+    small_.resize(h.payload_size);
+    Status s = reader_.ReadPayload(small_);
+    if (s.ok()) s = validator_.Apply(h, small_);
+    if (s.ok() && !validator_.base()) s = Status::Internal("no BASE frame first in an incremental stream");
+    if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
+    const BaseDescriptor& d = *validator_.base();
+    if (!open_base)
+      return Status::NotFound("this stream is incremental: it needs its base " + HexDigest(d.base_id) + " (" +
+                              (d.location.empty() ? std::string("no location recorded") : Printable(d.location)) +
+                              "); give it with --base");
+    VF_ASSIGN_OR_RETURN(base_, open_base(d));
+    return Status::Ok();
+  }
+  const std::shared_ptr<const BaseStream>& base() const { return base_; }
+
   bool complete() const { return validator_.complete(); }
   bool paused() const { return paused_; }
   // After a pause: the raw size of the DATA frame that did not fit the slots
@@ -122,6 +146,8 @@ class FrameSource {
   uint64_t zero_bytes() const { return zero_bytes_; }
   uint64_t dedup_bytes() const { return dedup_bytes_; }
   uint64_t data_chunks() const { return data_chunks_; }
+  uint64_t base_ref_bytes() const { return base_ref_bytes_; }
+  uint64_t base_delta_bytes() const { return base_delta_bytes_; }
 
  private:
   Status NextJob(uint32_t slot, RestoreJob* job) {
@@ -150,7 +176,7 @@ class FrameSource {
       }
       Status s;
       auto kind = static_cast<FrameKind>(h.kind);
-      if (kind == FrameKind::kData) {
+      if (kind == FrameKind::kData || kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta) {
         // Chunk sizes are the frames' to say (the header's is a hint): a
         // larger chunk waits for the graph to drain and the slots to grow.
         if (h.raw_size > slot_size_) {
@@ -161,16 +187,27 @@ class FrameSource {
           return Status::Ok();
         }
         Slot& buffers = pool_->slot(slot);
-        s = reader_.ReadPayload(std::span<uint8_t>(buffers.payload.data(), h.payload_size));
+        std::span<uint8_t> payload(buffers.payload.data(), h.payload_size);
+        s = reader_.ReadPayload(payload);
         if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
-        *job = MakeJob(h, at, RestoreJob::kData);
+        if (kind != FrameKind::kData) {
+          BaseChunkRef ref;
+          s = validator_.Apply(h, payload, nullptr, &ref);
+          if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
+          if (!base_) return Status::Internal("a base reference without the base open");
+          *job = MakeJob(h, at, kind == FrameKind::kBaseRef ? RestoreJob::kBaseRef : RestoreJob::kBaseDelta);
+          job->base_ref = ref;
+          (kind == FrameKind::kBaseRef ? base_ref_bytes_ : base_delta_bytes_) += h.raw_size;
+        } else {
+          *job = MakeJob(h, at, RestoreJob::kData);
+          ++data_chunks_;
+        }
         job->slot = slot;
         job->size = static_cast<uint32_t>(h.raw_size);
         job->codec = h.codec;
         job->transform = h.transform;
         job->payload_size = h.payload_size;
         job->raw_hash = h.raw_hash;
-        ++data_chunks_;
         return Status::Ok();
       }
       small_.resize(h.payload_size);
@@ -255,6 +292,9 @@ class FrameSource {
   uint64_t zero_bytes_ = 0;
   uint64_t dedup_bytes_ = 0;
   uint64_t data_chunks_ = 0;
+  uint64_t base_ref_bytes_ = 0;
+  uint64_t base_delta_bytes_ = 0;
+  std::shared_ptr<const BaseStream> base_;
 };
 
 // Resolves DEDUP_REF ranges device-side: each range is read from where the
@@ -304,6 +344,15 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
   FrameSource* frames = &frame_source;
   StreamHeader header;
   VF_RETURN_IF_ERROR(frames->ReadStreamHeader(&header));
+  if (header.flags & kStreamFlagBase) VF_RETURN_IF_ERROR(frames->OpenBase(options.open_base));
+  const std::shared_ptr<const BaseStream>& base = frames->base();
+  // With a base, each thread resolving references keeps a chunk of the
+  // base's bytes and, per level of its chain, a frame and a decoded chunk.
+  const uint64_t base_levels = base ? base->DescriptorForDependent().chain_length - 1 : 0;
+  auto base_thread_bytes = [&](uint64_t size) {
+    return base ? size + base_levels * (2 * size + kFrameHeaderSize + kBaseChunkRefSize) : 0;
+  };
+  const uint32_t payload_extra = base ? kBaseChunkRefSize : 0;  // a BASE_DELTA's reference before its delta
   // Restore buffers start at options.chunk_size and grow when a DATA frame
   // is larger. The stream header's chunk_size is a hint that readers must
   // not rely on (FORMAT.md 2), so it is not used.
@@ -316,13 +365,15 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
                                     : 0;
   const unsigned threads =
       ThreadsTheBudgetFeeds(options.threads, options.max_memory, options.max_memory / 8 + dedup_charge + slot_size,
-                            ChunkDecoder::MemoryBytes(slot_size), 2 * uint64_t{slot_size} + 8192);
+                            ChunkDecoder::MemoryBytes(slot_size) + base_thread_bytes(slot_size),
+                            2 * uint64_t{slot_size} + 8192);
   if (threads < options.threads && options.note) options.note(ThreadCapNote(options.threads, threads, options.max_memory));
   MemoryBudget budget(options.max_memory);
   std::unique_ptr<SlotPool> pool;
   // What the validator keeps of objects, ranges and the index (an eighth).
   const uint64_t record_limit = options.max_memory / 8;
   VF_RETURN_IF_ERROR(budget.Charge(record_limit, "the reader's records (object metadata, byte ranges, the index)"));
+  if (base) VF_RETURN_IF_ERROR(budget.Charge(base->memory_bytes(), "the index of the stream's base chain"));
   frames->SetRecordLimit(record_limit);
   // What the validator keeps to check references, and the references read
   // and not yet copied.
@@ -340,10 +391,10 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
     pool.reset();
     budget.Refund(decoder_charge);
     decoder_charge = 0;
-    const uint64_t charge = uint64_t{threads} * ChunkDecoder::MemoryBytes(size);
+    const uint64_t charge = uint64_t{threads} * (ChunkDecoder::MemoryBytes(size) + base_thread_bytes(size));
     VF_RETURN_IF_ERROR(budget.Charge(charge, "decoder state for " + std::to_string(threads) + " threads"));
     decoder_charge = charge;
-    VF_ASSIGN_OR_RETURN(pool, SlotPool::Create(&budget, devices, size, size, /*min_slots=*/2,
+    VF_ASSIGN_OR_RETURN(pool, SlotPool::Create(&budget, devices, size, size + payload_extra, /*min_slots=*/2,
                                                /*max_slots=*/2 * rings + 3 * threads + 4));
     frames->UsePool(pool.get(), size, static_cast<uint32_t>(zeros.size()));
     return Status::Ok();
@@ -373,6 +424,11 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
                                                                    " threads"));
   oneapi::tbb::task_arena arena(static_cast<int>(threads));
   oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders;
+  struct BaseBuffers {
+    BaseScratch scratch;
+    std::vector<uint8_t> bytes;  // the base chunk a delta applies to
+  };
+  oneapi::tbb::enumerable_thread_specific<BaseBuffers> base_buffers;
   // Runs the graph until the stream is done or failed, or until the frame
   // source pauses to have its references copied.
   auto run_graph = [&] {
@@ -387,11 +443,27 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
       if (more) std::get<0>(out).try_put(job);
     });
     flow::function_node<RestoreJob, RestoreJob> decode(g, flow::unlimited, [&](RestoreJob job) {
-      if (job.kind != RestoreJob::kData || errors.failed()) return job;
+      if (job.kind == RestoreJob::kZero || errors.failed()) return job;
       Slot& slot = pool->slot(job.slot);
       std::span<uint8_t> dst(slot.staging.data(), job.size);
-      Status s = decoders.local().Decode(static_cast<CodecId>(job.codec), static_cast<TransformId>(job.transform),
-                                         std::span<const uint8_t>(slot.payload.data(), job.payload_size), dst);
+      std::span<const uint8_t> payload(slot.payload.data(), job.payload_size);
+      Status s;
+      if (job.kind == RestoreJob::kData) {
+        s = decoders.local().Decode(static_cast<CodecId>(job.codec), static_cast<TransformId>(job.transform), payload, dst);
+      } else if (job.kind == RestoreJob::kBaseRef) {
+        s = base->ReadChunk(job.base_ref.base_object_id, job.base_ref.base_offset, dst, base_buffers.local().scratch,
+                            &job.base_ref.base_sha256);
+      } else {  // a delta: decoded into place, then XORed with the base's bytes
+        s = decoders.local().Decode(static_cast<CodecId>(job.codec), static_cast<TransformId>(job.transform),
+                                    payload.subspan(kBaseChunkRefSize), dst);
+        BaseBuffers& buffers = base_buffers.local();
+        buffers.bytes.resize(job.size);
+        if (s.ok())
+          s = base->ReadChunk(job.base_ref.base_object_id, job.base_ref.base_offset, buffers.bytes, buffers.scratch,
+                              &job.base_ref.base_sha256);
+        if (s.ok())
+          for (size_t i = 0; i < dst.size(); ++i) dst[i] ^= buffers.bytes[i];
+      }
       if (s.ok() && Hash64(dst.data(), dst.size()) != job.raw_hash)
         s = Status::Corruption("payload hash mismatch: decoded bytes hash to " + HexHash(Hash64(dst.data(), dst.size())) +
                                ", frame says " + HexHash(job.raw_hash));
@@ -479,6 +551,8 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
   stats->zero_bytes = frames->zero_bytes();
   stats->dedup_bytes = frames->dedup_bytes();
   stats->data_chunks = frames->data_chunks();
+  stats->base_ref_bytes = frames->base_ref_bytes();
+  stats->base_delta_bytes = frames->base_delta_bytes();
   stats->reference_batches = reference_batches;
   stats->slots = pool->size();
   stats->budget_peak = budget.peak();

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "streamer/stream_reader.h"
 
+#include <cstring>
+#include <map>
 #include <vector>
 
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
+#include "common/printable.h"
 #include "streamer/dedup_window.h"
 
 namespace vramflow {
@@ -62,6 +65,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
   ChunkDecoder decoder;
   std::vector<uint8_t> payload;
   std::vector<uint8_t> decoded;
+  std::vector<uint8_t> delta;  // a BASE_DELTA's decoded XOR bytes
   BufferCharge records(options.budget);  // the validator's records, the dedup window
   BufferCharge payload_charge(options.budget);
   BufferCharge decode_charge(options.budget);
@@ -78,6 +82,41 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
   }
   validator.SetStreamHeader(stream_header);
   VF_RETURN_IF_ERROR(visitor.OnStreamHeader(stream_header));
+  std::shared_ptr<const BaseStream> base;
+  BaseScratch base_scratch;
+  BufferCharge base_charge(options.budget);
+  // SHA-256 of the decoded chunks no DIGEST_BLOCK has covered yet (at most
+  // kMaxUnlistedChunks), while the stream may have DIGEST_BLOCKs.
+  std::map<std::pair<uint32_t, uint64_t>, Sha256Digest> chunk_digests;
+  const bool may_have_digests = options.decode && (stream_header.flags & kStreamFlagIndexBlocks);
+  auto note_digest = [&](const FrameHeader& h, std::span<const uint8_t> bytes) {
+    if (!may_have_digests) return;
+    if (validator.has_digests() == false) {
+      chunk_digests.clear();
+      return;
+    }
+    chunk_digests[{h.object_id, h.offset}] = Sha256(bytes.data(), bytes.size());
+  };
+  // The chunk a BASE_REF or BASE_DELTA stands for, into `decoded`.
+  auto resolve_base = [&](const FrameHeader& h, std::span<const uint8_t> payload, const BaseChunkRef& ref) -> Status {
+    VF_RETURN_IF_ERROR(decode_charge.Cover(2 * h.raw_size + ChunkDecoder::MemoryBytes(h.raw_size) +
+                                               2 * uint64_t{kMaxBaseChain} * (h.raw_size + kFrameHeaderSize + kBaseChunkRefSize),
+                                           "the reader's decode buffers for a base chunk"));
+    decoded.resize(h.raw_size);
+    if (h.kind == static_cast<uint8_t>(FrameKind::kBaseDelta)) {
+      delta.resize(h.raw_size);
+      VF_RETURN_IF_ERROR(decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
+                                        payload.subspan(kBaseChunkRefSize), delta));
+    }
+    VF_RETURN_IF_ERROR(base->ReadChunk(ref.base_object_id, ref.base_offset, decoded, base_scratch, &ref.base_sha256));
+    if (h.kind == static_cast<uint8_t>(FrameKind::kBaseDelta))
+      for (size_t i = 0; i < decoded.size(); ++i) decoded[i] ^= delta[i];
+    const uint64_t got = Hash64(decoded.data(), decoded.size());
+    if (got != h.raw_hash)
+      return Status::Corruption("payload hash mismatch: the bytes " + std::string(h.kind == static_cast<uint8_t>(FrameKind::kBaseRef) ? "taken from" : "coded against") +
+                                " the base hash to " + HexHash(got) + ", frame says " + HexHash(h.raw_hash));
+    return Status::Ok();
+  };
 
   for (;;) {
     FrameHeader h;
@@ -89,7 +128,8 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
     s = reader.ReadPayload(payload);
     if (!s.ok()) return s.WithContext(validator.Describe(h, at));
     DedupRef ref;
-    s = validator.Apply(h, payload, &ref);
+    BaseChunkRef base_ref;
+    s = validator.Apply(h, payload, &ref, &base_ref);
     if (!s.ok()) return s.WithContext(validator.Describe(h, at));
 
     const ObjectState* object = validator.object(h.object_id);
@@ -110,8 +150,52 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
                                    HexHash(h.raw_hash));
           if (!s.ok()) return s.WithContext(validator.Describe(h, at));
           data = decoded;
+          note_digest(h, data);
         }
         s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data});
+        break;
+      }
+      case FrameKind::kBase:
+        if (options.open_base) {
+          Result<std::shared_ptr<const BaseStream>> opened = options.open_base(*validator.base());
+          if (!opened.ok()) return opened.status();
+          base = std::move(*opened);
+          s = base_charge.Cover(base->memory_bytes(), "the index of the stream's base");
+        } else if (options.decode) {
+          const BaseDescriptor& d = *validator.base();
+          return Status::NotFound("this stream is incremental: it needs its base " + HexDigest(d.base_id) + " (" +
+                                  (d.location.empty() ? std::string("no location recorded") : Printable(d.location)) +
+                                  "); give it with --base");
+        }
+        break;
+      case FrameKind::kBaseRef:
+      case FrameKind::kBaseDelta: {
+        std::span<const uint8_t> data;
+        if (options.decode) {
+          s = resolve_base(h, payload, base_ref);
+          if (!s.ok()) return s.WithContext(validator.Describe(h, at));
+          data = decoded;
+          note_digest(h, data);
+        }
+        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data, nullptr, &base_ref});
+        break;
+      }
+      case FrameKind::kDigestBlock: {
+        if (!may_have_digests) break;
+        std::span<const SeekIndexChunk> records = validator.digest_records();
+        for (size_t i = 0; i < records.size() && s.ok(); ++i) {
+          const SeekIndexChunk& r = records[i];
+          if (r.kind == FrameKind::kZeroRun || r.kind == FrameKind::kDedupRef) continue;
+          auto it = chunk_digests.find({h.object_id, r.object_offset});
+          if (it == chunk_digests.end()) {
+            s = Status::Internal("no digest kept for a chunk a DIGEST_BLOCK lists");
+            break;
+          }
+          if (std::memcmp(it->second.data(), payload.data() + i * kDigestEntrySize, kDigestEntrySize) != 0)
+            s = Status::Corruption("DIGEST_BLOCK entry " + std::to_string(i) + " (object offset " +
+                                   std::to_string(r.object_offset) + ") does not match the SHA-256 of the chunk's bytes");
+          chunk_digests.erase(it);
+        }
         break;
       }
       case FrameKind::kZeroRun:
@@ -124,6 +208,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
         s = visitor.OnObjectEnd(*object);
         break;
       case FrameKind::kSeekIndex:  // checked against the frames by the validator
+        break;
       case FrameKind::kIndexBlock:
         break;
       case FrameKind::kStreamEnd:

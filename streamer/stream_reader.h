@@ -27,8 +27,13 @@ struct ChunkEvent {
   uint64_t stream_offset;
   const ObjectState& object;
   std::span<const uint8_t> payload;  // stored bytes (empty for zero runs)
-  std::span<const uint8_t> data;     // decoded bytes; empty for zero runs, dedup refs or without decoding
+  // Decoded bytes; empty for zero runs, dedup refs or without decoding. For
+  // BASE_REF and BASE_DELTA (decoding, with the base open): the chunk's own
+  // bytes, taken from the base and checked (SHA-256 of the base's bytes,
+  // XXH3 of the result).
+  std::span<const uint8_t> data;
   const DedupRef* dedup = nullptr;   // for DEDUP_REF: the earlier DATA frame holding these bytes
+  const BaseChunkRef* base_ref = nullptr;  // for BASE_REF and BASE_DELTA: the base chunk they name
 };
 
 class StreamVisitor {
@@ -36,7 +41,7 @@ class StreamVisitor {
   virtual ~StreamVisitor() = default;
   virtual Status OnStreamHeader(const StreamHeader&) { return Status::Ok(); }
   virtual Status OnObjectBegin(const ObjectState&) { return Status::Ok(); }
-  // DATA, ZERO_RUN and DEDUP_REF frames, in stream order.
+  // DATA, ZERO_RUN, DEDUP_REF, BASE_REF and BASE_DELTA frames, in stream order.
   virtual Status OnChunk(const ChunkEvent&) { return Status::Ok(); }
   // Called once the object's ranges and digest are proven.
   virtual Status OnObjectEnd(const ObjectState&) { return Status::Ok(); }
@@ -56,9 +61,13 @@ struct ReadOptions {
   // Without one the records are capped at kDefaultRecordLimit.
   MemoryBudget* budget = nullptr;
   // Opens the base an incremental stream's BASE frame names (pipeline.h's
-  // PipelineOptions::open_base). Unset, such a stream's BASE_REF and
-  // BASE_DELTA frames cannot be resolved: with `decode` the read fails
-  // ("needs its base"); without, they are checked as framing only.
+  // PipelineOptions::open_base); called at the BASE frame, before any chunk.
+  // Unset, such a stream's BASE_REF and BASE_DELTA frames cannot be
+  // resolved: with `decode` the read fails (NotFound, "needs its base");
+  // without, they are checked as framing only. With `decode` the reader
+  // also checks each DIGEST_BLOCK entry against the SHA-256 of the decoded
+  // chunk it names (DEDUP_REF entries excepted: their bytes are the DATA
+  // frame's, which its own entry proves).
   std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> open_base;
 };
 

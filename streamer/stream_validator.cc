@@ -2,6 +2,8 @@
 #include "streamer/stream_validator.h"
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 
 #include "common/hash.h"
 #include "common/printable.h"
@@ -93,11 +95,11 @@ const ObjectState* StreamValidator::object(uint32_t id) const {
 std::string StreamValidator::Describe(const FrameHeader& h, uint64_t stream_offset) const {
   std::string s = "frame " + std::to_string(h.sequence) + " (" + FrameKindName(h.kind);
   auto kind = static_cast<FrameKind>(h.kind);
-  if (kind != FrameKind::kStreamEnd && kind != FrameKind::kSeekIndex) {
+  if (kind != FrameKind::kStreamEnd && kind != FrameKind::kSeekIndex && kind != FrameKind::kBase) {
     s += ", object " + std::to_string(h.object_id);
     if (const ObjectState* o = object(h.object_id)) s += " " + Printable(o->metadata.name);
   }
-  if (kind == FrameKind::kData || kind == FrameKind::kZeroRun || kind == FrameKind::kDedupRef)
+  if (IsChunkKind(h.kind))
     s += ", offset " + std::to_string(h.offset) + ", " + std::to_string(h.raw_size) + " bytes";
   return s + ") at stream offset " + std::to_string(stream_offset);
 }
@@ -137,7 +139,24 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
   auto kind = static_cast<FrameKind>(h.kind);
   if (index_seen_ && kind != FrameKind::kStreamEnd)
     return Status::Corruption("frame after SEEK_INDEX: the index must be the last frame before STREAM_END");
-  bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kIndexBlock;
+  bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kDigestBlock;
+  // The frame after an INDEX_BLOCK decides, the first time, whether the
+  // stream has DIGEST_BLOCKs; after that every INDEX_BLOCK has one or none does.
+  const uint32_t block_before = std::exchange(block_just_listed_, 0);
+  if (kind == FrameKind::kDigestBlock) {
+    if (block_before == 0) return Status::Corruption("DIGEST_BLOCK that does not follow an INDEX_BLOCK");
+    if (digests_ == false)
+      return Status::Corruption("DIGEST_BLOCK after an INDEX_BLOCK, though the stream's first INDEX_BLOCK had none");
+    digests_ = true;
+  } else if (block_before != 0) {
+    if (digests_ == true)
+      return Status::Corruption("no DIGEST_BLOCK after the INDEX_BLOCK of object " + std::to_string(block_before) +
+                                ", though the stream's other INDEX_BLOCKs have one");
+    digests_ = false;
+  }
+  if ((stream_flags_ & kStreamFlagBase) && h.sequence == 0 && kind != FrameKind::kBase)
+    return Status::Corruption("the stream header announces a base, but the first frame is " + FrameKindName(h.kind) +
+                              ", not a BASE frame");
   if (!known) {
     if (h.flags & kFlagSkippable) {
       ++totals_.frame_count;
@@ -146,8 +165,10 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
     }
     return Status::Corruption("unknown frame kind " + std::to_string(h.kind));
   }
-  if (h.flags != 0) return Status::Corruption("flags " + std::to_string(h.flags) + " are not valid on this frame kind");
-  bool has_codec = kind == FrameKind::kData;
+  const uint32_t flags_expected = kind == FrameKind::kDigestBlock ? kFlagSkippable : 0;
+  if (h.flags != flags_expected)
+    return Status::Corruption("flags " + std::to_string(h.flags) + " are not valid on this frame kind");
+  bool has_codec = kind == FrameKind::kData || kind == FrameKind::kBaseDelta;
   if (!has_codec && (h.codec || h.transform))
     return Status::Corruption("codec/transform fields must be zero on " + FrameKindName(h.kind));
   ++totals_.frame_count;
@@ -209,6 +230,56 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
       if (h.raw_size > kMaxChunkSize) return Status::Corruption("DEDUP_REF larger than the chunk limit");
       VF_RETURN_IF_ERROR(CheckRange(*o, h));
       o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
+      return Status::Ok();
+    }
+    case FrameKind::kBase: {
+      if (!(stream_flags_ & kStreamFlagBase))
+        return Status::Corruption("BASE frame in a stream whose header does not announce a base");
+      if (h.sequence != 0) return Status::Corruption("BASE frame that is not the stream's first frame");
+      if (h.object_id != 0 || h.offset != 0 || h.raw_size != 0)
+        return Status::Corruption("BASE frame with object, offset or size fields set");
+      if (h.payload_size < kBaseDescriptorFixedSize || h.payload_size > kBaseDescriptorFixedSize + kMaxBaseLocationBytes)
+        return Status::Corruption("BASE payload is " + std::to_string(h.payload_size) + " bytes, not 56 .. 4152");
+      return Status::Ok();
+    }
+    case FrameKind::kBaseRef:
+    case FrameKind::kBaseDelta: {
+      if (!(stream_flags_ & kStreamFlagBase))
+        return Status::Corruption(FrameKindName(h.kind) + " in a stream whose header does not announce a base");
+      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+      if (h.raw_size > kMaxChunkSize)
+        return Status::Corruption("chunk of " + std::to_string(h.raw_size) + " bytes exceeds the format limit of " +
+                                  std::to_string(kMaxChunkSize));
+      if (kind == FrameKind::kBaseRef && h.payload_size != kBaseChunkRefSize)
+        return Status::Corruption("BASE_REF payload is " + std::to_string(h.payload_size) + " bytes, expected 48");
+      if (kind == FrameKind::kBaseDelta) {
+        if (!IsKnownCodec(h.codec)) return Status::Corruption("unknown codec id " + std::to_string(h.codec));
+        if (!IsKnownTransform(h.transform))
+          return Status::Corruption("unknown transform id " + std::to_string(h.transform));
+        bool planar = h.codec == static_cast<uint8_t>(CodecId::kPlanar);
+        if (planar != (h.transform != 0))
+          return Status::Corruption("codec " + CodecName(static_cast<CodecId>(h.codec)) +
+                                    " does not go with transform " + TransformName(static_cast<TransformId>(h.transform)));
+        if (h.payload_size <= kBaseChunkRefSize || h.payload_size - kBaseChunkRefSize > h.raw_size)
+          return Status::Corruption("BASE_DELTA payload of " + std::to_string(h.payload_size) + " bytes is not 49 .. 48 + " +
+                                    std::to_string(h.raw_size));
+        if (h.codec == static_cast<uint8_t>(CodecId::kRaw) && h.payload_size != kBaseChunkRefSize + h.raw_size)
+          return Status::Corruption("raw BASE_DELTA payload of " + std::to_string(h.payload_size) + " bytes for " +
+                                    std::to_string(h.raw_size) + " raw bytes");
+      }
+      VF_RETURN_IF_ERROR(CheckRange(*o, h));
+      o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
+      return Status::Ok();  // listed in Apply, with the base chunk it names
+    }
+    case FrameKind::kDigestBlock: {
+      if (h.offset != 0 || h.raw_size != 0) return Status::Corruption("DIGEST_BLOCK with offset or size fields set");
+      if (h.object_id != block_before)
+        return Status::Corruption("DIGEST_BLOCK of object " + std::to_string(h.object_id) +
+                                  " after the INDEX_BLOCK of object " + std::to_string(block_before));
+      if (h.payload_size != last_block_records_.size() * kDigestEntrySize)
+        return Status::Corruption("DIGEST_BLOCK payload is " + std::to_string(h.payload_size) + " bytes; the " +
+                                  std::to_string(last_block_records_.size()) + " records of its INDEX_BLOCK make " +
+                                  std::to_string(last_block_records_.size() * kDigestEntrySize));
       return Status::Ok();
     }
     case FrameKind::kZeroRun: {
@@ -319,8 +390,33 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
   return Status::Internal("unhandled frame kind");
 }
 
-Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> payload, DedupRef* ref_out) {
+Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> payload, DedupRef* ref_out,
+                              BaseChunkRef* base_ref_out) {
   auto kind = static_cast<FrameKind>(h.kind);
+  if (kind == FrameKind::kBase) {
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("BASE payload hash mismatch");
+    VF_RETURN_IF_ERROR(DecodeBaseDescriptor(payload, &base_));
+    base_seen_ = true;
+    return Status::Ok();
+  }
+  if (kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta) {
+    if (payload.size() < kBaseChunkRefSize) return Status::Internal("base reference payload not read");
+    BaseChunkRef ref;
+    VF_RETURN_IF_ERROR(DecodeBaseChunkRef(payload.data(), &ref));
+    if (ref.base_object_id == 0) return Status::Corruption(FrameKindName(h.kind) + " names base object 0");
+    if (base_ref_out) *base_ref_out = ref;
+    return ListChunk(h.object_id, {frame_offset_, h.offset, h.raw_size, h.payload_size, kind, ref.base_object_id,
+                                   ref.base_offset});
+  }
+  if (kind == FrameKind::kDigestBlock) {
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("DIGEST_BLOCK payload hash mismatch");
+    static const Sha256Digest kZero{};
+    for (size_t i = 0; i < last_block_records_.size(); ++i)
+      if (last_block_records_[i].kind == FrameKind::kZeroRun &&
+          std::memcmp(payload.data() + i * kDigestEntrySize, kZero.data(), kDigestEntrySize) != 0)
+        return Status::Corruption("DIGEST_BLOCK entry " + std::to_string(i) + " is for a ZERO_RUN and must be zero");
+    return Status::Ok();
+  }
   if (kind == FrameKind::kDedupRef) {
     DedupRef ref;
     VF_RETURN_IF_ERROR(DecodeDedupRef(payload.data(), &ref));
@@ -350,6 +446,9 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
       return Status::Corruption("INDEX_BLOCK payload hash mismatch");
     VF_RETURN_IF_ERROR(CheckIndexBlock(h.object_id, payload));
     VF_RETURN_IF_ERROR(ChargeRecords(kSeekIndexBlockRefBytes, "the index entry of object " + std::to_string(h.object_id)));
+    std::span<const SeekIndexChunk> listed = index_.Unlisted(h.object_id);
+    last_block_records_.assign(listed.begin(), listed.end());
+    block_just_listed_ = h.object_id;
     index_.BlockWritten(h.object_id, frame_offset_);
     return Status::Ok();
   }

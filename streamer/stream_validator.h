@@ -23,6 +23,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <vector>
 #include <span>
 #include <string>
 
@@ -93,7 +95,21 @@ class StreamValidator {
   // Completes a processed frame once its payload is in memory: parses and
   // hash-checks OBJECT_BEGIN metadata and STREAM_END totals, and resolves a
   // DEDUP_REF against the DATA frame it names (*ref receives it).
-  Status Apply(const FrameHeader& header, std::span<const uint8_t> payload, DedupRef* ref = nullptr);
+  // For BASE_REF and BASE_DELTA it checks the reference's checksum
+  // (*base_ref receives it); for BASE it decodes the descriptor (base());
+  // for DIGEST_BLOCK its hash and its zero entries for ZERO_RUNs
+  // (digest_records() then pairs its entries with the records).
+  Status Apply(const FrameHeader& header, std::span<const uint8_t> payload, DedupRef* ref = nullptr,
+               BaseChunkRef* base_ref = nullptr);
+
+  // The BASE frame of an incremental stream, once read; null before or without.
+  const BaseDescriptor* base() const { return base_seen_ ? &base_ : nullptr; }
+  // Whether the stream has DIGEST_BLOCKs: unknown (nullopt) until the frame
+  // after its first INDEX_BLOCK.
+  std::optional<bool> has_digests() const { return digests_; }
+  // The records of the INDEX_BLOCK just before the DIGEST_BLOCK last applied:
+  // entry i of its payload is the SHA-256 of the chunk record i lists.
+  std::span<const SeekIndexChunk> digest_records() const { return last_block_records_; }
 
   bool complete() const { return complete_; }
   uint64_t frames_seen() const { return next_sequence_; }
@@ -149,6 +165,15 @@ class StreamValidator {
   SeekIndex expected_index_;  // index_ built once SEEK_INDEX arrives, to compare the stored one with
   std::vector<uint8_t> expected_index_bytes_;  // and its encoding
   StreamTotals totals_;  // as counted while reading
+  // Incremental streams: the BASE frame.
+  bool base_seen_ = false;
+  BaseDescriptor base_;
+  // DIGEST_BLOCKs: whether the stream has them (decided by the frame after
+  // the first INDEX_BLOCK), whether the last frame was an INDEX_BLOCK (of
+  // which object), and that block's records (at most kMaxUnlistedChunks).
+  std::optional<bool> digests_;
+  uint32_t block_just_listed_ = 0;
+  std::vector<SeekIndexChunk> last_block_records_;
   bool complete_ = false;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,7 @@ std::string ObjectName(const SeekIndexObject& o) {
 
 // "object 9 'gpu1/adam.m': DATA frame at stream offset 4242 (object offset 1048576)"
 std::string Where(const Step& s) {
+  if (s.kind == FrameKind::kBase) return "the BASE frame at stream offset " + std::to_string(s.stream_offset);
   std::string kind = FrameKindName(static_cast<uint8_t>(s.kind));
   if (s.action == Step::Action::kMove)
     return ObjectName(*s.object) + ": the DATA frame at stream offset " + std::to_string(s.stream_offset) +
@@ -54,7 +56,7 @@ std::string Where(const Step& s) {
            ") named by its DEDUP_REF at object offset " + std::to_string(s.ref_offset);
   std::string where =
       ObjectName(*s.object) + ": " + kind + " frame at stream offset " + std::to_string(s.stream_offset);
-  if (s.kind == FrameKind::kData || s.kind == FrameKind::kZeroRun || s.kind == FrameKind::kDedupRef)
+  if (IsChunkKind(static_cast<uint8_t>(s.kind)))
     where += " (object offset " + std::to_string(s.offset) + ")";
   return where;
 }
@@ -86,8 +88,9 @@ Status CheckAgainstIndex(const Step& s, const FrameHeader& h) {
 // DATA frame lies outside the selection, or outside the dedup window once
 // the frames in between are counted as the sub-stream has them.
 Result<std::vector<Step>> PlanSteps(const SeekIndex& index, const std::set<uint32_t>& selected, uint32_t dedup_window,
-                                    SubStreamPlan* plan) {
+                                    const std::optional<Step>& base_frame, SubStreamPlan* plan) {
   std::vector<Step> steps;
+  if (base_frame) steps.push_back(*base_frame);
   for (uint32_t id : selected) {
     const SeekIndexObject* o = index.Find(id);
     Step begin;
@@ -358,8 +361,29 @@ Result<std::unique_ptr<ByteSource>> OpenSubStream(std::shared_ptr<RandomAccessSo
   for (uint32_t id : objects)
     if (!stored.index.Find(id))
       return Status::InvalidArgument(source->Describe() + " has no object " + std::to_string(id));
+  // An incremental stream's BASE frame comes along (first, as stored), so
+  // that the sub-stream's reader opens the same base. Its DIGEST_BLOCKs,
+  // which the index does not list, are left out.
+  std::optional<Step> base_frame;
+  if (stored.header.flags & kStreamFlagBase) {
+    uint8_t raw[kFrameHeaderSize];
+    VF_ASSIGN_OR_RETURN(size_t n, source->ReadAt(kStreamHeaderSize, raw));
+    FrameHeader h;
+    if (n != sizeof(raw)) return Status::Truncated(source->Describe() + ": no room for its BASE frame");
+    VF_RETURN_IF_ERROR(DecodeFrameHeader(raw, &h).WithContext(source->Describe() + ", its BASE frame"));
+    if (h.kind != static_cast<uint8_t>(FrameKind::kBase) ||
+        h.payload_size > kBaseDescriptorFixedSize + kMaxBaseLocationBytes)
+      return Status::Corruption(source->Describe() + ": the stream header announces a base, but its first frame is " +
+                                FrameKindName(h.kind) + ", not a BASE frame");
+    Step step;
+    step.stream_offset = kStreamHeaderSize;
+    step.kind = FrameKind::kBase;
+    step.payload_size = h.payload_size;
+    base_frame = step;
+  }
   SubStreamPlan plan;
-  VF_ASSIGN_OR_RETURN(std::vector<Step> steps, PlanSteps(stored.index, objects, stored.header.dedup_window, &plan));
+  VF_ASSIGN_OR_RETURN(std::vector<Step> steps,
+                      PlanSteps(stored.index, objects, stored.header.dedup_window, base_frame, &plan));
   std::vector<ByteRange> ranges = PlanRanges(steps, std::max<uint64_t>(1, options.max_range));
   plan.frames = steps.size();
   plan.ranges = ranges.size();

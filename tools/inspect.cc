@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/inspect.h"
 
+#include "tools/base_open.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -326,7 +328,7 @@ class TotalsVisitor final : public StreamVisitor {
 }  // namespace
 
 Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, const TransportOptions& transport,
-                 std::ostream& out, VerifyReport* report) {
+                 std::ostream& out, VerifyReport* report, const std::vector<std::string>& bases) {
   TransportOptions shared = transport;
   uint64_t reader_memory = max_memory;
   ShareBudget(input, &reader_memory, &shared);
@@ -335,7 +337,9 @@ Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, cons
   TotalsVisitor visitor;
   Stopwatch clock;
   MemoryBudget budget(reader_memory);
-  Status status = ReadStream(counting, visitor, ReadOptions{.decode = true, .budget = &budget});
+  Status status = ReadStream(counting, visitor,
+                             ReadOptions{.decode = true, .budget = &budget,
+                                         .open_base = BaseOpenerFor(bases, input, transport)});
   (void)source->Finish(status);
   if (report) {
     report->objects = visitor.totals.object_count;

@@ -48,7 +48,9 @@ struct VerifyReport {
 // Prints a one-line verdict ("OK: ..." on success); returns the Status.
 // A network sender learns the verdict. `max_memory` bounds the reader's
 // buffers and records (and a network receiver's window), as --max-memory.
+// `bases`: the base of an incremental stream and links of its chain
+// (--base, tools/base_open.h); empty: the location its BASE frame records.
 Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, const TransportOptions& transport,
-                 std::ostream& out, VerifyReport* report = nullptr);
+                 std::ostream& out, VerifyReport* report = nullptr, const std::vector<std::string>& bases = {});
 
 }  // namespace vramflow

@@ -167,6 +167,9 @@ int Main(int argc, char** argv) {
   unpack_cmd->add_option("--gpu", unpack.select.gpus,
                          "restore only the objects of this GPU (attribute gpu, or gpu-id; repeatable), as --object");
   unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
+  unpack_cmd->add_option("--base", unpack.bases,
+                         "the base of an incremental stream (a file or s3://); repeatable: more are links of its "
+                         "chain. Default: where the stream's BASE frame says its base was");
   std::string unpack_max_output;
   unpack_cmd->add_option("--max-output", unpack_max_output,
                          "refuse a stream whose objects declare more than SIZE bytes in all (they must also fit in "
@@ -258,6 +261,10 @@ int Main(int argc, char** argv) {
   verify_out.Add(verify_cmd, /*with_json=*/true);
   MemoryFlag verify_memory;
   verify_memory.Add(verify_cmd, "the reader's buffers and records, and a network receive window");
+  std::vector<std::string> verify_bases;
+  verify_cmd->add_option("--base", verify_bases,
+                         "the base of an incremental stream (a file or s3://), whose bytes are then checked too; "
+                         "repeatable, as for unpack");
 
   // send
   TransferOptions send;
@@ -630,7 +637,8 @@ int Main(int argc, char** argv) {
     if (!s.ok()) return UsageError("verify", s);
     if (s = verify_net.LoadCredentials(&transport); !s.ok()) return Fail("verify", s);
     VerifyReport report;
-    s = RunVerify(verify_input, !verify_out.summary(), verify_memory.Resolve(), transport, std::cout, &report);
+    s = RunVerify(verify_input, !verify_out.summary(), verify_memory.Resolve(), transport, std::cout, &report,
+                  verify_bases);
     std::cout.flush();
     if (!s.ok()) return Fail("verify", s);
     if (verify_out.json) PrintJson(VerifyJson(report, verify_input));

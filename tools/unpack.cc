@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/unpack.h"
 
+#include "tools/base_open.h"
+
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -500,7 +502,8 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     OutputLimit limit(options.max_output, free_bytes, description);
     MemoryBudget budget(pipeline.max_memory);
     SequentialVisitor visitor(fd, description, filter, &limit, &budget);
-    VF_RETURN_IF_ERROR(ReadStream(*source, visitor, ReadOptions{.decode = true, .budget = &budget}));
+    VF_RETURN_IF_ERROR(
+        ReadStream(*source, visitor, ReadOptions{.decode = true, .budget = &budget, .open_base = pipeline.open_base}));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
     report->raw_bytes = visitor.bytes();
@@ -626,6 +629,7 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   TransportOptions transport = options.transport;
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.input, &pipeline.max_memory, &transport);
+  pipeline.open_base = BaseOpenerFor(options.bases, options.input, options.transport);
   const ObjectSelector* filter = options.select.all() ? nullptr : &options.select;
   if (filter) {
     VF_ASSIGN_OR_RETURN(bool done, UnpackThroughIndex(options, transport, pipeline, report));

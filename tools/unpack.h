@@ -53,6 +53,9 @@ struct UnpackOptions {
   TransportOptions transport;
   ProgressStyle progress;  // on stderr
   ObjectSelector select;  // empty: every object
+  // The base of an incremental stream and links of its chain (--base,
+  // tools/base_open.h); empty: the location its BASE frame records.
+  std::vector<std::string> bases;
   // Told (once, before reading) when a selection has to read the whole stream.
   std::function<void(const std::string&)> note;
 };

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+#include "tools/base_open.h"
+
+#include "common/printable.h"
+#include "streamer/base_location.h"
+
+namespace vramflow {
+
+OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std::string& input,
+                               const TransportOptions& transport) {
+  return [bases, input, transport](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+    BaseOpenOptions options;
+    options.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+      VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+      return std::shared_ptr<RandomAccessSource>(std::move(source));
+    };
+    const std::string needs = "this stream is incremental: it needs its base " + HexDigest(d.base_id) + " (" +
+                              (d.location.empty() ? std::string("no location recorded") : Printable(d.location)) + ")";
+    if (!bases.empty()) {
+      options.more_locations.assign(bases.begin() + 1, bases.end());
+      return OpenBaseStream(bases.front(), options, &d);
+    }
+    if (d.location.empty()) return Status::NotFound(needs + "; give it with --base");
+    const std::string location = ResolveBaseLocation(d.location, input);
+    Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, options, &d);
+    if (!base.ok() && (base.status().code() == Status::Code::kIoError || base.status().code() == Status::Code::kNotFound))
+      return Status::NotFound(needs + ", which cannot be opened at " + Printable(location) + " (" +
+                              base.status().ToString() + "); give it with --base");
+    return base;
+  };
+}
+
+}  // namespace vramflow
