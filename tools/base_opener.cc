@@ -27,22 +27,6 @@ Result<std::shared_ptr<const BaseStream>> OpenCliBase(const std::vector<std::str
   return base;
 }
 
-BaseOpenFn CliBaseOpener(const std::vector<std::string>& locations, const TransportOptions& transport) {
-  return [locations, transport](const BaseDescriptor& descriptor) -> Result<std::shared_ptr<const BaseStream>> {
-    const bool named = !locations.empty();
-    const std::string location = named ? AbsoluteBaseLocation(locations[0]) : descriptor.location;
-    if (location.empty())
-      return Status::InvalidArgument("the stream is incremental and its BASE frame names no location: give --base");
-    Result<std::shared_ptr<const BaseStream>> base =
-        OpenBaseStream(location, CliBaseOpenOptions(transport, locations), &descriptor);
-    if (!base.ok())
-      return base.status().WithContext(named ? "--base " + locations[0]
-                                             : "the base named in the stream's BASE frame, " + location +
-                                                   " (give --base where it is elsewhere)");
-    return base;
-  };
-}
-
 Status CheckBaseLocation(const std::string& location) {
   Result<Endpoint> endpoint = ParseEndpoint(location);
   if (!endpoint.ok()) return endpoint.status().WithContext("--base " + location);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Opening the base of an incremental stream from the command line (--base
+// Opening the base of an incremental dump from the command line (--base
 // LOCATION, repeatable): every location is a stored stream, a file or
-// s3://, read by ranges through the command's transport options.
+// s3://, read by ranges through the command's transport options. (Readers
+// open theirs with BaseOpenerFor, tools/base_open.h.)
 //
 // The first location is the base; more are links of its chain (a base's own
 // base), taken by stream id before the locations the BASE frames record
@@ -19,20 +20,14 @@
 
 namespace vramflow {
 
-using BaseOpenFn = std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)>;
-
 // Base open options reading through `transport`, with `locations` past the
 // first as more_locations.
 BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std::vector<std::string>& locations);
 
-// A dump's base: opens locations[0] (which must be given).
+// A dump's base: opens locations[0] (which must be given; a path made
+// absolute, as the BASE frame records it).
 Result<std::shared_ptr<const BaseStream>> OpenCliBase(const std::vector<std::string>& locations,
                                                       const TransportOptions& transport);
-
-// A reader's PipelineOptions::open_base / ReadOptions::open_base: the base
-// at locations[0] when given, else where the BASE frame says; either way it
-// must be the stream that frame names (OpenBaseStream's `expected`).
-BaseOpenFn CliBaseOpener(const std::vector<std::string>& locations, const TransportOptions& transport);
 
 // The value of --base: a file or s3://BUCKET/KEY (read by ranges); a pipe,
 // stdin, fd:N or a network address is refused, saying why.

@@ -12,6 +12,7 @@
 #include "common/units.h"
 #include "sim/sim_process.h"
 #include "sim/training_step.h"
+#include "tools/base_open.h"
 #include "tools/base_opener.h"
 #include "tools/cli_util.h"
 #include "tools/json_report.h"
@@ -201,7 +202,7 @@ Status RunIncrementalDemo(const DemoOptions& options, const SimDeviceOptions& de
   PipelineStats restore;
   {
     PipelineOptions run = pipeline;
-    run.open_base = CliBaseOpener(base_location, options.transport);
+    run.open_base = BaseOpenerFor(base_location, file.path(), options.transport);
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(file.path()));
     ProgressBar bar("restore", original.total_bytes(), options.progress);
     run.progress = [&](uint64_t done) { bar.Update(done); };

@@ -27,7 +27,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/thread_start.h"
 #include "streamer/stream_reader.h"
-#include "tools/base_opener.h"
+#include "tools/base_open.h"
 #include "tools/criu_tcp_remap.h"
 #include "tools/image_file_store.h"
 #include "tools/safe_path.h"
@@ -211,7 +211,7 @@ class StreamReaderThread {
     read.budget = budget_;
     // An incremental stream's references are read from its base (--base, or
     // where its BASE frame says).
-    read.open_base = CliBaseOpener(options_.base, transport_);
+    read.open_base = BaseOpenerFor(options_.base, Uri(), transport_);
     Status s = ReadStream(counting, visitor, read);
     if (!s.ok()) s = s.WithContext("reading the stream from " + counting.Describe());
     if (!s.ok() || tell_sender_at_end_) {
