@@ -199,26 +199,32 @@ TEST_F(ConcurrentDumpBase, OnlyTheSamePlaceOfTheSameNamedFileIsMatched) {
   EXPECT_EQ(contents.objects["pages-2.img"], pages);
 }
 
-// Refs only: no base chunk is read, so no deltas; unchanged chunks are still references.
-TEST_F(ConcurrentDumpBase, RefsOnlyCodesNoDeltas) {
-  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(base_path, FileOpener());
-  ASSERT_TRUE(base.ok()) << base.status().ToString();
+// Refs only: matched by the base's stored digests (a capture with
+// --digests has them), no base chunk read, so no deltas; unchanged chunks
+// are still references. Against a base without digests it is refused.
+TEST_F(ConcurrentDumpBase, RefsOnlyCodesNoDeltasAndNeedsDigests) {
   PipelineOptions options = Options();
-  options.base = *base;
   options.base_refs_only = true;
+  options.base = OpenBaseStream(base_path, FileOpener()).value();
+  ASSERT_FALSE(options.base->has_digests());
   PipelineStats stats;
+  Status refused = DumpFile(path, {{"pages-1.img", changed}}, options, &stats);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("digests"), std::string::npos) << refused.ToString();
+
+  const std::string digested = dir.File("digested.vfs");
+  PipelineOptions with_digests = Options();
+  with_digests.chunk_digests = true;
+  ASSERT_TRUE(DumpFile(digested, {{"pages-1.img", pages}}, with_digests, &stats).ok());
+  options.base = OpenBaseStream(digested, FileOpener()).value();
+  ASSERT_TRUE(options.base->has_digests());
   Status dumped = DumpFile(path, {{"pages-1.img", changed}}, options, &stats);
-  if (!(*base)->has_digests()) {
-    // A base without digests cannot be matched without reading it: refused up front.
-    ASSERT_FALSE(dumped.ok());
-    EXPECT_NE(dumped.message().find("digests"), std::string::npos) << dumped.ToString();
-    return;
-  }
   ASSERT_TRUE(dumped.ok()) << dumped.ToString();
   EXPECT_EQ(stats.base_ref_bytes, 6 * kChunk);
   EXPECT_EQ(stats.base_delta_bytes, 0u);
   Contents contents;
-  ASSERT_TRUE(ReadBack(path, base_path, &contents).ok());
+  Status read = ReadBack(path, digested, &contents);
+  ASSERT_TRUE(read.ok()) << read.ToString();
   EXPECT_EQ(contents.objects["pages-1.img"], changed);
 }
 

@@ -103,6 +103,7 @@ class StreamerCommand {
   double criu_timeout_s_ = -1;
   std::vector<std::string> base_;
   bool base_refs_only_ = false;
+  bool digests_ = false;
   bool force_ = false;
   std::string progress_ = "none";
   DumpFlags dump_;
