@@ -55,9 +55,10 @@ Result<Probed> Probe(const std::string& location, const BaseOpenOptions& options
   return p;
 }
 
-// The BASE frame of an incremental base: its first frame.
+}  // namespace
+
 Result<BaseDescriptor> ReadBaseFrame(RandomAccessSource& source, const std::string& location) {
-  auto where = [&] { return "base " + location + ", stream offset " + std::to_string(kStreamHeaderSize); };
+  auto where = [&] { return location + ", stream offset " + std::to_string(kStreamHeaderSize); };
   uint8_t raw[kFrameHeaderSize];
   VF_RETURN_IF_ERROR(ReadExactly(source, kStreamHeaderSize, raw).WithContext(where()));
   FrameHeader h;
@@ -75,6 +76,8 @@ Result<BaseDescriptor> ReadBaseFrame(RandomAccessSource& source, const std::stri
   VF_RETURN_IF_ERROR(DecodeBaseDescriptor(payload, &d).WithContext(where()));
   return d;
 }
+
+namespace {
 
 class BaseStreamImpl final : public BaseStream {
  public:
@@ -316,7 +319,7 @@ struct ChainOpener {
     auto base = std::make_shared<BaseStreamImpl>(std::move(probed), level);
     if (!incremental) return std::shared_ptr<const BaseStreamImpl>(base);
 
-    VF_ASSIGN_OR_RETURN(BaseDescriptor own, ReadBaseFrame(*source, location));
+    VF_ASSIGN_OR_RETURN(BaseDescriptor own, ReadBaseFrame(*source, "base " + location));
     Probed next;
     bool found = false;
     for (Probed& p : named) {

@@ -112,4 +112,8 @@ Result<std::shared_ptr<const BaseStream>> OpenBaseStream(const std::string& loca
 // reads the INDEX_BLOCK payloads again by ranged reads.
 Result<StreamId> ComputeStreamId(RandomAccessSource& source, const StoredStreamIndex& stored);
 
+// The BASE frame of a stored incremental stream (its first frame), read and
+// checked (header, payload hash, descriptor); `location` names it in errors.
+Result<BaseDescriptor> ReadBaseFrame(RandomAccessSource& source, const std::string& location);
+
 }  // namespace vramflow

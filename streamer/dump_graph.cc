@@ -280,7 +280,11 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
                  (base ? kStreamFlagBase : 0);
   header.dedup_window = dedup_window;
   StreamWriter writer(sink, header);
-  if (base) writer.SetBase(base->DescriptorForDependent());
+  if (base) {
+    BaseDescriptor descriptor = base->DescriptorForDependent();
+    if (!options.base_location.empty()) descriptor.location = options.base_location;
+    writer.SetBase(std::move(descriptor));
+  }
   // An incremental stream carries digests too, so that it can be a base.
   writer.SetChunkDigests(options.chunk_digests || base);
   // Each non-zero chunk's SHA-256, computed once: for the digests, and for
@@ -310,13 +314,18 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
 
     // Compares a chunk with the base chunk at its place, if there is one:
     // equal bytes become a BASE_REF; in full mode different ones leave the
-    // base chunk's bytes in the slot's scratch for a delta.
+    // base chunk's bytes in the slot's scratch for a delta. Full mode reads
+    // the base chunk only when the base has no digest for it or the digests
+    // differ.
     auto compare_with_base = [&](DumpJob& job, std::span<const uint8_t> data) -> Status {
       const SeekIndexObject* object = base_objects[job.source];
       if (!object || !base->ChunkAt(object->id, job.offset, job.size)) return Status::Ok();
       job.base_object = object->id;
+      // The base's stored SHA-256, where it has them, proves equal bytes
+      // without reading them (a reader checks it against the base's bytes
+      // before it uses them); references-only goes by it alone.
       const std::optional<Sha256Digest> stored = base->StoredDigest(object->id, job.offset);
-      if (!read_base) {
+      if (!read_base || (stored && *stored == job.sha256)) {
         job.base_equal = stored && *stored == job.sha256;
         job.base_sha256 = job.sha256;
         return Status::Ok();

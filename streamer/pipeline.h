@@ -53,6 +53,10 @@ struct PipelineOptions {
   // place of the matched object become BASE_REFs; changed ones BASE_DELTAs
   // where smaller (docs/FORMAT.md 4.9 to 4.11).
   std::shared_ptr<const BaseStream> base;
+  // Dump with a base: the location its BASE frame records, a hint for the
+  // reader (relative paths are taken from the new stream's directory,
+  // streamer/base_location.h); empty: the one the base was opened from.
+  std::string base_location;
   // Dump with a base: match by the base's stored SHA-256 digests alone,
   // never reading its chunk frames (the base must have them); no deltas.
   bool base_refs_only = false;

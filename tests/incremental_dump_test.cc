@@ -22,7 +22,9 @@
 #include "streamer/stream_writer.h"
 #include "tests/fake_base_stream.h"
 #include "tests/test_util.h"
+#include "transport/file_random_access.h"
 #include "transport/memory_stream.h"
+#include "transport/random_access.h"
 
 namespace vramflow {
 namespace {
@@ -129,7 +131,8 @@ struct Decoded {
 // SHA-256, each DEDUP_REF naming a DATA frame within the stream's window,
 // each DIGEST_BLOCK right after an INDEX_BLOCK of its object, with the
 // SHA-256 of each listed chunk (zeros for a ZERO_RUN).
-Status DecodeStream(const std::vector<uint8_t>& stream, const FakeBaseStream* base, Decoded* out) {
+Status DecodeStream(const std::vector<uint8_t>& stream, const BaseStream* base, Decoded* out) {
+  BaseScratch scratch;
   MemorySource source(stream);
   FrameReader reader(&source);
   StreamHeader header;
@@ -160,13 +163,15 @@ Status DecodeStream(const std::vector<uint8_t>& stream, const FakeBaseStream* ba
       out->raw_bytes[kind] += h.raw_size;
       out->payload_bytes[kind] += h.payload_size;
     }
+    std::vector<uint8_t> b;
     auto base_bytes = [&](const BaseChunkRef& ref) -> Result<std::span<const uint8_t>> {
       if (!base) return Status::Corruption(where + ": a base reference without a base");
       if (!base->ChunkAt(ref.base_object_id, ref.base_offset, h.raw_size))
         return Status::Corruption(where + ": names no base chunk");
-      std::span<const uint8_t> b(base->Bytes(ref.base_object_id).data() + ref.base_offset, h.raw_size);
+      b.resize(h.raw_size);
+      VF_RETURN_IF_ERROR(base->ReadChunk(ref.base_object_id, ref.base_offset, b, scratch));
       if (Sha256(b) != ref.base_sha256) return Status::Corruption(where + ": base chunk SHA-256 differs");
-      return b;
+      return std::span<const uint8_t>(b);
     };
     switch (kind) {
       case FrameKind::kBase: {
@@ -207,19 +212,19 @@ Status DecodeStream(const std::vector<uint8_t>& stream, const FakeBaseStream* ba
       case FrameKind::kBaseRef: {
         BaseChunkRef ref;
         VF_RETURN_IF_ERROR(DecodeBaseChunkRef(payload.data(), &ref));
-        VF_ASSIGN_OR_RETURN(std::span<const uint8_t> b, base_bytes(ref));
-        std::copy(b.begin(), b.end(), object->begin() + h.offset);
+        VF_ASSIGN_OR_RETURN(std::span<const uint8_t> from, base_bytes(ref));
+        std::copy(from.begin(), from.end(), object->begin() + h.offset);
         out->base_refs.emplace(names[h.object_id], h.offset);
         break;
       }
       case FrameKind::kBaseDelta: {
         BaseChunkRef ref;
         VF_RETURN_IF_ERROR(DecodeBaseChunkRef(payload.data(), &ref));
-        VF_ASSIGN_OR_RETURN(std::span<const uint8_t> b, base_bytes(ref));
+        VF_ASSIGN_OR_RETURN(std::span<const uint8_t> from, base_bytes(ref));
         std::vector<uint8_t> delta(h.raw_size);
         VF_RETURN_IF_ERROR(decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
                                           std::span<const uint8_t>(payload).subspan(kBaseChunkRefSize), delta));
-        for (uint64_t i = 0; i < h.raw_size; ++i) (*object)[h.offset + i] = b[i] ^ delta[i];
+        for (uint64_t i = 0; i < h.raw_size; ++i) (*object)[h.offset + i] = from[i] ^ delta[i];
         out->base_deltas.emplace(names[h.object_id], h.offset);
         break;
       }
@@ -265,7 +270,7 @@ uint32_t HeaderFlags(const std::vector<uint8_t>& stream) {
 }
 
 // Decodes and compares with the process's bytes.
-Decoded DecodeAndCompare(const std::vector<uint8_t>& stream, const FakeBaseStream* base, SimProcess& p) {
+Decoded DecodeAndCompare(const std::vector<uint8_t>& stream, const BaseStream* base, SimProcess& p) {
   Decoded d;
   Status s = DecodeStream(stream, base, &d);
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -442,7 +447,9 @@ TEST(IncrementalDump, ReferencesOnlyEqualsFullModesReferencesAndReadsNoBaseChunk
   StoredSink full_sink, refs_sink;
   PipelineStats full_stats, refs_stats;
   ASSERT_TRUE(Dump(*p, &full_sink, o, &full_stats).ok());
-  EXPECT_GT(base->chunk_reads.load(), 0u);
+  // Full mode reads only the changed chunks (for their deltas): the digests
+  // prove the rest.
+  EXPECT_EQ(base->chunk_reads.load(), 17u + 1u);
   base->chunk_reads = 0;
   o.base_refs_only = true;
   ASSERT_TRUE(Dump(*p, &refs_sink, o, &refs_stats).ok());
@@ -456,10 +463,19 @@ TEST(IncrementalDump, ReferencesOnlyEqualsFullModesReferencesAndReadsNoBaseChunk
   EXPECT_EQ(full.count(FrameKind::kBaseDelta), 17u);
   EXPECT_EQ(refs_stats.base_ref_bytes, full_stats.base_ref_bytes);
 
-  auto no_digests = BaseOf(*p, /*digests=*/false);
+  // Without digests full mode reads every chunk it compares, and finds the
+  // same references; references-only is refused.
+  auto old_process = MakeProcess(Layout());
+  auto no_digests = BaseOf(*old_process, /*digests=*/false);
   o.base = no_digests;
-  StoredSink sink;
+  o.base_refs_only = false;
+  StoredSink without;
   PipelineStats stats;
+  ASSERT_TRUE(Dump(*p, &without, o, &stats).ok());
+  EXPECT_EQ(no_digests->chunk_reads.load(), 16u + 17u + 8u + 4u);  // all but the zeros
+  EXPECT_EQ(DecodeAndCompare(without.bytes(), no_digests.get(), *p).base_refs, full.base_refs);
+  o.base_refs_only = true;
+  StoredSink sink;
   Status s = Dump(*p, &sink, o, &stats);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("no chunk digests"), std::string::npos) << s.ToString();
@@ -651,6 +667,75 @@ TEST(IncrementalDump, InputsReadInOrderGetDigestsButNoBase) {
   s = RunSequentialDump(inputs, &refused, o, &stats);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_TRUE(refused.bytes().empty());
+}
+
+//! Against a real stored base (a file, opened by OpenBaseStream through a
+//! counting source): references-only reads nothing of it after opening (its
+//! index and digests); full mode reads only the changed chunks' frames. The
+//! incremental stream names the base's id, and is itself a base for a next
+//! one (a chain of two).
+TEST(IncrementalDump, AgainstAStoredBaseReferencesOnlyReadsNothingMore) {
+  testing::TempDir dir;
+  auto p = MakeProcess(Layout());
+  {
+    StoredSink sink;
+    PipelineStats stats;
+    PipelineOptions o = Options();
+    o.chunk_digests = true;
+    ASSERT_TRUE(Dump(*p, &sink, o, &stats).ok());
+    testing::WriteFileBytes(dir.File("base.vfs"), sink.bytes());
+  }
+  std::shared_ptr<CountingRandomAccess> counting;
+  BaseOpenOptions open;
+  open.open = [&](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> file, OpenFileRandomAccess(location));
+    auto c = std::make_shared<CountingRandomAccess>(std::shared_ptr<RandomAccessSource>(std::move(file)));
+    if (!counting) counting = c;
+    return std::shared_ptr<RandomAccessSource>(c);
+  };
+  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(dir.File("base.vfs"), open);
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  ASSERT_TRUE((*base)->has_digests());
+  NudgeWords(*p, 1, 4);
+
+  PipelineOptions o = Options();
+  o.base = *base;
+  o.base_refs_only = true;
+  const uint64_t after_open = counting->bytes();
+  StoredSink refs;
+  PipelineStats stats;
+  ASSERT_TRUE(Dump(*p, &refs, o, &stats).ok());
+  EXPECT_EQ(counting->bytes(), after_open);
+  EXPECT_EQ(stats.base_ref_bytes, (16 + 8 + 4) * kChunk);
+
+  o.base_refs_only = false;
+  StoredSink full;
+  ASSERT_TRUE(Dump(*p, &full, o, &stats).ok());
+  const uint64_t read = counting->bytes() - after_open;
+  EXPECT_GT(read, 0u);
+  uint64_t changed_frames = 0;
+  for (const SeekIndexObject& object : (*base)->index().index.objects)
+    if (object.metadata.name == "master-fp32")
+      for (const SeekIndexChunk& c : object.chunks) changed_frames += c.frame_bytes();
+  EXPECT_EQ(read, changed_frames);
+  EXPECT_EQ(stats.base_delta_bytes, 16 * kChunk + 999);
+
+  Decoded d = DecodeAndCompare(full.bytes(), base->get(), *p);
+  ASSERT_TRUE(d.base.has_value());
+  EXPECT_EQ(d.base->base_id, (*base)->id());
+
+  // The incremental stream as the base of the next: a chain of two.
+  testing::WriteFileBytes(dir.File("second.vfs"), full.bytes());
+  Result<std::shared_ptr<const BaseStream>> second = OpenBaseStream(dir.File("second.vfs"), open);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ((*second)->DescriptorForDependent().chain_length, 2u);
+  NudgeWords(*p, 2, 2);
+  o.base = *second;
+  StoredSink third;
+  ASSERT_TRUE(Dump(*p, &third, o, &stats).ok());
+  Decoded t = DecodeAndCompare(third.bytes(), second->get(), *p);
+  EXPECT_EQ(t.bytes(FrameKind::kBaseDelta), 8 * kChunk);
+  EXPECT_EQ(t.bytes(FrameKind::kBaseRef), (16 + 16 + 4) * kChunk + 999);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "streamer/base_stream.h"
 #include "streamer/stream_reader.h"
 #include "tests/incremental_fixture.h"
@@ -259,6 +261,68 @@ TEST(Incremental, UnpackRefusesAMissingWrongOrCorruptBaseWritingNothing) {
   out = Cli("verify " + chain.pc + " --base " + chain.pb + " --base " + chain.dir.File("gone.vfs"), &rc);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("OK: "), std::string::npos) << out;
+}
+
+TEST(Incremental, FlattenWritesASelfContainedStreamEqualToTheUnpack) {
+  Chain chain;
+  int rc = 0;
+  std::string out = Cli("flatten " + chain.pc + " -o " + chain.dir.File("flat.vfs"), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  std::vector<uint8_t> flat = ReadFileBytes(chain.dir.File("flat.vfs"));
+  StreamHeader header;
+  ASSERT_TRUE(DecodeStreamHeader(flat.data(), &header).ok());
+  EXPECT_FALSE(header.flags & kStreamFlagBase);
+  // No base needed any more: the bases are moved away.
+  std::filesystem::rename(chain.pa, chain.dir.File("away-a"));
+  std::filesystem::rename(chain.pb, chain.dir.File("away-b"));
+  out = Cli("verify " + chain.dir.File("flat.vfs"), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  out = Cli("unpack " + chain.dir.File("flat.vfs") + " -o " + chain.dir.File("out/"), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(ReadFileBytes(chain.dir.File("out/weights")), chain.c[0].bytes);
+  EXPECT_EQ(ReadFileBytes(chain.dir.File("out/copy")), chain.c[1].bytes);
+  // Without its base, flatten fails and leaves no output.
+  out = Cli("flatten " + chain.pc + " -o " + chain.dir.File("flat2.vfs"), &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("give it with --base"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(chain.dir.File("flat2.vfs")));
+  for (const auto& entry : std::filesystem::directory_iterator(chain.dir.path()))
+    EXPECT_EQ(entry.path().filename().string().find(".vf-tmp-"), std::string::npos) << entry.path();
+}
+
+TEST(Incremental, InspectShowsTheBaseTheIdAndWhereTheBytesComeFrom) {
+  Chain chain;
+  // Without the base at hand: inspect reads only the stream's index.
+  std::filesystem::rename(chain.pa, chain.dir.File("away-a"));
+  int rc = 0;
+  std::string out = Cli("inspect --json " + chain.pc, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  nlohmann::json j = nlohmann::json::parse(out);
+  auto b = OpenBaseStream(chain.pb, FileBaseOptions({chain.dir.File("away-a")}));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(j["base"]["id"], HexDigest((*b)->id()));
+  EXPECT_EQ(j["base"]["location"], "b.vfs");
+  EXPECT_EQ(j["base"]["chain_length"], 2);
+  ASSERT_EQ(j["stream_id"].get<std::string>().size(), 64u);
+  // weights: two chunks referenced, one delta, one new; copy: referenced.
+  EXPECT_EQ(j["objects"][0]["base_ref_bytes"], 2 * kChunk);
+  EXPECT_EQ(j["objects"][0]["base_delta_bytes"], kChunk);
+  EXPECT_EQ(j["objects"][0]["new_bytes"], kChunk);
+  EXPECT_EQ(j["objects"][1]["base_ref_bytes"], kChunk);
+  EXPECT_EQ(j["base_ref_bytes"], 3 * kChunk);
+  EXPECT_EQ(j["base_delta_bytes"], kChunk);
+  EXPECT_EQ(j["new_bytes"], kChunk);
+  out = Cli("inspect " + chain.pc, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("base:     " + HexDigest((*b)->id()) + " (b.vfs), chain of 2 bases"), std::string::npos) << out;
+  EXPECT_NE(out.find("from the base: 32.00 KiB referenced, 16.00 KiB as deltas, 16.00 KiB new"), std::string::npos) << out;
+  // Every frame, still without the base.
+  out = Cli("inspect --full --json " + chain.pc, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["objects"][0]["base_refs"], 2);
+  EXPECT_EQ(j["objects"][0]["base_deltas"], 1);
+  EXPECT_EQ(j["objects"][0]["base_delta_bytes"], kChunk);
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "tools/inspect.h"
 
-#include "tools/base_open.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -17,6 +15,7 @@
 #include "streamer/memory_budget.h"
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
+#include "tools/base_open.h"
 #include "tools/cli_util.h"
 #include "tools/inspect_index.h"
 #include "tools/json_object_writer.h"
@@ -45,6 +44,10 @@ struct ObjectSummary {
   uint64_t dedup_frames = 0;
   uint64_t dedup_bytes = 0;
   uint64_t stored_bytes = 0;  // payload bytes
+  uint64_t base_ref_frames = 0;
+  uint64_t base_ref_bytes = 0;
+  uint64_t base_delta_frames = 0;
+  uint64_t base_delta_bytes = 0;
   std::map<std::string, Mix> codecs;
 };
 
@@ -87,6 +90,18 @@ class SummaryVisitor final : public StreamVisitor {
       ++s.zero_frames;
       s.zero_bytes += e.header.raw_size;
       return Add(s, "zero-run", e.header.raw_size, 0);
+    }
+    if (e.header.kind == static_cast<uint8_t>(FrameKind::kBaseRef)) {  // its bytes are the base's
+      ++s.base_ref_frames;
+      s.base_ref_bytes += e.header.raw_size;
+      s.stored_bytes += e.payload.size();
+      return Add(s, "base-ref", e.header.raw_size, e.payload.size());
+    }
+    if (e.header.kind == static_cast<uint8_t>(FrameKind::kBaseDelta)) {  // a delta coded after the reference
+      ++s.base_delta_frames;
+      s.base_delta_bytes += e.header.raw_size;
+      s.stored_bytes += e.payload.size();
+      return Add(s, "base-delta", e.header.raw_size, e.payload.size());
     }
     if (e.header.kind == static_cast<uint8_t>(FrameKind::kDedupRef)) {  // no codec: its bytes are another frame's
       ++s.dedup_frames;
@@ -238,6 +253,10 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
     jo["dedup_refs"] = o.dedup_frames;
     jo["dedup_bytes"] = o.dedup_bytes;
     jo["stored_bytes"] = o.stored_bytes;
+    jo["base_refs"] = o.base_ref_frames;
+    jo["base_ref_bytes"] = o.base_ref_bytes;
+    jo["base_deltas"] = o.base_delta_frames;
+    jo["base_delta_bytes"] = o.base_delta_bytes;
     jo["attributes"] = AttributesJson(o.attributes);
     nlohmann::ordered_json codecs = nlohmann::ordered_json::object();
     for (const auto& [key, m] : o.codecs) codecs[key] = MixJson(m);
@@ -264,7 +283,8 @@ Result<bool> InspectIndex(const InspectOptions& options, std::ostream& out, std:
     if (opened.status().code() == Status::Code::kNotSupported) return false;
     return opened.status();
   }
-  CountingRandomAccess counting(std::move(*opened));
+  std::shared_ptr<RandomAccessSource> file(std::move(*opened));
+  CountingRandomAccess counting(file);
   // Like the reader's other records, the index gets an eighth of the budget.
   Result<StoredStreamIndex> stored = ReadSeekIndex(counting, std::max<uint64_t>(options.max_memory / 8, 1u << 20));
   if (!stored.ok()) {
@@ -273,8 +293,16 @@ Result<bool> InspectIndex(const InspectOptions& options, std::ostream& out, std:
                      : "the seek index of " + counting.Describe() + " cannot be used (" + stored.status().ToString() + ")";
     return false;
   }
-  if (options.json) PrintIndexJson(*stored, counting.bytes(), out);
-  else PrintIndexText(*stored, counting.bytes(), out);
+  StreamIdentity identity;
+  // The id hashes the index bytes again (and an incremental stream's BASE
+  // frame is read): not counted in bytes_read, which says what finding
+  // the index cost, as a restore through it pays.
+  VF_ASSIGN_OR_RETURN(identity.id, ComputeStreamId(*file, *stored));
+  if (stored->header.flags & kStreamFlagBase) {
+    VF_ASSIGN_OR_RETURN(identity.base, ReadBaseFrame(*file, counting.Describe()));
+  }
+  if (options.json) PrintIndexJson(*stored, identity, counting.bytes(), out);
+  else PrintIndexText(*stored, identity, counting.bytes(), out);
   return true;
 }
 

@@ -19,7 +19,10 @@ struct ObjectFigures {
   uint64_t zero_bytes = 0;
   uint64_t dedup_refs = 0;
   uint64_t dedup_bytes = 0;
-  uint64_t stored_bytes = 0;  // payload bytes of DATA and DEDUP_REF frames
+  uint64_t stored_bytes = 0;  // payload bytes of DATA, DEDUP_REF, BASE_REF and BASE_DELTA frames
+  uint64_t new_bytes = 0;         // raw bytes of DATA frames: what the stream holds itself
+  uint64_t base_ref_bytes = 0;    // raw bytes taken from the base as they are
+  uint64_t base_delta_bytes = 0;  // raw bytes coded against the base
   uint64_t frame_bytes = 0;   // every byte of the object's frames: what restoring it alone reads
 };
 
@@ -38,8 +41,17 @@ ObjectFigures Figures(const SeekIndexObject& o) {
         f.dedup_bytes += c.raw_size;
         f.stored_bytes += c.payload_size;
         break;
+      case FrameKind::kBaseRef:
+        f.base_ref_bytes += c.raw_size;
+        f.stored_bytes += c.payload_size;
+        break;
+      case FrameKind::kBaseDelta:
+        f.base_delta_bytes += c.raw_size;
+        f.stored_bytes += c.payload_size;
+        break;
       default:
         ++f.data_chunks;
+        f.new_bytes += c.raw_size;
         f.stored_bytes += c.payload_size;
     }
   }
@@ -91,6 +103,7 @@ nlohmann::ordered_json AttributesJson(const std::vector<std::pair<std::string, s
 std::string DescribeStreamHeader(const StreamHeader& h) {
   std::string line = (h.producer.empty() ? "?" : ShownText(h.producer)) + ", format version " + std::to_string(h.version) +
                      ", chunk size " + FormatSize(h.chunk_size);
+  if (h.flags & kStreamFlagBase) line += ", incremental";
   if (h.flags & kStreamFlagDedup)
     line += h.dedup_window ? ", dedup window " + std::to_string(h.dedup_window) + " DATA frames"
                            : ", dedup without a window (an earlier writer)";
@@ -102,10 +115,27 @@ nlohmann::ordered_json DedupWindowJson(const StreamHeader& h) {
   return h.dedup_window;
 }
 
-void PrintIndexText(const StoredStreamIndex& stored, uint64_t bytes_read, std::ostream& out) {
+void PrintIndexText(const StoredStreamIndex& stored, const StreamIdentity& identity, uint64_t bytes_read,
+                    std::ostream& out) {
   const StreamHeader& h = stored.header;
   const uint64_t raw = RawBytes(stored.index);
   out << "stream:   " << DescribeStreamHeader(h) << "\n";
+  out << "id:       " << HexDigest(identity.id) << "\n";
+  if (identity.base) {
+    ObjectFigures total;
+    for (const SeekIndexObject& o : stored.index.objects) {
+      ObjectFigures f = Figures(o);
+      total.new_bytes += f.new_bytes;
+      total.base_ref_bytes += f.base_ref_bytes;
+      total.base_delta_bytes += f.base_delta_bytes;
+    }
+    out << "base:     " << HexDigest(identity.base->base_id) << " ("
+        << (identity.base->location.empty() ? std::string("no location recorded") : ShownText(identity.base->location))
+        << "), chain of " << identity.base->chain_length << (identity.base->chain_length == 1 ? " base" : " bases")
+        << "\n";
+    out << "          " << FormatSize(total.base_ref_bytes) << " referenced, " << FormatSize(total.base_delta_bytes)
+        << " as deltas, " << FormatSize(total.new_bytes) << " new\n";
+  }
   out << "objects:  " << stored.index.objects.size() << ", " << FormatSize(raw) << " raw in "
       << FormatSize(stored.stream_size) << " (ratio " << FormatRatio(raw, stored.stream_size) << ")\n";
   out << "status:   complete (by its STREAM_END and seek index; frames not read: verify checks every one)\n";
@@ -126,10 +156,14 @@ void PrintIndexText(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
                   FormatSize(f.stored_bytes).c_str(), FormatRatio(o.size, f.stored_bytes).c_str());
     out << line;
     for (const auto& [k, v] : o.metadata.attributes) out << "       " << ShownText(k) << " = " << ShownText(v) << "\n";
+    if (identity.base)
+      out << "       from the base: " << FormatSize(f.base_ref_bytes) << " referenced, " << FormatSize(f.base_delta_bytes)
+          << " as deltas, " << FormatSize(f.new_bytes) << " new\n";
   }
 }
 
-void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::ostream& out) {
+void PrintIndexJson(const StoredStreamIndex& stored, const StreamIdentity& identity, uint64_t bytes_read,
+                    std::ostream& out) {
   nlohmann::ordered_json j = JsonReportHead("inspect", Status::Ok());
   const uint64_t raw = RawBytes(stored.index);
   j["complete"] = true;
@@ -142,6 +176,18 @@ void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
   j["bytes_read"] = bytes_read;
   j["raw_bytes"] = raw;
   j["ratio"] = stored.stream_size ? static_cast<double>(raw) / static_cast<double>(stored.stream_size) : 0.0;
+  j["stream_id"] = HexDigest(identity.id);
+  j["base"] = nullptr;
+  if (identity.base) {
+    nlohmann::ordered_json base;
+    base["id"] = HexDigest(identity.base->base_id);
+    PutJsonText(base, "location", identity.base->location);
+    base["chain_length"] = identity.base->chain_length;
+    base["base_bytes"] = identity.base->base_bytes;
+    base["base_raw_bytes"] = identity.base->base_raw_bytes;
+    j["base"] = base;
+  }
+  uint64_t new_bytes = 0, ref_bytes = 0, delta_bytes = 0;
   nlohmann::ordered_json objects = nlohmann::ordered_json::array();
   for (const SeekIndexObject& o : stored.index.objects) {
     ObjectFigures f = Figures(o);
@@ -157,9 +203,18 @@ void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::o
     jo["dedup_bytes"] = f.dedup_bytes;
     jo["stored_bytes"] = f.stored_bytes;
     jo["frame_bytes"] = f.frame_bytes;
+    jo["new_bytes"] = f.new_bytes;
+    jo["base_ref_bytes"] = f.base_ref_bytes;
+    jo["base_delta_bytes"] = f.base_delta_bytes;
+    new_bytes += f.new_bytes;
+    ref_bytes += f.base_ref_bytes;
+    delta_bytes += f.base_delta_bytes;
     jo["attributes"] = AttributesJson(o.metadata.attributes);
     objects.push_back(jo);
   }
+  j["new_bytes"] = new_bytes;
+  j["base_ref_bytes"] = ref_bytes;
+  j["base_delta_bytes"] = delta_bytes;
   j["objects"] = objects;
   out << j.dump(2) << "\n";
 }

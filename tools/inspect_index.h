@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "streamer/base_stream.h"
 #include "streamer/seek_index.h"
 
 namespace vramflow {
@@ -38,7 +40,15 @@ nlohmann::ordered_json AttributesJson(const std::vector<std::pair<std::string, s
 
 // `bytes_read`: what reading the index cost (StoredStreamIndex::bytes_read
 // when nothing else was read).
-void PrintIndexText(const StoredStreamIndex& stored, uint64_t bytes_read, std::ostream& out);
-void PrintIndexJson(const StoredStreamIndex& stored, uint64_t bytes_read, std::ostream& out);
+// What names a stored stream: its id (FORMAT.md 4.12) and, for an
+// incremental stream, its BASE frame.
+struct StreamIdentity {
+  StreamId id{};
+  std::optional<BaseDescriptor> base;
+};
+void PrintIndexText(const StoredStreamIndex& stored, const StreamIdentity& identity, uint64_t bytes_read,
+                    std::ostream& out);
+void PrintIndexJson(const StoredStreamIndex& stored, const StreamIdentity& identity, uint64_t bytes_read,
+                    std::ostream& out);
 
 }  // namespace vramflow

@@ -46,6 +46,12 @@ nlohmann::json PackJson(const PackReport& report, const std::string& output) {
   j["legacy_images"] = report.legacy_images;
   j["sequential"] = report.sequential;
   j["seconds"] = report.seconds;
+  if (report.incremental) {
+    j["base_id"] = report.base_id;
+    j["base_ref_bytes"] = report.base_ref_bytes;
+    j["base_delta_bytes"] = report.base_delta_bytes;
+    j["new_bytes"] = report.raw_bytes - report.base_ref_bytes - report.base_delta_bytes;
+  }
   return j;
 }
 

@@ -23,6 +23,7 @@
 #include "streamer/frame_format.h"
 #include "streamer/machine_limits.h"
 #include "streamer/pipeline_fit.h"
+#include "tools/flatten.h"
 #include "tools/cli_uri.h"
 #include "tools/cli_util.h"
 #include "tools/codec_bench.h"
@@ -136,6 +137,17 @@ int Main(int argc, char** argv) {
       ->required();
   pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
   pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file or S3 object");
+  pack_cmd->add_option("--base", pack.bases,
+                       "an incremental stream against this stored, indexed stream (a file or s3://BUCKET/KEY): chunks "
+                       "it holds become references, changed ones deltas; repeat to name further streams of the "
+                       "base's own chain")
+      ->allow_extra_args(false);  // one stream per --base: the inputs follow
+  pack_cmd->add_flag("--base-refs-only", pack.base_refs_only,
+                     "match by the base's chunk digests alone (the base must have them: --digests): no base chunk "
+                     "is read, no deltas");
+  pack_cmd->add_flag("--digests", pack.digests,
+                     "write each chunk's SHA-256 (DIGEST_BLOCKs), so that the stream can be a --base-refs-only base; "
+                     "always on with --base");
   FsyncFlags pack_fsync;
   pack_fsync.Add(pack_cmd, "off; with --to a receiver, the receiver's own setting counts");
   pack_flags.Add(pack_cmd);
@@ -265,6 +277,24 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--base", verify_bases,
                          "the base of an incremental stream (a file or s3://), whose bytes are then checked too; "
                          "repeatable, as for unpack");
+
+  // flatten
+  FlattenOptions flatten;
+  CLI::App* flatten_cmd = app.add_subcommand(
+      "flatten", "Write an incremental stream as a self-contained one: every chunk its base holds is read from the "
+                 "base, checked, and stored in the output, which needs no base");
+  flatten_cmd->add_option("stream", flatten.input, "incremental stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY")
+      ->required();
+  flatten_cmd->add_option("--base", flatten.bases,
+                          "the base (a file or s3://); repeatable: more are links of its chain. Default: where the "
+                          "stream's BASE frame says its base was");
+  flatten_cmd->add_option("-o,--output", flatten.output, "where the flat stream goes: a file, s3://BUCKET/KEY or -")
+      ->required();
+  flatten_cmd->add_flag("-f,--force", flatten.force, "overwrite an existing output file");
+  TransportFlags flatten_net;
+  flatten_net.Add(flatten_cmd, /*sending=*/true, /*receiving=*/false);
+  MemoryFlag flatten_memory;
+  flatten_memory.Add(flatten_cmd, "the reader's buffers and records");
 
   // send
   TransferOptions send;
@@ -481,6 +511,10 @@ int Main(int argc, char** argv) {
     if (s.ok()) s = pack_out.CheckStdout(pack.output);
     for (const std::string& input : pack.inputs)
       if (s.ok()) s = CheckReadUri(input, "vramflow recv");
+    for (const std::string& base : pack.bases)
+      if (s.ok()) s = CheckReadUri(base, "vramflow recv");
+    if (s.ok() && pack.base_refs_only && pack.bases.empty())
+      s = Status::InvalidArgument("--base-refs-only needs --base");
     if (s.ok()) s = CheckWriteUri(pack.output);
     if (s.ok()) s = pack_net.Resolve(&pack.transport);
     if (!s.ok()) return UsageError("pack", s);
@@ -508,6 +542,11 @@ int Main(int argc, char** argv) {
                    FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
                    FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
                    FormatRate(report.raw_bytes, report.seconds).c_str(), writer);
+      if (report.incremental)
+        std::fprintf(stderr, "against base %s: %s new, %s referenced, %s delta-coded\n",
+                     report.base_id.substr(0, 16).c_str(),
+                     FormatSize(report.raw_bytes - report.base_ref_bytes - report.base_delta_bytes).c_str(),
+                     FormatSize(report.base_ref_bytes).c_str(), FormatSize(report.base_delta_bytes).c_str());
     }
     return 0;
   }
@@ -626,6 +665,19 @@ int Main(int argc, char** argv) {
     std::cout.flush();
     if (reported) JsonCommand().clear();  // the report carries the failure
     return s.ok() ? 0 : Fail("inspect", s);
+  }
+  if (*flatten_cmd) {
+    Status s = flatten_net.Resolve(&flatten.transport);
+    if (!s.ok()) return UsageError("flatten", s);
+    if (s = flatten_net.LoadCredentials(&flatten.transport); !s.ok()) return Fail("flatten", s);
+    flatten.max_memory = flatten_memory.Resolve();
+    FlattenReport report;
+    s = RunFlatten(flatten, &report);
+    if (!s.ok()) return Fail("flatten", s);
+    std::fprintf(stderr, "flattened %llu object(s), %s (%s from the base), into %s\n",
+                 static_cast<unsigned long long>(report.objects), FormatSize(report.raw_bytes).c_str(),
+                 FormatSize(report.resolved_bytes).c_str(), FormatSize(report.stream_bytes).c_str());
+    return 0;
   }
   if (*verify_cmd) {
     if (verify_out.json) JsonCommand() = "verify";

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <map>
 #include <memory>
 
 #include "streamer/amdgpu_pages.h"
+#include "streamer/base_stream.h"
 #include "streamer/file_device.h"
 #include "streamer/pipeline.h"
 #include "streamer/sequential_dump.h"
@@ -21,6 +23,7 @@
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
 #include "transport/open_uri.h"
+#include "transport/uri.h"
 
 namespace vramflow {
 namespace {
@@ -108,7 +111,43 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
   report->dedup_bytes = stats.dedup_bytes;
   report->writer_seconds = stats.serial_seconds;
   report->threads = stats.threads;
+  report->base_ref_bytes = stats.base_ref_bytes;
+  report->base_delta_bytes = stats.base_delta_bytes;
   return Status::Ok();
+}
+
+// Opens the base of an incremental pack (and the rest of its chain) through
+// the same transports as any other stored stream.
+Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options) {
+  BaseOpenOptions open;
+  open.open = [transport = options.transport](const std::string& location)
+      -> Result<std::shared_ptr<RandomAccessSource>> {
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+    return std::shared_ptr<RandomAccessSource>(std::move(source));
+  };
+  open.more_locations.assign(options.bases.begin() + 1, options.bases.end());
+  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(options.bases.front(), open);
+  if (!base.ok()) return base.status().WithContext("base '" + options.bases.front() + "'");
+  if (options.base_refs_only && !(*base)->has_digests())
+    return Status::InvalidArgument("base '" + options.bases.front() + "' has no chunk digests (DIGEST_BLOCKs), which "
+                                   "--base-refs-only needs: pack the base with --digests, or leave out "
+                                   "--base-refs-only");
+  return base;
+}
+
+// Where the BASE frame says the base is: a file base by its path from the
+// output's directory when the output is a file too (so that the two can move
+// together; readers take relative locations from there), else by its
+// absolute path; a URI as given.
+std::string RecordedBaseLocation(const std::string& base, const std::string& output) {
+  Result<Endpoint> b = ParseEndpoint(base);
+  if (!b.ok() || b->kind != Endpoint::Kind::kPath) return base;
+  const std::filesystem::path absolute = std::filesystem::absolute(b->path).lexically_normal();
+  Result<Endpoint> o = ParseEndpoint(output);
+  if (!o.ok() || o->kind != Endpoint::Kind::kPath) return absolute.string();
+  const std::filesystem::path from = std::filesystem::absolute(o->path).lexically_normal().parent_path();
+  const std::filesystem::path relative = absolute.lexically_relative(from);
+  return relative.empty() ? absolute.string() : relative.string();
 }
 
 // Streams that are not regular files (stdin, pipes, S3 objects) have no size
@@ -165,11 +204,25 @@ Status RunPack(const PackOptions& options, PackReport* report) {
     if (regular) files.push_back(std::move(in));
   }
 
+  PipelineOptions pipeline = options.pipeline;
+  if (options.base_refs_only && options.bases.empty()) return Status::InvalidArgument("--base-refs-only needs --base");
+  if (!options.bases.empty()) {
+    if (!all_regular)
+      return Status::InvalidArgument("--base needs regular files as inputs (stdin, pipes and s3:// inputs are read in "
+                                     "order, which an incremental pack does not do)");
+    // Opened before the output, so that a base that cannot serve leaves nothing behind.
+    VF_ASSIGN_OR_RETURN(pipeline.base, OpenBase(options));
+    pipeline.base_location = RecordedBaseLocation(options.bases.front(), options.output);
+    report->incremental = true;
+    report->base_id = HexDigest(pipeline.base->id());
+  }
+  pipeline.base_refs_only = options.base_refs_only;
+  pipeline.chunk_digests = options.digests;
+
   TransportOptions transport = options.transport;
   transport.file.overwrite = options.force;
   transport.s3.overwrite = options.force;  // an existing object is refused as a file is
   transport.file.fsync = options.fsync;
-  PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.output, &pipeline.max_memory, &transport);
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.output, transport));
   pipeline.producer = ProducerString();

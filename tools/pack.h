@@ -7,6 +7,11 @@
 // front and cannot be read at offsets; a command with any of them reads its
 // inputs in order and encodes their chunks on every thread
 // (streamer/sequential_dump.h), without dedup.
+//
+// With a base (--base, docs/FORMAT.md 4.9 to 4.12) the stream is
+// incremental: chunks equal to the base's chunk at the same place of the
+// matched object become references to it, changed ones deltas where smaller;
+// the base is opened by index (file or s3://), never read whole.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,11 @@ struct PackOptions {
   bool fsync = false;                // make the output durable before reporting success
   TransportOptions transport;        // network settings for tcp:// and unix: outputs
   ProgressStyle progress;            // on stderr
+  // The base of an incremental stream, then further streams of its chain
+  // (BaseOpenOptions::more_locations); empty: a full stream.
+  std::vector<std::string> bases;
+  bool base_refs_only = false;  // match by the base's digests alone; no deltas, no base chunk read
+  bool digests = false;         // write DIGEST_BLOCKs (always with a base)
 };
 
 struct PackReport {
@@ -41,6 +51,12 @@ struct PackReport {
   unsigned threads = 0;     // encoding threads used
   double seconds = 0;
   double writer_seconds = 0;  // the ordered writer (PipelineStats::serial_seconds)
+  // With a base: its stream id, and the raw bytes taken from it as they are
+  // and coded as deltas against it (the rest, raw_bytes - both, is new).
+  bool incremental = false;
+  std::string base_id;  // hex
+  uint64_t base_ref_bytes = 0;
+  uint64_t base_delta_bytes = 0;
 };
 
 Status RunPack(const PackOptions& options, PackReport* report);

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "tools/unpack.h"
 
-#include "tools/base_open.h"
-
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -26,6 +24,7 @@
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
 #include "streamer/sub_stream.h"
+#include "tools/base_open.h"
 #include "tools/cli_util.h"
 #include "tools/output_limit.h"
 #include "tools/progress.h"

@@ -262,6 +262,20 @@ std::vector<uint8_t> Repair(std::span<const uint8_t> in, ChunkDecoder& decoder) 
       case FrameKind::kZeroRun:
         digests[h.object_id] += ObjectDigestTerm(h.offset, h.raw_size, 0);
         break;
+      case FrameKind::kBase:
+      case FrameKind::kDigestBlock:
+        h.raw_hash = Hash64(payload.data(), payload.size());
+        break;
+      case FrameKind::kBaseRef:
+      case FrameKind::kBaseDelta:
+        // The reference's own checksum (its payload), so mutations of it reach the validator.
+        if (payload.size() >= kBaseChunkRefSize) {
+          uint8_t* ref = raw + kFrameHeaderSize;
+          std::memset(ref + 4, 0, 4);
+          StoreLE32(ref + 4, static_cast<uint32_t>(Hash64(ref, kBaseChunkRefSize)));
+        }
+        digests[h.object_id] += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
+        break;
       case FrameKind::kObjectEnd:
         h.raw_hash = digests[h.object_id];
         totals.raw_bytes += h.raw_size;
@@ -434,6 +448,48 @@ Status WriteSeeds(const std::string& dir) {
       if (!s.ok()) return s.WithContext(std::string("seed ") + (dedup ? "dedup-" : "interleaved-") + codec);
       VF_RETURN_IF_ERROR(write(std::string(dedup ? "dedup-" : "interleaved-") + codec + ".vfs", sink.bytes()));
     }
+  }
+  // An incremental stream (its base is not at hand: read without decoding,
+  // it exercises the BASE, BASE_REF and BASE_DELTA rules of the validator).
+  {
+    MemorySink sink;
+    StreamHeader header;
+    header.chunk_size = kChunk;
+    header.flags = kStreamFlagBase | kStreamFlagSeekIndex | kStreamFlagIndexBlocks;
+    header.producer = "stream_reader_fuzz seeds";
+    StreamWriter writer(&sink, header);
+    BaseDescriptor base;
+    base.base_id = Sha256(weights.data(), 64);
+    base.base_bytes = 1 << 20;
+    base.base_raw_bytes = weights.size();
+    base.location = "base.vfs";
+    writer.SetBase(base);
+    VF_RETURN_IF_ERROR(writer.Start());
+    VF_ASSIGN_OR_RETURN(uint32_t a, writer.BeginObject(ObjectMetadata{"model/a.bf16", {}}, weights.size()));
+    ChunkEncoder encoder(EncoderOptions{.detect_zero_runs = false});
+    for (uint64_t off = 0; off < weights.size(); off += kChunk) {
+      std::span<const uint8_t> raw(weights.data() + off, kChunk);
+      const uint64_t hash = Hash64(raw.data(), raw.size());
+      BaseChunkRef ref{1, off, Sha256(raw.data(), raw.size())};
+      EncodedChunk chunk;
+      if (off / kChunk % 3 == 0) {
+        VF_RETURN_IF_ERROR(writer.AddBaseRef(a, off, kChunk, hash, ref));
+      } else if (off / kChunk % 3 == 1) {
+        std::vector<uint8_t> delta(raw.begin(), raw.end());
+        for (size_t i = 0; i < delta.size(); i += 2) delta[i] = 0;
+        VF_RETURN_IF_ERROR(encoder.Encode(delta, &chunk));
+        VF_RETURN_IF_ERROR(writer.AddBaseDelta(a, off, kChunk, hash, ref, chunk));
+      } else {
+        VF_RETURN_IF_ERROR(encoder.Encode(raw, &chunk));
+        VF_RETURN_IF_ERROR(writer.AddChunk(a, off, kChunk, chunk));
+      }
+    }
+    VF_RETURN_IF_ERROR(writer.EndObject(a));
+    VF_RETURN_IF_ERROR(writer.Finish());
+    MemorySource check(sink.bytes());
+    TouchVisitor visitor(false);
+    VF_RETURN_IF_ERROR(ReadStream(check, visitor, ReadOptions{.decode = false}).WithContext("seed incremental"));
+    VF_RETURN_IF_ERROR(write("incremental.vfs", sink.bytes()));
   }
   return Status::Ok();
 }

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+#include "tools/flatten.h"
+
+#include <map>
+#include <memory>
+
+#include "codecs/chunk_codec.h"
+#include "streamer/memory_budget.h"
+#include "streamer/seek_index.h"
+#include "streamer/stream_reader.h"
+#include "streamer/stream_writer.h"
+#include "tools/base_open.h"
+#include "tools/cli_util.h"
+
+namespace vramflow {
+namespace {
+
+class FlattenVisitor final : public StreamVisitor {
+ public:
+  FlattenVisitor(ByteSink* sink, uint64_t extra_dedup_window) : sink_(sink), extra_window_(extra_dedup_window) {}
+
+  Status OnStreamHeader(const StreamHeader& h) override {
+    StreamHeader out = h;
+    out.flags &= ~kStreamFlagBase;
+    if (out.flags & kStreamFlagDedup) {
+      // Chunks that were references become DATA frames, so a DEDUP_REF may
+      // now lie further back from its DATA frame by as many.
+      const uint64_t window = uint64_t{h.dedup_window} + extra_window_;
+      if (h.dedup_window != 0 && window > kMaxDedupWindow)
+        return Status::NotSupported("flattening would need a dedup window of " + std::to_string(window) +
+                                    " DATA frames, more than the format allows");
+      if (h.dedup_window != 0) out.dedup_window = static_cast<uint32_t>(window);
+    }
+    writer_ = std::make_unique<StreamWriter>(sink_, out);
+    return writer_->Start();
+  }
+  Status OnObjectBegin(const ObjectState& o) override {
+    VF_ASSIGN_OR_RETURN(uint32_t id, writer_->BeginObject(o.metadata, o.size));
+    ids_[o.id] = id;
+    return Status::Ok();
+  }
+  Status OnChunk(const ChunkEvent& e) override {
+    const FrameHeader& h = e.header;
+    const uint32_t id = ids_.at(h.object_id);
+    EncodedChunk chunk;
+    switch (static_cast<FrameKind>(h.kind)) {
+      case FrameKind::kData:
+        chunk.codec = static_cast<CodecId>(h.codec);
+        chunk.transform = static_cast<TransformId>(h.transform);
+        chunk.raw_hash = h.raw_hash;
+        chunk.payload = e.payload;
+        return writer_->AddChunk(id, h.offset, h.raw_size, chunk);
+      case FrameKind::kZeroRun:
+        chunk.zero_run = true;
+        return writer_->AddChunk(id, h.offset, h.raw_size, chunk);
+      case FrameKind::kDedupRef: {
+        DedupRef ref = *e.dedup;
+        ref.source_object_id = ids_.at(ref.source_object_id);
+        return writer_->AddDedupRef(id, h.offset, h.raw_size, h.raw_hash, ref);
+      }
+      case FrameKind::kBaseRef:
+      case FrameKind::kBaseDelta:
+        if (e.data.size() != h.raw_size) return Status::Internal("a base reference without its bytes");
+        resolved_ += h.raw_size;
+        VF_RETURN_IF_ERROR(encoder_.Encode(e.data, &chunk));
+        return writer_->AddChunk(id, h.offset, h.raw_size, chunk);
+      default:
+        return Status::Internal("unexpected chunk kind");
+    }
+  }
+  Status OnObjectEnd(const ObjectState& o) override { return writer_->EndObject(ids_.at(o.id)); }
+  Status OnStreamEnd(const StreamTotals& totals) override {
+    VF_RETURN_IF_ERROR(writer_->Finish());
+    objects_ = totals.object_count;
+    raw_bytes_ = totals.raw_bytes;
+    return sink_->Commit();
+  }
+
+  uint64_t objects() const { return objects_; }
+  uint64_t raw_bytes() const { return raw_bytes_; }
+  uint64_t resolved() const { return resolved_; }
+  uint64_t written() const { return writer_ ? writer_->bytes_written() : 0; }
+
+ private:
+  ByteSink* sink_;
+  uint64_t extra_window_;
+  std::unique_ptr<StreamWriter> writer_;
+  ChunkEncoder encoder_{EncoderOptions{}};
+  std::map<uint32_t, uint32_t> ids_;  // input object id -> output object id (objects of the stream)
+  uint64_t objects_ = 0, raw_bytes_ = 0, resolved_ = 0;
+};
+
+// How many chunks of the input are base references, from its index when it
+// has one (then DEDUP_REF windows grow by exactly that at most); otherwise
+// the most a window may be.
+uint64_t BaseReferenceCount(const std::string& input, const TransportOptions& transport) {
+  Result<std::unique_ptr<RandomAccessSource>> source = OpenRandomAccess(input, transport);
+  if (!source.ok()) return kMaxDedupWindow;
+  Result<StoredStreamIndex> stored = ReadSeekIndex(**source, 64ull << 20);
+  if (!stored.ok()) return kMaxDedupWindow;
+  uint64_t count = 0;
+  for (const SeekIndexObject& o : stored->index.objects)
+    for (const SeekIndexChunk& c : o.chunks)
+      if (c.kind == FrameKind::kBaseRef || c.kind == FrameKind::kBaseDelta) ++count;
+  return count;
+}
+
+}  // namespace
+
+Status RunFlatten(const FlattenOptions& options, FlattenReport* report) {
+  TransportOptions transport = options.transport;
+  transport.file.overwrite = options.force;
+  uint64_t reader_memory = options.max_memory;
+  ShareBudget(options.input, &reader_memory, &transport);
+  const uint64_t extra_window = BaseReferenceCount(options.input, transport);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.output, transport));
+  FlattenVisitor visitor(sink.get(), extra_window);
+  MemoryBudget budget(reader_memory);
+  ReadOptions read{.decode = true, .budget = &budget,
+                   .open_base = BaseOpenerFor(options.bases, options.input, options.transport)};
+  Status status = ReadStream(*source, visitor, read);
+  (void)source->Finish(status);
+  VF_RETURN_IF_ERROR(status);
+  if (report) {
+    report->objects = visitor.objects();
+    report->raw_bytes = visitor.raw_bytes();
+    report->stream_bytes = visitor.written();
+    report->resolved_bytes = visitor.resolved();
+  }
+  return Status::Ok();
+}
+
+}  // namespace vramflow
