@@ -12,6 +12,7 @@
 #include "plugin/dumped_bos.h"
 #include "plugin/kfd_devinfo.h"
 #include "plugin/kfd_image.h"
+#include "plugin/vram_base.h"
 #include "plugin/vram_io.h"
 #include "common/units.h"
 
@@ -122,13 +123,24 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
     const std::string name = VramStreamName(id, device.user_gpu_id);
     Result<std::unique_ptr<ByteSink>> sink = ctx.vram->Create(name);
     if (!sink.ok()) return sink.status().WithContext(name);
+    PipelineOptions pipeline = ctx.options->pipeline;
+    if (!ctx.options->base.empty()) {
+      // Each GPU's base is its own stream: one location for several is the wrong base for all but one.
+      if (NamesOneImage(ctx.options->base) && checkpoint.devices.size() > 1)
+        return Status::InvalidArgument("VRAMFLOW_BASE=" + ctx.options->base + " names one stream, but the process has " +
+                                       std::to_string(checkpoint.devices.size()) +
+                                       " GPUs, each with a stream of its own: put {name} in it, or name a directory");
+      VF_ASSIGN_OR_RETURN(pipeline.base, OpenVramBase(*ctx.options, name));
+    }
     PipelineStats stats;
-    VF_RETURN_IF_ERROR(DumpVram(*dma, device.user_gpu_id, bos, **sink, ctx.options->pipeline, &stats));
+    VF_RETURN_IF_ERROR(DumpVram(*dma, device.user_gpu_id, bos, **sink, pipeline, &stats));
     result->stats.objects += stats.objects;
     result->stats.raw_bytes += stats.raw_bytes;
     result->stats.stream_bytes += stats.stream_bytes;
     result->stats.zero_bytes += stats.zero_bytes;
     result->stats.dedup_bytes += stats.dedup_bytes;
+    result->stats.base_ref_bytes += stats.base_ref_bytes;
+    result->stats.base_delta_bytes += stats.base_delta_bytes;
     result->stats.seconds += stats.seconds;
   }
   return WriteMetadata(*ctx.images, KfdImageName(id), image);

@@ -289,6 +289,10 @@ void LogDump(const PluginContext& ctx, int id, const KfdDumpResult& r) {
   Log().Info(line);
   Log().Debug("KFD file " + std::to_string(id) + ": zero runs " + Percent(st.zero_bytes, st.raw_bytes) +
                      "%, dedup " + Percent(st.dedup_bytes, st.raw_bytes) + "% of the bytes");
+  if (!ctx.options->base.empty())
+    Log().Info("KFD file " + std::to_string(id) + ": incremental against VRAMFLOW_BASE=" + ctx.options->base + ": " +
+               Percent(st.base_ref_bytes, st.raw_bytes) + "% of the bytes referenced, " +
+               Percent(st.base_delta_bytes, st.raw_bytes) + "% coded as deltas");
 }
 
 Status Init(int stage) {

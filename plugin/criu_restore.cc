@@ -15,6 +15,7 @@
 #include "criu_amdgpu.pb.h"
 #include "plugin/kfd_devinfo.h"
 #include "plugin/kfd_image.h"
+#include "plugin/vram_base.h"
 #include "common/units.h"
 
 namespace vramflow {
@@ -255,8 +256,10 @@ Status RestoreGpuContents(const PluginContext& ctx, int id, uint32_t image_gpu_i
   Result<std::unique_ptr<ByteSource>> stream = ctx.vram->Open(stream_name);
   if (!stream.ok()) return stream.status().WithContext(stream_name);
   if (*stream) {
+    PipelineOptions pipeline = ctx.options->pipeline;
+    pipeline.open_base = VramBaseOpener(*ctx.options, stream_name);
     PipelineStats stats;
-    Status restored = RestoreVram(*device, bos, **stream, ctx.options->pipeline, &stats);
+    Status restored = RestoreVram(*device, bos, **stream, pipeline, &stats);
     // A network sender learns here that every byte reached the GPU.
     Status told = (*stream)->Finish(restored);
     VF_RETURN_IF_ERROR(restored);

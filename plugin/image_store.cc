@@ -13,6 +13,19 @@
 namespace vramflow {
 namespace {
 
+constexpr char kNamePlaceholder[] = "{name}";
+
+bool HasNamePlaceholder(const std::string& pattern) { return pattern.find(kNamePlaceholder) != std::string::npos; }
+
+// `pattern` with every "{name}" replaced by `name`.
+std::string SubstituteName(const std::string& pattern, const std::string& name) {
+  std::string uri = pattern;
+  const size_t length = sizeof kNamePlaceholder - 1;
+  for (size_t pos = 0; (pos = uri.find(kNamePlaceholder, pos)) != std::string::npos; pos += name.size())
+    uri.replace(pos, length, name);
+  return uri;
+}
+
 class DirStore final : public ImageStore {
  public:
   DirStore(std::string dir, FileSinkOptions options) : dir_(std::move(dir)), options_(options) {}
@@ -159,11 +172,7 @@ class TemplateStore final : public ImageStore {
  private:
   // Network streams carry their image's name too (see UriStore).
   TransportOptions Named(const std::string& name) const { return WithStreamName(options_, name); }
-  std::string Uri(const std::string& name) const {
-    std::string uri = target_;
-    for (size_t pos; (pos = uri.find("{name}")) != std::string::npos;) uri.replace(pos, 6, name);
-    return uri;
-  }
+  std::string Uri(const std::string& name) const { return SubstituteName(target_, name); }
   std::string target_;
   TransportOptions options_;
 };
@@ -179,7 +188,7 @@ std::unique_ptr<ImageStore> CriuStreamerStore(StreamerOpenFn open, bool dump) {
 }
 
 Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const TransportOptions& options) {
-  if (target.find("{name}") != std::string::npos)
+  if (HasNamePlaceholder(target))
     return std::unique_ptr<ImageStore>(std::make_unique<TemplateStore>(target, options));
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(target));
   if (endpoint.kind == Endpoint::Kind::kPath) {
@@ -187,6 +196,19 @@ Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const
     return DirectoryStore(endpoint.path, file);
   }
   return std::unique_ptr<ImageStore>(std::make_unique<UriStore>(target, options, endpoint.is_network()));
+}
+
+Result<std::string> ImageLocation(const std::string& pattern, const std::string& name) {
+  if (HasNamePlaceholder(pattern)) return SubstituteName(pattern, name);
+  VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(pattern));
+  if (endpoint.kind == Endpoint::Kind::kPath) return endpoint.path + "/" + name;
+  return pattern;
+}
+
+bool NamesOneImage(const std::string& pattern) {
+  if (HasNamePlaceholder(pattern)) return false;
+  Result<Endpoint> endpoint = ParseEndpoint(pattern);
+  return !endpoint.ok() || endpoint->kind != Endpoint::Kind::kPath;
 }
 
 }  // namespace vramflow

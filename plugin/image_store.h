@@ -49,4 +49,13 @@ std::unique_ptr<ImageStore> CriuStreamerStore(StreamerOpenFn open, bool dump);
 // refused.
 Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const TransportOptions& options);
 
+// Where image `name` is under a pattern of VRAMFLOW_TARGET's form, for what
+// is opened by location (VRAMFLOW_BASE): "{name}" in it replaced by the
+// name; a path without it is a directory holding the image; any other URI
+// without it (s3://bucket/key) names one stream, returned as it is.
+Result<std::string> ImageLocation(const std::string& pattern, const std::string& name);
+// Whether ImageLocation gives every name the same location (a URI naming
+// one stream), so that only one image can be found there.
+bool NamesOneImage(const std::string& pattern);
+
 }  // namespace vramflow

@@ -191,6 +191,14 @@ Result<PluginOptions> PluginOptionsFromEnvironment(const std::function<const cha
   if (const char* v = set("VRAMFLOW_CODEC")) ReadCodec(v, &options);
   if (const char* v = set("VRAMFLOW_THREADS")) ReadThreads(v, &options);
   if (const char* v = set("VRAMFLOW_TARGET")) options.target = v;
+  if (const char* v = set("VRAMFLOW_BASE")) options.base = v;
+  if (const char* v = set("VRAMFLOW_BASE_REFS_ONLY")) {
+    if (std::optional<bool> on = ParseUpstreamBool(v)) {
+      options.pipeline.base_refs_only = *on;
+    } else {
+      options.warnings.push_back(Ignored("VRAMFLOW_BASE_REFS_ONLY", v, "expecting 1/YES or 0/NO; deltas stay allowed"));
+    }
+  }
   if (const char* v = set("VRAMFLOW_KEY_FILE")) ReadKeyFile(v, &options);
   // Mutual TLS for a tcp:// target (docs/PLUGIN.md); TlsContext::Create
   // checks the files when the transport opens.
@@ -231,6 +239,8 @@ std::vector<std::string> PluginOptions::ParamLines() const {
   param("VRAMFLOW_THREADS",
         pipeline.threads == 0 ? "0 (auto: " + std::to_string(fitted.threads) + ")" : std::to_string(pipeline.threads));
   param("VRAMFLOW_TARGET", target.empty() ? "(the images directory)" : target);
+  param("VRAMFLOW_BASE", base.empty() ? "(none: full dumps)" : base);
+  param("VRAMFLOW_BASE_REFS_ONLY", pipeline.base_refs_only ? "Y" : "N");
   const TlsCredentials& tls = transport.net.tls;
   auto file = [](const std::string& path) { return path.empty() ? std::string("(none)") : path; };
   param("VRAMFLOW_TLS_CERT", file(tls.cert_file));

@@ -38,6 +38,15 @@ struct PluginOptions {
   // (a directory, or a transport URI; "{name}" in it becomes the stream's
   // name). Empty: the images directory, next to the metadata images.
   std::string target;
+  // VRAMFLOW_BASE: the earlier checkpoint each GPU's VRAM stream is built on
+  // (an incremental dump; docs/PLUGIN.md), a pattern as VRAMFLOW_TARGET is
+  // (ImageLocation in image_store.h): at dump, each stream is coded against
+  // the stream of the same name there; at restore, that stream is the base
+  // the BASE frame's id must match. Empty: full dumps, and a restore opens
+  // an incremental stream's base where its BASE frame says.
+  std::string base;
+  // VRAMFLOW_BASE_REFS_ONLY (pipeline.base_refs_only): match against the
+  // base's digests alone, never reading its chunks (no deltas).
   TransportOptions transport;  // key from VRAMFLOW_KEY_FILE
   MapChecks checks;            // KFD_*_CHECK
   // VRAMFLOW_KFD_TOPOLOGY: where KFD's topology is read (tests, containers).

@@ -18,6 +18,9 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/exception_boundary.h"
+#include "common/hash.h"
+#include "common/sha256.h"
+#include "streamer/base_chunk_coding.h"
 #include "streamer/memory_budget.h"
 #include "streamer/ordered_dump_plan.h"
 #include "streamer/pipeline_fit.h"
@@ -42,6 +45,12 @@ struct Item {
   // With dedup, a DATA chunk's content key (XXH3-128 of its raw bytes).
   bool keyed = false;
   Hash128 content;
+  // With a base: how the chunk is stored (a BASE_DELTA's coding is in
+  // `encoded`, its payload in `payload`), and the chunk's SHA-256.
+  BaseCoding::Kind coding = BaseCoding::Kind::kOwn;
+  BaseChunkRef base_ref;
+  bool has_sha256 = false;
+  Sha256Digest sha256{};
 };
 
 // An earlier DATA frame a reference may name.
@@ -63,7 +72,11 @@ EncoderOptions RawEncoder() {
 class ConcurrentDump::Engine {
  public:
   Engine(ByteSink* sink, PipelineOptions options, size_t max_open_inputs)
-      : sink_(sink), options_(std::move(options)), max_open_inputs_(max_open_inputs), budget_(options_.max_memory) {}
+      : sink_(sink),
+        options_(std::move(options)),
+        digests_(options_.chunk_digests || options_.base != nullptr),
+        max_open_inputs_(max_open_inputs),
+        budget_(options_.max_memory) {}
 
   ~Engine() {
     Abort(Status::Cancelled("the dump was stopped"));
@@ -85,6 +98,17 @@ class ConcurrentDump::Engine {
                                         "dedup window of " + std::to_string(window) + " chunks"));
       first_copies_.emplace(static_cast<uint32_t>(window));
     }
+    VF_RETURN_IF_ERROR(CheckDumpBase(options_));
+    // With a base: its index, held throughout, and each worker's buffers for
+    // reading and XORing base chunks (reserved for every thread the options
+    // ask for, then taken for those the plan runs).
+    uint64_t coder_reserve = 0;
+    if (options_.base) {
+      VF_RETURN_IF_ERROR(budget_.Charge(options_.base->memory_bytes(), "the base's index"));
+      coder_reserve = uint64_t{options_.threads} *
+                      BaseChunkCoder::MemoryBytes(*options_.base, options_.chunk_size, options_.base_refs_only);
+      VF_RETURN_IF_ERROR(budget_.Charge(coder_reserve, "reading and coding against the base's chunks"));
+    }
     VF_ASSIGN_OR_RETURN(plan_, PlanOrderedDump(options_, 2ull * options_.threads + 6, &budget_));
     for (size_t i = 0; i < plan_.items; ++i) {
       auto item = std::make_unique<Item>();
@@ -94,14 +118,26 @@ class ConcurrentDump::Engine {
       free_.push_back(item.get());
       items_.push_back(std::move(item));
     }
+    if (options_.base) {
+      budget_.Refund(coder_reserve);
+      for (unsigned i = 0; i < plan_.threads; ++i) {
+        VF_ASSIGN_OR_RETURN(std::unique_ptr<BaseChunkCoder> coder,
+                            BaseChunkCoder::Create(options_.base, options_.chunk_size, options_.base_refs_only, &budget_));
+        coders_.push_back(std::move(coder));
+      }
+    }
     StreamHeader header = OrderedDumpHeader(options_, *sink_);
     if (first_copies_) {
       header.flags |= kStreamFlagDedup;
       header.dedup_window = first_copies_->capacity();
     }
+    if (options_.base) header.flags |= kStreamFlagBase;
     writer_.emplace(sink_, header);
+    if (options_.base) writer_->SetBase(options_.base->DescriptorForDependent());
+    writer_->SetChunkDigests(digests_);
     VF_RETURN_IF_ERROR(writer_->Start());
-    for (unsigned i = 0; i < plan_.threads; ++i) workers_.emplace_back([this] { Work(); });
+    for (unsigned i = 0; i < plan_.threads; ++i)
+      workers_.emplace_back([this, i] { Work(coders_.empty() ? nullptr : coders_[i].get()); });
     write_thread_ = std::thread([this] { WriteLoop(); });
     return Status::Ok();
   }
@@ -119,6 +155,8 @@ class ConcurrentDump::Engine {
     const size_t index = objects_.size();
     auto object = std::make_unique<Object>();
     object->metadata = input.metadata;
+    // Matched by name (CRIU's image files, ext files), whatever their sizes.
+    if (options_.base) object->base_object = options_.base->Match(input.metadata, kUnknownObjectSize, std::nullopt);
     objects_.push_back(std::move(object));
     open_.insert(index);
     writer_wake_.notify_one();
@@ -176,6 +214,9 @@ class ConcurrentDump::Engine {
       stats->raw_bytes = done_bytes_;
       stats->stream_bytes = writer_->bytes_written();
       stats->zero_bytes = writer_->stats().zero_bytes;
+      stats->dedup_bytes = writer_->stats().dedup_bytes;
+      stats->base_ref_bytes = writer_->stats().base_ref_bytes;
+      stats->base_delta_bytes = writer_->stats().base_delta_bytes;
       stats->data_chunks = writer_->stats().data_frames;
       stats->slots = plan_.items;
       stats->budget_peak = budget_.peak();
@@ -190,6 +231,7 @@ class ConcurrentDump::Engine {
   struct Object {
     ObjectMetadata metadata;
     ChunkStorage storage = ChunkStorage::kEncoded;  // set before its first chunk is queued
+    const SeekIndexObject* base_object = nullptr;    // the base's object of the same name, if any
     uint32_t stream_id = 0;
     bool begun = false;
     uint64_t next_seq = 0;                // the next chunk to write
@@ -259,11 +301,14 @@ class ConcurrentDump::Engine {
     }
   }
 
-  // Fills item->raw from the input; sets *ended at its end. Hands on a part
-  // when another reader is starved (see the header). *stopped when the dump
-  // failed meanwhile.
-  Status Fill(ConcurrentInput& input, size_t* content_offset, Item* item, bool* ended, bool* stopped) {
-    const size_t chunk = options_.chunk_size;
+  // Fills item->raw from the input, up to the next multiple of the chunk
+  // size (`offset` is where it starts in the input); sets *ended at its end.
+  // Hands on a part when another reader is starved (see the header), and
+  // the next chunk then ends where this one would have: chunks start at
+  // the same offsets whatever the timing, as a base's chunks must to be
+  // matched. *stopped when the dump failed meanwhile.
+  Status Fill(ConcurrentInput& input, uint64_t offset, size_t* content_offset, Item* item, bool* ended, bool* stopped) {
+    const size_t chunk = options_.chunk_size - static_cast<size_t>(offset % options_.chunk_size);
     if (!input.fd.valid()) {
       const size_t n = std::min(chunk, input.content.size() - *content_offset);
       if (n > 0) std::memcpy(item->raw.data(), input.content.data() + *content_offset, n);  // empty: no data()
@@ -315,7 +360,7 @@ class ConcurrentDump::Engine {
       }
       Item* item = TakeFree();
       if (!item) break;
-      Status s = Fill(input, &content_offset, item, &ended, &stopped);
+      Status s = Fill(input, offset, &content_offset, item, &ended, &stopped);
       if (!s.ok() || stopped) {
         PutFree(item);
         Fail(s.WithContext("reading '" + name + "' at offset " + std::to_string(offset)));
@@ -345,12 +390,13 @@ class ConcurrentDump::Engine {
     writer_wake_.notify_one();
   }
 
-  void Work() {
+  void Work(BaseChunkCoder* coder) {
     ChunkEncoder encoder(options_.encoder);
     ChunkEncoder raw_encoder(RawEncoder());
     while (true) {
       Item* item = nullptr;
       ChunkStorage storage = ChunkStorage::kEncoded;
+      const SeekIndexObject* base_object = nullptr;
       {
         std::unique_lock<std::mutex> lock(mu_);
         work_wake_.wait(lock, [&] { return stop_workers_ || !error_.ok() || !work_.empty(); });
@@ -358,14 +404,9 @@ class ConcurrentDump::Engine {
         item = work_.front();
         work_.pop_front();
         storage = objects_[item->object]->storage;
+        base_object = objects_[item->object]->base_object;
       }
-      ChunkEncoder& use = storage == ChunkStorage::kRaw ? raw_encoder : encoder;
-      Status s = use.EncodeInto(std::span<const uint8_t>(item->raw.data(), item->size),
-                                std::span<uint8_t>(item->payload.data(), item->payload.size()), &item->encoded);
-      // Only encoded inputs' DATA chunks take part in dedup: zero runs cost
-      // nothing, and raw inputs (vramflow streams, small images) go as they are.
-      item->keyed = first_copies_ && storage == ChunkStorage::kEncoded && !item->encoded.zero_run;
-      if (item->keyed) item->content = HashContent128(item->raw.data(), item->size);
+      Status s = Encode(item, storage == ChunkStorage::kRaw ? raw_encoder : encoder, storage, coder, base_object);
       std::lock_guard<std::mutex> lock(mu_);
       if (!s.ok()) {
         FailLocked(s.WithContext("encoding '" + objects_[item->object]->metadata.name + "' at offset " +
@@ -375,6 +416,57 @@ class ConcurrentDump::Engine {
       objects_[item->object]->encoded.emplace(item->seq, item);
       writer_wake_.notify_one();
     }
+  }
+
+  // Codes one chunk: against the base's chunk at the same place when there
+  // is one (base_chunk_coding.h), else (or when that does not pay) on its
+  // own with `use`.
+  Status Encode(Item* item, ChunkEncoder& use, ChunkStorage storage, BaseChunkCoder* coder,
+                const SeekIndexObject* base_object) {
+    const std::span<const uint8_t> raw(item->raw.data(), item->size);
+    item->coding = BaseCoding::Kind::kOwn;
+    item->keyed = false;
+    item->has_sha256 = false;
+    if (coder && base_object) {
+      item->sha256 = Sha256(raw);
+      item->has_sha256 = true;
+      VF_ASSIGN_OR_RETURN(BaseCoding coding, coder->Reference(base_object->id, item->offset, raw, item->sha256));
+      if (coding.kind == BaseCoding::Kind::kRef) {
+        item->coding = coding.kind;
+        item->base_ref = coding.ref;
+        item->encoded = EncodedChunk{};
+        item->encoded.raw_hash = Hash64(raw.data(), raw.size());
+        return Status::Ok();
+      }
+    }
+    VF_RETURN_IF_ERROR(use.EncodeInto(raw, std::span<uint8_t>(item->payload.data(), item->payload.size()), &item->encoded));
+    // DIGEST_BLOCKs list the SHA-256 of every chunk but zero runs.
+    if (digests_ && !item->has_sha256 && !item->encoded.zero_run) {
+      item->sha256 = Sha256(raw);
+      item->has_sha256 = true;
+    }
+    // Raw inputs (vramflow streams, small images) go as they are: a delta
+    // coded raw is never smaller.
+    if (coder && base_object && storage == ChunkStorage::kEncoded && !item->encoded.zero_run) {
+      VF_ASSIGN_OR_RETURN(BaseCoding coding,
+                          coder->Delta(base_object->id, item->offset, raw, item->encoded.payload.size(), use));
+      if (coding.kind == BaseCoding::Kind::kDelta) {
+        // The delta's payload replaces the chunk's own in the item's buffer.
+        const uint64_t raw_hash = item->encoded.raw_hash;
+        std::memmove(item->payload.data(), coding.delta.payload.data(), coding.delta.payload.size());
+        item->encoded = coding.delta;
+        item->encoded.payload = std::span<const uint8_t>(item->payload.data(), coding.delta.payload.size());
+        item->encoded.raw_hash = raw_hash;
+        item->coding = coding.kind;
+        item->base_ref = coding.ref;
+        return Status::Ok();
+      }
+    }
+    // Only encoded inputs' DATA chunks take part in dedup: zero runs cost
+    // nothing, and raw inputs (vramflow streams, small images) go as they are.
+    item->keyed = first_copies_ && storage == ChunkStorage::kEncoded && !item->encoded.zero_run;
+    if (item->keyed) item->content = HashContent128(item->raw.data(), item->size);
+    return Status::Ok();
   }
 
   // What the writer does next for one object.
@@ -405,14 +497,22 @@ class ConcurrentDump::Engine {
   // CRIU whole and lets it go, so a reference into another file could name
   // bytes it no longer has. Called by the writer thread only.
   Status WriteChunk(const Object& object, const Item& item) {
+    // item.encoded.raw_hash is the XXH3-64 of the chunk's own bytes for every kind.
+    if (item.coding == BaseCoding::Kind::kRef)
+      return writer_->AddBaseRef(object.stream_id, item.offset, item.size, item.encoded.raw_hash, item.base_ref);
+    const Sha256Digest* sha256 = item.has_sha256 ? &item.sha256 : nullptr;
+    if (item.coding == BaseCoding::Kind::kDelta)
+      return writer_->AddBaseDelta(object.stream_id, item.offset, item.size, item.encoded.raw_hash, item.base_ref,
+                                   item.encoded, sha256);
     if (item.keyed) {
       const FirstCopy* first = first_copies_->Find(item.content);
       if (first && first->ref.source_object_id == object.stream_id && first->size == item.size) {
         dedup_bytes_ += item.size;
-        return writer_->AddDedupRef(object.stream_id, item.offset, item.size, item.encoded.raw_hash, first->ref);
+        return writer_->AddDedupRef(object.stream_id, item.offset, item.size, item.encoded.raw_hash, first->ref,
+                                    sha256);
       }
     }
-    VF_RETURN_IF_ERROR(writer_->AddChunk(object.stream_id, item.offset, item.size, item.encoded));
+    VF_RETURN_IF_ERROR(writer_->AddChunk(object.stream_id, item.offset, item.size, item.encoded, sha256));
     if (item.keyed) first_copies_->Add(item.content, FirstCopy{DedupRef{object.stream_id, item.offset, item.content}, item.size});
     return Status::Ok();
   }
@@ -492,6 +592,8 @@ class ConcurrentDump::Engine {
 
   ByteSink* sink_;
   const PipelineOptions options_;
+  // Every chunk's SHA-256 goes into DIGEST_BLOCKs (asked for, or a base).
+  const bool digests_;
   const size_t max_open_inputs_;
   MemoryBudget budget_;
   OrderedDumpPlan plan_;
@@ -499,6 +601,8 @@ class ConcurrentDump::Engine {
   std::optional<StreamWriter> writer_;  // the writer thread's, then Finish()'s
   // With options.dedup: the latest DATA frames by content (the writer thread's).
   std::optional<DedupWindow<Hash128, FirstCopy, ContentKeyHash>> first_copies_;
+  // With a base: one coder per worker (workers_[i] uses coders_[i]).
+  std::vector<std::unique_ptr<BaseChunkCoder>> coders_;
   uint64_t dedup_bytes_ = 0;
   std::chrono::steady_clock::time_point start_;
   uint64_t done_bytes_ = 0;     // the writer thread's

@@ -25,6 +25,19 @@
 // that hands each object on whole and lets it go (`streamer serve`) can
 // always resolve such a reference. Keys are XXH3-128 of the content, as the
 // dump graph's.
+//
+// Chunks start at multiples of the chunk size in each input: a part handed
+// on early (above) is followed by the rest of that chunk, so the same input
+// is cut the same way whatever the timing.
+//
+// A base (options.base; docs/FORMAT.md 4.9 to 4.11): an input is matched to
+// the base's object of the same name, and each chunk to the base's chunk at
+// the same offset and of the same size (base_chunk_coding.h): equal, it
+// becomes a BASE_REF; else, for an encoded input and unless
+// options.base_refs_only, a BASE_DELTA where that is smaller. The base's
+// index and each worker's buffers for the base's chunks are charged to the
+// budget. This is the only incremental path for CRIU's own images (CPU
+// pages): CRIU's incremental dumps need soft-dirty tracking.
 #pragma once
 
 #include <cstdint>
@@ -73,7 +86,8 @@ class ConcurrentDump {
  public:
   // Writes the stream header to `sink` (which must outlive the dump) and
   // starts the workers. Uses options.chunk_size, encoder, threads (0: fit
-  // to the machine), max_memory, seek_index, producer, progress and note.
+  // to the machine), max_memory, seek_index, base, base_refs_only, producer,
+  // progress and note.
   // More than `max_open_inputs` inputs open at once is an error (Add).
   static Result<std::unique_ptr<ConcurrentDump>> Start(ByteSink* sink, const PipelineOptions& options,
                                                        size_t max_open_inputs = kDefaultMaxOpenInputs);

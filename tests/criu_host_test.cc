@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -181,6 +182,36 @@ TEST(CriuHost, TruncatedStreamAbortsTheRestoreBeforeResume) {
     ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;
     EXPECT_TRUE(Has(run.output, "truncated")) << mode << "\n" << run.output;
   }
+}
+
+// Incremental checkpoints (VRAMFLOW_BASE): a full dump, a change to the BOs,
+// a dump against the first, restored (in the tasks and, where CRIU has
+// POST_FORKING, by the main process) with every byte checked.
+TEST(CriuHost, IncrementalDumpRestoresWithItsBase) {
+  for (const std::string& mode : RestoreModes()) {
+    testing::TempDir dir;
+    HostRun run = RunHost(dir, "--gpus 2 --incremental", mode);
+    ASSERT_EQ(run.status, 0) << mode << "\n" << run.output;
+    EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
+    unsigned long long incremental = 0, base = 0;
+    const size_t at = run.output.find("incremental: VRAM streams");
+    ASSERT_NE(at, std::string::npos) << run.output;
+    ASSERT_EQ(std::sscanf(run.output.c_str() + at, "incremental: VRAM streams %llu bytes, the base's %llu bytes",
+                          &incremental, &base),
+              2)
+        << run.output;
+    // Most BOs did not change: the second checkpoint is a fraction of the first.
+    EXPECT_LT(3 * incremental, base) << run.output;
+  }
+}
+
+TEST(CriuHost, IncrementalRestoreWithAWrongBaseFailsBeforeAnyResume) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 2 --incremental --expect-restore-failure --restore-base " + dir.File("images"));
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "wrong base")) << run.output;
+  EXPECT_TRUE(Has(run.output, "VRAMFLOW_BASE")) << run.output;
+  EXPECT_TRUE(Has(run.output, "no process was resumed")) << run.output;
 }
 
 TEST(CriuHost, VramStreamsGoToTheTarget) {

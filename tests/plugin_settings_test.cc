@@ -166,7 +166,8 @@ TEST(PluginSettings, ParamLinesShowTheEffectiveSettings) {
                            "KFD_NUM_GWS_CHECK", "KFD_VRAM_SIZE_CHECK", "KFD_NUMA_CHECK", "KFD_CAPABILITY_CHECK",
                            "VRAMFLOW_CODEC", "VRAMFLOW_THREADS", "VRAMFLOW_TARGET", "VRAMFLOW_KEY_FILE",
                            "VRAMFLOW_TLS_CERT", "VRAMFLOW_TLS_KEY", "VRAMFLOW_TLS_CA", "VRAMFLOW_INSECURE",
-                           "VRAMFLOW_PARALLEL_RESTORE", "VRAMFLOW_CRIU_STREAM", "VRAMFLOW_KFD_TOPOLOGY"}) {
+                           "VRAMFLOW_PARALLEL_RESTORE", "VRAMFLOW_CRIU_STREAM", "VRAMFLOW_KFD_TOPOLOGY",
+                           "VRAMFLOW_BASE", "VRAMFLOW_BASE_REFS_ONLY"}) {
     EXPECT_TRUE(AnyLineHas(defaults, std::string("param: ") + name + ": ")) << name << "\n" << Joined(defaults);
   }
   EXPECT_TRUE(AnyLineHas(defaults, "param: KFD_MAX_BUFFER_SIZE: 0 (auto: ")) << Joined(defaults);
@@ -209,6 +210,26 @@ TEST(PluginSettings, TlsFilesAndInsecureComeFromTheEnvironment) {
   PluginOptions bad = Read({{"VRAMFLOW_INSECURE", "maybe"}});
   EXPECT_FALSE(bad.transport.net.insecure);
   EXPECT_TRUE(AnyLineHas(bad.warnings, "ignoring VRAMFLOW_INSECURE='maybe'")) << Joined(bad.warnings);
+}
+
+//! Incremental checkpoints (issue 21): VRAMFLOW_BASE as given (a pattern as
+//! VRAMFLOW_TARGET), VRAMFLOW_BASE_REFS_ONLY read as upstream's booleans.
+TEST(PluginSettings, BaseAndRefsOnly) {
+  PluginOptions none = Read({});
+  EXPECT_TRUE(none.base.empty());
+  EXPECT_FALSE(none.pipeline.base_refs_only);
+  EXPECT_TRUE(AnyLineHas(none.ParamLines(), "param: VRAMFLOW_BASE: (none: full dumps)")) << Joined(none.ParamLines());
+
+  PluginOptions o = Read({{"VRAMFLOW_BASE", "s3://bucket/ckpt1/{name}"}, {"VRAMFLOW_BASE_REFS_ONLY", "yes"}});
+  ASSERT_TRUE(o.warnings.empty()) << Joined(o.warnings);
+  EXPECT_EQ(o.base, "s3://bucket/ckpt1/{name}");
+  EXPECT_TRUE(o.pipeline.base_refs_only);
+  EXPECT_TRUE(AnyLineHas(o.ParamLines(), "param: VRAMFLOW_BASE: s3://bucket/ckpt1/{name}")) << Joined(o.ParamLines());
+  EXPECT_TRUE(AnyLineHas(o.ParamLines(), "param: VRAMFLOW_BASE_REFS_ONLY: Y")) << Joined(o.ParamLines());
+
+  PluginOptions bad = Read({{"VRAMFLOW_BASE_REFS_ONLY", "sometimes"}});
+  EXPECT_FALSE(bad.pipeline.base_refs_only);
+  EXPECT_TRUE(AnyLineHas(bad.warnings, "VRAMFLOW_BASE_REFS_ONLY='sometimes'")) << Joined(bad.warnings);
 }
 
 }  // namespace

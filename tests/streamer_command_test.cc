@@ -84,6 +84,33 @@ TEST(StreamerCommand, RunsAsCriuImageStreamer) {
   EXPECT_EQ(r.code, 2) << "an address without its scheme: " << r.output;
 }
 
+// --base and its companions (issue 21): where they apply and what a base
+// can be, refused with exit status 2 before anything starts; a base that
+// cannot be opened fails capture before it binds its socket.
+TEST(StreamerCommand, BaseFlagsAreChecked) {
+  TempDir dir;
+  const std::string streamer = Q(VramflowBinary()) + " streamer -D " + Q(dir.File("img"));
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{{"--base-refs-only capture", "--base-refs-only"},
+                                         {"--base " + Q(dir.File("b.vfs")) + " --base-refs-only serve", "capture"},
+                                         {"--digests serve", "--digests"},
+                                         {"--base tcp://127.0.0.1:7000 capture", "read by ranges"},
+                                         {"--base - capture", "read by ranges"}}) {
+    CommandResult r = RunLine(streamer + " " + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << ": " << r.output;
+  }
+  CommandResult missing = RunLine(streamer + " -o " + Q(dir.File("out.vfs")) + " --base " +
+                                  Q(dir.File("no-such.vfs")) + " capture");
+  EXPECT_EQ(missing.code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("--base " + dir.File("no-such.vfs")), std::string::npos) << missing.output;
+  EXPECT_EQ(missing.output.find("socket-init"), std::string::npos) << missing.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("out.vfs")));
+}
+
 TEST(CriuImageSocket, MessagesRoundTrip) {
   auto name = DecodeImageRequest(EncodeImageRequest("pages-1.img"));
   ASSERT_TRUE(name.ok()) << name.status().ToString();

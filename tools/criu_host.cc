@@ -152,6 +152,13 @@ struct HostOptions {
   // "render-first" (render nodes, then the KFD file); two regular files last.
   std::string fd_layout = "kfd-first";
   std::string restore_target;  // VRAMFLOW_TARGET for the restore only (a migration's other end)
+  // An incremental checkpoint: a full dump (kept in WORK/base-images), a
+  // change to the BOs (ChangeBos), then the dump that is restored, with
+  // VRAMFLOW_BASE=WORK/base-images.
+  bool incremental = false;
+  // VRAMFLOW_BASE for the restore: "(as dumped)" keeps the dump's, "none"
+  // unsets it, anything else replaces it (a wrong or missing base).
+  std::string restore_base = "(as dumped)";
 };
 
 int Fail(const std::string& what) {
@@ -512,6 +519,36 @@ int RunDump(const HostOptions& o, SimKfd& kfd, std::vector<Task> tasks) {
 }
 
 // ---- between dump and restore ----------------------------------------------
+
+std::string BaseImagesDir(const HostOptions& o) { return o.work + "/base-images"; }
+
+// What changes between the two dumps of --incremental, as a training step
+// would change it (BuildProcesses' layout, six BOs per GPU): every fourth
+// word of each Adam-moment BO in its low bits (a delta against the base),
+// the GTT BO rewritten (new bytes); the rest stays (references).
+Status ChangeBos(SimKfd& kfd, const std::vector<Task>& tasks) {
+  for (const Task& t : tasks) {
+    VF_ASSIGN_OR_RETURN(std::vector<SimKfdBoInfo> bos, kfd.Bos(t.pid));
+    for (size_t i = 0; i < bos.size(); ++i) {
+      if (!KfdBoHasContents(bos[i].alloc_flags)) continue;
+      VF_ASSIGN_OR_RETURN(std::span<uint8_t> bytes, kfd.BoBytes(t.pid, i));
+      if (i % 6 == 1) {
+        for (size_t w = 0; w + 4 <= bytes.size(); w += 16) bytes[w] ^= static_cast<uint8_t>(1 + (w >> 4) % 255);
+      } else if (i % 6 == 4) {
+        GenerateModelData(DataKind::kRandom, 999 + i, 0, bytes);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+uint64_t VramStreamBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().filename().string().starts_with("amdgpu-vram-")) bytes += entry.file_size();
+  return bytes;
+}
 
 // Rewrites every VRAM stream as upstream's raw pages image.
 Status WriteLegacyPages(SimKfd& kfd, const std::vector<Task>& tasks, const std::string& images) {
@@ -915,6 +952,11 @@ int Main(int argc, char** argv) {
   app.add_flag("--expect-restore-failure", o.expect_restore_failure, "succeed only if the restore fails cleanly");
   app.add_flag("--stream", o.stream, "run CRIU with --stream: images through an image streamer, none on disk");
   app.add_option("--restore-target", o.restore_target, "VRAMFLOW_TARGET for the restore (default: the dump's)");
+  app.add_flag("--incremental", o.incremental,
+               "dump twice: a full dump kept in WORK/base-images, a change to the BOs, then an incremental dump "
+               "with VRAMFLOW_BASE=WORK/base-images, which is restored");
+  app.add_option("--restore-base", o.restore_base,
+                 "VRAMFLOW_BASE for the restore: none to unset it (default: the dump's)");
   app.add_option("--fd-layout", o.fd_layout, "each task's fd table: KFD file at 3, then render nodes, or the reverse")
       ->check(CLI::IsMember({"kfd-first", "render-first"}))
       ->capture_default_str();
@@ -965,6 +1007,16 @@ int Main(int argc, char** argv) {
     if (!s.ok()) return Fail(s.status().ToString());
     capture = std::move(*s);
   }
+  if (o.incremental) {
+    if (o.stream) return Fail("--incremental does not combine with --stream");
+    if (RunDump(o, src, tasks) != 0) return Fail("the full dump failed");
+    fs::remove_all(BaseImagesDir(o), ec);
+    fs::rename(images, BaseImagesDir(o), ec);
+    if (ec || !fs::create_directories(images, ec)) return Fail("cannot keep the full dump in " + BaseImagesDir(o));
+    Status changed = ChangeBos(src, tasks);
+    if (!changed.ok()) return Fail(changed.ToString());
+    ::setenv("VRAMFLOW_BASE", BaseImagesDir(o).c_str(), 1);
+  }
   auto t0 = std::chrono::steady_clock::now();
   if (RunDump(o, src, tasks) != 0) return Fail("the dump failed");
   const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -994,6 +1046,10 @@ int Main(int argc, char** argv) {
   for (const auto& entry : fs::directory_iterator(files)) stored += entry.file_size();
   std::printf("dumped: %zu process(es) on %u GPU(s) in %.2f s, images %s\n", tasks.size(), o.gpus, dump_s,
               FormatSize(stored).c_str());
+  if (o.incremental)
+    std::printf("incremental: VRAM streams %llu bytes, the base's %llu bytes\n",
+                static_cast<unsigned long long>(VramStreamBytes(files)),
+                static_cast<unsigned long long>(VramStreamBytes(BaseImagesDir(o))));
 
   Status prepared;
   if (o.legacy_pages) prepared = WriteLegacyPages(src, tasks, files);
@@ -1019,6 +1075,8 @@ int Main(int argc, char** argv) {
   ::setenv("VRAMFLOW_SIM_KFD", (*dst_server)->socket_path().c_str(), 1);
   ::setenv("VRAMFLOW_KFD_TOPOLOGY", dst_topology.c_str(), 1);
   if (!o.restore_target.empty()) ::setenv("VRAMFLOW_TARGET", o.restore_target.c_str(), 1);
+  if (o.restore_base == "none") ::unsetenv("VRAMFLOW_BASE");
+  else if (o.restore_base != "(as dumped)") ::setenv("VRAMFLOW_BASE", o.restore_base.c_str(), 1);
   const std::string report = ReportPath(o);
   fs::remove(report, ec);
   t0 = std::chrono::steady_clock::now();

@@ -12,6 +12,9 @@
 #include "common/units.h"
 #include "sim/sim_process.h"
 #include "tools/base_store.h"
+#include "sim/training_step.h"
+#include "tools/base_open.h"
+#include "tools/base_opener.h"
 #include "tools/cli_util.h"
 #include "tools/json_report.h"
 #include "tools/progress.h"
@@ -111,6 +114,188 @@ std::string DemoStreamDirectory(uint64_t largest) {
   return fallback;
 }
 
+// A temporary stream file of the demo, removed when done or interrupted.
+class DemoTemporary {
+ public:
+  DemoTemporary(std::string path, CleanupRegistry* cleanup)
+      : path_(std::move(path)), entry_(cleanup, [p = path_] { ::unlink(p.c_str()); }) {}
+  ~DemoTemporary() { ::unlink(path_.c_str()); }
+  DemoTemporary(const DemoTemporary&) = delete;
+  DemoTemporary& operator=(const DemoTemporary&) = delete;
+  bool registered() const { return entry_.registered(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  CleanupEntry entry_;
+};
+
+// Dumps `process` into the file `path` with `pipeline`.
+Status DumpToFile(SimProcess& process, const std::string& path, const PipelineOptions& pipeline,
+                  const TransportOptions& transport_options, const ProgressStyle& progress, const char* label,
+                  PipelineStats* stats, uint64_t* peak_anon) {
+  VF_ASSIGN_OR_RETURN(std::vector<DumpSource> sources, process.DumpSources());
+  TransportOptions transport = transport_options;
+  transport.file.overwrite = true;  // our own temporary file
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(path, transport));
+  PipelineOptions run = pipeline;
+  ProgressBar bar(label, process.total_bytes(), progress);
+  run.progress = [&](uint64_t done) { bar.Update(done); };
+  RssAnonSampler rss;
+  VF_RETURN_IF_ERROR(rss.status());
+  VF_RETURN_IF_ERROR(RunDump(sources, sink.get(), run, stats));
+  VF_RETURN_IF_ERROR(sink->Commit());
+  bar.Update(stats->raw_bytes);
+  *peak_anon = std::max(*peak_anon, rss.peak_bytes());
+  return Status::Ok();
+}
+
+// `vramflow demo --base`: see demo.h.
+Status RunIncrementalDemo(const DemoOptions& options, const SimDeviceOptions& device_options, std::ostream& out,
+                          DemoReport* report) {
+  if (!options.listen.empty() || !options.destination.empty())
+    return Status::InvalidArgument("--base keeps both checkpoints here, in temporary files: it does not combine with "
+                                   "--to or --listen");
+  std::vector<SimBoSpec> layout = DemoLayout(options.gpus, options.bytes_per_gpu);
+  SimProcess original(options.gpus, device_options);
+  VF_RETURN_IF_ERROR(original.Allocate(layout));
+  if (options.progress)
+    std::fprintf(stderr, "building a simulated process: %u GPUs, %zu BOs, %s of model-like VRAM\n", options.gpus,
+                 layout.size(), FormatSize(original.total_bytes()).c_str());
+  original.Fill();
+
+  (void)SweepDeadTemporaries("/dev/shm", "vramflow-demo-");
+  const uint64_t chunks = (original.total_bytes() + options.pipeline.chunk_size - 1) / options.pipeline.chunk_size;
+  const uint64_t largest = original.total_bytes() + chunks * kFramingBytesPerChunk + (1ull << 20);
+  const std::string dir = DemoStreamDirectory(2 * largest);  // the base, and at most as much again
+  if (dir != "/dev/shm") (void)SweepDeadTemporaries(dir, "vramflow-demo-");
+  CleanupRegistry* cleanup = options.transport.file.cleanup;
+  DemoTemporary base_file(dir + "/vramflow-demo-" + OwnerTag() + "-base.vfs", cleanup);
+  DemoTemporary file(dir + "/vramflow-demo-" + OwnerTag() + "-incremental.vfs", cleanup);
+  if (!base_file.registered() || !file.registered()) return InterruptedStatus("the demo");
+
+  PipelineOptions pipeline = options.pipeline;
+  pipeline.producer = ProducerString();
+  // The full checkpoint, with digests: the next one matches its unchanged
+  // chunks without reading them.
+  PipelineStats full;
+  PipelineOptions first = pipeline;
+  first.chunk_digests = true;
+  VF_RETURN_IF_ERROR(DumpToFile(original, base_file.path(), first, options.transport, options.progress, "full dump",
+                                &full, &report->dump_peak_anon)
+                         .WithContext("the full dump"));
+
+  const TrainingStepReport step = ApplyTrainingStep(original, /*seed=*/1);
+  if (options.progress)
+    std::fprintf(stderr, "training step: %s perturbed in their low mantissa bits, %s rewritten\n",
+                 FormatSize(step.perturbed_bytes).c_str(), FormatSize(step.rewritten_bytes).c_str());
+
+  const std::vector<std::string> base_location = {base_file.path()};
+  PipelineStats dump;
+  PipelineOptions second = pipeline;
+  VF_ASSIGN_OR_RETURN(second.base, OpenCliBase(base_location, options.transport));
+  VF_RETURN_IF_ERROR(DumpToFile(original, file.path(), second, options.transport, options.progress,
+                                "incremental dump", &dump, &report->dump_peak_anon)
+                         .WithContext("the incremental dump"));
+  second.base.reset();  // the restore opens the base itself, as any reader does
+
+  SimProcess restored(options.gpus, device_options);
+  VF_RETURN_IF_ERROR(restored.Allocate(layout));
+  PipelineStats restore;
+  {
+    PipelineOptions run = pipeline;
+    run.open_base = BaseOpenerFor(base_location, file.path(), options.transport);
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(file.path()));
+    ProgressBar bar("restore", original.total_bytes(), options.progress);
+    run.progress = [&](uint64_t done) { bar.Update(done); };
+    RssAnonSampler rss;
+    VF_RETURN_IF_ERROR(rss.status());
+    VF_RETURN_IF_ERROR(RunRestore(source.get(), restored.devices(), restored.Resolver(), run, &restore)
+                           .WithContext("restoring the incremental checkpoint"));
+    bar.Update(restore.raw_bytes);
+    report->restore_peak_anon = rss.peak_bytes();
+  }
+  VF_RETURN_IF_ERROR(original.Compare(restored).WithContext("verify"));
+
+  report->restored_here = true;
+  report->raw_bytes = dump.raw_bytes;
+  report->stream_bytes = dump.stream_bytes;
+  report->zero_bytes = dump.zero_bytes;
+  report->dedup_bytes = dump.dedup_bytes;
+  report->dump_seconds = dump.seconds;
+  report->restore_seconds = restore.seconds;
+  report->budget_peak = std::max({full.budget_peak, dump.budget_peak, restore.budget_peak});
+  report->threads = dump.threads;
+  report->base_stream_bytes = full.stream_bytes;
+  report->base_dump_seconds = full.seconds;
+  report->base_ref_bytes = dump.base_ref_bytes;
+  report->base_delta_bytes = dump.base_delta_bytes;
+  report->changed_bytes = step.perturbed_bytes + step.rewritten_bytes;
+
+  auto gbps = [](uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0; };
+  if (options.json) {
+    nlohmann::ordered_json j = JsonReportHead("demo", Status::Ok());
+    j.update(nlohmann::ordered_json{
+        {"gpus", options.gpus},
+        {"bos", layout.size()},
+        {"threads", report->threads},
+        {"codec", DescribeOptions(pipeline.encoder)},
+        {"chunk_size", pipeline.chunk_size},
+        {"max_memory", pipeline.max_memory},
+        {"incremental", true},
+        {"raw_bytes", report->raw_bytes},
+        {"changed_bytes", report->changed_bytes},
+        {"base_stream_bytes", report->base_stream_bytes},
+        {"base_dump_seconds", report->base_dump_seconds},
+        {"stream_bytes", report->stream_bytes},
+        {"ratio", report->stream_bytes ? static_cast<double>(report->raw_bytes) / report->stream_bytes : 0.0},
+        {"base_ref_bytes", report->base_ref_bytes},
+        {"base_delta_bytes", report->base_delta_bytes},
+        {"zero_bytes", report->zero_bytes},
+        {"dedup_bytes", report->dedup_bytes},
+        {"dump_seconds", report->dump_seconds},
+        {"restore_seconds", report->restore_seconds},
+        {"dump_gbps", gbps(report->raw_bytes, report->dump_seconds)},
+        {"restore_gbps", gbps(report->raw_bytes, report->restore_seconds)},
+        {"dump_peak_rss_anon", report->dump_peak_anon},
+        {"restore_peak_rss_anon", report->restore_peak_anon},
+        {"budget_peak", report->budget_peak},
+        {"restored_here", true},
+        {"verified", "here"}});
+    out << j.dump(2) << "\n";
+    return Status::Ok();
+  }
+  char line[200];
+  auto row = [&](const char* name, const std::string& value) {
+    std::snprintf(line, sizeof(line), "  %-28s %s\n", name, value.c_str());
+    out << line;
+  };
+  auto timed = [&](uint64_t bytes, double seconds) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.2f GB/s (%.2f s)", gbps(bytes, seconds), seconds);
+    return std::string(text);
+  };
+  out << "\nvramflow demo --base: " << options.gpus << " simulated GPUs, " << layout.size() << " BOs, "
+      << report->threads << " threads, codec " << DescribeOptions(pipeline.encoder) << "\n";
+  row("raw VRAM", FormatSize(report->raw_bytes));
+  row("full checkpoint", FormatSize(report->base_stream_bytes) + " (ratio " +
+                             FormatRatio(report->raw_bytes, report->base_stream_bytes) + "), dump " +
+                             timed(full.raw_bytes, full.seconds));
+  row("training step", FormatSize(step.perturbed_bytes) + " perturbed in low mantissa bits, " +
+                           FormatSize(step.rewritten_bytes) + " rewritten");
+  row("incremental checkpoint", FormatSize(report->stream_bytes) + " (ratio " +
+                                    FormatRatio(report->raw_bytes, report->stream_bytes) + "), dump " +
+                                    timed(dump.raw_bytes, dump.seconds));
+  row("  taken from the base", FormatSize(report->base_ref_bytes) + " as references, " +
+                                   FormatSize(report->base_delta_bytes) + " as deltas");
+  row("restore (with the base)", timed(restore.raw_bytes, restore.seconds));
+  row("peak RSS, private (dump)", FormatSize(report->dump_peak_anon));
+  row("peak RSS, private (restore)", FormatSize(report->restore_peak_anon));
+  row("memory budget", FormatSize(pipeline.max_memory) + ", peak use " + FormatSize(report->budget_peak));
+  row("verified", "every byte of every BO matches");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report) {
@@ -120,6 +305,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   SimDeviceOptions device_options;
   device_options.rings = options.rings;
   device_options.bytes_per_second = options.ring_bytes_per_second;
+  if (options.incremental) return RunIncrementalDemo(options, device_options, out, report);
   if (!options.listen.empty()) return RunDemoReceiver(options, device_options, out, report);
   if (!options.base_store.empty()) return Status::InvalidArgument("--base-store is for the receiving end (--listen)");
 

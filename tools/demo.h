@@ -11,6 +11,10 @@
 // the process straight into the network, and `--listen` on the other end
 // restores it into fresh simulated GPUs as the frames arrive and checks every
 // byte; the sender reports success only after the receiver has.
+//
+// Incremental (`--base`): a full checkpoint, a simulated training step, and a
+// second checkpoint against the first (BASE_REF and BASE_DELTA frames),
+// restored with its base and checked; both checkpoints' sizes and times.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +45,11 @@ struct DemoOptions {
   ProgressStyle progress = ProgressStyle(true);
   bool json = false;
   bool force = false;  // --to: replace an existing file or S3 object
+  // --base: an incremental checkpoint. A full checkpoint first (with chunk
+  // digests), a simulated training step (sim/training_step.h), then a
+  // checkpoint against the first, restored with it into fresh GPUs and
+  // checked; both streams are temporary. Not with --to or --listen.
+  bool incremental = false;
 };
 
 struct DemoReport {
@@ -55,6 +64,13 @@ struct DemoReport {
   uint64_t budget_peak = 0;
   unsigned threads = 0;
   bool restored_here = false;  // false when the stream went to another process
+  // --base: the full checkpoint (the base), and what the incremental one
+  // (the fields above) took from it.
+  uint64_t base_stream_bytes = 0;
+  double base_dump_seconds = 0;
+  uint64_t base_ref_bytes = 0;
+  uint64_t base_delta_bytes = 0;
+  uint64_t changed_bytes = 0;  // bytes the training step perturbed or rewrote
 };
 
 Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report);

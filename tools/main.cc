@@ -222,6 +222,11 @@ int Main(int argc, char** argv) {
                        "--gpus and --size) as it arrives, and check every byte");
   demo_cmd->add_option("--base-store", demo.base_store,
                        "with --listen: earlier streams the sender may build its stream on, offered to it");
+  demo_cmd->add_flag("--base", demo.incremental,
+                     "an incremental checkpoint: a full checkpoint, a simulated training step (low mantissa bits of "
+                     "fp32 weights and Adam state change, activations and scratch are rewritten, bf16 weights stay), "
+                     "then a checkpoint against the first, restored with it and checked; prints both (not with --to "
+                     "or --listen)");
   demo_cmd->add_flag("--json", demo.json, "print the results as JSON");
   demo_cmd->add_flag("-f,--force", demo.force, "with --to: overwrite an existing file or S3 object");
   demo_cmd->add_flag("-q,--quiet", demo_quiet, "no progress (as --progress none)");
@@ -613,6 +618,9 @@ int Main(int argc, char** argv) {
     if (s.ok() && !demo.destination.empty()) s = CheckWriteUri(demo.destination);
     if (s.ok() && demo.destination == "-")
       s = Status::InvalidArgument("--to -: demo reads its stream back to restore it; give a file, s3:// or a receiver");
+    if (s.ok() && demo.incremental && (!demo.listen.empty() || !demo.destination.empty()))
+      s = Status::InvalidArgument("--base keeps both checkpoints here, in temporary files: it does not combine with "
+                                  "--to or --listen");
     if (s.ok()) s = demo_net.Resolve(&demo.transport);
     if (!s.ok()) return UsageError("demo", s);
     if (!demo.destination.empty()) s = CheckDestination(demo.destination, demo.force);

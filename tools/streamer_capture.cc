@@ -16,6 +16,7 @@
 
 #include "streamer/concurrent_dump.h"
 #include "streamer/frame_format.h"
+#include "tools/base_opener.h"
 #include "tools/cli_util.h"
 #include "tools/progress.h"
 #include "tools/safe_path.h"
@@ -170,6 +171,11 @@ Status Capture(const StreamerOptions& options) {
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(uri, &pipeline.max_memory, &transport);
   pipeline.producer = ProducerString();
+  // --base: an incremental checkpoint, each file coded against the base's
+  // file of the same name (ConcurrentDump), its index within the budget.
+  if (!options.base.empty()) {
+    VF_ASSIGN_OR_RETURN(pipeline.base, OpenCliBase(options.base, transport));
+  }
   // pipeline.dedup as asked (default on): references within one file only
   // (ConcurrentDump), which serve can always resolve.
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "tools/base_opener.h"
 #include "tools/cli_uri.h"
 #include "tools/cli_util.h"
 #include "tools/streamer_capture.h"
@@ -103,6 +104,18 @@ void StreamerCommand::Add(CLI::App* app) {
                         "directory in $TMPDIR or /tmp)");
   streamer_->add_option("--criu-timeout", criu_timeout_s_,
                         "seconds to wait for CRIU to connect (default: forever, as criu-image-streamer)");
+  streamer_->add_option("--base", base_,
+                        "capture: an earlier stream (a file or s3://BUCKET/KEY with a seek index) to code this one "
+                        "against, each image file against the file of the same name there (an incremental "
+                        "checkpoint); serve, extract: where that base is (default: where the stream's BASE frame "
+                        "says). Again for more links of the base's own chain")
+      ->allow_extra_args(false);  // one stream per --base
+  streamer_->add_flag("--base-refs-only", base_refs_only_,
+                      "capture with --base: match chunks by the base's stored digests alone, reading none of its "
+                      "chunks (no deltas)");
+  streamer_->add_flag("--digests", digests_,
+                      "capture: write each chunk's SHA-256 (DIGEST_BLOCKs), so that the stream can be a "
+                      "--base-refs-only base; always on with --base");
   streamer_->add_flag("-f,--force", force_, "capture: overwrite an existing output file or S3 object");
   streamer_->add_option("--progress", progress_, "vramflow's own progress on stderr: none, lines, bar or auto")
       ->capture_default_str()
@@ -169,16 +182,23 @@ Status StreamerCommand::Resolve(StreamerOptions* options) const {
     return Status::InvalidArgument("--spill-dir applies to serve only");
   options->spill_dir = spill_dir_;
   options->criu_timeout_s = criu_timeout_s_;
+  if (base_refs_only_ && (!capture || base_.empty()))
+    return Status::InvalidArgument("--base-refs-only applies to capture with --base");
+  if (digests_ && !capture) return Status::InvalidArgument("--digests applies to capture");
+  for (const std::string& base : base_) VF_RETURN_IF_ERROR(CheckBaseLocation(base));
+  options->base = base_;
   options->force = force_;
   options->progress = ProgressStyle(ParseProgressMode(progress_).value_or(ProgressStyle::Mode::kNone),
                                     std::chrono::milliseconds(5000));
   VF_RETURN_IF_ERROR(dump_.Resolve(&options->pipeline));
+  options->pipeline.base_refs_only = base_refs_only_;
+  options->pipeline.chunk_digests = digests_;
   VF_RETURN_IF_ERROR(net_.Resolve(&options->transport));
   return Status::Ok();
 }
 
 Status StreamerCommand::LoadCredentials(StreamerOptions* options) const {
-  if (options->stream_uri.empty()) return Status::Ok();
+  if (options->stream_uri.empty() && options->base.empty()) return Status::Ok();
   return net_.LoadCredentials(&options->transport);
 }
 

@@ -58,6 +58,11 @@ struct StreamerOptions {
   std::string spill_dir;
   // Serve: how long to wait for CRIU to connect (negative: forever).
   double criu_timeout_s = -1;
+  // --base (repeatable): capture codes each file against the file of the
+  // same name in the first (an incremental stream); serve and extract read
+  // the base there instead of where the stream's BASE frame says. More
+  // locations are links of the base's chain (tools/base_opener.h).
+  std::vector<std::string> base;
 
   PipelineOptions pipeline;    // capture: codec, chunk size, threads; all: max_memory
   TransportOptions transport;  // keys, TLS, S3
@@ -96,6 +101,9 @@ class StreamerCommand {
   std::string listen_;
   std::string spill_dir_;
   double criu_timeout_s_ = -1;
+  std::vector<std::string> base_;
+  bool base_refs_only_ = false;
+  bool digests_ = false;
   bool force_ = false;
   std::string progress_ = "none";
   DumpFlags dump_;

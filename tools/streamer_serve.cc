@@ -27,6 +27,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/thread_start.h"
 #include "streamer/stream_reader.h"
+#include "tools/base_open.h"
 #include "tools/criu_tcp_remap.h"
 #include "tools/image_file_store.h"
 #include "tools/safe_path.h"
@@ -129,6 +130,9 @@ class StoreVisitor final : public StreamVisitor {
         return store_->Write(e.header.object_id, e.header.offset, e.data);
       case FrameKind::kZeroRun:
         return store_->WriteZeros(e.header.object_id, e.header.offset, e.header.raw_size);
+      case FrameKind::kBaseRef:
+      case FrameKind::kBaseDelta:  // resolved from the base by the reader
+        return store_->Write(e.header.object_id, e.header.offset, e.data);
       case FrameKind::kDedupRef:
         return store_->Copy(e.header.object_id, e.header.offset, e.dedup->source_object_id, e.dedup->source_offset,
                             e.header.raw_size, e.header.raw_hash);
@@ -205,6 +209,9 @@ class StreamReaderThread {
     StoreVisitor visitor(store_, check_names_, &stop_);
     ReadOptions read;
     read.budget = budget_;
+    // An incremental stream's references are read from its base (--base, or
+    // where its BASE frame says).
+    read.open_base = BaseOpenerFor(options_.base, Uri(), transport_);
     Status s = ReadStream(counting, visitor, read);
     if (!s.ok()) s = s.WithContext("reading the stream from " + counting.Describe());
     if (!s.ok() || tell_sender_at_end_) {

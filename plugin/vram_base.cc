@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+#include "plugin/vram_base.h"
+
+#include <filesystem>
+
+#include "plugin/image_store.h"
+#include "transport/open_uri.h"
+#include "transport/uri.h"
+
+namespace vramflow {
+namespace {
+
+BaseOpenOptions OpenOptions(const TransportOptions& transport) {
+  BaseOpenOptions open;
+  open.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+    return std::shared_ptr<RandomAccessSource>(std::move(source));
+  };
+  return open;
+}
+
+}  // namespace
+
+Result<std::string> VramBaseLocation(const PluginOptions& options, const std::string& stream_name) {
+  Result<std::string> location = ImageLocation(options.base, stream_name);
+  if (!location.ok()) return location.status().WithContext("VRAMFLOW_BASE=" + options.base);
+  // A path as an absolute one: the BASE frame records it, and a restore
+  // without VRAMFLOW_BASE opens it from wherever CRIU runs.
+  Result<Endpoint> endpoint = ParseEndpoint(*location);
+  if (endpoint.ok() && endpoint->kind == Endpoint::Kind::kPath) {
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(endpoint->path, ec);
+    if (!ec) return absolute.lexically_normal().string();
+  }
+  return location;
+}
+
+Result<std::shared_ptr<const BaseStream>> OpenVramBase(const PluginOptions& options, const std::string& stream_name) {
+  VF_ASSIGN_OR_RETURN(std::string location, VramBaseLocation(options, stream_name));
+  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, OpenOptions(options.transport));
+  if (!base.ok())
+    return base.status().WithContext("the base of " + stream_name + " (VRAMFLOW_BASE=" + options.base + "): " + location);
+  return base;
+}
+
+std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> VramBaseOpener(
+    const PluginOptions& options, const std::string& stream_name) {
+  return [options, stream_name](const BaseDescriptor& descriptor) -> Result<std::shared_ptr<const BaseStream>> {
+    std::string location = descriptor.location;
+    std::string from = "where its BASE frame says (VRAMFLOW_BASE is not set)";
+    if (!options.base.empty()) {
+      VF_ASSIGN_OR_RETURN(location, VramBaseLocation(options, stream_name));
+      from = "VRAMFLOW_BASE=" + options.base;
+    }
+    if (location.empty())
+      return Status::InvalidArgument(stream_name + " is an incremental stream whose BASE frame names no location: set "
+                                     "VRAMFLOW_BASE to the checkpoint it was built on");
+    Result<std::shared_ptr<const BaseStream>> base =
+        OpenBaseStream(location, OpenOptions(options.transport), &descriptor);
+    if (!base.ok()) return base.status().WithContext("the base of " + stream_name + " (" + from + "): " + location);
+    return base;
+  };
+}
+
+}  // namespace vramflow

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+// BaseChunkCoder (streamer/base_chunk_coding.h): how one chunk is coded
+// against the base's chunk at its place, on a test-only base
+// (tests/fake_base_stream.h) that counts the chunks it is asked to read.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "streamer/base_chunk_coding.h"
+#include "streamer/stream_writer.h"
+#include "tests/fake_base_stream.h"
+#include "tests/test_util.h"
+#include "transport/memory_stream.h"
+
+namespace vramflow {
+namespace {
+
+constexpr size_t kChunk = 64 << 10;
+
+// A stored stream of one object "pages-1.img" (4 chunks of fp32 weights), its
+// last chunk a zero run, as a fake base.
+std::shared_ptr<testing::FakeBaseStream> MakeBase(const std::vector<uint8_t>& bytes, bool digests) {
+  MemorySink sink;
+  StreamHeader header;
+  header.chunk_size = kChunk;
+  header.flags = kStreamFlagSeekIndex;
+  StreamWriter writer(&sink, header);
+  EXPECT_TRUE(writer.Start().ok());
+  ObjectMetadata metadata;
+  metadata.name = "pages-1.img";
+  const uint32_t id = writer.BeginObject(metadata, bytes.size()).value();
+  ChunkEncoder encoder(EncoderOptions{});
+  for (size_t offset = 0; offset < bytes.size(); offset += kChunk) {
+    EncodedChunk encoded;
+    EXPECT_TRUE(encoder.Encode(std::span<const uint8_t>(bytes.data() + offset, kChunk), &encoded).ok());
+    EXPECT_TRUE(writer.AddChunk(id, offset, kChunk, encoded).ok());
+  }
+  EXPECT_TRUE(writer.EndObject(id).ok());
+  EXPECT_TRUE(writer.Finish().ok());
+  return testing::FakeBaseStream::Create(sink.bytes(), {{"pages-1.img", bytes}}, digests).value();
+}
+
+class BaseChunkCoding : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bytes = testing::ModelBytes(DataKind::kFp32Weights, 4 * kChunk, 5);
+    std::memset(bytes.data() + 3 * kChunk, 0, kChunk);
+  }
+  std::span<const uint8_t> Chunk(const std::vector<uint8_t>& b, size_t i) {
+    return std::span<const uint8_t>(b.data() + i * kChunk, kChunk);
+  }
+  std::vector<uint8_t> bytes;
+  MemoryBudget budget{64ull << 20};
+  ChunkEncoder encoder{EncoderOptions{}};
+};
+
+TEST_F(BaseChunkCoding, EqualChunkIsAReferenceWithoutReadingADigestedBase) {
+  auto base = MakeBase(bytes, /*digests=*/true);
+  auto coder = BaseChunkCoder::Create(base, kChunk, /*refs_only=*/false, &budget).value();
+  const uint32_t object = base->index().index.objects[0].id;
+  BaseCoding coding = coder->Reference(object, kChunk, Chunk(bytes, 1), Sha256(Chunk(bytes, 1))).value();
+  EXPECT_EQ(coding.kind, BaseCoding::Kind::kRef);
+  EXPECT_EQ(coding.ref.base_object_id, object);
+  EXPECT_EQ(coding.ref.base_offset, kChunk);
+  EXPECT_EQ(coding.ref.base_sha256, Sha256(Chunk(bytes, 1)));
+  EXPECT_EQ(base->chunk_reads.load(), 0u) << "the stored digest settles it";
+}
+
+TEST_F(BaseChunkCoding, WithoutDigestsTheBaseChunkIsReadOnceForReferenceAndDelta) {
+  auto base = MakeBase(bytes, /*digests=*/false);
+  auto coder = BaseChunkCoder::Create(base, kChunk, false, &budget).value();
+  const uint32_t object = base->index().index.objects[0].id;
+  EXPECT_EQ(coder->Reference(object, 0, Chunk(bytes, 0), Sha256(Chunk(bytes, 0))).value().kind,
+            BaseCoding::Kind::kRef);
+  EXPECT_EQ(base->chunk_reads.load(), 1u);
+
+  std::vector<uint8_t> changed = bytes;
+  for (size_t i = kChunk; i < 2 * kChunk; i += 4) changed[i] ^= 0x7;  // low mantissa bits of every fp32 word
+  const std::span<const uint8_t> chunk = Chunk(changed, 1);
+  EXPECT_EQ(coder->Reference(object, kChunk, chunk, Sha256(chunk)).value().kind, BaseCoding::Kind::kOwn);
+  EncodedChunk own;
+  ASSERT_TRUE(encoder.Encode(chunk, &own).ok());
+  BaseCoding delta = coder->Delta(object, kChunk, chunk, own.payload.size(), encoder).value();
+  ASSERT_EQ(delta.kind, BaseCoding::Kind::kDelta);
+  EXPECT_EQ(base->chunk_reads.load(), 2u) << "Delta used the chunk Reference read";
+  EXPECT_EQ(delta.ref.base_sha256, Sha256(Chunk(bytes, 1)));
+  EXPECT_LT(delta.delta.payload.size() + kBaseChunkRefSize, own.payload.size());
+  // The delta decodes to the XOR: base XOR delta is the chunk.
+  std::vector<uint8_t> decoded(kChunk);
+  ChunkDecoder decoder;
+  ASSERT_TRUE(decoder.Decode(delta.delta.codec, delta.delta.transform, delta.delta.payload, decoded).ok());
+  XorInto(decoded, Chunk(bytes, 1));
+  EXPECT_TRUE(std::equal(decoded.begin(), decoded.end(), chunk.begin()));
+}
+
+TEST_F(BaseChunkCoding, ADeltaThatDoesNotPayStaysPlain) {
+  auto base = MakeBase(bytes, true);
+  auto coder = BaseChunkCoder::Create(base, kChunk, false, &budget).value();
+  const uint32_t object = base->index().index.objects[0].id;
+  const std::vector<uint8_t> other = testing::ModelBytes(DataKind::kRandom, kChunk, 8);
+  EncodedChunk own;
+  ASSERT_TRUE(encoder.Encode(other, &own).ok());
+  EXPECT_EQ(coder->Reference(object, 0, other, Sha256(other)).value().kind, BaseCoding::Kind::kOwn);
+  EXPECT_EQ(coder->Delta(object, 0, other, own.payload.size(), encoder).value().kind, BaseCoding::Kind::kOwn);
+}
+
+TEST_F(BaseChunkCoding, NoBaseChunkThereMeansNoReference) {
+  auto base = MakeBase(bytes, true);
+  auto coder = BaseChunkCoder::Create(base, kChunk, false, &budget).value();
+  const uint32_t object = base->index().index.objects[0].id;
+  // Another size at a chunk's offset, an offset past the object, and the zero run.
+  const std::span<const uint8_t> half(bytes.data(), kChunk / 2);
+  EXPECT_EQ(coder->Reference(object, 0, half, Sha256(half)).value().kind, BaseCoding::Kind::kOwn);
+  EXPECT_EQ(coder->Reference(object, 8 * kChunk, Chunk(bytes, 0), Sha256(Chunk(bytes, 0))).value().kind,
+            BaseCoding::Kind::kOwn);
+  EXPECT_EQ(coder->Reference(object, 3 * kChunk, Chunk(bytes, 3), Sha256(Chunk(bytes, 3))).value().kind,
+            BaseCoding::Kind::kOwn);
+  EXPECT_EQ(base->chunk_reads.load(), 0u);
+}
+
+TEST_F(BaseChunkCoding, RefsOnlyReadsNothingAndNeedsDigests) {
+  auto plain = MakeBase(bytes, false);
+  Result<std::unique_ptr<BaseChunkCoder>> refused = BaseChunkCoder::Create(plain, kChunk, /*refs_only=*/true, &budget);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("digests"), std::string::npos) << refused.status().ToString();
+
+  auto base = MakeBase(bytes, true);
+  const uint64_t before = budget.in_use();
+  auto coder = BaseChunkCoder::Create(base, kChunk, true, &budget).value();
+  EXPECT_EQ(budget.in_use(), before) << "references only holds no buffers";
+  const uint32_t object = base->index().index.objects[0].id;
+  std::vector<uint8_t> changed = bytes;
+  changed[10] ^= 1;
+  EXPECT_EQ(coder->Reference(object, 0, Chunk(changed, 0), Sha256(Chunk(changed, 0))).value().kind,
+            BaseCoding::Kind::kOwn);
+  EXPECT_EQ(coder->Delta(object, 0, Chunk(changed, 0), kChunk, encoder).value().kind, BaseCoding::Kind::kOwn);
+  EXPECT_EQ(coder->Reference(object, kChunk, Chunk(bytes, 1), Sha256(Chunk(bytes, 1))).value().kind,
+            BaseCoding::Kind::kRef);
+  EXPECT_EQ(base->chunk_reads.load(), 0u);
+}
+
+// A base whose chunks' bytes differ from its stored digests (a damaged
+// base): the stored digests are those of `digested`, the bytes `bytes`.
+class DamagedBase final : public BaseStream {
+ public:
+  DamagedBase(std::shared_ptr<testing::FakeBaseStream> bytes, std::shared_ptr<testing::FakeBaseStream> digested)
+      : bytes_(std::move(bytes)), digested_(std::move(digested)) {}
+  const StreamId& id() const override { return bytes_->id(); }
+  BaseDescriptor DescriptorForDependent() const override { return bytes_->DescriptorForDependent(); }
+  const StoredStreamIndex& index() const override { return bytes_->index(); }
+  bool has_digests() const override { return true; }
+  const SeekIndexObject* Match(const ObjectMetadata& m, uint64_t size, std::optional<uint32_t> g) const override {
+    return bytes_->Match(m, size, g);
+  }
+  const SeekIndexChunk* ChunkAt(uint32_t object, uint64_t offset, uint64_t size) const override {
+    return bytes_->ChunkAt(object, offset, size);
+  }
+  std::optional<Sha256Digest> StoredDigest(uint32_t object, uint64_t offset) const override {
+    return digested_->StoredDigest(object, offset);
+  }
+  Status ReadChunk(uint32_t object, uint64_t offset, std::span<uint8_t> out, BaseScratch& scratch,
+                   const Sha256Digest* sha256) const override {
+    return bytes_->ReadChunk(object, offset, out, scratch, sha256);
+  }
+  uint64_t memory_bytes() const override { return bytes_->memory_bytes(); }
+
+ private:
+  std::shared_ptr<testing::FakeBaseStream> bytes_, digested_;
+};
+
+// A base chunk whose bytes do not match its stored digest is an error (a
+// damaged base), never a silent full chunk.
+TEST_F(BaseChunkCoding, ADamagedBaseChunkIsAnError) {
+  std::vector<uint8_t> damaged = bytes;
+  damaged[kChunk + 5] ^= 0xff;
+  auto base = std::make_shared<DamagedBase>(MakeBase(damaged, false), MakeBase(bytes, true));
+  auto coder = BaseChunkCoder::Create(base, kChunk, false, &budget).value();
+  const uint32_t object = base->index().index.objects[0].id;
+  std::vector<uint8_t> changed = bytes;
+  changed[kChunk + 100] ^= 1;
+  const std::span<const uint8_t> chunk = Chunk(changed, 1);
+  EncodedChunk own;
+  ASSERT_TRUE(encoder.Encode(chunk, &own).ok());
+  EXPECT_EQ(coder->Reference(object, kChunk, chunk, Sha256(chunk)).value().kind, BaseCoding::Kind::kOwn);
+  Result<BaseCoding> delta = coder->Delta(object, kChunk, chunk, own.payload.size(), encoder);
+  ASSERT_FALSE(delta.ok());
+  EXPECT_NE(delta.status().ToString().find("offset " + std::to_string(kChunk)), std::string::npos)
+      << delta.status().ToString();
+}
+
+TEST(BaseChunkCodingOptions, ChainsAndRefsOnlyAreChecked) {
+  PipelineOptions options;
+  EXPECT_TRUE(CheckDumpBase(options).ok());
+  options.base_refs_only = true;
+  EXPECT_FALSE(CheckDumpBase(options).ok());
+}
+
+}  // namespace
+}  // namespace vramflow

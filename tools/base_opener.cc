@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+#include "tools/base_opener.h"
+
+#include <filesystem>
+
+#include "transport/uri.h"
+
+namespace vramflow {
+
+BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std::vector<std::string>& locations) {
+  BaseOpenOptions options;
+  options.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+    return std::shared_ptr<RandomAccessSource>(std::move(source));
+  };
+  if (locations.size() > 1) options.more_locations.assign(locations.begin() + 1, locations.end());
+  return options;
+}
+
+Result<std::shared_ptr<const BaseStream>> OpenCliBase(const std::vector<std::string>& locations,
+                                                      const TransportOptions& transport) {
+  if (locations.empty()) return Status::Internal("OpenCliBase without a location");
+  const std::string location = AbsoluteBaseLocation(locations[0]);
+  Result<std::shared_ptr<const BaseStream>> base =
+      OpenBaseStream(location, CliBaseOpenOptions(transport, locations));
+  if (!base.ok()) return base.status().WithContext("--base " + locations[0]);
+  return base;
+}
+
+Status CheckBaseLocation(const std::string& location) {
+  Result<Endpoint> endpoint = ParseEndpoint(location);
+  if (!endpoint.ok()) return endpoint.status().WithContext("--base " + location);
+  if (endpoint->kind == Endpoint::Kind::kPath || endpoint->kind == Endpoint::Kind::kS3) return Status::Ok();
+  return Status::InvalidArgument("--base " + location + ": a base is a stored stream read by ranges, a file or "
+                                 "s3://BUCKET/KEY; not a pipe, stdin, fd:N or a network address");
+}
+
+std::string AbsoluteBaseLocation(const std::string& location) {
+  Result<Endpoint> endpoint = ParseEndpoint(location);
+  if (!endpoint.ok() || endpoint->kind != Endpoint::Kind::kPath) return location;
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(endpoint->path, ec);
+  return ec ? location : absolute.lexically_normal().string();
+}
+
+}  // namespace vramflow
