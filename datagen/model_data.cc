@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "datagen/model_data.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -72,11 +73,39 @@ float ElementValue(DataKind kind, uint64_t seed, uint64_t index) {
   }
 }
 
-uint32_t ElementBits(DataKind kind, uint64_t seed, uint64_t index) {
-  float f = ElementValue(kind, seed, index);
+uint32_t FloatBits(DataKind kind, float f) {
   if (kind == DataKind::kBf16Weights) return FloatToBf16(f);
   if (kind == DataKind::kFp16Weights) return FloatToFp16(f);
   return std::bit_cast<uint32_t>(f);
+}
+
+// AdamW in binary32, as a training job runs it: the hyperparameters of a
+// fine-tuning run (docs/DATA.md, "Training steps").
+constexpr float kLearningRate = 4e-5f;
+constexpr float kBeta1 = 0.9f, kBeta2 = 0.999f, kEpsilon = 1e-8f, kWeightDecay = 0.01f;
+constexpr uint64_t kGradientSalt = 0x2545f4914f6cdd1dULL;
+
+// The element of a float kind after `step` optimizer steps.
+float ElementValueAtStep(DataKind kind, uint64_t seed, uint32_t step, uint64_t index) {
+  if (step == 0) return ElementValue(kind, seed, index);
+  float w = ElementValue(DataKind::kFp32Weights, seed, index);
+  float m = ElementValue(DataKind::kAdamM, seed, index);
+  float v = ElementValue(DataKind::kAdamV, seed, index);
+  for (uint32_t t = 1; t <= step; ++t) {
+    const float g = static_cast<float>(Normal().Sample(Mix64(seed ^ kGradientSalt ^ Mix64(index) ^ Mix64(t))) * 1e-3);
+    m = kBeta1 * m + (1 - kBeta1) * g;
+    v = kBeta2 * v + (1 - kBeta2) * g * g;
+    // The generator's moments start independent of each other, so m/sqrt(v)
+    // has heavy tails a real run's moments do not: bound it as Adam's own
+    // updates are in practice.
+    const float update = std::clamp(m / (std::sqrt(v) + kEpsilon), -1.0f, 1.0f);
+    w -= kLearningRate * (update + kWeightDecay * w);
+  }
+  switch (kind) {
+    case DataKind::kAdamM: return m;
+    case DataKind::kAdamV: return v;
+    default: return w;
+  }
 }
 
 unsigned ElementSize(DataKind kind) {
@@ -146,6 +175,10 @@ std::optional<DataKind> ParseDataKind(std::string_view name) {
 }
 
 void GenerateModelData(DataKind kind, uint64_t seed, uint64_t offset, std::span<uint8_t> out) {
+  GenerateTrainingState(kind, seed, 0, offset, out);
+}
+
+void GenerateTrainingState(DataKind kind, uint64_t seed, uint32_t step, uint64_t offset, std::span<uint8_t> out) {
   if (kind == DataKind::kZeros) {
     std::memset(out.data(), 0, out.size());
     return;
@@ -157,8 +190,8 @@ void GenerateModelData(DataKind kind, uint64_t seed, uint64_t offset, std::span<
   while (pos < out.size()) {
     uint8_t element[8];
     if (kind == DataKind::kRandom) StoreLE64(element, Mix64(seed ^ KindSalt(kind) ^ Mix64(index)));
-    else if (size == 2) StoreLE16(element, static_cast<uint16_t>(ElementBits(kind, seed, index)));
-    else StoreLE32(element, ElementBits(kind, seed, index));
+    else if (size == 2) StoreLE16(element, static_cast<uint16_t>(FloatBits(kind, ElementValueAtStep(kind, seed, step, index))));
+    else StoreLE32(element, FloatBits(kind, ElementValueAtStep(kind, seed, step, index)));
     size_t take = std::min<size_t>(size - skip, out.size() - pos);
     std::memcpy(out.data() + pos, element + skip, take);
     pos += take;

@@ -30,6 +30,14 @@ std::optional<DataKind> ParseDataKind(std::string_view name);
 // `offset`. Any offset is allowed (ranges need not be word aligned).
 void GenerateModelData(DataKind kind, uint64_t seed, uint64_t offset, std::span<uint8_t> out);
 
+// The same data after `step` steps of an AdamW optimizer (docs/DATA.md,
+// "Training steps"): step 0 is GenerateModelData. Element i of fp32, adam-m
+// and adam-v are one parameter's weight and moments, updated together each
+// step from a gradient drawn for (seed, i, step); bf16 and fp16 are the
+// updated weights rounded. zeros and random do not change. Still random
+// access; a step costs `step` updates per element.
+void GenerateTrainingState(DataKind kind, uint64_t seed, uint32_t step, uint64_t offset, std::span<uint8_t> out);
+
 // Rounding conversions used by the generator, exposed for tests.
 uint16_t FloatToBf16(float f);
 uint16_t FloatToFp16(float f);

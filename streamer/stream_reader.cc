@@ -152,7 +152,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
           data = decoded;
           note_digest(h, data);
         }
-        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data});
+        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data, nullptr, options.decode ? nullptr : &payload});
         break;
       }
       case FrameKind::kBase:
@@ -177,7 +177,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
           data = decoded;
           note_digest(h, data);
         }
-        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data, nullptr, &base_ref});
+        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data, nullptr, nullptr, &base_ref});
         break;
       }
       case FrameKind::kDigestBlock: {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "streamer/base_stream.h"
 #include "streamer/frame_format.h"
@@ -33,6 +34,10 @@ struct ChunkEvent {
   // XXH3 of the result).
   std::span<const uint8_t> data;
   const DedupRef* dedup = nullptr;   // for DEDUP_REF: the earlier DATA frame holding these bytes
+  // For DATA without decoding: the reader's buffer holding `payload`. A
+  // visitor may keep the payload without copying it by swapping in another
+  // vector, which the reader then reads into (and charges as its own).
+  std::vector<uint8_t>* payload_buffer = nullptr;
   const BaseChunkRef* base_ref = nullptr;  // for BASE_REF and BASE_DELTA: the base chunk they name
 };
 

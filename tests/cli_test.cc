@@ -299,6 +299,14 @@ TEST_F(CliRoundTripTest, UnpackToStdout) {
   AssertCode(Run("pack -q c.bin -o zeros.vfs --chunk-size 8K"), 0);
   EXPECT_CODE(Sh("cd " + Q(dir_.path()) + " && $VF unpack zeros.vfs -o - > zeros.out"), 0);
   EXPECT_TRUE(Same("c.bin", "zeros.out"));
+  // One thread reads and decodes; more decode ahead (streamer/decode_ahead.h):
+  // the same bytes either way, in order.
+  for (const char* threads : {"1", "3"}) {
+    EXPECT_CODE(Sh("cd " + Q(dir_.path()) + " && $VF unpack one.vfs -o - -j " + threads + " > j.bin"), 0);
+    EXPECT_TRUE(Same("a.bin", "j.bin")) << threads << " threads";
+    EXPECT_CODE(Sh("cd " + Q(dir_.path()) + " && $VF unpack zeros.vfs -o - -j " + threads + " > j.out"), 0);
+    EXPECT_TRUE(Same("c.bin", "j.out")) << threads << " threads";
+  }
   // A stream of several objects cannot go to stdout.
   AssertCode(Run("pack -q a.bin b.bin -o two.vfs"), 0);
   r = Sh("cd " + Q(dir_.path()) + " && $VF unpack two.vfs -o - > /dev/null");

@@ -253,5 +253,61 @@ TEST(FloatConversionTest, Fp16MatchesAReferenceOverManyValues) {
   }
 }
 
+
+// Training steps: step 0 is the generated data; each step moves every weight
+// by at most the learning rate (plus decay), copies follow the weights, and
+// ranges are random access as for step 0.
+std::vector<uint8_t> State(DataKind kind, uint32_t step, uint64_t offset, size_t size) {
+  std::vector<uint8_t> out(size);
+  GenerateTrainingState(kind, 7, step, offset, out);
+  return out;
+}
+
+float FloatAt(const std::vector<uint8_t>& bytes, size_t i) {
+  float f;
+  std::memcpy(&f, bytes.data() + 4 * i, 4);
+  return f;
+}
+
+TEST(TrainingStepsTest, StepZeroIsTheGeneratedData) {
+  for (DataKind kind : AllDataKinds()) {
+    std::vector<uint8_t> plain(4096);
+    GenerateModelData(kind, 7, 12345, plain);
+    EXPECT_EQ(State(kind, 0, 12345, 4096), plain) << DataKindName(kind);
+  }
+}
+
+TEST(TrainingStepsTest, AStepMovesEveryWeightALittleAndTheMomentsFollowTheirRules) {
+  const size_t n = 16384;
+  const std::vector<uint8_t> w0 = State(DataKind::kFp32Weights, 0, 0, 4 * n), w1 = State(DataKind::kFp32Weights, 1, 0, 4 * n);
+  const std::vector<uint8_t> w10 = State(DataKind::kFp32Weights, 10, 0, 4 * n);
+  const std::vector<uint8_t> v0 = State(DataKind::kAdamV, 0, 0, 4 * n), v1 = State(DataKind::kAdamV, 1, 0, 4 * n);
+  size_t moved = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = FloatAt(w0, i), b = FloatAt(w1, i);
+    EXPECT_LE(std::fabs(b - a), 4e-5f * 1.01f + 1e-6f) << i;  // learning rate 4e-5, |update| <= 1
+    moved += a != b;
+    EXPECT_GT(FloatAt(v1, i), 0.99f * FloatAt(v0, i)) << i;  // v = 0.999 v + 0.001 g^2
+  }
+  EXPECT_GT(moved, n * 99 / 100);
+  EXPECT_NE(w10, w1);
+  // The copies are the stepped weights, rounded.
+  const std::vector<uint8_t> bf16 = State(DataKind::kBf16Weights, 1, 0, 2 * n);
+  for (size_t i = 0; i < n; i += 97) {
+    uint16_t h;
+    std::memcpy(&h, bf16.data() + 2 * i, 2);
+    EXPECT_EQ(h, FloatToBf16(FloatAt(w1, i))) << i;
+  }
+  // zeros and random do not change.
+  for (DataKind kind : {DataKind::kZeros, DataKind::kRandom})
+    EXPECT_EQ(State(kind, 3, 8, 4096), State(kind, 0, 8, 4096)) << DataKindName(kind);
+}
+
+TEST(TrainingStepsTest, AnyRangeOfAStepEqualsTheSameBytesOfALongerRange) {
+  const std::vector<uint8_t> whole = State(DataKind::kAdamM, 4, 0, 8192);
+  const std::vector<uint8_t> part = State(DataKind::kAdamM, 4, 1001, 3000);
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + 1001));
+}
+
 }  // namespace
 }  // namespace vramflow

@@ -348,6 +348,11 @@ int Main(int argc, char** argv) {
   gen_cmd->add_option("-k,--kind", gen_kind, "fp32, bf16, fp16, adam-m, adam-v, zeros or random")->capture_default_str();
   gen_cmd->add_option("-s,--size", gen_size, "bytes to write")->capture_default_str()->check(SizeValidator());
   gen_cmd->add_option("--seed", gen_seed, "seed; same seed, same bytes")->capture_default_str();
+  uint32_t gen_step = 0;
+  gen_cmd->add_option("--step", gen_step,
+                      "the training state after this many AdamW steps (fp32, bf16, fp16, adam-m, adam-v; 0: as generated)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 100000u));
   gen_cmd->add_option("-o,--output", gen_output, "file to write; - for stdout; s3://BUCKET/KEY")->required();
   bool gen_force = false;
   gen_cmd->add_flag("-f,--force", gen_force, "overwrite an existing output file or S3 object");
@@ -761,7 +766,7 @@ int Main(int argc, char** argv) {
     std::vector<uint8_t> buf(4u << 20);
     for (uint64_t offset = 0; offset < size;) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - offset));
-      GenerateModelData(*kind, gen_seed, offset, std::span<uint8_t>(buf.data(), n));
+      GenerateTrainingState(*kind, gen_seed, gen_step, offset, std::span<uint8_t>(buf.data(), n));
       Status s = (*sink)->Write(std::span<const uint8_t>(buf.data(), n));
       if (!s.ok()) return Fail("gen", s);
       offset += n;

@@ -18,9 +18,11 @@
 #include "common/owner_tag.h"
 #include "common/printable.h"
 #include "streamer/amdgpu_pages.h"
+#include "streamer/decode_ahead.h"
 #include "streamer/file_device.h"
 #include "streamer/memory_budget.h"
 #include "streamer/pipeline.h"
+#include "streamer/pipeline_fit.h"
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
 #include "streamer/sub_stream.h"
@@ -93,7 +95,8 @@ class SequentialVisitor final : public StreamVisitor {
  public:
   SequentialVisitor(int fd, std::string description, const ObjectSelector* filter, OutputLimit* limit,
                     MemoryBudget* budget)
-      : fd_(fd), description_(std::move(description)), filter_(filter), limit_(limit), budget_(budget) {}
+      : sink_(BorrowFdSink(fd, description)), description_(std::move(description)), filter_(filter), limit_(limit),
+        budget_(budget) {}
   ~SequentialVisitor() override { budget_->Refund(charged_); }
   SequentialVisitor(const SequentialVisitor&) = delete;
   SequentialVisitor& operator=(const SequentialVisitor&) = delete;
@@ -164,11 +167,8 @@ class SequentialVisitor final : public StreamVisitor {
     seen_.push_back(std::move(key));
     return Status::Ok();
   }
-  Status Write(std::span<const uint8_t> data) {
-    auto sink = BorrowFdSink(fd_, description_);
-    return sink->Write(data);
-  }
-  int fd_;
+  Status Write(std::span<const uint8_t> data) { return sink_->Write(data); }
+  std::unique_ptr<ByteSink> sink_;
   std::string description_;
   const ObjectSelector* filter_;
   OutputLimit* limit_;
@@ -501,8 +501,12 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     OutputLimit limit(options.max_output, free_bytes, description);
     MemoryBudget budget(pipeline.max_memory);
     SequentialVisitor visitor(fd, description, filter, &limit, &budget);
-    VF_RETURN_IF_ERROR(
-        ReadStream(*source, visitor, ReadOptions{.decode = true, .budget = &budget, .open_base = pipeline.open_base}));
+    // Decoding is what costs: with more than one thread, frames are
+    // decoded ahead in parallel and still written in order.
+    const unsigned threads = WithMachineDefaults(pipeline).threads;
+    const ReadOptions read{.decode = true, .budget = &budget, .open_base = pipeline.open_base};
+    VF_RETURN_IF_ERROR(threads > 1 ? ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, read})
+                                   : ReadStream(*source, visitor, read));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
     report->raw_bytes = visitor.bytes();

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+#include "streamer/decode_ahead.h"
+
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "codecs/chunk_codec.h"
+#include "common/exception_boundary.h"
+#include "common/hash.h"
+#include "streamer/pipeline_common.h"
+#include "streamer/tbb_workers.h"
+
+namespace vramflow {
+namespace {
+
+// One chunk event held until it is handed on, with its own copies of what
+// the reader's event points into.
+struct HeldChunk {
+  enum State : int { kQueued, kDecoding, kDone };
+  FrameHeader header;
+  uint64_t stream_offset = 0;
+  const ObjectState* object = nullptr;
+  std::vector<uint8_t> payload;
+  std::vector<uint8_t> data;  // DATA: decoded by whichever thread claims it
+  DedupRef ref;
+  bool has_ref = false;
+  std::atomic<int> state{kDone};
+  Status status;  // the decoding's outcome; read once state is kDone
+};
+
+std::string FrameName(const FrameHeader& h, uint64_t at) {
+  return "frame " + std::to_string(h.sequence) + " at stream offset " + std::to_string(at);
+}
+
+// Holds up to `window` chunk events while their DATA payloads are decoded,
+// and hands them on in order. A DATA chunk is decoded by the first thread
+// that claims it: the task started for it, or the reading thread when it
+// needs it next and nobody has started it.
+class DecodeAheadVisitor final : public StreamVisitor {
+ public:
+  DecodeAheadVisitor(StreamVisitor* inner, unsigned threads, MemoryBudget* budget)
+      : inner_(inner), threads_(threads), window_(2 * size_t{threads}), budget_(budget) {}
+  ~DecodeAheadVisitor() override {
+    tasks_->wait();  // a task may still point at a chunk
+    if (budget_) budget_->Refund(charged_);
+  }
+  DecodeAheadVisitor(const DecodeAheadVisitor&) = delete;
+  DecodeAheadVisitor& operator=(const DecodeAheadVisitor&) = delete;
+
+  Status OnStreamHeader(const StreamHeader& h) override { return inner_->OnStreamHeader(h); }
+  Status OnObjectBegin(const ObjectState& o) override {
+    VF_RETURN_IF_ERROR(HandOn(held_.size()));
+    return inner_->OnObjectBegin(o);
+  }
+  Status OnObjectEnd(const ObjectState& o) override {
+    VF_RETURN_IF_ERROR(HandOn(held_.size()));
+    return inner_->OnObjectEnd(o);
+  }
+  Status OnStreamEnd(const StreamTotals& totals) override {
+    VF_RETURN_IF_ERROR(HandOn(held_.size()));
+    return inner_->OnStreamEnd(totals);
+  }
+
+  Status OnChunk(const ChunkEvent& e) override {
+    const auto kind = static_cast<FrameKind>(e.header.kind);
+    if (kind != FrameKind::kData && kind != FrameKind::kZeroRun && kind != FrameKind::kDedupRef)
+      return Status::NotSupported(FrameKindName(e.header.kind) + " frames are not decoded ahead (read with one thread)");
+    if (held_.size() >= window_) VF_RETURN_IF_ERROR(HandOn(1));
+    std::unique_ptr<HeldChunk> chunk = TakeSpare();
+    if (kind == FrameKind::kData) VF_RETURN_IF_ERROR(MakeRoom(*chunk, e.header));
+    chunk->header = e.header;
+    chunk->stream_offset = e.stream_offset;
+    chunk->object = &e.object;
+    if (kind == FrameKind::kData && e.payload_buffer)  // taken, not copied (chunk's has as much room)
+      std::swap(chunk->payload, *e.payload_buffer);
+    else
+      chunk->payload.assign(e.payload.begin(), e.payload.end());
+    chunk->has_ref = e.dedup != nullptr;
+    if (e.dedup) chunk->ref = *e.dedup;
+    chunk->status = Status::Ok();
+    HeldChunk* c = chunk.get();
+    held_.push_back(std::move(chunk));
+    if (kind == FrameKind::kData) {
+      c->data.resize(e.header.raw_size);
+      c->state.store(HeldChunk::kQueued, std::memory_order_release);
+      tasks_->run([this, c] { Claim(*c); });
+    } else {
+      c->state.store(HeldChunk::kDone, std::memory_order_release);
+    }
+    return HandOnDone();
+  }
+
+ private:
+  // Hands on the first `count` held chunks, waiting for (or doing) their
+  // decoding, then those after them that are done.
+  Status HandOn(size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+      WaitFor(*held_.front());
+      VF_RETURN_IF_ERROR(HandOnFront());
+    }
+    return HandOnDone();
+  }
+  Status HandOnDone() {
+    while (!held_.empty() && held_.front()->state.load(std::memory_order_acquire) == HeldChunk::kDone)
+      VF_RETURN_IF_ERROR(HandOnFront());
+    return Status::Ok();
+  }
+  Status HandOnFront() {
+    std::unique_ptr<HeldChunk> c = std::move(held_.front());
+    held_.pop_front();
+    VF_RETURN_IF_ERROR(c->status.WithContext(FrameName(c->header, c->stream_offset)));
+    const bool data = c->header.kind == static_cast<uint8_t>(FrameKind::kData);
+    VF_RETURN_IF_ERROR(inner_->OnChunk(ChunkEvent{c->header, c->stream_offset, *c->object, c->payload,
+                                                  data ? std::span<const uint8_t>(c->data) : std::span<const uint8_t>(),
+                                                  c->has_ref ? &c->ref : nullptr})
+                           .WithContext(FrameName(c->header, c->stream_offset)));
+    spare_.push_back(std::move(c));
+    return Status::Ok();
+  }
+
+  // Returns once `c` is decoded: decodes it here if nobody has started it,
+  // else decodes later chunks nobody has started while it waits.
+  void WaitFor(HeldChunk& c) {
+    if (Claim(c)) return;
+    for (const std::unique_ptr<HeldChunk>& later : held_) {
+      if (c.state.load(std::memory_order_acquire) == HeldChunk::kDone) return;
+      Claim(*later);
+    }
+    int state;
+    while ((state = c.state.load(std::memory_order_acquire)) != HeldChunk::kDone) c.state.wait(state);
+  }
+
+  // Decodes `c` if it is queued; true if this call did.
+  bool Claim(HeldChunk& c) {
+    int queued = HeldChunk::kQueued;
+    if (!c.state.compare_exchange_strong(queued, HeldChunk::kDecoding, std::memory_order_acq_rel)) return false;
+    c.status = ExceptionBoundary("decoding a DATA payload", [&] { return Decode(c); });
+    c.state.store(HeldChunk::kDone, std::memory_order_release);
+    c.state.notify_all();
+    return true;
+  }
+
+  std::unique_ptr<HeldChunk> TakeSpare() {
+    if (spare_.empty()) return std::make_unique<HeldChunk>();
+    std::unique_ptr<HeldChunk> c = std::move(spare_.back());
+    spare_.pop_back();
+    return c;
+  }
+
+  // Charges what `chunk` needs beyond what it has for frame `h`, and the
+  // decoders' state for its raw size; where the budget is short, hands on
+  // the held chunks first (their buffers stay charged, for reuse) and tries
+  // once more.
+  Status MakeRoom(HeldChunk& chunk, const FrameHeader& h) {
+    // Payloads are mostly a little smaller than their raw size, and vary:
+    // room for the larger of the two, so that the next frame's fits too.
+    const uint64_t payload_room = std::max<uint64_t>(h.payload_size, h.raw_size);
+    uint64_t bytes = 0;
+    if (payload_room > chunk.payload.capacity()) bytes += payload_room - chunk.payload.capacity();
+    if (h.raw_size > chunk.data.capacity()) bytes += h.raw_size - chunk.data.capacity();
+    if (h.raw_size > decoder_raw_)
+      bytes += uint64_t{threads_} * (ChunkDecoder::MemoryBytes(h.raw_size) - ChunkDecoder::MemoryBytes(decoder_raw_));
+    if (bytes > 0 && budget_) {
+      const std::string what = "decoding ahead on " + std::to_string(threads_) + " threads (frame " +
+                               std::to_string(h.sequence) + " needs " + std::to_string(bytes) + " bytes more)";
+      Status s = budget_->Charge(bytes, what);
+      if (!s.ok() && !held_.empty()) {
+        VF_RETURN_IF_ERROR(HandOn(held_.size()));
+        s = budget_->Charge(bytes, what);
+      }
+      VF_RETURN_IF_ERROR(s);
+      charged_ += bytes;
+    }
+    chunk.payload.reserve(payload_room);
+    chunk.data.reserve(h.raw_size);
+    decoder_raw_ = std::max<uint64_t>(decoder_raw_, h.raw_size);
+    return Status::Ok();
+  }
+
+  // Decodes a DATA payload and checks it against the frame's hash; runs on
+  // any thread of the arena.
+  Status Decode(HeldChunk& c) {
+    const FrameHeader& h = c.header;
+    Status s = decoders_.local().Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform), c.payload,
+                                        c.data);
+    if (s.ok() && Hash64(c.data.data(), c.data.size()) != h.raw_hash)
+      s = Status::Corruption("payload hash mismatch: decoded bytes hash to " +
+                             HexHash(Hash64(c.data.data(), c.data.size())) + ", frame says " + HexHash(h.raw_hash));
+    return s;
+  }
+
+  StreamVisitor* inner_;
+  const unsigned threads_;
+  const size_t window_;  // chunks held at most
+  MemoryBudget* budget_;
+  uint64_t charged_ = 0;
+  uint64_t decoder_raw_ = 0;  // the largest raw size the decoders' state is charged for
+  std::deque<std::unique_ptr<HeldChunk>> held_;
+  std::vector<std::unique_ptr<HeldChunk>> spare_;  // handed on; their buffers are reused
+  oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders_;
+  // Behind a pointer: its destructor may throw, a visitor's may not (it is
+  // waited for first, so it never does).
+  std::unique_ptr<oneapi::tbb::task_group> tasks_ = std::make_unique<oneapi::tbb::task_group>();
+};
+
+// Gives the stream header bytes read to look at its flags, then the rest
+// of the source.
+class HeaderReplaySource final : public ByteSource {
+ public:
+  HeaderReplaySource(ByteSource* source, std::span<const uint8_t> header) : source_(source), header_(header) {}
+  Result<size_t> Read(std::span<uint8_t> data) override {
+    if (header_.empty()) return source_->Read(data);
+    const size_t n = std::min(data.size(), header_.size());
+    std::copy_n(header_.begin(), n, data.begin());
+    header_ = header_.subspan(n);
+    return n;
+  }
+  std::string Describe() const override { return source_->Describe(); }
+  Status Finish(const Status& outcome) override { return source_->Finish(outcome); }
+
+ private:
+  ByteSource* source_;
+  std::span<const uint8_t> header_;
+};
+
+}  // namespace
+
+Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const DecodeAheadOptions& options) {
+  uint8_t header_bytes[kStreamHeaderSize];
+  VF_ASSIGN_OR_RETURN(size_t got, ReadFully(source, header_bytes));
+  HeaderReplaySource replay(&source, std::span<const uint8_t>(header_bytes, got));
+  StreamHeader header;
+  ReadOptions serial = options.read;
+  serial.decode = true;
+  if (got < kStreamHeaderSize || !DecodeStreamHeader(header_bytes, &header).ok() || (header.flags & kStreamFlagBase))
+    return ReadStream(replay, visitor, serial);
+
+  const unsigned threads = std::max(2u, options.threads);
+  std::optional<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
+  VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("decoding ahead on " + std::to_string(threads) +
+                                                                   " threads"));
+  oneapi::tbb::task_arena arena(static_cast<int>(threads));
+  return ExceptionBoundary("the decode-ahead reader", [&] {
+    Status status;
+    arena.execute([&] {
+      DecodeAheadVisitor ahead(&visitor, threads, options.read.budget);
+      ReadOptions framing = options.read;
+      framing.decode = false;
+      status = ReadStream(replay, ahead, framing);
+    });
+    return status;
+  });
+}
+
+}  // namespace vramflow

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+// ReadStreamDecodingAhead: ReadStream (stream_reader.h) whose DATA payloads
+// are decoded and hash-checked on several threads, a few frames ahead of
+// the visitor, which still sees every event in stream order.
+//
+// ReadStream decodes each DATA frame before it reads the next one, so a
+// reader that only writes the bytes out (`unpack -o -`) runs on one core
+// whatever -j says. Here ReadStream reads and checks the framing on the
+// calling thread (decode off), DATA payloads are copied aside and decoded by
+// the other threads (and by the caller whenever it waits), and events reach
+// the visitor in order: the chunks queued so far are handed on before any
+// OBJECT_BEGIN, OBJECT_END or STREAM_END, so the visitor sees exactly what
+// ReadStream with decoding on would show it, and a corrupt payload fails
+// with the same error, naming its own frame. Its ChunkEvent::object is the
+// object as it stands when the event is handed on (later frames may have
+// added ranges to it).
+//
+// An incremental stream (its header has kStreamFlagBase: BASE_REF and
+// BASE_DELTA frames need its base) is read by ReadStream itself, serially,
+// with `read`'s options; so is a stream whose header does not decode (for
+// ReadStream's error).
+//
+// Memory: the copies aside and the decoders' state are charged to the
+// reader's budget as they grow; where the budget cannot hold another frame
+// in flight, the frames in flight are handed on first, so a budget that
+// holds one frame (as ReadStream needs) is enough.
+#pragma once
+
+#include "streamer/memory_budget.h"
+#include "streamer/stream_reader.h"
+
+namespace vramflow {
+
+struct DecodeAheadOptions {
+  // Threads decoding, the caller's included (at least 2; with 1, call
+  // ReadStream).
+  unsigned threads = 2;
+  // The reader's options: its budget (also charged for the frames decoded
+  // ahead), and open_base for an incremental stream. `decode` is ignored:
+  // DATA frames are always decoded and checked.
+  ReadOptions read;
+};
+
+Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const DecodeAheadOptions& options);
+
+}  // namespace vramflow

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+// ReadStreamDecodingAhead: the visitor sees exactly what ReadStream with
+// decoding shows it (events, order, decoded bytes), a corrupt payload fails
+// naming its frame, a visitor's error stops the read, and a budget that
+// holds one frame in flight is enough.
+#include "streamer/decode_ahead.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "codecs/chunk_codec.h"
+#include "common/hash.h"
+#include "streamer/dedup_window.h"
+#include "streamer/frame_reader.h"
+#include "streamer/stream_writer.h"
+#include "tests/test_util.h"
+#include "transport/memory_stream.h"
+
+namespace vramflow {
+namespace {
+
+using testing::ModelBytes;
+
+constexpr uint32_t kChunk = 64 * 1024;
+
+// Three objects: model-like fp32 weights (planar DATA frames), zeros (a
+// ZERO_RUN) and one whose first chunk is a DEDUP_REF to the first's, with
+// their chunks interleaved.
+std::vector<uint8_t> MixedStream(uint32_t flags = kStreamFlagDedup) {
+  const std::vector<uint8_t> weights = ModelBytes(DataKind::kFp32Weights, 9 * kChunk + 100, 1);
+  const std::vector<uint8_t> zeros(3 * kChunk, 0);
+  std::vector<uint8_t> copy(weights.begin(), weights.begin() + kChunk);
+  const std::vector<uint8_t> tail = ModelBytes(DataKind::kBf16Weights, 2 * kChunk, 2);
+  copy.insert(copy.end(), tail.begin(), tail.end());
+  MemorySink sink;
+  StreamHeader header;
+  header.chunk_size = kChunk;
+  header.flags = flags;
+  header.dedup_window = 16;
+  StreamWriter writer(&sink, header);
+  ChunkEncoder encoder(EncoderOptions{});
+  EXPECT_TRUE(writer.Start().ok());
+  Result<uint32_t> w = writer.BeginObject(ObjectMetadata{"weights", {}}, weights.size());
+  Result<uint32_t> z = writer.BeginObject(ObjectMetadata{"zeros", {}}, zeros.size());
+  Result<uint32_t> c = writer.BeginObject(ObjectMetadata{"copy", {}}, copy.size());
+  EXPECT_TRUE(w.ok() && z.ok() && c.ok());
+  auto add = [&](uint32_t id, const std::vector<uint8_t>& bytes, uint64_t off) {
+    const size_t n = std::min<uint64_t>(kChunk, bytes.size() - off);
+    EncodedChunk chunk;
+    EXPECT_TRUE(encoder.Encode(std::span<const uint8_t>(bytes.data() + off, n), &chunk).ok());
+    EXPECT_TRUE(writer.AddChunk(id, off, n, chunk).ok());
+  };
+  add(*w, weights, 0);
+  DedupRef ref{*w, 0, HashContent128(copy.data(), kChunk)};
+  EXPECT_TRUE(writer.AddDedupRef(*c, 0, kChunk, Hash64(copy.data(), kChunk), ref).ok());
+  for (uint64_t off = kChunk; off < weights.size(); off += kChunk) {
+    add(*w, weights, off);
+    if (off - kChunk < zeros.size()) add(*z, zeros, off - kChunk);
+    if (off < copy.size()) add(*c, copy, off);
+  }
+  EXPECT_TRUE(writer.EndObject(*z).ok());
+  EXPECT_TRUE(writer.EndObject(*c).ok());
+  EXPECT_TRUE(writer.EndObject(*w).ok());
+  EXPECT_TRUE(writer.Finish().ok());
+  return sink.bytes();
+}
+
+// Every event as a line, DATA bytes as their hash; can fail at the
+// `fail_at`-th DATA event.
+class Recorder final : public StreamVisitor {
+ public:
+  explicit Recorder(size_t fail_at = SIZE_MAX) : fail_at_(fail_at) {}
+  Status OnStreamHeader(const StreamHeader& h) override {
+    events.push_back("header " + std::to_string(h.chunk_size));
+    return Status::Ok();
+  }
+  Status OnObjectBegin(const ObjectState& o) override {
+    events.push_back("begin " + o.metadata.name);
+    return Status::Ok();
+  }
+  Status OnChunk(const ChunkEvent& e) override {
+    std::string line = FrameKindName(e.header.kind) + " " + e.object.metadata.name + " " +
+                       std::to_string(e.header.offset) + " " + std::to_string(e.header.raw_size) + " at " +
+                       std::to_string(e.stream_offset) + " data " + std::to_string(e.data.size());
+    if (!e.data.empty()) line.append(" ").append(HexHash(Hash64(e.data.data(), e.data.size())));
+    if (e.dedup) line.append(" ref ").append(std::to_string(e.dedup->source_object_id));
+    events.push_back(line);
+    if (e.header.kind == static_cast<uint8_t>(FrameKind::kData) && ++data_ == fail_at_)
+      return Status::InvalidArgument("the recorder stops here");
+    return Status::Ok();
+  }
+  Status OnObjectEnd(const ObjectState& o) override {
+    events.push_back("end " + o.metadata.name);
+    return Status::Ok();
+  }
+  Status OnStreamEnd(const StreamTotals& t) override {
+    events.push_back("stream end " + std::to_string(t.raw_bytes));
+    return Status::Ok();
+  }
+  std::vector<std::string> events;
+
+ private:
+  size_t fail_at_;
+  size_t data_ = 0;
+};
+
+std::vector<std::string> Serially(const std::vector<uint8_t>& stream) {
+  MemorySource source(stream);
+  Recorder recorder;
+  Status s = ReadStream(source, recorder);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return recorder.events;
+}
+
+TEST(DecodeAheadTest, VisitorSeesWhatTheSerialReaderShowsIt) {
+  const std::vector<uint8_t> stream = MixedStream();
+  const std::vector<std::string> serial = Serially(stream);
+  size_t zero_runs = 0, refs = 0, data = 0;
+  for (const std::string& e : serial) {
+    zero_runs += e.rfind("ZERO_RUN", 0) == 0;
+    refs += e.rfind("DEDUP_REF", 0) == 0;
+    data += e.rfind("DATA", 0) == 0;
+  }
+  ASSERT_EQ(zero_runs, 1u);  // the fixture has every kind of chunk frame
+  ASSERT_EQ(refs, 1u);
+  ASSERT_GE(data, 10u);
+  for (unsigned threads : {2u, 3u, 8u}) {
+    for (size_t max_read : {SIZE_MAX, size_t{1000}}) {  // whole reads, short reads
+      MemorySource source(stream, max_read);
+      Recorder recorder;
+      Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
+      ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
+      EXPECT_EQ(recorder.events, serial) << threads << " threads, reads of " << max_read;
+    }
+  }
+}
+
+TEST(DecodeAheadTest, CorruptPayloadFailsNamingItsFrame) {
+  std::vector<uint8_t> stream = MixedStream();
+  // The 7th frame's payload (a DATA frame of "weights" in the middle of the
+  // stream), one byte in its middle flipped.
+  MemorySource source(stream);
+  FrameReader reader(&source);
+  StreamHeader sh;
+  ASSERT_TRUE(reader.ReadStreamHeader(&sh).ok());
+  FrameHeader h;
+  uint64_t at = 0;
+  for (int i = 0; i <= 7; ++i) {
+    bool end = false;
+    ASSERT_TRUE(reader.ReadFrameHeader(&h, &end).ok());
+    at = reader.frame_offset();
+    std::vector<uint8_t> payload(h.payload_size);
+    ASSERT_TRUE(reader.ReadPayload(payload).ok());
+  }
+  ASSERT_EQ(h.kind, static_cast<uint8_t>(FrameKind::kData));
+  stream[at + kFrameHeaderSize + h.payload_size / 2] ^= 0x10;
+  for (unsigned threads : {2u, 4u}) {
+    MemorySource bad(stream);
+    Recorder recorder;
+    Status s = ReadStreamDecodingAhead(bad, recorder, DecodeAheadOptions{threads, {}});
+    EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+    EXPECT_NE(s.message().find("frame 7 at stream offset " + std::to_string(at)), std::string::npos) << s.ToString();
+    // Nothing at or after the bad frame reached the visitor.
+    for (const std::string& e : recorder.events)
+      EXPECT_EQ(e.find(" at " + std::to_string(at) + " "), std::string::npos) << e;
+  }
+}
+
+TEST(DecodeAheadTest, VisitorErrorStopsTheRead) {
+  const std::vector<uint8_t> stream = MixedStream();
+  const std::vector<std::string> serial = Serially(stream);
+  MemorySource source(stream);
+  Recorder recorder(/*fail_at=*/3);
+  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{2, {}});
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("the recorder stops here"), std::string::npos) << s.ToString();
+  // What it saw is what the serial reader showed, up to the failing event.
+  ASSERT_LT(recorder.events.size(), serial.size());
+  EXPECT_TRUE(std::equal(recorder.events.begin(), recorder.events.end(), serial.begin()));
+}
+
+TEST(DecodeAheadTest, BudgetForOneFrameInFlightIsEnoughAndChargesAreRefunded) {
+  const std::vector<uint8_t> stream = MixedStream();
+  const std::vector<std::string> serial = Serially(stream);
+  // What the serial reader needs: its records (an eighth), one payload and
+  // one decode buffer, and a little.
+  const uint64_t limit = 8 * (4 * kChunk + ChunkDecoder::MemoryBytes(kChunk) + (64 << 10));
+  MemoryBudget budget(limit);
+  MemorySource source(stream);
+  Recorder recorder;
+  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{8, {.decode = true, .budget = &budget, .open_base = {}}});
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(recorder.events, serial);
+  EXPECT_EQ(budget.in_use(), 0u);
+
+  // A budget that cannot hold one frame fails, naming what it was for.
+  MemoryBudget tiny(limit / 8 + 2 * kChunk);
+  MemorySource again(stream);
+  Recorder none;
+  s = ReadStreamDecodingAhead(again, none, DecodeAheadOptions{2, {.decode = true, .budget = &tiny, .open_base = {}}});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("decoding ahead on 2 threads"), std::string::npos) << s.ToString();
+  EXPECT_EQ(tiny.in_use(), 0u);
+}
+
+TEST(DecodeAheadTest, IncrementalStreamIsReadSerially) {
+  // A stream whose header says it has a base: ReadStream reads it (serially,
+  // resolving base frames), so it fails or succeeds exactly as ReadStream
+  // does; under a budget too small to decode ahead, that is not the
+  // decode-ahead's error. (Until readers resolve base frames, both fail at
+  // the BASE frame.)
+  std::vector<uint8_t> stream = MixedStream(kStreamFlagDedup | kStreamFlagBase);
+  // Enough for ReadStream (an eighth for records, the dedup window, a
+  // payload and a decode buffer), not for decoding ahead on two threads.
+  const uint64_t serial_needs = 16 * kDedupWindowEntryBytes + kChunk + ChunkDecoder::MemoryBytes(kChunk);
+  const uint64_t small_limit = serial_needs * 8 / 7 + (16 << 10);
+  for (uint64_t limit : {uint64_t{8} << 20, small_limit}) {
+    MemoryBudget serial_budget(limit), ahead_budget(limit);
+    MemorySource serial_source(stream), ahead_source(stream);
+    Recorder serial_recorder, ahead_recorder;
+    Status serial = ReadStream(serial_source, serial_recorder, ReadOptions{.decode = true, .budget = &serial_budget, .open_base = {}});
+    Status ahead = ReadStreamDecodingAhead(ahead_source, ahead_recorder,
+                                           DecodeAheadOptions{2, {.decode = false, .budget = &ahead_budget, .open_base = {}}});
+    EXPECT_EQ(ahead.ToString(), serial.ToString()) << limit;
+    EXPECT_EQ(ahead_recorder.events, serial_recorder.events) << limit;
+    EXPECT_EQ(ahead.message().find("decoding ahead"), std::string::npos) << ahead.ToString();
+  }
+  // The same stream without the flag, under the small budget: decoded ahead.
+  MemoryBudget small(small_limit);
+  const std::vector<uint8_t> full = MixedStream();
+  MemorySource source(full);
+  Recorder recorder;
+  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{2, {.decode = true, .budget = &small, .open_base = {}}});
+  EXPECT_NE(s.message().find("decoding ahead"), std::string::npos) << s.ToString();
+}
+
+}  // namespace
+}  // namespace vramflow
