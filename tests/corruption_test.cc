@@ -412,7 +412,7 @@ TEST(StreamHeaderTest, ReservedBytesAndFlagsWithAValidChecksum) {
   std::vector<uint8_t> bad = good;
   StreamHeader h;
   ASSERT_TRUE(DecodeStreamHeader(bad.data(), &h).ok());
-  h.flags = kStreamFlagBase << 1;  // the first flag this version does not define
+  h.flags = 16;  // the lowest bit no version of the format defines
   EncodeStreamHeader(h, bad.data());
   EXPECT_EQ(Read(bad).code(), Status::Code::kNotSupported);
   h.flags = kStreamFlagIndexBlocks;  // index blocks without a seek index
