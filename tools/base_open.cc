@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/base_open.h"
 
+#include "tools/base_opener.h"
+
 #include "common/printable.h"
 #include "streamer/base_location.h"
 
@@ -9,11 +11,7 @@ namespace vramflow {
 OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std::string& input,
                                const TransportOptions& transport) {
   return [bases, input, transport](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
-    BaseOpenOptions options;
-    options.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
-      VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
-      return std::shared_ptr<RandomAccessSource>(std::move(source));
-    };
+    BaseOpenOptions options = CliBaseOpenOptions(transport, {});
     const std::string needs = "this stream is incremental: it needs its base " + HexDigest(d.base_id) + " (" +
                               (d.location.empty() ? std::string("no location recorded") : Printable(d.location)) + ")";
     if (!bases.empty()) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/net_base_choice.h"
 
+#include "tools/base_opener.h"
+
 #include "tools/base_store.h"
 #include "transport/random_access.h"
 
@@ -41,11 +43,7 @@ Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, 
 
 Result<std::shared_ptr<const BaseStream>> OpenCandidateBase(const std::vector<std::string>& locations, size_t chosen,
                                                             const TransportOptions& transport) {
-  BaseOpenOptions options;
-  options.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
-    return std::shared_ptr<RandomAccessSource>(std::move(source));
-  };
+  BaseOpenOptions options = CliBaseOpenOptions(transport, {});
   for (size_t i = 0; i < locations.size(); ++i)
     if (i != chosen) options.more_locations.push_back(locations[i]);
   Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(locations[chosen], options);

@@ -21,6 +21,7 @@
 #include "tools/cli_util.h"
 #include "tools/planned_file.h"
 #include "tools/progress.h"
+#include "tools/base_opener.h"
 #include "tools/safe_path.h"
 #include "transport/fd_stream.h"
 #include "transport/open_uri.h"
@@ -120,13 +121,7 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
 // Opens the base of an incremental pack (and the rest of its chain) through
 // the same transports as any other stored stream.
 Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options) {
-  BaseOpenOptions open;
-  open.open = [transport = options.transport](const std::string& location)
-      -> Result<std::shared_ptr<RandomAccessSource>> {
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
-    return std::shared_ptr<RandomAccessSource>(std::move(source));
-  };
-  open.more_locations.assign(options.bases.begin() + 1, options.bases.end());
+  const BaseOpenOptions open = CliBaseOpenOptions(options.transport, options.bases);
   Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(options.bases.front(), open);
   if (!base.ok()) return base.status().WithContext("base '" + options.bases.front() + "'");
   if (options.base_refs_only && !(*base)->has_digests())
