@@ -17,6 +17,9 @@
 #    base: stream size with the base against without.
 # 3. Restore: unpack of the incremental stream (with its base) against unpack
 #    of the full one.
+# 4. Live migration over a 1 Gbit/s veth link (root; else loopback) with the
+#    first checkpoint in the receiver's base store, against a full migration
+#    (bench/incremental_net.sh).
 # Files live in /dev/shm when it is writable, so the disk does not set the pace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,3 +98,8 @@ inc_r=$(median sh -c "'$bin' unpack -q '$work/w-inc.vfs' --base '$work/c1.vfs' -
 printf "%-34s %9s\n" "weights ($(mib "$weights") MiB)" "unpack s"
 printf "%-34s %9s\n" "full stream" "$full_r"
 printf "%-34s %9s\n" "incremental (references only)" "$inc_r"
+
+echo
+echo "== 4. live migration with the first checkpoint already at the receiver (bench/incremental_net.sh)"
+weights_size=$(( weights / 1048576 ))M kv_size=$(( kv / 1048576 ))M
+WEIGHTS="$weights_size" KV="$kv_size" VRAMFLOW="$bin" bench/incremental_net.sh
