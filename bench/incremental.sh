@@ -27,6 +27,7 @@ size="${1:-512M}"
 repeat="${REPEAT:-3}"
 bin="${VRAMFLOW_BIN:-build/vramflow}"
 [ -x "$bin" ] || ./scripts/build.sh >/dev/null
+bin=$(realpath "$bin")
 work=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/vramflow-incremental-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
