@@ -397,5 +397,38 @@ TEST_F(S3Rgw, IncrementalNetBaseStoreOnS3) {
   EXPECT_LT(std::stoull(r.output.substr(at + key.size())), 6ull << 20) << r.output;
 }
 
+
+//! An incremental checkpoint whose base is an S3 object, and which is an S3
+//! object itself: pack reads the base by ranges (references only: its index
+//! and digests, no chunk frames), the stream records the base's URI, and
+//! unpack and verify fetch the referenced chunks from it.
+TEST_F(S3Rgw, IncrementalPackAndUnpackAgainstABaseOnS3) {
+  Work w;
+  ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
+  ASSERT_CODE(Sh("mkdir -p " + Q(w.File("v2")) + " && cp " + Q(w.File("weights.bin")) + " " + Q(w.File("v2/weights.bin"))), 0);
+  ASSERT_CODE(Vf("gen -k adam-v -s 5M --seed 6 -o " + Q(w.File("v2/optimizer.bin"))), 0);
+  const std::string options = " -c auto --chunk-size 1M -q";
+  ASSERT_CODE(Vf("pack " + w.Inputs() + " --digests -o " + Q(Uri("inc/ck1.vfs")) + options), 0);
+  const std::string v2 = Q(w.File("v2/weights.bin")) + " " + Q(w.File("v2/optimizer.bin"));
+  CommandResult packed =
+      Vf("pack " + v2 + " --base " + Q(Uri("inc/ck1.vfs")) + " --base-refs-only --json -o " + Q(Uri("inc/ck2.vfs")) + options);
+  ASSERT_CODE(packed, 0);
+  EXPECT_TRUE(Contains(packed.output, "\"base_ref_bytes\"")) << packed.output;
+  CommandResult listed = Vf("inspect --json " + Q(Uri("inc/ck2.vfs")));
+  ASSERT_CODE(listed, 0);
+  EXPECT_TRUE(Contains(listed.output, Uri("inc/ck1.vfs"))) << listed.output;  // the base as recorded
+  ASSERT_CODE(Vf("verify -q " + Q(Uri("inc/ck2.vfs"))), 0);
+  ASSERT_CODE(Vf("unpack -q " + Q(Uri("inc/ck2.vfs")) + " -o " + Q(w.File("out") + "/")), 0);
+  EXPECT_TRUE(ReadFile(w.File("out/weights.bin")) == ReadFile(w.File("weights.bin")));
+  EXPECT_TRUE(ReadFile(w.File("out/optimizer.bin")) == ReadFile(w.File("v2/optimizer.bin")));
+  // A base given that is not the one the stream was built on: refused.
+  ASSERT_CODE(Vf("pack " + v2 + " -o " + Q(Uri("inc/other.vfs")) + options), 0);
+  CommandResult wrong = Vf("unpack -q " + Q(Uri("inc/ck2.vfs")) + " --base " + Q(Uri("inc/other.vfs")) + " -o " +
+                           Q(w.File("wrong") + "/"));
+  EXPECT_NE(wrong.code, 0);
+  EXPECT_TRUE(Contains(wrong.output, "wrong base")) << wrong.output;
+  EXPECT_FALSE(std::filesystem::exists(w.File("wrong")));
+}
+
 }  // namespace
 }  // namespace vramflow
