@@ -35,7 +35,8 @@ Status CheckDumpBase(const PipelineOptions& options) {
                                    " allowed (write a self-contained base with `vramflow flatten`)");
   if (options.base_refs_only && !options.base->has_digests())
     return Status::InvalidArgument("the base '" + descriptor.location +
-                                   "' has no chunk digests (DIGEST_BLOCKs), which references-only matching needs");
+                                   "' has no chunk digests (DIGEST_BLOCKs), which references-only matching needs: write it with --digests, "
+                                   "or match by reading its chunks (no --base-refs-only)");
   return Status::Ok();
 }
 

@@ -23,14 +23,6 @@ struct Probed {
   StreamIdAndDigests extras;
 };
 
-Status ReadExactly(RandomAccessSource& source, uint64_t offset, std::span<uint8_t> out) {
-  VF_ASSIGN_OR_RETURN(size_t n, source.ReadAt(offset, out));
-  if (n != out.size())
-    return Status::Truncated(source.Describe() + ": " + std::to_string(out.size()) + " bytes at offset " +
-                             std::to_string(offset) + " ran past the end");
-  return Status::Ok();
-}
-
 Result<Probed> Probe(const std::string& location, const BaseOpenOptions& options, uint64_t max_index_bytes) {
   if (!options.open) return Status::InvalidArgument("no way to open the base " + location);
   Probed p;

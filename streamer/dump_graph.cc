@@ -15,6 +15,7 @@
 #include "codecs/chunk_analysis.h"
 #include "common/exception_boundary.h"
 #include "common/hash.h"
+#include "streamer/base_chunk_coding.h"
 #include "common/sha256.h"
 #include "streamer/dedup_window.h"
 #include "streamer/dma_completer.h"
@@ -167,42 +168,11 @@ std::vector<const SeekIndexObject*> MatchBaseObjects(const BaseStream& base, con
   return matched;
 }
 
-// out[i] ^= in[i], a word at a time.
-void XorInto(std::span<uint8_t> out, std::span<const uint8_t> in) {
-  size_t i = 0;
-  for (; i + 8 <= out.size(); i += 8) {
-    uint64_t a, b;
-    std::memcpy(&a, out.data() + i, 8);
-    std::memcpy(&b, in.data() + i, 8);
-    a ^= b;
-    std::memcpy(out.data() + i, &a, 8);
-  }
-  for (; i < out.size(); ++i) out[i] ^= in[i];
-}
-
 // What one thread's BaseStream::ReadChunk may hold for chunks of `chunk`
 // bytes (BaseScratch): a frame and its decoded bytes for every stream of the
 // chain, and a decoder's state.
 uint64_t BaseReadBytes(uint64_t chunk, uint32_t chain_streams) {
   return uint64_t{chain_streams} * (2 * chunk + kBaseChunkRefSize + ChunkDecoder::MemoryBytes(chunk));
-}
-
-// The options an incremental dump cannot run with.
-Status CheckBaseOptions(const PipelineOptions& options) {
-  if (!options.base) {
-    if (options.base_refs_only) return Status::InvalidArgument("references-only needs a base");
-    return Status::Ok();
-  }
-  const BaseDescriptor descriptor = options.base->DescriptorForDependent();
-  if (descriptor.chain_length > kMaxBaseChain)
-    return Status::InvalidArgument("a stream built on this base would rest on a chain of " +
-                                   std::to_string(descriptor.chain_length) + " streams, more than the " +
-                                   std::to_string(kMaxBaseChain) +
-                                   " allowed (write a self-contained base with `vramflow flatten`)");
-  if (options.base_refs_only && !options.base->has_digests())
-    return Status::InvalidArgument("the base '" + descriptor.location + "' has no chunk digests (DIGEST_BLOCKs), which "
-                                   "references-only matching needs: pack it with --digests, or drop --base-refs-only");
-  return Status::Ok();
 }
 
 }  // namespace
@@ -231,7 +201,7 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
     }
   }
 
-  VF_RETURN_IF_ERROR(CheckBaseOptions(options));
+  VF_RETURN_IF_ERROR(CheckDumpBase(options));
   const BaseStream* base = options.base.get();
   // Full mode reads base chunks, compares them and codes deltas; refs-only
   // compares digests and reads nothing of the base's chunks.

@@ -10,14 +10,6 @@
 namespace vramflow {
 namespace {
 
-Status ReadExactly(RandomAccessSource& source, uint64_t offset, std::span<uint8_t> out) {
-  VF_ASSIGN_OR_RETURN(size_t n, source.ReadAt(offset, out));
-  if (n != out.size())
-    return Status::Truncated(source.Describe() + ": " + std::to_string(out.size()) + " bytes at offset " +
-                             std::to_string(offset) + " ran past the end");
-  return Status::Ok();
-}
-
 std::string Where(const RandomAccessSource& source, uint64_t offset) {
   return source.Describe() + ", stream offset " + std::to_string(offset);
 }

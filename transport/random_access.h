@@ -36,6 +36,16 @@ class RandomAccessSource {
   virtual std::string Describe() const = 0;
 };
 
+// Reads exactly out.size() bytes at `offset`; Truncated, naming the source,
+// where the stream ends first.
+inline Status ReadExactly(RandomAccessSource& source, uint64_t offset, std::span<uint8_t> out) {
+  VF_ASSIGN_OR_RETURN(size_t n, source.ReadAt(offset, out));
+  if (n != out.size())
+    return Status::Truncated(source.Describe() + ": " + std::to_string(out.size()) + " bytes at offset " +
+                             std::to_string(offset) + " ran past the end");
+  return Status::Ok();
+}
+
 // Forwards to another source and counts the bytes it returned. Thread-safe.
 class CountingRandomAccess final : public RandomAccessSource {
  public:
