@@ -74,8 +74,14 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (kind != FrameKind::kData && kind != FrameKind::kZeroRun && kind != FrameKind::kDedupRef)
       return Status::NotSupported(FrameKindName(e.header.kind) + " frames are not decoded ahead (read with one thread)");
     if (held_.size() >= window_) VF_RETURN_IF_ERROR(HandOn(1));
-    std::unique_ptr<HeldChunk> chunk = TakeSpare();
-    if (kind == FrameKind::kData) VF_RETURN_IF_ERROR(MakeRoom(*chunk, e.header));
+    HeldChunk* chunk = TakeSpare();
+    if (kind == FrameKind::kData) {
+      Status room = MakeRoom(*chunk, e.header);
+      if (!room.ok()) {
+        spare_.push_back(chunk);
+        return room;
+      }
+    }
     chunk->header = e.header;
     chunk->stream_offset = e.stream_offset;
     chunk->object = &e.object;
@@ -86,8 +92,8 @@ class DecodeAheadVisitor final : public StreamVisitor {
     chunk->has_ref = e.dedup != nullptr;
     if (e.dedup) chunk->ref = *e.dedup;
     chunk->status = Status::Ok();
-    HeldChunk* c = chunk.get();
-    held_.push_back(std::move(chunk));
+    HeldChunk* c = chunk;
+    held_.push_back(chunk);
     if (kind == FrameKind::kData) {
       c->data.resize(e.header.raw_size);
       c->state.store(HeldChunk::kQueued, std::memory_order_release);
@@ -113,24 +119,26 @@ class DecodeAheadVisitor final : public StreamVisitor {
       VF_RETURN_IF_ERROR(HandOnFront());
     return Status::Ok();
   }
+  // The chunk goes back to the spares whatever happens (a task started for
+  // it may still be pending: it finds the chunk claimed).
   Status HandOnFront() {
-    std::unique_ptr<HeldChunk> c = std::move(held_.front());
+    spare_.push_back(held_.front());
     held_.pop_front();
-    VF_RETURN_IF_ERROR(c->status.WithContext(FrameName(c->header, c->stream_offset)));
-    const bool data = c->header.kind == static_cast<uint8_t>(FrameKind::kData);
-    VF_RETURN_IF_ERROR(inner_->OnChunk(ChunkEvent{c->header, c->stream_offset, *c->object, c->payload,
-                                                  data ? std::span<const uint8_t>(c->data) : std::span<const uint8_t>(),
-                                                  c->has_ref ? &c->ref : nullptr})
-                           .WithContext(FrameName(c->header, c->stream_offset)));
-    spare_.push_back(std::move(c));
-    return Status::Ok();
+    const HeldChunk& c = *spare_.back();
+    VF_RETURN_IF_ERROR(c.status.WithContext(FrameName(c.header, c.stream_offset)));
+    const bool data = c.header.kind == static_cast<uint8_t>(FrameKind::kData);
+    return inner_
+        ->OnChunk(ChunkEvent{c.header, c.stream_offset, *c.object, c.payload,
+                             data ? std::span<const uint8_t>(c.data) : std::span<const uint8_t>(),
+                             c.has_ref ? &c.ref : nullptr})
+        .WithContext(FrameName(c.header, c.stream_offset));
   }
 
   // Returns once `c` is decoded: decodes it here if nobody has started it,
   // else decodes later chunks nobody has started while it waits.
   void WaitFor(HeldChunk& c) {
     if (Claim(c)) return;
-    for (const std::unique_ptr<HeldChunk>& later : held_) {
+    for (HeldChunk* later : held_) {
       if (c.state.load(std::memory_order_acquire) == HeldChunk::kDone) return;
       Claim(*later);
     }
@@ -148,9 +156,9 @@ class DecodeAheadVisitor final : public StreamVisitor {
     return true;
   }
 
-  std::unique_ptr<HeldChunk> TakeSpare() {
-    if (spare_.empty()) return std::make_unique<HeldChunk>();
-    std::unique_ptr<HeldChunk> c = std::move(spare_.back());
+  HeldChunk* TakeSpare() {
+    if (spare_.empty()) return chunks_.emplace_back(std::make_unique<HeldChunk>()).get();
+    HeldChunk* c = spare_.back();
     spare_.pop_back();
     return c;
   }
@@ -203,8 +211,12 @@ class DecodeAheadVisitor final : public StreamVisitor {
   MemoryBudget* budget_;
   uint64_t charged_ = 0;
   uint64_t decoder_raw_ = 0;  // the largest raw size the decoders' state is charged for
-  std::deque<std::unique_ptr<HeldChunk>> held_;
-  std::vector<std::unique_ptr<HeldChunk>> spare_;  // handed on; their buffers are reused
+  // Every chunk lives until the visitor is destroyed, after its tasks: a
+  // task started for a chunk may still be pending when the chunk has been
+  // handed on (it then finds the chunk claimed, or claims its next use).
+  std::vector<std::unique_ptr<HeldChunk>> chunks_;
+  std::deque<HeldChunk*> held_;    // in stream order
+  std::vector<HeldChunk*> spare_;  // handed on; their buffers are reused
   oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders_;
   // Behind a pointer: its destructor may throw, a visitor's may not (it is
   // waited for first, so it never does).
