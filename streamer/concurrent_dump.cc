@@ -59,6 +59,15 @@ struct FirstCopy {
   uint64_t size = 0;
 };
 
+// The window's key for a chunk's content within one object. Objects are
+// written interleaved, so keyed by content alone the same bytes in another
+// object would take the entry over and hide this object's own first copy.
+// (A mixed key that matches another object's entry is still refused by the
+// object check where it is looked up.)
+Hash128 InObject(uint32_t object_id, const Hash128& content) {
+  return Hash128{content.low ^ (uint64_t{object_id} * 0x9E3779B97F4A7C15ull), content.high ^ object_id};
+}
+
 EncoderOptions RawEncoder() {
   EncoderOptions raw;
   raw.codec = CodecChoice::kRaw;
@@ -505,7 +514,7 @@ class ConcurrentDump::Engine {
       return writer_->AddBaseDelta(object.stream_id, item.offset, item.size, item.encoded.raw_hash, item.base_ref,
                                    item.encoded, sha256);
     if (item.keyed) {
-      const FirstCopy* first = first_copies_->Find(item.content);
+      const FirstCopy* first = first_copies_->Find(InObject(object.stream_id, item.content));
       if (first && first->ref.source_object_id == object.stream_id && first->size == item.size) {
         dedup_bytes_ += item.size;
         return writer_->AddDedupRef(object.stream_id, item.offset, item.size, item.encoded.raw_hash, first->ref,
@@ -513,7 +522,9 @@ class ConcurrentDump::Engine {
       }
     }
     VF_RETURN_IF_ERROR(writer_->AddChunk(object.stream_id, item.offset, item.size, item.encoded, sha256));
-    if (item.keyed) first_copies_->Add(item.content, FirstCopy{DedupRef{object.stream_id, item.offset, item.content}, item.size});
+    if (item.keyed)
+      first_copies_->Add(InObject(object.stream_id, item.content),
+                         FirstCopy{DedupRef{object.stream_id, item.offset, item.content}, item.size});
     return Status::Ok();
   }
 
