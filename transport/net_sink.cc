@@ -21,6 +21,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long a broken generation's control connection may go on reading (for
+// the receiver's ERROR) before the supervisor tears it down. A receiver that
+// closed ends it at once; this bounds a silent network.
+constexpr std::chrono::milliseconds kLastWordGrace{1000};
+
 // Failures worth a reconnect: the network, not the peer's judgement.
 bool Transient(const Status& s) {
   return s.code() == Status::Code::kIoError || s.code() == Status::Code::kTimedOut ||
@@ -272,8 +277,7 @@ class NetSink final : public ByteSink {
       std::thread thread;
       Status s = i < connections ? StartThread(&thread, "connection " + std::to_string(i) + " to " + endpoint_.uri,
                                                [this, i, number] { SendLoop(i, number); })
-                                 : StartThread(&thread, "the control connection to " + endpoint_.uri,
-                                               [this, number] { ControlLoop(number); });
+                                 : StartControlThread(&thread, number);
       if (!s.ok()) {
         StopThreads();
         return s;
@@ -281,6 +285,26 @@ class NetSink final : public ByteSink {
       generation_.threads.push_back(std::move(thread));
     }
     return Status::Ok();
+  }
+
+  // The control loop says when it has ended, so that the supervisor can let
+  // it read the receiver's last word before tearing a broken generation down.
+  Status StartControlThread(std::thread* thread, uint64_t number) {
+    {
+      std::lock_guard lock(mu_);
+      control_running_ = true;
+    }
+    Status s = StartThread(thread, "the control connection to " + endpoint_.uri, [this, number] {
+      ControlLoop(number);
+      std::lock_guard lock(mu_);
+      control_running_ = false;
+      cv_.notify_all();
+    });
+    if (!s.ok()) {
+      std::lock_guard lock(mu_);
+      control_running_ = false;
+    }
+    return s;
   }
 
   // Ends the current generation's loops (they see it is no longer alive)
@@ -436,6 +460,14 @@ class NetSink final : public ByteSink {
         for (auto& channel : generation_.channels) (void)channel->Send(MsgType::kPing, position, {});
         continue;  // a failed ping shows up through the loops
       }
+      {
+        // A receiver that fails says why on the control connection and
+        // closes: a data connection may break before that ERROR is read.
+        // Let the control loop read to its end (bounded) before tearing down.
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, kLastWordGrace, [&] { return stop_ || !fatal_.ok() || !control_running_; });
+        if (stop_ || !fatal_.ok()) return;
+      }
       Status why = generation_error_;
       TearDown();
       for (;;) {
@@ -501,6 +533,7 @@ class NetSink final : public ByteSink {
   Generation generation_;  // replaced only by the supervisor (or the destructor) with no loops running
   uint64_t generation_number_ = 0;
   bool generation_alive_ = false;
+  bool control_running_ = false;  // the current generation's ControlLoop has not returned
   Status generation_error_;
   CleanupEntry interrupt_entry_;  // last: released first, in the destructor
 };

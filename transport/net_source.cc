@@ -475,10 +475,17 @@ class Core : public std::enable_shared_from_this<Core> {
         if (!duplicate) {
           Result<std::vector<uint8_t>> buffer = s.Reserve(lock, header->length, generation, options_.socket.io_timeout);
           if (!buffer.ok()) {
-            // Tell the sender why now (it would also hear it on reconnecting).
+            // The consumer's Finish() failed the session: it tells the sender
+            // why on the control connection, then closes; closing here
+            // could cut that verdict off.
+            if (s.finished) return;
+            // Else tell the sender why now, where it listens (it would also
+            // hear it on reconnecting).
+            std::shared_ptr<Channel> control = s.channels.empty() ? nullptr : s.channels[0];
             lock.unlock();
             const std::string why = buffer.status().ToString();
-            (void)channel->Send(MsgType::kError, 0, {reinterpret_cast<const uint8_t*>(why.data()), why.size()});
+            if (control)
+              (void)control->Send(MsgType::kError, 0, {reinterpret_cast<const uint8_t*>(why.data()), why.size()});
             lock.lock();
             s.DropConnections();
             return;
