@@ -1404,6 +1404,7 @@ TEST(NetCli, ListenSystemdRefusesWithoutAPassedListeningSocket) {
   testing::CliChild file("/bin/sh", args, dir.File("file.log"));
   EXPECT_EQ(file.Wait(20000ms), 1) << file.Log();
   EXPECT_TRUE(Contains(file.Log(), "the passed socket (fd 3) is not a socket")) << file.Log();
+  EXPECT_FALSE(Contains(file.Log(), "stored 0 stream(s)")) << "a receiver that never started reported a summary";
   testing::CliChild zero("/bin/sh", args, dir.File("zero.log"), -1, {"FDS=0"});
   EXPECT_EQ(zero.Wait(20000ms), 1) << zero.Log();
   EXPECT_TRUE(Contains(zero.Log(), "$LISTEN_FDS='0' passes no socket")) << zero.Log();

@@ -753,7 +753,7 @@ int Main(int argc, char** argv) {
       ReceiveDirReport report;
       s = RunReceiveDirectory(dir_options, &report);
       if (s.ok() && out.json) PrintJson(ReceiveDirJson(report, recv.source, recv_dir));
-      if (out.summary())
+      if (out.summary() && (s.ok() || report.stored > 0))  // not after a failure to start
         std::fprintf(stderr, "vramflow recv: stored %u stream(s), %s, in %s\n", report.stored,
                      FormatSize(report.bytes).c_str(), recv_dir.c_str());
       return s.ok() ? 0 : Fail(name, s);
