@@ -7,7 +7,8 @@
 # Every stream uses 4K chunks and stays well under the fuzzer's -max_len.
 #
 # With a third argument, the fuzz target itself adds the streams the CLI
-# cannot make (DEDUP_REF frames, interleaved objects).
+# cannot make (DEDUP_REF frames, interleaved objects, base frames of a base
+# that does not exist).
 #
 #   scripts/fuzz_corpus.sh VRAMFLOW_BINARY CORPUS_DIR [FUZZ_TARGET]
 set -euo pipefail
@@ -62,6 +63,13 @@ mkdir -p legacy
 le64() { local i; for i in 0 1 2 3 4 5 6 7; do printf "\\$(printf '%03o' $((($1 >> (8 * i)) & 255)))"; done; }
 { le64 "$(stat -c %s fp16.bin)"; cat fp16.bin; } > legacy/amdgpu-pages-1-0001.img
 pack legacy legacy/amdgpu-pages-1-0001.img random.bin
+# An incremental stream and its base (BASE, BASE_REF, BASE_DELTA, DIGEST_BLOCK frames): the
+# base's bf16.bin again, fp32.bin with a few bytes changed.
+mkdir -p inc
+cp bf16.bin fp32.bin inc/
+(cd inc && pack incremental-base bf16.bin fp32.bin)
+printf 'changed' | dd of=inc/fp32.bin bs=1 seek=5000 conv=notrunc status=none
+(cd inc && pack incremental --base "$corpus/incremental-base.vfs" bf16.bin fp32.bin)
 # A truncated stream and one with a flipped payload byte: seeds for the error paths.
 head -c 3000 "$corpus/codec-auto.vfs" > "$corpus/truncated.vfs"
 cp "$corpus/codec-raw.vfs" "$corpus/flipped.vfs"
@@ -72,7 +80,12 @@ if [ -n "$fuzzer" ]; then
 fi
 
 for f in "$corpus"/*.vfs; do
-  case "$f" in */truncated.vfs|*/flipped.vfs) continue ;; esac
+  case "$f" in
+    */truncated.vfs|*/flipped.vfs) continue ;;
+    # The fuzz target's own incremental seed names a base that does not exist: read it without.
+    */incremental-frames.vfs) "$bin" inspect "$f" >/dev/null || { echo "fuzz_corpus: $f cannot be read" >&2; exit 1; }
+      continue ;;
+  esac
   "$bin" verify -q "$f" || { echo "fuzz_corpus: $f does not verify" >&2; exit 1; }
 done
 echo "fuzz_corpus: $(ls "$corpus" | wc -l) seeds in $corpus ($(du -sh "$corpus" | cut -f1))"

@@ -136,14 +136,24 @@ class TouchVisitor final : public StreamVisitor {
   }
   Status OnChunk(const ChunkEvent& e) override {
     const auto kind = static_cast<FrameKind>(e.header.kind);
-    FUZZ_CHECK(kind == FrameKind::kData || kind == FrameKind::kZeroRun || kind == FrameKind::kDedupRef);
+    const bool on_base = kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta;
+    FUZZ_CHECK(kind == FrameKind::kData || kind == FrameKind::kZeroRun || kind == FrameKind::kDedupRef || on_base);
     FUZZ_CHECK(begun_.count(e.header.object_id) && !ended_.count(e.header.object_id));
     FUZZ_CHECK(e.object.id == e.header.object_id);
     FUZZ_CHECK(e.header.raw_size > 0);
     FUZZ_CHECK(e.payload.size() == (kind == FrameKind::kZeroRun ? 0u : e.header.payload_size));
     FUZZ_CHECK((e.dedup != nullptr) == (kind == FrameKind::kDedupRef));
+    FUZZ_CHECK((e.base_ref != nullptr) == on_base);
     Touch(e.payload);
     Touch(e.data);
+    if (on_base) {
+      // No base is ever at hand here: decoding needs it (the reader refuses
+      // before any chunk), so base chunks come only undecoded.
+      FUZZ_CHECK(!decode_);
+      FUZZ_CHECK(e.data.empty());
+      FUZZ_CHECK(e.payload.size() >= kBaseChunkRefSize);
+      FUZZ_CHECK(e.header.raw_size <= kMaxChunkSize);
+    }
     if (kind == FrameKind::kDedupRef) {
       // The reader promises that the reference names an earlier DATA frame
       // of the same size and hash (restore copies from it).
@@ -489,7 +499,7 @@ Status WriteSeeds(const std::string& dir) {
     MemorySource check(sink.bytes());
     TouchVisitor visitor(false);
     VF_RETURN_IF_ERROR(ReadStream(check, visitor, ReadOptions{.decode = false}).WithContext("seed incremental"));
-    VF_RETURN_IF_ERROR(write("incremental.vfs", sink.bytes()));
+    VF_RETURN_IF_ERROR(write("incremental-frames.vfs", sink.bytes()));
   }
   return Status::Ok();
 }
