@@ -1333,7 +1333,9 @@ TEST(NetCli, KtlsTransferSucceedsAndReportsWhatRuns) {
   const bool kernel_has_tls = Exists("/sys/module/tls");
   for (const std::string& log : {sent.output, recv.Log()}) {
     EXPECT_EQ(LinesWith(log, "kTLS").size(), 1u) << log;
-    if (!kernel_has_tls) EXPECT_TRUE(Contains(log, "TLS runs in user space")) << log;
+    if (!kernel_has_tls) {
+      EXPECT_TRUE(Contains(log, "TLS runs in user space")) << log;
+    }
   }
   // Without --ktls nothing is said about it.
   EXPECT_TRUE(LinesWith(RunVf(dir, {"send", dir.File("in.vfs"), dir.File("copy.vfs")}).output, "kTLS").empty());
