@@ -254,15 +254,7 @@ TEST(IncrementalNet, SenderRefusesMalformedOffers) {
 constexpr size_t kWeights = 3 << 20;
 constexpr size_t kKv = 1 << 20;
 
-std::vector<uint8_t> Random(size_t n, uint64_t seed) {
-  std::vector<uint8_t> out(n);
-  std::mt19937_64 rng(seed);
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
-  }
-  return out;
-}
+std::vector<uint8_t> Random(size_t n, uint64_t seed) { return testing::RandomBytes(n, seed); }
 
 // A checkpoint's two files in DIR/NAME: the same weights each time, the KV
 // cache from `kv_seed`.

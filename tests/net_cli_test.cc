@@ -78,15 +78,7 @@ std::string Join(const std::vector<std::string>& v) {
   return "[" + out + "]";
 }
 
-std::vector<uint8_t> RandomData(size_t n, uint64_t seed) {
-  std::vector<uint8_t> out(n);
-  std::mt19937_64 rng(seed);
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
-  }
-  return out;
-}
+std::vector<uint8_t> RandomData(size_t n, uint64_t seed) { return testing::RandomBytes(n, seed); }
 
 std::string ReadText(const std::string& path) {
   std::ifstream f(path);

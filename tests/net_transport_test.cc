@@ -132,12 +132,7 @@ double SecondsSince(Clock::time_point start) {
 // Incompressible, seeded bytes; each 4 KiB block also starts with its index so
 // a misplaced segment is easy to name in a failure message.
 std::vector<uint8_t> RandomData(size_t n, uint64_t seed = 7) {
-  std::vector<uint8_t> out(n);
-  std::mt19937_64 rng(seed);
-  for (size_t i = 0; i < n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
-  }
+  std::vector<uint8_t> out = testing::RandomBytes(n, seed);
   for (size_t block = 0; block * 4096 + 8 <= n; ++block) StoreLE64(out.data() + block * 4096, block);
   return out;
 }

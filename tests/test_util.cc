@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +49,16 @@ void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) 
 std::vector<uint8_t> ModelBytes(DataKind kind, size_t size, uint64_t seed) {
   std::vector<uint8_t> out(size);
   GenerateModelData(kind, seed, 0, out);
+  return out;
+}
+
+std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
+  std::vector<uint8_t> out(n);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, std::min<size_t>(8, n - i));
+  }
   return out;
 }
 

@@ -31,6 +31,8 @@ void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> ModelBytes(DataKind kind, size_t size, uint64_t seed = 1);
 // Compressible text-like bytes (seeded), so every block codec shrinks them.
 std::vector<uint8_t> TextBytes(size_t n);
+// Incompressible bytes, the same for the same seed.
+std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed);
 
 struct TestObject {
   std::string name;
