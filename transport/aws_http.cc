@@ -1,21 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "transport/aws_http.h"
 
-#include <curl/curl.h>
-
 #include <cctype>
 #include <memory>
-#include <mutex>
+
+#include "transport/curl_library.h"
 
 namespace vramflow::s3 {
 namespace {
-
-struct EasyDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
-};
-struct SlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
-};
 
 struct Sink {
   std::string* body;
@@ -35,15 +27,11 @@ size_t OnWrite(char* data, size_t size, size_t n, void* user) {
 
 }  // namespace
 
-void CurlGlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 void ApplyTlsTrust(void* curl_handle, const TlsTrust& trust) {
   CURL* h = static_cast<CURL*>(curl_handle);
-  if (!trust.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, trust.ca_file.c_str());
-  if (!trust.ca_dir.empty()) curl_easy_setopt(h, CURLOPT_CAPATH, trust.ca_dir.c_str());
+  const CurlApi& curl = OpenedCurl();
+  if (!trust.ca_file.empty()) curl.easy_setopt(h, CURLOPT_CAINFO, trust.ca_file.c_str());
+  if (!trust.ca_dir.empty()) curl.easy_setopt(h, CURLOPT_CAPATH, trust.ca_dir.c_str());
 }
 
 std::string CertificateHint(const TlsTrust& trust) {
@@ -72,48 +60,48 @@ std::string FormEncode(const std::string& s) {
 }
 
 Result<HttpReply> Http(const HttpCall& call) {
-  CurlGlobalInit();
-  std::unique_ptr<CURL, EasyDeleter> handle(curl_easy_init());
+  VF_ASSIGN_OR_RETURN(const CurlApi* curl, OpenCurl());
+  CurlEasyHandle handle(curl->easy_init());
   if (!handle) return Status::Internal("curl_easy_init failed");
   CURL* h = handle.get();
-  std::unique_ptr<curl_slist, SlistDeleter> headers;
+  CurlList headers;
   for (const auto& [k, v] : call.headers) {
     if (v.find_first_of("\r\n") != std::string::npos)
       return Status::InvalidArgument("header " + k + " for " + call.url + " holds a line break");
-    curl_slist* l = curl_slist_append(headers.get(), (k + ": " + v).c_str());
+    curl_slist* l = curl->slist_append(headers.get(), (k + ": " + v).c_str());
     if (!l) return Status::Internal("curl_slist_append failed");
     headers.release();
     headers.reset(l);
   }
   HttpReply reply;
   Sink sink{&reply.body, call.max_reply};
-  curl_easy_setopt(h, CURLOPT_URL, call.url.c_str());
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(call.timeout.count()));
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(call.timeout.count()));
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnWrite);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+  curl->easy_setopt(h, CURLOPT_URL, call.url.c_str());
+  curl->easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl->easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(call.timeout.count()));
+  curl->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(call.timeout.count()));
+  curl->easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
+  curl->easy_setopt(h, CURLOPT_WRITEFUNCTION, OnWrite);
+  curl->easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+  curl->easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl->easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
   ApplyTlsTrust(h, call.trust);
   if (call.method == "POST" || call.method == "PUT") {
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call.method.c_str());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, call.body.c_str());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(call.body.size()));
+    curl->easy_setopt(h, CURLOPT_CUSTOMREQUEST, call.method.c_str());
+    curl->easy_setopt(h, CURLOPT_POSTFIELDS, call.body.c_str());
+    curl->easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(call.body.size()));
   } else if (call.method != "GET") {
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, call.method.c_str());
+    curl->easy_setopt(h, CURLOPT_CUSTOMREQUEST, call.method.c_str());
   }
-  CURLcode rc = curl_easy_perform(h);
+  CURLcode rc = curl->easy_perform(h);
   std::string where = call.method + " " + call.url.substr(0, call.url.find('?'));
   if (sink.overflow)
     return Status::IoError(where + ": reply larger than " + std::to_string(call.max_reply) + " bytes");
   if (rc != CURLE_OK) {
-    std::string text = where + ": " + curl_easy_strerror(rc);
+    std::string text = where + ": " + curl->easy_strerror(rc);
     if (rc == CURLE_PEER_FAILED_VERIFICATION) text += CertificateHint(call.trust);
     return (rc == CURLE_OPERATION_TIMEDOUT ? Status::TimedOut : Status::IoError)(text);
   }
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &reply.status);
+  curl->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &reply.status);
   return reply;
 }
 

@@ -25,10 +25,6 @@ struct TlsTrust {
   std::string source;   // for messages: "--ca-bundle", "AWS_CA_BUNDLE", ...
 };
 
-// curl_global_init, once per process, before any other libcurl call (it is
-// not thread-safe itself); every user of libcurl here calls this first.
-void CurlGlobalInit();
-
 // Sets CURLOPT_CAINFO / CURLOPT_CAPATH on a libcurl easy handle (CURL*).
 void ApplyTlsTrust(void* curl_handle, const TlsTrust& trust);
 

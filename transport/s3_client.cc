@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "transport/s3_client.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -13,21 +11,13 @@
 #include <thread>
 
 #include "transport/aws_http.h"
+#include "transport/curl_library.h"
 #include "transport/s3_xml.h"
 
 namespace vramflow::s3 {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct EasyDeleter {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
-};
-using EasyHandle = std::unique_ptr<CURL, EasyDeleter>;
-struct SlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
-};
-using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
 // State one transfer's callbacks share.
 struct Transfer {
@@ -141,25 +131,25 @@ std::string Response::Header(const std::string& lower_name) const {
 
 class Client::HandlePool {
  public:
-  EasyHandle Acquire() {
+  CurlEasyHandle Acquire() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!free_.empty()) {
-        EasyHandle h = std::move(free_.back());
+        CurlEasyHandle h = std::move(free_.back());
         free_.pop_back();
         return h;
       }
     }
-    return EasyHandle(curl_easy_init());
+    return CurlEasyHandle(OpenedCurl().easy_init());
   }
-  void Release(EasyHandle h) {
+  void Release(CurlEasyHandle h) {
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back(std::move(h));
   }
 
  private:
   std::mutex mu_;
-  std::vector<EasyHandle> free_;  // GUARDED_BY(mu_)
+  std::vector<CurlEasyHandle> free_;  // GUARDED_BY(mu_)
 };
 
 // One try's outcome: a response, or a transport failure.
@@ -179,7 +169,9 @@ Client::Client(Config config, const S3Options& options, std::string bucket)
       backoff_max_(options.backoff_max),
       retries_(options.retries),
       pool_(std::make_unique<HandlePool>()) {
-  CurlGlobalInit();
+  Result<const CurlApi*> curl = OpenCurl();
+  if (curl.ok()) curl_ = *curl;
+  else curl_status_ = curl.status();
 }
 
 Client::~Client() = default;
@@ -211,6 +203,10 @@ std::string Client::Url(const Request& request, std::string* host, std::string* 
 
 Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>* cancel) {
   Attempt attempt;
+  if (!curl_) {
+    attempt.error = curl_status_;  // not retried
+    return attempt;
+  }
   std::string host, path;
   std::string url = Url(request, &host, &path);
   std::string amz_date = AmzDate(std::time(nullptr));
@@ -232,9 +228,9 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
     sign.headers.emplace_back("x-amz-security-token", credentials->session_token);
   std::string authorization = Authorization(*credentials, config_.region, amz_date, sign);
 
-  Slist headers;
-  auto add = [&headers](const std::string& line) {
-    curl_slist* l = curl_slist_append(headers.get(), line.c_str());
+  CurlList headers;
+  auto add = [&headers, this](const std::string& line) {
+    curl_slist* l = curl_->slist_append(headers.get(), line.c_str());
     if (l) {
       headers.release();
       headers.reset(l);
@@ -245,51 +241,51 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   add("Expect:");  // no 100-continue round trip before each part
   if (request.method == "PUT" || request.method == "POST") add("Content-Type: application/octet-stream");
 
-  EasyHandle handle = pool_->Acquire();
+  CurlEasyHandle handle = pool_->Acquire();
   if (!handle) {
     attempt.error = Status::Internal("curl_easy_init failed");
     return attempt;
   }
   CURL* h = handle.get();
-  curl_easy_reset(h);  // keeps the connection cache
+  curl_->easy_reset(h);  // keeps the connection cache
   Transfer t;
   t.body = request.body;
   t.max_reply = MaxReply(request);
   t.response = &attempt.response;
   t.cancel = cancel;
   t.stall_timeout = stall_timeout_;
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout_.count()));
-  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
-  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnWrite);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
+  curl_->easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_->easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
+  curl_->easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(connect_timeout_.count()));
+  curl_->easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_->easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
+  curl_->easy_setopt(h, CURLOPT_XFERINFODATA, &t);
+  curl_->easy_setopt(h, CURLOPT_WRITEFUNCTION, OnWrite);
+  curl_->easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  curl_->easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_->easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl_->easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
   ApplyTlsTrust(h, config_.trust);
   if (request.method == "HEAD") {
-    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    curl_->easy_setopt(h, CURLOPT_NOBODY, 1L);
   } else if (request.method == "PUT" || request.method == "POST") {
-    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-    curl_easy_setopt(h, CURLOPT_READFUNCTION, OnRead);
-    curl_easy_setopt(h, CURLOPT_READDATA, &t);
-    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, OnSeek);
-    curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
+    curl_->easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_->easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 512L * 1024);
+    curl_->easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    curl_->easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+    curl_->easy_setopt(h, CURLOPT_READFUNCTION, OnRead);
+    curl_->easy_setopt(h, CURLOPT_READDATA, &t);
+    curl_->easy_setopt(h, CURLOPT_SEEKFUNCTION, OnSeek);
+    curl_->easy_setopt(h, CURLOPT_SEEKDATA, &t);
   } else if (request.method != "GET") {
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    curl_->easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
   }
 
-  CURLcode rc = curl_easy_perform(h);
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &attempt.response.status);
+  CURLcode rc = curl_->easy_perform(h);
+  curl_->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &attempt.response.status);
   if (rc != CURLE_OK) {
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+    curl_->easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
     pool_->Release(std::move(handle));
     if (t.cancelled) {
       attempt.error = Status::Cancelled("cancelled");
@@ -297,19 +293,19 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
       attempt.error = Status::IoError("reply body larger than " + std::to_string(t.max_reply) + " bytes");
     } else if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
       // Not retried: the next try meets the same certificate.
-      attempt.error = Status::IoError(std::string(curl_easy_strerror(rc)) + " (" + url.substr(0, url.find('?')) +
+      attempt.error = Status::IoError(std::string(curl_->easy_strerror(rc)) + " (" + url.substr(0, url.find('?')) +
                                       ")" + CertificateHint(config_.trust));
     } else if (t.stalled) {
       attempt.error = Status::TimedOut("no progress for " + std::to_string(stall_timeout_.count()) + " ms");
       attempt.retryable = true;
     } else {
       attempt.error = (rc == CURLE_OPERATION_TIMEDOUT ? Status::TimedOut : Status::IoError)(
-          std::string(curl_easy_strerror(rc)) + " (" + url.substr(0, url.find('?')) + ")");
+          std::string(curl_->easy_strerror(rc)) + " (" + url.substr(0, url.find('?')) + ")");
       attempt.retryable = true;
     }
     return attempt;
   }
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);  // `headers` dies here; the handle lives on
+  curl_->easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);  // `headers` dies here; the handle lives on
   pool_->Release(std::move(handle));
 
   long status = attempt.response.status;

@@ -26,6 +26,8 @@
 
 namespace vramflow::s3 {
 
+struct CurlApi;  // curl_library.h
+
 struct Request {
   std::string method;  // GET PUT POST HEAD DELETE
   std::string key;     // object key; "" addresses the bucket
@@ -79,6 +81,10 @@ class Client {
   std::chrono::milliseconds connect_timeout_, stall_timeout_, backoff_base_, backoff_max_;
   unsigned retries_;
   std::unique_ptr<HandlePool> pool_;
+  // libcurl (curl_library.h); null where it could not be opened, and every
+  // request fails with `curl_status_`.
+  const CurlApi* curl_ = nullptr;
+  Status curl_status_;
 };
 
 }  // namespace vramflow::s3

@@ -22,6 +22,13 @@ for page in vramflow "7 vramflow-amdgpu-plugin"; do
 done
 missing=$(ldd /usr/bin/vramflow /usr/lib/criu/amdgpu_plugin.so | grep "not found" || true)
 [ -z "$missing" ] || fail "libraries the package does not depend on: $missing"
+# libcurl is opened at run time (s3://), so ldd does not see it: the package must still pull it in.
+# Against an endpoint nobody listens on, an upload gets as far as connecting.
+head -c 1000 /dev/urandom >/tmp/s3-in
+s3=$(env -i PATH="$PATH" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_REGION=us-east-1 \
+     AWS_ENDPOINT_URL=http://127.0.0.1:9 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+     vramflow pack /tmp/s3-in -o s3://bucket/key -q 2>&1 || true)
+[[ $s3 == *"connect"* && $s3 != *libcurl* ]] || fail "s3:// without a server should fail to connect: $s3"
 # Completion as bash-completion loads it on first use: `vramflow re<TAB>` offers recv.
 offered=$(bash -c 'source /usr/share/bash-completion/bash_completion
                    __load_completion vramflow || exit 1
