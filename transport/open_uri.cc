@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "transport/background_sink.h"
 #include "transport/file_random_access.h"
 #include "transport/net_sink.h"
 #include "transport/net_source.h"
@@ -20,6 +21,19 @@ namespace {
 Status CheckFd(int fd, const std::string& uri) {
   if (::fcntl(fd, F_GETFD) < 0) return Status::FromErrno("'" + uri + "'", errno);
   return Status::Ok();
+}
+
+// PATH, -, fd:N.
+Result<std::unique_ptr<ByteSink>> OpenLocalSink(const Endpoint& endpoint, const std::string& uri,
+                                                const TransportOptions& options) {
+  switch (endpoint.kind) {
+    case Endpoint::Kind::kStdio: return OpenSinkSpec("-", options.file);
+    case Endpoint::Kind::kFd:
+      VF_RETURN_IF_ERROR(CheckFd(endpoint.fd, uri));
+      return BorrowFdSink(endpoint.fd, uri);
+    case Endpoint::Kind::kPath: return OpenFileSink(endpoint.path, options.file);
+    default: return Status::Internal("'" + uri + "' is not a local destination");
+  }
 }
 
 // A source that keeps its receiver (and so the listening socket, for
@@ -59,11 +73,13 @@ void ShareBudget(const std::string& uri, uint64_t* budget, TransportOptions* opt
 Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const TransportOptions& options) {
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
   switch (endpoint.kind) {
-    case Endpoint::Kind::kStdio: return OpenSinkSpec("-", options.file);
+    case Endpoint::Kind::kStdio:
     case Endpoint::Kind::kFd:
-      VF_RETURN_IF_ERROR(CheckFd(endpoint.fd, uri));
-      return BorrowFdSink(endpoint.fd, uri);
-    case Endpoint::Kind::kPath: return OpenFileSink(endpoint.path, options.file);
+    case Endpoint::Kind::kPath: {
+      VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenLocalSink(endpoint, uri, options));
+      if (options.background_write_buffer == 0) return sink;
+      return std::unique_ptr<ByteSink>(new BackgroundSink(std::move(sink), options.background_write_buffer));
+    }
     case Endpoint::Kind::kUnix:
     case Endpoint::Kind::kTcp: return OpenNetSink(endpoint, options.net);
     case Endpoint::Kind::kSystemd:

@@ -18,6 +18,9 @@ namespace vramflow {
 
 struct TransportOptions {
   FileSinkOptions file;  // paths
+  // PATH, -, fd:N: when not 0, the sink writes on a thread of its own
+  // (background_sink.h) through two buffers of this many bytes each.
+  uint64_t background_write_buffer = 0;
   NetOptions net;        // tcp:// and unix:
   S3Options s3;          // s3://
   // Receiving: how long to wait for a sender to connect (negative: forever).
