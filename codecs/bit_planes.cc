@@ -65,7 +65,6 @@ void Split4(const uint8_t* src, size_t words, unsigned r, uint8_t* const* p) {
   const __m128i left = _mm_cvtsi32_si128(static_cast<int>(r));
   const __m128i right = _mm_cvtsi32_si128(static_cast<int>(16 - r));
   const __m128i upper = _mm_set1_epi32(static_cast<int>(0xffff0000u));
-  const __m128i low_byte = _mm_set1_epi32(0xff);
   for (; i + 16 <= words; i += 16) {
     __m128i v[4];
     for (int k = 0; k < 4; ++k) {
@@ -73,15 +72,27 @@ void Split4(const uint8_t* src, size_t words, unsigned r, uint8_t* const* p) {
       const __m128i rotated = _mm_or_si128(_mm_sll_epi16(x, left), _mm_srl_epi16(x, right));
       v[k] = _mm_or_si128(_mm_and_si128(rotated, upper), _mm_andnot_si128(upper, x));
     }
-    // Byte `shift / 8` of each 32-bit word, narrowed 32 -> 16 -> 8 bits.
-    auto plane = [&](int shift) {
-      auto pick = [&](__m128i x) { return _mm_and_si128(_mm_srli_epi32(x, shift), low_byte); };
-      return _mm_packus_epi16(_mm_packs_epi32(pick(v[0]), pick(v[1])), _mm_packs_epi32(pick(v[2]), pick(v[3])));
-    };
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[0] + i), plane(0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[1] + i), plane(8));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[2] + i), plane(16));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[3] + i), plane(24));
+    // Transposed by interleaving bytes three times: v0 with v1 and v2 with
+    // v3 (words 0|4, 1|5, ... side by side), then those halves, then again,
+    // which leaves byte k of words 0-7 and of words 8-15 in 8-byte halves
+    // that one 64-bit interleave joins into plane k.
+    __m128i x[4], y[4];
+    x[0] = _mm_unpacklo_epi8(v[0], v[1]);
+    x[1] = _mm_unpackhi_epi8(v[0], v[1]);
+    x[2] = _mm_unpacklo_epi8(v[2], v[3]);
+    x[3] = _mm_unpackhi_epi8(v[2], v[3]);
+    y[0] = _mm_unpacklo_epi8(x[0], x[1]);
+    y[1] = _mm_unpackhi_epi8(x[0], x[1]);
+    y[2] = _mm_unpacklo_epi8(x[2], x[3]);
+    y[3] = _mm_unpackhi_epi8(x[2], x[3]);
+    x[0] = _mm_unpacklo_epi8(y[0], y[1]);  // byte 0 of words 0-7, then byte 1
+    x[1] = _mm_unpackhi_epi8(y[0], y[1]);  // bytes 2 and 3 of words 0-7
+    x[2] = _mm_unpacklo_epi8(y[2], y[3]);  // bytes 0 and 1 of words 8-15
+    x[3] = _mm_unpackhi_epi8(y[2], y[3]);  // bytes 2 and 3 of words 8-15
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[0] + i), _mm_unpacklo_epi64(x[0], x[2]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[1] + i), _mm_unpackhi_epi64(x[0], x[2]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[2] + i), _mm_unpacklo_epi64(x[1], x[3]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p[3] + i), _mm_unpackhi_epi64(x[1], x[3]));
   }
 #endif
   for (; i < words; ++i) {

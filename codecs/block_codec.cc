@@ -47,7 +47,7 @@ Result<size_t> BlockCompressor::Compress(CodecId codec, int level, std::span<con
       return n;
     }
     case CodecId::kHuffman:
-      return HuffmanCompress(src, dst);
+      return huffman_.Compress(src, dst);
     case CodecId::kBitPack:
       return BitPackCompress(src, dst);
     default:
@@ -104,7 +104,7 @@ Status BlockDecompressor::Decompress(CodecId codec, std::span<const uint8_t> src
 
 size_t CompressorStateBytes(int zstd_level, size_t block_size) {
   if (zstd_level == 0) zstd_level = ZSTD_CLEVEL_DEFAULT;
-  return ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(zstd_level, block_size, 0));
+  return ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(zstd_level, block_size, 0)) + HuffmanEncoder::kMemoryBytes;
 }
 
 size_t DecompressorStateBytes() { return ZSTD_estimateDCtxSize() + HuffmanDecoder::kMemoryBytes; }

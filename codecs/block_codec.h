@@ -34,6 +34,7 @@ class BlockCompressor {
  private:
   ZSTD_CCtx* zstd_ = nullptr;
   int zstd_level_ = 0;  // level last set on zstd_, 0 = not yet set
+  HuffmanEncoder huffman_;  // keeps its pair table from plane to plane
 };
 
 class BlockDecompressor {
@@ -53,7 +54,7 @@ class BlockDecompressor {
 };
 
 // Memory a BlockCompressor / BlockDecompressor holds after working on blocks
-// of up to `block_size` bytes (zstd contexts, the Huffman decode table), for
+// of up to `block_size` bytes (zstd contexts, the Huffman tables), for
 // memory budgets.
 size_t CompressorStateBytes(int zstd_level, size_t block_size);
 size_t DecompressorStateBytes();

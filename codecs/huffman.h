@@ -36,8 +36,47 @@ double HuffmanBitsPerSymbol(std::span<const uint64_t, 256> counts);
 // Largest payload HuffmanCompress can produce for `size` input bytes.
 size_t HuffmanBound(size_t size);
 
-// Encodes `src` into `dst` (capacity >= HuffmanBound(src.size())); returns
-// the payload size.
+// Encodes payloads. It keeps a table indexed by symbol pairs, for two jobs:
+// - counting: a large payload whose first bytes hold few distinct values
+//   (bf16's Huffman plane) is counted by pairs, one increment per two bytes;
+// - coding: the table holds the codes of symbol pairs, so that the encoding
+//   loop looks up two symbols at a time (bf16 chunks encode about a tenth
+//   faster); refilled per payload, for the symbols present only, and used
+//   where that costs little against the payload's length.
+// The payload is the same either way.
+// Not thread-safe: one per thread (BlockCompressor holds one).
+class HuffmanEncoder {
+ public:
+  HuffmanEncoder();
+  // Encodes `src` into `dst` (capacity >= HuffmanBound(src.size()));
+  // returns the payload size.
+  Result<size_t> Compress(std::span<const uint8_t> src, std::span<uint8_t> dst);
+
+  // Memory an encoder holds once it has used the pair table.
+  static constexpr size_t kMemoryBytes = size_t{1} << 18;
+  // Payloads of at least this many bytes may be counted by pairs; the first
+  // kPairCountingSampleBytes decide.
+  static constexpr size_t kPairCountingMinBytes = size_t{256} << 10;
+  static constexpr size_t kPairCountingSampleBytes = size_t{16} << 10;
+
+ private:
+  // The table, allocated (zeroed) on first use: an encoder that never codes
+  // Huffman holds none.
+  void AllocatePairTable() {
+    if (pairs_.empty()) pairs_.resize(kMemoryBytes / sizeof(uint32_t));
+  }
+  // Zeroes the code entries that payloads coded by pairs have left since
+  // the last count by pairs, which counting needs (clearing them after each
+  // payload would cost as much again as filling them).
+  void ClearPairCodes();
+
+  // Indexed by symbol | next symbol << 8. Zero but for code entries of
+  // pairs of symbols marked in coded_.
+  std::vector<uint32_t> pairs_;
+  std::array<bool, 256> coded_{};
+};
+
+// One payload with an encoder of its own (tests, one-off uses).
 Result<size_t> HuffmanCompress(std::span<const uint8_t> src, std::span<uint8_t> dst);
 
 // Decodes payloads. It keeps the decode table of the last code it built and

@@ -22,6 +22,77 @@ std::vector<uint8_t> Compress(const std::vector<uint8_t>& src) {
   return out;
 }
 
+// An encoder used payload after payload (as BlockCompressor uses it) gives
+// each the payload a fresh encoder gives, whether it looks the symbols up in
+// pairs (its pair table then holds entries of earlier codes) or one by one
+// (few symbols, or many distinct ones), and each decodes to its input.
+TEST(HuffmanTest, AnEncoderReusedPayloadAfterPayloadGivesWhatAFreshOneGives) {
+  std::mt19937_64 rng(11);
+  HuffmanEncoder encoder;
+  HuffmanDecoder decoder;
+  for (int round = 0; round < 24; ++round) {
+    const size_t size = std::vector<size_t>{7, 100, 4096, 70000, 300000}[round % 5];
+    const int distinct = std::vector<int>{2, 9, 40, 150, 256}[(round / 5) % 5];
+    std::geometric_distribution<int> skewed(0.15);
+    std::vector<uint8_t> src(size);
+    for (uint8_t& b : src) b = static_cast<uint8_t>((skewed(rng) + round * 37) % distinct);
+    std::vector<uint8_t> reused(HuffmanBound(size));
+    Result<size_t> n = encoder.Compress(src, reused);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    reused.resize(*n);
+    EXPECT_EQ(reused, Compress(src)) << "round " << round << ": " << size << " bytes, " << distinct << " values";
+    std::vector<uint8_t> back(size);
+    Status s = decoder.Decompress(reused, back);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(back, src) << "round " << round;
+  }
+}
+
+// Large payloads whose first bytes hold few values are counted by pairs
+// (HuffmanEncoder::kPairCountingMinBytes): the code is still the one the
+// exact counts give, whatever only the rest holds: values that first appear
+// after the sampled head, values only at odd or only at even offsets, an
+// odd last byte of a value found nowhere else. The encoder is reused after
+// payloads coded by pairs (whose code entries share the counting table).
+TEST(HuffmanTest, ALargePayloadCountedByPairsGetsTheCodeOfItsExactCounts) {
+  std::mt19937_64 rng(23);
+  HuffmanEncoder encoder;
+  HuffmanDecoder decoder;
+  const size_t large = HuffmanEncoder::kPairCountingMinBytes;
+  const size_t head = HuffmanEncoder::kPairCountingSampleBytes;
+  for (size_t size : {large, large + 1, large + 4099, 4 * large + 3, size_t{5000}, 3 * large + 1}) {
+    std::geometric_distribution<int> skewed(0.12);
+    std::vector<uint8_t> src(size);
+    for (uint8_t& b : src) b = static_cast<uint8_t>(100 + skewed(rng) % 40);
+    if (size >= large) {
+      for (int k = 0; k < 50; ++k) src[head + 2 * (rng() % ((size - head) / 2))] = 3;      // even offsets only
+      for (int k = 0; k < 50; ++k) src[head + 2 * (rng() % ((size - head) / 2)) + 1] = 5;  // odd offsets only
+      src[size - 3] = 250;                                                                   // once, late
+      if (size % 2) src[size - 1] = 77;  // the unpaired last byte, nowhere else
+    }
+    std::array<uint64_t, 256> counts{};
+    for (uint8_t b : src) ++counts[b];
+
+    std::vector<uint8_t> payload(HuffmanBound(size));
+    Result<size_t> n = encoder.Compress(src, payload);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    payload.resize(*n);
+    ASSERT_EQ(payload[0], 1);
+    uint64_t bits = 0;
+    for (int s = 0; s < 256; ++s) {
+      const unsigned length = (s & 1) ? payload[1 + s / 2] >> 4 : payload[1 + s / 2] & 15;
+      EXPECT_EQ(length != 0, counts[s] != 0) << size << " bytes, value " << s;
+      bits += counts[s] * length;
+    }
+    EXPECT_DOUBLE_EQ(static_cast<double>(bits) / static_cast<double>(size), HuffmanBitsPerSymbol(counts)) << size;
+    EXPECT_EQ(payload, Compress(src)) << size;
+    std::vector<uint8_t> back(size);
+    Status s = decoder.Decompress(payload, back);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(back, src) << size;
+  }
+}
+
 // A reference decoder for the payload format, written from FORMAT.md's
 // description and nothing else: one bit at a time, every read checked.
 // Returns nullopt where the payload is malformed.
