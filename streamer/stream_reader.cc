@@ -88,7 +88,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
   // SHA-256 of the decoded chunks no DIGEST_BLOCK has covered yet (at most
   // kMaxUnlistedChunks), while the stream may have DIGEST_BLOCKs.
   std::map<std::pair<uint32_t, uint64_t>, Sha256Digest> chunk_digests;
-  const bool may_have_digests = options.decode && (stream_header.flags & kStreamFlagIndexBlocks);
+  const bool may_have_digests = options.decode && options.check_digests && (stream_header.flags & kStreamFlagIndexBlocks);
   auto note_digest = [&](const FrameHeader& h, std::span<const uint8_t> bytes) {
     if (!may_have_digests) return;
     if (validator.has_digests() == false) {

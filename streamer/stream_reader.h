@@ -69,11 +69,17 @@ struct ReadOptions {
   // PipelineOptions::open_base); called at the BASE frame, before any chunk.
   // Unset, such a stream's BASE_REF and BASE_DELTA frames cannot be
   // resolved: with `decode` the read fails (NotFound, "needs its base");
-  // without, they are checked as framing only. With `decode` the reader
-  // also checks each DIGEST_BLOCK entry against the SHA-256 of the decoded
-  // chunk it names (DEDUP_REF entries excepted: their bytes are the DATA
-  // frame's, which its own entry proves).
-  std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> open_base;
+  // without, they are checked as framing only.
+  std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> open_base = nullptr;
+  // With `decode`, also check each DIGEST_BLOCK entry against the SHA-256
+  // of the decoded chunk it names (DEDUP_REF entries excepted: their bytes
+  // are the DATA frame's, which its own entry proves). Until the first
+  // DIGEST_BLOCK (or an INDEX_BLOCK without one) every decoded chunk is
+  // hashed, which costs more than decoding it: a reader that only restores
+  // the bytes (each already checked by its XXH3) turns it off and leaves the
+  // digests, which matter only to a later dump against this stream, to
+  // `verify`.
+  bool check_digests = true;
 };
 
 Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options = {});

@@ -4,9 +4,14 @@
 // all INDEX_BLOCKs or none, zero entries for ZERO_RUNs.
 #include <gtest/gtest.h>
 
+#include "codecs/chunk_codec.h"
 #include "common/hash.h"
+#include "common/sha256.h"
 #include "streamer/seek_index.h"
+#include "streamer/stream_reader.h"
 #include "streamer/stream_validator.h"
+#include "streamer/stream_writer.h"
+#include "transport/memory_stream.h"
 
 namespace vramflow {
 namespace {
@@ -152,6 +157,69 @@ TEST(DigestBlock, BrokenRulesAreCorruption) {
     EXPECT_EQ(f.validator().has_digests(), false);
     expect(f.Digest(1, kFlagSkippable, Entry(1)), "first INDEX_BLOCK had none");
   }
+}
+
+// A stream of two raw chunks with digests, the second chunk's digest wrong
+// (the frames are all well formed: only the SHA-256 over the bytes tells).
+std::vector<uint8_t> StreamWithAWrongDigest() {
+  MemorySink sink;
+  StreamHeader header;
+  header.flags = kStreamFlagSeekIndex;
+  StreamWriter writer(&sink, header);
+  writer.SetChunkDigests(true);
+  EXPECT_TRUE(writer.Start().ok());
+  Result<uint32_t> id = writer.BeginObject(ObjectMetadata{"o", {}}, 2 * 4096);
+  EXPECT_TRUE(id.ok());
+  ChunkEncoder encoder(EncoderOptions{CodecChoice::kRaw, 0, TransformChoice::kNone, true});
+  for (uint8_t i = 0; i < 2; ++i) {
+    std::vector<uint8_t> bytes(4096, static_cast<uint8_t>(i + 1));
+    EncodedChunk chunk;
+    EXPECT_TRUE(encoder.Encode(bytes, &chunk).ok());
+    Sha256Digest digest = Sha256(bytes.data(), bytes.size());
+    if (i == 1) digest[0] ^= 1;
+    EXPECT_TRUE(writer.AddChunk(*id, i * 4096u, 4096, chunk, &digest).ok());
+  }
+  EXPECT_TRUE(writer.EndObject(*id).ok());
+  EXPECT_TRUE(writer.Finish().ok());
+  EXPECT_EQ(writer.stats().digest_blocks, 1u);
+  return sink.bytes();
+}
+
+class CountChunks : public StreamVisitor {
+ public:
+  Status OnChunk(const ChunkEvent&) override {
+    ++chunks;
+    return Status::Ok();
+  }
+  int chunks = 0;
+};
+
+TEST(DigestBlock, ADecodingReaderChecksEveryEntryAgainstTheBytes) {
+  std::vector<uint8_t> stream = StreamWithAWrongDigest();
+  MemorySource source(stream);
+  CountChunks visitor;
+  Status s = ReadStream(source, visitor, ReadOptions{});
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("DIGEST_BLOCK entry 1 (object offset 4096) does not match"), std::string::npos)
+      << s.ToString();
+}
+
+// A reader that only restores the bytes (unpack) leaves digests to verify:
+// it hashes no chunk with SHA-256, and each chunk is still checked by its
+// XXH3.
+TEST(DigestBlock, AReaderMayLeaveTheDigestsUnchecked) {
+  std::vector<uint8_t> stream = StreamWithAWrongDigest();
+  MemorySource source(stream);
+  CountChunks visitor;
+  ReadOptions bytes_only;
+  bytes_only.check_digests = false;
+  Status s = ReadStream(source, visitor, bytes_only);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(visitor.chunks, 2);
+  stream[stream.size() / 3] ^= 1;  // in the first chunk's bytes
+  MemorySource damaged(stream);
+  s = ReadStream(damaged, visitor, bytes_only);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
 }
 
 }  // namespace

@@ -287,7 +287,9 @@ TEST(HostileStreamReader, ScatteredChunksAreChargedToTheBudget) {
   int code = 0;
   const uint64_t kib = PeakKib("unpack " + Q(stream) + " -o " + Q(dir.File("out2")) + " -m 32M", &code);
   EXPECT_EQ(code, 1);
-  if (kRssIsMeaningful) EXPECT_LT(kib, 40u * 1024) << "peak RSS of unpack -m 32M";
+  if (kRssIsMeaningful) {
+    EXPECT_LT(kib, 40u * 1024) << "peak RSS of unpack -m 32M";
+  }
   std::printf("unpack -m 32M of 512K scattered one-byte zero runs: peak %llu KiB\n", static_cast<unsigned long long>(kib));
 }
 
@@ -314,7 +316,9 @@ TEST(HostileStreamReader, ObjectMetadataIsDroppedAtTheObjectsEnd) {
     int code = 0;
     const uint64_t kib = PeakKib(cmd, &code);
     EXPECT_EQ(code, 0) << cmd;
-    if (kRssIsMeaningful) EXPECT_LT(kib, 30u * 1024) << cmd;
+    if (kRssIsMeaningful) {
+      EXPECT_LT(kib, 30u * 1024) << cmd;
+    }
     std::printf("%s: peak %llu KiB\n", cmd.substr(0, 6).c_str(), static_cast<unsigned long long>(kib));
   }
 }
@@ -443,7 +447,9 @@ TEST(HostileStreamReader, UnpackChargesItsPerObjectRecordsToTheBudget) {
   int code = 0;
   const uint64_t kib = PeakKib("unpack " + Q(stream) + " -o " + Q(dir.File("out2")) + "/ -m 32M", &code);
   EXPECT_EQ(code, 1);
-  if (kRssIsMeaningful) EXPECT_LT(kib, 48u * 1024) << "peak RSS of unpack -m 32M";
+  if (kRssIsMeaningful) {
+    EXPECT_LT(kib, 48u * 1024) << "peak RSS of unpack -m 32M";
+  }
   std::printf("unpack -m 32M of 100k objects with 200-byte names: peak %llu KiB\n", static_cast<unsigned long long>(kib));
   // verify keeps nothing per object: the same stream passes within -m 32M.
   EXPECT_EQ(Vf("verify -q " + Q(stream) + " -m 32M").code, 0);
@@ -468,7 +474,9 @@ TEST(HostileStreamReader, SequentialUnpackChargesItsSelectionToTheBudget) {
   int code = 0;
   const uint64_t kib = PeakKib(args, &code);
   EXPECT_EQ(code, 1);
-  if (kRssIsMeaningful) EXPECT_LT(kib, 48u * 1024) << "peak RSS of unpack --object -o - -m 32M";
+  if (kRssIsMeaningful) {
+    EXPECT_LT(kib, 48u * 1024) << "peak RSS of unpack --object -o - -m 32M";
+  }
   std::printf("unpack --object -o - -m 32M of 100k objects with 200-byte names: peak %llu KiB\n",
               static_cast<unsigned long long>(kib));
   // Within a budget that holds them, the selected object comes out.
@@ -491,14 +499,18 @@ TEST(HostileStreamReader, InspectFullChargesItsSummariesToTheBudget) {
   int code = 0;
   const uint64_t kib = PeakKib("inspect --full " + Q(stream) + " -m 8M", &code);
   EXPECT_EQ(code, 1);
-  if (kRssIsMeaningful) EXPECT_LT(kib, 30u * 1024) << "peak RSS of inspect --full -m 8M";
+  if (kRssIsMeaningful) {
+    EXPECT_LT(kib, 30u * 1024) << "peak RSS of inspect --full -m 8M";
+  }
   std::printf("inspect --full -m 8M of 2000 objects with 16 KiB attributes: peak %llu KiB\n",
               static_cast<unsigned long long>(kib));
   // The JSON form is written as it goes: within the same bound as the
   // text, and still one JSON object that carries the failure.
   const uint64_t json_kib = PeakKib("inspect --full --json " + Q(stream) + " -m 8M", &code);
   EXPECT_EQ(code, 1);
-  if (kRssIsMeaningful) EXPECT_LT(json_kib, 30u * 1024) << "peak RSS of inspect --full --json -m 8M";
+  if (kRssIsMeaningful) {
+    EXPECT_LT(json_kib, 30u * 1024) << "peak RSS of inspect --full --json -m 8M";
+  }
   std::printf("inspect --full --json -m 8M of the same: peak %llu KiB\n", static_cast<unsigned long long>(json_kib));
   r = Vf("inspect --full --json " + Q(stream) + " -m 8M 2>/dev/null");
   EXPECT_EQ(r.code, 1);

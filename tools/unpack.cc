@@ -505,7 +505,10 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     // Decoding is what costs: with more than one thread, frames are
     // decoded ahead in parallel and still written in order.
     const unsigned threads = WithMachineDefaults(pipeline).threads;
-    const ReadOptions read{.decode = true, .budget = &budget, .open_base = pipeline.open_base};
+    // Digests are left to `verify`, as the restore graph leaves them: the
+    // bytes written are each checked by their own hash.
+    const ReadOptions read{
+        .decode = true, .budget = &budget, .open_base = pipeline.open_base, .check_digests = false};
     VF_RETURN_IF_ERROR(threads > 1 ? ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, read})
                                    : ReadStream(*source, visitor, read));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
