@@ -145,5 +145,29 @@ TEST(CriuImageSocket, RefusesHostileRequests) {
   EXPECT_FALSE(DecodeImageReply({0x08}).ok());
 }
 
+// The socket file's removal is registered in the same step as the bind: an
+// interrupt's cleanup, run while the socket is still held, removes the
+// file; once the cleanup has begun, no socket file is made at all. (Bound
+// first and registered after, a SIGTERM in between left the file, once in
+// CI under ASan: StreamerCaptureCli.SigtermRemovesTheSocket.)
+TEST(CriuImageSocket, ItsFileIsRemovedByAnInterruptAtAnyMoment) {
+  TempDir dir;
+  const std::string path = ImageStreamerSocketPath(dir.path(), /*capture=*/true);
+  {
+    CleanupRegistry cleanup;
+    Result<CriuImageSocket> socket = CriuImageSocket::Listen(dir.path(), /*capture=*/true, &cleanup);
+    ASSERT_TRUE(socket.ok()) << socket.status().ToString();
+    EXPECT_TRUE(std::filesystem::exists(path));
+    cleanup.Run("interrupted by SIGTERM");
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+  CleanupRegistry cleanup;
+  cleanup.Run("interrupted by SIGTERM");
+  Result<CriuImageSocket> late = CriuImageSocket::Listen(dir.path(), /*capture=*/true, &cleanup);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), Status::Code::kCancelled) << late.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 }  // namespace
 }  // namespace vramflow

@@ -125,23 +125,6 @@ ConcurrentInput FileListInput(const std::vector<std::string>& names) {
   return input;
 }
 
-// Removes the socket file if a signal stops the command before CRIU came.
-class SocketFileCleanup {
- public:
-  SocketFileCleanup(CleanupRegistry* registry, const std::string& path) : registry_(registry) {
-    if (registry_) id_ = registry_->Add([path] { ::unlink(path.c_str()); });
-  }
-  ~SocketFileCleanup() {
-    if (registry_ && id_) registry_->Remove(id_);
-  }
-  SocketFileCleanup(const SocketFileCleanup&) = delete;
-  SocketFileCleanup& operator=(const SocketFileCleanup&) = delete;
-
- private:
-  CleanupRegistry* registry_;
-  CleanupRegistry::Id id_ = 0;
-};
-
 Status Capture(const StreamerOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   std::error_code ec;
@@ -192,8 +175,8 @@ Status Capture(const StreamerOptions& options) {
     file_names.push_back(name);
     VF_RETURN_IF_ERROR(dump->Add(MakeInput(name, /*criu_file=*/false, std::move(fd), &inventory)));
   }
-  VF_ASSIGN_OR_RETURN(CriuImageSocket socket, CriuImageSocket::Listen(options.images_dir, /*capture=*/true));
-  SocketFileCleanup socket_cleanup(options.cleanup, socket.path());
+  VF_ASSIGN_OR_RETURN(CriuImageSocket socket,
+                      CriuImageSocket::Listen(options.images_dir, /*capture=*/true, options.cleanup));
   VF_RETURN_IF_ERROR(WriteProgressLine(options.progress_fd, "socket-init"));
   VF_RETURN_IF_ERROR(socket.Accept(std::chrono::milliseconds(
       options.criu_timeout_s < 0 ? -1 : static_cast<int64_t>(options.criu_timeout_s * 1000))));

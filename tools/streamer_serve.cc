@@ -417,8 +417,8 @@ Status RunStreamerServe(const StreamerOptions& options) {
       return std::move(result.files_img);
     });
 
-  VF_ASSIGN_OR_RETURN(CriuImageSocket socket, CriuImageSocket::Listen(options.images_dir, /*capture=*/false));
-  CleanupEntry socket_file(options.cleanup, [path = socket.path()] { ::unlink(path.c_str()); });
+  VF_ASSIGN_OR_RETURN(CriuImageSocket socket,
+                      CriuImageSocket::Listen(options.images_dir, /*capture=*/false, options.cleanup));
   VF_RETURN_IF_ERROR(WriteProgress(options.progress_fd, "socket-init\n"));
 
   // A failed stream ends CRIU's connection, so that a CRIU waiting for a

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -280,11 +281,14 @@ class StagedFiles {
       if (::lstat(target.c_str(), &st) == 0)
         return Status::AlreadyExists(Printable(target) + " exists (use --force to overwrite)");
     }
-    VF_ASSIGN_OR_RETURN(UniqueFd dir, OpenParentDirectory(staging_fd_, parts, /*create=*/true));
     // Created here and closed again: the device opens it when it writes to
     // it, so an unpack holds a few files open however many objects it has.
-    UniqueFd created(::openat(dir.get(), parts.back().c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!created.valid()) return Status::FromErrno("creating staged file for " + Printable(o.metadata.name), errno);
+    VF_RETURN_IF_ERROR(CreateEntry([&]() -> Status {
+      VF_ASSIGN_OR_RETURN(UniqueFd dir, OpenParentDirectory(staging_fd_, parts, /*create=*/true));
+      UniqueFd created(::openat(dir.get(), parts.back().c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!created.valid()) return Status::FromErrno("creating staged file for " + Printable(o.metadata.name), errno);
+      return Status::Ok();
+    }));
     OpenFile& f = files_[o.id];
     f.parts = std::move(parts);
     f.claimed = o.size != kUnknownObjectSize;
@@ -458,11 +462,23 @@ class StagedFiles {
     return fd;
   }
 
+  // Runs `create`, which makes an entry in a staging directory, unless an
+  // interrupt's cleanup has begun (then kCancelled, nothing made), and keeps
+  // that cleanup from beginning meanwhile: an entry made while the cleanup
+  // removes the directory kept it from going (the directory was left behind
+  // after a SIGTERM, once in CI).
+  Status CreateEntry(const std::function<Status()>& create) {
+    return cleanup_ ? cleanup_->Exclusive(create) : create();
+  }
+
   Result<RestoreTarget> OpenSkipped(const ObjectState& o) {
     if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_, cleanup_));
     const std::string file = std::to_string(o.id);
-    UniqueFd created(::openat(skipped_dir_.fd(), file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!created.valid()) return Status::FromErrno("creating a scratch file for " + Printable(o.metadata.name), errno);
+    VF_RETURN_IF_ERROR(CreateEntry([&]() -> Status {
+      UniqueFd created(::openat(skipped_dir_.fd(), file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!created.valid()) return Status::FromErrno("creating a scratch file for " + Printable(o.metadata.name), errno);
+      return Status::Ok();
+    }));
     files_[o.id].skipped = true;
     uint64_t size = o.size == kUnknownObjectSize ? FileDevice::kUnbounded : o.size;
     const std::string what = Printable(o.metadata.name) + " (not selected)";

@@ -3,6 +3,7 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -94,13 +95,18 @@ Result<std::optional<std::vector<uint8_t>>> RecvImageMessage(int socket, std::ch
   return std::optional<std::vector<uint8_t>>(std::move(body));
 }
 
-Result<CriuImageSocket> CriuImageSocket::Listen(const std::string& images_dir, bool capture) {
+Result<CriuImageSocket> CriuImageSocket::Listen(const std::string& images_dir, bool capture,
+                                                CleanupRegistry* cleanup) {
   CriuImageSocket s;
   s.capture_ = capture;
   s.path_ = ImageStreamerSocketPath(images_dir, capture);
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint("unix:" + s.path_));
-  VF_ASSIGN_OR_RETURN(Listener listener, Listener::Open(endpoint, SocketOptions{}));
-  s.listener_ = std::make_unique<Listener>(std::move(listener));
+  auto bind = [&]() -> Status {
+    VF_ASSIGN_OR_RETURN(Listener listener, Listener::Open(endpoint, SocketOptions{}));
+    s.listener_ = std::make_unique<Listener>(std::move(listener));
+    return Status::Ok();
+  };
+  VF_ASSIGN_OR_RETURN(s.removal_, CleanupEntry::Create(cleanup, bind, [path = s.path_] { ::unlink(path.c_str()); }));
   return s;
 }
 

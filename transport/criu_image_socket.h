@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cleanup_registry.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 
@@ -59,8 +60,11 @@ Result<std::optional<std::vector<uint8_t>>> RecvImageMessage(int socket, std::ch
 class CriuImageSocket {
  public:
   // Removes a stale socket file, binds and listens. The socket file is
-  // removed again when the object goes.
-  static Result<CriuImageSocket> Listen(const std::string& images_dir, bool capture);
+  // removed again when the object goes. With `cleanup`, its removal is
+  // registered there in the same step as the bind (CleanupEntry::Create),
+  // so that an interrupt at any moment leaves no socket file behind.
+  static Result<CriuImageSocket> Listen(const std::string& images_dir, bool capture,
+                                        CleanupRegistry* cleanup = nullptr);
 
   CriuImageSocket(CriuImageSocket&&) noexcept;
   CriuImageSocket& operator=(CriuImageSocket&&) noexcept;
@@ -90,6 +94,7 @@ class CriuImageSocket {
 
   std::string path_;
   bool capture_ = true;
+  CleanupEntry removal_;                // before listener_: goes after it
   std::unique_ptr<Listener> listener_;  // holds the socket file
   bool accepted_ = false;
   UniqueFd connection_;
