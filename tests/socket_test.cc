@@ -7,12 +7,15 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/inotify.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -266,6 +269,87 @@ TEST(SocketTest, StaleUnixSocketIsReplaced) {
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   auto server = listener->Accept(milliseconds(1000), nullptr);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
+}
+
+// Whoever waits for a UNIX socket's file (a script's `[ -S ]`, a test, CRIU
+// started once the streamer's socket is there) connects the moment it sees
+// it: the file must not appear before the socket listens. It appears by a
+// rename, whole, and no other file is left beside it.
+TEST(SocketTest, AUnixSocketFileAppearsOnlyOnceItListens) {
+  testing::TempDir dir;
+  const std::string path = dir.File("ready.sock");
+  UniqueFd watch(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  ASSERT_TRUE(watch.valid());
+  ASSERT_GE(::inotify_add_watch(watch.get(), dir.path().c_str(), IN_CREATE | IN_MOVED_TO), 0);
+  for (int round = 0; round < 3; ++round) {
+    auto listener = Listener::Open(Parse("unix:" + path), FastOptions());
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    alignas(inotify_event) char events[4096];
+    const ssize_t n = ::read(watch.get(), events, sizeof events);
+    ASSERT_GT(n, 0);
+    std::vector<std::string> created;
+    std::vector<std::string> moved_in;
+    for (ssize_t at = 0; at < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(events + at);
+      const std::string name = event->len ? event->name : "";
+      (event->mask & IN_MOVED_TO ? moved_in : created).push_back(name);
+      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+    }
+    EXPECT_EQ(moved_in, std::vector<std::string>{"ready.sock"}) << "round " << round;
+    EXPECT_EQ(std::count(created.begin(), created.end(), "ready.sock"), 0) << "bound under its own name, round " << round;
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) files.push_back(entry.path().filename());
+    EXPECT_EQ(files, std::vector<std::string>{"ready.sock"}) << "round " << round;
+  }
+}
+
+// A path that leaves no room in sun_path for the hidden name beside it is
+// still listened on: bound in place, as before.
+TEST(SocketTest, AUnixPathWithNoRoomForAHiddenNameIsBoundInPlace) {
+  testing::TempDir dir;
+  const size_t room = sizeof(sockaddr_un{}.sun_path) - 1;  // the longest path
+  const std::string parent = dir.path() + "/" + std::string(room - dir.path().size() - 4, 'd');
+  ASSERT_TRUE(std::filesystem::create_directory(parent));
+  const std::string path = parent + "/s";  // 1 byte short of the limit: ".vf" and 8 hex digits do not fit
+  ASSERT_LE(path.size(), room);
+  auto listener = Listener::Open(Parse("unix:" + path), FastOptions());
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  auto client = ConnectStream(Parse("unix:" + path), FastOptions());
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto server = listener->Accept(milliseconds(1000), nullptr);
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// The same seen from outside: a peer that connects as soon as the file is
+// there is never refused.
+TEST(SocketTest, APeerThatConnectsWhenTheFileAppearsIsNeverRefused) {
+  testing::TempDir dir;
+  const std::string path = dir.File("race.sock");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  int refused = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::atomic<bool> stop{false};
+    std::thread peer([&] {
+      while (!stop.load()) {
+        UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) return;
+        if (errno == ECONNREFUSED) {
+          ++refused;
+          return;
+        }
+      }
+    });
+    auto listener = Listener::Open(Parse("unix:" + path), FastOptions());
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    stop = true;
+    peer.join();
+  }
+  EXPECT_EQ(refused, 0) << "of 300 peers, refused by a socket file that did not listen yet";
 }
 
 TEST(SocketTest, LiveUnixSocketIsNotStolen) {

@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -207,6 +208,46 @@ std::string PeerName(const sockaddr_storage& ss) {
   return UriHost(host) + ":" + std::to_string(port);
 }
 
+// A listening UNIX socket whose file appears at `path` only once it listens:
+// it is bound under a hidden name in the same directory, made private and
+// put to listen there, then renamed into place. Whoever waits for the file
+// (a script's `[ -S ]`, CRIU started once the streamer's socket is there)
+// can connect the moment it sees it; bound at `path` itself, the file was
+// there a moment before listen() and a quick peer was refused. Where the
+// hidden name would not fit in sun_path, the socket is bound in place.
+Result<UniqueFd> ListenAtUnixPath(const std::string& path, const SocketOptions& options, const std::string& name) {
+  int err = 0;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+  sockaddr_un addr;
+  for (int attempt = 0;; ++attempt) {
+    uint32_t random = 0;
+    if (::getrandom(&random, sizeof random, 0) != sizeof random)
+      return Status::FromErrno("listening on " + name + ": getrandom", errno);
+    char hidden_name[16];
+    std::snprintf(hidden_name, sizeof hidden_name, ".vf%08x", random);
+    const std::string hidden = dir + hidden_name;
+    if (!UnixAddress(hidden, &addr).ok()) break;
+    Result<UniqueFd> fd =
+        BindAndListen(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr), false, options, name, &err);
+    if (!fd.ok() && err == EADDRINUSE && attempt < 8) continue;  // the hidden name was taken
+    if (!fd.ok()) return fd.status();
+    // Not over a file that appeared at `path` since it was found free or
+    // stale; plain rename() only where the file system has no NOREPLACE.
+    int renamed = ::renameat2(AT_FDCWD, hidden.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+    if (renamed != 0 && errno == EINVAL) renamed = ::rename(hidden.c_str(), path.c_str());
+    if (renamed != 0) {
+      err = errno;
+      ::unlink(hidden.c_str());
+      if (err == EEXIST) return Status::IoError("cannot listen on " + name + ": '" + path + "' appeared meanwhile");
+      return Status::FromErrno("listening on " + name + ": moving the socket into place", err);
+    }
+    return fd;
+  }
+  VF_RETURN_IF_ERROR(UnixAddress(path, &addr));
+  return BindAndListen(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr), false, options, name, &err);
+}
+
 }  // namespace
 
 Result<UniqueFd> ConnectStream(const Endpoint& endpoint, const SocketOptions& options) {
@@ -335,9 +376,7 @@ Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& o
       if (::unlink(path.c_str()) != 0 && errno != ENOENT)
         return Status::FromErrno("removing the stale socket '" + path + "'", errno);
     }
-    auto fd = BindAndListen(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr), false, options, name, &err);
-    if (!fd.ok()) return fd.status();
-    listener.fd_ = std::move(fd).value();
+    VF_ASSIGN_OR_RETURN(listener.fd_, ListenAtUnixPath(path, options, name));
     listener.unix_path_ = path;
     listener.uri_ = name;
     listener.is_unix_ = true;
