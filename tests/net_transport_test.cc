@@ -1604,8 +1604,11 @@ TEST(NetTransport, NamedStreamToAReceiverOlderThanNamesSaysWhy) {
     while (!stop) {
       Result<UniqueFd> fd = listener->Accept(50ms, nullptr);
       if (!fd.ok()) continue;
+      // Accepted sockets are non-blocking: read the whole hello as the
+      // real receiver did, with a wait (a bare recv could find it not yet
+      // arrived, drop the connection unread, and the sender see a reset).
       std::array<uint8_t, kHelloBytes> hello;
-      if (::recv(fd->get(), hello.data(), hello.size(), MSG_WAITALL) != static_cast<ssize_t>(hello.size())) continue;
+      if (!RecvAll(fd->get(), hello, 2000ms, "hello").ok()) continue;
       Result<ClientHello> parsed = ParseClientHello(hello);
       if (parsed.ok() && (parsed->flags & kHelloNamed)) fd->Reset();  // what version 1 without names did
     }

@@ -71,7 +71,11 @@ TEST_F(RealCriu, StreamerExtractThenPlainRestore) {
   StartKfd();  // the plugin CRIU loads talks to it, GPUs or not
   const std::string counter = dir_.File("counter");
   const pid_t pid = ::fork();
-  const std::string loop = "i=0; while :; do i=$((i+1)); echo $i > " + ShellQuote(counter) + "; sleep 0.05; done";
+  // Each count replaces the file whole (written aside, then renamed): `echo >`
+  // truncates first, and a dump or a read between truncate and write found
+  // the file empty (std::stol threw, once in a CI run).
+  const std::string loop = "i=0; while :; do i=$((i+1)); echo $i > " + ShellQuote(counter + ".new") + "; mv " +
+                           ShellQuote(counter + ".new") + " " + ShellQuote(counter) + "; sleep 0.05; done";
   if (pid == 0) {
     PrepareChildForCriu(dir_.File("loop.log").c_str(), nullptr);
     ::execl("/bin/sh", "sh", "-c", loop.c_str(), static_cast<char*>(nullptr));

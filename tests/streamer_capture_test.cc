@@ -133,6 +133,9 @@ class Capture {
     options_.pipeline.chunk_size = chunk_size;
     options_.pipeline.max_memory = max_memory;
     options_.pipeline.threads = 2;
+    // Should the test fail to connect, capture gives up within a minute
+    // rather than holding the test until ctest's timeout.
+    options_.criu_timeout_s = 60;
     thread_ = std::thread([this] { status_ = RunStreamerCapture(options_); });
     const std::string socket = options_.images_dir + "/streamer-capture.sock";
     for (int i = 0; i < 500 && !std::filesystem::exists(socket); ++i)
@@ -492,8 +495,10 @@ TEST(ConcurrentDump, DedupReferencesStayWithinOneObject) {
     class References : public StreamVisitor {
      public:
       Status OnChunk(const ChunkEvent& chunk) override {
-        if (chunk.dedup) found.emplace_back(chunk.object.metadata.name, chunk.dedup->source_object_id);
-        if (chunk.dedup) EXPECT_EQ(chunk.object.id, chunk.dedup->source_object_id);
+        if (chunk.dedup) {
+          found.emplace_back(chunk.object.metadata.name, chunk.dedup->source_object_id);
+          EXPECT_EQ(chunk.object.id, chunk.dedup->source_object_id);
+        }
         return Status::Ok();
       }
       std::vector<std::pair<std::string, uint32_t>> found;

@@ -106,7 +106,9 @@ TEST(ThreadLimitCli, NetworkTransferFailsCleanlyWhenThreadsCannotStart) {
       continue;
     }
     EXPECT_EQ(sent, received) << "one end thinks the stream is stored, the other not: " << r.output;
-    if (!sent) EXPECT_TRUE(Contains(r.output, "thread")) << r.output;
+    if (!sent) {
+      EXPECT_TRUE(Contains(r.output, "thread")) << r.output;
+    }
     // The first thread of every command takes its signals (tools/interrupt.h);
     // the receiver's next is its accept loop.
     if (max_threads == 0) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -144,14 +145,16 @@ Result<std::unique_ptr<ImageStreamer>> ImageStreamer::Start(const std::string& i
   if (!s->listener_.valid() || ::bind(s->listener_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::listen(s->listener_.get(), 1) != 0)
     return Status::FromErrno("image streamer: listening on " + s->socket_path_, errno);
+  s->stop_.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s->stop_.valid()) return Status::FromErrno("image streamer: eventfd", errno);
   VF_RETURN_IF_ERROR(StartThread(&s->thread_, "the image streamer on " + s->socket_path_, [p = s.get()] { p->Run(); }));
   return s;
 }
 
 void ImageStreamer::Run() {
-  pollfd pfd{listener_.get(), POLLIN, 0};
+  pollfd pfd[2] = {{listener_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
   Status status;
-  if (::poll(&pfd, 1, static_cast<int>(kTimeout.count() * 4)) != 1) {
+  if (::poll(pfd, 2, static_cast<int>(kTimeout.count() * 4)) < 1 || pfd[0].revents == 0) {
     status = Status::TimedOut("image streamer: CRIU never connected to " + socket_path_);
   } else {
     UniqueFd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -227,7 +230,9 @@ Result<std::map<std::string, std::vector<uint8_t>>> ImageStreamer::Finish() {
 }
 
 ImageStreamer::~ImageStreamer() {
-  listener_.Reset();
+  // The thread owns listener_: it is only told to stop waiting for CRIU.
+  const uint64_t one = 1;
+  if (stop_.valid() && ::write(stop_.get(), &one, sizeof one) < 0) std::perror("image streamer: waking the thread");
   if (thread_.joinable()) thread_.join();
   for (std::thread& t : readers_) t.join();
   ::unlink(socket_path_.c_str());

@@ -75,7 +75,8 @@ class ImageStreamer {
   Status Serve(int connection);
 
   bool capture_ = true;
-  UniqueFd listener_;
+  UniqueFd listener_;  // the thread's alone once it runs
+  UniqueFd stop_;      // an eventfd: the destructor wakes a thread still waiting for CRIU
   std::string socket_path_;
   std::mutex mu_;
   std::map<std::string, std::vector<uint8_t>> files_;  // GUARDED_BY(mu_) during capture
