@@ -118,8 +118,12 @@ targets = {
     "stream smaller than pzstd's": pz["ratio"] < rows[0]["ratio"],
     "restore >= 2x zstd -d": rows[0]["decompress_gbps"] / zd["decompress_gbps"],
 }
-# The numbers the targets name (issue 3), for bench/compare-runs.sh to count runs that met them.
+targets["dump >= 3x pzstd -1 (floats issue)"] = targets["dump >= 2.5x pzstd -1"]
+targets["restore >= 4x zstd -d (floats issue)"] = targets["restore >= 2x zstd -d"]
+# The numbers the targets name (issue 3, and the later floats issue's higher
+# bars), for bench/compare-runs.sh to count runs that met them.
 thresholds = {"dump >= 2.5x pzstd -1": 2.5, "restore >= 2x zstd -d": 2.0,
+              "dump >= 3x pzstd -1 (floats issue)": 3.0, "restore >= 4x zstd -d (floats issue)": 4.0,
               "dump scaling 1 -> N threads": 1.8, "restore scaling 1 -> N threads": 1.8}
 if 1 in runs and max(runs) != 1:
     targets["dump scaling 1 -> N threads"] = runs[1]["dump_seconds"] / best["dump_seconds"]
