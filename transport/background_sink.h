@@ -8,11 +8,12 @@
 //
 // Write() copies into one of two buffers; a full buffer goes to the thread
 // while the other fills, and Write() waits only when both are taken. The
-// inner sink's first error comes back from the next Write() or Commit(), and
-// every later call fails with it. Commit() waits until everything is
-// written, then commits the inner sink. Destroyed without a successful
-// Commit(), it stops its thread (after the write in progress) and destroys
-// the inner sink uncommitted, which leaves nothing complete-looking behind.
+// inner sink's first error comes back from the next Write() that hands a
+// buffer over, or from Commit(), and every later hand-over fails with it.
+// Commit() waits until everything is written, then commits the inner sink.
+// Destroyed without a successful Commit(), it stops its thread (after the
+// write in progress) and destroys the inner sink uncommitted, which leaves
+// nothing complete-looking behind.
 #pragma once
 
 #include <condition_variable>
