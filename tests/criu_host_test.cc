@@ -257,12 +257,16 @@ TEST(CriuHost, VramCrossesTheNetworkBothWays) {
   const std::string stored = net.File(VramStreamName(100, 0x1000));
   const std::string script =
       "(" + vf + " recv --listen unix:" + net.File("dump.sock") + " -o " + stored + " --accept-timeout 60 && " +
-      // The socket file appears a moment before its listener accepts: try until a send succeeds.
+      // The restore's socket appears only once the host restores: try until a send succeeds.
       "for i in $(seq 600); do " + vf + " send " + stored + " unix:" + net.File("restore.sock") +
       " --connect-timeout 2 2>/dev/null && touch " + net.File("sent") + " && break; sleep 0.05; done) > " +
       net.File("net.log") + " 2>&1 &";
   std::string out;
   ASSERT_EQ(testing::RunCommand(script, &out), 0) << out;
+  // The dump connects once, at once: wait until recv listens (its socket file
+  // appears only then). Without the wait, a recv slow to start (under ASan,
+  // once in CI) was not there yet and the dump failed with ENOENT.
+  for (int i = 0; i < 600 && !std::filesystem::exists(net.File("dump.sock")); ++i) ::usleep(50000);
   HostRun run = RunHost(dir, "--gpus 1 --restore-target unix:" + net.File("restore.sock"),
                         "VRAMFLOW_TARGET=unix:" + net.File("dump.sock"));
   ASSERT_EQ(run.status, 0) << run.output;
