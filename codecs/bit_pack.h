@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 
+#include "common/cpu_features.h"
 #include "common/status.h"
 
 namespace vramflow {
@@ -37,12 +38,17 @@ size_t BitPackBound(size_t size);
 
 // Packs `src` into `dst` (capacity >= BitPackBound(src.size())), dropping the
 // bits constant across `src`; returns the payload size. `constant_mask`, when
-// given, is ConstantBits(src), which saves a pass over `src`.
+// given, is ConstantBits(src), which saves a pass over `src`. `kernel` packs
+// whole groups of eight bytes: kAuto takes BMI2's PEXT (one instruction a
+// group) where the CPU has a fast one, shifts and masks (kBaseline) elsewhere.
 Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> dst,
-                               std::optional<uint8_t> constant_mask = std::nullopt);
+                               std::optional<uint8_t> constant_mask = std::nullopt,
+                               IsaKernel kernel = IsaKernel::kAuto);
 
 // Unpacks `src` into exactly dst.size() bytes; a payload of the wrong size,
 // constant bits outside the mask or non-zero padding bits are corruption.
-Status BitPackDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst);
+// `kernel` as for BitPackCompress, with PDEP.
+Status BitPackDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst,
+                         IsaKernel kernel = IsaKernel::kAuto);
 
 }  // namespace vramflow

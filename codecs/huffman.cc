@@ -8,12 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_features.h"
 #include "common/endian.h"
 
 namespace vramflow {
 namespace {
 
-constexpr size_t kStreams = 4;
+constexpr size_t kStreams = 4;  // even: EncodeStreamsInline codes them two at a time
 constexpr size_t kLengthTableBytes = kHuffmanLengthTableBytes;
 constexpr size_t kHeaderBytes = 1 + kLengthTableBytes + 4 * (kStreams - 1);
 constexpr size_t kPaddingBytes = 8;
@@ -230,11 +231,10 @@ constexpr uint32_t kPairCodeMask = (1u << kPairLengthShift) - 1;
 static_assert(2 * kHuffmanMaxCodeLength <= kPairLengthShift);
 
 // One stream's bit writer: codes are OR-ed into a 64-bit accumulator and
-// whole bytes stored with one unaligned 8-byte store, so `out` must have 8
-// writable bytes beyond what the stream needs.
+// whole bytes stored with one unaligned 8-byte store, so the stream's region
+// must have 8 writable bytes beyond what the stream needs.
 struct BitWriter {
   uint8_t* out;
-  size_t pos = 0;
   uint64_t acc = 0;
   unsigned bits = 0;
 
@@ -251,67 +251,102 @@ struct BitWriter {
   // At most 4 x 11 + 7 bits are held between flushes, so the shift is
   // below 64.
   void Flush() {
-    StoreLE64(out + pos, acc);
-    pos += bits >> 3;
+    StoreLE64(out, acc);
+    out += bits >> 3;
     acc >>= bits & ~7u;
     bits &= 7;
   }
-  size_t Finish() {
+  // The end of the stream, its last partial byte included.
+  uint8_t* Finish() {
     if (bits) {
-      StoreLE64(out + pos, acc);
-      ++pos;
+      StoreLE64(out, acc);
+      ++out;
     }
-    return pos;
+    return out;
   }
 };
 
 // Largest encoding of `count` symbols by one stream.
 size_t StreamBound(size_t count) { return (count * kHuffmanMaxCodeLength + 7) / 8; }
 
+// Encodes streams a (na symbols) and b (nb) side by side, four symbols of
+// each per round: two independent dependency chains. Two streams at a time,
+// not all four: a writer, its source and the loop fit the registers then
+// (four spill to the stack; measured 1.2x slower on float planes). With a
+// filled pair table (kByPairs) the rounds look symbols up two at a time.
+template <bool kByPairs>
+[[gnu::always_inline]] inline void EncodeTwoStreams(const uint8_t* a, size_t na, const uint8_t* b, size_t nb,
+                                                     const std::array<uint16_t, 256>& codes, const Lengths& lengths,
+                                                     const uint32_t* pairs, BitWriter& wa, BitWriter& wb) {
+  const size_t common = std::min(na, nb) & ~size_t{3};
+  for (size_t i = 0; i < common; i += 4) {  // 4 x 11 + 7 bits < 64
+    if constexpr (kByPairs) {
+      wa.PutPair(pairs, a + i);
+      wb.PutPair(pairs, b + i);
+      wa.PutPair(pairs, a + i + 2);
+      wb.PutPair(pairs, b + i + 2);
+    } else {
+      for (size_t j = i; j < i + 4; ++j) {
+        wa.Put(codes, lengths, a[j]);
+        wb.Put(codes, lengths, b[j]);
+      }
+    }
+    wa.Flush();
+    wb.Flush();
+  }
+  for (size_t i = common; i < na; ++i) {
+    wa.Put(codes, lengths, a[i]);
+    wa.Flush();
+  }
+  for (size_t i = common; i < nb; ++i) {
+    wb.Put(codes, lengths, b[i]);
+    wb.Flush();
+  }
+}
+
 // Encodes the four streams of `split` from `src`, stream k starting at
 // out + start[k] (each region StreamBound + 8 bytes); returns their sizes.
-// The streams are encoded side by side, four symbols each per round: four
-// independent dependency chains instead of one. With `pairs` (a filled pair
-// table), the rounds look the symbols up two at a time.
 template <bool kByPairs>
-std::array<size_t, kStreams> EncodeStreams(const uint8_t* src, const StreamSplit& split,
+[[gnu::always_inline]] inline std::array<size_t, kStreams> EncodeStreamsInline(
+    const uint8_t* src, const StreamSplit& split, const std::array<uint16_t, 256>& codes, const Lengths& lengths,
+    const uint32_t* pairs, uint8_t* out, const size_t* start) {
+  BitWriter w[kStreams] = {{out + start[0]}, {out + start[1]}, {out + start[2]}, {out + start[3]}};
+  for (size_t k = 0; k < kStreams; k += 2)
+    EncodeTwoStreams<kByPairs>(src + split.begin[k], split.count[k], src + split.begin[k + 1], split.count[k + 1],
+                               codes, lengths, pairs, w[k], w[k + 1]);
+  std::array<size_t, kStreams> sizes;
+  for (size_t k = 0; k < kStreams; ++k) sizes[k] = static_cast<size_t>(w[k].Finish() - (out + start[k]));
+  return sizes;
+}
+
+// The same loops compiled twice: for baseline x86-64, and with BMI2, whose
+// shifts take their count from any register (a shift by `bits` otherwise
+// moves it to CL first; 1.1 to 1.2x faster on float planes). The bytes are
+// the same either way.
+template <bool kByPairs>
+std::array<size_t, kStreams> EncodeStreamsBaseline(const uint8_t* src, const StreamSplit& split,
+                                                   const std::array<uint16_t, 256>& codes, const Lengths& lengths,
+                                                   const uint32_t* pairs, uint8_t* out, const size_t* start) {
+  return EncodeStreamsInline<kByPairs>(src, split, codes, lengths, pairs, out, start);
+}
+
+#if defined(__x86_64__)
+template <bool kByPairs>
+__attribute__((target("bmi2"))) std::array<size_t, kStreams> EncodeStreamsBmi2(
+    const uint8_t* src, const StreamSplit& split, const std::array<uint16_t, 256>& codes, const Lengths& lengths,
+    const uint32_t* pairs, uint8_t* out, const size_t* start) {
+  return EncodeStreamsInline<kByPairs>(src, split, codes, lengths, pairs, out, start);
+}
+#endif
+
+template <bool kByPairs>
+std::array<size_t, kStreams> EncodeStreams(bool bmi2, const uint8_t* src, const StreamSplit& split,
                                            const std::array<uint16_t, 256>& codes, const Lengths& lengths,
                                            const uint32_t* pairs, uint8_t* out, const size_t* start) {
-  BitWriter w[kStreams] = {{out + start[0]}, {out + start[1]}, {out + start[2]}, {out + start[3]}};
-  const uint8_t* s[kStreams];
-  for (size_t k = 0; k < kStreams; ++k) s[k] = src + split.begin[k];
-  size_t common = std::min({split.count[0], split.count[1], split.count[2], split.count[3]}) & ~size_t{3};
-  for (size_t i = 0; i < common; i += 4) {  // 4 x 11 + 7 bits < 64
-    for (size_t k = 0; k < kStreams; ++k) {
-      if constexpr (kByPairs) {
-        w[k].PutPair(pairs, s[k] + i);
-        w[k].PutPair(pairs, s[k] + i + 2);
-      } else {
-        w[k].Put(codes, lengths, s[k][i]);
-        w[k].Put(codes, lengths, s[k][i + 1]);
-        w[k].Put(codes, lengths, s[k][i + 2]);
-        w[k].Put(codes, lengths, s[k][i + 3]);
-      }
-      w[k].Flush();
-    }
-  }
-  std::array<size_t, kStreams> sizes;
-  for (size_t k = 0; k < kStreams; ++k) {
-    size_t i = common;
-    for (; i + 4 <= split.count[k]; i += 4) {
-      w[k].Put(codes, lengths, s[k][i]);
-      w[k].Put(codes, lengths, s[k][i + 1]);
-      w[k].Put(codes, lengths, s[k][i + 2]);
-      w[k].Put(codes, lengths, s[k][i + 3]);
-      w[k].Flush();
-    }
-    for (; i < split.count[k]; ++i) {
-      w[k].Put(codes, lengths, s[k][i]);
-      w[k].Flush();
-    }
-    sizes[k] = w[k].Finish();
-  }
-  return sizes;
+#if defined(__x86_64__)
+  if (bmi2) return EncodeStreamsBmi2<kByPairs>(src, split, codes, lengths, pairs, out, start);
+#endif
+  return EncodeStreamsBaseline<kByPairs>(src, split, codes, lengths, pairs, out, start);
 }
 
 }  // namespace
@@ -338,7 +373,8 @@ size_t HuffmanBound(size_t size) {
   return kHeaderBytes + (size * kHuffmanMaxCodeLength + 7) / 8 + kStreams * (1 + 8) + kPaddingBytes;
 }
 
-HuffmanEncoder::HuffmanEncoder() = default;
+HuffmanEncoder::HuffmanEncoder(IsaKernel kernel)
+    : bmi2_(kernel == IsaKernel::kBmi2 || (kernel == IsaKernel::kAuto && CpuHasBmi2())) {}
 
 Result<size_t> HuffmanCompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   return HuffmanEncoder().Compress(src, dst);
@@ -360,6 +396,7 @@ void HuffmanEncoder::ClearPairCodes() {
 
 Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   if (dst.size() < HuffmanBound(src.size())) return Status::Internal("huffman output buffer too small");
+  if (bmi2_ && !CpuHasBmi2()) return Status::InvalidArgument("this CPU has no BMI2");
   Counts counts;
   if (src.size() >= kPairCountingMinBytes) {
     // A first part decides how the rest is counted.
@@ -417,8 +454,8 @@ Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<
     }
   }
   std::array<size_t, kStreams> sizes =
-      by_pairs ? EncodeStreams<true>(src.data(), split, codes, lengths, pairs_.data(), out, start)
-               : EncodeStreams<false>(src.data(), split, codes, lengths, nullptr, out, start);
+      by_pairs ? EncodeStreams<true>(bmi2_, src.data(), split, codes, lengths, pairs_.data(), out, start)
+               : EncodeStreams<false>(bmi2_, src.data(), split, codes, lengths, nullptr, out, start);
   if (by_pairs)  // for ClearPairCodes
     for (int i = 0; i < n; ++i) coded_[present[i]] = true;
   size_t pos = kHeaderBytes;

@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "common/cpu_features.h"
 #include "common/status.h"
 
 namespace vramflow {
@@ -47,7 +48,9 @@ size_t HuffmanBound(size_t size);
 // Not thread-safe: one per thread (BlockCompressor holds one).
 class HuffmanEncoder {
  public:
-  HuffmanEncoder();
+  // `kernel`: which build of the encoding loops runs (cpu_features.h); the
+  // payloads are the same.
+  explicit HuffmanEncoder(IsaKernel kernel = IsaKernel::kAuto);
   // Encodes `src` into `dst` (capacity >= HuffmanBound(src.size()));
   // returns the payload size.
   Result<size_t> Compress(std::span<const uint8_t> src, std::span<uint8_t> dst);
@@ -74,6 +77,7 @@ class HuffmanEncoder {
   // pairs of symbols marked in coded_.
   std::vector<uint32_t> pairs_;
   std::array<bool, 256> coded_{};
+  bool bmi2_;  // the encoding loops built for BMI2
 };
 
 // One payload with an encoder of its own (tests, one-off uses).

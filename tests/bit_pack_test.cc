@@ -13,13 +13,22 @@
 namespace vramflow {
 namespace {
 
-std::vector<uint8_t> Pack(const std::vector<uint8_t>& src) {
+std::vector<uint8_t> Pack(const std::vector<uint8_t>& src, IsaKernel kernel = IsaKernel::kAuto) {
   std::vector<uint8_t> out(BitPackBound(src.size()));
-  Result<size_t> n = BitPackCompress(src, out);
+  Result<size_t> n = BitPackCompress(src, out, std::nullopt, kernel);
   EXPECT_TRUE(n.ok()) << n.status().ToString();
   out.resize(n.ok() ? *n : 0);
   return out;
 }
+
+// The kernels this CPU runs: baseline everywhere, BMI2 where it has it.
+std::vector<IsaKernel> Kernels() {
+  std::vector<IsaKernel> kernels = {IsaKernel::kBaseline};
+  if (CpuHasBmi2()) kernels.push_back(IsaKernel::kBmi2);
+  return kernels;
+}
+
+const char* KernelName(IsaKernel k) { return k == IsaKernel::kBmi2 ? "bmi2" : "baseline"; }
 
 // Bytes whose bits outside `varying` are those of `constant`.
 std::vector<uint8_t> Masked(size_t n, uint8_t varying, uint8_t constant, uint64_t seed) {
@@ -31,44 +40,48 @@ std::vector<uint8_t> Masked(size_t n, uint8_t varying, uint8_t constant, uint64_
 
 TEST(BitPackTest, RoundTripsEveryWidthAndManySizes) {
   const uint8_t masks[] = {0x00, 0x01, 0x80, 0x03, 0xf8, 0x5a, 0x7f, 0xfe, 0xff, 0x3c};
-  for (uint8_t varying : masks)
-    for (size_t n : {0u, 1u, 2u, 7u, 8u, 9u, 15u, 16u, 17u, 63u, 64u, 65u, 1000u, 4099u}) {
-      std::vector<uint8_t> src = Masked(n, varying, 0xa5, n * 31 + varying);
-      std::vector<uint8_t> payload = Pack(src);
-      const unsigned width = n ? 8 - std::popcount(ConstantBits(src)) : 0;
-      EXPECT_EQ(payload.size(), kBitPackHeaderBytes + (n * width + 7) / 8) << "n " << n << " varying " << +varying;
-      std::vector<uint8_t> back(n, 0x11);
-      Status s = BitPackDecompress(payload, back);
-      ASSERT_TRUE(s.ok()) << s.ToString() << " n " << n << " varying " << +varying;
-      EXPECT_EQ(back, src) << "n " << n << " varying " << +varying;
-    }
+  for (IsaKernel kernel : Kernels())
+    for (uint8_t varying : masks)
+      for (size_t n : {0u, 1u, 2u, 7u, 8u, 9u, 15u, 16u, 17u, 63u, 64u, 65u, 1000u, 4099u}) {
+        std::vector<uint8_t> src = Masked(n, varying, 0xa5, n * 31 + varying);
+        std::vector<uint8_t> payload = Pack(src, kernel);
+        const unsigned width = n ? 8 - std::popcount(ConstantBits(src)) : 0;
+        EXPECT_EQ(payload.size(), kBitPackHeaderBytes + (n * width + 7) / 8)
+            << KernelName(kernel) << " n " << n << " varying " << +varying;
+        std::vector<uint8_t> back(n, 0x11);
+        Status s = BitPackDecompress(payload, back, kernel);
+        ASSERT_TRUE(s.ok()) << s.ToString() << " " << KernelName(kernel) << " n " << n << " varying " << +varying;
+        EXPECT_EQ(back, src) << KernelName(kernel) << " n " << n << " varying " << +varying;
+      }
 }
 
 TEST(BitPackTest, EveryMaskPacksAsTheFormatSaysBitByBit) {
   // The word-wide packing handles each mask's runs of varying bits with
-  // shifts and masks; for all 256 masks it must give exactly the bits
-  // FORMAT.md describes (each byte's varying bits, lowest first, as one
-  // little-endian bit stream) and unpack them back.
-  for (unsigned varying = 0; varying < 256; ++varying) {
-    const size_t n = 203;  // 25 groups of eight and a tail of three
-    std::vector<uint8_t> src = Masked(n, static_cast<uint8_t>(varying), 0x5a, varying);
-    // Make every varying bit vary, so that ConstantBits finds exactly `varying`.
-    src[0] = static_cast<uint8_t>(0x5a & ~varying);
-    src[1] = static_cast<uint8_t>((0x5a & ~varying) | varying);
-    std::vector<uint8_t> expected = {static_cast<uint8_t>(~varying), static_cast<uint8_t>(0x5a & ~varying)};
-    size_t bit = 0;
-    for (uint8_t byte : src)
-      for (unsigned b = 0; b < 8; ++b) {
-        if (!(varying >> b & 1)) continue;
-        if (bit % 8 == 0) expected.push_back(0);
-        expected.back() |= static_cast<uint8_t>((byte >> b & 1) << (bit % 8));
-        ++bit;
-      }
-    std::vector<uint8_t> payload = Pack(src);
-    ASSERT_EQ(payload, expected) << "varying " << varying;
-    std::vector<uint8_t> back(n, 0x11);
-    ASSERT_TRUE(BitPackDecompress(payload, back).ok()) << "varying " << varying;
-    ASSERT_EQ(back, src) << "varying " << varying;
+  // shifts and masks, or with PEXT/PDEP; for all 256 masks each must give
+  // exactly the bits FORMAT.md describes (each byte's varying bits, lowest
+  // first, as one little-endian bit stream) and unpack them back.
+  for (IsaKernel kernel : Kernels()) {
+    for (unsigned varying = 0; varying < 256; ++varying) {
+      const size_t n = 203;  // 25 groups of eight and a tail of three
+      std::vector<uint8_t> src = Masked(n, static_cast<uint8_t>(varying), 0x5a, varying);
+      // Make every varying bit vary, so that ConstantBits finds exactly `varying`.
+      src[0] = static_cast<uint8_t>(0x5a & ~varying);
+      src[1] = static_cast<uint8_t>((0x5a & ~varying) | varying);
+      std::vector<uint8_t> expected = {static_cast<uint8_t>(~varying), static_cast<uint8_t>(0x5a & ~varying)};
+      size_t bit = 0;
+      for (uint8_t byte : src)
+        for (unsigned b = 0; b < 8; ++b) {
+          if (!(varying >> b & 1)) continue;
+          if (bit % 8 == 0) expected.push_back(0);
+          expected.back() |= static_cast<uint8_t>((byte >> b & 1) << (bit % 8));
+          ++bit;
+        }
+      std::vector<uint8_t> payload = Pack(src, kernel);
+      ASSERT_EQ(payload, expected) << KernelName(kernel) << " varying " << varying;
+      std::vector<uint8_t> back(n, 0x11);
+      ASSERT_TRUE(BitPackDecompress(payload, back, kernel).ok()) << KernelName(kernel) << " varying " << varying;
+      ASSERT_EQ(back, src) << KernelName(kernel) << " varying " << varying;
+    }
   }
 }
 
@@ -89,14 +102,33 @@ TEST(BitPackTest, MatchesTheFormatDocumentsExample) {
   EXPECT_EQ(Pack(src), (std::vector<uint8_t>{0xf3, 0x42, 0x24}));
 }
 
+TEST(BitPackTest, TheKernelsAgreeOnLargeRandomBuffers) {
+  if (!CpuHasBmi2()) GTEST_SKIP() << "this CPU has no BMI2: only the baseline kernel runs";
+  std::mt19937_64 rng(17);
+  for (int round = 0; round < 64; ++round) {
+    const auto varying = static_cast<uint8_t>(rng());
+    const size_t n = 8 * (rng() % 5000) + rng() % 8;
+    std::vector<uint8_t> src = Masked(n, varying, static_cast<uint8_t>(rng()), rng());
+    std::vector<uint8_t> baseline = Pack(src, IsaKernel::kBaseline), bmi2 = Pack(src, IsaKernel::kBmi2);
+    ASSERT_EQ(baseline, bmi2) << "varying " << +varying << " n " << n;
+    std::vector<uint8_t> back_baseline(n), back_bmi2(n);
+    ASSERT_TRUE(BitPackDecompress(baseline, back_baseline, IsaKernel::kBaseline).ok());
+    ASSERT_TRUE(BitPackDecompress(baseline, back_bmi2, IsaKernel::kBmi2).ok());
+    ASSERT_EQ(back_baseline, src);
+    ASSERT_EQ(back_bmi2, src);
+  }
+}
+
 TEST(BitPackTest, MalformedPayloadsAreCorruption) {
   std::vector<uint8_t> src = Masked(101, 0x1f, 0x40, 5);  // width 5: 505 bits, 3 padding bits
   std::vector<uint8_t> payload = Pack(src);
   std::vector<uint8_t> out(src.size());
   auto expect_corrupt = [&](std::vector<uint8_t> bad, const char* what, const char* word) {
-    Status s = BitPackDecompress(bad, out);
-    EXPECT_EQ(s.code(), Status::Code::kCorruption) << what << ": " << s.ToString();
-    EXPECT_NE(s.message().find(word), std::string::npos) << what << ": " << s.ToString();
+    for (IsaKernel kernel : Kernels()) {
+      Status s = BitPackDecompress(bad, out, kernel);
+      EXPECT_EQ(s.code(), Status::Code::kCorruption) << KernelName(kernel) << " " << what << ": " << s.ToString();
+      EXPECT_NE(s.message().find(word), std::string::npos) << what << ": " << s.ToString();
+    }
   };
   expect_corrupt({}, "empty", "header");
   expect_corrupt({0xff}, "one byte", "header");

@@ -48,6 +48,34 @@ TEST(HuffmanTest, AnEncoderReusedPayloadAfterPayloadGivesWhatAFreshOneGives) {
   }
 }
 
+// The encoding loops are built twice (baseline x86-64 and BMI2): both give
+// the same payloads, for every size around the loops' edges (streams of
+// unequal length, tails of 1-3 symbols), coded by single symbols and by pairs.
+TEST(HuffmanTest, TheBaselineAndBmi2LoopsGiveTheSamePayloads) {
+  if (!CpuHasBmi2()) GTEST_SKIP() << "this CPU has no BMI2: only the baseline loops run";
+  std::mt19937_64 rng(29);
+  HuffmanEncoder baseline(IsaKernel::kBaseline), bmi2(IsaKernel::kBmi2);
+  HuffmanDecoder decoder;
+  std::vector<size_t> sizes;
+  for (size_t size = 2; size <= 80; ++size) sizes.push_back(size);
+  for (size_t size : {4095, 4096, 4097, 65537, 300001, 1 << 19}) sizes.push_back(size);
+  for (size_t size : sizes)
+    for (int distinct : {2, 5, 40, 256}) {
+      std::geometric_distribution<int> skewed(0.1);
+      std::vector<uint8_t> src(size);
+      for (uint8_t& b : src) b = static_cast<uint8_t>(skewed(rng) % distinct);
+      std::vector<uint8_t> a(HuffmanBound(size)), b(HuffmanBound(size));
+      Result<size_t> na = baseline.Compress(src, a), nb = bmi2.Compress(src, b);
+      ASSERT_TRUE(na.ok() && nb.ok()) << size;
+      a.resize(*na);
+      b.resize(*nb);
+      ASSERT_EQ(a, b) << size << " bytes, " << distinct << " values";
+      std::vector<uint8_t> back(size);
+      ASSERT_TRUE(decoder.Decompress(b, back).ok()) << size;
+      ASSERT_EQ(back, src) << size << " bytes, " << distinct << " values";
+    }
+}
+
 // Large payloads whose first bytes hold few values are counted by pairs
 // (HuffmanEncoder::kPairCountingMinBytes): the code is still the one the
 // exact counts give, whatever only the rest holds: values that first appear

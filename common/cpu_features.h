@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+// Instruction-set extensions the codecs pick kernels by at run time: the
+// binary is built for baseline x86-64 (it runs on any x86-64 machine), and
+// the hot loops that gain from newer instructions are compiled a second
+// time for them (__attribute__((target))) and chosen here.
+#pragma once
+
+namespace vramflow {
+
+// Which build of a kernel runs. kAuto: the best this CPU runs well. The
+// others are for tests and benchmarks, which compare them: every kernel
+// gives the same bytes. kBmi2 needs CpuHasBmi2().
+enum class IsaKernel { kAuto, kBaseline, kBmi2 };
+
+// BMI2: shifts by a register count without the CL register (SHLX, SHRX),
+// PEXT and PDEP.
+inline bool CpuHasBmi2() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("bmi2");
+#else
+  return false;
+#endif
+}
+
+// BMI2 whose PEXT and PDEP are single fast instructions: AMD's before Zen 3
+// (families 15h and 17h) microcode them into tens of cycles, slower than
+// doing their work with shifts and masks.
+inline bool CpuHasFastPextPdep() {
+#if defined(__x86_64__)
+  return CpuHasBmi2() && !__builtin_cpu_is("amdfam15h") && !__builtin_cpu_is("amdfam17h");
+#else
+  return false;
+#endif
+}
+
+}  // namespace vramflow
