@@ -349,6 +349,76 @@ std::array<size_t, kStreams> EncodeStreams(bool bmi2, const uint8_t* src, const 
   return EncodeStreamsBaseline<kByPairs>(src, split, codes, lengths, pairs, out, start);
 }
 
+// The decoder's fast loop, in rounds. Each stream has a bit buffer: `avail`
+// (modulo 64) valid bits in the low end of `buf`, the ones after them
+// starting at byte `next`. A refill ORs in the 8 bytes at `next` (bits
+// already there are the same bits) and moves `next` past the whole bytes
+// taken, leaving 56 to 63 valid bits: enough for kStepsPerRound steps of at
+// most kTableBits bits each. A step stores 4 bytes, of which the entry's
+// count are symbols (the rest is overwritten by the next steps).
+constexpr size_t kStepsPerRound = 4;
+static_assert(kStepsPerRound * kTableBits <= 56);
+constexpr size_t kRoundRefillBytes = 7;                                         // `next` moves at most this much a round
+constexpr size_t kRoundOutputBytes = kStepsPerRound * kMaxSymbolsPerEntry + 1;  // a round's stores reach this far
+
+struct DecodeState {
+  uint64_t buf[kStreams] = {0, 0, 0, 0};
+  uint32_t avail[kStreams] = {0, 0, 0, 0};
+  const uint8_t* next[kStreams];
+  uint8_t* out[kStreams];
+};
+
+// `rounds` rounds, which the caller has checked stay inside the payload and
+// the output, the four streams' steps interleaved: four independent chains.
+[[gnu::always_inline]] inline void DecodeRoundsInline(const uint32_t* table, size_t rounds, DecodeState& state) {
+  DecodeState s = state;  // a local copy, which the compiler keeps in registers
+  auto refill = [&](size_t k) {
+    const uint32_t valid = s.avail[k] & 63;
+    s.buf[k] |= LoadLE64(s.next[k]) << valid;
+    s.next[k] += (63 - valid) >> 3;
+    s.avail[k] = valid | 56;
+  };
+  auto step = [&](size_t k) {
+    const uint32_t e = table[s.buf[k] & (kTableSize - 1)];
+    StoreLE32(s.out[k], e);
+    s.out[k] += e >> kEntryCountShift;
+    const uint32_t bits = e >> kEntryBitsShift;  // plus 64 * count
+    s.buf[k] >>= bits & 63;
+    s.avail[k] -= bits;
+  };
+  for (size_t r = 0; r < rounds; ++r) {
+    refill(0);
+    refill(1);
+    refill(2);
+    refill(3);
+    for (size_t i = 0; i < kStepsPerRound; ++i) {
+      step(0);
+      step(1);
+      step(2);
+      step(3);
+    }
+  }
+  state = s;
+}
+
+// Built twice, like the encoder's loops.
+void DecodeRoundsBaseline(const uint32_t* table, size_t rounds, DecodeState& state) {
+  DecodeRoundsInline(table, rounds, state);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("bmi2"))) void DecodeRoundsBmi2(const uint32_t* table, size_t rounds, DecodeState& state) {
+  DecodeRoundsInline(table, rounds, state);
+}
+#endif
+
+void DecodeRounds(bool bmi2, const uint32_t* table, size_t rounds, DecodeState& state) {
+#if defined(__x86_64__)
+  if (bmi2) return DecodeRoundsBmi2(table, rounds, state);
+#endif
+  DecodeRoundsBaseline(table, rounds, state);
+}
+
 }  // namespace
 
 double HuffmanBitsPerSymbol(std::span<const uint64_t, 256> counts) {
@@ -468,7 +538,8 @@ Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<
   return pos + kPaddingBytes;
 }
 
-HuffmanDecoder::HuffmanDecoder() : table_(kTableSize) {}
+HuffmanDecoder::HuffmanDecoder(IsaKernel kernel)
+    : table_(kTableSize), bmi2_(kernel == IsaKernel::kBmi2 || (kernel == IsaKernel::kAuto && CpuHasBmi2())) {}
 
 Status HuffmanDecoder::BuildTable(std::span<const uint8_t, kLengthTableBytes> packed) {
   if (built_ && std::equal(packed.begin(), packed.end(), packed_lengths_.begin())) return Status::Ok();
@@ -517,6 +588,7 @@ Status HuffmanDecoder::BuildTable(std::span<const uint8_t, kLengthTableBytes> pa
 }
 
 Status HuffmanDecoder::Decompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
+  if (bmi2_ && !CpuHasBmi2()) return Status::InvalidArgument("this CPU has no BMI2");
   if (src.empty()) return Status::Corruption("huffman payload is empty");
   if (src[0] == 0) {
     if (src.size() != 2) return Status::Corruption("huffman single-symbol payload is not 2 bytes");
@@ -551,36 +623,15 @@ Status HuffmanDecoder::Decompress(std::span<const uint8_t> src, std::span<uint8_
     out_end[k] = out[k] + split.count[k];
   }
 
-  // The fast loop. Each stream has a bit buffer: `avail` (modulo 64) valid
-  // bits in the low end of `buf`, the ones after them starting at byte
-  // `next`. A refill ORs in the 8 bytes at `next` (bits already there are
-  // the same bits) and moves `next` past the whole bytes taken, leaving 56 to
-  // 63 valid bits: enough for kStepsPerRound steps of at most kTableBits bits
-  // each. A step stores 4 bytes, of which the entry's count are symbols (the
-  // rest is overwritten by the next steps).
-  constexpr size_t kStepsPerRound = 4;
-  static_assert(kStepsPerRound * kTableBits <= 56);
-  constexpr size_t kRoundRefillBytes = 7;                                         // `next` moves at most this much a round
-  constexpr size_t kRoundOutputBytes = kStepsPerRound * kMaxSymbolsPerEntry + 1;  // a round's stores reach this far
-  uint64_t buf[kStreams] = {0, 0, 0, 0};
-  uint32_t avail[kStreams] = {0, 0, 0, 0};
-  const uint8_t* next[kStreams];
-  for (size_t k = 0; k < kStreams; ++k) next[k] = base + stream_begin[k];
+  // The fast loop (DecodeRounds).
+  DecodeState state;
+  for (size_t k = 0; k < kStreams; ++k) {
+    state.next[k] = base + stream_begin[k];
+    state.out[k] = out[k];
+  }
   const uint8_t* const load_limit = base + src.size() - 8;  // a refill may load at most here
-  auto consumed_bit = [&](size_t k) { return static_cast<uint64_t>(next[k] - base) * 8 - (avail[k] & 63); };
-  auto refill = [&](size_t k) {
-    const uint32_t valid = avail[k] & 63;
-    buf[k] |= LoadLE64(next[k]) << valid;
-    next[k] += (63 - valid) >> 3;
-    avail[k] = valid | 56;
-  };
-  auto step = [&](size_t k) {
-    const uint32_t e = table[buf[k] & (kTableSize - 1)];
-    StoreLE32(out[k], e);
-    out[k] += e >> kEntryCountShift;
-    const uint32_t bits = e >> kEntryBitsShift;  // plus 64 * count
-    buf[k] >>= bits & 63;
-    avail[k] -= bits;
+  auto consumed_bit = [&](size_t k) {
+    return static_cast<uint64_t>(state.next[k] - base) * 8 - (state.avail[k] & 63);
   };
   // Bounds are checked once per batch of rounds, as many as cannot break
   // them: every load stays inside src, every store inside the stream's own
@@ -590,24 +641,15 @@ Status HuffmanDecoder::Decompress(std::span<const uint8_t> src, std::span<uint8_
     size_t rounds = SIZE_MAX;
     for (size_t k = 0; k < kStreams; ++k) {
       if (consumed_bit(k) > uint64_t{stream_end[k]} * 8) return Status::Corruption("huffman stream runs past its end");
-      const size_t by_output = static_cast<size_t>(out_end[k] - out[k]) / kRoundOutputBytes;
-      const size_t by_load = next[k] > load_limit ? 0 : static_cast<size_t>(load_limit - next[k]) / kRoundRefillBytes + 1;
+      const size_t by_output = static_cast<size_t>(out_end[k] - state.out[k]) / kRoundOutputBytes;
+      const size_t by_load =
+          state.next[k] > load_limit ? 0 : static_cast<size_t>(load_limit - state.next[k]) / kRoundRefillBytes + 1;
       rounds = std::min({rounds, by_output, by_load});
     }
     if (rounds == 0) break;
-    for (size_t r = 0; r < rounds; ++r) {  // the streams' steps interleaved: four independent chains
-      refill(0);
-      refill(1);
-      refill(2);
-      refill(3);
-      for (size_t i = 0; i < kStepsPerRound; ++i) {
-        step(0);
-        step(1);
-        step(2);
-        step(3);
-      }
-    }
+    DecodeRounds(bmi2_, table, rounds, state);
   }
+  for (size_t k = 0; k < kStreams; ++k) out[k] = state.out[k];
 
   // The rest one symbol at a time from absolute bit positions, each read
   // checked against the stream's end (which leaves it inside src, thanks to

@@ -91,7 +91,8 @@ Result<size_t> HuffmanCompress(std::span<const uint8_t> src, std::span<uint8_t> 
 // Not thread-safe: one per thread (BlockDecompressor holds one).
 class HuffmanDecoder {
  public:
-  HuffmanDecoder();
+  // `kernel`: which build of the decoding loop runs (cpu_features.h).
+  explicit HuffmanDecoder(IsaKernel kernel = IsaKernel::kAuto);
   // Decodes `src` into exactly dst.size() bytes; malformed input (incomplete
   // code, bad sizes, streams that end early or late) is a corruption error.
   Status Decompress(std::span<const uint8_t> src, std::span<uint8_t> dst);
@@ -109,6 +110,7 @@ class HuffmanDecoder {
   std::array<uint8_t, 256> lengths_{};                                // of the code table_ decodes
   std::array<uint8_t, kHuffmanLengthTableBytes> packed_lengths_{};  // as the payload gave them
   bool built_ = false;
+  bool bmi2_;  // the decoding loop built for BMI2
 };
 
 // HuffmanDecoder::Decompress with a decoder of its own.

@@ -48,14 +48,15 @@ TEST(HuffmanTest, AnEncoderReusedPayloadAfterPayloadGivesWhatAFreshOneGives) {
   }
 }
 
-// The encoding loops are built twice (baseline x86-64 and BMI2): both give
-// the same payloads, for every size around the loops' edges (streams of
-// unequal length, tails of 1-3 symbols), coded by single symbols and by pairs.
+// The encoding and decoding loops are built twice (baseline x86-64 and
+// BMI2): both encoders give the same payloads, for every size around the
+// loops' edges (streams of unequal length, tails of 1-3 symbols), coded by
+// single symbols and by pairs, and both decoders decode them.
 TEST(HuffmanTest, TheBaselineAndBmi2LoopsGiveTheSamePayloads) {
   if (!CpuHasBmi2()) GTEST_SKIP() << "this CPU has no BMI2: only the baseline loops run";
   std::mt19937_64 rng(29);
   HuffmanEncoder baseline(IsaKernel::kBaseline), bmi2(IsaKernel::kBmi2);
-  HuffmanDecoder decoder;
+  HuffmanDecoder baseline_decoder(IsaKernel::kBaseline), bmi2_decoder(IsaKernel::kBmi2);
   std::vector<size_t> sizes;
   for (size_t size = 2; size <= 80; ++size) sizes.push_back(size);
   for (size_t size : {4095, 4096, 4097, 65537, 300001, 1 << 19}) sizes.push_back(size);
@@ -70,9 +71,11 @@ TEST(HuffmanTest, TheBaselineAndBmi2LoopsGiveTheSamePayloads) {
       a.resize(*na);
       b.resize(*nb);
       ASSERT_EQ(a, b) << size << " bytes, " << distinct << " values";
-      std::vector<uint8_t> back(size);
-      ASSERT_TRUE(decoder.Decompress(b, back).ok()) << size;
-      ASSERT_EQ(back, src) << size << " bytes, " << distinct << " values";
+      for (HuffmanDecoder* decoder : {&baseline_decoder, &bmi2_decoder}) {
+        std::vector<uint8_t> back(size);
+        ASSERT_TRUE(decoder->Decompress(b, back).ok()) << size;
+        ASSERT_EQ(back, src) << size << " bytes, " << distinct << " values";
+      }
     }
 }
 
@@ -316,13 +319,21 @@ TEST(HuffmanTest, AgreesWithAReferenceDecoderOnDamagedPayloads) {
   // decode the rest identically (and never read or write out of bounds,
   // which the sanitizer builds check).
   std::mt19937_64 rng(31);
-  HuffmanDecoder decoder;
+  HuffmanDecoder baseline(IsaKernel::kBaseline);
+  std::optional<HuffmanDecoder> bmi2;
+  if (CpuHasBmi2()) bmi2.emplace(IsaKernel::kBmi2);
   Agreements agreements;
+  // Each payload through the baseline decoding loop and, where the CPU has
+  // BMI2, the one built for it.
+  auto expect_agrees = [&](const std::vector<uint8_t>& payload, size_t size) {
+    ExpectAgreesWithReference(baseline, payload, size, agreements);
+    if (bmi2) ExpectAgreesWithReference(*bmi2, payload, size, agreements);
+  };
   for (size_t size : {37, 1000, 20000}) {
     for (double p : {0.5, 0.3, 0.08}) {
       const std::vector<uint8_t> src = GeometricBytes(size, p, size);
       const std::vector<uint8_t> good = Compress(src);
-      ExpectAgreesWithReference(decoder, good, size, agreements);
+      expect_agrees(good, size);
       for (int trial = 0; trial < 40; ++trial) {
         std::vector<uint8_t> bad = good;
         switch (trial % 4) {
@@ -341,8 +352,8 @@ TEST(HuffmanTest, AgreesWithAReferenceDecoderOnDamagedPayloads) {
             for (size_t i = 141; i + 8 < bad.size(); ++i) bad[i] = static_cast<uint8_t>(rng());
             break;
         }
-        ExpectAgreesWithReference(decoder, bad, size, agreements);
-        ExpectAgreesWithReference(decoder, bad, size + 1, agreements);  // one symbol more than was coded
+        expect_agrees(bad, size);
+        expect_agrees(bad, size + 1);  // one symbol more than was coded
       }
     }
   }
