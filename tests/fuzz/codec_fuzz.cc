@@ -8,7 +8,9 @@
 // cached table is exercised too) into exactly that many bytes (at most
 // 1 MiB). A decoder must either reject the payload or fill the output; what
 // it accepts must survive an encode and decode round trip. The whole input
-// also goes through both encoders and back.
+// also goes through both encoders and back. Where the CPU has BMI2, the
+// codecs' kernels built for it (which the others use) and the baseline
+// kernels must agree: the same payloads, the same verdicts and bytes.
 //
 // With VRAMFLOW_FUZZ_WRITE_SEEDS=DIR in the environment the binary writes
 // seed inputs (valid payloads of skewed bytes and of float planes) into DIR
@@ -51,6 +53,31 @@ void ExpectRoundTrip(bool huffman, std::span<const uint8_t> src, HuffmanDecoder&
   if (!std::equal(back.begin(), back.end(), src.begin())) Broken("a round trip changed the bytes");
 }
 
+// The baseline kernels give what the automatically chosen ones gave.
+void ExpectBaselineAgrees(bool huffman, std::span<const uint8_t> payload, const Status& verdict,
+                          const std::vector<uint8_t>& out) {
+  static HuffmanDecoder baseline_decoder(IsaKernel::kBaseline);  // kept, like the other
+  std::vector<uint8_t> baseline(out.size());
+  Status s = huffman ? baseline_decoder.Decompress(payload, baseline)
+                     : BitPackDecompress(payload, baseline, IsaKernel::kBaseline);
+  if (s.ok() != verdict.ok()) Broken("the baseline and BMI2 decoders disagree on a payload");
+  if (s.ok() && baseline != out) Broken("the baseline and BMI2 decoders decode a payload differently");
+}
+
+void ExpectEncodersAgree(std::span<const uint8_t> src) {
+  static HuffmanEncoder baseline_encoder(IsaKernel::kBaseline);
+  std::vector<uint8_t> a = Compress(true, src), b(HuffmanBound(src.size()));
+  Result<size_t> n = baseline_encoder.Compress(src, b);
+  if (!n.ok()) Broken("the baseline Huffman encoder failed");
+  b.resize(*n);
+  if (a != b) Broken("the baseline and BMI2 Huffman encoders give different payloads");
+  std::vector<uint8_t> c = Compress(false, src), d(BitPackBound(src.size()));
+  Result<size_t> m = BitPackCompress(src, d, std::nullopt, IsaKernel::kBaseline);
+  if (!m.ok()) Broken("the baseline bitpack encoder failed");
+  d.resize(*m);
+  if (c != d) Broken("the baseline and BMI2 bitpack encoders give different payloads");
+}
+
 void WriteSeeds(const std::string& dir) {
   std::mt19937_64 rng(1);
   int count = 0;
@@ -90,14 +117,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace vramflow;
   static HuffmanDecoder decoder;  // kept from input to input, as BlockDecompressor keeps one
   std::span<const uint8_t> input(data, size);
+  static const bool bmi2 = CpuHasBmi2();
   ExpectRoundTrip(true, input, decoder);
   ExpectRoundTrip(false, input, decoder);
+  if (bmi2) ExpectEncodersAgree(input);
   if (size < 4) return 0;
   const bool huffman = (data[0] & 1) == 0;
   const size_t decoded = std::min<size_t>(data[1] | data[2] << 8 | data[3] << 16, kMaxDecodedBytes);
   std::span<const uint8_t> payload = input.subspan(4);
   std::vector<uint8_t> out(decoded);
   Status s = huffman ? decoder.Decompress(payload, out) : BitPackDecompress(payload, out);
+  if (bmi2) ExpectBaselineAgrees(huffman, payload, s, out);
   if (!s.ok()) {
     if (s.code() != Status::Code::kCorruption) Broken("a malformed payload gave another error than corruption");
     return 0;
