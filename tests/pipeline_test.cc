@@ -298,23 +298,25 @@ TEST(PipelineTest, SerialStageTimeShowsASlowSinkOrSourceSetsThePace) {
   PipelineStats fast, slow;
   MemorySink memory;
   ASSERT_TRUE(Dump(*p, &memory, SmallOptions(), &fast).ok());
-  SlowSink sink(2ms);
+  // 8 ms a write: far above what coding a chunk costs even under TSan on a
+  // slow machine (with 2 ms, a TSan run here spent 56% of the dump coding).
+  SlowSink sink(8ms);
   ASSERT_TRUE(Dump(*p, &sink, SmallOptions(), &slow).ok());
   EXPECT_EQ(sink.bytes(), memory.bytes());
-  // 32 chunks of 64 KiB, at least two writes each (header, payload), 2 ms a write.
-  EXPECT_GE(slow.serial_seconds, 0.128);
+  // 32 chunks of 64 KiB, at least two writes each (header, payload), 8 ms a write.
+  EXPECT_GE(slow.serial_seconds, 0.512);
   EXPECT_LE(slow.serial_seconds, slow.seconds);
   EXPECT_GT(slow.serial_seconds, 0.5 * slow.seconds) << "the slow sink should dominate";
   EXPECT_LE(fast.serial_seconds, fast.seconds);
 
   SimProcess restored(1, SimDeviceOptions{});
   ASSERT_TRUE(restored.Allocate(layout).ok());
-  SlowSource source(memory.bytes(), 2ms);
+  SlowSource source(memory.bytes(), 8ms);
   PipelineStats restore;
   Status s = RunRestore(&source, restored.devices(), restored.Resolver(), SmallOptions(), &restore);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(p->Compare(restored).ok());
-  EXPECT_GE(restore.serial_seconds, 0.002);
+  EXPECT_GE(restore.serial_seconds, 0.008);
   EXPECT_LE(restore.serial_seconds, restore.seconds);
   EXPECT_GT(restore.serial_seconds, 0.5 * restore.seconds) << "the slow source should dominate";
 }
