@@ -250,7 +250,7 @@ size_t BitPackBound(size_t size) { return kBitPackHeaderBytes + size + 8; }
 Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> dst,
                                std::optional<uint8_t> constant_mask, IsaKernel kernel) {
   if (dst.size() < BitPackBound(src.size())) return Status::Internal("bitpack output buffer too small");
-  if (kernel == IsaKernel::kBmi2 && !CpuHasBmi2()) return Status::InvalidArgument("this CPU has no BMI2");
+  if (!KernelRunsHere(kernel)) return Status::InvalidArgument("this CPU has no BMI2");
   const uint8_t mask = constant_mask ? *constant_mask : ConstantBits(src);
   const uint8_t constant_bits = src.empty() ? 0 : static_cast<uint8_t>(src[0] & mask);
   const uint8_t varying = static_cast<uint8_t>(~mask);
@@ -277,7 +277,7 @@ Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> 
 }
 
 Status BitPackDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst, IsaKernel kernel) {
-  if (kernel == IsaKernel::kBmi2 && !CpuHasBmi2()) return Status::InvalidArgument("this CPU has no BMI2");
+  if (!KernelRunsHere(kernel)) return Status::InvalidArgument("this CPU has no BMI2");
   if (src.size() < kBitPackHeaderBytes) return Status::Corruption("bitpack payload shorter than its 2-byte header");
   const uint8_t mask = src[0], constant_bits = src[1];
   if (constant_bits & ~mask)

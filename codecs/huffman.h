@@ -77,7 +77,8 @@ class HuffmanEncoder {
   // pairs of symbols marked in coded_.
   std::vector<uint32_t> pairs_;
   std::array<bool, 256> coded_{};
-  bool bmi2_;  // the encoding loops built for BMI2
+  bool bmi2_;       // the encoding loops built for BMI2
+  bool runs_here_;  // the CPU runs them (a forced kBmi2 may not)
 };
 
 // One payload with an encoder of its own (tests, one-off uses).
@@ -110,7 +111,8 @@ class HuffmanDecoder {
   std::array<uint8_t, 256> lengths_{};                                // of the code table_ decodes
   std::array<uint8_t, kHuffmanLengthTableBytes> packed_lengths_{};  // as the payload gave them
   bool built_ = false;
-  bool bmi2_;  // the decoding loop built for BMI2
+  bool bmi2_;       // the decoding loop built for BMI2
+  bool runs_here_;  // the CPU runs it (a forced kBmi2 may not)
 };
 
 // HuffmanDecoder::Decompress with a decoder of its own.

@@ -23,6 +23,14 @@ inline bool CpuHasBmi2() {
 #endif
 }
 
+// Whether `kernel` runs the BMI2 build (kAuto: where the CPU has BMI2).
+inline bool UsesBmi2(IsaKernel kernel) {
+  return kernel == IsaKernel::kBmi2 || (kernel == IsaKernel::kAuto && CpuHasBmi2());
+}
+
+// Whether this CPU can run `kernel`: kBmi2 needs BMI2, the others run anywhere.
+inline bool KernelRunsHere(IsaKernel kernel) { return kernel != IsaKernel::kBmi2 || CpuHasBmi2(); }
+
 // BMI2 whose PEXT and PDEP are single fast instructions: AMD's before Zen 3
 // (families 15h and 17h) microcode them into tens of cycles, slower than
 // doing their work with shifts and masks.
