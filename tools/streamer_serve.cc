@@ -2,7 +2,6 @@
 #include "tools/streamer_serve.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -24,6 +23,7 @@
 
 #include "common/cleanup_registry.h"
 #include "common/printable.h"
+#include "common/private_directory.h"
 #include "codecs/chunk_codec.h"
 #include "common/thread_start.h"
 #include "streamer/stream_reader.h"
@@ -61,44 +61,6 @@ Status WriteProgress(int fd, const std::string& line) {
   }
   return Status::Ok();
 }
-
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
-void RemoveTree(const std::string& path) {
-  struct stat st;
-  for (int pass = 0; pass < 10 && ::lstat(path.c_str(), &st) == 0; ++pass)
-    ::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-// A private directory (mkdtemp) removed with its contents when the object
-// goes, or by the cleanup registry when a signal stops the command.
-class PrivateDirectory {
- public:
-  Status Create(const std::string& parent, const std::string& prefix, CleanupRegistry* cleanup) {
-    std::string pattern = parent + "/" + prefix + "XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    auto name = std::make_shared<std::string>();
-    VF_ASSIGN_OR_RETURN(entry_, CleanupEntry::Create(
-                                    cleanup,
-                                    [&]() -> Status {
-                                      if (!::mkdtemp(buf.data()))
-                                        return Status::FromErrno("creating a directory in " + Printable(parent), errno);
-                                      *name = buf.data();
-                                      return Status::Ok();
-                                    },
-                                    [name] { RemoveTree(*name); }));
-    path_ = *name;
-    return Status::Ok();
-  }
-  ~PrivateDirectory() {
-    if (!path_.empty()) RemoveTree(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  CleanupEntry entry_;
-};
 
 // Fills the store from the verified stream.
 class StoreVisitor final : public StreamVisitor {
@@ -401,7 +363,7 @@ Status AnswerCriu(const StreamerOptions& options, CriuImageSocket* socket, Image
 Status RunStreamerServe(const StreamerOptions& options) {
   VF_RETURN_IF_ERROR(CreateImagesDir(options.images_dir));
   PrivateDirectory spill;
-  VF_RETURN_IF_ERROR(spill.Create(SpillParent(options), ".vramflow-serve-spill-", options.cleanup));
+  VF_RETURN_IF_ERROR(spill.Create(SpillParent(options) + "/.vramflow-serve-spill-", options.cleanup));
   TransportOptions transport = options.transport;
   MemoryBudget budget(ServeMemory(options, &transport));
   ImageFileStore store(&budget, spill.path(), /*spill_all=*/false, ExtNames(options));
@@ -487,7 +449,7 @@ Status RunStreamerExtract(const StreamerOptions& options) {
   if (!dir.valid()) return Status::FromErrno("opening the images directory " + Printable(options.images_dir), errno);
   // Files are staged beside their place and moved in once the stream is verified.
   PrivateDirectory staging;
-  VF_RETURN_IF_ERROR(staging.Create(options.images_dir, ".vramflow-extract-", options.cleanup));
+  VF_RETURN_IF_ERROR(staging.Create(options.images_dir + "/.vramflow-extract-", options.cleanup));
   TransportOptions transport = options.transport;
   MemoryBudget budget(ServeMemory(options, &transport));
   ImageFileStore store(&budget, staging.path(), /*spill_all=*/true, ExtNames(options));

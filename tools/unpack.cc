@@ -2,7 +2,6 @@
 #include "tools/unpack.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include "common/endian.h"
 #include "common/owner_tag.h"
 #include "common/printable.h"
+#include "common/private_directory.h"
 #include "streamer/amdgpu_pages.h"
 #include "streamer/decode_ahead.h"
 #include "streamer/file_device.h"
@@ -63,8 +63,6 @@ Status MoveInto(int from_dir, const std::string& from, int to_dir, const std::st
   if (errno == EEXIST) return Status::AlreadyExists(Printable(shown) + " exists (use --force to overwrite)");
   return Status::FromErrno("moving the unpacked object into " + Printable(shown), errno);
 }
-
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 
 // fsync of a directory, so that the entries just moved into it survive a
 // power loss.
@@ -192,48 +190,20 @@ class SequentialVisitor final : public StreamVisitor {
 constexpr char kStagingMarker[] = ".vf-unpack-";
 class StagingDirectory {
  public:
-  ~StagingDirectory() {
-    fd_.Reset();
-    if (!path_.empty()) RemoveTree(path_);
-  }
   Status Create(const std::string& beside, CleanupRegistry* cleanup) {
     std::string base = beside.substr(beside.find_last_of('/') + 1);
     (void)SweepDeadTemporaries(ParentOf(beside), kStagingMarker);
-    std::string pattern = ParentOf(beside) + "/." + base + kStagingMarker + OwnerTag() + "-XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    // Created and registered in one step: an interrupt removes it, or it was
-    // never created. (mkdtemp picks the name, so the undo reads it from buf.)
-    auto name = std::make_shared<std::string>();
-    VF_ASSIGN_OR_RETURN(
-        entry_, CleanupEntry::Create(
-                    cleanup,
-                    [&] {
-                      if (!::mkdtemp(buf.data()))
-                        return Status::FromErrno("creating a staging directory beside '" + beside + "'", errno);
-                      *name = buf.data();
-                      return Status::Ok();
-                    },
-                    [name] { RemoveTree(*name); }));
-    path_ = *name;
-    fd_.Reset(::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd_.valid()) return Status::FromErrno("opening '" + path_ + "'", errno);
+    VF_RETURN_IF_ERROR(dir_.Create(ParentOf(beside) + "/." + base + kStagingMarker + OwnerTag() + "-", cleanup)
+                           .WithContext("staging beside " + Printable(beside)));
+    fd_.Reset(::open(dir_.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd_.valid()) return Status::FromErrno("opening " + Printable(dir_.path()), errno);
     return Status::Ok();
   }
   int fd() const { return fd_.get(); }
 
  private:
-  // Again while it is there: on an interrupt, the pipeline may still create
-  // a file in it between the walk and the final rmdir.
-  static void RemoveTree(const std::string& path) {
-    struct stat st;
-    for (int pass = 0; pass < 10 && ::lstat(path.c_str(), &st) == 0; ++pass)
-      ::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
-  }
-
-  std::string path_;
-  UniqueFd fd_;
-  CleanupEntry entry_;
+  PrivateDirectory dir_;
+  UniqueFd fd_;  // closed before dir_ removes the directory (members go in reverse order)
 };
 
 // Estimated bytes an unpack keeps for every object until the end, beyond
