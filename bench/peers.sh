@@ -6,7 +6,7 @@
 # ratio, compress and decompress MB/s. Benchmarks only; CI never runs this.
 #
 #   bench/peers.sh [SIZE] [FILE:DTYPE ...]    SIZE per generated kind, default 256M;
-#                                              DTYPE float32, bfloat16 or float16
+#                                              DTYPE float32, bfloat16, float16 or float8_e4m3fn
 #   REPEAT=5 bench/peers.sh                    runs per measurement (best of them; default 3)
 #   VRAMFLOW_BIN=build-x/vramflow bench/peers.sh
 #
