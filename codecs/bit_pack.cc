@@ -160,22 +160,9 @@ __attribute__((target("bmi2"))) void UnpackGroupsBmi2(const uint8_t* in, size_t 
 }
 #endif
 
-bool UseBmi2(IsaKernel kernel) {
-#if defined(__x86_64__)
-  if (kernel == IsaKernel::kAuto) {
-    static const bool fast = CpuHasFastPextPdep();  // a fact about the CPU, the same for every caller
-    return fast;
-  }
-  return kernel == IsaKernel::kBmi2;
-#else
-  (void)kernel;
-  return false;
-#endif
-}
-
 size_t Pack(unsigned width, const uint8_t* in, size_t groups, uint8_t varying, uint8_t* out, IsaKernel kernel) {
 #if defined(__x86_64__)
-  if (width > 0 && UseBmi2(kernel)) return PackGroupsBmi2(in, groups, varying, out);
+  if (width > 0 && UsesPextPdep(kernel)) return PackGroupsBmi2(in, groups, varying, out);
 #endif
   const Runs runs = VaryingRuns(varying);
   switch (width) {
@@ -195,7 +182,7 @@ void Unpack(unsigned width, const uint8_t* in, size_t groups, uint8_t varying, u
             IsaKernel kernel) {
   const uint64_t constant = constant_bits * 0x0101010101010101ull;
 #if defined(__x86_64__)
-  if (width > 0 && UseBmi2(kernel)) return UnpackGroupsBmi2(in, groups, varying, constant, out);
+  if (width > 0 && UsesPextPdep(kernel)) return UnpackGroupsBmi2(in, groups, varying, constant, out);
 #endif
   const Runs runs = VaryingRuns(varying);
   switch (width) {

@@ -42,4 +42,11 @@ inline bool CpuHasFastPextPdep() {
 #endif
 }
 
+// Whether `kernel` runs the PEXT/PDEP build (kAuto: where they are fast).
+inline bool UsesPextPdep(IsaKernel kernel) {
+  if (kernel != IsaKernel::kAuto) return kernel == IsaKernel::kBmi2;
+  static const bool fast = CpuHasFastPextPdep();  // a fact about the CPU, asked once
+  return fast;
+}
+
 }  // namespace vramflow
