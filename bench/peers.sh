@@ -40,8 +40,8 @@ work=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")
 trap 'rm -rf "$work"' EXIT
 
 inputs=()  # "PATH DTYPE LABEL"
-for kind in fp32 bf16 fp16 adam-m adam-v; do
-  case $kind in bf16) dtype=bfloat16 ;; fp16) dtype=float16 ;; *) dtype=float32 ;; esac
+for kind in fp32 bf16 fp16 fp8 adam-m adam-v; do
+  case $kind in bf16) dtype=bfloat16 ;; fp16) dtype=float16 ;; fp8) dtype=float8_e4m3fn ;; *) dtype=float32 ;; esac
   "$bin" gen -k "$kind" -s "$size" -o "$work/$kind.bin"
   inputs+=("$work/$kind.bin $dtype $kind")
 done

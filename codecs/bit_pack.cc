@@ -263,6 +263,40 @@ Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> 
   return static_cast<size_t>(out - dst.data());
 }
 
+size_t BitPackTopBitsBound(size_t size) { return kBitPackHeaderBytes + PackedBytes(size, 1); }
+
+size_t BitPackTopBits(std::span<const uint8_t> src, std::span<uint8_t> dst) {
+  const uint8_t* in = src.data();
+  const size_t n = src.size();
+  uint8_t* out = dst.data() + kBitPackHeaderBytes;
+  unsigned any_set = 0, any_clear = 0;  // over the bits packed
+  size_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 16 <= n; i += 16) {
+    const unsigned bits = static_cast<unsigned>(_mm_movemask_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+    any_set |= bits;
+    any_clear |= ~bits & 0xffff;
+    StoreLE16(out + i / 8, static_cast<uint16_t>(bits));
+  }
+#endif
+  for (; i < n; i += 8) {
+    const size_t count = std::min<size_t>(8, n - i);
+    unsigned bits = 0;
+    for (size_t k = 0; k < count; ++k) bits |= unsigned{in[i + k] >> 7} << k;
+    any_set |= bits;
+    any_clear |= ~bits & ((1u << count) - 1);
+    out[i / 8] = static_cast<uint8_t>(bits);
+  }
+  if (!any_set || !any_clear) {  // one value: a constant plane of 0s or of 1s
+    dst[0] = 0xff;
+    dst[1] = any_set ? 1 : 0;
+    return kBitPackHeaderBytes;
+  }
+  dst[0] = 0xfe;
+  dst[1] = 0;
+  return kBitPackHeaderBytes + PackedBytes(n, 1);
+}
+
 Status BitPackDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst, IsaKernel kernel) {
   if (!KernelRunsHere(kernel)) return Status::InvalidArgument("this CPU has no BMI2");
   if (src.size() < kBitPackHeaderBytes) return Status::Corruption("bitpack payload shorter than its 2-byte header");

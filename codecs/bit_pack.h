@@ -45,6 +45,14 @@ Result<size_t> BitPackCompress(std::span<const uint8_t> src, std::span<uint8_t> 
                                std::optional<uint8_t> constant_mask = std::nullopt,
                                IsaKernel kernel = IsaKernel::kAuto);
 
+// The payload BitPackCompress makes of the bytes src[i] >> 7 (the sign
+// plane of fp8 data, bit_planes.h), made from `src` itself in one pass,
+// without those bytes: [0xfe][0][one bit per byte], or [0xff][sign] when
+// every top bit is the same. `dst` must hold BitPackTopBitsBound(src.size());
+// returns the payload size.
+size_t BitPackTopBitsBound(size_t size);
+size_t BitPackTopBits(std::span<const uint8_t> src, std::span<uint8_t> dst);
+
 // Unpacks `src` into exactly dst.size() bytes; a payload of the wrong size,
 // constant bits outside the mask or non-zero padding bits are corruption.
 // `kernel` as for BitPackCompress, with PDEP.

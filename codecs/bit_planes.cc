@@ -136,9 +136,46 @@ void Join4(const uint8_t* const* p, size_t words, unsigned r, uint8_t* dst) {
   }
 }
 
+// Sign planes (fp8): plane 0 the low seven bits, plane 1 the top bit as 0 or 1.
+void SplitSigns(const uint8_t* src, size_t n, uint8_t* p0, uint8_t* p1) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i seven = _mm_set1_epi8(0x7f);
+  const __m128i zero = _mm_setzero_si128();
+  for (; i + 16 <= n; i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p0 + i), _mm_and_si128(v, seven));
+    if (p1) _mm_storeu_si128(reinterpret_cast<__m128i*>(p1 + i), _mm_sub_epi8(zero, _mm_cmplt_epi8(v, zero)));
+  }
+#endif
+  for (; i < n; ++i) {
+    p0[i] = src[i] & 0x7f;
+    if (p1) p1[i] = src[i] >> 7;
+  }
+}
+
+// The inverse; p0 may be dst. Only bit 0 of a sign byte and the low seven
+// bits of the other count, so every pair of planes decodes to something.
+void JoinSigns(const uint8_t* p0, const uint8_t* p1, size_t n, uint8_t* dst) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i seven = _mm_set1_epi8(0x7f);
+  const __m128i one = _mm_set1_epi8(1);
+  for (; i + 16 <= n; i += 16) {
+    const __m128i low = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + i)), seven);
+    const __m128i sign = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + i)), one);
+    // Sign bytes are 0 or 1 here, so a 16-bit shift by 7 moves each to
+    // bit 7 of its own byte.
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_or_si128(low, _mm_slli_epi16(sign, 7)));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = static_cast<uint8_t>((p0[i] & 0x7f) | (p1[i] & 1) << 7);
+}
+
 }  // namespace
 
 void SplitPlanes(TransformId t, const uint8_t* src, size_t n, uint8_t* const* planes) {
+  if (t == TransformId::kSignPlanes1) return SplitSigns(src, n, planes[0], planes[1]);
   const unsigned word = WordSize(t), r = RotationBits(t);
   if (r == 0) return GroupBytes(src, n, word, planes);
   if (word == 2) Split2(src, n / 2, r, planes[0], planes[1]);
@@ -146,6 +183,7 @@ void SplitPlanes(TransformId t, const uint8_t* src, size_t n, uint8_t* const* pl
 }
 
 void JoinPlanes(TransformId t, const uint8_t* const* planes, size_t n, uint8_t* dst) {
+  if (t == TransformId::kSignPlanes1) return JoinSigns(planes[0], planes[1], n, dst);
   const unsigned word = WordSize(t), r = RotationBits(t);
   if (r == 0) return UngroupBytes(planes, n, word, dst);
   if (word == 2) Join2(planes[0], planes[1], n / 2, r, dst);

@@ -12,6 +12,12 @@
 // whose distribution depends on the exponent, into the exponent's byte.
 // The encoder picks r per chunk from a sample (chunk_analysis.h).
 //
+// For 1-byte floats (fp8) the sign planes transform takes the top bit of
+// each byte out: plane 0 holds the seven bits of exponent and mantissa, whose
+// code then has half the symbols (and so fits Huffman's length limit with
+// less loss), plane 1 the sign as a byte 0 or 1, which bitpack stores at one
+// bit (BitPackTopBits makes that payload straight from the bytes).
+//
 // SplitPlanes / JoinPlanes also do plain byte grouping (r = 0), so callers
 // handle every planar transform the same way.
 #pragma once
@@ -23,12 +29,15 @@
 
 namespace vramflow {
 
-// Splits the first (n / w) * w bytes of src into w planes, w = WordSize(t),
-// t a planar transform (byte grouping or bit planes). planes[p] must have
-// room for n / w bytes.
+// Splits the first (n / w) * w bytes of src into PlaneCount(t) planes,
+// w = WordSize(t), t a planar transform (byte grouping, bit planes or sign
+// planes). planes[p] must have room for n / w bytes. For sign planes,
+// planes[1] may be null: only the seven-bit plane is made.
 void SplitPlanes(TransformId t, const uint8_t* src, size_t n, uint8_t* const* planes);
 
-// Inverse of SplitPlanes: writes n / w words into dst.
+// Inverse of SplitPlanes: writes n / w words into dst. For sign planes,
+// planes[0] may be dst itself, and only bit 0 of a sign byte and the low
+// seven bits of the other plane's bytes are used.
 void JoinPlanes(TransformId t, const uint8_t* const* planes, size_t n, uint8_t* dst);
 
 // The rotation on one 16-bit half, for the analysis and for tests.

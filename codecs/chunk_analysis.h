@@ -31,6 +31,8 @@ struct ChunkAnalysis {
   double bits_word2 = 8.0;
   double bits_word4 = 8.0;
   unsigned best_word = 1;  // 1 (no grouping), 2 or 4
+  // For best_word 1: kSignPlanes1 where the bytes look like fp8 values of
+  // both signs (each byte value about as frequent as its negation), else kNone.
   // For best_word 2 or 4: the planar transform with the smallest estimate,
   // byte grouping or bit planes with the best rotation (bit_planes.h), the
   // order-0 entropy of each of its planes (bits per byte) and the estimated

@@ -89,12 +89,13 @@ Status ParseTransformSpec(std::string_view spec, EncoderOptions* options) {
   else if (spec == "none") options->transform = TransformChoice::kNone;
   else if (spec == "bytegroup2" || spec == "bf16" || spec == "fp16") options->transform = TransformChoice::kByteGroup2;
   else if (spec == "bytegroup4" || spec == "fp32") options->transform = TransformChoice::kByteGroup4;
+  else if (spec == "signplanes1" || spec == "fp8") options->transform = TransformChoice::kSignPlanes1;
   else if (auto t = BitPlanesByName(spec)) {
     options->transform = TransformChoice::kBitPlanes;
     options->bit_planes = *t;
   } else {
     return Status::InvalidArgument("unknown transform '" + std::string(spec) +
-                                   "' (use auto, auto-fast, none, bytegroup2, bytegroup4, bitplanes2rR or bitplanes4rR with R 1..7)");
+                                   "' (use auto, auto-fast, none, bytegroup2, bytegroup4, signplanes1, bitplanes2rR or bitplanes4rR with R 1..7)");
   }
   return Status::Ok();
 }
@@ -114,6 +115,7 @@ std::string DescribeOptions(const EncoderOptions& o) {
   if (o.transform == TransformChoice::kByteGroup2) transform = "bytegroup2";
   if (o.transform == TransformChoice::kByteGroup4) transform = "bytegroup4";
   if (o.transform == TransformChoice::kBitPlanes) transform = TransformName(o.bit_planes);
+  if (o.transform == TransformChoice::kSignPlanes1) transform = TransformName(TransformId::kSignPlanes1);
   return codec + ", transform " + transform;
 }
 
@@ -121,7 +123,8 @@ size_t ChunkEncoder::MaxPayloadSize(size_t raw_size) {
   size_t whole = BlockCompressor::Bound(raw_size);
   size_t group2 = kPlaneEntryBytes * 2 + 2 * BlockCompressor::Bound(raw_size / 2) + 1;
   size_t group4 = kPlaneEntryBytes * 4 + 4 * BlockCompressor::Bound(raw_size / 4) + 3;
-  return std::max({whole, group2, group4});
+  size_t sign_planes = kPlaneEntryBytes * 2 + BlockCompressor::Bound(raw_size);  // signs packed within (EncodeSignPlanes)
+  return std::max({whole, group2, group4, sign_planes});
 }
 
 Status ChunkEncoder::EncodeInto(std::span<const uint8_t> raw, std::span<uint8_t> payload_buffer, EncodedChunk* out,
@@ -168,6 +171,7 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
         return Status::InvalidArgument("transform " + TransformName(options_.bit_planes) + " is not a bit-plane transform");
       transform = options_.bit_planes;
       break;
+    case TransformChoice::kSignPlanes1: transform = TransformId::kSignPlanes1; break;
     case TransformChoice::kAuto:
     case TransformChoice::kAutoFast:
       analysis = AnalyzeChunk(raw, options_.transform == TransformChoice::kAutoFast ? PlanePolicy::kKeepSpeed
@@ -183,6 +187,7 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
     CodecId codec = options_.codec == CodecChoice::kLz4       ? CodecId::kLz4
                     : options_.codec == CodecChoice::kHuffman ? CodecId::kHuffman
                                                               : CodecId::kZstd;
+    if (transform == TransformId::kSignPlanes1) return EncodeSignPlanes(codec, raw, out);
     if (word == 1) return EncodeWhole(codec, raw, out);
     CodecId plane_codecs[4] = {codec, codec, codec, codec};
     return EncodePlanar(transform, plane_codecs, raw, out);
@@ -193,6 +198,10 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
   // byte planes of words are close to i.i.d., so an order-0 coder gets their
   // entropy at a fraction of zstd's cost.
   if (!analysed) analysis = AnalyzeChunk(raw);
+  if (transform == TransformId::kSignPlanes1) {
+    if (analysis.entropy_all >= kIncompressibleBitsPerByte) return Status::Ok();
+    return EncodeSignPlanes(CodecId::kHuffman, raw, out);
+  }
   if (word == 1) {
     if (analysis.entropy_all >= kIncompressibleBitsPerByte) return Status::Ok();
     return EncodeWhole(CodecId::kZstd, raw, out);
@@ -277,20 +286,55 @@ Status ChunkEncoder::EncodePlanar(TransformId transform, const CodecId* plane_co
   return Status::Ok();
 }
 
+Status ChunkEncoder::EncodeSignPlanes(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out) {
+  const size_t n = raw.size();
+  const size_t table = kPlaneEntryBytes * 2;
+  // MaxPayloadSize leaves room for the coded plane at its worst; the signs
+  // fit behind any coded plane that is worth keeping.
+  std::span<uint8_t> dst = Output(MaxPayloadSize(n));
+  if (planes_.size() < n) planes_.resize(n);
+  uint8_t* plane_ptrs[2] = {planes_.data(), nullptr};  // the signs come from `raw`
+  SplitPlanes(TransformId::kSignPlanes1, raw.data(), n, plane_ptrs);
+  const std::span<const uint8_t> seven_bits(planes_.data(), n);
+  VF_ASSIGN_OR_RETURN(size_t stored, compressor_.Compress(codec, options_.zstd_level, seven_bits, dst.subspan(table)));
+  if (!WorthIt(stored, n)) {
+    codec = CodecId::kRaw;
+    stored = n;
+    std::memcpy(dst.data() + table, seven_bits.data(), n);
+  }
+  const size_t signs_at = table + stored;
+  if (dst.size() - signs_at < BitPackTopBitsBound(n)) return Status::Ok();  // keep raw
+  const size_t signs = BitPackTopBits(raw, dst.subspan(signs_at));
+  const CodecId codecs[2] = {codec, CodecId::kBitPack};
+  const size_t sizes[2] = {stored, signs};
+  for (unsigned p = 0; p < 2; ++p) {
+    uint8_t* entry = dst.data() + p * kPlaneEntryBytes;
+    entry[0] = static_cast<uint8_t>(codecs[p]);
+    entry[1] = entry[2] = entry[3] = 0;
+    StoreLE32(entry + 4, static_cast<uint32_t>(sizes[p]));
+  }
+  const size_t pos = signs_at + signs;
+  if (!WorthIt(pos, n)) return Status::Ok();  // keep raw
+  out->codec = CodecId::kPlanar;
+  out->transform = TransformId::kSignPlanes1;
+  out->payload = dst.first(pos);
+  return Status::Ok();
+}
+
 Status ReadPlaneTable(TransformId transform, std::span<const uint8_t> payload, uint64_t raw_size,
                       std::vector<PlaneInfo>* planes) {
   if (!IsKnownTransform(static_cast<uint8_t>(transform)))
     return Status::Corruption("unknown transform id " + std::to_string(static_cast<int>(transform)));
-  const unsigned word = WordSize(transform);
-  if (word < 2) return Status::Corruption("planar payload without a byte-grouping transform");
-  const size_t table = kPlaneEntryBytes * word;
+  const unsigned word = WordSize(transform), count = PlaneCount(transform);
+  if (count < 2) return Status::Corruption("planar payload without a planar transform");
+  const size_t table = kPlaneEntryBytes * count;
   if (payload.size() < table)
     return Status::Corruption("planar payload of " + std::to_string(payload.size()) + " bytes is shorter than its " +
                               std::to_string(table) + "-byte plane table");
   const uint64_t plane_size = raw_size / word;
   uint64_t total = table + raw_size % word;
   planes->clear();
-  for (unsigned p = 0; p < word; ++p) {
+  for (unsigned p = 0; p < count; ++p) {
     const uint8_t* entry = payload.data() + p * kPlaneEntryBytes;
     if (!IsPlaneCodec(entry[0]))
       return Status::Corruption("plane " + std::to_string(p) + " has unknown codec id " + std::to_string(entry[0]));
@@ -316,7 +360,7 @@ Status ChunkDecoder::Decode(CodecId codec, TransformId transform, std::span<cons
   if (!IsKnownCodec(static_cast<uint8_t>(codec)))
     return Status::Corruption("unknown codec id " + std::to_string(static_cast<int>(codec)));
   if (transform == TransformId::kNone) {
-    if (codec == CodecId::kPlanar) return Status::Corruption("planar codec without a byte-grouping transform");
+    if (codec == CodecId::kPlanar) return Status::Corruption("planar codec without a planar transform");
     return decompressor_.Decompress(codec, payload, dst);
   }
   if (codec != CodecId::kPlanar)
@@ -324,17 +368,22 @@ Status ChunkDecoder::Decode(CodecId codec, TransformId transform, std::span<cons
                               CodecName(codec));
   std::vector<PlaneInfo> planes;
   VF_RETURN_IF_ERROR(ReadPlaneTable(transform, payload, dst.size(), &planes));
-  const unsigned word = WordSize(transform);
+  const unsigned word = WordSize(transform), count = PlaneCount(transform);
   const size_t plane_size = dst.size() / word;
-  if (planes_.size() < plane_size * word) planes_.resize(plane_size * word);
+  // Sign planes decode their seven-bit plane into dst, where JoinPlanes
+  // reads it in place: the scratch holds no more than the chunk either way.
+  const bool sign_planes = transform == TransformId::kSignPlanes1;
+  const size_t scratch = sign_planes ? plane_size : plane_size * word;
+  if (planes_.size() < scratch) planes_.resize(scratch);
   const uint8_t* plane_ptrs[4];
-  size_t pos = kPlaneEntryBytes * word;
-  for (unsigned p = 0; p < word; ++p) {
+  size_t pos = kPlaneEntryBytes * count;
+  for (unsigned p = 0; p < count; ++p) {
     std::span<const uint8_t> src = payload.subspan(pos, planes[p].stored_bytes);
     if (planes[p].codec == CodecId::kRaw) {
       plane_ptrs[p] = src.data();  // decode straight from the payload
     } else {
-      std::span<uint8_t> plane(planes_.data() + p * plane_size, plane_size);
+      uint8_t* target = sign_planes ? (p == 0 ? dst.data() : planes_.data()) : planes_.data() + p * plane_size;
+      std::span<uint8_t> plane(target, plane_size);
       Status s = decompressor_.Decompress(planes[p].codec, src, plane);
       if (!s.ok()) return s.WithContext("plane " + std::to_string(p));
       plane_ptrs[p] = plane.data();

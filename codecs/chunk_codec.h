@@ -29,8 +29,8 @@ enum class CodecChoice { kAuto, kRaw, kLz4, kZstd, kHuffman };
 // kAuto: byte grouping or bit planes per chunk, whichever is estimated
 // smallest; kAutoFast: the same among layouts that entropy-code no more
 // planes than byte grouping (PlanePolicy); kBitPlanes: the transform in
-// EncoderOptions::bit_planes.
-enum class TransformChoice { kAuto, kNone, kByteGroup2, kByteGroup4, kBitPlanes, kAutoFast };
+// EncoderOptions::bit_planes; kSignPlanes1: fp8's sign planes on every chunk.
+enum class TransformChoice { kAuto, kNone, kByteGroup2, kByteGroup4, kBitPlanes, kAutoFast, kSignPlanes1 };
 
 struct EncoderOptions {
   CodecChoice codec = CodecChoice::kAuto;
@@ -46,8 +46,8 @@ struct EncoderOptions {
 // "auto:LEVEL" (the zstd level auto uses for chunks it does not byte-group).
 // Levels may be negative ("zstd:-5").
 Status ParseCodecSpec(std::string_view spec, EncoderOptions* options);
-// Parses "auto", "auto-fast", "none", "bytegroup2" (alias "bf16"/"fp16"), "bytegroup4" (alias "fp32")
-// or a bit-plane transform "bitplanes2rR" / "bitplanes4rR" (R = 1..7).
+// Parses "auto", "auto-fast", "none", "bytegroup2" (alias "bf16"/"fp16"), "bytegroup4" (alias "fp32"),
+// "signplanes1" (alias "fp8") or a bit-plane transform "bitplanes2rR" / "bitplanes4rR" (R = 1..7).
 Status ParseTransformSpec(std::string_view spec, EncoderOptions* options);
 std::string DescribeOptions(const EncoderOptions& options);
 
@@ -96,6 +96,9 @@ class ChunkEncoder {
   // bits are about as many as its entropy go to bitpack instead.
   Status EncodePlanar(TransformId transform, const CodecId* plane_codecs, std::span<const uint8_t> raw,
                       EncodedChunk* out, const double* plane_entropy = nullptr);
+  // Sign planes (fp8): the seven-bit plane coded with `codec`, the signs
+  // bit-packed after it (always: one bit per byte is what they hold).
+  Status EncodeSignPlanes(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out);
   std::span<uint8_t> Output(size_t size);
 
   EncoderOptions options_;

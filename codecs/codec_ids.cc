@@ -13,7 +13,7 @@ bool IsPlaneCodec(uint8_t id) { return IsKnownCodec(id) && id != static_cast<uin
 
 bool IsKnownTransform(uint8_t id) {
   if (id == static_cast<uint8_t>(TransformId::kNone) || id == static_cast<uint8_t>(TransformId::kByteGroup2) ||
-      id == static_cast<uint8_t>(TransformId::kByteGroup4))
+      id == static_cast<uint8_t>(TransformId::kByteGroup4) || id == static_cast<uint8_t>(TransformId::kSignPlanes1))
     return true;
   const unsigned word = id >> 4, rotation = id & 0x0f;
   return (word == 2 || word == 4) && rotation >= 1 && rotation <= 7;
@@ -24,6 +24,8 @@ unsigned WordSize(TransformId t) {
   if (id == 0) return 1;
   return id < 0x10 ? id : id >> 4;
 }
+
+unsigned PlaneCount(TransformId t) { return t == TransformId::kSignPlanes1 ? 2 : WordSize(t); }
 
 unsigned RotationBits(TransformId t) {
   const auto id = static_cast<unsigned>(t);
@@ -47,6 +49,7 @@ std::string TransformName(TransformId id) {
     case TransformId::kNone: return "none";
     case TransformId::kByteGroup2: return "bytegroup2";
     case TransformId::kByteGroup4: return "bytegroup4";
+    case TransformId::kSignPlanes1: return "signplanes1";
     default: break;
   }
   if (IsKnownTransform(static_cast<uint8_t>(id)))

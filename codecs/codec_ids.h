@@ -21,6 +21,8 @@ enum class CodecId : uint8_t {
 
 // How a planar payload's planes are made from the chunk's words.
 // 2 and 4: byte grouping; the value is the word size.
+// 0x10: sign planes for 1-byte floats (fp8): the top bit of every byte
+// leaves the other seven (docs/FORMAT.md, section 8.5).
 // 0x21..0x27 and 0x41..0x47: bit planes for floats. The high nibble is the
 // word size (2 or 4) and the low three bits a rotation r (1..7): the 16 bits
 // that hold sign and exponent (the whole word for bf16/fp16, the upper half
@@ -31,6 +33,7 @@ enum class TransformId : uint8_t {
   kNone = 0,
   kByteGroup2 = 2,  // bf16 / fp16: planes of low and high bytes
   kByteGroup4 = 4,  // fp32: four planes, one per byte position
+  kSignPlanes1 = 0x10,  // fp8: plane 0 the low seven bits of each byte, plane 1 its top (sign) bit, 0 or 1
   kBitPlanes2R1 = 0x21,  // 2-byte words rotated left by 1 (bf16: exponent byte, sign+mantissa byte) ... R7 = 0x27
   kBitPlanes4R1 = 0x41,  // 4-byte words, upper half rotated left by 1 (fp32: exponent byte) ... R7 = 0x47
 };
@@ -45,9 +48,13 @@ bool IsPlaneCodec(uint8_t id);  // a codec allowed inside a planar payload
 bool IsKnownTransform(uint8_t id);
 std::string CodecName(CodecId id);
 std::string TransformName(TransformId id);
-// Word size of a known transform: 1 for none, else 2 or 4.
+// Word size of a known transform: 1 for none and sign planes, else 2 or 4.
 unsigned WordSize(TransformId t);
-// Rotation of a bit-plane transform (1..7); 0 for none and byte grouping.
+// Planes of a planar payload with transform t, each of raw_size / WordSize(t)
+// bytes: the word size for byte grouping and bit planes, 2 for sign planes,
+// 1 for none (no planar payload).
+unsigned PlaneCount(TransformId t);
+// Rotation of a bit-plane transform (1..7); 0 for the others.
 unsigned RotationBits(TransformId t);
 
 }  // namespace vramflow

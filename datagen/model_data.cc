@@ -59,8 +59,10 @@ uint64_t KindSalt(DataKind kind) { return 0x5bd1e995ULL * (static_cast<uint64_t>
 
 // The value of element `index` of a float-valued kind.
 float ElementValue(DataKind kind, uint64_t seed, uint64_t index) {
-  // bf16 and fp16 are copies of the fp32 weights: same sequence of values.
-  DataKind source = (kind == DataKind::kBf16Weights || kind == DataKind::kFp16Weights) ? DataKind::kFp32Weights : kind;
+  // bf16, fp16 and fp8 are copies of the fp32 weights: same sequence of values.
+  DataKind source = (kind == DataKind::kBf16Weights || kind == DataKind::kFp16Weights || kind == DataKind::kFp8Weights)
+                        ? DataKind::kFp32Weights
+                        : kind;
   uint64_t r = Mix64(seed ^ KindSalt(source) ^ Mix64(index));
   double z = Normal().Sample(r);
   switch (source) {
@@ -76,6 +78,7 @@ float ElementValue(DataKind kind, uint64_t seed, uint64_t index) {
 uint32_t FloatBits(DataKind kind, float f) {
   if (kind == DataKind::kBf16Weights) return FloatToBf16(f);
   if (kind == DataKind::kFp16Weights) return FloatToFp16(f);
+  if (kind == DataKind::kFp8Weights) return FloatToFp8E4M3(f * kFp8WeightScale);
   return std::bit_cast<uint32_t>(f);
 }
 
@@ -112,6 +115,7 @@ unsigned ElementSize(DataKind kind) {
   switch (kind) {
     case DataKind::kBf16Weights:
     case DataKind::kFp16Weights: return 2;
+    case DataKind::kFp8Weights: return 1;
     case DataKind::kZeros:
     case DataKind::kRandom: return 8;
     default: return 4;
@@ -150,9 +154,25 @@ uint16_t FloatToFp16(float f) {
   return static_cast<uint16_t>(sign | half);
 }
 
+uint8_t FloatToFp8E4M3(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  const auto sign = static_cast<uint8_t>(bits >> 24 & 0x80);
+  const uint32_t abs = bits & 0x7fffffff;
+  if (abs > 0x7f800000) return sign | 0x7f;   // NaN
+  if (abs >= 0x43e00000) return sign | 0x7e;  // >= 448 (and infinity): saturated
+  if (abs >= 0x3c800000) {  // >= 2^-6, a normal e4m3: rebias the exponent, round to nearest even
+    uint32_t m = abs - ((127u - 7u) << 23);
+    m += 0x7ffff + ((m >> 20) & 1);
+    return static_cast<uint8_t>(sign | (m >> 20));  // below 448, so at most 448 after rounding
+  }
+  // A subnormal counts units of 2^-9; 8 units is the smallest normal, whose
+  // encoding follows the subnormals' directly.
+  return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(std::bit_cast<float>(abs) * 512.0f)));
+}
+
 std::vector<DataKind> AllDataKinds() {
-  return {DataKind::kFp32Weights, DataKind::kBf16Weights, DataKind::kFp16Weights, DataKind::kAdamM,
-          DataKind::kAdamV,       DataKind::kZeros,       DataKind::kRandom};
+  return {DataKind::kFp32Weights, DataKind::kBf16Weights, DataKind::kFp16Weights, DataKind::kFp8Weights,
+          DataKind::kAdamM,       DataKind::kAdamV,       DataKind::kZeros,       DataKind::kRandom};
 }
 
 std::string DataKindName(DataKind kind) {
@@ -160,6 +180,7 @@ std::string DataKindName(DataKind kind) {
     case DataKind::kFp32Weights: return "fp32";
     case DataKind::kBf16Weights: return "bf16";
     case DataKind::kFp16Weights: return "fp16";
+    case DataKind::kFp8Weights: return "fp8";
     case DataKind::kAdamM: return "adam-m";
     case DataKind::kAdamV: return "adam-v";
     case DataKind::kZeros: return "zeros";
@@ -190,6 +211,7 @@ void GenerateTrainingState(DataKind kind, uint64_t seed, uint32_t step, uint64_t
   while (pos < out.size()) {
     uint8_t element[8];
     if (kind == DataKind::kRandom) StoreLE64(element, Mix64(seed ^ KindSalt(kind) ^ Mix64(index)));
+    else if (size == 1) element[0] = static_cast<uint8_t>(FloatBits(kind, ElementValueAtStep(kind, seed, step, index)));
     else if (size == 2) StoreLE16(element, static_cast<uint16_t>(FloatBits(kind, ElementValueAtStep(kind, seed, step, index))));
     else StoreLE32(element, FloatBits(kind, ElementValueAtStep(kind, seed, step, index)));
     size_t take = std::min<size_t>(size - skip, out.size() - pos);

@@ -33,6 +33,7 @@ gen adam-m 8K 4
 gen adam-v 8K 5
 gen zeros 12K
 gen random 6K 6
+gen fp8 12K 7
 # Zeros in the middle of data: a zero run between DATA frames.
 cat "$work/bf16.bin" "$work/zeros.bin" "$work/random.bin" > "$work/mixed.bin"
 # Text: compressible by every codec (model-like data often is not, for lz4).
@@ -53,6 +54,8 @@ pack bg2-zstd --codec zstd --transform bytegroup2 bf16.bin fp16.bin odd.bin
 pack bg4-lz4 --codec lz4 --transform bytegroup4 fp32.bin odd.bin text.bin
 pack bg4-huffman --codec huffman --transform bytegroup4 fp32.bin adam-v.bin
 pack bg2-raw --codec raw --transform bytegroup2 fp16.bin
+pack signplanes-auto fp8.bin
+pack signplanes-lz4 --codec lz4 --transform fp8 fp8.bin
 pack auto-all --codec auto adam-m.bin adam-v.bin zeros.bin random.bin odd.bin text.bin
 pack single-zeros zeros.bin
 pack single-random --codec auto random.bin

@@ -47,6 +47,7 @@ Change ChangeFor(DataKind kind) {
     case DataKind::kAdamM:
     case DataKind::kAdamV: return Change::kPerturb;
     case DataKind::kFp16Weights:
+    case DataKind::kFp8Weights:
     case DataKind::kRandom: return Change::kRewrite;
     case DataKind::kZeros: return Change::kFillEighth;
     case DataKind::kBf16Weights: return Change::kNone;

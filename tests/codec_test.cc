@@ -32,7 +32,7 @@ const std::vector<std::string>& CodecSpecs() {
 }
 const std::vector<std::string>& TransformSpecs() {
   static const std::vector<std::string> specs = {"none", "bytegroup2", "bytegroup4", "bitplanes2r1", "bitplanes2r7",
-                                                 "bitplanes4r3", "bitplanes4r7", "auto-fast", "auto"};
+                                                 "bitplanes4r3", "bitplanes4r7", "fp8", "auto-fast", "auto"};
   return specs;
 }
 
@@ -87,8 +87,15 @@ void ExpectRoundTrip(ChunkEncoder& encoder, ChunkDecoder& decoder, std::span<con
     if (chunk.codec == CodecId::kPlanar) {
       std::vector<PlaneInfo> planes;
       ASSERT_TRUE(ReadPlaneTable(chunk.transform, chunk.payload, raw.size(), &planes).ok()) << what;
-      for (const PlaneInfo& p : planes)
-        EXPECT_TRUE(p.codec == *forced || p.codec == CodecId::kRaw) << what << ": plane codec " << CodecName(p.codec);
+      for (size_t i = 0; i < planes.size(); ++i) {
+        // Sign planes keep their signs bit-packed whatever the codec: one bit a byte is all they hold.
+        if (chunk.transform == TransformId::kSignPlanes1 && i == 1) {
+          EXPECT_EQ(planes[i].codec, CodecId::kBitPack) << what;
+          continue;
+        }
+        EXPECT_TRUE(planes[i].codec == *forced || planes[i].codec == CodecId::kRaw)
+            << what << ": plane codec " << CodecName(planes[i].codec);
+      }
     } else {
       EXPECT_TRUE(chunk.codec == *forced || chunk.codec == CodecId::kRaw) << what << ": codec " << CodecName(chunk.codec);
     }
@@ -102,6 +109,9 @@ void ExpectRoundTrip(ChunkEncoder& encoder, ChunkDecoder& decoder, std::span<con
     }
     if (o.transform == TransformChoice::kBitPlanes) {
       EXPECT_EQ(chunk.transform, o.bit_planes) << what;
+    }
+    if (o.transform == TransformChoice::kSignPlanes1) {
+      EXPECT_EQ(chunk.transform, TransformId::kSignPlanes1) << what;
     }
     if (o.transform == TransformChoice::kNone) ADD_FAILURE() << what << ": transform none produced a planar chunk";
   }

@@ -50,7 +50,7 @@ Moments Measure(const std::vector<float>& v) {
 }
 
 TEST(ModelDataTest, KindNamesRoundTrip) {
-  EXPECT_EQ(AllDataKinds().size(), 7u);
+  EXPECT_EQ(AllDataKinds().size(), 8u);
   for (DataKind kind : AllDataKinds()) {
     std::optional<DataKind> parsed = ParseDataKind(DataKindName(kind));
     ASSERT_TRUE(parsed.has_value()) << DataKindName(kind);
@@ -155,7 +155,45 @@ TEST(ModelDataTest, HalfPrecisionKindsAreRoundedFp32Weights) {
   }
 }
 
+TEST(ModelDataTest, Fp8KindIsScaledRoundedFp32Weights) {
+  const size_t n = 1 << 16;
+  std::vector<float> f = Floats(DataKind::kFp32Weights, 3, n);
+  std::vector<uint8_t> e4m3 = Generate(DataKind::kFp8Weights, 3, 0, n);
+  size_t negative = 0, saturated = 0;
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(e4m3[i], FloatToFp8E4M3(f[i] * kFp8WeightScale)) << "element " << i;
+    negative += e4m3[i] >> 7;
+    saturated += (e4m3[i] & 0x7f) == 0x7e;
+  }
+  // Symmetric about zero, and 5 standard deviations to the largest value:
+  // about 6 in 10 million saturate.
+  EXPECT_NEAR(static_cast<double>(negative) / n, 0.5, 0.01);
+  EXPECT_LE(saturated, 2u);
+}
+
 float FromBits(uint32_t bits) { return std::bit_cast<float>(bits); }
+
+TEST(FloatConversionTest, Fp8E4M3KnownValues) {
+  EXPECT_EQ(FloatToFp8E4M3(1.0f), 0x38);    // exponent 7 (bias 7), mantissa 0
+  EXPECT_EQ(FloatToFp8E4M3(-1.0f), 0xb8);
+  EXPECT_EQ(FloatToFp8E4M3(0.0f), 0x00);
+  EXPECT_EQ(FloatToFp8E4M3(-0.0f), 0x80);
+  EXPECT_EQ(FloatToFp8E4M3(1.125f), 0x39);  // one mantissa step
+  EXPECT_EQ(FloatToFp8E4M3(448.0f), 0x7e);  // largest finite
+  EXPECT_EQ(FloatToFp8E4M3(1000.0f), 0x7e);  // saturated
+  EXPECT_EQ(FloatToFp8E4M3(-std::numeric_limits<float>::infinity()), 0xfe);
+  EXPECT_EQ(FloatToFp8E4M3(std::numeric_limits<float>::quiet_NaN()) & 0x7f, 0x7f);
+  EXPECT_EQ(FloatToFp8E4M3(0.015625f), 0x08);  // 2^-6, smallest normal
+  EXPECT_EQ(FloatToFp8E4M3(0.001953125f), 0x01);  // 2^-9, smallest subnormal
+  EXPECT_EQ(FloatToFp8E4M3(0.0009765625f), 0x00);  // half of it: a tie, to even (zero)
+  EXPECT_EQ(FloatToFp8E4M3(0.0029296875f), 0x02);  // 1.5 units: a tie, to even (2)
+  // Ties between normals go to the even mantissa.
+  EXPECT_EQ(FloatToFp8E4M3(1.0625f), 0x38);   // between 1 and 1.125
+  EXPECT_EQ(FloatToFp8E4M3(1.1875f), 0x3a);   // between 1.125 and 1.25
+  EXPECT_EQ(FloatToFp8E4M3(0.0146484375f), 0x08);  // 7.5 subnormal units rounds up to the smallest normal
+  EXPECT_EQ(FloatToFp8E4M3(432.0f), 0x7e);    // tie between 416 and 448, to even (448)
+  EXPECT_EQ(FloatToFp8E4M3(431.0f), 0x7d);
+}
 
 TEST(FloatConversionTest, Bf16KnownValues) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);

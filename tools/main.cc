@@ -372,7 +372,7 @@ int Main(int argc, char** argv) {
   std::string gen_kind = "bf16", gen_size = "64M", gen_output;
   uint64_t gen_seed = 1;
   CLI::App* gen_cmd = app.add_subcommand("gen", "Write model-like test data (see docs/DATA.md)");
-  gen_cmd->add_option("-k,--kind", gen_kind, "fp32, bf16, fp16, adam-m, adam-v, zeros or random")->capture_default_str();
+  gen_cmd->add_option("-k,--kind", gen_kind, "fp32, bf16, fp16, fp8, adam-m, adam-v, zeros or random")->capture_default_str();
   gen_cmd->add_option("-s,--size", gen_size, "bytes to write")->capture_default_str()->check(SizeValidator());
   gen_cmd->add_option("--seed", gen_seed, "seed; same seed, same bytes")->capture_default_str();
   uint32_t gen_step = 0;

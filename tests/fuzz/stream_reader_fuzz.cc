@@ -87,6 +87,7 @@ constexpr Combo kCombos[] = {
     {CodecId::kPlanar, static_cast<TransformId>(0x21)}, {CodecId::kPlanar, static_cast<TransformId>(0x23)},
     {CodecId::kPlanar, static_cast<TransformId>(0x27)}, {CodecId::kPlanar, static_cast<TransformId>(0x41)},
     {CodecId::kPlanar, static_cast<TransformId>(0x44)}, {CodecId::kPlanar, static_cast<TransformId>(0x47)},
+    {CodecId::kPlanar, TransformId::kSignPlanes1},
 };
 
 // Decodes and cross-checks one payload; returns the decode status.
@@ -98,7 +99,7 @@ Status DecodeOne(ChunkDecoder& decoder, Combo combo, std::span<const uint8_t> pa
     std::vector<PlaneInfo> planes;
     Status table = ReadPlaneTable(combo.transform, payload, raw_size, &planes);
     if (s.ok()) FUZZ_CHECK(table.ok(), table);  // "fails on a malformed table exactly as Decode() would"
-    if (table.ok()) FUZZ_CHECK(planes.size() == WordSize(combo.transform));
+    if (table.ok()) FUZZ_CHECK(planes.size() == PlaneCount(combo.transform));
   }
   if (s.ok()) Touch(out);
   return s;
