@@ -158,8 +158,9 @@ struct DumpFlags {
                     "zstd:LEVEL (negative levels are faster), huffman, auto:LEVEL (zstd level used by auto)")
         ->capture_default_str();
     cmd->add_option("-t,--transform", transform,
-                    "byte grouping / bit planes: auto (detect 2/4-byte words and the smallest plane layout per chunk), "
-                    "auto-fast, none, bytegroup2 (bf16/fp16), bytegroup4 (fp32), bitplanes2rR / bitplanes4rR (R 1..7); "
+                    "byte grouping / bit planes: auto (detect 2/4-byte words and the smallest plane layout per chunk, "
+                    "or fp8), auto-fast, none, bytegroup2 (bf16/fp16), bytegroup4 (fp32), signplanes1 (fp8), "
+                    "bitplanes2rR / bitplanes4rR (R 1..7); "
                     "default: auto with --codec auto, none otherwise");
     cmd->add_option("--chunk-size", chunk_size, "raw bytes per chunk (max 64M)")->capture_default_str()->check(SizeValidator());
     cmd->add_flag("--no-dedup", no_dedup, "write identical chunks in full instead of as references");
