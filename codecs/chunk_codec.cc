@@ -297,11 +297,8 @@ Status ChunkEncoder::EncodeSignPlanes(CodecId codec, std::span<const uint8_t> ra
   SplitPlanes(TransformId::kSignPlanes1, raw.data(), n, plane_ptrs);
   const std::span<const uint8_t> seven_bits(planes_.data(), n);
   VF_ASSIGN_OR_RETURN(size_t stored, compressor_.Compress(codec, options_.zstd_level, seven_bits, dst.subspan(table)));
-  if (!WorthIt(stored, n)) {
-    codec = CodecId::kRaw;
-    stored = n;
-    std::memcpy(dst.data() + table, seven_bits.data(), n);
-  }
+  // Stored raw, the seven bits and the signs would be larger than the chunk.
+  if (!WorthIt(stored, n)) return Status::Ok();  // keep raw
   const size_t signs_at = table + stored;
   if (dst.size() - signs_at < BitPackTopBitsBound(n)) return Status::Ok();  // keep raw
   const size_t signs = BitPackTopBits(raw, dst.subspan(signs_at));
