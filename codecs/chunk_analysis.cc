@@ -78,27 +78,34 @@ struct PlanePair {
   double entropy[2];  // low byte, high byte of the rotated half
   double bits;        // estimated coded bits for both bytes
   unsigned coded;     // how many of the two are entropy coded (not raw)
+  std::array<uint64_t, 256> counts[2];  // low byte, high byte
 };
 
-// Entropy and estimated size of the two byte planes of the halves in
-// `halves` rotated left by r (0 = byte grouping), a plane stored raw when
-// its entropy reaches kIncompressibleBitsPerByte, coded with Huffman otherwise.
-PlanePair RotatedPlanes(const HalfHistogram& halves, unsigned r) {
-  std::array<uint64_t, 256> low{}, high{};
+// Histograms and entropies of the two byte planes of the halves in `halves`
+// rotated left by r (0 = byte grouping). PricePlanes adds the estimate.
+void RotatedPlanes(const HalfHistogram& halves, unsigned r, PlanePair* pair) {
+  auto& low = pair->counts[0];
+  auto& high = pair->counts[1];
+  low.fill(0);
+  high.fill(0);
   for (uint32_t k = 0; k < halves.size(); ++k) {
     if (!halves[k]) continue;
     uint16_t v = RotateLeft16(static_cast<uint16_t>(k << kUncountedBits), r);
     high[v >> 8] += halves[k];
     low[v & 0xff] += halves[k];
   }
-  PlanePair pair;
-  pair.entropy[0] = std::min(8.0, Entropy64(low) + kUncountedBits);
-  pair.entropy[1] = Entropy64(high);
-  double low_bits = pair.entropy[0] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(low) + kUncountedBits;
-  double high_bits = pair.entropy[1] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(high);
-  pair.bits = std::min(8.0, low_bits) + std::min(8.0, high_bits);
-  pair.coded = (low_bits < 8.0) + (high_bits < 8.0);
-  return pair;
+  pair->entropy[0] = std::min(8.0, Entropy64(low) + kUncountedBits);
+  pair->entropy[1] = Entropy64(high);
+}
+
+// The estimated size of both planes: a plane stored raw when its entropy
+// reaches kIncompressibleBitsPerByte, coded with Huffman otherwise. Never
+// below entropy[0] + entropy[1] (no code is shorter than the entropy).
+void PricePlanes(PlanePair* pair) {
+  double low_bits = pair->entropy[0] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(pair->counts[0]) + kUncountedBits;
+  double high_bits = pair->entropy[1] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(pair->counts[1]);
+  pair->bits = std::min(8.0, low_bits) + std::min(8.0, high_bits);
+  pair->coded = (low_bits < 8.0) + (high_bits < 8.0);
 }
 
 // Whether bytes with this histogram look like 1-byte floats of both signs:
@@ -203,16 +210,31 @@ ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
   // kKeepSpeed allows no layout that codes more of them.
   const double* upper = a.best_word == 2 ? a.entropy_mod2.data() : a.entropy_mod4.data() + 2;
   const unsigned grouping_coded = (upper[0] < kIncompressibleBitsPerByte) + (upper[1] < kIncompressibleBitsPerByte);
-  PlanePair best_pair{};
-  unsigned best_rotation = 0;
+  // Every rotation's entropies first; then Huffman prices (a code built per
+  // plane, the costly part) in order of those lower bounds, until the bound
+  // alone rules the rest out. The choice is that of pricing them all: the
+  // smallest estimate, the smaller rotation on a tie, r = 0 always allowed.
+  std::array<PlanePair, kMaxAnalysedRotation + 1> pairs;
+  std::array<unsigned, kMaxAnalysedRotation + 1> order;
   for (unsigned r = 0; r <= kMaxAnalysedRotation; ++r) {
-    PlanePair pair = RotatedPlanes(words, r);
-    if (r > 0 && policy == PlanePolicy::kKeepSpeed && pair.coded > grouping_coded) continue;
-    if (r == 0 || pair.bits < best_pair.bits) {
-      best_pair = pair;
-      best_rotation = r;
-    }
+    RotatedPlanes(words, r, &pairs[r]);
+    order[r] = r;
   }
+  auto bound = [&](unsigned r) { return pairs[r].entropy[0] + pairs[r].entropy[1]; };
+  std::stable_sort(order.begin(), order.end(), [&](unsigned x, unsigned y) { return bound(x) < bound(y); });
+  constexpr double kRounding = 1e-9;  // entropies and prices are sums of doubles
+  int best_rotation = -1;
+  for (unsigned r : order) {
+    if (best_rotation >= 0 && bound(r) > pairs[best_rotation].bits + kRounding) break;  // nor any after it
+    PricePlanes(&pairs[r]);
+    if (r > 0 && policy == PlanePolicy::kKeepSpeed && pairs[r].coded > grouping_coded) continue;
+    if (best_rotation < 0 || pairs[r].bits < pairs[best_rotation].bits ||
+        (pairs[r].bits == pairs[best_rotation].bits && r < static_cast<unsigned>(best_rotation)))
+      best_rotation = static_cast<int>(r);
+  }
+  // r = 0 is never ruled out by the policy, and the loop stops early only
+  // once it has a choice: best_rotation is set.
+  const PlanePair& best_pair = pairs[best_rotation];
   a.best_transform = best_rotation == 0 ? static_cast<TransformId>(a.best_word)
                                         : BitPlanesTransform(a.best_word, best_rotation);
   if (best_rotation == 0) {  // the exact entropies of the byte planes
