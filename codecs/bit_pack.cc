@@ -282,7 +282,7 @@ size_t BitPackTopBits(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   for (; i < n; i += 8) {
     const size_t count = std::min<size_t>(8, n - i);
     unsigned bits = 0;
-    for (size_t k = 0; k < count; ++k) bits |= unsigned{in[i + k] >> 7} << k;
+    for (size_t k = 0; k < count; ++k) bits |= static_cast<unsigned>(in[i + k] >> 7) << k;
     any_set |= bits;
     any_clear |= ~bits & ((1u << count) - 1);
     out[i / 8] = static_cast<uint8_t>(bits);
