@@ -24,13 +24,6 @@ namespace {
 
 constexpr TransformId kSigns = TransformId::kSignPlanes1;
 
-std::vector<uint8_t> Bytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
-
 TEST(SignPlanesTest, TransformIdAndPlanes) {
   EXPECT_EQ(static_cast<int>(kSigns), 0x10);
   EXPECT_TRUE(IsKnownTransform(0x10));
@@ -50,7 +43,7 @@ TEST(SignPlanesTest, SplitMatchesTheDefinitionAndJoinInvertsItForEveryLength) {
   std::vector<uint8_t> every(256);
   for (int v = 0; v < 256; ++v) every[v] = static_cast<uint8_t>(v);
   std::vector<std::vector<uint8_t>> inputs = {every};
-  for (size_t n : {0, 1, 2, 15, 16, 17, 31, 33, 64, 100, 4099}) inputs.push_back(Bytes(n, n));
+  for (size_t n : {0, 1, 2, 15, 16, 17, 31, 33, 64, 100, 4099}) inputs.push_back(testing::RandomBytes(n, n));
   for (const std::vector<uint8_t>& src : inputs) {
     const size_t n = src.size();
     const std::string what = "n " + std::to_string(n);
@@ -83,7 +76,7 @@ TEST(SignPlanesTest, JoinUsesOnlyTheBitsThatCount) {
   // A hostile payload may decode planes with any bytes: the result is still
   // defined, from bit 0 of the sign and the low seven bits of the other.
   for (size_t n : {5, 16, 40}) {
-    std::vector<uint8_t> low = Bytes(n, 1), sign = Bytes(n, 2), dst(n);
+    std::vector<uint8_t> low = testing::RandomBytes(n, 1), sign = testing::RandomBytes(n, 2), dst(n);
     const uint8_t* planes[2] = {low.data(), sign.data()};
     JoinPlanes(kSigns, planes, n, dst.data());
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(dst[i], (low[i] & 0x7f) | (sign[i] & 1) << 7) << "n " << n << " i " << i;
@@ -92,8 +85,8 @@ TEST(SignPlanesTest, JoinUsesOnlyTheBitsThatCount) {
 
 TEST(SignPlanesTest, TopBitsPayloadIsWhatBitpackMakesOfTheSignPlane) {
   std::vector<std::vector<uint8_t>> inputs;
-  for (size_t n = 0; n <= 70; ++n) inputs.push_back(Bytes(n, 100 + n));
-  inputs.push_back(Bytes(4099, 7));
+  for (size_t n = 0; n <= 70; ++n) inputs.push_back(testing::RandomBytes(n, 100 + n));
+  inputs.push_back(testing::RandomBytes(4099, 7));
   inputs.push_back(std::vector<uint8_t>(33, 0x45));  // every sign 0
   inputs.push_back(std::vector<uint8_t>(33, 0xC5));  // every sign 1
   inputs.push_back(std::vector<uint8_t>(1, 0x80));
