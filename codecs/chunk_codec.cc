@@ -64,6 +64,13 @@ std::optional<uint8_t> PackingIsAsSmall(std::span<const uint8_t> plane, double e
   return std::nullopt;
 }
 
+// One entry of a planar payload's plane table (docs/FORMAT.md 8.2).
+void WritePlaneEntry(uint8_t* entry, CodecId codec, size_t stored) {
+  entry[0] = static_cast<uint8_t>(codec);
+  entry[1] = entry[2] = entry[3] = 0;
+  StoreLE32(entry + 4, static_cast<uint32_t>(stored));
+}
+
 }  // namespace
 
 Status ParseCodecSpec(std::string_view spec, EncoderOptions* options) {
@@ -271,10 +278,7 @@ Status ChunkEncoder::EncodePlanar(TransformId transform, const CodecId* plane_co
       stored = plane_size;
       if (p >= placed) std::memcpy(dst.data() + pos, plane.data(), plane_size);
     }
-    uint8_t* entry = dst.data() + p * kPlaneEntryBytes;
-    entry[0] = static_cast<uint8_t>(codec);
-    entry[1] = entry[2] = entry[3] = 0;
-    StoreLE32(entry + 4, static_cast<uint32_t>(stored));
+    WritePlaneEntry(dst.data() + p * kPlaneEntryBytes, codec, stored);
     pos += stored;
   }
   std::memcpy(dst.data() + pos, raw.data() + plane_size * word, tail);
@@ -304,12 +308,7 @@ Status ChunkEncoder::EncodeSignPlanes(CodecId codec, std::span<const uint8_t> ra
   const size_t signs = BitPackTopBits(raw, dst.subspan(signs_at));
   const CodecId codecs[2] = {codec, CodecId::kBitPack};
   const size_t sizes[2] = {stored, signs};
-  for (unsigned p = 0; p < 2; ++p) {
-    uint8_t* entry = dst.data() + p * kPlaneEntryBytes;
-    entry[0] = static_cast<uint8_t>(codecs[p]);
-    entry[1] = entry[2] = entry[3] = 0;
-    StoreLE32(entry + 4, static_cast<uint32_t>(sizes[p]));
-  }
+  for (unsigned p = 0; p < 2; ++p) WritePlaneEntry(dst.data() + p * kPlaneEntryBytes, codecs[p], sizes[p]);
   const size_t pos = signs_at + signs;
   if (!WorthIt(pos, n)) return Status::Ok();  // keep raw
   out->codec = CodecId::kPlanar;
