@@ -26,19 +26,24 @@
 #include <cstdint>
 
 #include "codecs/codec_ids.h"
+#include "common/cpu_features.h"
 
 namespace vramflow {
 
 // Splits the first (n / w) * w bytes of src into PlaneCount(t) planes,
 // w = WordSize(t), t a planar transform (byte grouping, bit planes or sign
 // planes). planes[p] must have room for n / w bytes. For sign planes,
-// planes[1] may be null: only the seven-bit plane is made.
-void SplitPlanes(TransformId t, const uint8_t* src, size_t n, uint8_t* const* planes);
+// planes[1] may be null: only the seven-bit plane is made. `kernel`: which
+// build of the bit-plane loops runs (cpu_features.h; AVX2 takes twice the
+// bytes a step); the planes are the same.
+void SplitPlanes(TransformId t, const uint8_t* src, size_t n, uint8_t* const* planes,
+                 IsaKernel kernel = IsaKernel::kAuto);
 
 // Inverse of SplitPlanes: writes n / w words into dst. For sign planes,
 // planes[0] may be dst itself, and only bit 0 of a sign byte and the low
 // seven bits of the other plane's bytes are used.
-void JoinPlanes(TransformId t, const uint8_t* const* planes, size_t n, uint8_t* dst);
+void JoinPlanes(TransformId t, const uint8_t* const* planes, size_t n, uint8_t* dst,
+                IsaKernel kernel = IsaKernel::kAuto);
 
 // The rotation on one 16-bit half, for the analysis and for tests.
 inline uint16_t RotateLeft16(uint16_t v, unsigned r) {

@@ -9,8 +9,9 @@ namespace vramflow {
 
 // Which build of a kernel runs. kAuto: the best this CPU runs well. The
 // others are for tests and benchmarks, which compare them: every kernel
-// gives the same bytes. kBmi2 needs CpuHasBmi2().
-enum class IsaKernel { kAuto, kBaseline, kBmi2 };
+// gives the same bytes. kBmi2 needs CpuHasBmi2(), kAvx2 CpuHasAvx2(); a
+// routine with no build for the one asked for runs its baseline build.
+enum class IsaKernel { kAuto, kBaseline, kBmi2, kAvx2 };
 
 // BMI2: shifts by a register count without the CL register (SHLX, SHRX),
 // PEXT and PDEP.
@@ -23,13 +24,35 @@ inline bool CpuHasBmi2() {
 #endif
 }
 
+// AVX2: 256-bit integer vectors.
+inline bool CpuHasAvx2() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
 // Whether `kernel` runs the BMI2 build (kAuto: where the CPU has BMI2).
 inline bool UsesBmi2(IsaKernel kernel) {
   return kernel == IsaKernel::kBmi2 || (kernel == IsaKernel::kAuto && CpuHasBmi2());
 }
 
-// Whether this CPU can run `kernel`: kBmi2 needs BMI2, the others run anywhere.
-inline bool KernelRunsHere(IsaKernel kernel) { return kernel != IsaKernel::kBmi2 || CpuHasBmi2(); }
+// Whether `kernel` runs the AVX2 build (kAuto: where the CPU has AVX2).
+inline bool UsesAvx2(IsaKernel kernel) {
+  if (kernel != IsaKernel::kAuto) return kernel == IsaKernel::kAvx2;
+  static const bool avx2 = CpuHasAvx2();  // a fact about the CPU, asked once
+  return avx2;
+}
+
+// Whether this CPU can run `kernel`: kBmi2 needs BMI2, kAvx2 AVX2, the others
+// run anywhere.
+inline bool KernelRunsHere(IsaKernel kernel) {
+  if (kernel == IsaKernel::kBmi2) return CpuHasBmi2();
+  if (kernel == IsaKernel::kAvx2) return CpuHasAvx2();
+  return true;
+}
 
 // BMI2 whose PEXT and PDEP are single fast instructions: AMD's before Zen 3
 // (families 15h and 17h) microcode them into tens of cycles, slower than

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,20 +39,31 @@ uint8_t ExpectedPlaneByte(TransformId t, const uint8_t* word_bytes, unsigned p) 
   return static_cast<uint8_t>(RotateLeft16(LoadLE16(word_bytes + 2), r) >> (8 * (p - 2)));
 }
 
+// The builds of the bit-plane loops this CPU runs.
+std::vector<IsaKernel> Kernels() {
+  std::vector<IsaKernel> kernels = {IsaKernel::kBaseline};
+  if (CpuHasAvx2()) kernels.push_back(IsaKernel::kAvx2);
+  return kernels;
+}
+
 TEST(BitPlanesTest, SplitMatchesTheDefinitionAndJoinInvertsItForEveryLength) {
   std::mt19937_64 rng(7);
+  if (!CpuHasAvx2()) std::fprintf(stderr, "this CPU has no AVX2: only the baseline loops are checked\n");
+  for (IsaKernel kernel : Kernels())
   for (TransformId t : PlanarTransforms()) {
     const unsigned word = WordSize(t);
-    // Lengths around the 16-word SIMD step and odd ones, not multiples of the word.
-    for (size_t n : {0, 1, 2, 3, 5, 7, 31, 32, 33, 63, 64, 65, 66, 127, 129, 1001, 4099}) {
-      const std::string what = TransformName(t) + " n " + std::to_string(n);
+    // Lengths around the 16- and 32-word SIMD steps and odd ones, not
+    // multiples of the word.
+    for (size_t n : {0, 1, 2, 3, 5, 7, 31, 32, 33, 63, 64, 65, 66, 127, 128, 129, 130, 191, 255, 256, 257, 1001, 4099}) {
+      const std::string what = TransformName(t) + (kernel == IsaKernel::kAvx2 ? " avx2" : " baseline") + " n " +
+                               std::to_string(n);
       std::vector<uint8_t> src(n);
       for (auto& b : src) b = static_cast<uint8_t>(rng());
       const size_t words = n / word;
       std::vector<std::vector<uint8_t>> planes(word, std::vector<uint8_t>(words + 1, 0xEE));
       uint8_t* ptrs[4] = {};
       for (unsigned p = 0; p < word; ++p) ptrs[p] = planes[p].data();
-      SplitPlanes(t, src.data(), n, ptrs);
+      SplitPlanes(t, src.data(), n, ptrs, kernel);
       for (unsigned p = 0; p < word; ++p) {
         for (size_t i = 0; i < words; ++i)
           ASSERT_EQ(planes[p][i], ExpectedPlaneByte(t, src.data() + i * word, p)) << what << " plane " << p << " i " << i;
@@ -60,7 +72,7 @@ TEST(BitPlanesTest, SplitMatchesTheDefinitionAndJoinInvertsItForEveryLength) {
       std::vector<uint8_t> dst(n + 1, 0x5A);
       const uint8_t* cptrs[4] = {};
       for (unsigned p = 0; p < word; ++p) cptrs[p] = planes[p].data();
-      JoinPlanes(t, cptrs, n, dst.data());
+      JoinPlanes(t, cptrs, n, dst.data(), kernel);
       EXPECT_TRUE(std::equal(dst.begin(), dst.begin() + static_cast<ptrdiff_t>(words * word), src.begin())) << what;
       for (size_t i = words * word; i <= n; ++i) EXPECT_EQ(dst[i], 0x5A) << what << ": wrote the tail at " << i;
     }
