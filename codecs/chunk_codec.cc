@@ -55,12 +55,20 @@ std::optional<TransformId> BitPlanesByName(std::string_view spec) {
 // rotation) leave it nothing to gain; bitpack then does the same at a
 // fraction of the cost.
 constexpr double kPackingSlackBits = 0.02;
+// The bits that vary in a plane's first bytes vary in the whole plane: where
+// these already rule bitpack out (a Huffman-coded exponent plane), the rest
+// is not scanned. The answer is that of scanning it all.
+constexpr size_t kPackingHeadBytes = 4096;
 
 // Returns the plane's constant-bit mask when bitpack is as small.
 std::optional<uint8_t> PackingIsAsSmall(std::span<const uint8_t> plane, double entropy) {
+  auto fits = [&](uint8_t mask) {
+    const int varying = 8 - std::popcount(mask);
+    return varying < 8 && varying <= entropy + kPackingSlackBits;
+  };
+  if (plane.size() > kPackingHeadBytes && !fits(ConstantBits(plane.first(kPackingHeadBytes)))) return std::nullopt;
   const uint8_t mask = ConstantBits(plane);
-  const int varying = 8 - std::popcount(mask);
-  if (varying < 8 && varying <= entropy + kPackingSlackBits) return mask;
+  if (fits(mask)) return mask;
   return std::nullopt;
 }
 
