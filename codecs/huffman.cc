@@ -224,11 +224,11 @@ StreamSplit Split(size_t n) {
   return split;
 }
 
-// A pair table entry: the codes of symbols a then b (a's bits first, as the
-// stream takes them) in the low 22 bits, their total length above.
-constexpr unsigned kPairLengthShift = 24;
-constexpr uint32_t kPairCodeMask = (1u << kPairLengthShift) - 1;
-static_assert(2 * kHuffmanMaxCodeLength <= kPairLengthShift);
+// A pair table entry: the total length of the codes of symbols a then b in
+// the low byte, the codes (a's bits first, as the stream takes them) above:
+// a byte move and one shift take the entry apart.
+constexpr unsigned kPairCodeShift = 8;
+static_assert(2 * kHuffmanMaxCodeLength + kPairCodeShift <= 32);
 
 // One stream's bit writer: codes are OR-ed into a 64-bit accumulator and
 // whole bytes stored with one unaligned 8-byte store, so the stream's region
@@ -242,11 +242,11 @@ struct BitWriter {
     acc |= uint64_t{codes[s]} << bits;
     bits += lengths[s];
   }
-  // The two symbols at `two`, from a pair table (kPairLengthShift).
+  // The two symbols at `two`, from a pair table (kPairCodeShift).
   void PutPair(const uint32_t* pairs, const uint8_t* two) {
     const uint32_t entry = pairs[LoadLE16(two)];
-    acc |= uint64_t{entry & kPairCodeMask} << bits;
-    bits += entry >> kPairLengthShift;
+    acc |= uint64_t{entry >> kPairCodeShift} << bits;
+    bits += static_cast<uint8_t>(entry);
   }
   // At most 4 x 11 + 7 bits are held between flushes, so the shift is
   // below 64.
@@ -280,17 +280,23 @@ template <bool kByPairs>
                                                      const std::array<uint16_t, 256>& codes, const Lengths& lengths,
                                                      const uint32_t* pairs, BitWriter& wa, BitWriter& wb) {
   const size_t common = std::min(na, nb) & ~size_t{3};
-  for (size_t i = 0; i < common; i += 4) {  // 4 x 11 + 7 bits < 64
-    if constexpr (kByPairs) {
-      wa.PutPair(pairs, a + i);
-      wb.PutPair(pairs, b + i);
-      wa.PutPair(pairs, a + i + 2);
-      wb.PutPair(pairs, b + i + 2);
-    } else {
-      for (size_t j = i; j < i + 4; ++j) {
-        wa.Put(codes, lengths, a[j]);
-        wb.Put(codes, lengths, b[j]);
-      }
+  if constexpr (kByPairs) {
+    // b's symbols at a fixed distance from a's: one pointer fewer to keep
+    // in a register.
+    const ptrdiff_t b_from_a = b - a;
+    for (const uint8_t *p = a, *end = a + common; p != end; p += 4) {  // 4 x 11 + 7 bits < 64
+      wa.PutPair(pairs, p);
+      wb.PutPair(pairs, p + b_from_a);
+      wa.PutPair(pairs, p + 2);
+      wb.PutPair(pairs, p + b_from_a + 2);
+      wa.Flush();
+      wb.Flush();
+    }
+  }
+  for (size_t i = 0; !kByPairs && i < common; i += 4) {
+    for (size_t j = i; j < i + 4; ++j) {
+      wa.Put(codes, lengths, a[j]);
+      wb.Put(codes, lengths, b[j]);
     }
     wa.Flush();
     wb.Flush();
@@ -518,8 +524,8 @@ Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<
       const uint8_t a = present[i];
       for (int j = 0; j < n; ++j) {
         const uint8_t b = present[j];
-        pairs_[a | b << 8] = (uint32_t{codes[a]} | uint32_t{codes[b]} << lengths[a]) |
-                             uint32_t(lengths[a] + lengths[b]) << kPairLengthShift;
+        pairs_[a | b << 8] = (uint32_t{codes[a]} | uint32_t{codes[b]} << lengths[a]) << kPairCodeShift |
+                             uint32_t(lengths[a] + lengths[b]);
       }
     }
   }
