@@ -256,13 +256,13 @@ struct BitWriter {
     acc >>= bits & ~7u;
     bits &= 7;
   }
-  // The end of the stream, its last partial byte included.
-  uint8_t* Finish() {
+  // Stores the last partial byte, if any: `out` is then the stream's end.
+  void Finish() {
     if (bits) {
       StoreLE64(out, acc);
       ++out;
+      bits = 0;
     }
-    return out;
   }
 };
 
@@ -312,17 +312,33 @@ template <bool kByPairs>
 }
 
 // Encodes the four streams of `split` from `src`, stream k starting at
-// out + start[k] (each region StreamBound + 8 bytes); returns their sizes.
+// out + start[k]; returns their sizes. Each stream has room for its bytes and
+// 8 more: a region of StreamBound + 8 bytes, or, where the streams' sizes are
+// known and each is at least 8 bytes, the streams end to end.
+// A writer's last stores reach up to 8 bytes past its stream's end, into the
+// next stream when they are end to end. So streams 0 and 2 are coded first:
+// what they leave past their ends is overwritten by streams 1 and 3, coded
+// after them, and the first bytes of stream 2, which stream 1's last stores
+// reach, are put back.
 template <bool kByPairs>
 [[gnu::always_inline]] inline std::array<size_t, kStreams> EncodeStreamsInline(
     const uint8_t* src, const StreamSplit& split, const std::array<uint16_t, 256>& codes, const Lengths& lengths,
     const uint32_t* pairs, uint8_t* out, const size_t* start) {
+  static_assert(kStreams == 4);
   BitWriter w[kStreams] = {{out + start[0]}, {out + start[1]}, {out + start[2]}, {out + start[3]}};
-  for (size_t k = 0; k < kStreams; k += 2)
-    EncodeTwoStreams<kByPairs>(src + split.begin[k], split.count[k], src + split.begin[k + 1], split.count[k + 1],
-                               codes, lengths, pairs, w[k], w[k + 1]);
+  EncodeTwoStreams<kByPairs>(src + split.begin[0], split.count[0], src + split.begin[2], split.count[2], codes,
+                             lengths, pairs, w[0], w[2]);
+  w[0].Finish();
+  w[2].Finish();
+  uint8_t stream2_head[8];
+  std::memcpy(stream2_head, out + start[2], sizeof(stream2_head));
+  EncodeTwoStreams<kByPairs>(src + split.begin[1], split.count[1], src + split.begin[3], split.count[3], codes,
+                             lengths, pairs, w[1], w[3]);
+  w[1].Finish();
+  w[3].Finish();
+  std::memcpy(out + start[2], stream2_head, sizeof(stream2_head));
   std::array<size_t, kStreams> sizes;
-  for (size_t k = 0; k < kStreams; ++k) sizes[k] = static_cast<size_t>(w[k].Finish() - (out + start[k]));
+  for (size_t k = 0; k < kStreams; ++k) sizes[k] = static_cast<size_t>(w[k].out - (out + start[k]));
   return sizes;
 }
 
@@ -445,8 +461,8 @@ double HuffmanBitsPerSymbol(std::span<const uint64_t, 256> counts) {
 }
 
 size_t HuffmanBound(size_t size) {
-  // The streams are encoded in separate regions (StreamBound + 8 bytes each)
-  // and then moved together.
+  // Where the streams' sizes are not known in advance, they are encoded in
+  // separate regions (StreamBound + 8 bytes each) and then moved together.
   return kHeaderBytes + (size * kHuffmanMaxCodeLength + 7) / 8 + kStreams * (1 + 8) + kPaddingBytes;
 }
 
@@ -473,23 +489,40 @@ void HuffmanEncoder::ClearPairCodes() {
 Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   if (dst.size() < HuffmanBound(src.size())) return Status::Internal("huffman output buffer too small");
   if (!runs_here_) return Status::InvalidArgument("this CPU has no BMI2");
-  Counts counts;
+  const StreamSplit split = Split(src.size());
+  // Counted stream by stream where that costs little (not by pairs, and
+  // streams of a few KiB or more): each stream's size is then known before it
+  // is coded, and it is coded in its place, not in a region of its own that
+  // is moved next to the others afterwards.
+  const bool per_stream = src.size() >= kCodeInPlaceMinBytes;
+  std::array<Counts, kStreams> stream_counts;
+  Counts counts{};
+  bool counted_per_stream = false;
   if (src.size() >= kPairCountingMinBytes) {
     // A first part decides how the rest is counted.
     const size_t head = kPairCountingSampleBytes;
-    counts = Histogram(src.first(head));
-    Counts rest;
-    if (PairCountingPays(counts, head)) {
+    const Counts head_counts = Histogram(src.first(head));
+    if (PairCountingPays(head_counts, head)) {
       AllocatePairTable();
       ClearPairCodes();
-      rest = CountByPairs(src.subspan(head), pairs_.data());
+      counts = CountByPairs(src.subspan(head), pairs_.data());
+      for (int s = 0; s < 256; ++s) counts[s] += head_counts[s];
     } else {
-      rest = Histogram(src.subspan(head));
+      static_assert(kPairCountingMinBytes / kStreams > kPairCountingSampleBytes);  // stream 0 holds the head
+      stream_counts[0] = Histogram(src.subspan(head, split.count[0] - head));
+      for (int s = 0; s < 256; ++s) stream_counts[0][s] += head_counts[s];
+      for (size_t k = 1; k < kStreams; ++k) stream_counts[k] = Histogram(src.subspan(split.begin[k], split.count[k]));
+      counted_per_stream = true;
     }
-    for (int s = 0; s < 256; ++s) counts[s] += rest[s];
+  } else if (per_stream) {
+    for (size_t k = 0; k < kStreams; ++k) stream_counts[k] = Histogram(src.subspan(split.begin[k], split.count[k]));
+    counted_per_stream = true;
   } else {
     counts = Histogram(src);
   }
+  if (counted_per_stream)
+    for (size_t k = 0; k < kStreams; ++k)
+      for (int s = 0; s < 256; ++s) counts[s] += stream_counts[k][s];
   int distinct = 0, last = 0;
   for (int s = 0; s < 256; ++s)
     if (counts[s]) ++distinct, last = s;
@@ -504,12 +537,19 @@ Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<
   uint8_t* out = dst.data();
   out[0] = 1;
   for (int s = 0; s < 256; s += 2) out[1 + s / 2] = static_cast<uint8_t>(lengths[s] | (lengths[s + 1] << 4));
-  StreamSplit split = Split(src.size());
   size_t start[kStreams];
-  size_t region = kHeaderBytes;
+  size_t expected[kStreams];  // the streams' sizes, where counted per stream
+  size_t at = kHeaderBytes;
   for (size_t k = 0; k < kStreams; ++k) {
-    start[k] = region;
-    region += StreamBound(split.count[k]) + 8;
+    start[k] = at;
+    if (counted_per_stream) {
+      uint64_t bits = 0;
+      for (int s = 0; s < 256; ++s) bits += stream_counts[k][s] * lengths[s];
+      expected[k] = static_cast<size_t>((bits + 7) / 8);
+      at += expected[k];
+    } else {
+      at += StreamBound(split.count[k]) + 8;
+    }
   }
   // The pair table, for the symbols present (no other entry is looked up),
   // where filling it costs at most a quarter of the symbols' lookups.
@@ -536,6 +576,9 @@ Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<
     for (int i = 0; i < n; ++i) coded_[present[i]] = true;
   size_t pos = kHeaderBytes;
   for (size_t k = 0; k < kStreams; ++k) {
+    if (counted_per_stream && sizes[k] != expected[k])
+      return Status::Internal("huffman stream " + std::to_string(k) + " came out at " + std::to_string(sizes[k]) +
+                              " bytes, counted " + std::to_string(expected[k]));
     if (pos != start[k]) std::memmove(out + pos, out + start[k], sizes[k]);
     if (k + 1 < kStreams) StoreLE32(out + 1 + kLengthTableBytes + 4 * k, static_cast<uint32_t>(sizes[k]));
     pos += sizes[k];

@@ -61,6 +61,10 @@ class HuffmanEncoder {
   // kPairCountingSampleBytes decide.
   static constexpr size_t kPairCountingMinBytes = size_t{256} << 10;
   static constexpr size_t kPairCountingSampleBytes = size_t{16} << 10;
+  // Payloads of at least this many bytes not counted by pairs are counted
+  // stream by stream, and each stream coded in its final place (the streams
+  // are then at least 2 KiB: a stream's last stores reach 8 bytes past it).
+  static constexpr size_t kCodeInPlaceMinBytes = size_t{64} << 10;
 
  private:
   // The table, allocated (zeroed) on first use: an encoder that never codes

@@ -362,6 +362,30 @@ TEST(HuffmanTest, AgreesWithAReferenceDecoderOnDamagedPayloads) {
   EXPECT_GT(agreements.rejected, 200);
 }
 
+// Payloads of kCodeInPlaceMinBytes or more not counted by pairs have their
+// streams coded end to end in their final places, where each stream's last
+// stores reach into the next: the reference decoder, which reads every bit
+// and checks the padding, gets the input back from each, on both sides of
+// the threshold, for few and many distinct values, and where the
+// streams' sizes differ a lot (a value that fills only one quarter).
+TEST(HuffmanTest, StreamsCodedInPlaceDecodeBitByBit) {
+  constexpr size_t kMin = HuffmanEncoder::kCodeInPlaceMinBytes;
+  std::mt19937_64 rng(41);
+  for (size_t size : {kMin - 1, kMin, kMin + 1, kMin + 5, 4 * kMin + 3, size_t{1} << 20}) {
+    std::vector<std::vector<uint8_t>> inputs;
+    for (double p : {0.5, 0.08}) inputs.push_back(GeometricBytes(size, p, size));
+    std::vector<uint8_t> uneven(size);
+    for (size_t i = 0; i < size; ++i) uneven[i] = i < size / 4 ? static_cast<uint8_t>(rng()) : (rng() % 64 == 0);
+    inputs.push_back(uneven);
+    for (const std::vector<uint8_t>& src : inputs) {
+      const std::vector<uint8_t> payload = Compress(src);
+      std::optional<std::vector<uint8_t>> back = ReferenceDecode(payload, src.size());
+      ASSERT_TRUE(back.has_value()) << "size " << size;
+      EXPECT_EQ(*back, src) << "size " << size;
+    }
+  }
+}
+
 TEST(HuffmanTest, BitsPerSymbolIsTheHuffmanOptimum) {
   // The cost of a Huffman code is the sum of the weights of all merged
   // nodes, whatever ties it breaks: computed here with a priority queue, for
