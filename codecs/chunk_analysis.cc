@@ -81,18 +81,34 @@ struct PlanePair {
   std::array<uint64_t, 256> counts[2];  // low byte, high byte
 };
 
-// Histograms and entropies of the two byte planes of the halves in `halves`
+// The halves a sample holds, listed once for every rotation: samples of
+// float words hold a few hundred of the 4096.
+struct SeenHalves {
+  std::array<uint16_t, 4096> value;  // k of halves[k], in increasing order
+  std::array<uint32_t, 4096> count;
+  size_t size = 0;
+};
+
+void ListSeenHalves(const HalfHistogram& halves, SeenHalves* seen) {
+  seen->size = 0;
+  for (uint32_t k = 0; k < halves.size(); ++k) {
+    if (!halves[k]) continue;
+    seen->value[seen->size] = static_cast<uint16_t>(k);
+    seen->count[seen->size++] = halves[k];
+  }
+}
+
+// Histograms and entropies of the two byte planes of the halves in `seen`
 // rotated left by r (0 = byte grouping). PricePlanes adds the estimate.
-void RotatedPlanes(const HalfHistogram& halves, unsigned r, PlanePair* pair) {
+void RotatedPlanes(const SeenHalves& seen, unsigned r, PlanePair* pair) {
   auto& low = pair->counts[0];
   auto& high = pair->counts[1];
   low.fill(0);
   high.fill(0);
-  for (uint32_t k = 0; k < halves.size(); ++k) {
-    if (!halves[k]) continue;
-    uint16_t v = RotateLeft16(static_cast<uint16_t>(k << kUncountedBits), r);
-    high[v >> 8] += halves[k];
-    low[v & 0xff] += halves[k];
+  for (size_t i = 0; i < seen.size; ++i) {
+    uint16_t v = RotateLeft16(static_cast<uint16_t>(seen.value[i] << kUncountedBits), r);
+    high[v >> 8] += seen.count[i];
+    low[v & 0xff] += seen.count[i];
   }
   pair->entropy[0] = std::min(8.0, Entropy64(low) + kUncountedBits);
   pair->entropy[1] = Entropy64(high);
@@ -216,8 +232,10 @@ ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
   // smallest estimate, the smaller rotation on a tie, r = 0 always allowed.
   std::array<PlanePair, kMaxAnalysedRotation + 1> pairs;
   std::array<unsigned, kMaxAnalysedRotation + 1> order;
+  SeenHalves seen;
+  ListSeenHalves(words, &seen);
   for (unsigned r = 0; r <= kMaxAnalysedRotation; ++r) {
-    RotatedPlanes(words, r, &pairs[r]);
+    RotatedPlanes(seen, r, &pairs[r]);
     order[r] = r;
   }
   auto bound = [&](unsigned r) { return pairs[r].entropy[0] + pairs[r].entropy[1]; };
