@@ -296,7 +296,11 @@ void SplitPlanes(TransformId t, const uint8_t* src, size_t n, uint8_t* const* pl
   const unsigned word = WordSize(t), r = RotationBits(t);
   if (r == 0) return GroupBytes(src, n, word, planes);
 #if defined(__x86_64__)
-  if (UsesAvx2(kernel)) return word == 2 ? Split2Avx2(src, n / 2, r, planes[0], planes[1]) : Split4Avx2(src, n / 4, r, planes);
+  if (UsesAvx2(kernel)) {
+    if (word == 2) Split2Avx2(src, n / 2, r, planes[0], planes[1]);
+    else Split4Avx2(src, n / 4, r, planes);
+    return;
+  }
 #endif
   if (word == 2) Split2(src, n / 2, r, planes[0], planes[1]);
   else Split4(src, n / 4, r, planes);
@@ -307,7 +311,11 @@ void JoinPlanes(TransformId t, const uint8_t* const* planes, size_t n, uint8_t* 
   const unsigned word = WordSize(t), r = RotationBits(t);
   if (r == 0) return UngroupBytes(planes, n, word, dst);
 #if defined(__x86_64__)
-  if (UsesAvx2(kernel)) return word == 2 ? Join2Avx2(planes[0], planes[1], n / 2, r, dst) : Join4Avx2(planes, n / 4, r, dst);
+  if (UsesAvx2(kernel)) {
+    if (word == 2) Join2Avx2(planes[0], planes[1], n / 2, r, dst);
+    else Join4Avx2(planes, n / 4, r, dst);
+    return;
+  }
 #endif
   if (word == 2) Join2(planes[0], planes[1], n / 2, r, dst);
   else Join4(planes, n / 4, r, dst);

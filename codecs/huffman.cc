@@ -494,7 +494,7 @@ Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<
   // streams of a few KiB or more): each stream's size is then known before it
   // is coded, and it is coded in its place, not in a region of its own that
   // is moved next to the others afterwards.
-  const bool per_stream = src.size() >= kCodeInPlaceMinBytes;
+  static_assert(kPairCountingMinBytes >= kCodeInPlaceMinBytes);
   std::array<Counts, kStreams> stream_counts;
   Counts counts{};
   bool counted_per_stream = false;
@@ -514,7 +514,7 @@ Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<
       for (size_t k = 1; k < kStreams; ++k) stream_counts[k] = Histogram(src.subspan(split.begin[k], split.count[k]));
       counted_per_stream = true;
     }
-  } else if (per_stream) {
+  } else if (src.size() >= kCodeInPlaceMinBytes) {
     for (size_t k = 0; k < kStreams; ++k) stream_counts[k] = Histogram(src.subspan(split.begin[k], split.count[k]));
     counted_per_stream = true;
   } else {
