@@ -138,49 +138,60 @@ Lengths BuildLengths(const Counts& counts) {
 // length is the number of the 2n - 2 lightest top-level items it is part
 // of. Float exponent planes, whose rare exponents want 15 to 20 bits, lose
 // about 0.5% to a crude limit (halving counts until the tree fits).
+//
+// Only weights are kept per level. The first k items of a level are the
+// lightest leaves and the lightest packages (both lists are in order), so
+// how many of them are leaves says which: a level records that count for
+// every k, and the lengths follow from the top level down.
 Lengths PackageMergeLengths(const Counts& counts) {
-  struct Item {
-    uint64_t weight;
-    int16_t symbol;  // a leaf, or -1: a package of items 2*child and 2*child+1 of the level below
-    int16_t child;
-  };
-  std::array<Item, 256> leaves;
+  std::array<std::pair<uint64_t, int>, 256> leaves;  // (weight, symbol), lightest first
   int n = 0;
   for (int s = 0; s < 256; ++s)
-    if (counts[s]) leaves[n++] = {counts[s], static_cast<int16_t>(s), -1};
-  std::sort(leaves.begin(), leaves.begin() + n, [](const Item& a, const Item& b) { return a.weight < b.weight; });
-  // levels[0]: codes of the full length; each level holds at most 2n - 1 items.
-  std::array<std::array<Item, 511>, kHuffmanMaxCodeLength> levels;
-  std::array<int, kHuffmanMaxCodeLength> sizes{};
-  std::copy(leaves.begin(), leaves.begin() + n, levels[0].begin());
-  sizes[0] = n;
+    if (counts[s]) leaves[n++] = {counts[s], s};
+  std::sort(leaves.begin(), leaves.begin() + n,
+            [](const std::pair<uint64_t, int>& a, const std::pair<uint64_t, int>& b) { return a.first < b.first; });
+  std::array<uint64_t, 256> leaf_weight;
+  for (int i = 0; i < n; ++i) leaf_weight[i] = leaves[i].first;
+  // Each level holds at most 2n - 1 items: n leaves and (2n - 2) / 2 packages.
+  std::array<uint64_t, 511> weights_a, weights_b;
+  uint64_t* below = weights_a.data();
+  uint64_t* level_weight = weights_b.data();
+  // leaves_first[level][k]: how many of the level's first k items are leaves.
+  std::array<std::array<uint16_t, 512>, kHuffmanMaxCodeLength> leaves_first;
+  std::copy(leaf_weight.begin(), leaf_weight.begin() + n, below);
+  for (int k = 0; k <= n; ++k) leaves_first[0][k] = static_cast<uint16_t>(k);
+  int below_size = n;
   for (unsigned level = 1; level < kHuffmanMaxCodeLength; ++level) {
-    const auto& below = levels[level - 1];
-    const int packages = sizes[level - 1] / 2;
+    const int packages = below_size / 2;
+    uint16_t* first = leaves_first[level].data();
     int i = 0, p = 0, out = 0;
-    while (i < n || p < packages) {
-      uint64_t package_weight = p < packages ? below[2 * p].weight + below[2 * p + 1].weight : 0;
-      if (p >= packages || (i < n && leaves[i].weight <= package_weight)) {
-        levels[level][out++] = leaves[i++];
-      } else {
-        levels[level][out++] = {package_weight, -1, static_cast<int16_t>(p)};
-        ++p;
-      }
+    first[0] = 0;
+    while (i < n && p < packages) {  // a leaf before a package of the same weight
+      const uint64_t package_weight = below[2 * p] + below[2 * p + 1];
+      const bool leaf = leaf_weight[i] <= package_weight;
+      level_weight[out++] = leaf ? leaf_weight[i] : package_weight;
+      i += leaf;
+      p += !leaf;
+      first[out] = static_cast<uint16_t>(i);
     }
-    sizes[level] = out;
+    while (i < n) {
+      level_weight[out++] = leaf_weight[i++];
+      first[out] = static_cast<uint16_t>(i);
+    }
+    for (; p < packages; ++p) {
+      level_weight[out++] = below[2 * p] + below[2 * p + 1];
+      first[out] = static_cast<uint16_t>(i);
+    }
+    std::swap(below, level_weight);
+    below_size = out;
   }
   Lengths lengths{};
-  // Count leaf occurrences in the first `take` items of `level`, recursively.
-  auto count = [&](auto&& self, unsigned level, int take) -> void {
-    int packages = 0;
-    for (int k = 0; k < take; ++k) {
-      const Item& item = levels[level][k];
-      if (item.symbol >= 0) ++lengths[item.symbol];
-      else packages = item.child + 1;  // packages appear in order: the last one seen covers all
-    }
-    if (packages) self(self, level - 1, 2 * packages);
-  };
-  count(count, kHuffmanMaxCodeLength - 1, 2 * n - 2);
+  int take = 2 * n - 2;
+  for (int level = kHuffmanMaxCodeLength - 1; level >= 0 && take > 0; --level) {
+    const int leaf_count = leaves_first[level][take];
+    for (int k = 0; k < leaf_count; ++k) ++lengths[leaves[k].second];
+    take = 2 * (take - leaf_count);  // the items below that the packages taken hold
+  }
   return lengths;
 }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <queue>
@@ -409,6 +410,47 @@ TEST(HuffmanTest, BitsPerSymbolIsTheHuffmanOptimum) {
       queue.push(a + b);
     }
     EXPECT_DOUBLE_EQ(HuffmanBitsPerSymbol(counts), static_cast<double>(cost) / static_cast<double>(total)) << trial;
+  }
+}
+
+// The cheapest code within kHuffmanMaxCodeLength bits, by dynamic
+// programming over the symbols and the Kraft sum spent so far (in units of
+// 2^-11): any lengths whose Kraft sum is at most 1 make a prefix code.
+uint64_t LimitedCodeCost(const std::array<uint64_t, 256>& counts) {
+  constexpr uint64_t kUnreachable = ~uint64_t{0};
+  constexpr size_t kUnits = size_t{1} << kHuffmanMaxCodeLength;
+  std::vector<uint64_t> best(kUnits + 1, kUnreachable), next;
+  best[0] = 0;
+  for (uint64_t count : counts) {
+    if (!count) continue;
+    next.assign(kUnits + 1, kUnreachable);
+    for (size_t spent = 0; spent <= kUnits; ++spent) {
+      if (best[spent] == kUnreachable) continue;
+      for (unsigned length = 1; length <= kHuffmanMaxCodeLength; ++length) {
+        const size_t after = spent + (kUnits >> length);
+        if (after <= kUnits) next[after] = std::min(next[after], best[spent] + count * length);
+      }
+    }
+    best.swap(next);
+  }
+  return *std::min_element(best.begin(), best.end());
+}
+
+TEST(HuffmanTest, BitsPerSymbolIsTheBestCodeWithinTheLengthLimit) {
+  // Skewed counts over many symbols, whose Huffman codes need more than 11
+  // bits (package-merge), with ties among the rare ones.
+  std::mt19937_64 rng(43);
+  for (int trial = 0; trial < 12; ++trial) {
+    std::array<uint64_t, 256> counts{};
+    const int symbols = 20 + static_cast<int>(rng() % 200);
+    for (int i = 0; i < symbols; ++i) {
+      const unsigned depth = static_cast<unsigned>(rng() % (trial % 3 ? 24 : 14));
+      counts[rng() % 256] = (uint64_t{1} << 24 >> depth) + (trial % 2 ? 0 : rng() % 3);
+    }
+    uint64_t total = 0;
+    for (uint64_t c : counts) total += c;
+    EXPECT_DOUBLE_EQ(HuffmanBitsPerSymbol(counts), static_cast<double>(LimitedCodeCost(counts)) / static_cast<double>(total))
+        << trial;
   }
 }
 
