@@ -154,14 +154,14 @@ ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
   constexpr size_t kSegments = 16;
   constexpr size_t kSegmentBytes = kAnalysisSampleBytes / kSegments;
   // `begin` is a multiple of 4, so position i & 3 is the byte's place in its word.
+  // Bytes 1 and 3 of whole words are counted only in the halves, whose top
+  // 8 bits they are: added to hist[1] and hist[3] below.
   auto add = [&](size_t begin, size_t end) {
     const uint8_t* d = data.data();
     size_t i = begin;
     for (; i + 4 <= end; i += 4) {
       ++hist[0][d[i]];
-      ++hist[1][d[i + 1]];
       ++hist[2][d[i + 2]];
-      ++hist[3][d[i + 3]];
       ++halves[0][(d[i] | d[i + 1] << 8) >> kUncountedBits];
       ++halves[1][(d[i + 2] | d[i + 3] << 8) >> kUncountedBits];
     }
@@ -179,6 +179,12 @@ ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
       size_t begin = (s * stride) & ~size_t{63};
       add(begin, std::min(data.size(), begin + kSegmentBytes));
     }
+  }
+
+  constexpr uint32_t kHalvesPerHighByte = 1u << (8 - kUncountedBits);
+  for (uint32_t k = 0; k < halves[0].size(); ++k) {
+    hist[1][k / kHalvesPerHighByte] += halves[0][k];
+    hist[3][k / kHalvesPerHighByte] += halves[1][k];
   }
 
   uint32_t mod2[2][256];
