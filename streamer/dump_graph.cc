@@ -19,6 +19,7 @@
 #include "common/sha256.h"
 #include "streamer/dedup_window.h"
 #include "streamer/dma_completer.h"
+#include "streamer/lent_slots.h"
 #include "streamer/memory_budget.h"
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_common.h"
@@ -239,6 +240,9 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
     return Status::InvalidArgument(created.status().message() + " (raise --max-memory or lower --chunk-size)");
   if (!created.ok()) return created.status();
   std::unique_ptr<SlotPool> pool = std::move(*created);
+  // Payloads lent to the sink from their slots (after the pool: the sink is
+  // done with them before the slots go).
+  LentSlots lent(sink, std::max<size_t>(1, pool->size() / 4));
   std::vector<size_t> device_index(sources.size());
   for (size_t i = 0; i < sources.size(); ++i) device_index[i] = pool->DeviceIndex(sources[i].device);
 
@@ -441,8 +445,16 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
       return job;
     });
     flow::sequencer_node<DumpJob> order_for_write(g, [](const DumpJob& job) { return job.seq; });
-    flow::function_node<DumpJob, uint32_t> write(g, flow::serial, [&](const DumpJob& job) {
-      if (errors.failed()) return job.slot;
+    // Gives each job's slot back to the pool; a DATA frame's payload is lent
+    // to the sink, and its slot given back once the sink is done with it.
+    using WriteNode = flow::multifunction_node<DumpJob, std::tuple<uint32_t>>;
+    WriteNode write(g, flow::serial, [&](const DumpJob& job, WriteNode::output_ports_type& ports) {
+      const auto give_back = [&](uint32_t slot) { std::get<0>(ports).try_put(slot); };
+      uint64_t ticket = 0;  // under which the sink holds the payload, if it does
+      if (errors.failed()) {
+        lent.Return(job.slot, ticket, give_back);
+        return;
+      }
       const auto began = std::chrono::steady_clock::now();
       const DumpSource& s = sources[job.source];
       Status status;
@@ -465,7 +477,7 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
             status = writer.AddBaseDelta(object_ids[job.source], job.offset, job.size, job.encoded.raw_hash, base_ref,
                                          job.delta, sha256);
           } else {
-            status = writer.AddChunk(object_ids[job.source], job.offset, job.size, job.encoded, sha256);
+            status = writer.AddChunk(object_ids[job.source], job.offset, job.size, job.encoded, sha256, &ticket);
           }
           done_bytes += job.size;
           if (options.progress) options.progress(done_bytes);
@@ -476,8 +488,8 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
           break;
       }
       if (!status.ok()) errors.Set(status.WithContext("writing " + Where(s, job) + " to " + sink->Describe()));
+      lent.Return(job.slot, ticket, give_back);
       write_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-      return job.slot;
     });
 
     flow::make_edge(generate, flow::input_port<0>(take_slot));
@@ -490,7 +502,7 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
     flow::make_edge(dedup, encode);
     flow::make_edge(encode, order_for_write);
     flow::make_edge(order_for_write, write);
-    flow::make_edge(write, free_slots);
+    flow::make_edge(flow::output_port<0>(write), free_slots);
 
     for (uint32_t i = 0; i < pool->size(); ++i) free_slots.try_put(i);
     generate.activate();
@@ -500,6 +512,7 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   VF_RETURN_IF_ERROR(errors.status());
   const auto finish_began = std::chrono::steady_clock::now();
   VF_RETURN_IF_ERROR(writer.Finish());
+  lent.WaitAll();
   write_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - finish_began).count();
   stats->objects = sources.size();
   stats->raw_bytes = done_bytes;

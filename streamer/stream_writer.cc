@@ -34,13 +34,21 @@ Status StreamWriter::Start() {
   return WriteFrame(h, *payload);
 }
 
-Status StreamWriter::WriteFrame(FrameHeader header, std::span<const uint8_t> payload) {
+Status StreamWriter::WriteFrame(FrameHeader header, std::span<const uint8_t> payload, uint64_t* lent) {
   header.sequence = sequence_++;
   header.payload_size = static_cast<uint32_t>(payload.size());
   uint8_t buf[kFrameHeaderSize];
   EncodeFrameHeader(header, buf);
   Status s = sink_->Write(buf);
-  if (s.ok() && !payload.empty()) s = sink_->Write(payload);
+  if (s.ok() && !payload.empty()) {
+    if (lent) {
+      Result<uint64_t> ticket = sink_->WriteBorrowed(payload);
+      s = ticket.status();
+      if (ticket.ok()) *lent = *ticket;
+    } else {
+      s = sink_->Write(payload);
+    }
+  }
   if (!s.ok()) return Fail(s.WithContext("writing frame " + std::to_string(header.sequence)));
   bytes_written_ += sizeof(buf) + payload.size();
   ++totals_.frame_count;
@@ -150,7 +158,8 @@ Result<StreamWriter::OpenObject*> StreamWriter::PlaceChunk(uint32_t object_id, u
 }
 
 Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk,
-                              const Sha256Digest* sha256) {
+                              const Sha256Digest* sha256, uint64_t* lent) {
+  if (lent) *lent = 0;
   if (!chunk.zero_run) VF_RETURN_IF_ERROR(NeedDigest(sha256, "chunk"));
   VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "chunk"));
   OpenObject& object = *placed;
@@ -177,7 +186,7 @@ Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_
   ++stats_.data_frames;
   stats_.stored_payload_bytes += chunk.payload.size();
   const uint64_t at = bytes_written_;
-  VF_RETURN_IF_ERROR(WriteFrame(h, chunk.payload));
+  VF_RETURN_IF_ERROR(WriteFrame(h, chunk.payload, lent));
   return ListChunk(object_id, {at, offset, raw_size, static_cast<uint32_t>(chunk.payload.size()), FrameKind::kData},
                    sha256 ? *sha256 : Sha256Digest{});
 }

@@ -68,9 +68,12 @@ class StreamWriter {
   Result<uint32_t> BeginObject(const ObjectMetadata& metadata, uint64_t size);
   // Adds one encoded chunk of `raw_size` bytes at `offset` of the object.
   // `sha256` (of the raw bytes) is needed with chunk_digests(), except for a
-  // zero run.
+  // zero run. With `lent`, the payload is lent to the sink rather than
+  // copied (ByteSink::WriteBorrowed): *lent is the sink's ticket, 0 when
+  // nothing was lent, and the caller keeps chunk.payload's bytes until the
+  // sink releases it.
   Status AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_size, const EncodedChunk& chunk,
-                  const Sha256Digest* sha256 = nullptr);
+                  const Sha256Digest* sha256 = nullptr, uint64_t* lent = nullptr);
   // Adds `raw_size` bytes at `offset` that are identical to the DATA frame
   // written earlier at (source_object_id, source_offset) with `raw_hash`.
   // The stream header must carry kStreamFlagDedup.
@@ -106,7 +109,9 @@ class StreamWriter {
     uint64_t pending_zero_size = 0;
   };
 
-  Status WriteFrame(FrameHeader header, std::span<const uint8_t> payload);
+  // Writes a frame; with `lent`, its payload through WriteBorrowed (*lent:
+  // the ticket).
+  Status WriteFrame(FrameHeader header, std::span<const uint8_t> payload, uint64_t* lent = nullptr);
   // Records a chunk frame just written in the index (and its SHA-256 with
   // chunk_digests()), and writes an INDEX_BLOCK when kMaxUnlistedChunks
   // frames are unlisted.

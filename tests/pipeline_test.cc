@@ -3,6 +3,7 @@
 // dedup, determinism, the memory budget and injected faults.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "streamer/dedup_window.h"
 #include "streamer/pipeline.h"
 #include "tests/test_util.h"
+#include "transport/background_sink.h"
 #include "transport/memory_stream.h"
 
 namespace vramflow {
@@ -260,12 +262,15 @@ TEST(PipelineTest, RestoreCopiesReferencesInBoundedBatches) {
   EXPECT_TRUE(p->Compare(*restored).ok());
 }
 
-// A sink that takes `delay` per write: the destination sets the pace.
+// A sink that takes `delay` per write: the destination sets the pace. It
+// adds the size of each write to `write_sizes`, if given.
 class SlowSink final : public ByteSink {
  public:
-  explicit SlowSink(std::chrono::milliseconds delay) : delay_(delay) {}
+  explicit SlowSink(std::chrono::milliseconds delay, std::vector<size_t>* write_sizes = nullptr)
+      : delay_(delay), write_sizes_(write_sizes) {}
   Status Write(std::span<const uint8_t> data) override {
     std::this_thread::sleep_for(delay_);
+    if (write_sizes_) write_sizes_->push_back(data.size());
     return inner_.Write(data);
   }
   Status Commit() override { return inner_.Commit(); }
@@ -274,8 +279,32 @@ class SlowSink final : public ByteSink {
 
  private:
   std::chrono::milliseconds delay_;
+  std::vector<size_t>* write_sizes_;
   MemorySink inner_;
 };
+
+// Through a BackgroundSink, the write stage lends DATA payloads from their
+// slots instead of copying them: the stream is the same, with 1 thread and
+// with 4, with a sink slow enough to keep slots out up to the limit.
+TEST(PipelineTest, PayloadsLentToABackgroundSinkMakeTheSameStream) {
+  auto p = MakeProcess(MixedLayout(), 2);
+  MemorySink copied;
+  PipelineStats stats;
+  ASSERT_TRUE(Dump(*p, &copied, SmallOptions(1), &stats).ok());
+  constexpr size_t kBuffer = 4096;
+  for (unsigned threads : {1u, 4u}) {
+    std::vector<size_t> sizes;
+    auto slow = std::make_unique<SlowSink>(1ms, &sizes);
+    const SlowSink* written = slow.get();
+    BackgroundSink sink(std::move(slow), kBuffer);
+    Status s = Dump(*p, &sink, SmallOptions(threads), &stats);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE(sink.Commit().ok());  // the sink's thread has written everything
+    EXPECT_EQ(written->bytes(), copied.bytes()) << threads << " threads";
+    // Copied bytes arrive a buffer at a time; lent payloads whole.
+    EXPECT_GT(std::count_if(sizes.begin(), sizes.end(), [](size_t n) { return n > kBuffer; }), 10) << threads;
+  }
+}
 
 // A source that takes `delay` per read.
 class SlowSource final : public ByteSource {
@@ -358,6 +387,23 @@ TEST(PipelineFaultTest, FailedDmaCopyStopsTheDump) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("injected copy failure"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("DMA read of object"), std::string::npos) << s.ToString();
+}
+
+// A dump that fails with payloads still lent to a slow BackgroundSink takes
+// them back before its slots are freed (ASan: no write from freed memory).
+TEST(PipelineFaultTest, FailedDumpTakesBackPayloadsLentToTheSink) {
+  SimDeviceOptions device;
+  device.fail_copy_at = 40;
+  auto p = MakeProcess(MixedLayout(), 2, device);
+  std::vector<size_t> sizes;
+  {
+    BackgroundSink sink(std::make_unique<SlowSink>(5ms, &sizes), 4096);
+    PipelineStats stats;
+    Status s = Dump(*p, &sink, SmallOptions(1), &stats);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("injected copy failure"), std::string::npos) << s.ToString();
+  }  // the sink's thread is joined
+  EXPECT_TRUE(std::any_of(sizes.begin(), sizes.end(), [](size_t n) { return n > 4096; })) << "nothing was lent";
 }
 
 TEST(PipelineFaultTest, StuckFenceTimesOutInsteadOfHanging) {

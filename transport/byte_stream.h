@@ -32,6 +32,27 @@ class ByteSink {
   // offset (a regular file, an object in a store), so that a writer should
   // end its stream with a seek index. False for pipes, sockets, devices.
   virtual bool Seekable() const { return false; }
+
+  // Writes `data` as Write() does, except that a sink with a thread of its
+  // own may go on reading it after returning instead of copying it: the
+  // caller keeps the bytes unchanged until Released() is true for the
+  // returned ticket. Tickets grow call by call and are released in order; 0
+  // means nothing was lent. Other sinks write (or copy) at once and lend
+  // nothing.
+  virtual Result<uint64_t> WriteBorrowed(std::span<const uint8_t> data) {
+    VF_RETURN_IF_ERROR(Write(data));
+    return uint64_t{0};
+  }
+  // Whether the sink is done with the bytes lent under `ticket` (and so with
+  // every earlier ticket's).
+  virtual bool Released(uint64_t ticket) { return true; }
+  // Waits until Released(ticket).
+  virtual void WaitReleased(uint64_t ticket) {}
+  // Stops reading lent bytes, for a writer that gives up: bytes not yet
+  // written are dropped, which fails the sink (its stream has a hole), and a
+  // write of lent bytes in progress is waited for. Then every ticket is
+  // released.
+  virtual void DropBorrowed() {}
 };
 
 class ByteSource {
