@@ -236,44 +236,50 @@ StreamSplit Split(size_t n) {
 }
 
 // A pair table entry: the total length of the codes of symbols a then b in
-// the low byte, the codes (a's bits first, as the stream takes them) above:
-// a byte move and one shift take the entry apart.
-constexpr unsigned kPairCodeShift = 8;
+// the low six bits, the codes (a's bits first, as the stream takes them)
+// above. The writer adds whole entries to its bit count: what lies above the
+// length is a multiple of 64, which shifts by the count ignore and the next
+// flush clears, so the length needs no taking apart.
+constexpr unsigned kPairCodeShift = 6;
+static_assert(2 * kHuffmanMaxCodeLength < (1u << kPairCodeShift));
 static_assert(2 * kHuffmanMaxCodeLength + kPairCodeShift <= 32);
 
 // One stream's bit writer: codes are OR-ed into a 64-bit accumulator and
 // whole bytes stored with one unaligned 8-byte store, so the stream's region
-// must have 8 writable bytes beyond what the stream needs.
+// must have 8 writable bytes beyond what the stream needs. The low six bits
+// of `bits` count the bits held; after PutPair, multiples of 64 above them
+// until the next Flush.
 struct BitWriter {
   uint8_t* out;
   uint64_t acc = 0;
   unsigned bits = 0;
 
   void Put(const std::array<uint16_t, 256>& codes, const Lengths& lengths, uint8_t s) {
-    acc |= uint64_t{codes[s]} << bits;
+    acc |= uint64_t{codes[s]} << (bits & 63);
     bits += lengths[s];
   }
   // The two symbols at `two`, from a pair table (kPairCodeShift).
   void PutPair(const uint32_t* pairs, const uint8_t* two) {
     const uint32_t entry = pairs[LoadLE16(two)];
-    acc |= uint64_t{entry >> kPairCodeShift} << bits;
-    bits += static_cast<uint8_t>(entry);
+    acc |= uint64_t{entry >> kPairCodeShift} << (bits & 63);
+    bits += entry;
   }
-  // At most 4 x 11 + 7 bits are held between flushes, so the shift is
+  // At most 4 x 11 + 7 bits are held between flushes, so the count is
   // below 64.
   void Flush() {
     StoreLE64(out, acc);
-    out += bits >> 3;
-    acc >>= bits & ~7u;
+    const unsigned whole_bytes_bits = bits & 56;
+    out += whole_bytes_bits >> 3;
+    acc >>= whole_bytes_bits;
     bits &= 7;
   }
   // Stores the last partial byte, if any: `out` is then the stream's end.
   void Finish() {
-    if (bits) {
+    if (bits & 63) {
       StoreLE64(out, acc);
       ++out;
-      bits = 0;
     }
+    bits = 0;
   }
 };
 
