@@ -21,15 +21,18 @@ constexpr size_t kPaddingBytes = 8;
 constexpr uint32_t kKraftTotal = 1u << kHuffmanMaxCodeLength;
 
 // Decode table entries, indexed by the next kTableBits bits of a stream:
-// up to kMaxSymbolsPerEntry symbols in bytes 0-2, the bits their codes take
-// in bits 24-29 and how many they are in bits 30-31. `entry >> 24` is then
-// the bits plus a multiple of 64, which a shift of a 64-bit word and a bit
-// count kept modulo 64 can use as it is.
+// the bits the entry's codes take in bits 0-5, how many symbols it holds in
+// bits 6-7 and up to kMaxSymbolsPerEntry symbols in bytes 1-3. A shift of
+// a 64-bit word by the entry itself then drops the codes' bits (a shift
+// takes its count modulo 64): the step's dependency chain is a mask, the
+// table load and that shift.
+constexpr unsigned kEntryBitsMask = 63;
+constexpr unsigned kEntryCountShift = 6;
+constexpr unsigned kEntrySymbolsShift = 8;
 constexpr unsigned kTableBits = HuffmanDecoder::kTableBits;
 constexpr uint32_t kTableSize = 1u << kTableBits;
 constexpr uint32_t kMaxSymbolsPerEntry = 3;
-constexpr unsigned kEntryBitsShift = 24;
-constexpr unsigned kEntryCountShift = 30;
+static_assert(kTableBits <= kEntryBitsMask && kMaxSymbolsPerEntry <= 3);
 
 using Counts = std::array<uint64_t, 256>;
 using Lengths = std::array<uint8_t, 256>;
@@ -389,74 +392,62 @@ std::array<size_t, kStreams> EncodeStreams(bool bmi2, const uint8_t* src, const 
   return EncodeStreamsBaseline<kByPairs>(src, split, codes, lengths, pairs, out, start);
 }
 
-// The decoder's fast loop, in rounds. Each stream has a bit buffer: `avail`
-// (modulo 64) valid bits in the low end of `buf`, the ones after them
-// starting at byte `next`. A refill ORs in the 8 bytes at `next` (bits
-// already there are the same bits) and moves `next` past the whole bytes
-// taken, leaving 56 to 63 valid bits: enough for kStepsPerRound steps of at
-// most kTableBits bits each. A step stores 4 bytes, of which the entry's
-// count are symbols (the rest is overwritten by the next steps).
+// The decoder's fast loop, in rounds. A round loads each stream's next 8
+// bytes afresh from its bit position (a stream's state is only that position
+// and its output pointer, so that the loop's values fit the registers: with
+// a bit buffer and a count of valid bits kept too, they spilled to the stack)
+// and takes kStepsPerRound steps of at most kTableBits bits from
+// the 57 or more bits the load gives. A step stores 4 bytes, of which the
+// entry's count are symbols (the rest is overwritten by the next steps).
 constexpr size_t kStepsPerRound = 4;
-static_assert(kStepsPerRound * kTableBits <= 56);
-constexpr size_t kRoundRefillBytes = 7;                                         // `next` moves at most this much a round
+static_assert(kStepsPerRound * kTableBits <= 57);
+// A stream's load moves at most this far a round.
+constexpr size_t kRoundAdvanceBytes = (kStepsPerRound * kTableBits + 7) / 8;
 constexpr size_t kRoundOutputBytes = kStepsPerRound * kMaxSymbolsPerEntry + 1;  // a round's stores reach this far
 
 struct DecodeState {
-  uint64_t buf[kStreams] = {0, 0, 0, 0};
-  uint32_t avail[kStreams] = {0, 0, 0, 0};
-  const uint8_t* next[kStreams];
+  uint64_t bit[kStreams];  // each stream's next bit, counted from the payload's first
   uint8_t* out[kStreams];
 };
 
 // `rounds` rounds, which the caller has checked stay inside the payload and
-// the output, the four streams' steps interleaved: four independent chains.
-[[gnu::always_inline]] inline void DecodeRoundsInline(const uint32_t* table, size_t rounds, DecodeState& state) {
+// the output. Each stream's steps are one dependency chain (mask, table load,
+// shift); the four chains are independent, and the processor overlaps them.
+[[gnu::always_inline]] inline void DecodeRoundsInline(const uint8_t* payload, const uint32_t* table, size_t rounds,
+                                                      DecodeState& state) {
   DecodeState s = state;  // a local copy, which the compiler keeps in registers
-  auto refill = [&](size_t k) {
-    const uint32_t valid = s.avail[k] & 63;
-    s.buf[k] |= LoadLE64(s.next[k]) << valid;
-    s.next[k] += (63 - valid) >> 3;
-    s.avail[k] = valid | 56;
-  };
-  auto step = [&](size_t k) {
-    const uint32_t e = table[s.buf[k] & (kTableSize - 1)];
-    StoreLE32(s.out[k], e);
-    s.out[k] += e >> kEntryCountShift;
-    const uint32_t bits = e >> kEntryBitsShift;  // plus 64 * count
-    s.buf[k] >>= bits & 63;
-    s.avail[k] -= bits;
-  };
   for (size_t r = 0; r < rounds; ++r) {
-    refill(0);
-    refill(1);
-    refill(2);
-    refill(3);
-    for (size_t i = 0; i < kStepsPerRound; ++i) {
-      step(0);
-      step(1);
-      step(2);
-      step(3);
+    for (size_t k = 0; k < kStreams; ++k) {
+      uint64_t buf = LoadLE64(payload + (s.bit[k] >> 3)) >> (s.bit[k] & 7);
+      for (size_t i = 0; i < kStepsPerRound; ++i) {
+        const uint32_t e = table[buf & (kTableSize - 1)];
+        buf >>= e & kEntryBitsMask;
+        StoreLE32(s.out[k], e >> kEntrySymbolsShift);
+        s.out[k] += (e >> kEntryCountShift) & 3;
+        s.bit[k] += e & kEntryBitsMask;
+      }
     }
   }
   state = s;
 }
 
 // Built twice, like the encoder's loops.
-void DecodeRoundsBaseline(const uint32_t* table, size_t rounds, DecodeState& state) {
-  DecodeRoundsInline(table, rounds, state);
+void DecodeRoundsBaseline(const uint8_t* payload, const uint32_t* table, size_t rounds, DecodeState& state) {
+  DecodeRoundsInline(payload, table, rounds, state);
 }
 
 #if defined(__x86_64__)
-__attribute__((target("bmi2"))) void DecodeRoundsBmi2(const uint32_t* table, size_t rounds, DecodeState& state) {
-  DecodeRoundsInline(table, rounds, state);
+__attribute__((target("bmi2"))) void DecodeRoundsBmi2(const uint8_t* payload, const uint32_t* table, size_t rounds,
+                                                      DecodeState& state) {
+  DecodeRoundsInline(payload, table, rounds, state);
 }
 #endif
 
-void DecodeRounds(bool bmi2, const uint32_t* table, size_t rounds, DecodeState& state) {
+void DecodeRounds(bool bmi2, const uint8_t* payload, const uint32_t* table, size_t rounds, DecodeState& state) {
 #if defined(__x86_64__)
-  if (bmi2) return DecodeRoundsBmi2(table, rounds, state);
+  if (bmi2) return DecodeRoundsBmi2(payload, table, rounds, state);
 #endif
-  DecodeRoundsBaseline(table, rounds, state);
+  DecodeRoundsBaseline(payload, table, rounds, state);
 }
 
 }  // namespace
@@ -646,7 +637,7 @@ Status HuffmanDecoder::BuildTable(std::span<const uint8_t, kLengthTableBytes> pa
       bits += length;
       ++count;
     }
-    table_[index] = symbols | count << kEntryCountShift | bits << kEntryBitsShift;
+    table_[index] = symbols << kEntrySymbolsShift | count << kEntryCountShift | bits;
   }
   std::copy(packed.begin(), packed.end(), packed_lengths_.begin());
   built_ = true;
@@ -692,13 +683,10 @@ Status HuffmanDecoder::Decompress(std::span<const uint8_t> src, std::span<uint8_
   // The fast loop (DecodeRounds).
   DecodeState state;
   for (size_t k = 0; k < kStreams; ++k) {
-    state.next[k] = base + stream_begin[k];
+    state.bit[k] = uint64_t{stream_begin[k]} * 8;
     state.out[k] = out[k];
   }
-  const uint8_t* const load_limit = base + src.size() - 8;  // a refill may load at most here
-  auto consumed_bit = [&](size_t k) {
-    return static_cast<uint64_t>(state.next[k] - base) * 8 - (state.avail[k] & 63);
-  };
+  const size_t load_limit = src.size() - 8;  // a round may load at most from here
   // Bounds are checked once per batch of rounds, as many as cannot break
   // them: every load stays inside src, every store inside the stream's own
   // output, and a stream that has run past its end is caught after the
@@ -706,14 +694,14 @@ Status HuffmanDecoder::Decompress(std::span<const uint8_t> src, std::span<uint8_
   for (;;) {
     size_t rounds = SIZE_MAX;
     for (size_t k = 0; k < kStreams; ++k) {
-      if (consumed_bit(k) > uint64_t{stream_end[k]} * 8) return Status::Corruption("huffman stream runs past its end");
+      if (state.bit[k] > uint64_t{stream_end[k]} * 8) return Status::Corruption("huffman stream runs past its end");
       const size_t by_output = static_cast<size_t>(out_end[k] - state.out[k]) / kRoundOutputBytes;
-      const size_t by_load =
-          state.next[k] > load_limit ? 0 : static_cast<size_t>(load_limit - state.next[k]) / kRoundRefillBytes + 1;
+      const size_t at = static_cast<size_t>(state.bit[k] >> 3);
+      const size_t by_load = at > load_limit ? 0 : (load_limit - at) / kRoundAdvanceBytes + 1;
       rounds = std::min({rounds, by_output, by_load});
     }
     if (rounds == 0) break;
-    DecodeRounds(bmi2_, table, rounds, state);
+    DecodeRounds(bmi2_, base, table, rounds, state);
   }
   for (size_t k = 0; k < kStreams; ++k) out[k] = state.out[k];
 
@@ -721,12 +709,12 @@ Status HuffmanDecoder::Decompress(std::span<const uint8_t> src, std::span<uint8_
   // checked against the stream's end (which leaves it inside src, thanks to
   // the padding).
   for (size_t k = 0; k < kStreams; ++k) {
-    uint64_t bit = consumed_bit(k);
+    uint64_t bit = state.bit[k];
     const uint64_t end_bit = uint64_t{stream_end[k]} * 8;
     while (out[k] < out_end[k]) {
       if (bit > end_bit) return Status::Corruption("huffman stream runs past its end");
       const uint64_t w = LoadLE64(base + (bit >> 3)) >> (bit & 7);
-      const uint8_t symbol = static_cast<uint8_t>(table[w & (kTableSize - 1)]);
+      const uint8_t symbol = static_cast<uint8_t>(table[w & (kTableSize - 1)] >> kEntrySymbolsShift);
       *out[k]++ = symbol;
       bit += lengths_[symbol];
     }
