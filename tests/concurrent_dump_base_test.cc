@@ -56,7 +56,8 @@ Status DumpFile(const std::string& path, const std::vector<Input>& inputs, const
 BaseOpenOptions FileOpener() {
   BaseOpenOptions options;
   options.open = [](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, TransportOptions{}));
+    const TransportOptions transport;  // a named object: GCC 12 warns of a temporary's uninitialized strings
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
     return std::shared_ptr<RandomAccessSource>(std::move(source));
   };
   return options;
