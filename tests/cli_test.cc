@@ -389,6 +389,23 @@ TEST_F(CliRoundTripTest, PackRefusesTwoInputsWithTheSameName) {
   EXPECT_FALSE(fs::exists(File("dup.vfs")));
 }
 
+// Inspect counts chunks by the word size of their transform: fp8's sign
+// planes are 1-byte words, which a chunk without a transform is not.
+TEST_F(CliRoundTripTest, InspectNamesTheWordSizeOfEachTransform) {
+  AssertCode(Run("gen -k fp8 -s 128K -o e.bin"), 0);
+  EXPECT_CODE(Run("pack a.bin d.bin e.bin -o s.vfs --chunk-size 64K"), 0);
+  CommandResult r = Run("inspect --full --json s.vfs");
+  EXPECT_CODE(r, 0);
+  const nlohmann::json words = nlohmann::json::parse(r.output.substr(r.output.find('{')))["word_sizes"];
+  EXPECT_EQ(words.value("1-byte", 0), 2) << words;  // e.bin's two chunks, signplanes1
+  EXPECT_EQ(words.value("2-byte", 0), 5) << words;  // a.bin's five bf16 chunks
+  EXPECT_EQ(words.value("none", 0), 1) << words;    // d.bin, random bytes stored raw
+  r = Run("inspect --full s.vfs");
+  EXPECT_CODE(r, 0);
+  EXPECT_TRUE(Contains(r.output, "signplanes1[huffman,bitpack]")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "none x1 1-byte x2 2-byte x5")) << r.output;
+}
+
 TEST_F(CliRoundTripTest, PackOfAMissingInputFailsAndWritesNothing) {
   CommandResult r = Run("pack a.bin missing.bin -o m.vfs");
   EXPECT_CODE(r, 1);

@@ -122,9 +122,9 @@ class SummaryVisitor final : public StreamVisitor {
         key += CodecName(planes[i].codec);
       }
       key += "]";
-      ++word_sizes[WordSize(transform)];
+      ++word_sizes[WordSize(transform)];  // 1 for fp8's sign planes
     } else {
-      ++word_sizes[1];
+      ++word_sizes[0];
     }
     return Add(s, key, e.header.raw_size, e.payload.size());
   }
@@ -154,7 +154,7 @@ class SummaryVisitor final : public StreamVisitor {
   bool have_header = false;
   std::map<uint32_t, ObjectSummary> objects;
   std::map<std::string, Mix> codecs;
-  std::map<unsigned, uint64_t> word_sizes;  // chunks by detected word size (1 = no grouping)
+  std::map<unsigned, uint64_t> word_sizes;  // chunks by the word size of their transform (0: none)
   StreamTotals totals;
   bool complete = false;
 
@@ -172,7 +172,7 @@ class SummaryVisitor final : public StreamVisitor {
   uint64_t charged_ = 0;
 };
 
-std::string WordSizeLabel(unsigned w) { return w == 1 ? "none" : std::to_string(w) + "-byte"; }
+std::string WordSizeLabel(unsigned w) { return w == 0 ? "none" : std::to_string(w) + "-byte"; }
 
 // `why_whole`: why a stored stream was read whole rather than through its
 // seek index (empty when that was not tried).
