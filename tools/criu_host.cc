@@ -57,6 +57,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/endian.h"
@@ -431,6 +432,19 @@ size_t ThreadCount() {
   return n;
 }
 
+// How many more threads than `threads` the process runs, once those on
+// their way out are gone: a thread the plugin joined can stay listed in
+// /proc for a moment (pthread_join returns when the kernel clears the
+// thread's id, before the exiting task is reaped), running no plugin code
+// any more. Waits up to a second for the count to come down.
+size_t ThreadsLeftAbove(size_t threads) {
+  for (int waited_ms = 0;; ++waited_ms) {
+    const size_t now = ThreadCount();
+    if (now <= threads || waited_ms >= 1000) return now > threads ? now - threads : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 int OpenImagesDir(const std::string& dir) {
   g_image_dir = ::open(dir.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
   return g_image_dir;
@@ -483,8 +497,8 @@ int DumpMain(const HostOptions& o, const std::vector<Task>& tasks) {
       const size_t threads = ThreadCount();
       const int r = dump_file(files[i], id);
       if (r != 0) ret = Fail("dump: DUMP_EXT_FILE(" + std::to_string(id) + ") returned " + std::to_string(r));
-      if (ThreadCount() > threads)
-        ret = Fail("dump: DUMP_EXT_FILE(" + std::to_string(id) + ") left " + std::to_string(ThreadCount() - threads) +
+      if (const size_t left = ThreadsLeftAbove(threads); left > 0)
+        ret = Fail("dump: DUMP_EXT_FILE(" + std::to_string(id) + ") left " + std::to_string(left) +
                    " threads running (CRIU unmaps the plugin under them at fini)");
     }
   }
@@ -636,9 +650,8 @@ Status RestoreTaskFds(const Plugin& plugin, const Task& task, std::span<int* con
     const size_t threads = ThreadCount();
     const int fd = restore_file(id, &retry);
     if (fd < 0) return Status::IoError("RESTORE_EXT_FILE(" + std::to_string(id) + ") returned " + std::to_string(fd));
-    if (ThreadCount() > threads)
-      return Status::Internal("RESTORE_EXT_FILE(" + std::to_string(id) + ") left " +
-                              std::to_string(ThreadCount() - threads) +
+    if (const size_t left = ThreadsLeftAbove(threads); left > 0)
+      return Status::Internal("RESTORE_EXT_FILE(" + std::to_string(id) + ") left " + std::to_string(left) +
                               " threads running in the task (CRIU's restorer replaces the memory they run in)");
     return ExtFileOpen{fd, retry};
   });
