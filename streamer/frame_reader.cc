@@ -5,6 +5,14 @@
 #include <vector>
 
 namespace vramflow {
+namespace {
+
+Status TruncatedPayload(uint64_t offset, size_t got, size_t size) {
+  return Status::Truncated("stream truncated inside a payload at offset " + std::to_string(offset) + " (got " +
+                           std::to_string(got) + " of " + std::to_string(size) + " bytes)");
+}
+
+}  // namespace
 
 Status FrameReader::ReadStreamHeader(StreamHeader* header) {
   uint8_t buf[kStreamHeaderSize];
@@ -42,10 +50,16 @@ Status FrameReader::ReadFrameHeader(FrameHeader* header, bool* end_of_input) {
 Status FrameReader::ReadPayload(std::span<uint8_t> dst) {
   VF_ASSIGN_OR_RETURN(size_t n, ReadFully(*source_, dst));
   offset_ += n;
-  if (n < dst.size())
-    return Status::Truncated("stream truncated inside a payload at offset " + std::to_string(offset_) + " (got " +
-                             std::to_string(n) + " of " + std::to_string(dst.size()) + " bytes)");
+  if (n < dst.size()) return TruncatedPayload(offset_, n, dst.size());
   return Status::Ok();
+}
+
+Result<std::optional<std::span<const uint8_t>>> FrameReader::ReadPayloadInPlace(size_t size) {
+  std::optional<std::span<const uint8_t>> payload = source_->ReadInPlace(size);
+  if (!payload) return payload;
+  offset_ += payload->size();
+  if (payload->size() < size) return TruncatedPayload(offset_, payload->size(), size);
+  return payload;
 }
 
 Status FrameReader::SkipPayload(uint64_t size) {

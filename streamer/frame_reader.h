@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "streamer/frame_format.h"
@@ -24,6 +25,12 @@ class FrameReader {
   Status ReadFrameHeader(FrameHeader* header, bool* end_of_input);
   // Reads the payload of the frame whose header was read last.
   Status ReadPayload(std::span<uint8_t> dst);
+  // The same payload where the source holds it, when the source reads in
+  // place (ByteSource::ReadInPlace); std::nullopt when it does not (nothing
+  // was read: use ReadPayload).
+  Result<std::optional<std::span<const uint8_t>>> ReadPayloadInPlace(size_t size);
+  // No in-place payload byte before `in_place` will be read again.
+  void DoneBefore(const uint8_t* in_place) { source_->DoneBefore(in_place); }
   // Reads and drops `size` bytes (a skippable frame's payload).
   Status SkipPayload(uint64_t size);
   // Checks that no byte follows; for after STREAM_END.

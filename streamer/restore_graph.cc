@@ -47,6 +47,7 @@ struct RestoreJob {
   uint8_t codec = 0;
   uint8_t transform = 0;
   uint32_t payload_size = 0;
+  const uint8_t* payload = nullptr;  // in place (ByteSource::ReadInPlace); nullptr: in the slot's payload buffer
   uint64_t raw_hash = 0;
   BaseChunkRef base_ref;
   uint64_t frame = 0;          // sequence number, for messages
@@ -93,6 +94,13 @@ class FrameSource {
     pool_ = pool;
     slot_size_ = slot_size;
     zero_piece_ = std::min(slot_size, zero_piece);
+    in_place_.assign(pool->size(), nullptr);
+  }
+
+  // The graph has drained: no payload read in place is in use any more.
+  void Drained() {
+    std::fill(in_place_.begin(), in_place_.end(), nullptr);
+    if (in_place_end_) reader_.DoneBefore(in_place_end_);
   }
 
   // Fills `job` for `slot`; false when the stream is done or failed, or
@@ -100,6 +108,7 @@ class FrameSource {
   // copied, or a DATA frame is larger than the slots (needed_slot_size()).
   bool Next(uint32_t slot, RestoreJob* job) {
     if (done_ || paused_ || errors_->failed()) return false;
+    in_place_[slot] = nullptr;  // a slot comes back when its job is done
     Status s = NextJob(slot, job);
     if (!s.ok()) {
       errors_->Set(s);
@@ -188,9 +197,20 @@ class FrameSource {
         }
         Slot& buffers = pool_->slot(slot);
         std::span<uint8_t> payload(buffers.payload.data(), h.payload_size);
-        s = reader_.ReadPayload(payload);
-        if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
-        if (kind != FrameKind::kData) {
+        if (kind == FrameKind::kData) {
+          // Decoded where the source holds it when it can (a mapped file).
+          Result<std::optional<std::span<const uint8_t>>> in_place = reader_.ReadPayloadInPlace(h.payload_size);
+          s = !in_place.ok() ? in_place.status() : *in_place ? Status::Ok() : reader_.ReadPayload(payload);
+          if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
+          *job = MakeJob(h, at, RestoreJob::kData);
+          if (*in_place) {
+            job->payload = (*in_place)->data();
+            KeepInPlace(slot, **in_place);
+          }
+          ++data_chunks_;
+        } else {
+          s = reader_.ReadPayload(payload);
+          if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
           BaseChunkRef ref;
           s = validator_.Apply(h, payload, nullptr, &ref);
           if (!s.ok()) return s.WithContext(validator_.Describe(h, at));
@@ -198,9 +218,6 @@ class FrameSource {
           *job = MakeJob(h, at, kind == FrameKind::kBaseRef ? RestoreJob::kBaseRef : RestoreJob::kBaseDelta);
           job->base_ref = ref;
           (kind == FrameKind::kBaseRef ? base_ref_bytes_ : base_delta_bytes_) += h.raw_size;
-        } else {
-          *job = MakeJob(h, at, RestoreJob::kData);
-          ++data_chunks_;
         }
         job->slot = slot;
         job->size = static_cast<uint32_t>(h.raw_size);
@@ -256,6 +273,18 @@ class FrameSource {
     }
   }
 
+  // Records `payload` as `slot`'s, read in place, and tells the source what
+  // no slot needs any more: what lies before the earliest in-place payload
+  // still in use, or before the end of the newest when none is.
+  void KeepInPlace(uint32_t slot, std::span<const uint8_t> payload) {
+    in_place_[slot] = payload.data();
+    in_place_end_ = payload.data() + payload.size();
+    const uint8_t* first_in_use = in_place_end_;
+    for (const uint8_t* p : in_place_)
+      if (p && std::less<const uint8_t*>()(p, first_in_use)) first_in_use = p;
+    reader_.DoneBefore(first_in_use);
+  }
+
   RestoreJob MakeJob(const FrameHeader& h, uint64_t at, RestoreJob::Kind kind) {
     RestoreJob job;
     job.kind = kind;
@@ -286,6 +315,8 @@ class FrameSource {
   std::map<uint32_t, std::shared_ptr<const std::string>> names_;  // of the open objects
   std::vector<PendingRef> refs_;
   std::vector<uint8_t> small_;
+  std::vector<const uint8_t*> in_place_;  // per slot: its job's payload when read in place
+  const uint8_t* in_place_end_ = nullptr;  // one past the newest payload read in place
   RestoreJob zero_job_;
   uint64_t zero_left_ = 0;
   uint32_t next_ring_ = 0;
@@ -446,7 +477,7 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
       if (job.kind == RestoreJob::kZero || errors.failed()) return job;
       Slot& slot = pool->slot(job.slot);
       std::span<uint8_t> dst(slot.staging.data(), job.size);
-      std::span<const uint8_t> payload(slot.payload.data(), job.payload_size);
+      std::span<const uint8_t> payload(job.payload ? job.payload : slot.payload.data(), job.payload_size);
       Status s;
       if (job.kind == RestoreJob::kData) {
         s = decoders.local().Decode(static_cast<CodecId>(job.codec), static_cast<TransformId>(job.transform), payload, dst);
@@ -520,6 +551,7 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
   for (;;) {
     arena.execute(run_graph);
     VF_RETURN_IF_ERROR(errors.status());
+    frames->Drained();
     const bool paused = frames->paused();
     // Dedup references: every DATA frame read so far has reached its device,
     // so each reference is copied from where the first copy of its bytes

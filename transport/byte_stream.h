@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -61,6 +62,15 @@ class ByteSource {
   // Reads up to data.size() bytes; returns 0 only at end of input.
   virtual Result<size_t> Read(std::span<uint8_t> data) = 0;
   virtual std::string Describe() const = 0;
+  // Reading in place, for a source whose input is mapped (a regular file,
+  // transport/file_mapping.h): consumes the next `size` bytes and returns
+  // them where they lie, without a copy; fewer than `size` only at the end
+  // of input. They stay readable until DoneBefore passes them. std::nullopt
+  // when the source only copies: nothing was consumed, use Read.
+  virtual std::optional<std::span<const uint8_t>> ReadInPlace(size_t size) { return std::nullopt; }
+  // The consumer will not read again any in-place byte before `in_place` (a
+  // byte of a span ReadInPlace returned, or one past its end).
+  virtual void DoneBefore(const uint8_t* in_place) {}
   // Tells the producer how consuming the stream ended: OK once everything was
   // read and stored (or restored), else the consumer's error. A network
   // source reports it to the sender, whose Commit() waits for it; other

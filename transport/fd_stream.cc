@@ -11,6 +11,7 @@
 #include <random>
 
 #include "common/owner_tag.h"
+#include "transport/file_mapping.h"
 #include "transport/writeback_window.h"
 
 namespace vramflow {
@@ -126,17 +127,51 @@ class OwnedFdSink final : public ByteSink {
   std::string description_;
 };
 
+// Reads with read(2) until asked to read in place; a regular file that
+// may be mapped (transport/file_mapping.h) is then mapped, from then on read
+// from the mapping at the size it had, and where the fd stood.
 class FdSource final : public ByteSource {
  public:
   FdSource(UniqueFd owned, int fd, std::string description)
       : owned_(std::move(owned)), fd_(fd), description_(std::move(description)) {}
-  Result<size_t> Read(std::span<uint8_t> data) override { return ReadSome(fd_, data, description_); }
+  Result<size_t> Read(std::span<uint8_t> data) override {
+    if (!mapping_) return ReadSome(fd_, data, description_);
+    std::span<const uint8_t> bytes = Take(data.size());
+    std::copy(bytes.begin(), bytes.end(), data.begin());
+    return bytes.size();
+  }
+  std::optional<std::span<const uint8_t>> ReadInPlace(size_t size) override {
+    if (!tried_mapping_) {
+      tried_mapping_ = true;
+      const off_t at = ::lseek(fd_, 0, SEEK_CUR);
+      std::optional<FileMapping> mapping = at >= 0 ? FileMapping::Map(fd_) : std::nullopt;
+      if (mapping && static_cast<uint64_t>(at) <= mapping->bytes().size()) {
+        mapping_ = std::move(mapping);
+        position_ = static_cast<size_t>(at);
+      }
+    }
+    if (!mapping_) return std::nullopt;
+    return Take(size);
+  }
+  void DoneBefore(const uint8_t* in_place) override {
+    if (mapping_) mapping_->DropBefore(static_cast<uint64_t>(in_place - mapping_->bytes().data()));
+  }
   std::string Describe() const override { return description_; }
 
  private:
+  std::span<const uint8_t> Take(size_t size) {
+    std::span<const uint8_t> rest = mapping_->bytes().subspan(position_);
+    std::span<const uint8_t> taken = rest.first(std::min(size, rest.size()));
+    position_ += taken.size();
+    return taken;
+  }
+
   UniqueFd owned_;
   int fd_;
   std::string description_;
+  bool tried_mapping_ = false;
+  std::optional<FileMapping> mapping_;
+  size_t position_ = 0;  // in the mapping
 };
 
 }  // namespace

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+// Reading a regular file in place (transport/file_mapping.h through
+// FdSource::ReadInPlace): which files are mapped, what in-place and copying
+// reads return when mixed, and that DoneBefore unmaps what lies behind.
+#include "transport/file_mapping.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <string>
+
+#include "tests/test_util.h"
+#include "transport/fd_stream.h"
+
+namespace vramflow {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFileBytes;
+
+std::vector<uint8_t> Counting(size_t n) {
+  std::vector<uint8_t> bytes(n);
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 7 + i / 4096);
+  return bytes;
+}
+
+std::vector<uint8_t> Slice(const std::vector<uint8_t>& bytes, size_t at, size_t n) {
+  return std::vector<uint8_t>(bytes.begin() + at, bytes.begin() + at + n);
+}
+
+std::vector<uint8_t> Copy(std::span<const uint8_t> span) { return std::vector<uint8_t>(span.begin(), span.end()); }
+
+TEST(FileMappingTest, OnlyFilesThatNoOneButTheirOwnerMayWriteAreMapped) {
+  const uint32_t me = 1000;
+  EXPECT_TRUE(OnlyOwnerMayWrite(me, 0644, me));
+  EXPECT_TRUE(OnlyOwnerMayWrite(me, 0600, me));
+  EXPECT_TRUE(OnlyOwnerMayWrite(0, 0644, me));       // root's
+  EXPECT_TRUE(OnlyOwnerMayWrite(me, 0444, me));
+  EXPECT_FALSE(OnlyOwnerMayWrite(1001, 0644, me));   // another user's: they could change it under us
+  EXPECT_FALSE(OnlyOwnerMayWrite(me, 0664, me));     // group-writable (or an ACL's mask)
+  EXPECT_FALSE(OnlyOwnerMayWrite(me, 0646, me));     // writable by anyone
+  EXPECT_FALSE(OnlyOwnerMayWrite(0, 0666, me));
+}
+
+TEST(FileMappingTest, InPlaceAndCopyingReadsOfAFileFollowEachOther) {
+  TempDir dir;
+  const std::vector<uint8_t> bytes = Counting(300000);
+  WriteFileBytes(dir.File("s"), bytes);
+  ASSERT_EQ(::chmod(dir.File("s").c_str(), 0644), 0);
+  Result<std::unique_ptr<ByteSource>> source = OpenFileSource(dir.File("s"));
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+
+  std::vector<uint8_t> head(100);
+  ASSERT_EQ(*ReadFully(**source, head), 100u);  // by read(2), before any mapping
+  EXPECT_EQ(head, Slice(bytes, 0, 100));
+  std::optional<std::span<const uint8_t>> a = (*source)->ReadInPlace(1000);
+  ASSERT_TRUE(a.has_value()) << "a 0644 file of this user's is read in place";
+  EXPECT_EQ(Copy(*a), Slice(bytes, 100, 1000));
+  std::vector<uint8_t> middle(50);
+  ASSERT_EQ(*ReadFully(**source, middle), 50u);  // from the mapping now
+  EXPECT_EQ(middle, Slice(bytes, 1100, 50));
+  std::optional<std::span<const uint8_t>> b = (*source)->ReadInPlace(200000);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(Copy(*b), Slice(bytes, 1150, 200000));
+  // Short only at the end, then empty; copying reads agree.
+  std::optional<std::span<const uint8_t>> tail = (*source)->ReadInPlace(200000);
+  ASSERT_TRUE(tail.has_value());
+  EXPECT_EQ(Copy(*tail), Slice(bytes, 201150, bytes.size() - 201150));
+  EXPECT_EQ((*source)->ReadInPlace(1)->size(), 0u);
+  EXPECT_EQ(*ReadFully(**source, head), 0u);
+  // Earlier spans stay readable while nothing passed them.
+  EXPECT_EQ(Copy(*a), Slice(bytes, 100, 1000));
+}
+
+TEST(FileMappingTest, FilesOthersMayWriteAndPipesAreOnlyCopied) {
+  TempDir dir;
+  const std::vector<uint8_t> bytes = Counting(10000);
+  WriteFileBytes(dir.File("shared"), bytes);
+  ASSERT_EQ(::chmod(dir.File("shared").c_str(), 0664), 0);
+  Result<std::unique_ptr<ByteSource>> shared = OpenFileSource(dir.File("shared"));
+  ASSERT_TRUE(shared.ok());
+  EXPECT_FALSE((*shared)->ReadInPlace(100).has_value()) << "a group-writable file must be copied";
+  std::vector<uint8_t> all(bytes.size());
+  ASSERT_EQ(*ReadFully(**shared, all), bytes.size()) << "nothing was consumed by the refusal";
+  EXPECT_EQ(all, bytes);
+
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  ASSERT_EQ(::write(write_end.get(), bytes.data(), 100), 100);
+  std::unique_ptr<ByteSource> pipe = BorrowFdSource(read_end.get(), "a pipe");
+  EXPECT_FALSE(pipe->ReadInPlace(10).has_value());
+  std::vector<uint8_t> got(100);
+  EXPECT_EQ(*ReadFully(*pipe, std::span<uint8_t>(got.data(), 100)), 100u);
+  EXPECT_EQ(got, Slice(bytes, 0, 100));
+}
+
+// This process's resident kB of the mapping that holds `p` (/proc/self/smaps).
+uint64_t ResidentKb(const uint8_t* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_it = false;
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(smaps, line)) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2) {  // a mapping's first line
+      in_it = begin <= at && at < end;
+      continue;
+    }
+    if (in_it && line.rfind("Rss:", 0) == 0) return std::stoull(line.substr(4));
+  }
+  return 0;
+}
+
+TEST(FileMappingTest, DoneBeforeUnmapsWhatLiesBehindAndKeepsTheRest) {
+  TempDir dir;
+  const size_t size = 48 << 20;
+  const std::vector<uint8_t> bytes = Counting(size);
+  WriteFileBytes(dir.File("s"), bytes);
+  ASSERT_EQ(::chmod(dir.File("s").c_str(), 0600), 0);
+  Result<std::unique_ptr<ByteSource>> source = OpenFileSource(dir.File("s"));
+  ASSERT_TRUE(source.ok());
+  std::optional<std::span<const uint8_t>> all = (*source)->ReadInPlace(size);
+  ASSERT_TRUE(all.has_value());
+  ASSERT_EQ(all->size(), size);
+  const uint8_t* base = all->data();
+  EXPECT_EQ(std::accumulate(all->begin(), all->end(), uint64_t{0}),
+            std::accumulate(bytes.begin(), bytes.end(), uint64_t{0}));  // every page touched
+  const uint64_t before = ResidentKb(base + size - 1);
+  EXPECT_GE(before, (size >> 10) - 64) << "the whole file should be mapped in";
+
+  // Less than a step behind: kept; then 32 MiB behind: unmapped, the rest kept.
+  (*source)->DoneBefore(base + (8 << 20));
+  EXPECT_GE(ResidentKb(base + size - 1), before - 64);
+  (*source)->DoneBefore(base + (32 << 20));
+  const uint64_t after = ResidentKb(base + size - 1);
+  EXPECT_LE(after, before - (32 << 10) + 64) << "32 MiB behind should no longer be mapped";
+  EXPECT_GE(after, (16 << 10) - 64);
+  EXPECT_EQ(Copy(all->subspan(32 << 20)), Slice(bytes, 32 << 20, 16 << 20)) << "what lies ahead is intact";
+}
+
+}  // namespace
+}  // namespace vramflow
