@@ -4,7 +4,6 @@
 // reads return when mixed, and that DoneBefore unmaps what lies behind.
 #include "transport/file_mapping.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,7 +12,6 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
-#include <sstream>
 #include <string>
 
 #include "tests/test_util.h"
@@ -37,6 +35,15 @@ std::vector<uint8_t> Slice(const std::vector<uint8_t>& bytes, size_t at, size_t 
 
 std::vector<uint8_t> Copy(std::span<const uint8_t> span) { return std::vector<uint8_t>(span.begin(), span.end()); }
 
+// Writes `bytes` to `path` with `mode` and opens it as a stream source.
+std::unique_ptr<ByteSource> WrittenFileSource(const std::string& path, const std::vector<uint8_t>& bytes, mode_t mode) {
+  WriteFileBytes(path, bytes);
+  EXPECT_EQ(::chmod(path.c_str(), mode), 0);
+  Result<std::unique_ptr<ByteSource>> source = OpenFileSource(path);
+  EXPECT_TRUE(source.ok()) << source.status().ToString();
+  return source.ok() ? std::move(*source) : nullptr;
+}
+
 TEST(FileMappingTest, OnlyFilesThatNoOneButTheirOwnerMayWriteAreMapped) {
   const uint32_t me = 1000;
   EXPECT_TRUE(OnlyOwnerMayWrite(me, 0644, me));
@@ -52,29 +59,27 @@ TEST(FileMappingTest, OnlyFilesThatNoOneButTheirOwnerMayWriteAreMapped) {
 TEST(FileMappingTest, InPlaceAndCopyingReadsOfAFileFollowEachOther) {
   TempDir dir;
   const std::vector<uint8_t> bytes = Counting(300000);
-  WriteFileBytes(dir.File("s"), bytes);
-  ASSERT_EQ(::chmod(dir.File("s").c_str(), 0644), 0);
-  Result<std::unique_ptr<ByteSource>> source = OpenFileSource(dir.File("s"));
-  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  std::unique_ptr<ByteSource> source = WrittenFileSource(dir.File("s"), bytes, 0644);
+  ASSERT_TRUE(source);
 
   std::vector<uint8_t> head(100);
-  ASSERT_EQ(*ReadFully(**source, head), 100u);  // by read(2), before any mapping
+  ASSERT_EQ(*ReadFully(*source, head), 100u);  // by read(2), before any mapping
   EXPECT_EQ(head, Slice(bytes, 0, 100));
-  std::optional<std::span<const uint8_t>> a = (*source)->ReadInPlace(1000);
+  std::optional<std::span<const uint8_t>> a = source->ReadInPlace(1000);
   ASSERT_TRUE(a.has_value()) << "a 0644 file of this user's is read in place";
   EXPECT_EQ(Copy(*a), Slice(bytes, 100, 1000));
   std::vector<uint8_t> middle(50);
-  ASSERT_EQ(*ReadFully(**source, middle), 50u);  // from the mapping now
+  ASSERT_EQ(*ReadFully(*source, middle), 50u);  // from the mapping now
   EXPECT_EQ(middle, Slice(bytes, 1100, 50));
-  std::optional<std::span<const uint8_t>> b = (*source)->ReadInPlace(200000);
+  std::optional<std::span<const uint8_t>> b = source->ReadInPlace(200000);
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(Copy(*b), Slice(bytes, 1150, 200000));
   // Short only at the end, then empty; copying reads agree.
-  std::optional<std::span<const uint8_t>> tail = (*source)->ReadInPlace(200000);
+  std::optional<std::span<const uint8_t>> tail = source->ReadInPlace(200000);
   ASSERT_TRUE(tail.has_value());
   EXPECT_EQ(Copy(*tail), Slice(bytes, 201150, bytes.size() - 201150));
-  EXPECT_EQ((*source)->ReadInPlace(1)->size(), 0u);
-  EXPECT_EQ(*ReadFully(**source, head), 0u);
+  EXPECT_EQ(source->ReadInPlace(1)->size(), 0u);
+  EXPECT_EQ(*ReadFully(*source, head), 0u);
   // Earlier spans stay readable while nothing passed them.
   EXPECT_EQ(Copy(*a), Slice(bytes, 100, 1000));
 }
@@ -82,13 +87,11 @@ TEST(FileMappingTest, InPlaceAndCopyingReadsOfAFileFollowEachOther) {
 TEST(FileMappingTest, FilesOthersMayWriteAndPipesAreOnlyCopied) {
   TempDir dir;
   const std::vector<uint8_t> bytes = Counting(10000);
-  WriteFileBytes(dir.File("shared"), bytes);
-  ASSERT_EQ(::chmod(dir.File("shared").c_str(), 0664), 0);
-  Result<std::unique_ptr<ByteSource>> shared = OpenFileSource(dir.File("shared"));
-  ASSERT_TRUE(shared.ok());
-  EXPECT_FALSE((*shared)->ReadInPlace(100).has_value()) << "a group-writable file must be copied";
+  std::unique_ptr<ByteSource> shared = WrittenFileSource(dir.File("shared"), bytes, 0664);
+  ASSERT_TRUE(shared);
+  EXPECT_FALSE(shared->ReadInPlace(100).has_value()) << "a group-writable file must be copied";
   std::vector<uint8_t> all(bytes.size());
-  ASSERT_EQ(*ReadFully(**shared, all), bytes.size()) << "nothing was consumed by the refusal";
+  ASSERT_EQ(*ReadFully(*shared, all), bytes.size()) << "nothing was consumed by the refusal";
   EXPECT_EQ(all, bytes);
 
   int fds[2];
@@ -123,11 +126,9 @@ TEST(FileMappingTest, DoneBeforeUnmapsWhatLiesBehindAndKeepsTheRest) {
   TempDir dir;
   const size_t size = 48 << 20;
   const std::vector<uint8_t> bytes = Counting(size);
-  WriteFileBytes(dir.File("s"), bytes);
-  ASSERT_EQ(::chmod(dir.File("s").c_str(), 0600), 0);
-  Result<std::unique_ptr<ByteSource>> source = OpenFileSource(dir.File("s"));
-  ASSERT_TRUE(source.ok());
-  std::optional<std::span<const uint8_t>> all = (*source)->ReadInPlace(size);
+  std::unique_ptr<ByteSource> source = WrittenFileSource(dir.File("s"), bytes, 0600);
+  ASSERT_TRUE(source);
+  std::optional<std::span<const uint8_t>> all = source->ReadInPlace(size);
   ASSERT_TRUE(all.has_value());
   ASSERT_EQ(all->size(), size);
   const uint8_t* base = all->data();
@@ -137,9 +138,9 @@ TEST(FileMappingTest, DoneBeforeUnmapsWhatLiesBehindAndKeepsTheRest) {
   EXPECT_GE(before, (size >> 10) - 64) << "the whole file should be mapped in";
 
   // Less than a step behind: kept; then 32 MiB behind: unmapped, the rest kept.
-  (*source)->DoneBefore(base + (8 << 20));
+  source->DoneBefore(base + (8 << 20));
   EXPECT_GE(ResidentKb(base + size - 1), before - 64);
-  (*source)->DoneBefore(base + (32 << 20));
+  source->DoneBefore(base + (32 << 20));
   const uint64_t after = ResidentKb(base + size - 1);
   EXPECT_LE(after, before - (32 << 10) + 64) << "32 MiB behind should no longer be mapped";
   EXPECT_GE(after, (16 << 10) - 64);
