@@ -31,7 +31,8 @@ inline constexpr size_t kHuffmanLengthTableBytes = 128;  // 256 code lengths, 4 
 
 // Average code length, in bits per symbol, of the code HuffmanCompress would
 // build for bytes with these counts (0 for fewer than two distinct values):
-// what the encoder's analysis uses to compare plane layouts.
+// what the encoder's analysis uses to compare plane layouts. The counts'
+// total must be below 2^56.
 double HuffmanBitsPerSymbol(std::span<const uint64_t, 256> counts);
 
 // Largest payload HuffmanCompress can produce for `size` input bytes.
