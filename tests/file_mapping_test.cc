@@ -4,6 +4,7 @@
 // reads return when mixed, and that DoneBefore unmaps what lies behind.
 #include "transport/file_mapping.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -103,6 +104,31 @@ TEST(FileMappingTest, FilesOthersMayWriteAndPipesAreOnlyCopied) {
   std::vector<uint8_t> got(100);
   EXPECT_EQ(*ReadFully(*pipe, std::span<uint8_t>(got.data(), 100)), 100u);
   EXPECT_EQ(got, Slice(bytes, 0, 100));
+}
+
+// A borrowed fd (stdin, fd:N) is left where a reader by read(2) would have
+// left it: a shell that runs `vramflow unpack - ...` once per stream of a
+// file goes on at the next stream, not at the start of the one just read.
+TEST(FileMappingTest, ABorrowedFdIsLeftWhereTheReadsOfItsMappingEnded) {
+  TempDir dir;
+  const std::vector<uint8_t> bytes = Counting(100000);
+  WriteFileBytes(dir.File("s"), bytes);
+  ASSERT_EQ(::chmod(dir.File("s").c_str(), 0644), 0);
+  UniqueFd fd(::open(dir.File("s").c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  {
+    std::unique_ptr<ByteSource> source = BorrowFdSource(fd.get(), "a borrowed file");
+    std::vector<uint8_t> head(100);
+    ASSERT_EQ(*ReadFully(*source, head), 100u);  // by read(2)
+    std::optional<std::span<const uint8_t>> middle = source->ReadInPlace(5000);
+    ASSERT_TRUE(middle.has_value()) << "a 0644 file of this user's is read in place";
+    std::vector<uint8_t> more(900);
+    ASSERT_EQ(*ReadFully(*source, more), 900u);  // from the mapping
+  }
+  EXPECT_EQ(::lseek(fd.get(), 0, SEEK_CUR), 6000);
+  std::vector<uint8_t> next(10);
+  ASSERT_EQ(::read(fd.get(), next.data(), next.size()), 10);
+  EXPECT_EQ(next, Slice(bytes, 6000, 10));
 }
 
 // This process's resident kB of the mapping that holds `p` (/proc/self/smaps).

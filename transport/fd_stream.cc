@@ -129,11 +129,18 @@ class OwnedFdSink final : public ByteSink {
 
 // Reads with read(2) until asked to read in place; a regular file that
 // may be mapped (transport/file_mapping.h) is then mapped, from then on read
-// from the mapping at the size it had, and where the fd stood.
+// from the mapping at the size it had, and where the fd stood. Destroyed,
+// it moves the fd's offset to where those reads ended, as read(2) would
+// have: a borrowed fd (stdin, fd:N) is then where its owner expects it.
 class FdSource final : public ByteSource {
  public:
   FdSource(UniqueFd owned, int fd, std::string description)
       : owned_(std::move(owned)), fd_(fd), description_(std::move(description)) {}
+  ~FdSource() override {
+    if (mapping_) (void)::lseek(fd_, static_cast<off_t>(position_), SEEK_SET);
+  }
+  FdSource(const FdSource&) = delete;
+  FdSource& operator=(const FdSource&) = delete;
   Result<size_t> Read(std::span<uint8_t> data) override {
     if (!mapping_) return ReadSome(fd_, data, description_);
     std::span<const uint8_t> bytes = Take(data.size());
