@@ -163,8 +163,10 @@ TEST(FileMappingTest, DoneBeforeUnmapsWhatLiesBehindAndKeepsTheRest) {
   const uint64_t before = ResidentKb(base + size - 1);
   EXPECT_GE(before, (size >> 10) - 64) << "the whole file should be mapped in";
 
-  // Less than a step behind: kept; then 32 MiB behind: unmapped, the rest kept.
-  source->DoneBefore(base + (8 << 20));
+  // Less than a step (4 MiB) behind: kept; then 32 MiB behind: unmapped,
+  // the rest kept.
+  static_assert(FileMapping::kDropStep > (2 << 20) && FileMapping::kDropStep <= (32 << 20));
+  source->DoneBefore(base + (2 << 20));
   EXPECT_GE(ResidentKb(base + size - 1), before - 64);
   source->DoneBefore(base + (32 << 20));
   const uint64_t after = ResidentKb(base + size - 1);
