@@ -22,13 +22,17 @@ namespace vramflow {
 namespace {
 
 // One chunk event held until it is handed on, with its own copies of what
-// the reader's event points into.
+// the reader's event points into, but for a payload read in place.
 struct HeldChunk {
   enum State : int { kQueued, kDecoding, kDone };
   FrameHeader header;
   uint64_t stream_offset = 0;
   const ObjectState* object = nullptr;
   std::vector<uint8_t> payload;
+  // DATA read in place: where the source holds the payload (`payload` is
+  // then unused), readable until the reader passes HeldInPlaceFrom().
+  std::span<const uint8_t> in_place;
+  bool payload_in_place = false;
   std::vector<uint8_t> data;  // DATA: decoded by whichever thread claims it
   DedupRef ref;
   bool has_ref = false;
@@ -76,7 +80,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (held_.size() >= window_) VF_RETURN_IF_ERROR(HandOn(1));
     HeldChunk* chunk = TakeSpare();
     if (kind == FrameKind::kData) {
-      Status room = MakeRoom(*chunk, e.header);
+      Status room = MakeRoom(*chunk, e.header, /*copies_payload=*/!e.payload_in_place);
       if (!room.ok()) {
         spare_.push_back(chunk);
         return room;
@@ -85,10 +89,15 @@ class DecodeAheadVisitor final : public StreamVisitor {
     chunk->header = e.header;
     chunk->stream_offset = e.stream_offset;
     chunk->object = &e.object;
-    if (kind == FrameKind::kData && e.payload_buffer)  // taken, not copied (chunk's has as much room)
+    chunk->payload_in_place = e.payload_in_place;
+    chunk->in_place = e.payload_in_place ? e.payload : std::span<const uint8_t>();
+    if (e.payload_in_place) {
+      // held where the source has it
+    } else if (kind == FrameKind::kData && e.payload_buffer) {  // taken, not copied (chunk's has as much room)
       std::swap(chunk->payload, *e.payload_buffer);
-    else
+    } else {
       chunk->payload.assign(e.payload.begin(), e.payload.end());
+    }
     chunk->has_ref = e.dedup != nullptr;
     if (e.dedup) chunk->ref = *e.dedup;
     chunk->status = Status::Ok();
@@ -104,7 +113,17 @@ class DecodeAheadVisitor final : public StreamVisitor {
     return HandOnDone();
   }
 
+  const uint8_t* HeldInPlaceFrom() const override {
+    for (const HeldChunk* c : held_)  // in stream order
+      if (c->payload_in_place) return c->in_place.data();
+    return nullptr;
+  }
+
  private:
+  static std::span<const uint8_t> Payload(const HeldChunk& c) {
+    return c.payload_in_place ? c.in_place : std::span<const uint8_t>(c.payload);
+  }
+
   // Hands on the first `count` held chunks, waiting for (or doing) their
   // decoding, then those after them that are done.
   Status HandOn(size_t count) {
@@ -128,7 +147,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     VF_RETURN_IF_ERROR(c.status.WithContext(FrameName(c.header, c.stream_offset)));
     const bool data = c.header.kind == static_cast<uint8_t>(FrameKind::kData);
     return inner_
-        ->OnChunk(ChunkEvent{c.header, c.stream_offset, *c.object, c.payload,
+        ->OnChunk(ChunkEvent{c.header, c.stream_offset, *c.object, Payload(c),
                              data ? std::span<const uint8_t>(c.data) : std::span<const uint8_t>(),
                              c.has_ref ? &c.ref : nullptr})
         .WithContext(FrameName(c.header, c.stream_offset));
@@ -163,14 +182,14 @@ class DecodeAheadVisitor final : public StreamVisitor {
     return c;
   }
 
-  // Charges what `chunk` needs beyond what it has for frame `h`, and the
-  // decoders' state for its raw size; where the budget is short, hands on
-  // the held chunks first (their buffers stay charged, for reuse) and tries
-  // once more.
-  Status MakeRoom(HeldChunk& chunk, const FrameHeader& h) {
+  // Charges what `chunk` needs beyond what it has for frame `h` (a copy of
+  // its payload only if `copies_payload`), and the decoders' state for its
+  // raw size; where the budget is short, hands on the held chunks first
+  // (their buffers stay charged, for reuse) and tries once more.
+  Status MakeRoom(HeldChunk& chunk, const FrameHeader& h, bool copies_payload) {
     // Payloads are mostly a little smaller than their raw size, and vary:
     // room for the larger of the two, so that the next frame's fits too.
-    const uint64_t payload_room = std::max<uint64_t>(h.payload_size, h.raw_size);
+    const uint64_t payload_room = copies_payload ? std::max<uint64_t>(h.payload_size, h.raw_size) : 0;
     uint64_t bytes = 0;
     if (payload_room > chunk.payload.capacity()) bytes += payload_room - chunk.payload.capacity();
     if (h.raw_size > chunk.data.capacity()) bytes += h.raw_size - chunk.data.capacity();
@@ -197,8 +216,8 @@ class DecodeAheadVisitor final : public StreamVisitor {
   // any thread of the arena.
   Status Decode(HeldChunk& c) {
     const FrameHeader& h = c.header;
-    Status s = decoders_.local().Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform), c.payload,
-                                        c.data);
+    Status s = decoders_.local().Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
+                                        Payload(c), c.data);
     if (s.ok() && Hash64(c.data.data(), c.data.size()) != h.raw_hash)
       s = Status::Corruption("payload hash mismatch: decoded bytes hash to " +
                              HexHash(Hash64(c.data.data(), c.data.size())) + ", frame says " + HexHash(h.raw_hash));
@@ -235,6 +254,12 @@ class HeaderReplaySource final : public ByteSource {
     header_ = header_.subspan(n);
     return n;
   }
+  // In place only once the replayed bytes, which are copies, are used up.
+  std::optional<std::span<const uint8_t>> ReadInPlace(size_t size) override {
+    if (!header_.empty()) return std::nullopt;
+    return source_->ReadInPlace(size);
+  }
+  void DoneBefore(const uint8_t* in_place) override { source_->DoneBefore(in_place); }
   std::string Describe() const override { return source_->Describe(); }
   Status Finish(const Status& outcome) override { return source_->Finish(outcome); }
 

@@ -6,8 +6,9 @@
 // ReadStream decodes each DATA frame before it reads the next one, so a
 // reader that only writes the bytes out (`unpack -o -`) runs on one core
 // whatever -j says. Here ReadStream reads and checks the framing on the
-// calling thread (decode off), DATA payloads are copied aside and decoded by
-// the other threads (and by the caller whenever it waits), and events reach
+// calling thread (decode off), DATA payloads are held (where a mapped file
+// holds them, else copied aside) and decoded by the other threads (and by
+// the caller whenever it waits), and events reach
 // the visitor in order: the chunks queued so far are handed on before any
 // OBJECT_BEGIN, OBJECT_END or STREAM_END, so the visitor sees exactly what
 // ReadStream with decoding on would show it, and a corrupt payload fails

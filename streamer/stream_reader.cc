@@ -122,14 +122,30 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
     FrameHeader h;
     uint64_t at = 0;
     VF_RETURN_IF_ERROR(NextFrame(reader, validator, &h, &at));
-    Status s = payload_charge.Cover(h.payload_size, "the reader's payload buffer");
-    if (!s.ok()) return s.WithContext(validator.Describe(h, at));
-    payload.resize(h.payload_size);
-    s = reader.ReadPayload(payload);
-    if (!s.ok()) return s.WithContext(validator.Describe(h, at));
+    // The frame's payload: a DATA payload where the source holds it, if it
+    // can read in place (a mapped file), else a copy in `payload`.
+    std::span<const uint8_t> stored;
+    bool in_place = false;
+    if (h.kind == static_cast<uint8_t>(FrameKind::kData)) {
+      Result<std::optional<std::span<const uint8_t>>> got = reader.ReadPayloadInPlace(h.payload_size);
+      if (!got.ok()) return got.status().WithContext(validator.Describe(h, at));
+      if (*got) {
+        stored = **got;
+        in_place = true;
+      }
+    }
+    Status s;
+    if (!in_place) {
+      s = payload_charge.Cover(h.payload_size, "the reader's payload buffer");
+      if (!s.ok()) return s.WithContext(validator.Describe(h, at));
+      payload.resize(h.payload_size);
+      s = reader.ReadPayload(payload);
+      if (!s.ok()) return s.WithContext(validator.Describe(h, at));
+      stored = payload;
+    }
     DedupRef ref;
     BaseChunkRef base_ref;
-    s = validator.Apply(h, payload, &ref, &base_ref);
+    s = validator.Apply(h, stored, &ref, &base_ref);
     if (!s.ok()) return s.WithContext(validator.Describe(h, at));
 
     const ObjectState* object = validator.object(h.object_id);
@@ -143,7 +159,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
           s = decode_charge.Cover(ChunkDecoder::MemoryBytes(h.raw_size), "the reader's decode buffer");
           if (!s.ok()) return s.WithContext(validator.Describe(h, at));
           decoded.resize(h.raw_size);
-          s = decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform), payload, decoded);
+          s = decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform), stored, decoded);
           if (s.ok() && Hash64(decoded.data(), decoded.size()) != h.raw_hash)
             s = Status::Corruption("payload hash mismatch: decoded bytes hash to " +
                                    HexHash(Hash64(decoded.data(), decoded.size())) + ", frame says " +
@@ -152,7 +168,14 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
           data = decoded;
           note_digest(h, data);
         }
-        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data, nullptr, options.decode ? nullptr : &payload});
+        ChunkEvent event{h, at, *object, stored, data};
+        event.payload_buffer = options.decode || in_place ? nullptr : &payload;
+        event.payload_in_place = in_place;
+        s = visitor.OnChunk(event);
+        if (in_place) {  // the source may drop what nobody holds any more
+          const uint8_t* held = visitor.HeldInPlaceFrom();
+          reader.DoneBefore(held ? held : stored.data() + stored.size());
+        }
         break;
       }
       case FrameKind::kBase:
@@ -172,12 +195,12 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
       case FrameKind::kBaseDelta: {
         std::span<const uint8_t> data;
         if (options.decode) {
-          s = resolve_base(h, payload, base_ref);
+          s = resolve_base(h, stored, base_ref);
           if (!s.ok()) return s.WithContext(validator.Describe(h, at));
           data = decoded;
           note_digest(h, data);
         }
-        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, data, nullptr, nullptr, &base_ref});
+        s = visitor.OnChunk(ChunkEvent{h, at, *object, stored, data, nullptr, nullptr, &base_ref});
         break;
       }
       case FrameKind::kDigestBlock: {
@@ -191,7 +214,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
             s = Status::Internal("no digest kept for a chunk a DIGEST_BLOCK lists");
             break;
           }
-          if (std::memcmp(it->second.data(), payload.data() + i * kDigestEntrySize, kDigestEntrySize) != 0)
+          if (std::memcmp(it->second.data(), stored.data() + i * kDigestEntrySize, kDigestEntrySize) != 0)
             s = Status::Corruption("DIGEST_BLOCK entry " + std::to_string(i) + " (object offset " +
                                    std::to_string(r.object_offset) + ") does not match the SHA-256 of the chunk's bytes");
           chunk_digests.erase(it);
@@ -202,7 +225,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
         s = visitor.OnChunk(ChunkEvent{h, at, *object, {}, {}});
         break;
       case FrameKind::kDedupRef:
-        s = visitor.OnChunk(ChunkEvent{h, at, *object, payload, {}, &ref});
+        s = visitor.OnChunk(ChunkEvent{h, at, *object, stored, {}, &ref});
         break;
       case FrameKind::kObjectEnd:
         s = visitor.OnObjectEnd(*object);

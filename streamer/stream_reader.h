@@ -39,6 +39,11 @@ struct ChunkEvent {
   // vector, which the reader then reads into (and charges as its own).
   std::vector<uint8_t>* payload_buffer = nullptr;
   const BaseChunkRef* base_ref = nullptr;  // for BASE_REF and BASE_DELTA: the base chunk they name
+  // DATA read in place (ByteSource::ReadInPlace: a mapped file): `payload`
+  // lies where the source holds it, and stays readable after OnChunk returns
+  // for as long as the visitor reports it held (StreamVisitor::
+  // HeldInPlaceFrom). payload_buffer is then null.
+  bool payload_in_place = false;
 };
 
 class StreamVisitor {
@@ -51,6 +56,10 @@ class StreamVisitor {
   // Called once the object's ranges and digest are proven.
   virtual Status OnObjectEnd(const ObjectState&) { return Status::Ok(); }
   virtual Status OnStreamEnd(const StreamTotals&) { return Status::Ok(); }
+  // The first byte of the earliest payload read in place
+  // (ChunkEvent::payload_in_place) that the visitor still holds, or null
+  // when it holds none: the reader lets the source drop what lies before.
+  virtual const uint8_t* HeldInPlaceFrom() const { return nullptr; }
 };
 
 struct ReadOptions {

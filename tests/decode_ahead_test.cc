@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 // ReadStreamDecodingAhead: the visitor sees exactly what ReadStream with
 // decoding shows it (events, order, decoded bytes), a corrupt payload fails
-// naming its frame, a visitor's error stops the read, and a budget that
-// holds one frame in flight is enough.
+// naming its frame, a visitor's error stops the read, a budget that holds
+// one frame in flight is enough, and payloads read in place (a mapped file)
+// are let go only once handed on.
 #include "streamer/decode_ahead.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "streamer/dedup_window.h"
 #include "streamer/frame_reader.h"
 #include "streamer/stream_writer.h"
+#include "tests/poisoning_source.h"
 #include "tests/test_util.h"
 #include "transport/memory_stream.h"
 
@@ -22,6 +25,7 @@ namespace vramflow {
 namespace {
 
 using testing::ModelBytes;
+using testing::PoisoningSource;
 
 constexpr uint32_t kChunk = 64 * 1024;
 
@@ -133,6 +137,47 @@ TEST(DecodeAheadTest, VisitorSeesWhatTheSerialReaderShowsIt) {
       Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
       ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
       EXPECT_EQ(recorder.events, serial) << threads << " threads, reads of " << max_read;
+    }
+  }
+}
+
+size_t DataFrames(const std::vector<std::string>& events) {
+  return static_cast<size_t>(
+      std::count_if(events.begin(), events.end(), [](const std::string& e) { return e.rfind("DATA", 0) == 0; }));
+}
+
+// The reference reader reads each DATA payload in place from a source that
+// can, decodes it there, and lets it go once its event is over: a payload
+// let go too early would be poisoned before its hash is checked.
+TEST(DecodeAheadTest, SerialReaderDecodesPayloadsInPlaceAndLetsEachGoAfterIt) {
+  const std::vector<uint8_t> stream = MixedStream();
+  const std::vector<std::string> serial = Serially(stream);
+  PoisoningSource source(stream);
+  Recorder recorder;
+  Status s = ReadStream(source, recorder);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(recorder.events, serial);
+  EXPECT_EQ(source.in_place_reads(), DataFrames(serial)) << "every DATA payload read in place";
+  EXPECT_FALSE(source.passed_unread());
+  // Let go up to the end of the last DATA payload: past the stream's middle.
+  EXPECT_GT(source.poisoned(), stream.size() / 2);
+}
+
+// Decoding ahead holds payloads read in place until their chunks are handed
+// on, however many threads decode them and however far they run ahead.
+TEST(DecodeAheadTest, PayloadsReadInPlaceAreLetGoOnlyOnceHandedOn) {
+  const std::vector<uint8_t> stream = MixedStream();
+  const std::vector<std::string> serial = Serially(stream);
+  for (unsigned threads : {2u, 3u, 8u}) {
+    for (int round = 0; round < 5; ++round) {
+      PoisoningSource source(stream);
+      Recorder recorder;
+      Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
+      ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
+      EXPECT_EQ(recorder.events, serial) << threads << " threads";
+      EXPECT_EQ(source.in_place_reads(), DataFrames(serial)) << "every DATA payload read in place";
+      EXPECT_FALSE(source.passed_unread());
+      EXPECT_GT(source.poisoned(), 0u) << "payloads handed on are let go";
     }
   }
 }

@@ -11,6 +11,7 @@
 #include "sim/sim_process.h"
 #include "streamer/dedup_window.h"
 #include "streamer/pipeline.h"
+#include "tests/poisoning_source.h"
 #include "tests/test_util.h"
 #include "transport/background_sink.h"
 #include "transport/memory_stream.h"
@@ -19,6 +20,7 @@ namespace vramflow {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::PoisoningSource;
 
 PipelineOptions SmallOptions(unsigned threads = 2) {
   PipelineOptions o;
@@ -350,44 +352,6 @@ TEST(PipelineTest, SerialStageTimeShowsASlowSinkOrSourceSetsThePace) {
   EXPECT_GT(restore.serial_seconds, 0.5 * restore.seconds) << "the slow source should dominate";
 }
 
-// A source that reads in place, as a mapped file does, from its own copy of
-// the stream, and overwrites every byte DoneBefore passes: a payload let go
-// while its chunk is still being decoded then fails the chunk's hash.
-class PoisoningSource final : public ByteSource {
- public:
-  explicit PoisoningSource(const std::vector<uint8_t>& bytes) : bytes_(bytes) {}
-  Result<size_t> Read(std::span<uint8_t> data) override {
-    std::span<const uint8_t> taken = Take(data.size());
-    std::copy(taken.begin(), taken.end(), data.begin());
-    return taken.size();
-  }
-  std::optional<std::span<const uint8_t>> ReadInPlace(size_t size) override {
-    ++in_place_reads_;
-    return Take(size);
-  }
-  void DoneBefore(const uint8_t* in_place) override {
-    const size_t end = static_cast<size_t>(in_place - bytes_.data());
-    EXPECT_LE(end, position_) << "passed bytes not read yet";
-    for (size_t i = poisoned_; i < end; ++i) bytes_[i] = 0xA5;
-    poisoned_ = std::max(poisoned_, end);
-  }
-  std::string Describe() const override { return "poisoning source"; }
-  size_t in_place_reads() const { return in_place_reads_; }
-  size_t poisoned() const { return poisoned_; }
-
- private:
-  std::span<const uint8_t> Take(size_t size) {
-    const size_t n = std::min(size, bytes_.size() - position_);
-    std::span<const uint8_t> taken(bytes_.data() + position_, n);
-    position_ += n;
-    return taken;
-  }
-  std::vector<uint8_t> bytes_;
-  size_t position_ = 0;
-  size_t poisoned_ = 0;
-  size_t in_place_reads_ = 0;
-};
-
 TEST(PipelineTest, PayloadsReadInPlaceAreLetGoOnlyOnceTheirChunksAreDone) {
   // Every kind of frame, and DATA frames last.
   std::vector<SimBoSpec> layout = MixedLayout();
@@ -406,6 +370,7 @@ TEST(PipelineTest, PayloadsReadInPlaceAreLetGoOnlyOnceTheirChunksAreDone) {
       ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
       EXPECT_TRUE(p->Compare(restored).ok());
       EXPECT_EQ(source.in_place_reads(), stats.data_chunks) << "every DATA payload read in place";
+      EXPECT_FALSE(source.passed_unread()) << "let go of bytes not read yet";
       // Once the graph has drained, every payload is let go: all but the
       // frames after the last DATA frame (OBJECT_END, STREAM_END, the index).
       EXPECT_GT(source.poisoned(), memory.bytes().size() - 4096);

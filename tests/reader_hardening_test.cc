@@ -528,7 +528,8 @@ TEST(HostileStreamReader, InspectFullChargesItsSummariesToTheBudget) {
 
 //! Defect 5: verify takes -m/--max-memory like the other readers: its
 //! records get an eighth (the scattered ranges of 512K one-byte zero runs
-//! need 16 MiB), its buffers the largest frame.
+//! need 16 MiB), its buffers the largest frame: a decode buffer, and a
+//! payload buffer where the payload cannot be read in place (a pipe).
 TEST(HostileStreamReader, VerifyKeepsWithinItsMaxMemory) {
   TempDir dir;
   const std::string stream = ScatteredZeroRuns(dir, 512 * 1024);
@@ -548,12 +549,22 @@ TEST(HostileStreamReader, VerifyKeepsWithinItsMaxMemory) {
     s.End(1);
     s.Finish();
   }
-  r = Vf("verify " + Q(big) + " -m 12M");
+  // From the file the payload is decoded where the file's mapping holds it:
+  // the 8 MiB decode buffer is the frame's only one.
+  r = Vf("verify " + Q(big) + " -m 9M");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("memory budget of 9.00 MiB exceeded by the reader's decode buffer"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("at stream offset"), std::string::npos) << r.output;
+  EXPECT_EQ(Vf("verify -q " + Q(big) + " -m 12M").code, 0);
+  // From a pipe it is read into a payload buffer first: 16 MiB.
+  const std::string piped = "cat " + Q(big) + " | " + Q(VramflowBinary()) + " verify ";
+  r.code = RunCommand(piped + "- -m 12M", &r.output);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("memory budget of 12.00 MiB exceeded by the reader's decode buffer"), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("at stream offset"), std::string::npos) << r.output;
-  EXPECT_EQ(Vf("verify -q " + Q(big) + " -m 24M").code, 0);
+  EXPECT_EQ(RunCommand(piped + "-q - -m 24M", &r.output), 0) << r.output;
   EXPECT_EQ(Vf("verify " + Q(big) + " -m 1X").code, 2) << "a bad size is a usage error";
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -19,6 +20,14 @@ class CountingSource final : public ByteSource {
     bytes_ += n;
     return n;
   }
+  // In place where the inner source reads in place (a mapped file), counted
+  // the same.
+  std::optional<std::span<const uint8_t>> ReadInPlace(size_t size) override {
+    std::optional<std::span<const uint8_t>> taken = inner_->ReadInPlace(size);
+    if (taken) bytes_ += taken->size();
+    return taken;
+  }
+  void DoneBefore(const uint8_t* in_place) override { inner_->DoneBefore(in_place); }
   std::string Describe() const override { return inner_->Describe(); }
   uint64_t bytes() const { return bytes_; }
 
