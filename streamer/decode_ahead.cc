@@ -31,8 +31,7 @@ struct HeldChunk {
   std::vector<uint8_t> payload;
   // DATA read in place: where the source holds the payload (`payload` is
   // then unused), readable until the reader passes HeldInPlaceFrom().
-  std::span<const uint8_t> in_place;
-  bool payload_in_place = false;
+  std::optional<std::span<const uint8_t>> in_place;
   std::vector<uint8_t> data;  // DATA: decoded by whichever thread claims it
   DedupRef ref;
   bool has_ref = false;
@@ -89,15 +88,13 @@ class DecodeAheadVisitor final : public StreamVisitor {
     chunk->header = e.header;
     chunk->stream_offset = e.stream_offset;
     chunk->object = &e.object;
-    chunk->payload_in_place = e.payload_in_place;
-    chunk->in_place = e.payload_in_place ? e.payload : std::span<const uint8_t>();
-    if (e.payload_in_place) {
-      // held where the source has it
-    } else if (kind == FrameKind::kData && e.payload_buffer) {  // taken, not copied (chunk's has as much room)
+    chunk->in_place.reset();
+    if (e.payload_in_place)
+      chunk->in_place = e.payload;
+    else if (kind == FrameKind::kData && e.payload_buffer)  // taken, not copied (chunk's has as much room)
       std::swap(chunk->payload, *e.payload_buffer);
-    } else {
+    else
       chunk->payload.assign(e.payload.begin(), e.payload.end());
-    }
     chunk->has_ref = e.dedup != nullptr;
     if (e.dedup) chunk->ref = *e.dedup;
     chunk->status = Status::Ok();
@@ -115,13 +112,13 @@ class DecodeAheadVisitor final : public StreamVisitor {
 
   const uint8_t* HeldInPlaceFrom() const override {
     for (const HeldChunk* c : held_)  // in stream order
-      if (c->payload_in_place) return c->in_place.data();
+      if (c->in_place) return c->in_place->data();
     return nullptr;
   }
 
  private:
   static std::span<const uint8_t> Payload(const HeldChunk& c) {
-    return c.payload_in_place ? c.in_place : std::span<const uint8_t>(c.payload);
+    return c.in_place ? *c.in_place : std::span<const uint8_t>(c.payload);
   }
 
   // Hands on the first `count` held chunks, waiting for (or doing) their

@@ -4,14 +4,15 @@
 //
 // An input that starts with the stream magic is read as a stream:
 //   1. as it is, through ReadStream with decoding on (what `verify` and
-//      `unpack` do), from a source that copies and from one that reads in
-//      place as a mapped file does (the verdicts must agree);
+//      `unpack` do);
 //   2. "repaired": header checksums, metadata/STREAM_END hashes, DATA hashes
 //      (where the payload decodes), object digests and stream totals are
 //      recomputed, so that mutations of header fields and payloads get past
 //      the checksums and reach the validator, the decoders and the visitor.
-//      The repaired copy is read with decoding on, and with decoding off and
-//      short reads plus ReadPlaneTable (what `inspect` does);
+//      The repaired copy is read with decoding on, from a source that
+//      copies and from one that reads in place as a mapped file does (the
+//      verdicts must agree), and with decoding off and short reads plus
+//      ReadPlaneTable (what `inspect` does);
 //   3. every frame payload goes through DecodeObjectMetadata and through
 //      ChunkDecoder::Decode under every codec/transform pair the validator
 //      accepts, with the frame's raw size.
@@ -236,8 +237,8 @@ Status Read(std::span<const uint8_t> bytes, bool decode, size_t max_read) {
 // copy of the input (an over-read past its end is the sanitizers' to see),
 // and overwrites what the reader says it is done with: a payload let go
 // before its decoding would then fail its hash.
-Status ReadInPlace(std::span<const uint8_t> bytes) {
-  testing::PoisoningSource source(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+Status ReadInPlace(const std::vector<uint8_t>& bytes) {
+  testing::PoisoningSource source(bytes);
   TouchVisitor visitor(/*decode=*/true);
   Status s = ReadStream(source, visitor);
   visitor.CheckVerdict(s);
