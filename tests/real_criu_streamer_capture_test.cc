@@ -102,9 +102,12 @@ void UnpackAndRestore(const std::string& stream, const std::string& restore_dir)
 TEST_F(RealCriu, StreamerCaptureShellLoopRestoresFromUnpack) {
   REQUIRE_REAL_CRIU();
   const std::string count = dir_.File("count");
-  const pid_t pid = StartPlain(
-      {"/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > " + ShellQuote(count) + "; sleep 0.02; done"},
-      dir_.File("loop.log"));
+  // Each count is written aside and renamed over the last: written in place
+  // (truncated, then written), a read in between found the file empty.
+  const pid_t pid = StartPlain({"/bin/sh", "-c",
+                                "i=0; while :; do i=$((i+1)); echo $i > " + ShellQuote(count + ".new") + "; mv " +
+                                    ShellQuote(count + ".new") + " " + ShellQuote(count) + "; sleep 0.02; done"},
+                               dir_.File("loop.log"));
   started_.push_back(pid);
   ASSERT_TRUE(WaitForFile(count));
   const std::string stream = dir_.File("checkpoint.vf");
