@@ -1216,12 +1216,14 @@ TEST(NetTransport, FirstReconnectWaitsAbout200Milliseconds) {
 
 TEST(NetTransport, IdleSenderAndPausedConsumerDoNotTimeOut) {
   // A peer that is alive never times out: the sender pauses between writes
-  // for 2.5 io_timeouts, and the consumer pauses 2.5 io_timeouts before it
-  // calls Finish while the sender waits in Commit(). Pings keep both alive.
-  // No retries: a connection that timed out could otherwise be resumed and
-  // the transfer would succeed without the pings.
+  // for 2 io_timeouts, and the consumer pauses 2 io_timeouts before it
+  // calls Finish while the sender waits in Commit(). Pings (every quarter of
+  // the timeout) keep both alive. No retries: a connection that timed out
+  // could otherwise be resumed and the transfer would succeed without the
+  // pings. The timeout is a whole second: at 600 ms, a full `ctest -j2` on 2
+  // busy CPUs once went that long without a ping getting through.
   NetOptions options = Fast(3);
-  options.socket.io_timeout = 600ms;
+  options.socket.io_timeout = 1000ms;
   options.retries = 0;
   std::unique_ptr<NetReceiver> receiver = Listen("tcp://127.0.0.1:0", options);
   ASSERT_NE(receiver, nullptr);
@@ -1236,7 +1238,7 @@ TEST(NetTransport, IdleSenderAndPausedConsumerDoNotTimeOut) {
       return;
     }
     written = (*sink)->Write({data.data(), 1 << 20});
-    std::this_thread::sleep_for(1500ms);
+    std::this_thread::sleep_for(2000ms);
     if (written.ok()) written = (*sink)->Write({data.data() + (1 << 20), data.size() - (1 << 20)});
     if (written.ok()) committed = (*sink)->Commit();
     finish_seen = finished.load();
@@ -1245,9 +1247,9 @@ TEST(NetTransport, IdleSenderAndPausedConsumerDoNotTimeOut) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   Consumed got = Consume(**source);
   EXPECT_TRUE(got.eof) << got.status.ToString();
-  EXPECT_GE(got.seconds, 1.2);
+  EXPECT_GE(got.seconds, 1.8);
   EXPECT_EQ(Diff(got.bytes, data), "");
-  std::this_thread::sleep_for(1500ms);
+  std::this_thread::sleep_for(2000ms);
   finished = true;
   EXPECT_TRUE((*source)->Finish(Status::Ok()).ok());
   sender.join();
