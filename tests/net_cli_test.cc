@@ -1063,7 +1063,7 @@ void SetLimit(pid_t pid, __rlimit_resource resource, rlim_t value) {
 // contend, and they took the room until recv peaked 8 MiB below its limit,
 // where a thread it could not start made it cut the oldest handshake, the
 // real sender's (it failed so in CI, "Connection reset by peer"). With 2,
-// recv peaks about 160 MiB above its start.
+// recv peaks about 150 MiB above its start.
 TEST(NetCli, RecvSurvivesAResetFloodWithLimitedAddressSpace) {
   TempDir dir;
   const std::vector<uint8_t> data = Packed(dir, RandomData(1 << 20, 181));  // recv stores only valid streams

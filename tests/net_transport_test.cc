@@ -1220,8 +1220,8 @@ TEST(NetTransport, IdleSenderAndPausedConsumerDoNotTimeOut) {
   // calls Finish while the sender waits in Commit(). Pings (every quarter of
   // the timeout) keep both alive. No retries: a connection that timed out
   // could otherwise be resumed and the transfer would succeed without the
-  // pings. The timeout is a whole second: at 600 ms, a full `ctest -j2` on 2
-  // busy CPUs once went that long without a ping getting through.
+  // pings. The timeout is a whole second: at 600 ms the test failed once in a
+  // full `ctest -j2` on 2 busy CPUs, most likely a ping held up that long.
   NetOptions options = Fast(3);
   options.socket.io_timeout = 1000ms;
   options.retries = 0;
