@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -335,6 +336,7 @@ class Proxy {
     bool drop_done = false;                // swallow the receiver's first DONE and close both sides (--insecure)
     size_t record_bytes = 0;               // keep the first bytes the sender sends on connection 0
     milliseconds delay_odd{0};             // hold each chunk this long on odd-numbered connections
+    std::set<int> reset;                   // accepted connections (0, 1, ... in order) to reset, unanswered
   };
 
   Proxy(const std::string& target, Options options) : target_(Parse(target)), options_(options) {
@@ -408,6 +410,16 @@ class Proxy {
       Result<UniqueFd> fd = listener_->Accept(50ms, &peer);
       if (!fd.ok()) continue;
       auto accepted = Clock::now();
+      if (options_.reset.count(connections_.load())) {
+        // As a receiver that cuts off a handshake: the sender's first bytes
+        // unread, then a reset.
+        ++connections_;
+        pollfd p{fd->get(), POLLIN, 0};
+        (void)::poll(&p, 1, 2000);
+        linger abort{1, 0};
+        (void)::setsockopt(fd->get(), SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+        continue;  // closed
+      }
       Result<UniqueFd> server = ConnectStream(target_, socket_options_);
       if (!server.ok()) continue;  // drops the sender's connection
       auto conn = std::make_shared<Conn>();
@@ -916,6 +928,8 @@ TEST(NetTransport, PlaintextSenderToTlsReceiverIsToldWhy) {
   ASSERT_FALSE(sink.ok());
   EXPECT_EQ(sink.status().code(), Status::Code::kUnauthenticated) << sink.status().ToString();
   EXPECT_TRUE(Contains(sink.status().message(), "requires TLS")) << sink.status().ToString();
+  // The same as a handshake cut off under load: tried again first.
+  EXPECT_TRUE(Contains(sink.status().message(), "giving up after 4 attempts")) << sink.status().ToString();
   EXPECT_FALSE(receiver->Accept(200ms).ok());
 }
 
@@ -926,6 +940,56 @@ TEST(NetTransport, TlsSenderToInsecureReceiverIsToldWhy) {
   ASSERT_FALSE(sink.ok());
   EXPECT_EQ(sink.status().code(), Status::Code::kUnauthenticated) << sink.status().ToString();
   EXPECT_TRUE(Contains(sink.status().message(), "without TLS (--insecure)")) << sink.status().ToString();
+  EXPECT_TRUE(Contains(sink.status().message(), "giving up after 4 attempts")) << sink.status().ToString();
+  EXPECT_FALSE(receiver->Accept(200ms).ok());
+}
+
+// A receiver under load cuts off the handshakes that have waited longest.
+// The sender tries again, as after a broken connection: here the first
+// attempt is cut before any connection got through, the second after its
+// connection 0 got through (the receiver has the session by then), and the
+// third gets through whole.
+TEST(NetTransport, SenderRetriesHandshakesCutOff) {
+  NetOptions options = Fast(2);
+  std::unique_ptr<NetReceiver> receiver = Listen("tcp://127.0.0.1:0", options);
+  ASSERT_NE(receiver, nullptr);
+  Proxy::Options po;
+  po.reset = {0, 2};
+  Proxy proxy(receiver->uri(), po);
+  const std::vector<uint8_t> data = RandomData(3 << 20, 31);
+  Sender sender(proxy.uri(), options, &data);
+  Result<std::unique_ptr<ByteSource>> source = receiver->Accept(10000ms);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  Consumed got = Consume(**source);
+  ASSERT_TRUE(got.status.ok()) << got.status.ToString();
+  EXPECT_TRUE(got.eof);
+  EXPECT_TRUE(got.bytes == data) << "received " << got.bytes.size() << " of " << data.size() << " bytes, or others";
+  EXPECT_TRUE((*source)->Finish(Status::Ok()).ok());
+  const SendOutcome& sent = sender.Join();
+  EXPECT_TRUE(sent.committed) << sent.ToString();
+  EXPECT_EQ(proxy.connections(), 5) << "two cut attempts of one and two connections, then two that got through";
+  EXPECT_GE(sent.seconds, 0.6) << "the retries wait 200 ms, then 400 ms";
+}
+
+// Past --retries the sender gives up, saying how often it was cut off and
+// what else may cut a handshake (the hint for a TLS sender).
+TEST(NetTransport, SenderGivesUpOnHandshakesCutOffPastItsRetries) {
+  NetOptions options = Fast(1);
+  options.retries = 1;
+  std::unique_ptr<NetReceiver> receiver = Listen("tcp://127.0.0.1:0", options);
+  ASSERT_NE(receiver, nullptr);
+  Proxy::Options po;
+  po.reset = {0, 1};
+  Proxy proxy(receiver->uri(), po);
+  const auto start = Clock::now();
+  Result<std::unique_ptr<ByteSink>> sink = Connect(proxy.uri(), options);
+  ASSERT_FALSE(sink.ok());
+  EXPECT_GE(SecondsSince(start), 0.2) << "one retry, 200 ms after the first attempt";
+  EXPECT_EQ(sink.status().code(), Status::Code::kUnauthenticated) << sink.status().ToString();
+  EXPECT_TRUE(Contains(sink.status().message(), "giving up after 2 attempts, each cut off in its handshake"))
+      << sink.status().ToString();
+  EXPECT_TRUE(Contains(sink.status().message(), "without TLS (--insecure)")) << sink.status().ToString();
+  EXPECT_EQ(proxy.connections(), 2);
   EXPECT_FALSE(receiver->Accept(200ms).ok());
 }
 

@@ -33,7 +33,10 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
     group->add_option("--streams", streams, "parallel connections (or ?streams=N in the URI)")->capture_default_str();
     group->add_option("--connect-timeout", connect_timeout_s, "seconds to wait for the receiver to answer")
         ->capture_default_str();
-    group->add_option("--retries", retries, "reconnect and resume this many times after a broken connection")
+    group
+        ->add_option("--retries", retries,
+                     "reconnect and resume this many times after a broken connection (and try a first connection "
+                     "cut off in its handshake again as often)")
         ->capture_default_str();
   }
   if (receiving) {

@@ -32,6 +32,14 @@ bool Transient(const Status& s) {
          s.code() == Status::Code::kTruncated;
 }
 
+// A connection closed or reset under a handshake (TLS, or the hello).
+bool Cut(const Status& s) { return s.code() == Status::Code::kIoError || s.code() == Status::Code::kTruncated; }
+
+// The wait before reconnect attempt `attempt` (1, 2, ...): 200 ms, doubling, at most 5 s.
+std::chrono::milliseconds Backoff(unsigned attempt) {
+  return std::chrono::milliseconds(std::min(200 << std::min(attempt - 1, 5u), 5000));
+}
+
 class NetSink final : public ByteSink {
  public:
   NetSink(Endpoint endpoint, NetOptions options) : endpoint_(std::move(endpoint)), options_(std::move(options)) {
@@ -67,7 +75,23 @@ class NetSink final : public ByteSink {
     VF_ASSIGN_OR_RETURN(tls_, NetTlsContext(endpoint_, options_, TlsContext::Role::kClient));
     VF_RETURN_IF_ERROR(RandomBytes(session_));
     uint64_t resume = 0;
-    VF_RETURN_IF_ERROR(Connect(&resume, /*resuming=*/false));
+    Status connected = Connect(&resume, /*resuming=*/false);
+    // A receiver under load cuts off the handshakes that have waited longest
+    // (NETWORK.md, "Limits before authentication"), which looks the same as
+    // a receiver that does not speak our kind of handshake: try again, as
+    // after a broken connection, before saying which it may be. The same
+    // session and generation: the receiver replaces whichever of its
+    // connections got through.
+    unsigned attempts = 1;
+    while (!connected.ok() && cut_in_handshake_ && attempts <= options_.retries) {
+      std::this_thread::sleep_for(Backoff(attempts));
+      ++attempts;
+      connected = Connect(&resume, /*resuming=*/false);
+    }
+    if (!connected.ok() && cut_in_handshake_ && attempts > 1)
+      return connected.WithContext("giving up after " + std::to_string(attempts) +
+                                   " attempts, each cut off in its handshake");
+    VF_RETURN_IF_ERROR(connected);
     if (resume != 0) return Status::Internal("a new session was asked to resume at " + std::to_string(resume));
     if (options_.ask_bases && options_.on_bases) options_.on_bases(offer_);
     VF_RETURN_IF_ERROR(StartThreads());
@@ -165,6 +189,7 @@ class NetSink final : public ByteSink {
   Status Connect(uint64_t* resume, bool resuming) {
     Generation generation;
     *resume = UINT64_MAX;
+    cut_in_handshake_ = false;
     uint64_t granted = options_.window_bytes;
     for (unsigned i = 0; i < options_.streams; ++i) {
       std::string what = "connection " + std::to_string(i) + " to " + endpoint_.uri;
@@ -181,6 +206,7 @@ class NetSink final : public ByteSink {
       hello.window_bytes = options_.window_bytes;
       Result<ClientConnection> handshake =
           ClientHandshake(std::move(connection), hello, options_.socket.io_timeout, what);
+      if (!handshake.ok()) cut_in_handshake_ = Cut(handshake.status());
       if (!handshake.ok() && handshake.status().code() == Status::Code::kTruncated && !options_.name.empty() &&
           generation_number_ == 0) {
         // A receiver from before named streams closes the connection at
@@ -259,8 +285,8 @@ class NetSink final : public ByteSink {
                                         what + " (" + tls_->describe() + ")");
     // A receiver without TLS drops the TLS hello (a reset when it leaves
     // some of it unread).
-    if (!tls.ok() && generation_number_ == 0 &&
-        (tls.status().code() == Status::Code::kTruncated || tls.status().code() == Status::Code::kIoError))
+    if (!tls.ok()) cut_in_handshake_ = Cut(tls.status());
+    if (!tls.ok() && generation_number_ == 0 && Cut(tls.status()))
       return Status::Unauthenticated(tls.status().message() +
                                      " (a receiver without TLS (--insecure) closes the connection at the TLS hello)");
     if (!tls.ok()) return tls.status();
@@ -477,10 +503,9 @@ class NetSink final : public ByteSink {
           return;
         }
         ++failures;
-        auto backoff = std::chrono::milliseconds(std::min(200 << std::min(failures - 1, 5u), 5000));  // 200 ms, doubling
         {
           std::unique_lock lock(mu_);
-          if (cv_.wait_for(lock, backoff, [&] { return stop_; })) return;
+          if (cv_.wait_for(lock, Backoff(failures), [&] { return stop_; })) return;
         }
         uint64_t resume = 0;
         why = Connect(&resume, /*resuming=*/true);
@@ -532,6 +557,7 @@ class NetSink final : public ByteSink {
   Status fatal_;
   Generation generation_;  // replaced only by the supervisor (or the destructor) with no loops running
   uint64_t generation_number_ = 0;
+  bool cut_in_handshake_ = false;  // why the last Connect() failed, if it did
   bool generation_alive_ = false;
   bool control_running_ = false;  // the current generation's ControlLoop has not returned
   Status generation_error_;
