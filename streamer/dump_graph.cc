@@ -237,7 +237,7 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   // thread (one being coded, one coded and waiting for its turn to be
   // written). More only spreads the chunks in flight over more memory: each
   // slot is touched afresh and falls out of the cache before it comes round
-  // again (pack -j 2 on 2 CPUs: 6-8% faster with 8 slots than with the 14 of
+  // again (pack -j 2 on 2 CPUs: 2-8% faster with 8 slots than with the 14 of
   // three per thread and four spare).
   Result<std::unique_ptr<SlotPool>> created = SlotPool::Create(
       &budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,

@@ -557,7 +557,7 @@ class NetSink final : public ByteSink {
   Status fatal_;
   Generation generation_;  // replaced only by the supervisor (or the destructor) with no loops running
   uint64_t generation_number_ = 0;
-  bool cut_in_handshake_ = false;  // why the last Connect() failed, if it did
+  bool cut_in_handshake_ = false;  // the last Connect() failed on a connection closed or reset in its handshake
   bool generation_alive_ = false;
   bool control_running_ = false;  // the current generation's ControlLoop has not returned
   Status generation_error_;
