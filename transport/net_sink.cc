@@ -26,14 +26,11 @@ using Clock = std::chrono::steady_clock;
 // closed ends it at once; this bounds a silent network.
 constexpr std::chrono::milliseconds kLastWordGrace{1000};
 
-// Failures worth a reconnect: the network, not the peer's judgement.
-bool Transient(const Status& s) {
-  return s.code() == Status::Code::kIoError || s.code() == Status::Code::kTimedOut ||
-         s.code() == Status::Code::kTruncated;
-}
-
-// A connection closed or reset under a handshake (TLS, or the hello).
+// A connection closed or reset (under a handshake: TLS, or the hello).
 bool Cut(const Status& s) { return s.code() == Status::Code::kIoError || s.code() == Status::Code::kTruncated; }
+
+// Failures worth a reconnect: the network, not the peer's judgement.
+bool Transient(const Status& s) { return Cut(s) || s.code() == Status::Code::kTimedOut; }
 
 // The wait before reconnect attempt `attempt` (1, 2, ...): 200 ms, doubling, at most 5 s.
 std::chrono::milliseconds Backoff(unsigned attempt) {
@@ -286,7 +283,7 @@ class NetSink final : public ByteSink {
     // A receiver without TLS drops the TLS hello (a reset when it leaves
     // some of it unread).
     if (!tls.ok()) cut_in_handshake_ = Cut(tls.status());
-    if (!tls.ok() && generation_number_ == 0 && Cut(tls.status()))
+    if (cut_in_handshake_ && generation_number_ == 0)
       return Status::Unauthenticated(tls.status().message() +
                                      " (a receiver without TLS (--insecure) closes the connection at the TLS hello)");
     if (!tls.ok()) return tls.status();
