@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <nlohmann/json.hpp>
 
 #include "transport/aws_credentials.h"
 #include "transport/s3_signer.h"
@@ -116,6 +117,18 @@ void FakeAws::SetContainerToken(const std::string& token) {
 void FakeAws::SetSsoToken(const std::string& token) {
   std::lock_guard<std::mutex> lock(mu_);
   sso_token_ = token;
+}
+
+void FakeAws::SetSsoRefresh(const std::string& client_id, const std::string& client_secret,
+                            const std::string& refresh_token, const std::string& access_token, int expires_in,
+                            const std::string& next_refresh) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sso_refresh_ = {client_id, client_secret, refresh_token, access_token, next_refresh, expires_in};
+}
+
+std::string FakeAws::LastOidcBody() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_oidc_body_;
 }
 
 void FakeAws::SetLifetime(int seconds) {
@@ -308,6 +321,37 @@ FakeAws::Reply FakeAws::Handle(const Request& r) {
     return {200, "{\"roleCredentials\":{\"accessKeyId\":\"" + i.key + "\",\"secretAccessKey\":\"" + i.secret +
                      "\",\"sessionToken\":\"" + i.token + "\",\"expiration\":" + std::to_string(i.expires * 1000LL) +
                      "}}"};
+  }
+  if (r.method == "POST" && r.path == "/token") {
+    ++counts_["OidcToken"];
+    last_oidc_body_ = r.body;
+    // OAuth errors as SSO OIDC returns them: {"error": "...", "error_description": "..."}.
+    auto oauth_error = [](int status, const char* error) {
+      return Reply{status, std::string("{\"error\":\"") + error + "\",\"error_description\":\"refused by the fake\"}"};
+    };
+    if (failures_["OidcToken"] > 0) {
+      --failures_["OidcToken"];
+      return oauth_error(500, "internal_server_error");
+    }
+    nlohmann::json doc = nlohmann::json::parse(r.body, nullptr, false);
+    if (r.Header("content-type") != "application/json" || !doc.is_object()) return oauth_error(400, "invalid_request");
+    auto text = [&doc](const char* key) {
+      auto it = doc.find(key);
+      return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    const SsoRefresh& want = sso_refresh_;
+    if (text("grantType") != "refresh_token") return oauth_error(400, "unsupported_grant_type");
+    if (want.client_id.empty() || text("clientId") != want.client_id || text("clientSecret") != want.client_secret)
+      return oauth_error(401, "invalid_client");
+    if (text("refreshToken") != want.refresh_token) return oauth_error(400, "invalid_grant");
+    sso_token_ = want.access_token;
+    nlohmann::json reply = {
+        {"accessToken", want.access_token}, {"expiresIn", want.expires_in}, {"tokenType", "Bearer"}};
+    if (!want.next_refresh.empty()) {
+      reply["refreshToken"] = want.next_refresh;
+      sso_refresh_.refresh_token = want.next_refresh;  // the old one is spent
+    }
+    return {200, reply.dump()};
   }
   if (r.method == "PUT" && r.path == "/latest/api/token") {
     ++counts_["ImdsToken"];

@@ -11,6 +11,11 @@
 //              SetContainerToken's (when set).
 //   SSO        GET /federation/credentials?role_name=R&account_id=A:
 //              "x-amz-sso_bearer_token:" must equal SetSsoToken's.
+//   SSO OIDC   POST /token, JSON {grantType: "refresh_token", clientId,
+//              clientSecret, refreshToken} (CreateToken, as the aws CLI
+//              sends it to renew a cached SSO token): with SetSsoRefresh's
+//              client and refresh token, replies with its new access token,
+//              which from then on is the one the SSO route accepts.
 //   IMDSv2     PUT /latest/api/token, GET /latest/meta-data/iam/security-credentials/[ROLE]
 //              (the token from the PUT is required).
 //
@@ -47,16 +52,23 @@ class FakeAws {
   void SetWebIdentityToken(const std::string& token);
   void SetContainerToken(const std::string& token);
   void SetSsoToken(const std::string& token);
+  // CreateToken accepts this client (id, secret) and refresh token, and
+  // returns `access_token`, valid for `expires_in` seconds, and
+  // `next_refresh` as the new refresh token unless it is empty.
+  void SetSsoRefresh(const std::string& client_id, const std::string& client_secret, const std::string& refresh_token,
+                     const std::string& access_token, int expires_in, const std::string& next_refresh);
   void SetLifetime(int seconds);
   // The next `times` requests of `route` (see Count) get HTTP 503.
   void FailNext(const std::string& route, int times);
 
   // Requests per route: "AssumeRole", "AssumeRoleWithWebIdentity",
-  // "Container", "Sso", "ImdsToken", "ImdsRole", "ImdsCredentials"; refused ones too.
+  // "Container", "Sso", "OidcToken", "ImdsToken", "ImdsRole", "ImdsCredentials"; refused ones too.
   int Count(const std::string& route) const;
   // Form fields of the last STS request (RoleArn, RoleSessionName, ExternalId,
   // ...), or the query of the last SSO request (role_name, account_id).
   std::map<std::string, std::string> LastStsForm() const;
+  // The body of the last OIDC CreateToken request.
+  std::string LastOidcBody() const;
   // Access keys issued, in order.
   std::vector<std::string> Issued() const;
 
@@ -90,6 +102,11 @@ class FakeAws {
   std::string web_identity_token_;                       // GUARDED_BY(mu_)
   std::string container_token_;                          // GUARDED_BY(mu_)
   std::string sso_token_;                                // GUARDED_BY(mu_)
+  struct SsoRefresh {
+    std::string client_id, client_secret, refresh_token, access_token, next_refresh;
+    int expires_in = 0;
+  } sso_refresh_;                                        // GUARDED_BY(mu_)
+  std::string last_oidc_body_;                           // GUARDED_BY(mu_)
   std::string imds_token_;                               // GUARDED_BY(mu_)
   std::map<std::string, int> counts_;                    // GUARDED_BY(mu_)
   std::map<std::string, int> failures_;                  // GUARDED_BY(mu_)

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -345,21 +346,219 @@ TEST_F(S3Credentials, SsoCachedToken) {
   EXPECT_GT(s3_.SignedBy(aws_.Issued().at(0)), 0);
 
   // A legacy profile's cache is named by its start URL; an expired token
-  // says to log in again, without asking the portal.
+  // says to log in again, without asking the portal, and is not renewed
+  // (as by the aws CLI: only profiles with an sso_session are).
+  aws_.SetSsoRefresh("cid", "csecret", "rt", "renewed", 3600, "");
   Write(".aws/sso/cache/" + sha1("https://old.awsapps.com/start") + ".json",
-        "{\"accessToken\": \"sso-access-token\", \"expiresAt\": \"2020-01-01T00:00:00UTC\"}");
+        "{\"accessToken\": \"sso-access-token\", \"expiresAt\": \"2020-01-01T00:00:00UTC\", "
+        "\"clientId\": \"cid\", \"clientSecret\": \"csecret\", "
+        "\"registrationExpiresAt\": \"2999-01-01T00:00:00Z\", \"refreshToken\": \"rt\"}");
   env_["AWS_PROFILE"] = "legacy";
   auto config = s3::LoadConfig(options_);
   ASSERT_FALSE(config.ok());
   EXPECT_NE(config.status().message().find("aws sso login --profile legacy"), std::string::npos)
       << config.status().message();
   EXPECT_EQ(aws_.Count("Sso"), 1);
+  EXPECT_EQ(aws_.Count("OidcToken"), 0);
   // A token the portal does not know.
   Write(".aws/sso/cache/" + sha1("https://old.awsapps.com/start") + ".json",
         "{\"accessToken\": \"stale\", \"expiresAt\": \"2999-01-01T00:00:00Z\"}");
   config = s3::LoadConfig(options_);
   ASSERT_FALSE(config.ok());
   EXPECT_NE(config.status().message().find("HTTP 401"), std::string::npos) << config.status().message();
+}
+
+// The SSO profile of SsoCachedToken, with the session's cache file as
+// `aws sso login` leaves it: the access token, when it expires, and the
+// refresh token and client registration that renew it.
+class S3SsoRenewal : public S3Credentials {
+ protected:
+  S3SsoRenewal() {
+    env_["AWS_ENDPOINT_URL_SSO"] = aws_.endpoint();
+    env_["AWS_ENDPOINT_URL_SSO_OIDC"] = aws_.endpoint();
+    env_["AWS_PROFILE"] = "dev";
+    Write(".aws/config", "[profile dev]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Writer\n"
+                         "region = eu-west-1\n[sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\n"
+                         "sso_region = eu-west-1\n");
+    testing::CommandResult r = testing::RunShell("printf %s corp | sha1sum | cut -c1-40");
+    cache_ = dir_ + "/.aws/sso/cache/" + r.output.substr(0, 40) + ".json";
+  }
+
+  // Writes the cache file: `token` expiring `expires_in` seconds from now,
+  // the refresh token "rt-1" and client "cid", registered until `registered`.
+  void WriteCache(const std::string& token, long expires_in, const std::string& registered = "2999-01-01T00:00:00Z") {
+    Write(".aws/sso/cache/" + cache_.substr(cache_.rfind('/') + 1),
+          nlohmann::ordered_json{{"startUrl", "https://corp.awsapps.com/start"},
+                                 {"region", "eu-west-1"},
+                                 {"accessToken", token},
+                                 {"expiresAt", s3::FormatIso8601(std::time(nullptr) + expires_in)},
+                                 {"clientId", "cid"},
+                                 {"clientSecret", "csecret"},
+                                 {"registrationExpiresAt", registered},
+                                 {"refreshToken", "rt-1"}}
+              .dump());
+  }
+
+  nlohmann::ordered_json Cache() const {
+    std::ifstream in(cache_);
+    return nlohmann::ordered_json::parse(in, nullptr, false);
+  }
+
+  std::string cache_;
+};
+
+// An expired token is renewed with its refresh token, as the aws CLI does:
+// the new token buys the role keys, and the cache holds it (and the new
+// refresh token) for the next run, which then renews nothing.
+TEST_F(S3SsoRenewal, ExpiredTokenIsRenewed) {
+  WriteCache("old-token", -60);
+  aws_.SetSsoRefresh("cid", "csecret", "rt-1", "new-token", 28800, "rt-2");
+  Status s = Upload("renewed");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("OidcToken"), 1);
+  EXPECT_EQ(aws_.Count("Sso"), 1);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued().at(0)), 0);
+  EXPECT_EQ(nlohmann::json::parse(aws_.LastOidcBody()),
+            (nlohmann::json{{"grantType", "refresh_token"}, {"clientId", "cid"}, {"clientSecret", "csecret"},
+                            {"refreshToken", "rt-1"}}));
+
+  nlohmann::ordered_json cache = Cache();
+  ASSERT_TRUE(cache.is_object());
+  EXPECT_EQ(cache["accessToken"], "new-token");
+  EXPECT_EQ(cache["refreshToken"], "rt-2");
+  EXPECT_EQ(cache["clientId"], "cid");
+  EXPECT_EQ(cache["registrationExpiresAt"], "2999-01-01T00:00:00Z");
+  EXPECT_EQ(cache["startUrl"], "https://corp.awsapps.com/start");
+  Result<std::time_t> expires = s3::ParseIso8601(cache["expiresAt"].get<std::string>());
+  ASSERT_TRUE(expires.ok());
+  EXPECT_NEAR(static_cast<double>(*expires - std::time(nullptr)), 28800, 60);
+  struct stat st {};
+  ASSERT_EQ(::stat(cache_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // it holds the refresh token
+  testing::CommandResult left = testing::RunShell("ls " + testing::ShellQuote(dir_ + "/.aws/sso/cache"));
+  EXPECT_EQ(left.output, cache_.substr(cache_.rfind('/') + 1) + "\n");  // no temporary file left
+
+  s = Upload("again");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("OidcToken"), 1);
+  EXPECT_EQ(aws_.Count("Sso"), 2);
+}
+
+// A token with less than 15 minutes left is renewed too; where renewing it
+// fails, it is used while it lasts and the cache is left as it was.
+TEST_F(S3SsoRenewal, TokenAboutToExpireIsUsedWhenRenewingFails) {
+  WriteCache("soon-token", 600);
+  aws_.SetSsoToken("soon-token");
+  aws_.SetSsoRefresh("cid", "csecret", "rt-1", "new-token", 28800, "");
+  aws_.FailNext("OidcToken", 1);
+  Status s = Upload("soon");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("OidcToken"), 1);
+  EXPECT_EQ(Cache()["accessToken"], "soon-token");
+
+  // Renewed: a reply without a new refresh token keeps the old one.
+  s = Upload("renewed");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("OidcToken"), 2);
+  EXPECT_EQ(Cache()["accessToken"], "new-token");
+  EXPECT_EQ(Cache()["refreshToken"], "rt-1");
+
+  // More than 15 minutes left: nothing to renew.
+  WriteCache("later-token", 3600);
+  aws_.SetSsoToken("later-token");
+  s = Upload("later");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("OidcToken"), 2);
+}
+
+// An expired token that cannot be renewed: an error that says why and what
+// to run, before the portal is asked.
+TEST_F(S3SsoRenewal, ExpiredTokenThatCannotBeRenewedSaysWhy) {
+  WriteCache("old-token", -60);
+  aws_.SetSsoRefresh("cid", "csecret", "another-refresh-token", "new-token", 28800, "");
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  const std::string& m = config.status().message();
+  EXPECT_NE(m.find("the cached token expired at"), std::string::npos) << m;
+  EXPECT_NE(m.find("renewing it failed: SSO OIDC CreateToken at " + aws_.endpoint() + ": HTTP 400 invalid_grant"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("aws sso login --profile dev"), std::string::npos) << m;
+  EXPECT_EQ(aws_.Count("OidcToken"), 1);
+  EXPECT_EQ(aws_.Count("Sso"), 0);
+
+  // A client registration that has expired is not tried.
+  WriteCache("old-token", -60, "2020-01-01T00:00:00Z");
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("its client registration expired at 2020-01-01T00:00:00Z"),
+            std::string::npos)
+      << config.status().message();
+  EXPECT_EQ(aws_.Count("OidcToken"), 1);
+}
+
+// The renewal against the real aws CLI (Debian's 2.9), pointed at FakeAws
+// by endpoint rule sets in AWS_DATA_PATH (it has no AWS_ENDPOINT_URL_*):
+// both send the same CreateToken request and write the same cache file, and
+// each takes the token the other wrote without renewing it. Two aws runs.
+TEST_F(S3SsoRenewal, RenewalAgreesWithTheAwsCli) {
+  if (::access("/usr/bin/aws", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/aws (scripts/setup.sh installs awscli)";
+  // One rule, no conditions: every request of the service goes to FakeAws.
+  const nlohmann::json region = {{"builtIn", "AWS::Region"}, {"required", false}, {"type", "String"}};
+  const nlohmann::json endpoint = {
+      {"url", aws_.endpoint()}, {"properties", nlohmann::json::object()}, {"headers", nlohmann::json::object()}};
+  const nlohmann::json rule = {{"conditions", nlohmann::json::array()}, {"endpoint", endpoint}, {"type", "endpoint"}};
+  for (const char* service : {"sso", "sso-oidc"})
+    Write(std::string("awsdata/") + service + "/2019-06-10/endpoint-rule-set-1.json",
+          nlohmann::json{{"version", "1.0"}, {"parameters", {{"Region", region}}}, {"rules", {rule}}}.dump());
+  auto aws = [&] {
+    return testing::RunShell("env -i PATH=/usr/bin:/bin HOME=" + testing::ShellQuote(dir_) + " AWS_DATA_PATH=" +
+                             testing::ShellQuote(dir_ + "/awsdata") +
+                             " /usr/bin/aws configure export-credentials --profile dev 2>&1");
+  };
+  WriteCache("old-token", -60);
+  aws_.SetSsoRefresh("cid", "csecret", "rt-1", "cli-token", 28800, "rt-2");
+  testing::CommandResult r = aws();
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(aws_.Count("OidcToken"), 1);
+  const nlohmann::json cli_request = nlohmann::json::parse(aws_.LastOidcBody(), nullptr, false);
+  const nlohmann::ordered_json cli_cache = Cache();
+  ASSERT_EQ(cli_cache["accessToken"], "cli-token");
+
+  WriteCache("old-token", -60);
+  aws_.SetSsoRefresh("cid", "csecret", "rt-1", "our-token", 28800, "rt-3");
+  Status s = Upload("ours");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(aws_.Count("OidcToken"), 2);
+  EXPECT_EQ(nlohmann::json::parse(aws_.LastOidcBody(), nullptr, false), cli_request);
+  const nlohmann::ordered_json our_cache = Cache();
+  std::vector<std::string> cli_keys, our_keys;
+  for (const auto& [key, value] : cli_cache.items()) cli_keys.push_back(key);
+  for (const auto& [key, value] : our_cache.items()) our_keys.push_back(key);
+  EXPECT_EQ(our_keys, cli_keys);
+  for (const char* same : {"startUrl", "region", "clientId", "clientSecret", "registrationExpiresAt"})
+    EXPECT_EQ(our_cache[same], cli_cache[same]) << same;
+  EXPECT_EQ(our_cache["refreshToken"], "rt-3");
+  // Both "YYYY-MM-DDTHH:MM:SSZ", 8 hours ahead.
+  EXPECT_EQ(our_cache["expiresAt"].get<std::string>().size(), cli_cache["expiresAt"].get<std::string>().size());
+  EXPECT_EQ(our_cache["expiresAt"].get<std::string>().back(), 'Z');
+
+  // The CLI takes our cache as it is: no renewal, our token at the portal
+  // (once the role keys it cached in ~/.aws/cli/cache are gone).
+  std::system(("rm -rf '" + dir_ + "/.aws/cli/cache'").c_str());
+  const int portal = aws_.Count("Sso");
+  r = aws();
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(aws_.Count("OidcToken"), 2);
+  EXPECT_EQ(aws_.Count("Sso"), portal + 1);
+  EXPECT_NE(r.output.find(aws_.Issued().back()), std::string::npos) << r.output;
+
+  // And we take the CLI's.
+  Write(".aws/sso/cache/" + cache_.substr(cache_.rfind('/') + 1), cli_cache.dump());
+  aws_.SetSsoToken("cli-token");
+  s = Upload("theirs");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("OidcToken"), 2);
 }
 
 // The fakes against an independent client, Debian's aws 2.9 (botocore):

@@ -194,6 +194,7 @@ class Chain {
                                      "' needs sso_start_url, sso_region, sso_account_id and sso_role_name");
     sso.cache_dir = Env("HOME") + "/.aws/sso/cache";
     sso.portal_url = Env("AWS_ENDPOINT_URL_SSO");
+    sso.oidc_url = Env("AWS_ENDPOINT_URL_SSO_OIDC");
     sso.trust = in_.trust;
     return Make("SSO profile '" + name + "' (" + sso.role_name + "@" + sso.account_id + ")",
                 [sso] { return FetchSsoCredentials(sso); });

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
 #include "transport/aws_sso.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "common/unique_fd.h"
 
 namespace vramflow::s3 {
 namespace {
@@ -16,6 +21,116 @@ constexpr size_t kMaxCacheFile = 64 * 1024;
 std::string Text(const nlohmann::json& doc, const char* key) {
   auto it = doc.find(key);
   return it != doc.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Less than this left on a cached token and it is renewed first (the aws
+// CLI's refresh window).
+constexpr std::time_t kRefreshWindowSeconds = 15 * 60;
+
+// The cache file's JSON, bounded in size.
+Result<nlohmann::json> ReadCache(const std::string& path, const std::string& missing) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument(missing);
+  std::string text(kMaxCacheFile + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxCacheFile) return Status::InvalidArgument(path + ": larger than 64 KiB");
+  nlohmann::json cache = nlohmann::json::parse(text, nullptr, false);
+  if (cache.is_discarded() || !cache.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
+  return cache;
+}
+
+// A time the CLI wrote: "2026-01-01T00:00:00Z" (older versions "...UTC").
+Result<std::time_t> CacheTime(std::string text) {
+  if (text.size() > 3 && text.compare(text.size() - 3, 3, "UTC") == 0) text = text.substr(0, text.size() - 3) + "Z";
+  return ParseIso8601(text);
+}
+
+// `text` as the file `path`, complete or not at all: written beside it,
+// readable by its owner only (it holds the refresh token), then renamed.
+Status ReplaceFile(const std::string& path, const std::string& text) {
+  std::string temp = path + ".vramflow-XXXXXX";
+  UniqueFd fd(::mkostemp(temp.data(), O_CLOEXEC));  // mode 0600
+  if (!fd.valid()) return Status::FromErrno("creating '" + temp + "'", errno);
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = n < 0 ? errno : ENOSPC;
+      ::unlink(temp.c_str());
+      return Status::FromErrno("writing '" + temp + "'", e);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(temp.c_str());
+    return Status::FromErrno("renaming '" + temp + "' to '" + path + "'", e);
+  }
+  return Status::Ok();
+}
+
+struct RenewedToken {
+  std::string access_token;
+  std::time_t expires = 0;
+  std::string cache_text;  // the cache file's new contents
+};
+
+// The CLI's refresh: OIDC CreateToken with the refresh token and the client
+// registration cached beside the access token (all four must be there and
+// the registration unexpired). The new cache holds the fields the CLI
+// writes, in its order.
+Result<RenewedToken> RefreshToken(const SsoProfile& sso, const nlohmann::json& cache) {
+  std::string refresh = Text(cache, "refreshToken"), client_id = Text(cache, "clientId"),
+              client_secret = Text(cache, "clientSecret"), registration = Text(cache, "registrationExpiresAt");
+  if (refresh.empty() || client_id.empty() || client_secret.empty() || registration.empty())
+    return Status::InvalidArgument("the cache holds no refresh token and client registration");
+  VF_ASSIGN_OR_RETURN(std::time_t registration_expires, CacheTime(registration));
+  if (registration_expires <= std::time(nullptr))
+    return Status::InvalidArgument("its client registration expired at " + FormatIso8601(registration_expires));
+  std::string oidc = sso.oidc_url.empty() ? "https://oidc." + sso.region + ".amazonaws.com" : sso.oidc_url;
+  while (!oidc.empty() && oidc.back() == '/') oidc.pop_back();
+  HttpCall call;
+  call.method = "POST";
+  call.url = oidc + "/token";
+  call.headers = {{"Content-Type", "application/json"}};
+  call.body = nlohmann::json{{"grantType", "refresh_token"},
+                             {"clientId", client_id},
+                             {"clientSecret", client_secret},
+                             {"refreshToken", refresh}}
+                  .dump();
+  call.timeout = sso.timeout;
+  call.trust = sso.trust;
+  const std::string what = "SSO OIDC CreateToken at " + oidc;
+  VF_ASSIGN_OR_RETURN(HttpReply reply, Http(call));
+  nlohmann::json doc = nlohmann::json::parse(reply.body, nullptr, false);
+  if (reply.status != 200) {
+    std::string error = doc.is_object() ? Text(doc, "error") : "";
+    return Status::IoError(what + ": HTTP " + std::to_string(reply.status) + (error.empty() ? "" : " " + error));
+  }
+  if (doc.is_discarded() || !doc.is_object()) return Status::InvalidArgument(what + ": reply is not a JSON object");
+  std::string token = Text(doc, "accessToken");
+  auto expires_in = doc.find("expiresIn");
+  if (token.empty() || expires_in == doc.end() || !expires_in->is_number_integer() ||
+      expires_in->get<int64_t>() <= 0 || expires_in->get<int64_t>() > int64_t{366} * 24 * 3600)
+    return Status::InvalidArgument(what + ": reply lacks accessToken or a valid expiresIn");
+  RenewedToken renewed;
+  renewed.access_token = token;
+  renewed.expires = std::time(nullptr) + static_cast<std::time_t>(expires_in->get<int64_t>());
+  // A reply without a new refresh token leaves the old one in force.
+  std::string next_refresh = Text(doc, "refreshToken");
+  renewed.cache_text = nlohmann::ordered_json{
+      {"startUrl", sso.start_url},
+      {"region", sso.region},
+      {"accessToken", token},
+      {"expiresAt", FormatIso8601(renewed.expires)},
+      {"clientId", client_id},
+      {"clientSecret", client_secret},
+      {"registrationExpiresAt", registration},
+      {"refreshToken", next_refresh.empty() ? refresh : next_refresh},
+  }.dump();
+  return renewed;
 }
 
 }  // namespace
@@ -36,25 +151,31 @@ std::string SsoCacheFileName(const std::string& key) {
 Result<TimedCredentials> FetchSsoCredentials(const SsoProfile& sso) {
   std::string login = "run `aws sso login --profile " + sso.profile + "`";
   std::string path = sso.cache_dir + "/" + SsoCacheFileName(sso.session.empty() ? sso.start_url : sso.session);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument("SSO profile '" + sso.profile + "': no cached token " + path + ": " + login);
-  std::string text(kMaxCacheFile + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxCacheFile) return Status::InvalidArgument(path + ": larger than 64 KiB");
-  nlohmann::json cache = nlohmann::json::parse(text, nullptr, false);
-  if (cache.is_discarded() || !cache.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
+  VF_ASSIGN_OR_RETURN(nlohmann::json cache,
+                      ReadCache(path, "SSO profile '" + sso.profile + "': no cached token " + path + ": " + login));
   std::string token = Text(cache, "accessToken");
   std::string expires_at = Text(cache, "expiresAt");
   if (token.empty() || expires_at.empty())
     return Status::InvalidArgument(path + ": no accessToken / expiresAt: " + login);
-  // The CLI writes "2026-01-01T00:00:00Z" (older versions "...UTC").
-  if (expires_at.size() > 3 && expires_at.compare(expires_at.size() - 3, 3, "UTC") == 0)
-    expires_at = expires_at.substr(0, expires_at.size() - 3) + "Z";
-  VF_ASSIGN_OR_RETURN(std::time_t expires, ParseIso8601(expires_at));
+  VF_ASSIGN_OR_RETURN(std::time_t expires, CacheTime(expires_at));
+  // Only profiles with an sso_session are renewed, as by the CLI (a legacy
+  // profile's login caches no refresh token).
+  std::string not_renewed;
+  if (!sso.session.empty() && expires - std::time(nullptr) < kRefreshWindowSeconds) {
+    Result<RenewedToken> renewed = RefreshToken(sso, cache);
+    if (renewed.ok()) {
+      token = renewed->access_token;
+      expires = renewed->expires;
+      // The renewed token serves this run even where the cache cannot be
+      // written (a read-only ~/.aws); the CLI then renews it again itself.
+      (void)ReplaceFile(path, renewed->cache_text);
+    } else {
+      not_renewed = "; renewing it failed: " + renewed.status().message();
+    }
+  }
   if (expires <= std::time(nullptr))
     return Status::InvalidArgument("SSO profile '" + sso.profile + "': the cached token expired at " +
-                                   FormatIso8601(expires) + ": " + login);
+                                   FormatIso8601(expires) + not_renewed + ": " + login);
   HttpCall call;
   std::string portal = sso.portal_url.empty() ? "https://portal.sso." + sso.region + ".amazonaws.com" : sso.portal_url;
   while (!portal.empty() && portal.back() == '/') portal.pop_back();
