@@ -126,6 +126,11 @@ void FakeAws::SetSsoRefresh(const std::string& client_id, const std::string& cli
   sso_refresh_ = {client_id, client_secret, refresh_token, access_token, next_refresh, expires_in};
 }
 
+void FakeAws::OnOidcRequest(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  oidc_hook_ = std::move(hook);
+}
+
 std::string FakeAws::LastOidcBody() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_oidc_body_;
@@ -325,6 +330,7 @@ FakeAws::Reply FakeAws::Handle(const Request& r) {
   if (r.method == "POST" && r.path == "/token") {
     ++counts_["OidcToken"];
     last_oidc_body_ = r.body;
+    if (oidc_hook_) oidc_hook_();
     // OAuth errors as SSO OIDC returns them: {"error": "...", "error_description": "..."}.
     auto oauth_error = [](int status, const char* error) {
       return Reply{status, std::string("{\"error\":\"") + error + "\",\"error_description\":\"refused by the fake\"}"};

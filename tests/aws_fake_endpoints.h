@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -67,6 +68,9 @@ class FakeAws {
   // Form fields of the last STS request (RoleArn, RoleSessionName, ExternalId,
   // ...), or the query of the last SSO request (role_name, account_id).
   std::map<std::string, std::string> LastStsForm() const;
+  // Runs `hook` on each OIDC CreateToken request before it is answered
+  // (another client acting meanwhile). It must not call FakeAws.
+  void OnOidcRequest(std::function<void()> hook);
   // The body of the last OIDC CreateToken request.
   std::string LastOidcBody() const;
   // Access keys issued, in order.
@@ -107,6 +111,7 @@ class FakeAws {
     int expires_in = 0;
   } sso_refresh_;                                        // GUARDED_BY(mu_)
   std::string last_oidc_body_;                           // GUARDED_BY(mu_)
+  std::function<void()> oidc_hook_;                      // GUARDED_BY(mu_)
   std::string imds_token_;                               // GUARDED_BY(mu_)
   std::map<std::string, int> counts_;                    // GUARDED_BY(mu_)
   std::map<std::string, int> failures_;                  // GUARDED_BY(mu_)

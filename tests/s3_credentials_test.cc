@@ -497,6 +497,27 @@ TEST_F(S3SsoRenewal, ExpiredTokenThatCannotBeRenewedSaysWhy) {
   EXPECT_EQ(aws_.Count("OidcToken"), 1);
 }
 
+// Two clients renewing the same expired token at once: the second's refresh
+// token is spent by the time it asks, and it takes the token the first
+// wrote to the cache instead of failing.
+TEST_F(S3SsoRenewal, RenewalLostToAnotherClientTakesItsToken) {
+  WriteCache("old-token", -60);
+  aws_.SetSsoRefresh("cid", "csecret", "rt-2", "their-token", 28800, "");  // rt-1 is spent
+  aws_.SetSsoToken("their-token");
+  aws_.OnOidcRequest([this] {
+    nlohmann::ordered_json theirs = Cache();
+    theirs["accessToken"] = "their-token";
+    theirs["expiresAt"] = s3::FormatIso8601(std::time(nullptr) + 28800);
+    theirs["refreshToken"] = "rt-2";
+    std::ofstream(cache_) << theirs.dump();
+  });
+  Status s = Upload("theirs");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("OidcToken"), 1);
+  EXPECT_EQ(aws_.Count("Sso"), 1);
+  EXPECT_EQ(Cache()["refreshToken"], "rt-2");  // theirs, left as it is
+}
+
 // The renewal against the real aws CLI (Debian's 2.9), pointed at FakeAws
 // by endpoint rule sets in AWS_DATA_PATH (it has no AWS_ENDPOINT_URL_*):
 // both send the same CreateToken request and write the same cache file, and

@@ -171,6 +171,17 @@ Result<TimedCredentials> FetchSsoCredentials(const SsoProfile& sso) {
       (void)ReplaceFile(path, renewed->cache_text);
     } else {
       not_renewed = "; renewing it failed: " + renewed.status().message();
+      // Another process (vramflow or the aws CLI) may have renewed it first
+      // with the same refresh token, which then no longer works: its token
+      // is in the cache by now.
+      Result<nlohmann::json> again = ReadCache(path, path + ": gone");
+      if (again.ok() && Text(*again, "accessToken") != token) {
+        Result<std::time_t> again_expires = CacheTime(Text(*again, "expiresAt"));
+        if (again_expires.ok() && *again_expires > std::time(nullptr)) {
+          token = Text(*again, "accessToken");
+          expires = *again_expires;
+        }
+      }
     }
   }
   if (expires <= std::time(nullptr))
