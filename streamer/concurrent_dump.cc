@@ -142,7 +142,11 @@ class ConcurrentDump::Engine {
     }
     if (options_.base) header.flags |= kStreamFlagBase;
     writer_.emplace(sink_, header);
-    if (options_.base) writer_->SetBase(options_.base->DescriptorForDependent());
+    if (options_.base) {
+      BaseDescriptor descriptor = options_.base->DescriptorForDependent();
+      if (!options_.base_location.empty()) descriptor.location = options_.base_location;
+      writer_->SetBase(std::move(descriptor));
+    }
     writer_->SetChunkDigests(digests_);
     VF_RETURN_IF_ERROR(writer_->Start());
     for (unsigned i = 0; i < plan_.threads; ++i)

@@ -4,6 +4,7 @@
 // the same offset and size (streamer/base_chunk_coding.h); read back with
 // the base.
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "streamer/stream_reader.h"
 #include "tests/test_util.h"
 #include "transport/fd_stream.h"
+#include "transport/file_random_access.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -198,6 +200,28 @@ TEST_F(ConcurrentDumpBase, OnlyTheSamePlaceOfTheSameNamedFileIsMatched) {
   ASSERT_TRUE(ReadBack(path, base_path, &contents).ok());
   EXPECT_EQ(contents.objects["pages-1.img"], shifted);
   EXPECT_EQ(contents.objects["pages-2.img"], pages);
+}
+
+// The BASE frame records the location the options give (capture's, from
+// the stream's directory), else the one the base was opened from.
+TEST_F(ConcurrentDumpBase, BaseFrameRecordsTheGivenLocation) {
+  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(base_path, FileOpener());
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  auto recorded = [&](const std::string& location) -> std::string {
+    PipelineOptions options = Options();
+    options.base = *base;
+    options.base_location = location;
+    PipelineStats stats;
+    std::filesystem::remove(path);
+    Status dumped = DumpFile(path, {{"pages-1.img", changed}}, options, &stats);
+    if (!dumped.ok()) return dumped.ToString();
+    Result<std::unique_ptr<RandomAccessSource>> source = OpenFileRandomAccess(path);
+    if (!source.ok()) return source.status().ToString();
+    Result<BaseDescriptor> frame = ReadBaseFrame(**source, path);
+    return frame.ok() ? frame->location : frame.status().ToString();
+  };
+  EXPECT_EQ(recorded("base.vfs"), "base.vfs");
+  EXPECT_EQ(recorded(""), base_path);
 }
 
 // Refs only: matched by the base's stored digests (a capture with

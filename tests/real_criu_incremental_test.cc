@@ -9,6 +9,7 @@
 // real_criu_fixture.h.
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/real_criu_fixture.h"
@@ -27,7 +28,8 @@ uint64_t VramStreamBytes(const std::string& dir) {
 // A Python process holding 48 MiB of floats, dumped twice through capture
 // (the first time left running): the second against the first is a small
 // fraction of it, and restores through serve with the base, alive and its
-// array intact. Served with the wrong base, nothing is restored.
+// array intact. Served with the wrong base, nothing is restored. The two
+// streams moved to another directory still find each other.
 TEST_F(RealCriu, IncrementalStreamerCaptureThenServeWithTheBase) {
   REQUIRE_REAL_CRIU();
   StartKfd();  // the plugin CRIU loads talks to it, GPUs or not
@@ -57,6 +59,21 @@ TEST_F(RealCriu, IncrementalStreamerCaptureThenServeWithTheBase) {
 
   RestoreFromStream(next, "--base " + ShellQuote(full));
   CheckFloatHolder(pid);
+
+  // The BASE frame names the base by its path from the stream's directory,
+  // as pack's do: moved together, the two are still found without --base.
+  testing::CommandResult inspected = RunShell(Vramflow() + " inspect --json " + ShellQuote(next));
+  ASSERT_EQ(inspected.code, 0) << inspected.output;
+  EXPECT_EQ(nlohmann::json::parse(inspected.output, nullptr, false)["base"]["location"], "full.vfs")
+      << inspected.output;
+  const std::string moved = dir_.File("moved"), extracted = dir_.File("extracted");
+  std::filesystem::create_directory(moved);
+  std::filesystem::rename(full, moved + "/full.vfs");
+  std::filesystem::rename(next, moved + "/next.vfs");
+  testing::CommandResult extract = RunShell(Vramflow() + " streamer -D " + ShellQuote(extracted) + " -i " +
+                                            ShellQuote(moved + "/next.vfs") + " extract 2>&1");
+  EXPECT_EQ(extract.code, 0) << extract.output;
+  EXPECT_TRUE(std::filesystem::exists(extracted + "/inventory.img")) << extract.output;
 }
 
 // The plugin's VRAMFLOW_BASE under the real CRIU: a dump left running, a

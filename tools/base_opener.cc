@@ -35,6 +35,17 @@ Status CheckBaseLocation(const std::string& location) {
                                  "s3://BUCKET/KEY; not a pipe, stdin, fd:N or a network address");
 }
 
+std::string RecordedBaseLocation(const std::string& base, const std::string& output) {
+  Result<Endpoint> b = ParseEndpoint(base);
+  if (!b.ok() || b->kind != Endpoint::Kind::kPath) return base;
+  const std::filesystem::path absolute = std::filesystem::absolute(b->path).lexically_normal();
+  Result<Endpoint> o = ParseEndpoint(output);
+  if (!o.ok() || o->kind != Endpoint::Kind::kPath) return absolute.string();
+  const std::filesystem::path from = std::filesystem::absolute(o->path).lexically_normal().parent_path();
+  const std::filesystem::path relative = absolute.lexically_relative(from);
+  return relative.empty() ? absolute.string() : relative.string();
+}
+
 std::string AbsoluteBaseLocation(const std::string& location) {
   Result<Endpoint> endpoint = ParseEndpoint(location);
   if (!endpoint.ok() || endpoint->kind != Endpoint::Kind::kPath) return location;

@@ -33,6 +33,12 @@ Result<std::shared_ptr<const BaseStream>> OpenCliBase(const std::vector<std::str
 // stdin, fd:N or a network address is refused, saying why.
 Status CheckBaseLocation(const std::string& location);
 
+// Where a dump's BASE frame says its base is: a file base by its path from
+// the output's directory when the output is a file too (so that the two can
+// move together; readers take relative locations from there,
+// streamer/base_location.h), else by its absolute path; a URI as given.
+std::string RecordedBaseLocation(const std::string& base, const std::string& output);
+
 // A local path as an absolute one (what a BASE frame records, so that the
 // base is found from anywhere); URIs as they are.
 std::string AbsoluteBaseLocation(const std::string& location);

@@ -153,21 +153,6 @@ Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options) {
   return base;
 }
 
-// Where the BASE frame says the base is: a file base by its path from the
-// output's directory when the output is a file too (so that the two can move
-// together; readers take relative locations from there), else by its
-// absolute path; a URI as given.
-std::string RecordedBaseLocation(const std::string& base, const std::string& output) {
-  Result<Endpoint> b = ParseEndpoint(base);
-  if (!b.ok() || b->kind != Endpoint::Kind::kPath) return base;
-  const std::filesystem::path absolute = std::filesystem::absolute(b->path).lexically_normal();
-  Result<Endpoint> o = ParseEndpoint(output);
-  if (!o.ok() || o->kind != Endpoint::Kind::kPath) return absolute.string();
-  const std::filesystem::path from = std::filesystem::absolute(o->path).lexically_normal().parent_path();
-  const std::filesystem::path relative = absolute.lexically_relative(from);
-  return relative.empty() ? absolute.string() : relative.string();
-}
-
 // Streams that are not regular files (stdin, pipes, S3 objects) have no size
 // up front and cannot be read at offsets: they are read in order and
 // encoded on every thread, as objects of unknown size.

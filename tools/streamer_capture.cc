@@ -158,6 +158,7 @@ Status Capture(const StreamerOptions& options) {
   // file of the same name (ConcurrentDump), its index within the budget.
   if (!options.base.empty()) {
     VF_ASSIGN_OR_RETURN(pipeline.base, OpenCliBase(options.base, transport));
+    pipeline.base_location = RecordedBaseLocation(options.base.front(), uri);  // as pack records it
   }
   // pipeline.dedup as asked (default on): references within one file only
   // (ConcurrentDump), which serve can always resolve.
