@@ -280,13 +280,15 @@ class NetSink final : public ByteSink {
     if (!tls_) return std::unique_ptr<Connection>(std::make_unique<PlainConnection>(std::move(fd)));
     auto tls = TlsConnection::Handshake(*tls_, std::move(fd), endpoint_.host, options_.socket.io_timeout,
                                         what + " (" + tls_->describe() + ")");
-    // A receiver without TLS drops the TLS hello (a reset when it leaves
-    // some of it unread).
-    if (!tls.ok()) cut_in_handshake_ = Cut(tls.status());
-    if (cut_in_handshake_ && generation_number_ == 0)
-      return Status::Unauthenticated(tls.status().message() +
-                                     " (a receiver without TLS (--insecure) closes the connection at the TLS hello)");
-    if (!tls.ok()) return tls.status();
+    if (!tls.ok()) {
+      cut_in_handshake_ = Cut(tls.status());
+      // A receiver without TLS drops the TLS hello (a reset when it leaves
+      // some of it unread).
+      if (cut_in_handshake_ && generation_number_ == 0)
+        return Status::Unauthenticated(tls.status().message() +
+                                       " (a receiver without TLS (--insecure) closes the connection at the TLS hello)");
+      return tls.status();
+    }
     if (options_.tls.ktls && options_.log) std::call_once(ktls_reported_, [&] { options_.log(DescribeKtls(**tls)); });
     return std::unique_ptr<Connection>(std::move(*tls));
   }
