@@ -5,6 +5,8 @@
 
 #include <stdexcept>
 
+#include "common/hex.h"
+
 namespace vramflow {
 
 struct Sha256Hasher::Context {
@@ -52,14 +54,8 @@ std::string HexDigest(const Sha256Digest& digest) {
 
 bool ParseHexDigest(const std::string& text, Sha256Digest* digest) {
   if (text.size() != 64) return false;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   for (size_t i = 0; i < 32; ++i) {
-    const int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+    const int hi = HexDigitValue(text[2 * i]), lo = HexDigitValue(text[2 * i + 1]);
     if (hi < 0 || lo < 0) return false;
     (*digest)[i] = static_cast<uint8_t>(hi << 4 | lo);
   }

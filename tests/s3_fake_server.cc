@@ -132,6 +132,11 @@ void FakeS3::SetEmptyCompleteETag(bool empty) {
   empty_complete_etag_ = empty;
 }
 
+void FakeS3::SetRepeatedComplete(RepeatedComplete answer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  repeated_complete_ = answer;
+}
+
 std::optional<std::string> FakeS3::Object(const std::string& bucket_key) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(bucket_key);
@@ -142,6 +147,7 @@ std::optional<std::string> FakeS3::Object(const std::string& bucket_key) const {
 void FakeS3::PutObject(const std::string& bucket_key, std::string data) {
   std::lock_guard<std::mutex> lock(mu_);
   objects_[bucket_key] = std::move(data);
+  multipart_etags_.erase(bucket_key);
 }
 
 void FakeS3::AddKey(const std::string& access_key, const std::string& secret_key, const std::string& session_token,
@@ -315,7 +321,7 @@ void FakeS3::Serve(int fd) {
     }
     Reply reply = Handle(r);
     --concurrent_;
-    if (reply.fault == Fault::kCloseConnection) break;
+    if (reply.fault == Fault::kCloseConnection || reply.fault == Fault::kLoseReply) break;
     if (reply.fault == Fault::kStall) {
       Stall(fd);
       break;
@@ -346,17 +352,30 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
     return Reply{refused == "ExpiredToken" || refused == "XAmzContentSHA256Mismatch" ? 400 : 403,
                  ErrorXml(refused, "refused by the fake S3: " + refused), {}, {}};
   }
+  std::optional<Fault> lose_reply;
   for (const std::string& key : {op, std::string("*")}) {
     auto& armed = faults_[key];
     if (armed.empty()) continue;
     Fault fault = armed.front().first;
     if (--armed.front().second <= 0) armed.erase(armed.begin());
+    if (fault == Fault::kLoseReply) {
+      lose_reply = fault;
+      break;
+    }
     if (fault == Fault::kInternalError500) return Reply{500, ErrorXml("InternalError", "injected"), {}, {}};
     if (fault == Fault::kSlowDown503) return Reply{503, ErrorXml("SlowDown", "Please reduce your request rate."), {}, {}};
     reply.fault = fault;
     return reply;
   }
 
+  Reply carried_out = Carry(op, r);
+  carried_out.fault = lose_reply;
+  return carried_out;
+}
+
+// Carries out an accepted request; called with mu_ held.
+FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
+  Reply reply;
   auto error = [](int status, const std::string& code) { return Reply{status, ErrorXml(code, code), {}, {}}; };
   if (op == "CreateMultipartUpload") {
     std::string id = "upload-" + std::to_string(next_upload_++);
@@ -371,6 +390,7 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
     std::string etag = "\"" + s3::Md5Hex(Bytes(r.body)) + "\"";
     if (op == "PutObject") {
       objects_[r.path] = r.body;
+      multipart_etags_.erase(r.path);
     } else {
       auto it = uploads_.find(r.query.at("uploadId"));
       if (it == uploads_.end()) return error(404, "NoSuchUpload");
@@ -380,7 +400,12 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
     return reply;
   }
   if (op == "CompleteMultipartUpload") {
-    auto it = uploads_.find(r.query.at("uploadId"));
+    const std::string& id = r.query.at("uploadId");
+    if (auto done = completed_uploads_.find(id); done != completed_uploads_.end()) {
+      if (repeated_complete_ == RepeatedComplete::kInternalError500) return error(500, "InternalError");
+      if (repeated_complete_ == RepeatedComplete::kSameAnswer) return Reply{200, done->second, {}, {}};
+    }
+    auto it = uploads_.find(id);
     if (it == uploads_.end()) return error(404, "NoSuchUpload");
     std::vector<std::string> numbers = s3::XmlFields(r.body, "PartNumber");
     std::vector<std::string> etags = s3::XmlFields(r.body, "ETag");
@@ -394,12 +419,15 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
       object += part->second;
       sizes.push_back(part->second.size());
     }
+    const std::string object_etag = s3::MultipartETag(etags);
     objects_[it->second.bucket_key] = object;
+    multipart_etags_[it->second.bucket_key] = object_etag;
     last_part_sizes_ = sizes;
     uploads_.erase(it);
-    std::string etag = empty_complete_etag_ ? "" : "&quot;fake-" + std::to_string(numbers.size()) + "&quot;";
+    const std::string etag = empty_complete_etag_ ? "" : s3::XmlEscape(object_etag);
     reply.body = "<?xml version=\"1.0\"?><CompleteMultipartUploadResult><ETag>" + etag +
                  "</ETag></CompleteMultipartUploadResult>";
+    completed_uploads_[id] = reply.body;
     return reply;
   }
   if (op == "AbortMultipartUpload") {
@@ -418,7 +446,8 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
   auto it = objects_.find(r.path);
   if (it == objects_.end()) return error(404, "NoSuchKey");
   const std::string& data = it->second;
-  std::string etag = "\"" + s3::Md5Hex(Bytes(data)) + "\"";
+  auto multipart = multipart_etags_.find(r.path);
+  std::string etag = multipart != multipart_etags_.end() ? multipart->second : "\"" + s3::Md5Hex(Bytes(data)) + "\"";
   reply.headers.emplace_back("ETag", etag);
   if (op == "HeadObject") {
     reply.content_length_override = data.size();

@@ -11,7 +11,10 @@
 // the session token handed out with it (missing or wrong: 403 InvalidToken;
 // past its expiry: 400 ExpiredToken). Faults are armed per
 // operation: the next N matching requests get a 500, a 503 SlowDown, a
-// closed connection, or a stall (no reply) until the connection is closed.
+// closed connection, a stall (no reply) until the connection is closed, or
+// are carried out and their reply lost (the connection closed instead).
+// Objects carry the ETags S3 gives them: the MD5 of a PUT's body, the MD5 of
+// the parts' MD5s and "-N" for a multipart upload.
 // Thread-safe; destroying it stops every connection.
 #pragma once
 
@@ -30,7 +33,10 @@ namespace vramflow::testing {
 
 class FakeS3 {
  public:
-  enum class Fault { kInternalError500, kSlowDown503, kCloseConnection, kStall };
+  enum class Fault { kInternalError500, kSlowDown503, kCloseConnection, kStall, kLoseReply };
+  // What a Complete of an upload that is already completed gets: AWS S3
+  // answers as it did the first time, MinIO 404 NoSuchUpload, Ceph RGW 500.
+  enum class RepeatedComplete { kSameAnswer, kNoSuchUpload404, kInternalError500 };
 
   FakeS3();
   ~FakeS3();
@@ -55,6 +61,7 @@ class FakeS3 {
   int Rejected(const std::string& code) const;
   // Complete replies with <ETag></ETag>, as Ceph RGW 16 does.
   void SetEmptyCompleteETag(bool empty);
+  void SetRepeatedComplete(RepeatedComplete answer);
 
   std::optional<std::string> Object(const std::string& bucket_key) const;
   void PutObject(const std::string& bucket_key, std::string data);
@@ -82,6 +89,7 @@ class FakeS3 {
   void AcceptLoop();
   void Serve(int fd);
   Reply Handle(const HttpRequest& request);
+  Reply Carry(const std::string& op, const HttpRequest& request);
   // Empty when the request is signed as S3 requires; else the error code.
   std::string CheckSignature(const HttpRequest& request);
   std::string OpName(const HttpRequest& request) const;
@@ -97,6 +105,9 @@ class FakeS3 {
   std::vector<std::thread> connections_;          // GUARDED_BY(mu_)
   std::vector<int> connection_fds_;               // GUARDED_BY(mu_)
   std::map<std::string, std::string> objects_;    // GUARDED_BY(mu_)
+  std::map<std::string, std::string> multipart_etags_;  // GUARDED_BY(mu_), by bucket/key
+  std::map<std::string, std::string> completed_uploads_;  // GUARDED_BY(mu_), id -> the Complete's reply body
+  RepeatedComplete repeated_complete_ = RepeatedComplete::kNoSuchUpload404;  // GUARDED_BY(mu_)
   std::map<std::string, Upload> uploads_;         // GUARDED_BY(mu_)
   std::map<std::string, std::vector<std::pair<Fault, int>>> faults_;  // GUARDED_BY(mu_)
   std::map<std::string, int> counts_;             // GUARDED_BY(mu_)

@@ -157,11 +157,12 @@ class FaultProxy::Connection {
     return true;
   }
 
-  // A chunked body: size lines, data, the last chunk and its trailers.
+  // A chunked body: size lines, data, the last chunk and its trailers (to
+  // nullptr: read and dropped).
   bool RelayChunked(Connection* to) {
     for (;;) {
       std::optional<std::string> line = ReadUntil("\r\n", kMaxHead);
-      if (!line || !to->Send(*line)) return false;
+      if (!line || (to && !to->Send(*line))) return false;
       uint64_t size = 0;
       try {
         size = std::stoull(line->substr(0, line->find(';')), nullptr, 16);
@@ -173,14 +174,15 @@ class FaultProxy::Connection {
     }
     for (;;) {  // trailers, up to the empty line
       std::optional<std::string> line = ReadUntil("\r\n", kMaxHead);
-      if (!line || !to->Send(*line)) return false;
+      if (!line || (to && !to->Send(*line))) return false;
       if (*line == "\r\n") return true;
     }
   }
 
-  // Everything up to the end of the connection (a reply without a length).
+  // Everything up to the end of the connection (a reply without a length;
+  // to nullptr: read and dropped).
   bool RelayToEnd(Connection* to) {
-    if (!buf_.empty() && !to->Send(buf_)) return false;
+    if (!buf_.empty() && to && !to->Send(buf_)) return false;
     buf_.clear();
     std::string chunk(kRelayChunk, '\0');
     for (;;) {
@@ -188,7 +190,7 @@ class FaultProxy::Connection {
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) return false;
       if (got == 0) return true;
-      if (!to->Send(std::string_view(chunk.data(), static_cast<size_t>(got)))) return false;
+      if (to && !to->Send(std::string_view(chunk.data(), static_cast<size_t>(got)))) return false;
     }
   }
 
@@ -309,12 +311,14 @@ void FaultProxy::Serve(int client_fd) {
       (void)client.Send("HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
       return;  // a request body the proxy cannot frame
     }
-    Seen seen{head.first, head.second, length.value_or(0), 0, false};
+    Seen seen{head.first, head.second, length.value_or(0), 0, false, false};
     std::optional<Fault> fault = TakeFault(seen);
-    seen.injected = fault.has_value();
+    const bool lose_reply = fault == Fault::kLoseReply;
+    seen.injected = fault.has_value() && !lose_reply;
+    seen.reply_lost = lose_reply;
     const size_t index = Record(seen);
 
-    if (fault) {
+    if (seen.injected) {
       if (!client.Relay(seen.body_bytes, nullptr)) return;
       // Logged before the client can see the answer, so a test that looks
       // at the log once its request returned finds the status there.
@@ -341,20 +345,24 @@ void FaultProxy::Serve(int client_fd) {
       if (!reply.valid) return;
       status = std::atoi(reply.second.c_str());
       if (status >= 200) SetStatus(index, status);  // before the client can see it (as above)
-      if (!client.Send(*reply_text)) return;
-      if (status >= 100 && status < 200) continue;
+      const bool final_reply = status < 100 || status >= 200;
+      // A lost reply: RGW's final answer is read whole (its work done) and
+      // dropped, and the client's connection closes without it.
+      Connection* to = lose_reply && final_reply ? nullptr : &client;
+      if (to && !to->Send(*reply_text)) return;
+      if (!final_reply) continue;
       bool ok;
       if (head.first == "HEAD" || status == 204 || status == 304) {
         ok = true;
       } else if (reply.Chunked()) {
-        ok = upstream->RelayChunked(&client);
+        ok = upstream->RelayChunked(to);
       } else if (std::optional<uint64_t> n = reply.ContentLength()) {
-        ok = upstream->Relay(*n, &client);
+        ok = upstream->Relay(*n, to);
       } else {
-        ok = upstream->RelayToEnd(&client);
+        ok = upstream->RelayToEnd(to);
         close_after = true;
       }
-      if (!ok) return;
+      if (!ok || lose_reply) return;
       std::string connection = reply.Header("connection");
       for (char& c : connection) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (connection == "close") close_after = true;
@@ -423,6 +431,10 @@ FaultProxy::Match FaultProxy::UploadPartNumber(int number) {
   return [number](const Seen& s) {
     return s.method == "PUT" && QueryValue(s.target, "partNumber") == std::to_string(number);
   };
+}
+
+FaultProxy::Match FaultProxy::Complete() {
+  return [](const Seen& s) { return s.method == "POST" && !QueryValue(s.target, "uploadId").empty(); };
 }
 
 FaultProxy::Match FaultProxy::Method(std::string method) {

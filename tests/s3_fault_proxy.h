@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // FaultProxy: an HTTP/1.1 reverse proxy in front of a real S3 endpoint (the
 // Ceph RGW of the S3Rgw tests) that answers chosen requests with an S3 error
-// instead of forwarding them, and logs every request it sees.
+// instead of forwarding them, or forwards them and loses the reply, and logs
+// every request it sees.
 //
 // Why a proxy and not the fake server: the fake S3 shows what the client
 // does with an error, the proxy shows that the retries, the abort and the
@@ -40,6 +41,7 @@ class FaultProxy {
   enum class Fault {
     kInternalError500,  // 500 InternalError
     kSlowDown503,       // 503 SlowDown
+    kLoseReply,         // forwarded, and RGW's reply read whole, but the client's connection closed instead
   };
 
   // One request, as the proxy saw it.
@@ -49,6 +51,7 @@ class FaultProxy {
     uint64_t body_bytes = 0;   // Content-Length of the request
     int status = 0;            // the status answered (0: no answer, the connection broke)
     bool injected = false;     // answered by the proxy, not forwarded
+    bool reply_lost = false;   // forwarded and answered (status), the reply not passed on
   };
   using Match = std::function<bool(const Seen&)>;  // sees method, target and body_bytes
 
@@ -74,6 +77,8 @@ class FaultProxy {
   static Match UploadPart();
   static Match UploadPartNumber(int number);
   static Match Method(std::string method);
+  // CompleteMultipartUpload: a POST with uploadId= in the query.
+  static Match Complete();
   // The value of `name` in the target's query ("" when absent or empty).
   static std::string QueryValue(const std::string& target, const std::string& name);
 

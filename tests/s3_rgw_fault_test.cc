@@ -3,7 +3,8 @@
 // (tests/s3_fault_proxy.h), which answers chosen UploadPart requests with
 // 500 InternalError or 503 SlowDown instead of forwarding them: retried
 // parts, a given-up upload that is aborted, and parts that grow when a
-// stream outruns max_parts at the minimum part size. Short backoffs keep
+// stream outruns max_parts at the minimum part size; and a Complete whose
+// reply it loses. Short backoffs keep
 // each test to seconds. They skip, saying why, without an RGW (see
 // s3_rgw_fixture.h).
 #include <gtest/gtest.h>
@@ -192,6 +193,58 @@ TEST_F(S3Rgw, EveryUploadPartFailingAbortsTheUpload) {
   auto object = client->Send(head);
   ASSERT_FALSE(object.ok()) << "an object exists";
   EXPECT_NE(object.status().message().find("HTTP 404"), std::string::npos) << object.status().ToString();
+}
+
+//! A CompleteMultipartUpload that RGW carries out but whose reply is lost.
+//! RGW (Ceph 16) answers the client's retry as it answered the first: 200
+//! and the ETag. Where the retries fail instead (as MinIO's 404
+//! NoSuchUpload; here the proxy answers them with 500s), HEAD finds the
+//! object whole, its ETag the one vramflow derives from the parts' ETags,
+//! so the upload is done: Commit() succeeds, the upload id is aborted with
+//! nothing left to abort (RGW: 404), and the object reads back.
+TEST_F(S3Rgw, CompleteWhoseReplyWasLostIsConfirmedWithHead) {
+  TransportOptions proxied;
+  std::unique_ptr<FaultProxy> proxy = StartProxy(options_, &proxied);
+  ASSERT_TRUE(proxy);
+  proxied.s3.retries = 2;
+  const uint64_t size = 11 * kMiB + 7;  // parts of 5, 5 and 1 MiB
+
+  proxy->Arm(FaultProxy::Complete(), Fault::kLoseReply, 1);
+  Status s = Upload(Uri("lost-reply"), size, proxied);
+  auto log = proxy->Log();
+  ASSERT_TRUE(s.ok()) << s.ToString() << "\n" << Describe(log);
+  auto completes = Matching(log, FaultProxy::Complete());
+  ASSERT_EQ(completes.size(), 2u) << Describe(log);
+  EXPECT_TRUE(completes[0].reply_lost);
+  EXPECT_EQ(completes[0].status, 200) << Describe(log);
+  EXPECT_EQ(completes[1].status, 200) << Describe(log);  // RGW's answer to the retry
+  EXPECT_EQ(Compare(Uri("lost-reply"), size, options_), "");
+
+  proxy = StartProxy(options_, &proxied);
+  ASSERT_TRUE(proxy);
+  proxied.s3.retries = 2;
+  proxy->Arm(FaultProxy::Complete(), Fault::kLoseReply, 1);
+  proxy->Arm(FaultProxy::Complete(), Fault::kInternalError500, -1);  // every retry
+  s = Upload(Uri("lost-reply-retries-fail"), size, proxied);
+  log = proxy->Log();
+  ASSERT_TRUE(s.ok()) << s.ToString() << "\n" << Describe(log);
+  completes = Matching(log, FaultProxy::Complete());
+  // The retries (libcurl may add one of its own on the connection it found closed).
+  ASSERT_GE(completes.size(), 3u) << Describe(log);
+  EXPECT_TRUE(completes[0].reply_lost);
+  for (size_t i = 1; i < completes.size(); ++i) EXPECT_TRUE(completes[i].injected) << Describe(log);
+  auto heads = Matching(log, FaultProxy::Method("HEAD"));
+  ASSERT_EQ(heads.size(), 2u) << Describe(log);  // "is there an object?", then the confirmation
+  EXPECT_EQ(heads[1].status, 200) << Describe(log);
+  auto aborts = Matching(log, FaultProxy::Method("DELETE"));
+  ASSERT_EQ(aborts.size(), 1u) << Describe(log);
+  EXPECT_EQ(aborts[0].status, 404) << Describe(log);  // NoSuchUpload: it was completed
+
+  auto client = Client();
+  auto uploads = OpenUploads(*client, prefix_);
+  ASSERT_TRUE(uploads.ok()) << uploads.status().ToString();
+  EXPECT_TRUE(uploads->empty()) << (*uploads)[0];
+  EXPECT_EQ(Compare(Uri("lost-reply-retries-fail"), size, options_), "");
 }
 
 //! A stream far longer than max_parts x the minimum part size (8 x 5 MiB

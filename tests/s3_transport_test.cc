@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -178,6 +179,61 @@ TEST_F(S3Fake, EmptyCompleteETagIsConfirmedWithHead) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(server_.Count("HeadObject"), 1);
   EXPECT_EQ(server_.Object("bkt/rgw").value_or(""), AsString(data));
+}
+
+//! A Complete carried out whose reply is lost is retried; where the store
+//! answers the retry with an error (MinIO: 404 NoSuchUpload, Ceph RGW: 500),
+//! HEAD finds the object whole (size and multipart ETag), the upload counts
+//! as done and its journal record goes. AWS answers the retry as the first
+//! Complete: no HEAD needed.
+TEST_F(S3Fake, CompleteWhoseReplyWasLostIsConfirmedWithHead) {
+  const std::filesystem::path journal = std::filesystem::path(::testing::TempDir()) / "s3-lost-complete-journal";
+  std::filesystem::remove_all(journal);
+  options_.journal_dir = journal.string();
+  using Repeated = FakeS3::RepeatedComplete;
+  int heads = 0;
+  for (Repeated repeated : {Repeated::kNoSuchUpload404, Repeated::kInternalError500, Repeated::kSameAnswer}) {
+    SCOPED_TRACE(static_cast<int>(repeated));
+    server_.SetRepeatedComplete(repeated);
+    server_.Arm("CompleteMultipartUpload", Fault::kLoseReply, 1);
+    const std::string key = "lost-" + std::to_string(static_cast<int>(repeated));
+    auto data = RandomBytes(300 << 10, 11);
+    Status s = Upload(key, data);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(server_.Object("bkt/" + key).value_or(""), AsString(data));
+    EXPECT_EQ(server_.OpenUploads(), 0u);
+    EXPECT_TRUE(std::filesystem::is_empty(journal)) << "the journal keeps the completed upload";
+    if (repeated != Repeated::kSameAnswer) ++heads;
+    EXPECT_EQ(server_.Count("HeadObject"), heads);
+  }
+  EXPECT_EQ(server_.Count("AbortMultipartUpload"), 2);  // both answered 404: nothing to abort
+  std::filesystem::remove_all(journal);
+}
+
+//! After a failed Complete, an object that is not the stream (another
+//! writer's, or an older one under --force) leaves the failure standing and
+//! the upload aborted; an identical one makes it done, and the upload that
+//! did not complete is aborted all the same.
+TEST_F(S3Fake, FailedCompleteStandsUnlessTheObjectIsTheStream) {
+  auto data = RandomBytes(200 << 10, 12);
+  server_.PutObject("bkt/other", "an older object under the same key");
+  const int attempts = static_cast<int>(options_.retries) + 1;  // every attempt of one Complete
+  server_.Arm("CompleteMultipartUpload", Fault::kInternalError500, attempts);
+  Status s = Upload("other", data);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("CompleteMultipartUpload"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("(multipart upload aborted)"), std::string::npos) << s.message();
+  EXPECT_EQ(server_.Object("bkt/other").value_or(""), "an older object under the same key");
+  EXPECT_EQ(server_.OpenUploads(), 0u);
+  EXPECT_EQ(server_.Count("HeadObject"), 1);
+
+  // The same bytes in the same parts, uploaded before: the key holds the stream.
+  ASSERT_TRUE(Upload("same", data).ok());
+  server_.Arm("CompleteMultipartUpload", Fault::kInternalError500, attempts);
+  s = Upload("same", data);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(server_.Object("bkt/same").value_or(""), AsString(data));
+  EXPECT_EQ(server_.OpenUploads(), 0u);
 }
 
 //! A sink destroyed without Commit() aborts its upload.

@@ -70,6 +70,19 @@ TEST(S3Signer, AwsExampleQueries) {
             "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
 }
 
+//! The ETag of an object completed from parts: MD5 of the parts' MD5s
+//! (here of "abc" and "def", as Python's hashlib computes it) and "-N";
+//! none where a part's ETag is not an MD5 (SSE-KMS parts).
+TEST(S3Signer, MultipartETag) {
+  EXPECT_EQ(MultipartETag({"\"900150983cd24fb0d6963f7d28e17f72\"", "\"4ED9407630EB1000C0F6B63842DEFA7D\""}),
+            "\"4c8e93283780e078db9e0c6b9b3f8043-2\"");
+  EXPECT_EQ(MultipartETag({}), "");
+  EXPECT_EQ(MultipartETag({"900150983cd24fb0d6963f7d28e17f72"}), "");                   // not quoted
+  EXPECT_EQ(MultipartETag({"\"900150983cd24fb0d6963f7d28e17f7g\""}), "");             // not hex
+  EXPECT_EQ(MultipartETag({"\"900150983cd24fb0d6963f7d28e17f72-2\""}), "");           // a multipart ETag
+  EXPECT_EQ(MultipartETag({"\"\""}), "");
+}
+
 TEST(S3Signer, HashesAndEncoding) {
   EXPECT_EQ(Sha256Hex(std::string_view("")), kEmptySha256);
   std::string empty;

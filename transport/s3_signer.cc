@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/hex.h"
+
 namespace vramflow::s3 {
 namespace {
 
@@ -71,6 +73,21 @@ std::string Md5Base64(std::span<const uint8_t> data) {
   unsigned char out[64];
   int n = EVP_EncodeBlock(out, reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()));
   return std::string(reinterpret_cast<char*>(out), static_cast<size_t>(n));
+}
+
+std::string MultipartETag(const std::vector<std::string>& part_etags) {
+  if (part_etags.empty()) return "";
+  std::string digests;  // the parts' MD5s, 16 bytes each
+  for (const std::string& etag : part_etags) {
+    if (etag.size() != 34 || etag.front() != '"' || etag.back() != '"') return "";
+    for (size_t i = 1; i < 33; i += 2) {
+      const int high = HexDigitValue(etag[i]), low = HexDigitValue(etag[i + 1]);
+      if (high < 0 || low < 0) return "";
+      digests += static_cast<char>(high << 4 | low);
+    }
+  }
+  return "\"" + HexOf(Digest(EVP_md5(), digests.data(), digests.size())) + "-" + std::to_string(part_etags.size()) +
+         "\"";
 }
 
 std::string UriEncode(std::string_view s, bool keep_slash) {

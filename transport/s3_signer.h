@@ -28,6 +28,11 @@ std::string Sha256Hex(std::string_view data);
 std::string Md5Hex(std::span<const uint8_t> data);
 // base64(MD5(data)): the value of a Content-MD5 header.
 std::string Md5Base64(std::span<const uint8_t> data);
+// The ETag S3 gives an object completed from parts with these ETags, quotes
+// included: "\"" + hex(MD5(the parts' MD5s, concatenated)) + "-N\"". Empty
+// when a part's ETag is not a quoted 32-digit MD5 (SSE-KMS or SSE-C parts,
+// whose ETags are no digest of their bytes): the object's ETag is then unknown.
+std::string MultipartETag(const std::vector<std::string>& part_etags);
 
 // S3's URI encoding: every byte but A-Z a-z 0-9 - _ . ~ becomes %XX
 // (upper-case hex); '/' is kept when `keep_slash` (object key paths).

@@ -13,6 +13,7 @@
 
 #include "transport/s3_journal.h"
 #include "transport/s3_part_plan.h"
+#include "transport/s3_signer.h"
 #include "transport/s3_xml.h"
 
 namespace vramflow {
@@ -88,7 +89,6 @@ class S3Sink final : public ByteSink {
       if (!buffer_.empty()) VF_RETURN_IF_ERROR(Fail(SendPart()));
       VF_RETURN_IF_ERROR(Fail(Collect(true)));
       VF_RETURN_IF_ERROR(Fail(Complete()));
-      Untrack();
     }
     committed_ = true;
     return Status::Ok();
@@ -299,6 +299,7 @@ class S3Sink final : public ByteSink {
     return Status::Ok();
   }
 
+  // Completes the upload and forgets its journal record.
   Status Complete() {
     std::string body = "<CompleteMultipartUpload>";
     for (size_t i = 0; i < etags_.size(); ++i)
@@ -312,21 +313,56 @@ class S3Sink final : public ByteSink {
     r.body = std::span(reinterpret_cast<const uint8_t*>(body.data()), body.size());
     r.error_in_ok_body = true;
     r.what = "CompleteMultipartUpload (" + std::to_string(etags_.size()) + " parts)";
-    VF_ASSIGN_OR_RETURN(Response response, client_->Send(r, &cancel_));
-    std::string etag = s3::XmlField(response.body, "ETag").value_or("");
-    if (!etag.empty()) return Status::Ok();
-    // Ceph RGW 16 answers the first Complete with <ETag></ETag>: confirm
-    // that the object is there, whole, before calling it committed.
+    Result<Response> response = client_->Send(r, &cancel_);
+    if (!response.ok()) return CompletedAfterAll(response.status());
+    std::string etag = s3::XmlField(response->body, "ETag").value_or("");
+    if (etag.empty()) {
+      // Ceph RGW 16 answers the first Complete with <ETag></ETag>: confirm
+      // that the object is there, whole, before calling it committed.
+      Request head;
+      head.method = "HEAD";
+      head.key = key_;
+      head.what = "HeadObject (Complete returned no ETag)";
+      VF_ASSIGN_OR_RETURN(Response confirm, client_->Send(head, &cancel_));
+      std::string length = confirm.Header("content-length");
+      if (length != std::to_string(position_))
+        return Status::IoError(Describe() + ": CompleteMultipartUpload returned no ETag and HEAD shows " +
+                               (length.empty() ? "no size" : length + " bytes") + ", not the " +
+                               std::to_string(position_) + " written");
+    }
+    Untrack();
+    return Status::Ok();
+  }
+
+  // Send() retries a Complete whose reply was lost. Where the lost attempt
+  // completed the upload, AWS and Ceph RGW answer the retry as they did the
+  // first, but MinIO answers 404 NoSuchUpload, and the retries may run out
+  // on a flaky network. So before `failure` stands, HEAD the object: when it holds what the parts
+  // make (their total size, and the ETag S3 derives from the parts' ETags)
+  // the stream is there, whole, and the upload is done. Its id is then
+  // aborted, best effort: an upload already completed answers 404, and one
+  // still open (an identical object was there before) goes. Where the parts'
+  // ETags give no object ETag (SSE-KMS, SSE-C), `failure` stands.
+  Status CompletedAfterAll(const Status& failure) {
+    if (failure.code() == Status::Code::kCancelled) return failure;
+    const std::string expected = s3::MultipartETag(etags_);
+    if (expected.empty()) return failure;
     Request head;
     head.method = "HEAD";
     head.key = key_;
-    head.what = "HeadObject (Complete returned no ETag)";
-    VF_ASSIGN_OR_RETURN(Response confirm, client_->Send(head, &cancel_));
-    std::string length = confirm.Header("content-length");
-    if (length != std::to_string(position_))
-      return Status::IoError(Describe() + ": CompleteMultipartUpload returned no ETag and HEAD shows " +
-                             (length.empty() ? "no size" : length + " bytes") + ", not the " +
-                             std::to_string(position_) + " written");
+    head.answers = {404};
+    head.what = "HeadObject (after CompleteMultipartUpload failed)";
+    Result<Response> confirm = client_->Send(head, &cancel_);
+    if (!confirm.ok() || confirm->status != 200 || confirm->Header("etag") != expected ||
+        confirm->Header("content-length") != std::to_string(position_))
+      return failure;
+    Request abort;
+    abort.method = "DELETE";
+    abort.key = key_;
+    abort.query = {{"uploadId", upload_id_}};
+    abort.answers = {404};  // NoSuchUpload: the lost attempt completed it
+    abort.what = "AbortMultipartUpload (after the object was found complete)";
+    if (client_->Send(abort).ok()) Untrack();  // else the journal keeps it for `vramflow s3 cleanup`
     return Status::Ok();
   }
 

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <optional>
 
+#include "common/hex.h"
 #include "common/printable.h"
 #include "transport/deadline.h"
 
@@ -179,8 +180,9 @@ Result<std::vector<uint8_t>> TlsPskFromKey(const SharedKey& key) {
              std::all_of(text.begin(), text.end(), [](uint8_t c) { return std::isxdigit(c) != 0; });
   std::vector<uint8_t> psk;
   if (hex) {
-    auto nibble = [](uint8_t c) { return static_cast<uint8_t>(std::isdigit(c) ? c - '0' : (c | 0x20) - 'a' + 10); };
-    for (size_t i = 0; i < text.size(); i += 2) psk.push_back(static_cast<uint8_t>(nibble(text[i]) << 4 | nibble(text[i + 1])));
+    for (size_t i = 0; i < text.size(); i += 2)
+      psk.push_back(static_cast<uint8_t>(HexDigitValue(static_cast<char>(text[i])) << 4 |
+                                         HexDigitValue(static_cast<char>(text[i + 1]))));
   } else {
     psk = text;
   }
