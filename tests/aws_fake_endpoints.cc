@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "transport/aws_credentials.h"
@@ -146,6 +147,16 @@ void FakeAws::FailNext(const std::string& route, int times) {
   failures_[route] = times;
 }
 
+void FakeAws::DropNext(const std::string& route, int times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  drops_[route] = times;
+}
+
+void FakeAws::SetImdsV1(bool allowed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  imds_v1_ = allowed;
+}
+
 int FakeAws::Count(const std::string& route) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = counts_.find(route);
@@ -213,6 +224,7 @@ void FakeAws::Serve(int fd) {
     if (!read_more()) return (void)::close(fd);
   r.body = in.substr(0, length);
   Reply reply = Handle(r);
+  if (reply.dropped) return (void)::close(fd);
   std::string out = "HTTP/1.1 " + std::to_string(reply.status) + " X\r\nContent-Length: " +
                     std::to_string(reply.body.size()) + "\r\nConnection: close\r\n\r\n" + reply.body;
   size_t sent = 0;
@@ -359,8 +371,21 @@ FakeAws::Reply FakeAws::Handle(const Request& r) {
     }
     return {200, reply.dump()};
   }
+  // An IMDS route's armed failure (503) or drop, if any.
+  auto imds_fault = [&](const std::string& route) -> std::optional<Reply> {
+    if (drops_[route] > 0) {
+      --drops_[route];
+      return Reply{0, "", true};
+    }
+    if (failures_[route] > 0) {
+      --failures_[route];
+      return Reply{503, ""};
+    }
+    return std::nullopt;
+  };
   if (r.method == "PUT" && r.path == "/latest/api/token") {
     ++counts_["ImdsToken"];
+    if (auto fault = imds_fault("ImdsToken")) return *fault;
     if (r.Header("x-aws-ec2-metadata-token-ttl-seconds").empty()) return {400, ""};
     imds_token_ = "imds-token-" + std::to_string(counts_["ImdsToken"]);
     return {200, imds_token_};
@@ -368,8 +393,12 @@ FakeAws::Reply FakeAws::Handle(const Request& r) {
   const std::string creds_path = "/latest/meta-data/iam/security-credentials/";
   if (r.method == "GET" && r.path.rfind(creds_path, 0) == 0) {
     std::string role = r.path.substr(creds_path.size());
-    ++counts_[role.empty() ? "ImdsRole" : "ImdsCredentials"];
-    if (imds_token_.empty() || r.Header("x-aws-ec2-metadata-token") != imds_token_) return {401, ""};
+    const std::string route = role.empty() ? "ImdsRole" : "ImdsCredentials";
+    ++counts_[route];
+    if (auto fault = imds_fault(route)) return *fault;
+    const std::string token = r.Header("x-aws-ec2-metadata-token");
+    const bool v1 = token.empty() && imds_v1_;
+    if (!v1 && (imds_token_.empty() || token != imds_token_)) return {401, ""};
     if (role.empty()) return {200, "fake-role\n"};
     if (role != "fake-role") return {404, ""};
     return {200, json(NewCredentials(), "Token")};

@@ -16,8 +16,9 @@
 //              sends it to renew a cached SSO token): with SetSsoRefresh's
 //              client and refresh token, replies with its new access token,
 //              which from then on is the one the SSO route accepts.
-//   IMDSv2     PUT /latest/api/token, GET /latest/meta-data/iam/security-credentials/[ROLE]
-//              (the token from the PUT is required).
+//   IMDS       PUT /latest/api/token, GET /latest/meta-data/iam/security-credentials/[ROLE]
+//              (the token from the PUT is required, as with HttpTokens
+//              "required"; SetImdsV1(true): optional, IMDSv1 GETs answered).
 //
 // Every set of credentials it issues is fresh (new key, secret and session
 // token), lives `lifetime` seconds, and is handed to the FakeS3 given at
@@ -61,6 +62,10 @@ class FakeAws {
   void SetLifetime(int seconds);
   // The next `times` requests of `route` (see Count) get HTTP 503.
   void FailNext(const std::string& route, int times);
+  // The next `times` requests of `route` get no reply: the connection is
+  // closed (as a hop limit of 1 loses IMDS's reply to a container).
+  void DropNext(const std::string& route, int times);
+  void SetImdsV1(bool allowed);
 
   // Requests per route: "AssumeRole", "AssumeRoleWithWebIdentity",
   // "Container", "Sso", "OidcToken", "ImdsToken", "ImdsRole", "ImdsCredentials"; refused ones too.
@@ -81,6 +86,7 @@ class FakeAws {
   struct Reply {
     int status = 200;
     std::string body;
+    bool dropped = false;  // no reply: the connection is closed
   };
   void AcceptLoop();
   void Serve(int fd);
@@ -113,6 +119,8 @@ class FakeAws {
   std::string last_oidc_body_;                           // GUARDED_BY(mu_)
   std::function<void()> oidc_hook_;                      // GUARDED_BY(mu_)
   std::string imds_token_;                               // GUARDED_BY(mu_)
+  bool imds_v1_ = false;                                 // GUARDED_BY(mu_)
+  std::map<std::string, int> drops_;                     // GUARDED_BY(mu_)
   std::map<std::string, int> counts_;                    // GUARDED_BY(mu_)
   std::map<std::string, int> failures_;                  // GUARDED_BY(mu_)
   std::map<std::string, std::string> last_form_;         // GUARDED_BY(mu_)

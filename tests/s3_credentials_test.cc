@@ -294,6 +294,119 @@ TEST_F(S3Credentials, InstanceMetadataV2) {
   EXPECT_EQ(aws_.Count("ImdsToken"), 1);
 }
 
+// A token request that gets no reply (a container behind a hop limit of 1)
+// or is refused falls back to IMDSv1 where the instance answers it; with
+// IMDSv1 disabled, by variable or profile key, it is an error that says so,
+// and no GET goes out without a token.
+TEST_F(S3Credentials, InstanceMetadataV1FallbackAndItsRefusal) {
+  env_.erase("AWS_EC2_METADATA_DISABLED");
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = aws_.endpoint();
+  aws_.SetImdsV1(true);
+  aws_.DropNext("ImdsToken", 1);
+  Status s = Upload("v1-dropped-token");
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("ImdsToken"), 1);
+  EXPECT_EQ(aws_.Count("ImdsCredentials"), 1);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued().at(0)), 0);
+
+  aws_.FailNext("ImdsToken", 1);  // 503, one attempt: no token either
+  ASSERT_TRUE(Upload("v1-failed-token").ok());
+  EXPECT_EQ(aws_.Count("ImdsCredentials"), 2);
+
+  // With the instance requiring tokens, the same lost reply fails, naming both.
+  aws_.SetImdsV1(false);
+  aws_.DropNext("ImdsToken", 1);
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("HTTP 401"), std::string::npos) << config.status().message();
+  EXPECT_NE(config.status().message().find("IMDSv1: no token"), std::string::npos) << config.status().message();
+
+  aws_.SetImdsV1(true);
+  env_["AWS_EC2_METADATA_V1_DISABLED"] = "true";
+  for (const char* how : {"variable", "profile key"}) {
+    SCOPED_TRACE(how);
+    if (std::string(how) == "profile key") {
+      env_.erase("AWS_EC2_METADATA_V1_DISABLED");
+      Write(".aws/config", "[default]\nec2_metadata_v1_disabled = true\n");
+    }
+    const int gets = aws_.Count("ImdsRole");
+    aws_.DropNext("ImdsToken", 1);
+    config = s3::LoadConfig(options_);
+    ASSERT_FALSE(config.ok());
+    EXPECT_NE(config.status().message().find("IMDSv1 is disabled"), std::string::npos) << config.status().message();
+    EXPECT_EQ(aws_.Count("ImdsRole"), gets);
+    ASSERT_TRUE(Upload(std::string("v2-") + (how[0] == 'v' ? "var" : "key")).ok());  // with a token it works
+  }
+}
+
+// AWS_METADATA_SERVICE_NUM_ATTEMPTS / metadata_service_num_attempts: each
+// IMDS request is tried that many times (botocore's default: once).
+TEST_F(S3Credentials, InstanceMetadataAttempts) {
+  env_.erase("AWS_EC2_METADATA_DISABLED");
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = aws_.endpoint();
+  aws_.FailNext("ImdsRole", 1);
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("GET the role name: HTTP 503"), std::string::npos)
+      << config.status().message();
+
+  env_["AWS_METADATA_SERVICE_NUM_ATTEMPTS"] = "3";
+  aws_.FailNext("ImdsToken", 2);
+  aws_.FailNext("ImdsRole", 2);
+  aws_.FailNext("ImdsCredentials", 1);
+  const int tokens = aws_.Count("ImdsToken");
+  ASSERT_TRUE(Upload("attempts-env").ok());
+  EXPECT_EQ(aws_.Count("ImdsToken") - tokens, 3);  // IMDSv2 on the third try
+
+  env_.erase("AWS_METADATA_SERVICE_NUM_ATTEMPTS");
+  Write(".aws/config", "[default]\nmetadata_service_num_attempts = 2\n");
+  aws_.FailNext("ImdsCredentials", 1);
+  ASSERT_TRUE(Upload("attempts-key").ok());
+
+  for (const char* bad : {"0", "11", "2x", "-1"}) {
+    env_["AWS_METADATA_SERVICE_NUM_ATTEMPTS"] = bad;
+    config = s3::LoadConfig(options_);
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_NE(config.status().message().find("attempts '" + std::string(bad) + "'"), std::string::npos)
+        << config.status().message();
+  }
+  env_["AWS_METADATA_SERVICE_NUM_ATTEMPTS"] = "1";
+  env_["AWS_METADATA_SERVICE_TIMEOUT"] = "soon";
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("timeout 'soon'"), std::string::npos) << config.status().message();
+}
+
+// Where IMDS is: the endpoint (variable, else the profile's
+// ec2_metadata_service_endpoint), else the endpoint mode's address; an
+// unknown mode is an error, as in botocore.
+TEST_F(S3Credentials, InstanceMetadataEndpointAndMode) {
+  env_.erase("AWS_EC2_METADATA_DISABLED");
+  env_["AWS_METADATA_SERVICE_TIMEOUT"] = "0.3";  // where nothing answers
+  Write(".aws/config", "[default]\nec2_metadata_service_endpoint = " + aws_.endpoint() +
+                           "\nec2_metadata_service_endpoint_mode = IPv6\n");
+  ASSERT_TRUE(Upload("endpoint-key").ok());  // the endpoint wins over the mode
+  EXPECT_EQ(aws_.Count("ImdsCredentials"), 1);
+
+  Write(".aws/config", "[default]\nec2_metadata_service_endpoint_mode = IPv6\n");
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("instance metadata (IMDS) http://[fd00:ec2::254]:"), std::string::npos)
+      << config.status().message();
+
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"] = "ipv4";  // the variable wins over the key
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("instance metadata (IMDS) http://169.254.169.254:"), std::string::npos)
+      << config.status().message();
+
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE"] = "IPv5";
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("endpoint mode 'IPv5'"), std::string::npos) << config.status().message();
+  EXPECT_EQ(aws_.Count("ImdsToken"), 1);
+}
+
 // The CLI as a pod on EKS with IRSA runs it: web identity credentials from
 // the fake STS, the upload to the fake S3 (signed with them), then read back.
 TEST_F(S3Credentials, CliWithWebIdentity) {
@@ -585,7 +698,8 @@ TEST_F(S3SsoRenewal, RenewalAgreesWithTheAwsCli) {
 // The fakes against an independent client, Debian's aws 2.9 (botocore):
 // FakeS3's signature check accepts its requests (FakeS3ChecksSignatureAndToken
 // shows it refusing wrong ones), and the aws CLI gets keys from FakeAws's IMDSv2 and container endpoint
-// that FakeS3 then accepts with their tokens. Three aws runs: 2-6 s.
+// that FakeS3 then accepts with their tokens (IMDSv1 too, where the token
+// request's reply is lost). Four aws runs: 3-8 s.
 TEST_F(S3Credentials, FakesAgreeWithTheAwsCli) {
   if (::access("/usr/bin/aws", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/aws (scripts/setup.sh installs awscli)";
   std::string file = Write("up.bin", std::string(3000, 'x'));
@@ -606,14 +720,26 @@ TEST_F(S3Credentials, FakesAgreeWithTheAwsCli) {
   ASSERT_EQ(aws_.Issued().size(), 1u);
   EXPECT_GT(s3_.SignedBy(aws_.Issued()[0]), 0);
 
+  // The token request's reply lost, on an instance that answers IMDSv1:
+  // botocore falls back to IMDSv1 as vramflow does.
+  aws_.SetImdsV1(true);
+  aws_.DropNext("ImdsToken", 1);
+  r = aws("AWS_EC2_METADATA_SERVICE_ENDPOINT=" + aws_.endpoint() + "/", "aws-imds-v1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(aws_.Count("ImdsToken"), 2);
+  EXPECT_EQ(aws_.Count("ImdsCredentials"), 2);
+  ASSERT_EQ(aws_.Issued().size(), 2u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[1]), 0);
+  aws_.SetImdsV1(false);
+
   aws_.SetContainerToken("ecs-token");
   r = aws("AWS_EC2_METADATA_DISABLED=true AWS_CONTAINER_AUTHORIZATION_TOKEN=ecs-token "
           "AWS_CONTAINER_CREDENTIALS_FULL_URI=" + aws_.endpoint() + "/container/creds",
           "aws-container");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(aws_.Count("Container"), 1);
-  ASSERT_EQ(aws_.Issued().size(), 2u);
-  EXPECT_GT(s3_.SignedBy(aws_.Issued()[1]), 0);
+  ASSERT_EQ(aws_.Issued().size(), 3u);
+  EXPECT_GT(s3_.SignedBy(aws_.Issued()[2]), 0);
 }
 
 // Keys that expire within seconds are fetched again before they do: an

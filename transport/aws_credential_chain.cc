@@ -19,6 +19,10 @@ using Section = std::map<std::string, std::string>;
 using ProviderPtr = std::shared_ptr<CredentialProvider>;
 constexpr int kMaxRoleChain = 8;
 constexpr size_t kMaxTokenFile = 64 * 1024;
+// Bounds on the instance metadata settings: every credential lookup waits at
+// most 3 requests x attempts x timeout for an IMDS that does not answer.
+constexpr int kMaxImdsTimeoutSeconds = 60;
+constexpr long kMaxImdsAttempts = 10;
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -67,7 +71,8 @@ class Chain {
     VF_ASSIGN_OR_RETURN(ProviderPtr container, Container());
     if (container) return Loaded(container);
     std::string imds_failure;
-    if (ProviderPtr imds = Imds()) {
+    VF_ASSIGN_OR_RETURN(ProviderPtr imds, Imds());
+    if (imds) {
       Result<Credentials> first = imds->Get();
       if (first.ok()) return imds;
       imds_failure = "; " + first.status().message();
@@ -227,14 +232,47 @@ class Chain {
     return Make("container credentials endpoint " + e.url, [e] { return FetchContainerCredentials(e); });
   }
 
-  ProviderPtr Imds() const {
-    if (Lower(Env("AWS_EC2_METADATA_DISABLED")) == "true") return nullptr;
+  // A setting as botocore reads it: the variable, else the active profile's key.
+  std::string Setting(const char* variable, const char* key) const {
+    std::string value = Env(variable);
+    return value.empty() ? Get(Profile(in_.profile), key) : value;
+  }
+
+  // Instance metadata, or none when AWS_EC2_METADATA_DISABLED; an error for
+  // a setting botocore would refuse too.
+  Result<ProviderPtr> Imds() const {
+    if (Lower(Env("AWS_EC2_METADATA_DISABLED")) == "true") return ProviderPtr();
     ImdsEndpoint e;
-    std::string endpoint = Env("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-    if (!endpoint.empty()) e.base = endpoint;
-    std::string timeout = Env("AWS_METADATA_SERVICE_TIMEOUT");
-    double seconds = timeout.empty() ? 0 : std::atof(timeout.c_str());
-    if (seconds > 0 && seconds <= 60) e.timeout = std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+    const std::string mode = Setting("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "ec2_metadata_service_endpoint_mode");
+    if (!mode.empty() && Lower(mode) != "ipv4" && Lower(mode) != "ipv6")
+      return Status::InvalidArgument("instance metadata endpoint mode '" + mode +
+                                     "' (AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE / ec2_metadata_service_endpoint_mode)"
+                                     " must be IPv4 or IPv6");
+    const bool ipv6 = mode.empty() ? Lower(Setting("AWS_IMDS_USE_IPV6", "imds_use_ipv6")) == "true"
+                                   : Lower(mode) == "ipv6";
+    const std::string endpoint = Setting("AWS_EC2_METADATA_SERVICE_ENDPOINT", "ec2_metadata_service_endpoint");
+    e.base = !endpoint.empty() ? endpoint : ipv6 ? kImdsIpv6Base : kImdsIpv4Base;  // an endpoint wins over the mode
+    const std::string timeout = Setting("AWS_METADATA_SERVICE_TIMEOUT", "metadata_service_timeout");
+    if (!timeout.empty()) {
+      char* end = nullptr;
+      const double seconds = std::strtod(timeout.c_str(), &end);
+      if (end == timeout.c_str() || *end != '\0' || !(seconds > 0 && seconds <= kMaxImdsTimeoutSeconds))
+        return Status::InvalidArgument("instance metadata timeout '" + timeout +
+                                       "' (AWS_METADATA_SERVICE_TIMEOUT / metadata_service_timeout) must be seconds, "
+                                       "more than 0 and at most " + std::to_string(kMaxImdsTimeoutSeconds));
+      e.timeout = std::chrono::milliseconds(static_cast<long>(seconds * 1000));
+    }
+    const std::string attempts = Setting("AWS_METADATA_SERVICE_NUM_ATTEMPTS", "metadata_service_num_attempts");
+    if (!attempts.empty()) {
+      char* end = nullptr;
+      const long n = std::strtol(attempts.c_str(), &end, 10);
+      if (end == attempts.c_str() || *end != '\0' || n < 1 || n > kMaxImdsAttempts)
+        return Status::InvalidArgument("instance metadata attempts '" + attempts +
+                                       "' (AWS_METADATA_SERVICE_NUM_ATTEMPTS / metadata_service_num_attempts) must be "
+                                       "a whole number from 1 to " + std::to_string(kMaxImdsAttempts));
+      e.attempts = static_cast<unsigned>(n);
+    }
+    e.v1_disabled = Lower(Setting("AWS_EC2_METADATA_V1_DISABLED", "ec2_metadata_v1_disabled")) == "true";
     return Make("instance metadata (IMDS) " + e.base, [e] { return FetchImdsCredentials(e); });
   }
 
@@ -254,7 +292,7 @@ class Chain {
       if (credential_source == "Environment") {
         source = Environment();
       } else if (credential_source == "Ec2InstanceMetadata") {
-        source = Imds();
+        VF_ASSIGN_OR_RETURN(source, Imds());
       } else if (credential_source == "EcsContainer") {
         VF_ASSIGN_OR_RETURN(source, Container());
       } else {

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -73,6 +74,21 @@ Result<TimedCredentials> FetchContainerCredentials(const ContainerEndpoint& endp
   return ParseCredentialJson(reply.body, what);
 }
 
+namespace {
+
+// `call` tried up to `attempts` times, until it gets a 200 with a body; else
+// the last reply, or the last transport failure.
+Result<HttpReply> GetWithAttempts(const HttpCall& call, unsigned attempts) {
+  Result<HttpReply> reply = Status::Internal("no attempt");
+  for (unsigned i = 0; i < std::max(1u, attempts); ++i) {
+    reply = Http(call);
+    if (reply.ok() && reply->status == 200 && !reply->body.empty()) break;
+  }
+  return reply;
+}
+
+}  // namespace
+
 Result<TimedCredentials> FetchImdsCredentials(const ImdsEndpoint& endpoint) {
   std::string base = endpoint.base;
   while (!base.empty() && base.back() == '/') base.pop_back();
@@ -82,28 +98,47 @@ Result<TimedCredentials> FetchImdsCredentials(const ImdsEndpoint& endpoint) {
   put.url = base + "/latest/api/token";
   put.headers = {{"X-aws-ec2-metadata-token-ttl-seconds", "21600"}};
   put.timeout = endpoint.timeout;
-  VF_ASSIGN_OR_RETURN(HttpReply token, Http(put));
-  std::vector<std::pair<std::string, std::string>> headers;
-  if (token.status == 200) {
-    headers.emplace_back("X-aws-ec2-metadata-token", Trim(token.body));
-  } else if (token.status != 403 && token.status != 404 && token.status != 405) {
-    return Status::IoError(what + ": PUT /latest/api/token: HTTP " + std::to_string(token.status));
-  }  // else IMDSv1: no token
+  // IMDSv2's token; where there is none, why (for IMDSv1, or the error).
+  std::string token, no_token;
+  for (unsigned i = 0; i < std::max(1u, endpoint.attempts); ++i) {
+    Result<HttpReply> reply = Http(put);
+    if (!reply.ok()) {  // no reply: retried, then IMDSv1 (a hop limit drops the reply)
+      no_token = reply.status().message();
+      continue;
+    }
+    const long status = reply->status;
+    if (status == 200) {
+      token = Trim(reply->body);
+      no_token = token.empty() ? "an empty token" : "";
+      break;
+    }
+    no_token = "HTTP " + std::to_string(status);
+    if (status == 400) return Status::IoError(what + ": PUT /latest/api/token: HTTP 400 (request refused)");
+    if (status == 403 || status == 404 || status == 405) break;  // no IMDSv2 here
+  }
+  if (token.empty() && endpoint.v1_disabled)
+    return Status::IoError(what + ": no IMDSv2 token (PUT /latest/api/token: " + no_token +
+                           "), and IMDSv1 is disabled (AWS_EC2_METADATA_V1_DISABLED / ec2_metadata_v1_disabled)");
+  const std::string version = token.empty() ? " (IMDSv1: no token, " + no_token + ")" : "";
   HttpCall get;
   get.url = base + "/latest/meta-data/iam/security-credentials/";
-  get.headers = headers;
+  if (!token.empty()) get.headers.emplace_back("X-aws-ec2-metadata-token", token);
   get.timeout = endpoint.timeout;
-  VF_ASSIGN_OR_RETURN(HttpReply role, Http(get));
-  if (role.status == 404) return Status::IoError(what + ": no IAM role attached to this instance");
-  if (role.status != 200) return Status::IoError(what + ": GET the role name: HTTP " + std::to_string(role.status));
-  std::string name = Trim(role.body.substr(0, role.body.find('\n')));
+  Result<HttpReply> role = GetWithAttempts(get, endpoint.attempts);
+  if (!role.ok()) return Status::IoError(role.status().message() + version);
+  if (role->status == 404) return Status::IoError(what + ": no IAM role attached to this instance");
+  if (role->status != 200)
+    return Status::IoError(what + ": GET the role name: HTTP " + std::to_string(role->status) + version);
+  std::string name = Trim(role->body.substr(0, role->body.find('\n')));
   if (name.empty() || name.find_first_of("/?#% ") != std::string::npos)
     return Status::InvalidArgument(what + ": role name '" + name.substr(0, 100) + "' is not usable");
   get.url += name;
-  VF_ASSIGN_OR_RETURN(HttpReply creds, Http(get));
-  if (creds.status != 200)
-    return Status::IoError(what + ": GET credentials of role " + name + ": HTTP " + std::to_string(creds.status));
-  return ParseCredentialJson(creds.body, what + " role " + name);
+  Result<HttpReply> creds = GetWithAttempts(get, endpoint.attempts);
+  if (!creds.ok()) return Status::IoError(creds.status().message() + version);
+  if (creds->status != 200)
+    return Status::IoError(what + ": GET credentials of role " + name + ": HTTP " + std::to_string(creds->status) +
+                           version);
+  return ParseCredentialJson(creds->body, what + " role " + name);
 }
 
 }  // namespace vramflow::s3

@@ -9,8 +9,13 @@
 //              AWS_CONTAINER_AUTHORIZATION_TOKEN.
 //   instance   EC2 IMDSv2: PUT /latest/api/token, then GET the role name and
 //              its credentials with that token; IMDSv1 (no token) when the
-//              PUT is refused with 403/404/405. Endpoint
-//              AWS_EC2_METADATA_SERVICE_ENDPOINT, default http://169.254.169.254.
+//              PUT is refused with 403/404/405 or gets no reply (a container
+//              behind a hop limit of 1), unless IMDSv1 is disabled. Each
+//              request is tried `attempts` times. The chain
+//              (aws_credential_chain.h) takes the endpoint, its mode (IPv4:
+//              http://169.254.169.254, IPv6: http://[fd00:ec2::254]), the
+//              timeout, the attempts and IMDSv1's refusal from the variables
+//              and profile keys botocore reads.
 #pragma once
 
 #include <chrono>
@@ -36,9 +41,17 @@ Status CheckContainerFullUri(const std::string& url);
 
 Result<TimedCredentials> FetchContainerCredentials(const ContainerEndpoint& endpoint);
 
+inline constexpr char kImdsIpv4Base[] = "http://169.254.169.254";
+inline constexpr char kImdsIpv6Base[] = "http://[fd00:ec2::254]";
+
 struct ImdsEndpoint {
-  std::string base = "http://169.254.169.254";
-  std::chrono::milliseconds timeout{1000};
+  std::string base = kImdsIpv4Base;
+  std::chrono::milliseconds timeout{1000};  // per request
+  // Tries per request: a transport failure, or for the GETs any status but
+  // 200 or an empty body, is tried again (botocore's
+  // metadata_service_num_attempts).
+  unsigned attempts = 1;
+  bool v1_disabled = false;  // no token: an error, never a GET without one
 };
 
 Result<TimedCredentials> FetchImdsCredentials(const ImdsEndpoint& endpoint);
