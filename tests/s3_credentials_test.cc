@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -629,6 +630,33 @@ TEST_F(S3SsoRenewal, RenewalLostToAnotherClientTakesItsToken) {
   EXPECT_EQ(aws_.Count("OidcToken"), 1);
   EXPECT_EQ(aws_.Count("Sso"), 1);
   EXPECT_EQ(Cache()["refreshToken"], "rt-2");  // theirs, left as it is
+}
+
+// Two vramflow runs renewing the same expired token at once (parallel
+// dumps): the second waits for the first's renewal, under the lock on the
+// cache directory, and takes its token, instead of sending the refresh
+// token the first one's renewal spends (a rotating refresh token: the
+// second CreateToken would be refused). Threads stand in for processes: a
+// flock(2) lock is held per open descriptor, which each run opens itself.
+TEST_F(S3SsoRenewal, ParallelRenewalsRenewOnce) {
+  WriteCache("old-token", -60);
+  aws_.SetSsoRefresh("cid", "csecret", "rt-1", "new-token", 28800, "rt-2");
+  aws_.SetSsoToken("new-token");
+  std::atomic<int> requests{0};
+  // The first renewal takes a while (a slow network): the second run starts meanwhile.
+  aws_.OnOidcRequest([&] {
+    if (requests++ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  });
+  Status results[2];
+  std::thread runs[2];
+  for (int i = 0; i < 2; ++i)
+    runs[i] = std::thread([&, i] { results[i] = s3::LoadConfig(options_).status(); });
+  for (std::thread& run : runs) run.join();
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(aws_.Count("OidcToken"), 1);
+  EXPECT_EQ(aws_.Count("Sso"), 2);
+  EXPECT_EQ(Cache()["accessToken"], "new-token");
+  EXPECT_EQ(Cache()["refreshToken"], "rt-2");
 }
 
 // The renewal against the real aws CLI (Debian's 2.9), pointed at FakeAws

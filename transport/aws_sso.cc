@@ -4,12 +4,19 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <thread>
+#include <tuple>
+#include <utility>
 
 #include "common/unique_fd.h"
 
@@ -69,6 +76,48 @@ Status ReplaceFile(const std::string& path, const std::string& text) {
     return Status::FromErrno("renaming '" + temp + "' to '" + path + "'", e);
   }
   return Status::Ok();
+}
+
+// Serializes the renewals of vramflow processes that share a cache: an
+// exclusive flock(2) on the cache directory, whose inode stays while the
+// files in it are replaced. Taken before a renewal and held until the new
+// cache is written, so that a second process waits, finds the renewed token
+// and sends no refresh token of its own (the first one's renewal spends
+// it). Waits at most `wait`; where the lock cannot be had (a file system
+// without locks, a holder past the wait) renewal goes on without it, as
+// the aws CLI renews (it takes no lock).
+class RenewalLock {
+ public:
+  RenewalLock(const std::string& dir, std::chrono::milliseconds wait)
+      : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (!fd_.valid()) return;
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) {
+        held_ = true;
+        return;
+      }
+      if (errno != EWOULDBLOCK && errno != EINTR) return;
+      if (std::chrono::steady_clock::now() >= deadline) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  bool held() const { return held_; }  // released when the descriptor closes
+
+ private:
+  UniqueFd fd_;
+  bool held_ = false;
+};
+
+// The token in `cache` when it is not `token` and has more than `min_left`
+// seconds left: another process renewed it.
+std::optional<std::pair<std::string, std::time_t>> RenewedByAnother(const nlohmann::json& cache,
+                                                                    const std::string& token, std::time_t min_left) {
+  const std::string theirs = Text(cache, "accessToken");
+  if (theirs.empty() || theirs == token) return std::nullopt;
+  Result<std::time_t> expires = CacheTime(Text(cache, "expiresAt"));
+  if (!expires.ok() || *expires - std::time(nullptr) <= min_left) return std::nullopt;
+  return std::make_pair(theirs, *expires);
 }
 
 struct RenewedToken {
@@ -162,8 +211,17 @@ Result<TimedCredentials> FetchSsoCredentials(const SsoProfile& sso) {
   // profile's login caches no refresh token).
   std::string not_renewed;
   if (!sso.session.empty() && expires - std::time(nullptr) < kRefreshWindowSeconds) {
-    Result<RenewedToken> renewed = RefreshToken(sso, cache);
-    if (renewed.ok()) {
+    const RenewalLock lock(sso.cache_dir, 2 * sso.timeout);
+    // Another vramflow may have renewed it while this one waited: the cache
+    // is read again, now that no renewal is under way.
+    std::optional<std::pair<std::string, std::time_t>> theirs;
+    if (lock.held()) {
+      VF_ASSIGN_OR_RETURN(cache, ReadCache(path, path + ": gone during renewal: " + login));
+      theirs = RenewedByAnother(cache, token, kRefreshWindowSeconds);
+    }
+    if (theirs) {
+      std::tie(token, expires) = *theirs;
+    } else if (Result<RenewedToken> renewed = RefreshToken(sso, cache); renewed.ok()) {
       token = renewed->access_token;
       expires = renewed->expires;
       // The renewed token serves this run even where the cache cannot be
@@ -171,17 +229,12 @@ Result<TimedCredentials> FetchSsoCredentials(const SsoProfile& sso) {
       (void)ReplaceFile(path, renewed->cache_text);
     } else {
       not_renewed = "; renewing it failed: " + renewed.status().message();
-      // Another process (vramflow or the aws CLI) may have renewed it first
-      // with the same refresh token, which then no longer works: its token
-      // is in the cache by now.
+      // Another process (the aws CLI, which takes no lock) may have renewed
+      // it first with the same refresh token, which then no longer works:
+      // its token is in the cache by now.
       Result<nlohmann::json> again = ReadCache(path, path + ": gone");
-      if (again.ok() && Text(*again, "accessToken") != token) {
-        Result<std::time_t> again_expires = CacheTime(Text(*again, "expiresAt"));
-        if (again_expires.ok() && *again_expires > std::time(nullptr)) {
-          token = Text(*again, "accessToken");
-          expires = *again_expires;
-        }
-      }
+      if (auto by_another = again.ok() ? RenewedByAnother(*again, token, 0) : std::nullopt)
+        std::tie(token, expires) = *by_another;
     }
   }
   if (expires <= std::time(nullptr))
