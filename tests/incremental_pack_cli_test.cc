@@ -85,6 +85,40 @@ TEST_F(IncrementalPack, StoresOnlyWhatChangedAndReportsIt) {
   EXPECT_EQ(ReadFileBytes(dir_.File("inc.vfs")), ReadFileBytes(dir_.File("inc2.vfs")));
 }
 
+//! Zero runs and dedup references are neither taken from the base nor new:
+//! pack's summary line names them apart, and its --json `new_bytes` is
+//! inspect's, the raw bytes the stream holds as DATA frames. (Pack counted
+//! them as new: 3 MiB more than inspect.)
+TEST_F(IncrementalPack, ZerosAndDuplicatesAreNotCountedAsNew) {
+  ASSERT_CODE(Sh(dir_.path(), "head -c 2M /dev/zero > v2/zeros.bin && $VF gen -k random -s 1M --seed 11 -o r1.bin && "
+                              "cat r1.bin r1.bin > v2/twice.bin"),
+              0);
+  CommandResult r = Sh(dir_.path(), "$VF pack --json --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin "
+                                    "v2/zeros.bin v2/twice.bin -o inc.vfs");
+  ASSERT_CODE(r, 0);
+  nlohmann::json pack = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_TRUE(pack.is_object()) << r.output;
+  EXPECT_EQ(pack["zero_bytes"], 2u << 20);
+  EXPECT_EQ(pack["dedup_bytes"], 1u << 20);
+  const uint64_t accounted = pack["new_bytes"].get<uint64_t>() + pack["base_ref_bytes"].get<uint64_t>() +
+                             pack["base_delta_bytes"].get<uint64_t>() + pack["zero_bytes"].get<uint64_t>() +
+                             pack["dedup_bytes"].get<uint64_t>();
+  EXPECT_EQ(accounted, pack["raw_bytes"].get<uint64_t>());
+
+  r = Sh(dir_.path(), "$VF inspect --json inc.vfs");
+  ASSERT_CODE(r, 0);
+  nlohmann::json inspect = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_TRUE(inspect.is_object()) << r.output;
+  EXPECT_EQ(inspect["new_bytes"], pack["new_bytes"]) << r.output;
+  EXPECT_EQ(inspect["base_ref_bytes"], pack["base_ref_bytes"]);
+  EXPECT_EQ(inspect["base_delta_bytes"], pack["base_delta_bytes"]);
+
+  r = Sh(dir_.path(), "$VF pack --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin v2/zeros.bin "
+                      "v2/twice.bin -o inc2.vfs");
+  ASSERT_CODE(r, 0);
+  EXPECT_TRUE(Contains(r.output, "delta-coded, 2.00 MiB zeros, 1.00 MiB deduplicated\n")) << r.output;
+}
+
 //! References-only finds the same references from the base's digests; a
 //! base without digests is refused for it, before any output exists.
 TEST_F(IncrementalPack, ReferencesOnlyNeedsDigestsInTheBase) {

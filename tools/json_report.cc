@@ -43,6 +43,7 @@ nlohmann::json PackJson(const PackReport& report, const std::string& output) {
   j["raw_bytes"] = report.raw_bytes;
   j["stream_bytes"] = report.stream_bytes;
   j["dedup_bytes"] = report.dedup_bytes;
+  j["zero_bytes"] = report.zero_bytes;
   j["legacy_images"] = report.legacy_images;
   j["sequential"] = report.sequential;
   j["seconds"] = report.seconds;
@@ -50,7 +51,7 @@ nlohmann::json PackJson(const PackReport& report, const std::string& output) {
     j["base_id"] = report.base_id;
     j["base_ref_bytes"] = report.base_ref_bytes;
     j["base_delta_bytes"] = report.base_delta_bytes;
-    j["new_bytes"] = report.raw_bytes - report.base_ref_bytes - report.base_delta_bytes;
+    j["new_bytes"] = report.NewBytes();
   }
   return j;
 }

@@ -558,11 +558,16 @@ int Main(int argc, char** argv) {
                    FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
                    FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
                    FormatRate(report.raw_bytes, report.seconds).c_str(), writer);
-      if (report.incremental)
-        std::fprintf(stderr, "against base %s: %s new, %s referenced, %s delta-coded\n",
-                     report.base_id.substr(0, 16).c_str(),
-                     FormatSize(report.raw_bytes - report.base_ref_bytes - report.base_delta_bytes).c_str(),
-                     FormatSize(report.base_ref_bytes).c_str(), FormatSize(report.base_delta_bytes).c_str());
+      if (report.incremental) {
+        // What is neither from the base nor new, said where there is any.
+        std::string rest;
+        if (report.zero_bytes) rest += ", " + FormatSize(report.zero_bytes) + " zeros";
+        if (report.dedup_bytes) rest += ", " + FormatSize(report.dedup_bytes) + " deduplicated";
+        std::fprintf(stderr, "against base %s: %s new, %s referenced, %s delta-coded%s\n",
+                     report.base_id.substr(0, 16).c_str(), FormatSize(report.NewBytes()).c_str(),
+                     FormatSize(report.base_ref_bytes).c_str(), FormatSize(report.base_delta_bytes).c_str(),
+                     rest.c_str());
+      }
     }
     return 0;
   }

@@ -133,6 +133,7 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
   report->raw_bytes = stats.raw_bytes;
   report->stream_bytes = stats.stream_bytes;
   report->dedup_bytes = stats.dedup_bytes;
+  report->zero_bytes = stats.zero_bytes;
   report->writer_seconds = stats.serial_seconds;
   report->threads = stats.threads;
   report->base_ref_bytes = stats.base_ref_bytes;

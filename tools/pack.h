@@ -53,17 +53,21 @@ struct PackReport {
   uint64_t raw_bytes = 0;
   uint64_t stream_bytes = 0;
   uint64_t dedup_bytes = 0;
+  uint64_t zero_bytes = 0;  // raw bytes stored as zero runs
   uint64_t legacy_images = 0;
   bool sequential = false;  // inputs read in order (stdin, pipe or s3:// inputs), without dedup
   unsigned threads = 0;     // encoding threads used
   double seconds = 0;
   double writer_seconds = 0;  // the ordered writer (PipelineStats::serial_seconds)
   // With a base: its stream id, and the raw bytes taken from it as they are
-  // and coded as deltas against it (the rest, raw_bytes - both, is new).
+  // and coded as deltas against it.
   bool incremental = false;
   std::string base_id;  // hex
   uint64_t base_ref_bytes = 0;
   uint64_t base_delta_bytes = 0;
+  // The raw bytes the stream stores as DATA frames: neither from the base,
+  // nor zero runs, nor dedup references (inspect's `new`).
+  uint64_t NewBytes() const { return raw_bytes - base_ref_bytes - base_delta_bytes - zero_bytes - dedup_bytes; }
 };
 
 Status RunPack(const PackOptions& options, PackReport* report);
