@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "common/hash.h"
+
 namespace vramflow {
 namespace {
 
@@ -114,6 +116,37 @@ Result<BaseCoding> BaseChunkCoder::Reference(uint32_t base_object_id, uint64_t o
   coding.kind = BaseCoding::Kind::kRef;
   coding.ref.base_sha256 = sha256;
   return coding;
+}
+
+Status EncodeChunkWithBase(std::span<const uint8_t> raw, uint64_t offset, std::span<uint8_t> payload,
+                           ChunkEncoder& encoder, BaseChunkCoder* coder, const SeekIndexObject* base_object,
+                           bool may_delta, bool want_sha256, ChunkWithBase* out) {
+  *out = ChunkWithBase{};
+  const bool against_base = coder != nullptr && base_object != nullptr;
+  if (against_base) {
+    out->sha256 = Sha256(raw);
+    VF_ASSIGN_OR_RETURN(BaseCoding coding, coder->Reference(base_object->id, offset, raw, *out->sha256));
+    if (coding.kind == BaseCoding::Kind::kRef) {
+      out->kind = coding.kind;
+      out->ref = coding.ref;
+      out->encoded.raw_hash = Hash64(raw.data(), raw.size());
+      return Status::Ok();
+    }
+  }
+  VF_RETURN_IF_ERROR(encoder.EncodeInto(raw, payload, &out->encoded));
+  if (want_sha256 && !out->sha256 && !out->encoded.zero_run) out->sha256 = Sha256(raw);
+  if (!against_base || !may_delta || out->encoded.zero_run) return Status::Ok();
+  VF_ASSIGN_OR_RETURN(BaseCoding coding, coder->Delta(base_object->id, offset, raw, out->encoded.payload.size(), encoder));
+  if (coding.kind != BaseCoding::Kind::kDelta) return Status::Ok();
+  // The delta's payload replaces the chunk's own in `payload`.
+  const uint64_t raw_hash = out->encoded.raw_hash;
+  std::memmove(payload.data(), coding.delta.payload.data(), coding.delta.payload.size());
+  out->encoded = coding.delta;
+  out->encoded.payload = std::span<const uint8_t>(payload.data(), coding.delta.payload.size());
+  out->encoded.raw_hash = raw_hash;
+  out->kind = coding.kind;
+  out->ref = coding.ref;
+  return Status::Ok();
 }
 
 Result<BaseCoding> BaseChunkCoder::Delta(uint32_t base_object_id, uint64_t offset, std::span<const uint8_t> raw,

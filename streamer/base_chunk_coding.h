@@ -45,6 +45,34 @@ struct BaseCoding {
   EncodedChunk delta;
 };
 
+class BaseChunkCoder;
+
+// One chunk of a dump with a base, coded.
+struct ChunkWithBase {
+  BaseCoding::Kind kind = BaseCoding::Kind::kOwn;
+  BaseChunkRef ref;  // kRef, kDelta: the base chunk
+  // kOwn, kDelta: the frame's coding, its payload in the caller's `payload`
+  // (or, stored raw, the chunk itself); kRef: no payload. raw_hash is the
+  // XXH3-64 of the chunk's bytes for every kind.
+  EncodedChunk encoded;
+  // The chunk's SHA-256 where it was compared with the base or asked for
+  // (never for a zero run that was not compared).
+  std::optional<Sha256Digest> sha256;
+};
+
+// Codes the chunk `raw` at `offset` of its object as every dump engine with
+// a base does: with `base_object` (the base's object of the same name,
+// BaseStream::Match) and `coder`, a BASE_REF when the base's chunk there
+// equals it; else coded with `encoder` into `payload`
+// (ChunkEncoder::MaxPayloadSize bytes), then, where `may_delta` (encoded
+// inputs: a delta coded raw is never smaller) and the chunk is not a zero
+// run, a BASE_DELTA when that codes smaller. Without a base object: coded
+// on its own. `want_sha256`: the SHA-256 of every chunk but zero runs
+// (DIGEST_BLOCKs).
+Status EncodeChunkWithBase(std::span<const uint8_t> raw, uint64_t offset, std::span<uint8_t> payload,
+                           ChunkEncoder& encoder, BaseChunkCoder* coder, const SeekIndexObject* base_object,
+                           bool may_delta, bool want_sha256, ChunkWithBase* out);
+
 // One per worker thread: its buffers are reused for every chunk.
 class BaseChunkCoder {
  public:

@@ -432,52 +432,26 @@ class ConcurrentDump::Engine {
   }
 
   // Codes one chunk: against the base's chunk at the same place when there
-  // is one (base_chunk_coding.h), else (or when that does not pay) on its
-  // own with `use`.
+  // is one (EncodeChunkWithBase), else (or when that does not pay) on its
+  // own with `use`; then keys DATA chunks for dedup.
   Status Encode(Item* item, ChunkEncoder& use, ChunkStorage storage, BaseChunkCoder* coder,
                 const SeekIndexObject* base_object) {
     const std::span<const uint8_t> raw(item->raw.data(), item->size);
-    item->coding = BaseCoding::Kind::kOwn;
-    item->keyed = false;
-    item->has_sha256 = false;
-    if (coder && base_object) {
-      item->sha256 = Sha256(raw);
-      item->has_sha256 = true;
-      VF_ASSIGN_OR_RETURN(BaseCoding coding, coder->Reference(base_object->id, item->offset, raw, item->sha256));
-      if (coding.kind == BaseCoding::Kind::kRef) {
-        item->coding = coding.kind;
-        item->base_ref = coding.ref;
-        item->encoded = EncodedChunk{};
-        item->encoded.raw_hash = Hash64(raw.data(), raw.size());
-        return Status::Ok();
-      }
-    }
-    VF_RETURN_IF_ERROR(use.EncodeInto(raw, std::span<uint8_t>(item->payload.data(), item->payload.size()), &item->encoded));
-    // DIGEST_BLOCKs list the SHA-256 of every chunk but zero runs.
-    if (digests_ && !item->has_sha256 && !item->encoded.zero_run) {
-      item->sha256 = Sha256(raw);
-      item->has_sha256 = true;
-    }
+    ChunkWithBase coded;
     // Raw inputs (vramflow streams, small images) go as they are: a delta
     // coded raw is never smaller.
-    if (coder && base_object && storage == ChunkStorage::kEncoded && !item->encoded.zero_run) {
-      VF_ASSIGN_OR_RETURN(BaseCoding coding,
-                          coder->Delta(base_object->id, item->offset, raw, item->encoded.payload.size(), use));
-      if (coding.kind == BaseCoding::Kind::kDelta) {
-        // The delta's payload replaces the chunk's own in the item's buffer.
-        const uint64_t raw_hash = item->encoded.raw_hash;
-        std::memmove(item->payload.data(), coding.delta.payload.data(), coding.delta.payload.size());
-        item->encoded = coding.delta;
-        item->encoded.payload = std::span<const uint8_t>(item->payload.data(), coding.delta.payload.size());
-        item->encoded.raw_hash = raw_hash;
-        item->coding = coding.kind;
-        item->base_ref = coding.ref;
-        return Status::Ok();
-      }
-    }
+    VF_RETURN_IF_ERROR(EncodeChunkWithBase(raw, item->offset,
+                                           std::span<uint8_t>(item->payload.data(), item->payload.size()), use, coder,
+                                           base_object, storage == ChunkStorage::kEncoded, digests_, &coded));
+    item->coding = coded.kind;
+    item->base_ref = coded.ref;
+    item->encoded = coded.encoded;
+    item->has_sha256 = coded.sha256.has_value();
+    if (coded.sha256) item->sha256 = *coded.sha256;
     // Only encoded inputs' DATA chunks take part in dedup: zero runs cost
     // nothing, and raw inputs (vramflow streams, small images) go as they are.
-    item->keyed = first_copies_ && storage == ChunkStorage::kEncoded && !item->encoded.zero_run;
+    item->keyed = coded.kind == BaseCoding::Kind::kOwn && first_copies_ && storage == ChunkStorage::kEncoded &&
+                  !item->encoded.zero_run;
     if (item->keyed) item->content = HashContent128(item->raw.data(), item->size);
     return Status::Ok();
   }

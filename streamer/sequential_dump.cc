@@ -13,6 +13,7 @@
 #include "common/exception_boundary.h"
 #include "common/sha256.h"
 #include "common/units.h"
+#include "streamer/base_chunk_coding.h"
 #include "streamer/memory_budget.h"
 #include "streamer/ordered_dump_plan.h"
 #include "streamer/pipeline_common.h"
@@ -32,30 +33,32 @@ struct Item {
   size_t size = 0;
   BudgetedBuffer raw;
   BudgetedBuffer payload;
-  EncodedChunk encoded;
-  Sha256Digest sha256{};  // of the raw bytes, with chunk digests
+  ChunkWithBase coded;  // without a base, always coded on its own
 };
 
-// The items not in flight. The pipeline runs at most as many tokens as
-// there are items, and an item comes back before its token is released, so
-// the reader always finds one.
-class FreeItems {
+// Things not in use, taken and given back: the items not in flight (the
+// pipeline runs at most as many tokens as there are items, and an item comes
+// back before its token is released, so the reader always finds one), and
+// the base's coders (one per thread, and at most `threads` chunks are
+// encoded at once).
+template <typename T>
+class FreeList {
  public:
-  void Put(Item* item) {
+  void Put(T* thing) {
     std::lock_guard<std::mutex> lock(mu_);
-    items_.push_back(item);
+    things_.push_back(thing);
   }
-  Item* Take() {
+  T* Take() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (items_.empty()) return nullptr;
-    Item* item = items_.back();
-    items_.pop_back();
-    return item;
+    if (things_.empty()) return nullptr;
+    T* thing = things_.back();
+    things_.pop_back();
+    return thing;
   }
 
  private:
   std::mutex mu_;
-  std::vector<Item*> items_;
+  std::vector<T*> things_;
 };
 
 Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink, const PipelineOptions& requested,
@@ -63,18 +66,37 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
   const auto start = std::chrono::steady_clock::now();
   const PipelineOptions options = WithMachineDefaults(requested);
   const uint32_t chunk = options.chunk_size;
-  if (options.base)
-    return Status::InvalidArgument("an incremental dump needs inputs that can be read at offsets (regular files); "
-                                   "these are read in order");
+  VF_RETURN_IF_ERROR(CheckDumpBase(options));
 
   MemoryBudget budget(options.max_memory);
+  // With a base: its index, held throughout, and each thread's buffers for
+  // reading and XORing base chunks (reserved for every thread the options
+  // ask for, then taken for those the plan runs).
+  uint64_t coder_reserve = 0;
+  if (options.base) {
+    VF_RETURN_IF_ERROR(budget.Charge(options.base->memory_bytes(), "the base's index"));
+    coder_reserve =
+        uint64_t{options.threads} * BaseChunkCoder::MemoryBytes(*options.base, chunk, options.base_refs_only);
+    VF_RETURN_IF_ERROR(budget.Charge(coder_reserve, "reading and coding against the base's chunks"));
+  }
   // Enough items for every thread to encode while the reader and the writer
   // work on others; fewer if the budget holds fewer, never under two.
   VF_ASSIGN_OR_RETURN(const OrderedDumpPlan plan, PlanOrderedDump(options, 2ull * options.threads + 2, &budget));
   const unsigned threads = plan.threads;
   const size_t item_count = plan.items;
+  std::vector<std::unique_ptr<BaseChunkCoder>> coders;
+  FreeList<BaseChunkCoder> free_coders;
+  if (options.base) {
+    budget.Refund(coder_reserve);
+    for (unsigned i = 0; i < threads; ++i) {
+      VF_ASSIGN_OR_RETURN(std::unique_ptr<BaseChunkCoder> coder,
+                          BaseChunkCoder::Create(options.base, chunk, options.base_refs_only, &budget));
+      free_coders.Put(coder.get());
+      coders.push_back(std::move(coder));
+    }
+  }
   std::vector<std::unique_ptr<Item>> items;
-  FreeItems free_items;
+  FreeList<Item> free_items;
   for (size_t i = 0; i < item_count; ++i) {
     auto item = std::make_unique<Item>();
     VF_ASSIGN_OR_RETURN(item->raw, BudgetedBuffer::Allocate(&budget, chunk, "chunk buffer"));
@@ -84,8 +106,16 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
     items.push_back(std::move(item));
   }
 
-  StreamWriter writer(sink, OrderedDumpHeader(options, *sink));
-  writer.SetChunkDigests(options.chunk_digests);
+  StreamHeader header = OrderedDumpHeader(options, *sink);
+  if (options.base) header.flags |= kStreamFlagBase;
+  StreamWriter writer(sink, header);
+  if (options.base) {
+    BaseDescriptor descriptor = options.base->DescriptorForDependent();
+    if (!options.base_location.empty()) descriptor.location = options.base_location;
+    writer.SetBase(std::move(descriptor));
+  }
+  // Every chunk's SHA-256 goes into DIGEST_BLOCKs (asked for, or a base).
+  writer.SetChunkDigests(options.chunk_digests || options.base != nullptr);
   VF_RETURN_IF_ERROR(writer.Start());
 
   ErrorLatch errors;
@@ -93,6 +123,8 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
   size_t next_input = 0;
   std::unique_ptr<ByteSource> source;
   uint64_t read_offset = 0;
+  // Each input's object in the base, matched by name when it is opened.
+  std::vector<const SeekIndexObject*> base_objects(inputs.size(), nullptr);
   // The writer's state (its filter is serial too).
   std::vector<uint32_t> object_ids(inputs.size(), 0);
   std::vector<uint64_t> object_sizes(inputs.size(), 0);
@@ -123,8 +155,10 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
       item->input = next_input;
       item->offset = read_offset;
       item->size = 0;
-      item->encoded = EncodedChunk{};
+      item->coded = ChunkWithBase{};
       if (!source) {
+        if (options.base) base_objects[next_input] = options.base->Match(inputs[next_input].metadata, kUnknownObjectSize,
+                                                                         std::nullopt);
         Result<std::unique_ptr<ByteSource>> opened = inputs[next_input].open();
         if (!opened.ok()) errors.Set(opened.status());
         source = opened.ok() ? std::move(*opened) : nullptr;
@@ -147,10 +181,16 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
     };
     auto encode = [&](Item* item) -> Item* {
       if (item->kind != Item::kChunk || errors.failed()) return item;
-      Status s = encoders.local().EncodeInto(std::span<const uint8_t>(item->raw.data(), item->size),
-                                             std::span<uint8_t>(item->payload.data(), item->payload.size()),
-                                             &item->encoded);
-      if (s.ok() && writer.chunk_digests() && !item->encoded.zero_run) item->sha256 = Sha256(item->raw.data(), item->size);
+      BaseChunkCoder* coder = options.base ? free_coders.Take() : nullptr;
+      if (options.base && !coder) {
+        errors.Set(Status::Internal("packing in order: no free base coder"));
+        return item;
+      }
+      Status s = EncodeChunkWithBase(std::span<const uint8_t>(item->raw.data(), item->size), item->offset,
+                                     std::span<uint8_t>(item->payload.data(), item->payload.size()), encoders.local(),
+                                     coder, base_objects[item->input], /*may_delta=*/true, writer.chunk_digests(),
+                                     &item->coded);
+      if (coder) free_coders.Put(coder);
       if (!s.ok()) errors.Set(s.WithContext("encoding " + where(*item)));
       return item;
     };
@@ -165,12 +205,22 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
             status = id.status();
             break;
           }
-          case Item::kChunk:
-            status = writer.AddChunk(object_ids[item->input], item->offset, item->size, item->encoded, &item->sha256);
+          case Item::kChunk: {
+            const ChunkWithBase& coded = item->coded;
+            const uint32_t id = object_ids[item->input];
+            const Sha256Digest* sha256 = coded.sha256 ? &*coded.sha256 : nullptr;
+            if (coded.kind == BaseCoding::Kind::kRef)
+              status = writer.AddBaseRef(id, item->offset, item->size, coded.encoded.raw_hash, coded.ref);
+            else if (coded.kind == BaseCoding::Kind::kDelta)
+              status = writer.AddBaseDelta(id, item->offset, item->size, coded.encoded.raw_hash, coded.ref,
+                                           coded.encoded, sha256);
+            else
+              status = writer.AddChunk(id, item->offset, item->size, coded.encoded, sha256);
             object_sizes[item->input] += item->size;
             done_bytes += item->size;
             if (options.progress) options.progress(done_bytes);
             break;
+          }
           case Item::kEnd:
             status = writer.EndObject(object_ids[item->input]);
             break;
@@ -195,6 +245,8 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
   stats->raw_bytes = done_bytes;
   stats->stream_bytes = writer.bytes_written();
   stats->zero_bytes = writer.stats().zero_bytes;
+  stats->base_ref_bytes = writer.stats().base_ref_bytes;
+  stats->base_delta_bytes = writer.stats().base_delta_bytes;
   stats->data_chunks = writer.stats().data_frames;
   stats->slots = item_count;
   stats->budget_peak = budget.peak();

@@ -10,6 +10,13 @@
 // (with the codec state of each thread): nothing queues without bound, and
 // reading waits when every buffer is in use. No dedup: a reference would have
 // to name an offset that the reader cannot seek back to check.
+//
+// A base (options.base; FORMAT.md 4.9 to 4.11): each input is matched to the
+// base's object of the same name, and each chunk to the base's chunk at the
+// same offset and of the same size (base_chunk_coding.h), as `streamer
+// capture` does: equal, a BASE_REF; else, unless options.base_refs_only, a
+// BASE_DELTA where that is smaller. The base's index and each thread's
+// buffers for its chunks are charged to the budget.
 #pragma once
 
 #include <functional>
@@ -30,8 +37,8 @@ struct SequentialInput {
 // Dumps `inputs` as one stream into `sink` (not committed). Uses
 // options.chunk_size, encoder, threads (0: fit to the machine; fewer when
 // the budget cannot feed them, said through options.note), max_memory,
-// seek_index, chunk_digests, producer and progress; not a base (an
-// incremental dump is refused).
+// seek_index, chunk_digests, base, base_location, base_refs_only, producer
+// and progress.
 Status RunSequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink, const PipelineOptions& options,
                          PipelineStats* stats);
 

@@ -638,9 +638,11 @@ TEST(IncrementalDump, WriterRefusesAChunkWithoutItsDigest) {
   EXPECT_EQ(writer.stats().digest_blocks, 1u);
 }
 
-//! Inputs read in order (stdin, pipes) get digests too when asked; an
-//! incremental dump of such inputs is refused (it is done on files).
-TEST(IncrementalDump, InputsReadInOrderGetDigestsButNoBase) {
+//! Inputs read in order (stdin, pipes) get digests too when asked; with a
+//! base they are dumped against it (matched by name, as `streamer capture`
+//! matches: IncrementalPack.InputsReadInOrderUseTheBaseToo shows the
+//! references), and the stream decodes with it to the same bytes.
+TEST(IncrementalDump, InputsReadInOrderGetDigestsAndABase) {
   const std::vector<uint8_t> bytes = testing::ModelBytes(DataKind::kFp32Weights, 5 * kChunk + 7, 3);
   std::vector<SequentialInput> inputs(2);
   inputs[0].metadata.name = "a";
@@ -662,11 +664,18 @@ TEST(IncrementalDump, InputsReadInOrderGetDigestsButNoBase) {
   EXPECT_EQ(d.digest_blocks, 2u);
 
   auto p = MakeProcess({{"a", 0, kChunk, DataKind::kFp32Weights, 1}});
-  o.base = BaseOf(*p);
-  StoredSink refused;
-  s = RunSequentialDump(inputs, &refused, o, &stats);
-  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
-  EXPECT_TRUE(refused.bytes().empty());
+  auto base = BaseOf(*p);
+  o.base = base;
+  StoredSink incremental;
+  s = RunSequentialDump(inputs, &incremental, o, &stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  Decoded back;
+  s = DecodeStream(incremental.bytes(), base.get(), &back);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(back.base.has_value());
+  EXPECT_EQ(back.objects["a"], bytes);
+  EXPECT_EQ(back.objects["zeros"], zeros);
+  EXPECT_EQ(back.digest_blocks, 2u);  // a base brings digests
 }
 
 //! Against a real stored base (a file, opened by OpenBaseStream through a

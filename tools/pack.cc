@@ -173,8 +173,11 @@ Status PackSequential(const PackOptions& options, ByteSink* sink, const Pipeline
   report->objects = stats.objects;
   report->raw_bytes = stats.raw_bytes;
   report->stream_bytes = stats.stream_bytes;
+  report->zero_bytes = stats.zero_bytes;
   report->writer_seconds = stats.serial_seconds;
   report->threads = stats.threads;
+  report->base_ref_bytes = stats.base_ref_bytes;
+  report->base_delta_bytes = stats.base_delta_bytes;
   return Status::Ok();
 }
 
@@ -224,9 +227,6 @@ Status RunPack(const PackOptions& options, PackReport* report) {
     return Status::InvalidArgument("--base-store picks a base that a network receiver holds; '" + options.output +
                                    "' is not one (tcp://, unix:)");
   if (!network && !options.bases.empty()) {
-    if (!all_regular)
-      return Status::InvalidArgument("--base needs regular files as inputs (stdin, pipes and s3:// inputs are read in "
-                                     "order, which an incremental pack does not do)");
     // Opened before the output, so that a base that cannot serve leaves nothing behind.
     VF_ASSIGN_OR_RETURN(pipeline.base, OpenBase(options));
     pipeline.base_location = RecordedBaseLocation(options.bases.front(), options.output);
@@ -236,11 +236,7 @@ Status RunPack(const PackOptions& options, PackReport* report) {
 
   std::unique_ptr<ByteSink> sink;
   if (network) {
-    // Inputs read in order (stdin, pipes) are dumped without a base.
-    const BaseCandidates candidates =
-        all_regular ? BaseCandidates{options.bases, options.base_store} : BaseCandidates{};
-    if (!all_regular && !(options.bases.empty() && options.base_store.empty()))
-      std::fprintf(stderr, "vramflow pack: inputs read in order (stdin, pipes, s3://) are sent whole, without a base\n");
+    const BaseCandidates candidates{options.bases, options.base_store};
     VF_ASSIGN_OR_RETURN(NetSinkWithBase chosen, OpenNetSinkWithBase(options.output, transport, candidates));
     if (!chosen.note.empty()) std::fprintf(stderr, "vramflow pack: %s\n", chosen.note.c_str());
     sink = std::move(chosen.sink);
