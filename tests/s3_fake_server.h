@@ -35,7 +35,7 @@ class FakeS3 {
  public:
   enum class Fault { kInternalError500, kSlowDown503, kCloseConnection, kStall, kLoseReply };
   // What a Complete of an upload that is already completed gets: AWS S3
-  // answers as it did the first time, MinIO 404 NoSuchUpload, Ceph RGW 500.
+  // answers as it did the first time (so does Ceph RGW 16), MinIO 404 NoSuchUpload; or a 500.
   enum class RepeatedComplete { kSameAnswer, kNoSuchUpload404, kInternalError500 };
 
   FakeS3();

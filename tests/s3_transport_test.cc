@@ -182,10 +182,10 @@ TEST_F(S3Fake, EmptyCompleteETagIsConfirmedWithHead) {
 }
 
 //! A Complete carried out whose reply is lost is retried; where the store
-//! answers the retry with an error (MinIO: 404 NoSuchUpload, Ceph RGW: 500),
-//! HEAD finds the object whole (size and multipart ETag), the upload counts
-//! as done and its journal record goes. AWS answers the retry as the first
-//! Complete: no HEAD needed.
+//! answers the retry with an error (MinIO: 404 NoSuchUpload; any store: a
+//! 500 on every retry), HEAD finds the object whole (size and multipart
+//! ETag), the upload counts as done and its journal record goes. AWS (and
+//! Ceph RGW 16) answer the retry as the first Complete: no HEAD needed.
 TEST_F(S3Fake, CompleteWhoseReplyWasLostIsConfirmedWithHead) {
   const std::filesystem::path journal = std::filesystem::path(::testing::TempDir()) / "s3-lost-complete-journal";
   std::filesystem::remove_all(journal);
