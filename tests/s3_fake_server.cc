@@ -352,14 +352,14 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
     return Reply{refused == "ExpiredToken" || refused == "XAmzContentSHA256Mismatch" ? 400 : 403,
                  ErrorXml(refused, "refused by the fake S3: " + refused), {}, {}};
   }
-  std::optional<Fault> lose_reply;
+  bool lose_reply = false;
   for (const std::string& key : {op, std::string("*")}) {
     auto& armed = faults_[key];
     if (armed.empty()) continue;
     Fault fault = armed.front().first;
     if (--armed.front().second <= 0) armed.erase(armed.begin());
     if (fault == Fault::kLoseReply) {
-      lose_reply = fault;
+      lose_reply = true;
       break;
     }
     if (fault == Fault::kInternalError500) return Reply{500, ErrorXml("InternalError", "injected"), {}, {}};
@@ -369,7 +369,7 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
   }
 
   Reply carried_out = Carry(op, r);
-  carried_out.fault = lose_reply;
+  if (lose_reply) carried_out.fault = Fault::kLoseReply;
   return carried_out;
 }
 

@@ -111,6 +111,19 @@ void WriteInTheBackgroundWhereACpuIsSpare(PipelineOptions* pipeline, TransportOp
   if (pipeline->max_memory != 0) pipeline->max_memory -= 2 * buffer;
 }
 
+// What a dump's figures say in the pack's report (either engine).
+void ReportStats(const PipelineStats& stats, PackReport* report) {
+  report->objects = stats.objects;
+  report->raw_bytes = stats.raw_bytes;
+  report->stream_bytes = stats.stream_bytes;
+  report->dedup_bytes = stats.dedup_bytes;
+  report->zero_bytes = stats.zero_bytes;
+  report->writer_seconds = stats.serial_seconds;
+  report->threads = stats.threads;
+  report->base_ref_bytes = stats.base_ref_bytes;
+  report->base_delta_bytes = stats.base_delta_bytes;
+}
+
 // Regular files: the dump graph, with the files as a device.
 Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineOptions& pipeline, PackReport* report) {
   FileDevice device("pack");
@@ -129,15 +142,7 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
   VF_RETURN_IF_ERROR(RunDump(sources, sink, pipeline, &stats));
   // A file that grew while being read would otherwise lose its new tail silently.
   for (const FileInput& in : inputs) VF_RETURN_IF_ERROR(CheckPlannedFileUnchanged(in.file, in.base + in.size));
-  report->objects = stats.objects;
-  report->raw_bytes = stats.raw_bytes;
-  report->stream_bytes = stats.stream_bytes;
-  report->dedup_bytes = stats.dedup_bytes;
-  report->zero_bytes = stats.zero_bytes;
-  report->writer_seconds = stats.serial_seconds;
-  report->threads = stats.threads;
-  report->base_ref_bytes = stats.base_ref_bytes;
-  report->base_delta_bytes = stats.base_delta_bytes;
+  ReportStats(stats, report);
   return Status::Ok();
 }
 
@@ -170,14 +175,7 @@ Status PackSequential(const PackOptions& options, ByteSink* sink, const Pipeline
   }
   PipelineStats stats;
   VF_RETURN_IF_ERROR(RunSequentialDump(inputs, sink, pipeline, &stats));
-  report->objects = stats.objects;
-  report->raw_bytes = stats.raw_bytes;
-  report->stream_bytes = stats.stream_bytes;
-  report->zero_bytes = stats.zero_bytes;
-  report->writer_seconds = stats.serial_seconds;
-  report->threads = stats.threads;
-  report->base_ref_bytes = stats.base_ref_bytes;
-  report->base_delta_bytes = stats.base_delta_bytes;
+  ReportStats(stats, report);
   return Status::Ok();
 }
 

@@ -43,6 +43,29 @@ Status WithNote(const Status& s, const std::string& note) {
   }
 }
 
+// HeadObject of `key`; `answers`: statuses besides 2xx that are answers.
+Request HeadRequest(const std::string& key, std::string what, std::vector<long> answers = {}) {
+  Request r;
+  r.method = "HEAD";
+  r.key = key;
+  r.answers = std::move(answers);
+  r.what = std::move(what);
+  return r;
+}
+
+// AbortMultipartUpload of `upload_id` on `key`; 404 (NoSuchUpload) an
+// answer when `absent_is_answer`.
+Request AbortRequest(const std::string& key, const std::string& upload_id, bool absent_is_answer,
+                     std::string what = "AbortMultipartUpload") {
+  Request r;
+  r.method = "DELETE";
+  r.key = key;
+  r.query = {{"uploadId", upload_id}};
+  if (absent_is_answer) r.answers = {404};
+  r.what = std::move(what);
+  return r;
+}
+
 std::string Range(uint64_t offset, uint64_t size) {
   return "bytes " + std::to_string(offset) + "-" + std::to_string(offset + size - 1);
 }
@@ -270,13 +293,8 @@ class S3Sink final : public ByteSink {
       std::unique_lock lock(mu);
       if (!cv.wait_until(lock, deadline, [&] { return done; })) give_up = true;
     });
-    Request r;
-    r.method = "DELETE";
-    r.key = journal.key;
-    r.query = {{"uploadId", id}};
-    r.answers = {404};  // NoSuchUpload: completed or aborted meanwhile
-    r.what = "AbortMultipartUpload";
-    Result<Response> response = client.Send(r, &give_up);
+    // NoSuchUpload: completed or aborted meanwhile.
+    Result<Response> response = client.Send(AbortRequest(journal.key, id, /*absent_is_answer=*/true), &give_up);
     {
       std::lock_guard lock(mu);
       done = true;
@@ -319,11 +337,8 @@ class S3Sink final : public ByteSink {
     if (etag.empty()) {
       // Ceph RGW 16 answers the first Complete with <ETag></ETag>: confirm
       // that the object is there, whole, before calling it committed.
-      Request head;
-      head.method = "HEAD";
-      head.key = key_;
-      head.what = "HeadObject (Complete returned no ETag)";
-      VF_ASSIGN_OR_RETURN(Response confirm, client_->Send(head, &cancel_));
+      VF_ASSIGN_OR_RETURN(Response confirm,
+                          client_->Send(HeadRequest(key_, "HeadObject (Complete returned no ETag)"), &cancel_));
       std::string length = confirm.Header("content-length");
       if (length != std::to_string(position_))
         return Status::IoError(Describe() + ": CompleteMultipartUpload returned no ETag and HEAD shows " +
@@ -347,32 +362,21 @@ class S3Sink final : public ByteSink {
     if (failure.code() == Status::Code::kCancelled) return failure;
     const std::string expected = s3::MultipartETag(etags_);
     if (expected.empty()) return failure;
-    Request head;
-    head.method = "HEAD";
-    head.key = key_;
-    head.answers = {404};
-    head.what = "HeadObject (after CompleteMultipartUpload failed)";
-    Result<Response> confirm = client_->Send(head, &cancel_);
+    Result<Response> confirm =
+        client_->Send(HeadRequest(key_, "HeadObject (after CompleteMultipartUpload failed)", {404}), &cancel_);
     if (!confirm.ok() || confirm->status != 200 || confirm->Header("etag") != expected ||
         confirm->Header("content-length") != std::to_string(position_))
       return failure;
-    Request abort;
-    abort.method = "DELETE";
-    abort.key = key_;
-    abort.query = {{"uploadId", upload_id_}};
-    abort.answers = {404};  // NoSuchUpload: the lost attempt completed it
-    abort.what = "AbortMultipartUpload (after the object was found complete)";
+    // NoSuchUpload: the lost attempt completed it.
+    const Request abort = AbortRequest(key_, upload_id_, /*absent_is_answer=*/true,
+                                       "AbortMultipartUpload (after the object was found complete)");
     if (client_->Send(abort).ok()) Untrack();  // else the journal keeps it for `vramflow s3 cleanup`
     return Status::Ok();
   }
 
   Status Abort() {
-    Request r;
-    r.method = "DELETE";
-    r.key = key_;
-    r.query = {{"uploadId", upload_id_}};
-    r.what = "AbortMultipartUpload";
-    Result<Response> response = client_->Send(r);  // not cancellable: it is the cleanup
+    // Not cancellable: it is the cleanup.
+    Result<Response> response = client_->Send(AbortRequest(key_, upload_id_, /*absent_is_answer=*/false));
     if (response.ok()) Untrack();  // else the journal keeps it for `vramflow s3 cleanup`
     return response.status();
   }
@@ -406,12 +410,8 @@ class S3Sink final : public ByteSink {
 // credentials, or wrong ones), 400 or 301 (a wrong region), lets the upload
 // go on, which reports a real problem with S3's error code and a hint.
 Status RefuseExisting(Client& client, const std::string& key) {
-  Request head;
-  head.method = "HEAD";
-  head.key = key;
-  head.answers = {301, 400, 403, 404};
-  head.what = "HeadObject (is there an object already?)";
-  VF_ASSIGN_OR_RETURN(Response response, client.Send(head));
+  VF_ASSIGN_OR_RETURN(Response response,
+                      client.Send(HeadRequest(key, "HeadObject (is there an object already?)", {301, 400, 403, 404})));
   if (response.status >= 200 && response.status < 300)
     return Status::AlreadyExists(client.Uri(key) + " exists (use --force to overwrite)");
   return Status::Ok();
