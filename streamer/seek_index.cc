@@ -524,10 +524,18 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, uint64_t max
       return Status::Corruption(where(result.index_offset) + ": the seek index names INDEX_BLOCK frames at stream "
                                 "offsets " + std::to_string(block_extents[i - 1].first) + " and " +
                                 std::to_string(block_extents[i].first) + ", which overlap");
+  // A block inside the tail read is taken from it, not fetched again: a
+  // small stream, and the last objects of a larger one, cost no more reads
+  // (on S3, requests) than the tail.
   std::vector<uint8_t> block;
   for (SeekIndexObject& o : result.index.objects) {
     for (const IndexBlockRef& b : o.blocks) {
-      VF_RETURN_IF_ERROR(read(b.stream_offset, b.frame_bytes(), &block));
+      if (b.stream_offset >= tail_offset) {
+        const uint8_t* p = tail.data() + (b.stream_offset - tail_offset);
+        block.assign(p, p + b.frame_bytes());
+      } else {
+        VF_RETURN_IF_ERROR(read(b.stream_offset, b.frame_bytes(), &block));
+      }
       FrameHeader bh;
       VF_RETURN_IF_ERROR(DecodeFrameHeader(block.data(), &bh).WithContext(where(b.stream_offset)));
       if (bh.kind != static_cast<uint8_t>(FrameKind::kIndexBlock) || bh.object_id != o.id ||

@@ -20,6 +20,7 @@ namespace vramflow {
 namespace {
 
 using testing::ModelBytes;
+using testing::RandomBytes;
 using testing::TextBytes;
 
 constexpr uint32_t kChunk = 64 << 10;
@@ -141,7 +142,8 @@ TEST(SeekIndex, WriterIndexPointsAtEveryFrame) {
   EXPECT_EQ(index.objects[2].chunks[1].source_object_id, index.objects[0].id);
   EXPECT_EQ(index.objects[2].chunks[1].source_offset, uint64_t{kChunk});
   // Every entry names the frame that really is at that offset.
-  uint64_t block_bytes = 0;
+  const uint64_t tail_offset = stream.size() - std::min<uint64_t>(stream.size(), 256u << 10);
+  uint64_t block_bytes = 0;  // of the blocks before the tail read: read on their own
   for (const SeekIndexObject& o : index.objects) {
     FrameHeader h;
     EXPECT_EQ(o.chunks.size(), o.chunk_count);
@@ -150,7 +152,7 @@ TEST(SeekIndex, WriterIndexPointsAtEveryFrame) {
     EXPECT_EQ(h.kind, static_cast<uint8_t>(FrameKind::kIndexBlock));
     EXPECT_EQ(h.object_id, o.id);
     EXPECT_EQ(o.blocks[0].stream_offset + o.blocks[0].frame_bytes(), o.end_offset);
-    block_bytes += o.blocks[0].frame_bytes();
+    if (o.blocks[0].stream_offset < tail_offset) block_bytes += o.blocks[0].frame_bytes();
     Check(DecodeFrameHeader(stream.data() + o.begin_offset, &h));
     EXPECT_EQ(h.kind, static_cast<uint8_t>(FrameKind::kObjectBegin));
     EXPECT_EQ(h.payload_size, o.begin_payload_size);
@@ -166,10 +168,55 @@ TEST(SeekIndex, WriterIndexPointsAtEveryFrame) {
       EXPECT_EQ(h.payload_size, c.payload_size);
     }
   }
-  // Found from the two ends (the stream header and one tail read), then the blocks.
+  // Found from the two ends (the stream header and one tail read), then the blocks the tail lacks.
   EXPECT_EQ(stored->bytes_read, std::min<uint64_t>(stream.size(), 256u << 10) +
                                     (stream.size() > (256u << 10) ? kStreamHeaderSize : 0) + block_bytes);
   EXPECT_EQ(stored->totals.object_count, 3u);
+}
+
+// The INDEX_BLOCKs inside the first (tail) read are taken from it: only the
+// blocks before it are read on their own. Here an object of 6 MiB whose
+// block lies before the tail, then one of 320 KiB of random bytes (stored
+// raw) whose block lies inside it.
+TEST(SeekIndex, BlocksInsideTheTailReadAreNotReadAgain) {
+  MemorySink sink;
+  StreamHeader header;
+  header.chunk_size = kChunk;
+  header.flags = kStreamFlagSeekIndex;
+  StreamWriter writer(&sink, header);
+  Check(writer.Start());
+  EncodedChunk chunk;
+  ChunkEncoder encoder(EncoderOptions{});
+  std::vector<uint8_t> early = ModelBytes(DataKind::kFp32Weights, 6u << 20, 1);
+  uint32_t id = *writer.BeginObject(ObjectMetadata{"early", {}}, early.size());
+  for (uint64_t off = 0; off < early.size(); off += kChunk) {
+    Check(encoder.Encode(std::span<const uint8_t>(early.data() + off, kChunk), &chunk));
+    Check(writer.AddChunk(id, off, kChunk, chunk));
+  }
+  Check(writer.EndObject(id));
+  std::vector<uint8_t> late = RandomBytes(5 * kChunk, 7);
+  id = *writer.BeginObject(ObjectMetadata{"late", {}}, late.size());
+  for (uint64_t off = 0; off < late.size(); off += kChunk) {
+    Check(encoder.Encode(std::span<const uint8_t>(late.data() + off, kChunk), &chunk));
+    Check(writer.AddChunk(id, off, kChunk, chunk));
+  }
+  Check(writer.EndObject(id));
+  Check(writer.Finish());
+  const std::vector<uint8_t>& stream = sink.bytes();
+  MemoryRandomAccess at(stream);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_EQ(stored->index.objects.size(), 2u);
+  const uint64_t tail_offset = stream.size() - (256u << 10);
+  uint64_t before_tail = 0, inside_tail = 0;
+  for (const SeekIndexObject& o : stored->index.objects)
+    for (const IndexBlockRef& b : o.blocks)
+      (b.stream_offset < tail_offset ? before_tail : inside_tail) += b.frame_bytes();
+  ASSERT_GT(before_tail, 0u) << "the early object's block should lie before the tail read";
+  ASSERT_GT(inside_tail, 0u) << "the late object's block should lie inside the tail read";
+  EXPECT_EQ(stored->bytes_read, (256u << 10) + kStreamHeaderSize + before_tail);
+  EXPECT_EQ(stored->index.objects[1].chunks.size(), 5u);
+  EXPECT_EQ(stored->index.objects[0].chunks.size(), early.size() / kChunk);
 }
 
 // A stored stream's index is held only within the reader's share of the
