@@ -323,6 +323,13 @@ TEST(Incremental, InspectShowsTheBaseTheIdAndWhereTheBytesComeFrom) {
   EXPECT_EQ(j["objects"][0]["base_refs"], 2);
   EXPECT_EQ(j["objects"][0]["base_deltas"], 1);
   EXPECT_EQ(j["objects"][0]["base_delta_bytes"], kChunk);
+  EXPECT_EQ(j["objects"][0]["new_bytes"], kChunk);
+  EXPECT_EQ(j["base_ref_bytes"], 3 * kChunk);
+  EXPECT_EQ(j["base_delta_bytes"], kChunk);
+  EXPECT_EQ(j["new_bytes"], kChunk);
+  out = Cli("inspect --full " + chain.pc, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("from the base: 32.00 KiB referenced, 16.00 KiB as deltas, 16.00 KiB new"), std::string::npos) << out;
 }
 
 }  // namespace

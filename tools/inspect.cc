@@ -48,6 +48,7 @@ struct ObjectSummary {
   uint64_t base_ref_bytes = 0;
   uint64_t base_delta_frames = 0;
   uint64_t base_delta_bytes = 0;
+  uint64_t new_bytes = 0;  // raw bytes of DATA frames: what the stream holds itself
   std::map<std::string, Mix> codecs;
 };
 
@@ -110,6 +111,7 @@ class SummaryVisitor final : public StreamVisitor {
       return Add(s, "dedup-ref", e.header.raw_size, e.payload.size());
     }
     ++s.data_frames;
+    s.new_bytes += e.header.raw_size;
     s.stored_bytes += e.payload.size();
     auto transform = static_cast<TransformId>(e.header.transform);
     std::string key = CodecName(static_cast<CodecId>(e.header.codec));
@@ -188,18 +190,21 @@ void PrintText(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
   out << "\n";
 
   char line[512];
-  std::snprintf(line, sizeof(line), "%5s  %-32s %14s %8s %8s %14s %7s\n", "id", "name", "size", "chunks", "zeros",
-                "stored", "ratio");
+  std::snprintf(line, sizeof(line), "%5s  %-32s %14s %8s %8s %8s %14s %7s\n", "id", "name", "size", "chunks", "zeros",
+                "refs", "stored", "ratio");
   out << line;
   for (const auto& [id, o] : v.objects) {
     const std::string name = ShownText(o.name, 32);
-    std::snprintf(line, sizeof(line), "%5u  %-32s %14s %8llu %8llu %14s %7s%s\n", o.id, name.c_str(),
+    std::snprintf(line, sizeof(line), "%5u  %-32s %14s %8llu %8llu %8llu %14s %7s%s\n", o.id, name.c_str(),
                   o.size == kUnknownObjectSize ? "?" : FormatSize(o.size).c_str(),
                   static_cast<unsigned long long>(o.data_frames), static_cast<unsigned long long>(o.zero_frames),
-                  FormatSize(o.stored_bytes).c_str(), FormatRatio(o.size, o.stored_bytes).c_str(),
-                  o.ended ? "" : "  (not ended)");
+                  static_cast<unsigned long long>(o.dedup_frames), FormatSize(o.stored_bytes).c_str(),
+                  FormatRatio(o.size, o.stored_bytes).c_str(), o.ended ? "" : "  (not ended)");
     out << line;
     for (const auto& [k, val] : o.attributes) out << "       " << ShownText(k) << " = " << ShownText(val) << "\n";
+    if (v.header.flags & kStreamFlagBase)
+      out << "       from the base: " << FormatSize(o.base_ref_bytes) << " referenced, "
+          << FormatSize(o.base_delta_bytes) << " as deltas, " << FormatSize(o.new_bytes) << " new\n";
   }
   out << "\ncodec mix:\n";
   for (const auto& [key, m] : v.codecs) {
@@ -238,6 +243,15 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
   for (const auto& [id, o] : v.objects) raw += o.ended ? o.size : 0;
   j["raw_bytes"] = raw;
   j["ratio"] = stream_bytes ? static_cast<double>(raw) / static_cast<double>(stream_bytes) : 0.0;
+  uint64_t new_bytes = 0, ref_bytes = 0, delta_bytes = 0;
+  for (const auto& [id, o] : v.objects) {
+    new_bytes += o.new_bytes;
+    ref_bytes += o.base_ref_bytes;
+    delta_bytes += o.base_delta_bytes;
+  }
+  j["new_bytes"] = new_bytes;  // as the seek index's report has them
+  j["base_ref_bytes"] = ref_bytes;
+  j["base_delta_bytes"] = delta_bytes;
   JsonObjectWriter writer(out);
   writer.Members(j);
   writer.BeginArray("objects");
@@ -253,6 +267,7 @@ void PrintJson(const SummaryVisitor& v, uint64_t stream_bytes, const Status& sta
     jo["dedup_refs"] = o.dedup_frames;
     jo["dedup_bytes"] = o.dedup_bytes;
     jo["stored_bytes"] = o.stored_bytes;
+    jo["new_bytes"] = o.new_bytes;
     jo["base_refs"] = o.base_ref_frames;
     jo["base_ref_bytes"] = o.base_ref_bytes;
     jo["base_deltas"] = o.base_delta_frames;
