@@ -157,9 +157,17 @@ class BaseStreamImpl final : public BaseStream {
   }
 
   std::string Describe(uint32_t object_id, uint64_t offset) const {
-    std::string s = "base " + location_ + ", object " + std::to_string(object_id);
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive)
+    // about a string literal + std::string here.
+    std::string s = "base ";
+    s += location_;
+    s += ", object ";
+    s += std::to_string(object_id);
     auto it = positions_.find(object_id);
-    if (it != positions_.end()) s += " " + Printable(stored_.index.objects[it->second].metadata.name);
+    if (it != positions_.end()) {
+      s += ' ';
+      s += Printable(stored_.index.objects[it->second].metadata.name);
+    }
     return s + ", offset " + std::to_string(offset);
   }
 
