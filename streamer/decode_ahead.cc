@@ -15,6 +15,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/exception_boundary.h"
 #include "common/hash.h"
+#include "streamer/base_frame.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/tbb_workers.h"
 
@@ -22,7 +23,8 @@ namespace vramflow {
 namespace {
 
 // One chunk event held until it is handed on, with its own copies of what
-// the reader's event points into, but for a payload read in place.
+// the reader's event points into, but for a payload read in place. DATA,
+// BASE_REF and BASE_DELTA chunks are decoded (resolved) while held.
 struct HeldChunk {
   enum State : int { kQueued, kDecoding, kDone };
   FrameHeader header;
@@ -35,6 +37,7 @@ struct HeldChunk {
   std::vector<uint8_t> data;  // DATA: decoded by whichever thread claims it
   DedupRef ref;
   bool has_ref = false;
+  BaseChunkRef base_ref;  // BASE_REF, BASE_DELTA: the base's chunk they name
   std::atomic<int> state{kDone};
   Status status;  // the decoding's outcome; read once state is kDone
 };
@@ -72,13 +75,19 @@ class DecodeAheadVisitor final : public StreamVisitor {
     return inner_->OnStreamEnd(totals);
   }
 
+  // The base of an incremental stream, once its BASE frame opened it.
+  void SetBase(std::shared_ptr<const BaseStream> base) { base_ = std::move(base); }
+
   Status OnChunk(const ChunkEvent& e) override {
     const auto kind = static_cast<FrameKind>(e.header.kind);
-    if (kind != FrameKind::kData && kind != FrameKind::kZeroRun && kind != FrameKind::kDedupRef)
+    const bool from_base = kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta;
+    if (from_base && (!base_ || !e.base_ref)) return Status::Internal("a base frame without the base opened");
+    if (kind != FrameKind::kData && kind != FrameKind::kZeroRun && kind != FrameKind::kDedupRef && !from_base)
       return Status::NotSupported(FrameKindName(e.header.kind) + " frames are not decoded ahead (read with one thread)");
+    const bool decoded = kind == FrameKind::kData || from_base;
     if (held_.size() >= window_) VF_RETURN_IF_ERROR(HandOn(1));
     HeldChunk* chunk = TakeSpare();
-    if (kind == FrameKind::kData) {
+    if (decoded) {
       Status room = MakeRoom(*chunk, e.header, /*copies_payload=*/!e.payload_in_place);
       if (!room.ok()) {
         spare_.push_back(chunk);
@@ -97,10 +106,11 @@ class DecodeAheadVisitor final : public StreamVisitor {
       chunk->payload.assign(e.payload.begin(), e.payload.end());
     chunk->has_ref = e.dedup != nullptr;
     if (e.dedup) chunk->ref = *e.dedup;
+    if (from_base) chunk->base_ref = *e.base_ref;
     chunk->status = Status::Ok();
     HeldChunk* c = chunk;
     held_.push_back(chunk);
-    if (kind == FrameKind::kData) {
+    if (decoded) {
       c->data.resize(e.header.raw_size);
       c->state.store(HeldChunk::kQueued, std::memory_order_release);
       tasks_->run([this, c] { Claim(*c); });
@@ -142,11 +152,13 @@ class DecodeAheadVisitor final : public StreamVisitor {
     held_.pop_front();
     const HeldChunk& c = *spare_.back();
     VF_RETURN_IF_ERROR(c.status.WithContext(FrameName(c.header, c.stream_offset)));
-    const bool data = c.header.kind == static_cast<uint8_t>(FrameKind::kData);
+    const auto kind = static_cast<FrameKind>(c.header.kind);
+    const bool from_base = kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta;
+    const bool decoded = kind == FrameKind::kData || from_base;
     return inner_
         ->OnChunk(ChunkEvent{c.header, c.stream_offset, *c.object, Payload(c),
-                             data ? std::span<const uint8_t>(c.data) : std::span<const uint8_t>(),
-                             c.has_ref ? &c.ref : nullptr})
+                             decoded ? std::span<const uint8_t>(c.data) : std::span<const uint8_t>(),
+                             c.has_ref ? &c.ref : nullptr, nullptr, from_base ? &c.base_ref : nullptr})
         .WithContext(FrameName(c.header, c.stream_offset));
   }
 
@@ -192,6 +204,10 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (h.raw_size > chunk.data.capacity()) bytes += h.raw_size - chunk.data.capacity();
     if (h.raw_size > decoder_raw_)
       bytes += uint64_t{threads_} * (ChunkDecoder::MemoryBytes(h.raw_size) - ChunkDecoder::MemoryBytes(decoder_raw_));
+    const bool from_base = h.kind == static_cast<uint8_t>(FrameKind::kBaseRef) ||
+                           h.kind == static_cast<uint8_t>(FrameKind::kBaseDelta);
+    if (from_base && h.raw_size > base_raw_)  // each thread's buffers for reading the base
+      bytes += uint64_t{threads_} * (BaseFrameBufferBytes(h.raw_size) - BaseFrameBufferBytes(base_raw_));
     if (bytes > 0 && budget_) {
       const std::string what = "decoding ahead on " + std::to_string(threads_) + " threads (frame " +
                                std::to_string(h.sequence) + " needs " + std::to_string(bytes) + " bytes more)";
@@ -206,13 +222,19 @@ class DecodeAheadVisitor final : public StreamVisitor {
     chunk.payload.reserve(payload_room);
     chunk.data.reserve(h.raw_size);
     decoder_raw_ = std::max<uint64_t>(decoder_raw_, h.raw_size);
+    if (from_base) base_raw_ = std::max<uint64_t>(base_raw_, h.raw_size);
     return Status::Ok();
   }
 
-  // Decodes a DATA payload and checks it against the frame's hash; runs on
-  // any thread of the arena.
+  // Decodes a DATA payload, or resolves a BASE_REF or BASE_DELTA against
+  // the base, and checks it against the frame's hash; runs on any thread of
+  // the arena.
   Status Decode(HeldChunk& c) {
     const FrameHeader& h = c.header;
+    const auto kind = static_cast<FrameKind>(h.kind);
+    if (kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta)
+      return ResolveBaseFrame(*base_, kind, static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
+                              h.raw_hash, Payload(c), c.base_ref, decoders_.local(), base_buffers_.local(), c.data);
     Status s = decoders_.local().Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
                                         Payload(c), c.data);
     if (s.ok() && Hash64(c.data.data(), c.data.size()) != h.raw_hash)
@@ -227,6 +249,8 @@ class DecodeAheadVisitor final : public StreamVisitor {
   MemoryBudget* budget_;
   uint64_t charged_ = 0;
   uint64_t decoder_raw_ = 0;  // the largest raw size the decoders' state is charged for
+  uint64_t base_raw_ = 0;     // the largest raw size the base buffers are charged for
+  std::shared_ptr<const BaseStream> base_;
   // Every chunk lives until the visitor is destroyed, after its tasks: a
   // task started for a chunk may still be pending when the chunk has been
   // handed on (it then finds the chunk claimed, or claims its next use).
@@ -234,6 +258,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
   std::deque<HeldChunk*> held_;    // in stream order
   std::vector<HeldChunk*> spare_;  // handed on; their buffers are reused
   oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders_;
+  oneapi::tbb::enumerable_thread_specific<BaseFrameBuffers> base_buffers_;
   // Behind a pointer: its destructor may throw, a visitor's may not (it is
   // waited for first, so it never does).
   std::unique_ptr<oneapi::tbb::task_group> tasks_ = std::make_unique<oneapi::tbb::task_group>();
@@ -274,7 +299,13 @@ Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const
   StreamHeader header;
   ReadOptions serial = options.read;
   serial.decode = true;
-  if (got < kStreamHeaderSize || !DecodeStreamHeader(header_bytes, &header).ok() || (header.flags & kStreamFlagBase))
+  // ReadStream itself reads a stream whose header does not decode (for its
+  // error), an incremental stream without a way to open its base (it fails
+  // at the BASE frame, saying so), and a stream whose DIGEST_BLOCKs are to be
+  // checked (that takes every chunk's SHA-256 in stream order).
+  if (got < kStreamHeaderSize || !DecodeStreamHeader(header_bytes, &header).ok() ||
+      ((header.flags & kStreamFlagBase) && !options.read.open_base) ||
+      (options.read.check_digests && (header.flags & kStreamFlagIndexBlocks)))
     return ReadStream(replay, visitor, serial);
 
   const unsigned threads = std::max(2u, options.threads);
@@ -288,6 +319,12 @@ Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const
       DecodeAheadVisitor ahead(&visitor, threads, options.read.budget);
       ReadOptions framing = options.read;
       framing.decode = false;
+      if (options.read.open_base)  // the reader opens the base at the BASE frame; its chunks are resolved here
+        framing.open_base = [&](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+          Result<std::shared_ptr<const BaseStream>> opened = options.read.open_base(d);
+          if (opened.ok()) ahead.SetBase(*opened);
+          return opened;
+        };
       status = ReadStream(replay, ahead, framing);
     });
     return status;

@@ -16,13 +16,19 @@
 // object as it stands when the event is handed on (later frames may have
 // added ranges to it).
 //
-// An incremental stream (its header has kStreamFlagBase: BASE_REF and
-// BASE_DELTA frames need its base) is read by ReadStream itself, serially,
-// with `read`'s options; so is a stream whose header does not decode (for
+// An incremental stream (its header has kStreamFlagBase) has its base
+// opened by ReadStream at the BASE frame through `read.open_base`; its
+// BASE_REF and BASE_DELTA frames are then resolved against the base on the
+// decoding threads as DATA payloads are decoded (streamer/base_frame.h).
+// ReadStream itself reads, serially, with `read`'s options: an incremental
+// stream without `read.open_base` (it fails at the BASE frame, saying the
+// base is needed), a stream whose DIGEST_BLOCKs are to be checked
+// (`read.check_digests` and a header with index blocks: that hashes every
+// chunk in stream order), and a stream whose header does not decode (for
 // ReadStream's error).
 //
-// Memory: the copies aside and the decoders' state are charged to the
-// reader's budget as they grow; where the budget cannot hold another frame
+// Memory: the copies aside, the decoders' state and each thread's buffers
+// for reading the base are charged to the reader's budget as they grow; where the budget cannot hold another frame
 // in flight, the frames in flight are handed on first, so a budget that
 // holds one frame (as ReadStream needs) is enough.
 #pragma once
@@ -38,7 +44,9 @@ struct DecodeAheadOptions {
   unsigned threads = 2;
   // The reader's options: its budget (also charged for the frames decoded
   // ahead), and open_base for an incremental stream. `decode` is ignored:
-  // DATA frames are always decoded and checked.
+  // DATA, BASE_REF and BASE_DELTA frames are always decoded and checked.
+  // With check_digests (the default), a stream with index blocks is read
+  // serially (above): unpack turns it off.
   ReadOptions read;
 };
 

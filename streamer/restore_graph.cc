@@ -17,6 +17,7 @@
 #include "common/hash.h"
 #include "common/printable.h"
 #include "common/units.h"
+#include "streamer/base_frame.h"
 #include "streamer/dedup_window.h"
 #include "streamer/dma_completer.h"
 #include "streamer/frame_reader.h"
@@ -455,11 +456,7 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
                                                                    " threads"));
   oneapi::tbb::task_arena arena(static_cast<int>(threads));
   oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders;
-  struct BaseBuffers {
-    BaseScratch scratch;
-    std::vector<uint8_t> bytes;  // the base chunk a delta applies to
-  };
-  oneapi::tbb::enumerable_thread_specific<BaseBuffers> base_buffers;
+  oneapi::tbb::enumerable_thread_specific<BaseFrameBuffers> base_buffers;
   // Runs the graph until the stream is done or failed, or until the frame
   // source pauses to have its references copied.
   auto run_graph = [&] {
@@ -481,23 +478,14 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
       Status s;
       if (job.kind == RestoreJob::kData) {
         s = decoders.local().Decode(static_cast<CodecId>(job.codec), static_cast<TransformId>(job.transform), payload, dst);
-      } else if (job.kind == RestoreJob::kBaseRef) {
-        s = base->ReadChunk(job.base_ref.base_object_id, job.base_ref.base_offset, dst, base_buffers.local().scratch,
-                            &job.base_ref.base_sha256);
-      } else {  // a delta: decoded into place, then XORed with the base's bytes
-        s = decoders.local().Decode(static_cast<CodecId>(job.codec), static_cast<TransformId>(job.transform),
-                                    payload.subspan(kBaseChunkRefSize), dst);
-        BaseBuffers& buffers = base_buffers.local();
-        buffers.bytes.resize(job.size);
-        if (s.ok())
-          s = base->ReadChunk(job.base_ref.base_object_id, job.base_ref.base_offset, buffers.bytes, buffers.scratch,
-                              &job.base_ref.base_sha256);
-        if (s.ok())
-          for (size_t i = 0; i < dst.size(); ++i) dst[i] ^= buffers.bytes[i];
+        if (s.ok() && Hash64(dst.data(), dst.size()) != job.raw_hash)
+          s = Status::Corruption("payload hash mismatch: decoded bytes hash to " +
+                                 HexHash(Hash64(dst.data(), dst.size())) + ", frame says " + HexHash(job.raw_hash));
+      } else {
+        s = ResolveBaseFrame(*base, job.kind == RestoreJob::kBaseRef ? FrameKind::kBaseRef : FrameKind::kBaseDelta,
+                             static_cast<CodecId>(job.codec), static_cast<TransformId>(job.transform), job.raw_hash,
+                             payload, job.base_ref, decoders.local(), base_buffers.local(), dst);
       }
-      if (s.ok() && Hash64(dst.data(), dst.size()) != job.raw_hash)
-        s = Status::Corruption("payload hash mismatch: decoded bytes hash to " + HexHash(Hash64(dst.data(), dst.size())) +
-                               ", frame says " + HexHash(job.raw_hash));
       if (!s.ok()) errors.Set(s.WithContext(Where(job)));
       return job;
     });

@@ -8,6 +8,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
 #include "common/printable.h"
+#include "streamer/base_frame.h"
 #include "streamer/dedup_window.h"
 
 namespace vramflow {
@@ -65,7 +66,6 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
   ChunkDecoder decoder;
   std::vector<uint8_t> payload;
   std::vector<uint8_t> decoded;
-  std::vector<uint8_t> delta;  // a BASE_DELTA's decoded XOR bytes
   BufferCharge records(options.budget);  // the validator's records, the dedup window
   BufferCharge payload_charge(options.budget);
   BufferCharge decode_charge(options.budget);
@@ -83,7 +83,6 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
   validator.SetStreamHeader(stream_header);
   VF_RETURN_IF_ERROR(visitor.OnStreamHeader(stream_header));
   std::shared_ptr<const BaseStream> base;
-  BaseScratch base_scratch;
   BufferCharge base_charge(options.budget);
   // SHA-256 of the decoded chunks no DIGEST_BLOCK has covered yet (at most
   // kMaxUnlistedChunks), while the stream may have DIGEST_BLOCKs.
@@ -98,24 +97,13 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
     chunk_digests[{h.object_id, h.offset}] = Sha256(bytes.data(), bytes.size());
   };
   // The chunk a BASE_REF or BASE_DELTA stands for, into `decoded`.
+  BaseFrameBuffers base_buffers;
   auto resolve_base = [&](const FrameHeader& h, std::span<const uint8_t> payload, const BaseChunkRef& ref) -> Status {
-    VF_RETURN_IF_ERROR(decode_charge.Cover(2 * h.raw_size + ChunkDecoder::MemoryBytes(h.raw_size) +
-                                               2 * uint64_t{kMaxBaseChain} * (h.raw_size + kFrameHeaderSize + kBaseChunkRefSize),
+    VF_RETURN_IF_ERROR(decode_charge.Cover(h.raw_size + ChunkDecoder::MemoryBytes(h.raw_size) + BaseFrameBufferBytes(h.raw_size),
                                            "the reader's decode buffers for a base chunk"));
     decoded.resize(h.raw_size);
-    if (h.kind == static_cast<uint8_t>(FrameKind::kBaseDelta)) {
-      delta.resize(h.raw_size);
-      VF_RETURN_IF_ERROR(decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
-                                        payload.subspan(kBaseChunkRefSize), delta));
-    }
-    VF_RETURN_IF_ERROR(base->ReadChunk(ref.base_object_id, ref.base_offset, decoded, base_scratch, &ref.base_sha256));
-    if (h.kind == static_cast<uint8_t>(FrameKind::kBaseDelta))
-      for (size_t i = 0; i < decoded.size(); ++i) decoded[i] ^= delta[i];
-    const uint64_t got = Hash64(decoded.data(), decoded.size());
-    if (got != h.raw_hash)
-      return Status::Corruption("payload hash mismatch: the bytes " + std::string(h.kind == static_cast<uint8_t>(FrameKind::kBaseRef) ? "taken from" : "coded against") +
-                                " the base hash to " + HexHash(got) + ", frame says " + HexHash(h.raw_hash));
-    return Status::Ok();
+    return ResolveBaseFrame(*base, static_cast<FrameKind>(h.kind), static_cast<CodecId>(h.codec),
+                            static_cast<TransformId>(h.transform), h.raw_hash, payload, ref, decoder, base_buffers, decoded);
   };
 
   for (;;) {

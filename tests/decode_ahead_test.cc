@@ -250,12 +250,12 @@ TEST(DecodeAheadTest, BudgetForOneFrameInFlightIsEnoughAndChargesAreRefunded) {
   EXPECT_EQ(tiny.in_use(), 0u);
 }
 
-TEST(DecodeAheadTest, IncrementalStreamIsReadSerially) {
-  // A stream whose header says it has a base: ReadStream reads it (serially,
-  // resolving base frames), so it fails or succeeds exactly as ReadStream
-  // does; under a budget too small to decode ahead, that is not the
-  // decode-ahead's error. (Until readers resolve base frames, both fail at
-  // the BASE frame.)
+TEST(DecodeAheadTest, IncrementalStreamWithoutAWayToItsBaseIsReadSerially) {
+  // A stream whose header says it has a base, read without open_base:
+  // ReadStream reads it serially, so it fails or succeeds exactly as
+  // ReadStream does; under a budget too small to decode ahead, that is not
+  // the decode-ahead's error. (The DecodeAhead* tests of incremental_test.cc
+  // read such streams with their base, decoding ahead.)
   std::vector<uint8_t> stream = MixedStream(kStreamFlagDedup | kStreamFlagBase);
   // Enough for ReadStream (an eighth for records, the dedup window, a
   // payload and a decode buffer), not for decoding ahead on two threads.

@@ -1,16 +1,23 @@
 // SPDX-License-Identifier: MIT
-// Incremental streams on the reader side: ReadStream, the restore graph
-// (unpack), a one-object unpack through the seek index, and verify, each
+// Incremental streams on the reader side: ReadStream, the decode-ahead
+// reader (unpack -o -), the restore graph (unpack), a one-object unpack
+// through the seek index, and verify, each
 // resolving BASE_REF and BASE_DELTA frames through a chain of bases, and
 // refusing a missing, wrong or corrupt base with nothing written.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
 #include "streamer/base_stream.h"
+#include "streamer/decode_ahead.h"
+#include "streamer/memory_budget.h"
 #include "streamer/stream_reader.h"
 #include "tests/incremental_fixture.h"
 #include "tests/test_util.h"
@@ -134,6 +141,127 @@ TEST(Incremental, ReadStreamRefusesTheWrongBase) {
   Status s = ReadFile(chain.pc, collect, WithBase(chain.pa));
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("wrong base"), std::string::npos) << s.ToString();
+}
+
+// A base that lets a ReadChunk call through only once another is in
+// progress beside it (or after `wait`): shows whether a reader resolves base
+// frames on more than one thread at once.
+class ConcurrencyProbe final : public BaseStream {
+ public:
+  ConcurrencyProbe(std::shared_ptr<const BaseStream> inner, std::chrono::milliseconds wait)
+      : inner_(std::move(inner)), wait_(wait) {}
+  const StreamId& id() const override { return inner_->id(); }
+  BaseDescriptor DescriptorForDependent() const override { return inner_->DescriptorForDependent(); }
+  const StoredStreamIndex& index() const override { return inner_->index(); }
+  bool has_digests() const override { return inner_->has_digests(); }
+  const SeekIndexObject* Match(const ObjectMetadata& metadata, uint64_t size,
+                               std::optional<uint32_t> gpu_ordinal) const override {
+    return inner_->Match(metadata, size, gpu_ordinal);
+  }
+  const SeekIndexChunk* ChunkAt(uint32_t object_id, uint64_t offset, uint64_t size) const override {
+    return inner_->ChunkAt(object_id, offset, size);
+  }
+  std::optional<Sha256Digest> StoredDigest(uint32_t object_id, uint64_t offset) const override {
+    return inner_->StoredDigest(object_id, offset);
+  }
+  Status ReadChunk(uint32_t object_id, uint64_t offset, std::span<uint8_t> out, BaseScratch& scratch,
+                   const Sha256Digest* sha256) const override {
+    {
+      std::unique_lock lock(mu_);
+      most_ = std::max(most_, ++inside_);
+      cv_.notify_all();
+      cv_.wait_for(lock, wait_, [&] { return most_ >= 2; });
+    }
+    Status s = inner_->ReadChunk(object_id, offset, out, scratch, sha256);
+    std::lock_guard lock(mu_);
+    --inside_;
+    return s;
+  }
+  uint64_t memory_bytes() const override { return inner_->memory_bytes(); }
+  int most() const {
+    std::lock_guard lock(mu_);
+    return most_;
+  }
+
+ private:
+  std::shared_ptr<const BaseStream> inner_;
+  const std::chrono::milliseconds wait_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable int inside_ = 0;  // guarded by mu_
+  mutable int most_ = 0;    // guarded by mu_
+};
+
+// unpack -o - reads incremental streams this way: BASE_REF and BASE_DELTA
+// frames are resolved on the decode-ahead threads, several at once, into
+// the bytes ReadStream gives, within the budget, which gets everything back.
+TEST(Incremental, DecodeAheadResolvesBaseFramesOnSeveralThreads) {
+  Chain chain;
+  const std::vector<uint8_t> bytes = ReadFileBytes(chain.pc);
+  for (unsigned threads : {2u, 4u}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    std::shared_ptr<ConcurrencyProbe> probe;
+    ReadOptions options = WithBase(chain.pb);
+    options.check_digests = false;  // as unpack reads (digests are left to verify)
+    MemoryBudget budget(64 << 20);
+    options.budget = &budget;
+    options.open_base = [&, open = options.open_base](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+      Result<std::shared_ptr<const BaseStream>> base = open(d);
+      if (!base.ok()) return base.status();
+      probe = std::make_shared<ConcurrencyProbe>(*base, std::chrono::seconds(2));
+      return std::shared_ptr<const BaseStream>(probe);
+    };
+    MemorySource source(bytes);
+    Collect collect;
+    Status s = ReadStreamDecodingAhead(source, collect, DecodeAheadOptions{threads, options});
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(collect.objects["weights"], chain.c[0].bytes);
+    EXPECT_EQ(collect.objects["copy"], chain.c[1].bytes);
+    EXPECT_EQ(collect.base_chunks, 4);
+    ASSERT_NE(probe, nullptr);
+    EXPECT_GE(probe->most(), 2) << "the base frames were resolved one at a time";
+    EXPECT_EQ(budget.in_use(), 0u);
+  }
+}
+
+// A base chunk that does not check out, and a missing base, fail decoding
+// ahead as they fail ReadStream: the same error, naming the same frame (as
+// "frame N at stream offset X", after the frame the reader had reached).
+TEST(Incremental, DecodeAheadFailsAsReadStreamDoes) {
+  Chain chain;
+  const std::vector<uint8_t> bytes = ReadFileBytes(chain.pc);
+  auto compare = [&](const ReadOptions& options) {
+    MemorySource serial_source(bytes), ahead_source(bytes);
+    Collect serial_collect, ahead_collect;
+    Status serial = ReadStream(serial_source, serial_collect, options);
+    Status ahead = ReadStreamDecodingAhead(ahead_source, ahead_collect, DecodeAheadOptions{2, options});
+    EXPECT_FALSE(serial.ok());
+    EXPECT_EQ(ahead.code(), serial.code()) << ahead.ToString() << "\n" << serial.ToString();
+    std::smatch frame;  // ReadStream's "frame N (KIND, ...) at stream offset X: why"
+    const std::string message = serial.message();
+    if (std::regex_match(message, frame, std::regex(R"(frame (\d+) \(.*?\) at stream offset (\d+): (.*))"))) {
+      const std::string expected = "frame " + frame[1].str() + " at stream offset " + frame[2].str() + ": " + frame[3].str();
+      EXPECT_TRUE(ahead.message().ends_with(expected)) << ahead.message() << "\nshould end with\n" << expected;
+    } else {
+      EXPECT_EQ(ahead.message(), message);
+    }
+  };
+  ReadOptions no_base;
+  no_base.check_digests = false;
+  compare(no_base);  // "this stream is incremental: it needs its base"
+  // A byte of the chunk of a that c takes (through b) flipped.
+  std::vector<uint8_t> bad = ReadFileBytes(chain.pa);
+  {
+    auto a = OpenBaseStream(chain.pa, FileBaseOptions());
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    const SeekIndexChunk* chunk = (*a)->ChunkAt(1, kChunk, kChunk);
+    ASSERT_NE(chunk, nullptr);
+    bad[chunk->stream_offset + kFrameHeaderSize + chunk->payload_size / 2] ^= 0x10;
+  }
+  WriteFileBytes(chain.pa, bad);
+  ReadOptions options = WithBase(chain.pb);
+  options.check_digests = false;
+  compare(options);
 }
 
 TEST(Incremental, TheValidatorRefusesBaseFramesWithoutTheFlag) {
