@@ -141,31 +141,17 @@ TEST_F(BaseChunkCoding, RefsOnlyReadsNothingAndNeedsDigests) {
 
 // A base whose chunks' bytes differ from its stored digests (a damaged
 // base): the stored digests are those of `digested`, the bytes `bytes`.
-class DamagedBase final : public BaseStream {
+class DamagedBase final : public testing::ForwardingBaseStream {
  public:
   DamagedBase(std::shared_ptr<testing::FakeBaseStream> bytes, std::shared_ptr<testing::FakeBaseStream> digested)
-      : bytes_(std::move(bytes)), digested_(std::move(digested)) {}
-  const StreamId& id() const override { return bytes_->id(); }
-  BaseDescriptor DescriptorForDependent() const override { return bytes_->DescriptorForDependent(); }
-  const StoredStreamIndex& index() const override { return bytes_->index(); }
+      : ForwardingBaseStream(std::move(bytes)), digested_(std::move(digested)) {}
   bool has_digests() const override { return true; }
-  const SeekIndexObject* Match(const ObjectMetadata& m, uint64_t size, std::optional<uint32_t> g) const override {
-    return bytes_->Match(m, size, g);
-  }
-  const SeekIndexChunk* ChunkAt(uint32_t object, uint64_t offset, uint64_t size) const override {
-    return bytes_->ChunkAt(object, offset, size);
-  }
   std::optional<Sha256Digest> StoredDigest(uint32_t object, uint64_t offset) const override {
     return digested_->StoredDigest(object, offset);
   }
-  Status ReadChunk(uint32_t object, uint64_t offset, std::span<uint8_t> out, BaseScratch& scratch,
-                   const Sha256Digest* sha256) const override {
-    return bytes_->ReadChunk(object, offset, out, scratch, sha256);
-  }
-  uint64_t memory_bytes() const override { return bytes_->memory_bytes(); }
 
  private:
-  std::shared_ptr<testing::FakeBaseStream> bytes_, digested_;
+  std::shared_ptr<testing::FakeBaseStream> digested_;
 };
 
 // A base chunk whose bytes do not match its stored digest is an error (a

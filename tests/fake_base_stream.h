@@ -2,7 +2,9 @@
 // Tests only: a BaseStream over a full stream held in memory and the
 // objects' bytes, so that the dump side of incremental streams can be tested
 // on its own. The index is the stream's own (ReadSeekIndex); ReadChunk copies
-// the bytes it was given and counts its calls.
+// the bytes it was given and counts its calls. And ForwardingBaseStream, a
+// BaseStream that passes every call on to another: a test overrides the call
+// it changes.
 #pragma once
 
 #include <algorithm>
@@ -110,6 +112,33 @@ class FakeBaseStream final : public BaseStream {
   std::map<std::string, std::vector<uint8_t>> bytes_;
   bool digests_ = false;
   uint64_t memory_bytes_ = 4096;
+};
+
+class ForwardingBaseStream : public BaseStream {
+ public:
+  explicit ForwardingBaseStream(std::shared_ptr<const BaseStream> inner) : inner_(std::move(inner)) {}
+  const StreamId& id() const override { return inner_->id(); }
+  BaseDescriptor DescriptorForDependent() const override { return inner_->DescriptorForDependent(); }
+  const StoredStreamIndex& index() const override { return inner_->index(); }
+  bool has_digests() const override { return inner_->has_digests(); }
+  const SeekIndexObject* Match(const ObjectMetadata& metadata, uint64_t size,
+                               std::optional<uint32_t> gpu_ordinal) const override {
+    return inner_->Match(metadata, size, gpu_ordinal);
+  }
+  const SeekIndexChunk* ChunkAt(uint32_t object_id, uint64_t offset, uint64_t size) const override {
+    return inner_->ChunkAt(object_id, offset, size);
+  }
+  std::optional<Sha256Digest> StoredDigest(uint32_t object_id, uint64_t offset) const override {
+    return inner_->StoredDigest(object_id, offset);
+  }
+  Status ReadChunk(uint32_t object_id, uint64_t offset, std::span<uint8_t> out, BaseScratch& scratch,
+                   const Sha256Digest* sha256) const override {
+    return inner_->ReadChunk(object_id, offset, out, scratch, sha256);
+  }
+  uint64_t memory_bytes() const override { return inner_->memory_bytes(); }
+
+ private:
+  std::shared_ptr<const BaseStream> inner_;
 };
 
 }  // namespace vramflow::testing

@@ -19,6 +19,7 @@
 #include "streamer/decode_ahead.h"
 #include "streamer/memory_budget.h"
 #include "streamer/stream_reader.h"
+#include "tests/fake_base_stream.h"
 #include "tests/incremental_fixture.h"
 #include "tests/test_util.h"
 #include "transport/memory_stream.h"
@@ -146,24 +147,10 @@ TEST(Incremental, ReadStreamRefusesTheWrongBase) {
 // A base that lets a ReadChunk call through only once another is in
 // progress beside it (or after `wait`): shows whether a reader resolves base
 // frames on more than one thread at once.
-class ConcurrencyProbe final : public BaseStream {
+class ConcurrencyProbe final : public testing::ForwardingBaseStream {
  public:
   ConcurrencyProbe(std::shared_ptr<const BaseStream> inner, std::chrono::milliseconds wait)
-      : inner_(std::move(inner)), wait_(wait) {}
-  const StreamId& id() const override { return inner_->id(); }
-  BaseDescriptor DescriptorForDependent() const override { return inner_->DescriptorForDependent(); }
-  const StoredStreamIndex& index() const override { return inner_->index(); }
-  bool has_digests() const override { return inner_->has_digests(); }
-  const SeekIndexObject* Match(const ObjectMetadata& metadata, uint64_t size,
-                               std::optional<uint32_t> gpu_ordinal) const override {
-    return inner_->Match(metadata, size, gpu_ordinal);
-  }
-  const SeekIndexChunk* ChunkAt(uint32_t object_id, uint64_t offset, uint64_t size) const override {
-    return inner_->ChunkAt(object_id, offset, size);
-  }
-  std::optional<Sha256Digest> StoredDigest(uint32_t object_id, uint64_t offset) const override {
-    return inner_->StoredDigest(object_id, offset);
-  }
+      : ForwardingBaseStream(std::move(inner)), wait_(wait) {}
   Status ReadChunk(uint32_t object_id, uint64_t offset, std::span<uint8_t> out, BaseScratch& scratch,
                    const Sha256Digest* sha256) const override {
     {
@@ -172,19 +159,17 @@ class ConcurrencyProbe final : public BaseStream {
       cv_.notify_all();
       cv_.wait_for(lock, wait_, [&] { return most_ >= 2; });
     }
-    Status s = inner_->ReadChunk(object_id, offset, out, scratch, sha256);
+    Status s = ForwardingBaseStream::ReadChunk(object_id, offset, out, scratch, sha256);
     std::lock_guard lock(mu_);
     --inside_;
     return s;
   }
-  uint64_t memory_bytes() const override { return inner_->memory_bytes(); }
   int most() const {
     std::lock_guard lock(mu_);
     return most_;
   }
 
  private:
-  std::shared_ptr<const BaseStream> inner_;
   const std::chrono::milliseconds wait_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
