@@ -16,7 +16,8 @@ Status ResolveBaseFrame(const BaseStream& base, FrameKind kind, CodecId codec, T
   if (kind == FrameKind::kBaseRef) {
     VF_RETURN_IF_ERROR(base.ReadChunk(ref.base_object_id, ref.base_offset, out, buffers.scratch, &ref.base_sha256));
   } else {  // the delta decoded into place, then XORed with the base's bytes
-    if (payload.size() < kBaseChunkRefSize) return Status::Corruption("a BASE_DELTA payload without its chunk reference");
+    if (payload.size() < kBaseChunkRefSize)
+      return Status::Corruption("a BASE_DELTA payload without its chunk reference");
     VF_RETURN_IF_ERROR(decoder.Decode(codec, transform, payload.subspan(kBaseChunkRefSize), out));
     buffers.base_bytes.resize(out.size());
     VF_RETURN_IF_ERROR(

@@ -34,7 +34,7 @@ struct HeldChunk {
   // DATA read in place: where the source holds the payload (`payload` is
   // then unused), readable until the reader passes HeldInPlaceFrom().
   std::optional<std::span<const uint8_t>> in_place;
-  std::vector<uint8_t> data;  // DATA: decoded by whichever thread claims it
+  std::vector<uint8_t> data;  // DATA, BASE_REF, BASE_DELTA: decoded by whichever thread claims it
   DedupRef ref;
   bool has_ref = false;
   BaseChunkRef base_ref;  // BASE_REF, BASE_DELTA: the base's chunk they name

@@ -99,11 +99,13 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
   // The chunk a BASE_REF or BASE_DELTA stands for, into `decoded`.
   BaseFrameBuffers base_buffers;
   auto resolve_base = [&](const FrameHeader& h, std::span<const uint8_t> payload, const BaseChunkRef& ref) -> Status {
-    VF_RETURN_IF_ERROR(decode_charge.Cover(h.raw_size + ChunkDecoder::MemoryBytes(h.raw_size) + BaseFrameBufferBytes(h.raw_size),
-                                           "the reader's decode buffers for a base chunk"));
+    VF_RETURN_IF_ERROR(
+        decode_charge.Cover(h.raw_size + ChunkDecoder::MemoryBytes(h.raw_size) + BaseFrameBufferBytes(h.raw_size),
+                            "the reader's decode buffers for a base chunk"));
     decoded.resize(h.raw_size);
     return ResolveBaseFrame(*base, static_cast<FrameKind>(h.kind), static_cast<CodecId>(h.codec),
-                            static_cast<TransformId>(h.transform), h.raw_hash, payload, ref, decoder, base_buffers, decoded);
+                            static_cast<TransformId>(h.transform), h.raw_hash, payload, ref, decoder, base_buffers,
+                            decoded);
   };
 
   for (;;) {

@@ -190,7 +190,8 @@ TEST(Incremental, DecodeAheadResolvesBaseFramesOnSeveralThreads) {
     options.check_digests = false;  // as unpack reads (digests are left to verify)
     MemoryBudget budget(64 << 20);
     options.budget = &budget;
-    options.open_base = [&, open = options.open_base](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+    options.open_base = [&, open = options.open_base](
+                            const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
       Result<std::shared_ptr<const BaseStream>> base = open(d);
       if (!base.ok()) return base.status();
       probe = std::make_shared<ConcurrencyProbe>(*base, std::chrono::seconds(2));
@@ -225,7 +226,8 @@ TEST(Incremental, DecodeAheadFailsAsReadStreamDoes) {
     std::smatch frame;  // ReadStream's "frame N (KIND, ...) at stream offset X: why"
     const std::string message = serial.message();
     if (std::regex_match(message, frame, std::regex(R"(frame (\d+) \(.*?\) at stream offset (\d+): (.*))"))) {
-      const std::string expected = "frame " + frame[1].str() + " at stream offset " + frame[2].str() + ": " + frame[3].str();
+      const std::string expected =
+          "frame " + frame[1].str() + " at stream offset " + frame[2].str() + ": " + frame[3].str();
       EXPECT_TRUE(ahead.message().ends_with(expected)) << ahead.message() << "\nshould end with\n" << expected;
     } else {
       EXPECT_EQ(ahead.message(), message);
