@@ -135,6 +135,7 @@ TEST(CriuHost, TaskFdsComeBackAtTheirNumbersWithTheDrmFilesKfdRestoredWith) {
   }
 }
 
+#ifdef VRAMFLOW_CRIU_RESTORE_EXT_FILE_RETRY
 // Render nodes before the KFD file in the task's table (a library opened
 // them first): CRIU reaches them first, the plugin asks to be retried, and
 // they come back, at their numbers, after the KFD file.
@@ -147,6 +148,19 @@ TEST(CriuHost, RenderNodesBeforeTheKfdFileAreRetriedAndComeBackAtTheirNumbers) {
     EXPECT_TRUE(Has(run.output, "fds as dumped")) << run.output;
   }
 }
+#else
+// Built against a CRIU header whose RESTORE_EXT_FILE cannot ask to be
+// retried (Debian's CRIU 3.17): a render node met before its task's KFD
+// file fails the restore, saying why, rather than coming back without the
+// GPU mapping it needs.
+TEST(CriuHost, RenderNodesBeforeTheKfdFileFailTheRestoreWhereCriuCannotRetry) {
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 2 --procs 2 --fd-layout render-first", "VRAMFLOW_PARALLEL_RESTORE=0");
+  EXPECT_NE(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "comes before its task's KFD file, whose GPU mapping it needs")) << run.output;
+  EXPECT_FALSE(Has(run.output, "verified:")) << run.output;
+}
+#endif
 
 TEST(CriuHost, TooFewGpusIsAClearErrorBeforeAnyResume) {
   testing::TempDir dir;
