@@ -42,6 +42,11 @@ struct HeldChunk {
   Status status;  // the decoding's outcome; read once state is kDone
 };
 
+// BASE_REF and BASE_DELTA: resolved against the base, as DATA is decoded.
+bool FromBase(uint8_t kind) {
+  return kind == static_cast<uint8_t>(FrameKind::kBaseRef) || kind == static_cast<uint8_t>(FrameKind::kBaseDelta);
+}
+
 std::string FrameName(const FrameHeader& h, uint64_t at) {
   return "frame " + std::to_string(h.sequence) + " at stream offset " + std::to_string(at);
 }
@@ -80,7 +85,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
 
   Status OnChunk(const ChunkEvent& e) override {
     const auto kind = static_cast<FrameKind>(e.header.kind);
-    const bool from_base = kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta;
+    const bool from_base = FromBase(e.header.kind);
     if (from_base && (!base_ || !e.base_ref)) return Status::Internal("a base frame without the base opened");
     if (kind != FrameKind::kData && kind != FrameKind::kZeroRun && kind != FrameKind::kDedupRef && !from_base)
       return Status::NotSupported(FrameKindName(e.header.kind) + " frames are not decoded ahead (read with one thread)");
@@ -152,9 +157,8 @@ class DecodeAheadVisitor final : public StreamVisitor {
     held_.pop_front();
     const HeldChunk& c = *spare_.back();
     VF_RETURN_IF_ERROR(c.status.WithContext(FrameName(c.header, c.stream_offset)));
-    const auto kind = static_cast<FrameKind>(c.header.kind);
-    const bool from_base = kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta;
-    const bool decoded = kind == FrameKind::kData || from_base;
+    const bool from_base = FromBase(c.header.kind);
+    const bool decoded = c.header.kind == static_cast<uint8_t>(FrameKind::kData) || from_base;
     return inner_
         ->OnChunk(ChunkEvent{c.header, c.stream_offset, *c.object, Payload(c),
                              decoded ? std::span<const uint8_t>(c.data) : std::span<const uint8_t>(),
@@ -204,8 +208,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (h.raw_size > chunk.data.capacity()) bytes += h.raw_size - chunk.data.capacity();
     if (h.raw_size > decoder_raw_)
       bytes += uint64_t{threads_} * (ChunkDecoder::MemoryBytes(h.raw_size) - ChunkDecoder::MemoryBytes(decoder_raw_));
-    const bool from_base = h.kind == static_cast<uint8_t>(FrameKind::kBaseRef) ||
-                           h.kind == static_cast<uint8_t>(FrameKind::kBaseDelta);
+    const bool from_base = FromBase(h.kind);
     if (from_base && h.raw_size > base_raw_)  // each thread's buffers for reading the base
       bytes += uint64_t{threads_} * (BaseFrameBufferBytes(h.raw_size) - BaseFrameBufferBytes(base_raw_));
     if (bytes > 0 && budget_) {
@@ -231,10 +234,10 @@ class DecodeAheadVisitor final : public StreamVisitor {
   // the arena.
   Status Decode(HeldChunk& c) {
     const FrameHeader& h = c.header;
-    const auto kind = static_cast<FrameKind>(h.kind);
-    if (kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta)
-      return ResolveBaseFrame(*base_, kind, static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
-                              h.raw_hash, Payload(c), c.base_ref, decoders_.local(), base_buffers_.local(), c.data);
+    if (FromBase(h.kind))
+      return ResolveBaseFrame(*base_, static_cast<FrameKind>(h.kind), static_cast<CodecId>(h.codec),
+                              static_cast<TransformId>(h.transform), h.raw_hash, Payload(c), c.base_ref,
+                              decoders_.local(), base_buffers_.local(), c.data);
     Status s = decoders_.local().Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
                                         Payload(c), c.data);
     if (s.ok() && Hash64(c.data.data(), c.data.size()) != h.raw_hash)

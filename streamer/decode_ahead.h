@@ -28,9 +28,10 @@
 // ReadStream's error).
 //
 // Memory: the copies aside, the decoders' state and each thread's buffers
-// for reading the base are charged to the reader's budget as they grow; where the budget cannot hold another frame
-// in flight, the frames in flight are handed on first, so a budget that
-// holds one frame (as ReadStream needs) is enough.
+// for reading the base are charged to the reader's budget as they grow;
+// where the budget cannot hold another frame in flight, the frames in flight
+// are handed on first, so a budget that holds one frame (as ReadStream
+// needs) is enough.
 #pragma once
 
 #include "streamer/memory_budget.h"
