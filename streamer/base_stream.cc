@@ -10,17 +10,15 @@
 #include "common/printable.h"
 #include "streamer/base_location.h"
 #include "streamer/base_match.h"
-#include "streamer/stream_id.h"
 
 namespace vramflow {
 namespace {
 
-// A stream opened as a candidate base: its index, id and digests.
+// A stream opened as a candidate base: its index, with its id and digests.
 struct Probed {
   std::string location;
   std::shared_ptr<RandomAccessSource> source;
   StoredStreamIndex stored;
-  StreamIdAndDigests extras;
 };
 
 Result<Probed> Probe(const std::string& location, const BaseOpenOptions& options, uint64_t max_index_bytes) {
@@ -38,12 +36,10 @@ Result<Probed> Probe(const std::string& location, const BaseOpenOptions& options
     return Status::InvalidArgument("wrong base: " + location +
                                    " has no index blocks (it was written to a pipe or socket, or by an older "
                                    "vramflow), so it cannot be a base; only a stored stream with an index can");
-  Result<StoredStreamIndex> stored = ReadSeekIndex(*p.source, max_index_bytes);
+  Result<StoredStreamIndex> stored =
+      ReadSeekIndex(*p.source, SeekIndexReadOptions{.max_bytes = max_index_bytes, .digests = true});
   if (!stored.ok()) return stored.status().WithContext("base " + location);
   p.stored = std::move(*stored);
-  Result<StreamIdAndDigests> extras = ReadStreamIdAndDigests(*p.source, p.stored, true);
-  if (!extras.ok()) return extras.status().WithContext("base " + location);
-  p.extras = std::move(*extras);
   return p;
 }
 
@@ -77,7 +73,6 @@ class BaseStreamImpl final : public BaseStream {
       : location_(std::move(probed.location)),
         source_(std::move(probed.source)),
         stored_(std::move(probed.stored)),
-        extras_(std::move(probed.extras)),
         level_(level),
         matcher_(stored_.index) {
     for (size_t i = 0; i < stored_.index.objects.size(); ++i) positions_.emplace(stored_.index.objects[i].id, i);
@@ -88,10 +83,10 @@ class BaseStreamImpl final : public BaseStream {
     next_ = std::move(next);
   }
 
-  const StreamId& id() const override { return extras_.id; }
+  const StreamId& id() const override { return stored_.id; }
   BaseDescriptor DescriptorForDependent() const override {
     BaseDescriptor d;
-    d.base_id = extras_.id;
+    d.base_id = stored_.id;
     d.base_bytes = stored_.stream_size;
     d.base_raw_bytes = stored_.totals.raw_bytes;
     d.chain_length = (next_ ? own_base_.chain_length : 0) + 1;
@@ -99,7 +94,7 @@ class BaseStreamImpl final : public BaseStream {
     return d;
   }
   const StoredStreamIndex& index() const override { return stored_; }
-  bool has_digests() const override { return extras_.has_digests; }
+  bool has_digests() const override { return stored_.has_digests; }
 
   const SeekIndexObject* Match(const ObjectMetadata& metadata, uint64_t size,
                                std::optional<uint32_t> gpu_ordinal) const override {
@@ -116,8 +111,8 @@ class BaseStreamImpl final : public BaseStream {
 
   std::optional<Sha256Digest> StoredDigest(uint32_t object_id, uint64_t offset) const override {
     size_t object = 0, chunk = 0;
-    if (!extras_.has_digests || !Locate(object_id, offset, &object, &chunk)) return std::nullopt;
-    return extras_.digests[object][chunk];
+    if (!stored_.has_digests || !Locate(object_id, offset, &object, &chunk)) return std::nullopt;
+    return stored_.digests[object][chunk];
   }
 
   Status ReadChunk(uint32_t object_id, uint64_t offset, std::span<uint8_t> out, BaseScratch& scratch,
@@ -135,7 +130,7 @@ class BaseStreamImpl final : public BaseStream {
     for (const SeekIndexObject& o : stored_.index.objects) {
       bytes += sizeof(o) + o.metadata.name.size() + o.chunks.size() * sizeof(SeekIndexChunk) +
                o.blocks.size() * sizeof(IndexBlockRef) +
-               (extras_.has_digests ? o.chunks.size() * sizeof(Sha256Digest) : 0);
+               (stored_.has_digests ? o.chunks.size() * sizeof(Sha256Digest) : 0);
       for (const auto& [k, v] : o.metadata.attributes) bytes += k.size() + v.size() + 64;
     }
     return bytes + (next_ ? next_->memory_bytes() : 0);
@@ -260,7 +255,6 @@ class BaseStreamImpl final : public BaseStream {
   std::string location_;
   std::shared_ptr<RandomAccessSource> source_;
   StoredStreamIndex stored_;
-  StreamIdAndDigests extras_;
   uint32_t level_;
   BaseObjectMatcher matcher_;
   std::unordered_map<uint32_t, size_t> positions_;
@@ -287,14 +281,14 @@ struct ChainOpener {
     for (const SeekIndexObject& o : p.stored.index.objects)
       bytes += sizeof(o) + o.metadata.name.size() + o.chunks.size() * sizeof(SeekIndexChunk) +
                o.blocks.size() * sizeof(IndexBlockRef) +
-               (p.extras.has_digests ? o.chunks.size() * sizeof(Sha256Digest) : 0);
+               (p.stored.has_digests ? o.chunks.size() * sizeof(Sha256Digest) : 0);
     return bytes;
   }
 
   static Status CheckExpected(const Probed& p, const BaseDescriptor& expected) {
-    if (p.extras.id != expected.base_id)
+    if (p.stored.id != expected.base_id)
       return Status::InvalidArgument("wrong base: the stream was built on " + HexDigest(expected.base_id) + ", " +
-                                     p.location + " is " + HexDigest(p.extras.id));
+                                     p.location + " is " + HexDigest(p.stored.id));
     if (p.stored.stream_size != expected.base_bytes || p.stored.totals.raw_bytes != expected.base_raw_bytes)
       return Status::InvalidArgument("wrong base: the stream was built on " + HexDigest(expected.base_id) + " of " +
                                      std::to_string(expected.base_bytes) + " bytes (" +
@@ -306,13 +300,13 @@ struct ChainOpener {
 
   Result<std::shared_ptr<const BaseStreamImpl>> Open(Probed probed, const BaseDescriptor* expected, uint32_t level) {
     if (expected) VF_RETURN_IF_ERROR(CheckExpected(probed, *expected));
-    if (std::find(visited.begin(), visited.end(), probed.extras.id) != visited.end())
+    if (std::find(visited.begin(), visited.end(), probed.stored.id) != visited.end())
       return Status::InvalidArgument("wrong base: the chain of bases loops: " + probed.location + " (" +
-                                     HexDigest(probed.extras.id) + ") is a base of itself");
+                                     HexDigest(probed.stored.id) + ") is a base of itself");
     if (level >= kMaxBaseChain)
       return Status::InvalidArgument("wrong base: the chain of bases is longer than " + std::to_string(kMaxBaseChain) +
                                      " streams at " + probed.location);
-    visited.push_back(probed.extras.id);
+    visited.push_back(probed.stored.id);
     const bool incremental = (probed.stored.header.flags & kStreamFlagBase) != 0;
     const std::string location = probed.location;
     std::shared_ptr<RandomAccessSource> source = probed.source;
@@ -323,7 +317,7 @@ struct ChainOpener {
     Probed next;
     bool found = false;
     for (Probed& p : named) {
-      if (p.source && p.extras.id == own.base_id) {
+      if (p.source && p.stored.id == own.base_id) {
         next = std::move(p);  // each named stream serves one link
         p = Probed{};
         found = true;

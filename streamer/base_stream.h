@@ -108,10 +108,6 @@ class BaseStream {
 Result<std::shared_ptr<const BaseStream>> OpenBaseStream(const std::string& location, const BaseOpenOptions& options,
                                                          const BaseDescriptor* expected = nullptr);
 
-// The stream id of a stored stream from its index alone (FORMAT.md 4.12):
-// reads the INDEX_BLOCK payloads again by ranged reads.
-Result<StreamId> ComputeStreamId(RandomAccessSource& source, const StoredStreamIndex& stored);
-
 // The BASE frame of a stored incremental stream (its first frame), read and
 // checked (header, payload hash, descriptor); `location` names it in errors.
 Result<BaseDescriptor> ReadBaseFrame(RandomAccessSource& source, const std::string& location);

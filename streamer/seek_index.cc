@@ -9,6 +9,8 @@
 #include "common/hash.h"
 #include "common/printable.h"
 #include "common/units.h"
+#include "streamer/digest_block.h"
+#include "transport/range_reader.h"
 
 namespace vramflow {
 namespace {
@@ -24,6 +26,8 @@ constexpr std::array<uint8_t, 8> kFooterMagic = {'V', 'F', 'S', 'I', 'N', 'D', '
 // How much of a stream's tail ReadSeekIndex fetches first: STREAM_END, the
 // footer and, for most streams, the whole index in one read.
 constexpr uint64_t kTailGuess = 256u << 10;
+// Bytes of INDEX_BLOCKs (and their DIGEST_BLOCKs) read ahead at once.
+constexpr uint64_t kBlockReadBudget = 4u << 20;
 
 void Put32(std::vector<uint8_t>& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
@@ -94,6 +98,22 @@ Status CheckChunk(const SeekIndexChunk& c) {
   }
   if (c.source_object_id != 0 || c.source_offset != 0) return Status::Corruption("source fields set on a frame that names no other chunk");
   return Status::Ok();
+}
+
+// Sorts an object's chunks by object offset, keeping equal offsets in
+// stream order, and its digests (one per chunk, if given) with them.
+void SortByObjectOffset(std::vector<SeekIndexChunk>* chunks, std::vector<Sha256Digest>* digests) {
+  std::vector<size_t> order(chunks->size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return (*chunks)[a].object_offset < (*chunks)[b].object_offset; });
+  std::vector<SeekIndexChunk> sorted_chunks(order.size());
+  for (size_t i = 0; i < order.size(); ++i) sorted_chunks[i] = (*chunks)[order[i]];
+  *chunks = std::move(sorted_chunks);
+  if (!digests) return;
+  std::vector<Sha256Digest> sorted_digests(order.size());
+  for (size_t i = 0; i < order.size(); ++i) sorted_digests[i] = (*digests)[order[i]];
+  *digests = std::move(sorted_digests);
 }
 
 // Checks the index as a whole: each object covered exactly by its chunks,
@@ -403,7 +423,8 @@ void SeekIndexBuilder::ObjectEnd(uint32_t id, uint64_t size, uint64_t digest, ui
   open_.erase(it);
 }
 
-Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, uint64_t max_bytes) {
+Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIndexReadOptions& options) {
+  const uint64_t max_bytes = options.max_bytes;
   StoredStreamIndex result;
   const uint64_t size = source.Size();
   result.stream_size = size;
@@ -501,6 +522,11 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, uint64_t max
   Result<SeekIndex> index = DecodeSeekIndex(payload);
   if (!index.ok()) return index.status().WithContext(where(result.index_offset));
   result.index = std::move(*index);
+  // The stream id covers what is read here (FORMAT.md 4.12): the header, the
+  // SEEK_INDEX payload, the INDEX_BLOCK payloads in index order, STREAM_END.
+  Sha256Hasher id;
+  id.Update(head);
+  id.Update(payload);
 
   // The chunk records, from the INDEX_BLOCK frames the index names. The
   // blocks are checked to lie apart inside the stream first, so what is read
@@ -508,7 +534,8 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, uint64_t max
   std::vector<std::pair<uint64_t, uint64_t>> block_extents;
   for (const SeekIndexObject& o : result.index.objects) {
     for (const IndexBlockRef& b : o.blocks) {
-      held += uint64_t{b.chunk_count} * sizeof(SeekIndexChunk) + sizeof(b);
+      held += uint64_t{b.chunk_count} * (sizeof(SeekIndexChunk) + (options.digests ? sizeof(Sha256Digest) : 0)) +
+              sizeof(b);
       if (held > max_bytes) return too_large(held, "with the chunk records of its INDEX_BLOCK frames");
       if (b.stream_offset < kStreamHeaderSize || b.stream_offset > result.index_offset ||
           b.frame_bytes() > result.index_offset - b.stream_offset)
@@ -524,17 +551,40 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, uint64_t max
       return Status::Corruption(where(result.index_offset) + ": the seek index names INDEX_BLOCK frames at stream "
                                 "offsets " + std::to_string(block_extents[i - 1].first) + " and " +
                                 std::to_string(block_extents[i].first) + ", which overlap");
-  // A block inside the tail read is taken from it, not fetched again: a
-  // small stream, and the last objects of a larger one, cost no more reads
-  // (on S3, requests) than the tail.
+  // What each block takes to read: its frame and, for digests, the room its
+  // DIGEST_BLOCK would take after it. A block inside the tail read is taken
+  // from it; the others are read in index order, several at once, so that
+  // on S3 a large index costs one round trip per `concurrency` blocks.
+  auto read_bytes = [&](const IndexBlockRef& b) {
+    const uint64_t block_end = b.stream_offset + b.frame_bytes();
+    return b.frame_bytes() + (options.digests ? DigestBlockReadBytes(block_end, b.chunk_count, result.index_offset) : 0);
+  };
+  std::vector<ByteRange> outside_tail;
+  for (const SeekIndexObject& o : result.index.objects)
+    for (const IndexBlockRef& b : o.blocks)
+      if (b.stream_offset < tail_offset) outside_tail.push_back({b.stream_offset, read_bytes(b)});
+  RangeReaderOptions fetch;
+  fetch.memory_budget = kBlockReadBudget;
+  fetch.request_size = kBlockReadBudget;
+  fetch.concurrency = options.concurrency;
+  std::unique_ptr<ByteSource> blocks =
+      NewRangeReader(std::shared_ptr<RandomAccessSource>(std::shared_ptr<void>(), &source), outside_tail, fetch);
+
   std::vector<uint8_t> block;
+  bool first_block = true;
+  std::vector<std::vector<Sha256Digest>> all_digests;
   for (SeekIndexObject& o : result.index.objects) {
+    std::vector<Sha256Digest> digests;  // in stream order, as o.chunks before sorting
     for (const IndexBlockRef& b : o.blocks) {
+      const uint64_t length = read_bytes(b);
       if (b.stream_offset >= tail_offset) {
         const uint8_t* p = tail.data() + (b.stream_offset - tail_offset);
-        block.assign(p, p + b.frame_bytes());
+        block.assign(p, p + length);
       } else {
-        VF_RETURN_IF_ERROR(read(b.stream_offset, b.frame_bytes(), &block));
+        block.resize(length);
+        VF_ASSIGN_OR_RETURN(size_t n, ReadFully(*blocks, block));
+        result.bytes_read += n;
+        if (n != length) return Status::Internal(where(b.stream_offset) + ": the block reader ended early");
       }
       FrameHeader bh;
       VF_RETURN_IF_ERROR(DecodeFrameHeader(block.data(), &bh).WithContext(where(b.stream_offset)));
@@ -548,13 +598,31 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, uint64_t max
       std::span<const uint8_t> records(block.data() + kFrameHeaderSize, bh.payload_size);
       if (Hash64(records.data(), records.size()) != bh.raw_hash)
         return Status::Corruption(where(b.stream_offset) + ": INDEX_BLOCK payload hash mismatch");
+      id.Update(records);
       Result<std::vector<SeekIndexChunk>> chunks = DecodeIndexBlock(records);
       if (!chunks.ok()) return chunks.status().WithContext(where(b.stream_offset));
       o.chunks.insert(o.chunks.end(), chunks->begin(), chunks->end());
+      if (!options.digests) continue;
+
+      const uint64_t block_end = b.stream_offset + b.frame_bytes();
+      VF_ASSIGN_OR_RETURN(bool has, TakeDigestBlock(std::span<const uint8_t>(block).subspan(b.frame_bytes()), bh,
+                                                    *chunks, where(block_end), &digests));
+      if (first_block) {
+        result.has_digests = has;
+        first_block = false;
+      } else if (has != result.has_digests) {
+        return Status::Corruption(where(block_end) + ": " +
+                                  (has ? "a DIGEST_BLOCK follows this INDEX_BLOCK but not the first one"
+                                       : "no DIGEST_BLOCK follows the INDEX_BLOCK of " + ObjectName(o) +
+                                             ", though the first one has one"));
+      }
     }
-    std::stable_sort(o.chunks.begin(), o.chunks.end(),
-                     [](const SeekIndexChunk& a, const SeekIndexChunk& b) { return a.object_offset < b.object_offset; });
+    SortByObjectOffset(&o.chunks, digests.empty() ? nullptr : &digests);
+    all_digests.push_back(std::move(digests));
   }
+  if (result.has_digests) result.digests = std::move(all_digests);
+  id.Update(end + kFrameHeaderSize, kStreamEndPayloadSize);
+  result.id = id.Final();
   VF_RETURN_IF_ERROR(CheckIndex(result.index, result.index_offset, result.header.dedup_window)
                          .WithContext(where(result.index_offset)));
   uint64_t raw_bytes = 0;

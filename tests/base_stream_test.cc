@@ -6,12 +6,20 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <thread>
 
+#include "codecs/chunk_codec.h"
 #include "common/hash.h"
+#include "common/sha256.h"
 #include "streamer/base_location.h"
 #include "streamer/base_match.h"
+#include "streamer/stream_writer.h"
 #include "tests/incremental_fixture.h"
 #include "tests/test_util.h"
 #include "transport/memory_stream.h"
@@ -24,6 +32,124 @@ using namespace vramflow::testing;
 constexpr uint32_t kChunk = 16 << 10;
 
 void Check(const Status& s) { ASSERT_TRUE(s.ok()) << s.ToString(); }
+
+// The stream id as FORMAT.md 4.12 defines it, hashed from the whole file:
+// the header, the SEEK_INDEX payload, every INDEX_BLOCK payload in the
+// order the SEEK_INDEX names them, and the STREAM_END payload. The frames
+// are found by walking the file's frame headers, not through ReadSeekIndex.
+StreamId StreamIdFromTheBytes(const std::vector<uint8_t>& bytes) {
+  std::map<uint64_t, std::span<const uint8_t>> index_blocks;  // by stream offset
+  std::span<const uint8_t> seek_index, stream_end;
+  for (uint64_t at = kStreamHeaderSize; at + kFrameHeaderSize <= bytes.size();) {
+    FrameHeader h;
+    EXPECT_TRUE(DecodeFrameHeader(bytes.data() + at, &h).ok()) << "stream offset " << at;
+    std::span<const uint8_t> payload(bytes.data() + at + kFrameHeaderSize, h.payload_size);
+    if (h.kind == static_cast<uint8_t>(FrameKind::kIndexBlock)) index_blocks[at] = payload;
+    if (h.kind == static_cast<uint8_t>(FrameKind::kSeekIndex)) seek_index = payload;
+    if (h.kind == static_cast<uint8_t>(FrameKind::kStreamEnd)) stream_end = payload;
+    at += kFrameHeaderSize + h.payload_size;
+  }
+  Result<SeekIndex> index = DecodeSeekIndex(seek_index);
+  EXPECT_TRUE(index.ok()) << index.status().ToString();
+  Sha256Hasher id;
+  id.Update(bytes.data(), kStreamHeaderSize);
+  id.Update(seek_index);
+  for (const SeekIndexObject& o : index->objects)
+    for (const IndexBlockRef& b : o.blocks) id.Update(index_blocks.at(b.stream_offset));
+  id.Update(stream_end);
+  return id.Final();
+}
+
+// An empty object (no chunks, no INDEX_BLOCK), then six of 64 chunks of
+// random bytes (chunk 3 of each a zero run), with DIGEST_BLOCKs: about 6 MiB,
+// so that the INDEX_BLOCKs of the first five lie before the last 256 KiB,
+// which ReadSeekIndex reads at once.
+struct DigestedStream {
+  std::vector<uint8_t> bytes;
+  std::vector<std::vector<uint8_t>> objects;
+};
+
+DigestedStream WriteDigestedStream() {
+  DigestedStream out;
+  MemorySink sink;
+  StreamHeader header;
+  header.chunk_size = kChunk;
+  header.flags = kStreamFlagSeekIndex;
+  StreamWriter writer(&sink, header);
+  writer.SetChunkDigests(true);
+  EXPECT_TRUE(writer.Start().ok());
+  ChunkEncoder encoder(EncoderOptions{});
+  uint32_t empty = *writer.BeginObject(ObjectMetadata{"empty", {}}, 0);
+  EXPECT_TRUE(writer.EndObject(empty).ok());
+  out.objects.emplace_back();
+  for (uint32_t i = 0; i < 6; ++i) {
+    std::vector<uint8_t> bytes = RandomBytes(64 * kChunk, 100 + i);
+    std::fill(bytes.begin() + 3 * kChunk, bytes.begin() + 4 * kChunk, 0);
+    uint32_t id = *writer.BeginObject(ObjectMetadata{"o" + std::to_string(i), {}}, bytes.size());
+    for (uint64_t off = 0; off < bytes.size(); off += kChunk) {
+      std::span<const uint8_t> raw(bytes.data() + off, kChunk);
+      EncodedChunk chunk;
+      EXPECT_TRUE(encoder.Encode(raw, &chunk).ok());
+      Sha256Digest sha = Sha256(raw);
+      EXPECT_TRUE(writer.AddChunk(id, off, kChunk, chunk, chunk.zero_run ? nullptr : &sha).ok());
+    }
+    EXPECT_TRUE(writer.EndObject(id).ok());
+    out.objects.push_back(std::move(bytes));
+  }
+  EXPECT_TRUE(writer.Finish().ok());
+  out.bytes = sink.bytes();
+  return out;
+}
+
+// A stored stream in memory that counts reads, and the most at once. A read
+// that starts in [hold_from, hold_to) goes through only once another is in
+// progress beside it, or after `wait`: reads that overlap there show that
+// their reader keeps several in flight.
+class OverlapProbe final : public RandomAccessSource {
+ public:
+  OverlapProbe(std::vector<uint8_t> bytes, std::chrono::milliseconds wait = {}, uint64_t hold_from = 0,
+               uint64_t hold_to = 0)
+      : inner_(std::move(bytes)), wait_(wait), hold_from_(hold_from), hold_to_(hold_to) {}
+  uint64_t Size() const override { return inner_.Size(); }
+  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override {
+    {
+      std::unique_lock lock(mutex_);
+      ++reads_;
+      ++in_flight_;
+      most_in_flight_ = std::max(most_in_flight_, in_flight_);
+      changed_.notify_all();
+      if (offset >= hold_from_ && offset < hold_to_)
+        changed_.wait_for(lock, wait_, [&] { return most_in_flight_ > 1; });
+    }
+    Result<size_t> n = inner_.ReadAt(offset, data);
+    std::lock_guard lock(mutex_);
+    --in_flight_;
+    return n;
+  }
+  std::string Describe() const override { return "probe"; }
+  unsigned reads() const {
+    std::lock_guard lock(mutex_);
+    return reads_;
+  }
+  unsigned most_in_flight() const {
+    std::lock_guard lock(mutex_);
+    return most_in_flight_;
+  }
+
+ private:
+  MemoryRandomAccess inner_;
+  const std::chrono::milliseconds wait_;
+  const uint64_t hold_from_, hold_to_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  unsigned reads_ = 0, in_flight_ = 0, most_in_flight_ = 0;
+};
+
+Result<std::shared_ptr<const BaseStream>> OpenFromMemory(std::shared_ptr<RandomAccessSource> source) {
+  BaseOpenOptions options;
+  options.open = [source](const std::string&) -> Result<std::shared_ptr<RandomAccessSource>> { return source; };
+  return OpenBaseStream("mem.vfs", options);
+}
 
 // A: a full base. Object 1 "weights" (4 chunks of text), object 2 a GPU
 // buffer (fp32, one chunk zeros), object 3 "copy" whose chunk repeats
@@ -99,14 +225,9 @@ TEST(BaseStream, OpensAChainOfThreeAndReadsEveryChunk) {
   EXPECT_FALSE(c.has_digests());
   EXPECT_GT(c.memory_bytes(), 0u);
 
-  // The id is the stream's own (ComputeStreamId), and differs per stream.
-  auto file = OpenFileRandomAccess(chain.pc);
-  ASSERT_TRUE(file.ok());
-  Result<StoredStreamIndex> stored = ReadSeekIndex(**file);
-  ASSERT_TRUE(stored.ok());
-  Result<StreamId> id = ComputeStreamId(**file, *stored);
-  ASSERT_TRUE(id.ok()) << id.status().ToString();
-  EXPECT_EQ(*id, c.id());
+  // The id is the stream's own (FORMAT.md 4.12, hashed here from the
+  // file's bytes), and differs per stream.
+  EXPECT_EQ(StreamIdFromTheBytes(ReadFileBytes(chain.pc)), c.id());
   EXPECT_NE(DescriptorOf(chain.pb, "").base_id, c.id());
 
   BaseScratch scratch;
@@ -190,6 +311,99 @@ TEST(BaseStream, BytesThatDoNotHashToTheReferencesSha256AreRefused) {
   Check((*a)->ReadChunk(1, 0, out, scratch, &right));
 }
 
+// Opening a base reads its index, id and digests in one pass: the stream
+// header twice (once to see it has index blocks), the last 256 KiB, and
+// each INDEX_BLOCK before that with its DIGEST_BLOCK, in one read each.
+// Before, the id and digests read the header, the index and every block
+// again: two reads per object.
+TEST(BaseStream, OpeningReadsEachIndexBlockOnceWithItsDigests) {
+  DigestedStream stream = WriteDigestedStream();
+  auto probe = std::make_shared<OverlapProbe>(stream.bytes);
+  Result<std::shared_ptr<const BaseStream>> base = OpenFromMemory(probe);
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  const StoredStreamIndex& stored = (*base)->index();
+  const uint64_t tail_offset = stream.bytes.size() - (256u << 10);
+  unsigned before_tail = 0;
+  for (const SeekIndexObject& o : stored.index.objects)
+    for (const IndexBlockRef& b : o.blocks) before_tail += b.stream_offset < tail_offset;
+  ASSERT_EQ(before_tail, 5u);
+  EXPECT_EQ(probe->reads(), 3 + before_tail);
+
+  ASSERT_TRUE((*base)->has_digests());
+  ASSERT_EQ(stored.index.objects.size(), stream.objects.size());
+  for (size_t i = 0; i < stream.objects.size(); ++i) {
+    const SeekIndexObject& o = stored.index.objects[i];
+    ASSERT_EQ(o.chunks.size(), stream.objects[i].size() / kChunk);
+    for (const SeekIndexChunk& c : o.chunks) {
+      std::span<const uint8_t> raw(stream.objects[i].data() + c.object_offset, c.raw_size);
+      const Sha256Digest want = c.kind == FrameKind::kZeroRun ? Sha256Digest{} : Sha256(raw);
+      EXPECT_EQ((*base)->StoredDigest(o.id, c.object_offset), want) << o.metadata.name << " at " << c.object_offset;
+    }
+  }
+  EXPECT_EQ((*base)->id(), StreamIdFromTheBytes(stream.bytes));
+}
+
+// The INDEX_BLOCKs before the tail are read several at once (on S3, GETs in
+// flight), not one after another.
+TEST(BaseStream, IndexBlocksBeforeTheTailAreReadSeveralAtOnce) {
+  std::vector<uint8_t> bytes = WriteDigestedStream().bytes;
+  const uint64_t tail_offset = bytes.size() - (256u << 10);
+  auto probe = std::make_shared<OverlapProbe>(bytes, std::chrono::seconds(2), kStreamHeaderSize, tail_offset);
+  Result<std::shared_ptr<const BaseStream>> base = OpenFromMemory(probe);
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  EXPECT_GE(probe->most_in_flight(), 2u) << "the index blocks were read one at a time";
+}
+
+// A DIGEST_BLOCK read with its INDEX_BLOCK is checked as the validator
+// checks it in a stream read in order (FORMAT.md 4.12).
+TEST(BaseStream, BrokenDigestBlocksAreCorruption) {
+  const DigestedStream stream = WriteDigestedStream();
+  MemoryRandomAccess at(stream.bytes);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(at);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  // The DIGEST_BLOCK after the (only) INDEX_BLOCK of object `i` (1 is o0).
+  auto digest_offset = [&](size_t i) { return stored->index.objects[i].blocks.at(0).stream_offset +
+                                              stored->index.objects[i].blocks.at(0).frame_bytes(); };
+  auto expect = [](std::vector<uint8_t> bytes, const std::string& needle) {
+    Result<std::shared_ptr<const BaseStream>> base = OpenFromMemory(std::make_shared<MemoryRandomAccess>(bytes));
+    ASSERT_FALSE(base.ok()) << needle;
+    EXPECT_EQ(base.status().code(), Status::Code::kCorruption) << base.status().ToString();
+    EXPECT_NE(base.status().message().find(needle), std::string::npos) << base.status().ToString();
+  };
+  auto rewrite = [](std::vector<uint8_t>& bytes, uint64_t offset, const std::function<void(FrameHeader&)>& edit) {
+    FrameHeader h;
+    ASSERT_TRUE(DecodeFrameHeader(bytes.data() + offset, &h).ok());
+    edit(h);
+    EncodeFrameHeader(h, bytes.data() + offset);
+  };
+  {  // an entry changed: its hash no longer matches (object 1, before the tail)
+    std::vector<uint8_t> bytes = stream.bytes;
+    bytes[digest_offset(2) + kFrameHeaderSize + 5] ^= 1;
+    expect(bytes, "DIGEST_BLOCK payload hash mismatch");
+  }
+  {  // a ZERO_RUN's entry that is not zero, hashed right
+    std::vector<uint8_t> bytes = stream.bytes;
+    const uint64_t entry = digest_offset(3) + kFrameHeaderSize + 3 * kDigestEntrySize;
+    bytes[entry] = 1;
+    ASSERT_NO_FATAL_FAILURE(rewrite(bytes, digest_offset(3), [&](FrameHeader& h) {
+      h.raw_hash = Hash64(bytes.data() + digest_offset(3) + kFrameHeaderSize, h.payload_size);
+    }));
+    expect(bytes, "entry 3 is for a ZERO_RUN and must be zero");
+  }
+  {  // not skippable
+    std::vector<uint8_t> bytes = stream.bytes;
+    ASSERT_NO_FATAL_FAILURE(rewrite(bytes, digest_offset(1), [](FrameHeader& h) { h.flags = 0; }));
+    expect(bytes, "does not match it");
+  }
+  {  // o3's block has none where the first has one (the frame is another kind)
+    std::vector<uint8_t> bytes = stream.bytes;
+    ASSERT_NO_FATAL_FAILURE(rewrite(bytes, digest_offset(4), [](FrameHeader& h) {
+      h.kind = static_cast<uint8_t>(FrameKind::kObjectEnd);
+    }));
+    expect(bytes, "no DIGEST_BLOCK follows the INDEX_BLOCK of object 5 'o3', though the first one has one");
+  }
+}
+
 TEST(BaseStream, AnotherStreamThanTheExpectedIsTheWrongBase) {
   Chain chain;
   BaseDescriptor expected = DescriptorOf(chain.pa, "a.vfs");
@@ -240,7 +454,7 @@ TEST(BaseStream, ALoopOfBasesIsRefused) {
     ASSERT_TRUE(file.ok());
     auto stored = ReadSeekIndex(**file);
     ASSERT_TRUE(stored.ok());
-    on_x.base_id = *ComputeStreamId(**file, *stored);
+    on_x.base_id = stored->id;
     on_x.base_bytes = stored->stream_size;
     on_x.base_raw_bytes = stored->totals.raw_bytes;
     on_x.chain_length = 2;
@@ -251,7 +465,8 @@ TEST(BaseStream, ALoopOfBasesIsRefused) {
   {
     auto file = OpenFileRandomAccess(py);
     auto stored = ReadSeekIndex(**file);
-    on_y.base_id = *ComputeStreamId(**file, *stored);
+    ASSERT_TRUE(stored.ok());
+    on_y.base_id = stored->id;
     on_y.base_bytes = stored->stream_size;
     on_y.base_raw_bytes = stored->totals.raw_bytes;
     on_y.location = "y.vfs";

@@ -98,9 +98,9 @@ Result<Sha256Digest> IdOfStoredStream(const std::string& location, const Transpo
   VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> file, OpenRandomAccess(location, transport));
   CountingRandomAccess counting(std::shared_ptr<RandomAccessSource>(std::move(file)));
   Result<StoredStreamIndex> stored = ReadSeekIndex(counting, kMaxStoreIndexBytes);
-  Result<Sha256Digest> id = stored.ok() ? ComputeStreamId(counting, *stored) : Result<Sha256Digest>(stored.status());
   *bytes_read += counting.bytes();
-  return id;
+  if (!stored.ok()) return stored.status();
+  return stored->id;
 }
 
 }  // namespace

@@ -12,8 +12,8 @@
 // temporaries skipped) only the kMaxStoreStreams newest by modification
 // time are looked at; of each, only what finding its stream id takes: its
 // two ends, its SEEK_INDEX and INDEX_BLOCK frames (streamer/seek_index.h,
-// ReadSeekIndex, at most kMaxStoreIndexBytes of index), read again for the
-// id (ComputeStreamId). Files that are not streams, or streams without an
+// ReadSeekIndex, at most kMaxStoreIndexBytes of index), from which the id
+// is hashed. Files that are not streams, or streams without an
 // index (written to a pipe), are skipped. Nothing is cached: the scan runs
 // again when the store may have changed (recv, after each stored stream), so
 // it cannot go stale.

@@ -18,7 +18,7 @@ struct Candidate {
 Result<Sha256Digest> IdOf(const std::string& location, const TransportOptions& transport) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
   VF_ASSIGN_OR_RETURN(StoredStreamIndex stored, ReadSeekIndex(*source, kMaxStoreIndexBytes));
-  return ComputeStreamId(*source, stored);
+  return stored.id;
 }
 
 Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, const TransportOptions& transport) {

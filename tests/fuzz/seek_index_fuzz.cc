@@ -8,15 +8,17 @@
 //      (what `inspect` and `unpack --object` do with a file or S3 object);
 //      an index it accepts must describe frames inside the stream, and the
 //      first and the last object it lists are read back through a sub-stream
-//      (OpenSubStream + ReadStream, what `unpack --object` does).
+//      (OpenSubStream + ReadStream, what `unpack --object` does). Read again
+//      with the DIGEST_BLOCKs (what opening a base does), it must give the
+//      same index and stream id, one digest per chunk, zeros for ZERO_RUNs.
 // An input that starts with the stream magic also has its SEEK_INDEX payload
 // and the INDEX_BLOCK frames it names "repaired" (frame hashes and header
-// checksums recomputed) and read again, so mutations of the index itself get
-// past the checksums.
+// checksums recomputed), as has the DIGEST_BLOCK after each block, and read
+// again, so mutations of the index itself get past the checksums.
 //
 // With VRAMFLOW_FUZZ_WRITE_SEEDS=DIR in the environment the binary writes
-// seed streams with indexes (several objects, zero runs, dedup references)
-// and bare index payloads into DIR and exits.
+// seed streams with indexes (several objects, zero runs, dedup references,
+// with and without DIGEST_BLOCKs) and bare index payloads into DIR and exits.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +29,7 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
+#include "common/sha256.h"
 #include "datagen/model_data.h"
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
@@ -59,6 +62,23 @@ void ReadStored(std::span<const uint8_t> stream) {
     if (o.end_offset + kFrameHeaderSize > stored->index_offset) Broken("an object's frames run past the index");
     for (const SeekIndexChunk& c : o.chunks)
       if (c.stream_offset + c.frame_bytes() > stored->index_offset) Broken("a chunk frame runs past the index");
+  }
+  Result<StoredStreamIndex> with_digests = ReadSeekIndex(*at, SeekIndexReadOptions{.digests = true});
+  if (with_digests.ok()) {
+    if (!(with_digests->index == stored->index) || with_digests->id != stored->id)
+      Broken("reading the digests changed the index or the stream id");
+    if (with_digests->has_digests) {
+      if (with_digests->digests.size() != stored->index.objects.size()) Broken("not one digest list per object");
+      for (size_t i = 0; i < stored->index.objects.size(); ++i) {
+        const std::vector<SeekIndexChunk>& chunks = stored->index.objects[i].chunks;
+        if (with_digests->digests[i].size() != chunks.size()) Broken("not one digest per chunk");
+        for (size_t c = 0; c < chunks.size(); ++c)
+          if (chunks[c].kind == FrameKind::kZeroRun && with_digests->digests[i][c] != Sha256Digest{})
+            Broken("a ZERO_RUN's digest is not zero");
+      }
+    } else if (!with_digests->digests.empty()) {
+      Broken("digests without DIGEST_BLOCKs");
+    }
   }
   if (stored->index.objects.empty()) return;
   SubStreamOptions options;
@@ -106,13 +126,20 @@ void RepairAndRead(std::vector<uint8_t> stream) {
         if (bh.payload_size != b.frame_bytes() - kFrameHeaderSize) continue;
         bh.raw_hash = Hash64(stream.data() + b.stream_offset + kFrameHeaderSize, bh.payload_size);
         EncodeFrameHeader(bh, stream.data() + b.stream_offset);
+        const uint64_t next = b.stream_offset + b.frame_bytes();
+        FrameHeader dh;
+        if (next + kFrameHeaderSize > at || !DecodeFrameHeader(stream.data() + next, &dh).ok() ||
+            dh.kind != static_cast<uint8_t>(FrameKind::kDigestBlock) || dh.payload_size > at - next - kFrameHeaderSize)
+          continue;
+        dh.raw_hash = Hash64(stream.data() + next + kFrameHeaderSize, dh.payload_size);
+        EncodeFrameHeader(dh, stream.data() + next);
       }
     }
   }
   ReadStored(stream);
 }
 
-std::vector<uint8_t> SeedStream(int objects, bool dedup) {
+std::vector<uint8_t> SeedStream(int objects, bool dedup, bool digests) {
   MemorySink sink;
   StreamHeader header;
   header.flags = kStreamFlagSeekIndex | (dedup ? kStreamFlagDedup : 0);
@@ -121,6 +148,7 @@ std::vector<uint8_t> SeedStream(int objects, bool dedup) {
   header.dedup_window = dedup ? 3 : 0;
   header.producer = "seek_index_fuzz seeds";
   StreamWriter writer(&sink, header);
+  writer.SetChunkDigests(digests);
   ChunkEncoder encoder(EncoderOptions{});
   auto check = [](const Status& s) {
     if (!s.ok()) {
@@ -145,14 +173,16 @@ std::vector<uint8_t> SeedStream(int objects, bool dedup) {
     for (uint64_t off = 0; off < bytes.size(); off += kChunk) {
       if (dedup && i > 0 && off == 0) {
         DedupRef ref{first, 0, HashContent128(first_bytes.data(), kChunk)};
-        check(writer.AddDedupRef(*id, 0, kChunk, first_hashes[0], ref));
+        const Sha256Digest sha = Sha256(first_bytes.data(), kChunk);
+        check(writer.AddDedupRef(*id, 0, kChunk, first_hashes[0], ref, &sha));
         continue;
       }
       EncodedChunk chunk;
       std::span<const uint8_t> raw(i > 0 && off == 0 ? first_bytes.data() : bytes.data() + off, kChunk);
       check(encoder.Encode(raw, &chunk));
       if (i == 0) first_hashes.push_back(chunk.raw_hash);
-      check(writer.AddChunk(*id, off, kChunk, chunk));
+      const Sha256Digest sha = Sha256(raw);
+      check(writer.AddChunk(*id, off, kChunk, chunk, chunk.zero_run ? nullptr : &sha));
     }
     if (i == 0) {
       first = *id;
@@ -172,7 +202,8 @@ void WriteSeeds(const std::string& dir) {
   };
   for (int objects : {0, 1, 3}) {
     for (bool dedup : {false, true}) {
-      std::vector<uint8_t> stream = SeedStream(objects, dedup);
+      write(SeedStream(objects, dedup, true));
+      std::vector<uint8_t> stream = SeedStream(objects, dedup, false);
       write(stream);
       MemoryRandomAccess at(stream);
       Result<StoredStreamIndex> stored = ReadSeekIndex(at);
