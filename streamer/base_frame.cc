@@ -5,9 +5,9 @@
 
 namespace vramflow {
 
-uint64_t BaseFrameBufferBytes(uint64_t raw_size) {
+uint64_t BaseFrameBufferBytes(uint64_t raw_size, uint32_t chain_streams) {
   return raw_size + ChunkDecoder::MemoryBytes(raw_size) +
-         2 * uint64_t{kMaxBaseChain} * (raw_size + kFrameHeaderSize + kBaseChunkRefSize);
+         2 * uint64_t{chain_streams} * (raw_size + kFrameHeaderSize + kBaseChunkRefSize);
 }
 
 Status ResolveBaseFrame(const BaseStream& base, FrameKind kind, CodecId codec, TransformId transform, uint64_t raw_hash,

@@ -25,9 +25,11 @@ struct BaseFrameBuffers {
 };
 
 // What ResolveBaseFrame holds for a chunk of `raw_size` bytes beyond `out`:
-// the base's chunk, and a frame and its decoded bytes per level of the chain
-// (BaseStream::ReadChunk's scratch), with that scratch's decoder.
-uint64_t BaseFrameBufferBytes(uint64_t raw_size);
+// the base's chunk, and a frame and its decoded bytes per stream of the
+// base's chain (BaseStream::ReadChunk's scratch; `chain_streams` is its
+// DescriptorForDependent().chain_length, at most kMaxBaseChain), with that
+// scratch's decoder.
+uint64_t BaseFrameBufferBytes(uint64_t raw_size, uint32_t chain_streams = kMaxBaseChain);
 
 // Writes the chunk that a BASE_REF (`kind`) or BASE_DELTA frame with this
 // codec, transform and raw_hash stands for into `out` (its raw size):

@@ -135,6 +135,9 @@ class BaseStreamImpl final : public BaseStream {
     }
     return bytes + (next_ ? next_->memory_bytes() : 0);
   }
+  unsigned concurrent_reads() const override {
+    return std::max(source_->ConcurrentReads(), next_ ? next_->concurrent_reads() : 1u);
+  }
 
   uint32_t level() const { return level_; }
 

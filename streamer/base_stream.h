@@ -99,6 +99,10 @@ class BaseStream {
 
   // Bytes held (the chain's indexes and digests), for the caller's budget.
   virtual uint64_t memory_bytes() const = 0;
+  // How many ReadChunk calls a reader should keep in flight: 1 where the
+  // chain's streams are files, more where a read waits on a request (S3),
+  // the most any link asks for (RandomAccessSource::ConcurrentReads).
+  virtual unsigned concurrent_reads() const = 0;
 };
 
 // Opens `location` as a base: reads its index (it must have index blocks),

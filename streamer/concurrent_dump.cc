@@ -623,7 +623,11 @@ Result<std::unique_ptr<ConcurrentDump>> ConcurrentDump::Start(ByteSink* sink, co
                                                               size_t max_open_inputs) {
   std::unique_ptr<Engine> engine;
   VF_RETURN_IF_ERROR(ExceptionBoundary("dumping concurrent inputs", [&] {
-    engine = std::make_unique<Engine>(sink, WithMachineDefaults(options), max_open_inputs);
+    PipelineOptions fitted = WithMachineDefaults(options);
+    // A worker coding against a base on S3 waits for its chunk: as many
+    // workers as the base asks to keep reads in flight.
+    fitted.threads = ThreadsWithBaseReads(fitted.threads, fitted.base.get(), !fitted.base_refs_only);
+    engine = std::make_unique<Engine>(sink, fitted, max_open_inputs);
     return engine->Start();
   }));
   return std::unique_ptr<ConcurrentDump>(new ConcurrentDump(std::move(engine)));

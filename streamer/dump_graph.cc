@@ -220,8 +220,11 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
       ChunkEncoder::MemoryBytes(options.encoder, chunk) + (read_base ? BaseReadBytes(chunk, chain_streams) : 0);
   const uint64_t base_index = base ? base->memory_bytes() : 0;
   const size_t slot_scratch = read_base ? chunk + ChunkEncoder::MaxPayloadSize(chunk) : 0;
+  // A thread coding against a base on S3 waits for its chunk: as many
+  // threads as the base asks to keep reads in flight.
   const unsigned threads = ThreadsTheBudgetFeeds(
-      options.threads, options.max_memory, uint64_t{dedup_window} * kDedupWindowEntryBytes + base_index, codec_state,
+      ThreadsWithBaseReads(options.threads, base, read_base), options.max_memory,
+      uint64_t{dedup_window} * kDedupWindowEntryBytes + base_index, codec_state,
       chunk + ChunkEncoder::MaxPayloadSize(chunk) + 8192 + (slot_scratch ? slot_scratch + 4096 : 0));
   if (threads < options.threads && options.note) options.note(ThreadCapNote(options.threads, threads, options.max_memory));
 

@@ -47,6 +47,10 @@ PipelineOptions WithMachineDefaults(const PipelineOptions& options) {
   return resolved;
 }
 
+unsigned ThreadsWithBaseReads(unsigned threads, const BaseStream* base, bool reads_base) {
+  return base && reads_base ? std::max(threads, base->concurrent_reads()) : threads;
+}
+
 std::string ThreadCapNote(unsigned wanted, unsigned threads, uint64_t budget) {
   return "running " + std::to_string(threads) + " threads, not " + std::to_string(wanted) + ": a memory budget of " +
          FormatSize(budget) + " feeds no more";

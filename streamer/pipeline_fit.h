@@ -40,6 +40,13 @@ void ResolveMachineDefaults(PipelineOptions* options, const MachineLimits& limit
 // there is a zero).
 PipelineOptions WithMachineDefaults(const PipelineOptions& options);
 
+// The threads a pipeline asks for where its threads read a base's chunks
+// (`reads_base`: a restore of an incremental stream, a dump coding deltas
+// against its base): at least as many as the base asks to keep reads in
+// flight (BaseStream::concurrent_reads; on S3 its concurrency), since each
+// such thread waits for its chunk's request. Else `threads`.
+unsigned ThreadsWithBaseReads(unsigned threads, const BaseStream* base, bool reads_base);
+
 // The note a graph gives when it runs `threads` instead of `wanted`.
 std::string ThreadCapNote(unsigned wanted, unsigned threads, uint64_t budget);
 

@@ -379,11 +379,10 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
   if (header.flags & kStreamFlagBase) VF_RETURN_IF_ERROR(frames->OpenBase(options.open_base));
   const std::shared_ptr<const BaseStream>& base = frames->base();
   // With a base, each thread resolving references keeps a chunk of the
-  // base's bytes and, per level of its chain, a frame and a decoded chunk.
-  const uint64_t base_levels = base ? base->DescriptorForDependent().chain_length - 1 : 0;
-  auto base_thread_bytes = [&](uint64_t size) {
-    return base ? size + base_levels * (2 * size + kFrameHeaderSize + kBaseChunkRefSize) : 0;
-  };
+  // base's bytes and, per stream of its chain, a frame and a decoded chunk,
+  // with a decoder for them.
+  const uint32_t chain_streams = base ? base->DescriptorForDependent().chain_length : 0;
+  auto base_thread_bytes = [&](uint64_t size) { return base ? BaseFrameBufferBytes(size, chain_streams) : 0; };
   const uint32_t payload_extra = base ? kBaseChunkRefSize : 0;  // a BASE_DELTA's reference before its delta
   // Restore buffers start at options.chunk_size and grow when a DATA frame
   // is larger. The stream header's chunk_size is a hint that readers must
@@ -395,8 +394,11 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
                                     ? uint64_t{header.dedup_window} * kDedupWindowEntryBytes +
                                           kMaxPendingReferences * sizeof(PendingRef)
                                     : 0;
+  // A thread resolving a base frame waits for the base's reads where it lies
+  // on S3: then as many threads as it asks to keep reads in flight.
+  const unsigned wanted_threads = ThreadsWithBaseReads(options.threads, base.get(), true);
   const unsigned threads =
-      ThreadsTheBudgetFeeds(options.threads, options.max_memory, options.max_memory / 8 + dedup_charge + slot_size,
+      ThreadsTheBudgetFeeds(wanted_threads, options.max_memory, options.max_memory / 8 + dedup_charge + slot_size,
                             ChunkDecoder::MemoryBytes(slot_size) + base_thread_bytes(slot_size),
                             2 * uint64_t{slot_size} + 8192);
   if (threads < options.threads && options.note) options.note(ThreadCapNote(options.threads, threads, options.max_memory));

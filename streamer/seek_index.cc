@@ -553,8 +553,9 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIn
                                 std::to_string(block_extents[i].first) + ", which overlap");
   // What each block takes to read: its frame and, for digests, the room its
   // DIGEST_BLOCK would take after it. A block inside the tail read is taken
-  // from it; the others are read in index order, several at once, so that
-  // on S3 a large index costs one round trip per `concurrency` blocks.
+  // from it; the others are read in index order, several at once where the
+  // source asks for it, so that on S3 a large index costs one round trip
+  // per `concurrency` blocks.
   auto read_bytes = [&](const IndexBlockRef& b) {
     const uint64_t block_end = b.stream_offset + b.frame_bytes();
     return b.frame_bytes() + (options.digests ? DigestBlockReadBytes(block_end, b.chunk_count, result.index_offset) : 0);
@@ -566,7 +567,7 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIn
   RangeReaderOptions fetch;
   fetch.memory_budget = kBlockReadBudget;
   fetch.request_size = kBlockReadBudget;
-  fetch.concurrency = options.concurrency;
+  fetch.concurrency = options.concurrency ? options.concurrency : source.ConcurrentReads();
   std::unique_ptr<ByteSource> blocks =
       NewRangeReader(std::shared_ptr<RandomAccessSource>(std::shared_ptr<void>(), &source), outside_tail, fetch);
 

@@ -167,22 +167,25 @@ struct SeekIndexReadOptions {
   // Also read and check the DIGEST_BLOCK after each INDEX_BLOCK (FORMAT.md
   // 4.12: all blocks have one or none does), in the same read as its block.
   bool digests = false;
-  // INDEX_BLOCKs outside the tail read, read at once (on S3, GETs in flight).
-  unsigned concurrency = 8;
+  // INDEX_BLOCKs outside the tail read, read at once (on S3, GETs in
+  // flight); 0: what the source asks for (ConcurrentReads()).
+  unsigned concurrency = 0;
 };
 
 // Reads the stream header, STREAM_END, the SEEK_INDEX frame and every
 // INDEX_BLOCK of a stored stream: ranged reads, never the chunk frames. The
-// last 256 KiB come in one read; blocks before them each in one of their own,
-// several in flight. The objects come back with their chunks and the stream
-// id, and the whole is checked: each object covered exactly, no two frames
-// overlapping, DEDUP_REF sources naming earlier DATA frames. Fails with NotSupported when the stream has no index
-// it can use (written to a pipe or socket, or by a vramflow before index
-// blocks): the caller falls back to reading it all. NotSupported too when
-// holding the index would take more than `max_bytes` (the SEEK_INDEX payload,
-// every chunk record and digest, counted before any is read): a stored
-// stream, perhaps crafted, with a huge index is then read whole, within the
-// reader's budget, instead of growing memory with the index.
+// last 256 KiB come in one read; blocks before them each in one of their
+// own, as many in flight as the source asks for (on S3, its concurrency).
+// The objects come back with their chunks and the stream id, and the whole
+// is checked: each object covered exactly, no two frames overlapping,
+// DEDUP_REF sources naming earlier DATA frames. Fails with NotSupported when
+// the stream has no index it can use (written to a pipe or socket, or by a
+// vramflow before index blocks): the caller falls back to reading it all.
+// NotSupported too when holding the index would take more than `max_bytes`
+// (the SEEK_INDEX payload, every chunk record and digest, counted before any
+// is read): a stored stream, perhaps crafted, with a huge index is then read
+// whole, within the reader's budget, instead of growing memory with the
+// index.
 Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIndexReadOptions& options);
 inline Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, uint64_t max_bytes = UINT64_MAX) {
   return ReadSeekIndex(source, SeekIndexReadOptions{.max_bytes = max_bytes});

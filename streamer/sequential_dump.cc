@@ -64,7 +64,11 @@ class FreeList {
 Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink, const PipelineOptions& requested,
                       PipelineStats* stats) {
   const auto start = std::chrono::steady_clock::now();
-  const PipelineOptions options = WithMachineDefaults(requested);
+  PipelineOptions fitted = WithMachineDefaults(requested);
+  // A thread coding against a base on S3 waits for its chunk: as many
+  // threads as the base asks to keep reads in flight.
+  fitted.threads = ThreadsWithBaseReads(fitted.threads, fitted.base.get(), !fitted.base_refs_only);
+  const PipelineOptions& options = fitted;
   const uint32_t chunk = options.chunk_size;
   VF_RETURN_IF_ERROR(CheckDumpBase(options));
 

@@ -101,15 +101,20 @@ DigestedStream WriteDigestedStream() {
   return out;
 }
 
-// A stored stream in memory that counts reads, and the most at once. A read
-// that starts in [hold_from, hold_to) goes through only once another is in
+// A stored stream in memory that counts reads, and the most at once, and
+// asks for `concurrent_reads` in flight, as an S3 object does. A read that
+// starts in [hold_from, hold_to) goes through only once another is in
 // progress beside it, or after `wait`: reads that overlap there show that
 // their reader keeps several in flight.
 class OverlapProbe final : public RandomAccessSource {
  public:
-  OverlapProbe(std::vector<uint8_t> bytes, std::chrono::milliseconds wait = {}, uint64_t hold_from = 0,
-               uint64_t hold_to = 0)
-      : inner_(std::move(bytes)), wait_(wait), hold_from_(hold_from), hold_to_(hold_to) {}
+  OverlapProbe(std::vector<uint8_t> bytes, unsigned concurrent_reads, std::chrono::milliseconds wait = {},
+               uint64_t hold_from = 0, uint64_t hold_to = 0)
+      : inner_(std::move(bytes)),
+        concurrent_reads_(concurrent_reads),
+        wait_(wait),
+        hold_from_(hold_from),
+        hold_to_(hold_to) {}
   uint64_t Size() const override { return inner_.Size(); }
   Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override {
     {
@@ -127,6 +132,7 @@ class OverlapProbe final : public RandomAccessSource {
     return n;
   }
   std::string Describe() const override { return "probe"; }
+  unsigned ConcurrentReads() const override { return concurrent_reads_; }
   unsigned reads() const {
     std::lock_guard lock(mutex_);
     return reads_;
@@ -138,6 +144,7 @@ class OverlapProbe final : public RandomAccessSource {
 
  private:
   MemoryRandomAccess inner_;
+  const unsigned concurrent_reads_;
   const std::chrono::milliseconds wait_;
   const uint64_t hold_from_, hold_to_;
   mutable std::mutex mutex_;
@@ -318,7 +325,7 @@ TEST(BaseStream, BytesThatDoNotHashToTheReferencesSha256AreRefused) {
 // again: two reads per object.
 TEST(BaseStream, OpeningReadsEachIndexBlockOnceWithItsDigests) {
   DigestedStream stream = WriteDigestedStream();
-  auto probe = std::make_shared<OverlapProbe>(stream.bytes);
+  auto probe = std::make_shared<OverlapProbe>(stream.bytes, 8);
   Result<std::shared_ptr<const BaseStream>> base = OpenFromMemory(probe);
   ASSERT_TRUE(base.ok()) << base.status().ToString();
   const StoredStreamIndex& stored = (*base)->index();
@@ -343,15 +350,23 @@ TEST(BaseStream, OpeningReadsEachIndexBlockOnceWithItsDigests) {
   EXPECT_EQ((*base)->id(), StreamIdFromTheBytes(stream.bytes));
 }
 
-// The INDEX_BLOCKs before the tail are read several at once (on S3, GETs in
-// flight), not one after another.
-TEST(BaseStream, IndexBlocksBeforeTheTailAreReadSeveralAtOnce) {
+// The INDEX_BLOCKs before the tail are read several at once where the
+// source asks for it (on S3, GETs in flight), and one after another where
+// it does not (a file). The base then asks its readers for as many.
+TEST(BaseStream, IndexBlocksBeforeTheTailAreReadSeveralAtOnceWhereTheSourceAsks) {
   std::vector<uint8_t> bytes = WriteDigestedStream().bytes;
   const uint64_t tail_offset = bytes.size() - (256u << 10);
-  auto probe = std::make_shared<OverlapProbe>(bytes, std::chrono::seconds(2), kStreamHeaderSize, tail_offset);
-  Result<std::shared_ptr<const BaseStream>> base = OpenFromMemory(probe);
+  auto remote = std::make_shared<OverlapProbe>(bytes, 8, std::chrono::seconds(2), kStreamHeaderSize, tail_offset);
+  Result<std::shared_ptr<const BaseStream>> base = OpenFromMemory(remote);
   ASSERT_TRUE(base.ok()) << base.status().ToString();
-  EXPECT_GE(probe->most_in_flight(), 2u) << "the index blocks were read one at a time";
+  EXPECT_GE(remote->most_in_flight(), 2u) << "the index blocks were read one at a time";
+  EXPECT_EQ((*base)->concurrent_reads(), 8u);
+
+  auto local = std::make_shared<OverlapProbe>(bytes, 1, std::chrono::milliseconds(20), kStreamHeaderSize, tail_offset);
+  base = OpenFromMemory(local);
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  EXPECT_EQ(local->most_in_flight(), 1u);
+  EXPECT_EQ((*base)->concurrent_reads(), 1u);
 }
 
 // A DIGEST_BLOCK read with its INDEX_BLOCK is checked as the validator

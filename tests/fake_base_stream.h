@@ -4,13 +4,16 @@
 // on its own. The index is the stream's own (ReadSeekIndex); ReadChunk copies
 // the bytes it was given and counts its calls. And ForwardingBaseStream, a
 // BaseStream that passes every call on to another: a test overrides the call
-// it changes.
+// it changes, as ConcurrencyProbe does to see reads overlap.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "streamer/base_stream.h"
 #include "transport/memory_stream.h"
@@ -90,6 +93,7 @@ class FakeBaseStream final : public BaseStream {
   }
 
   uint64_t memory_bytes() const override { return memory_bytes_; }
+  unsigned concurrent_reads() const override { return 1; }
   void set_memory_bytes(uint64_t bytes) { memory_bytes_ = bytes; }
 
   // The bytes of base object `id` (for checking what a stream refers to).
@@ -136,9 +140,47 @@ class ForwardingBaseStream : public BaseStream {
     return inner_->ReadChunk(object_id, offset, out, scratch, sha256);
   }
   uint64_t memory_bytes() const override { return inner_->memory_bytes(); }
+  unsigned concurrent_reads() const override { return inner_->concurrent_reads(); }
 
  private:
   std::shared_ptr<const BaseStream> inner_;
+};
+
+// A base that lets a ReadChunk call through only once another is in
+// progress beside it (or after `wait`): shows whether a reader resolves base
+// frames on more than one thread at once. It asks for `concurrent_reads` in
+// flight, as a base on S3 does.
+class ConcurrencyProbe final : public ForwardingBaseStream {
+ public:
+  ConcurrencyProbe(std::shared_ptr<const BaseStream> inner, std::chrono::milliseconds wait,
+                   unsigned concurrent_reads = 1)
+      : ForwardingBaseStream(std::move(inner)), wait_(wait), concurrent_reads_(concurrent_reads) {}
+  unsigned concurrent_reads() const override { return concurrent_reads_; }
+  Status ReadChunk(uint32_t object_id, uint64_t offset, std::span<uint8_t> out, BaseScratch& scratch,
+                   const Sha256Digest* sha256) const override {
+    {
+      std::unique_lock lock(mu_);
+      most_ = std::max(most_, ++inside_);
+      cv_.notify_all();
+      cv_.wait_for(lock, wait_, [&] { return most_ >= 2; });
+    }
+    Status s = ForwardingBaseStream::ReadChunk(object_id, offset, out, scratch, sha256);
+    std::lock_guard lock(mu_);
+    --inside_;
+    return s;
+  }
+  int most() const {
+    std::lock_guard lock(mu_);
+    return most_;
+  }
+
+ private:
+  const std::chrono::milliseconds wait_;
+  const unsigned concurrent_reads_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable int inside_ = 0;  // guarded by mu_
+  mutable int most_ = 0;    // guarded by mu_
 };
 
 }  // namespace vramflow::testing

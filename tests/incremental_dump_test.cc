@@ -678,6 +678,46 @@ TEST(IncrementalDump, InputsReadInOrderGetDigestsAndABase) {
   EXPECT_EQ(back.digest_blocks, 2u);  // a base brings digests
 }
 
+//! A thread coding against the base waits for each base chunk it reads;
+//! where the base asks for reads in flight (on S3), the dump runs at least
+//! that many threads, whatever -j says, and their reads overlap: in the
+//! graph (RunDump) and in the dump of inputs read in order.
+TEST(IncrementalDump, ThreadsReadingTheBaseAreAsManyAsItAsks) {
+  auto p = MakeProcess(Layout());
+  auto base = BaseOf(*p);
+  NudgeWords(*p, 1, 16);  // master-fp32: every chunk a delta, read from the base
+  for (bool in_order : {false, true}) {
+    SCOPED_TRACE(in_order ? "RunSequentialDump" : "RunDump");
+    auto probe = std::make_shared<testing::ConcurrencyProbe>(base, std::chrono::seconds(2), 4);
+    PipelineOptions o = Options(1);
+    o.base = probe;
+    StoredSink sink;
+    PipelineStats stats;
+    Status s;
+    if (in_order) {
+      std::vector<SequentialInput> inputs(1);
+      inputs[0].metadata = ObjectMetadata{p->specs()[1].name, {}};
+      const std::span<const uint8_t> bytes = p->bytes(1);  // MemorySource reads it in place
+      inputs[0].open = [bytes]() -> Result<std::unique_ptr<ByteSource>> {
+        return std::unique_ptr<ByteSource>(std::make_unique<MemorySource>(bytes));
+      };
+      s = RunSequentialDump(inputs, &sink, o, &stats);
+    } else {
+      s = Dump(*p, &sink, o, &stats);
+    }
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(stats.threads, 4u);
+    EXPECT_GE(probe->most(), 2) << "the base's chunks were read one at a time";
+    Decoded d;
+    s = DecodeStream(sink.bytes(), base.get(), &d);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    const std::span<const uint8_t> want = p->bytes(1);
+    EXPECT_TRUE(d.objects[p->specs()[1].name] == std::vector<uint8_t>(want.begin(), want.end()));
+    // Every chunk of the nudged weights is coded against the base.
+    EXPECT_EQ(stats.base_delta_bytes, want.size());
+  }
+}
+
 //! Against a real stored base (a file, opened by OpenBaseStream through a
 //! counting source): references-only reads nothing of it after opening (its
 //! index and digests); full mode reads only the changed chunks' frames. The

@@ -6,6 +6,8 @@
 // refusing a missing, wrong or corrupt base with nothing written.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -17,7 +19,9 @@
 
 #include "streamer/base_stream.h"
 #include "streamer/decode_ahead.h"
+#include "streamer/file_device.h"
 #include "streamer/memory_budget.h"
+#include "streamer/pipeline.h"
 #include "streamer/stream_reader.h"
 #include "tests/fake_base_stream.h"
 #include "tests/incremental_fixture.h"
@@ -144,39 +148,6 @@ TEST(Incremental, ReadStreamRefusesTheWrongBase) {
   EXPECT_NE(s.message().find("wrong base"), std::string::npos) << s.ToString();
 }
 
-// A base that lets a ReadChunk call through only once another is in
-// progress beside it (or after `wait`): shows whether a reader resolves base
-// frames on more than one thread at once.
-class ConcurrencyProbe final : public testing::ForwardingBaseStream {
- public:
-  ConcurrencyProbe(std::shared_ptr<const BaseStream> inner, std::chrono::milliseconds wait)
-      : ForwardingBaseStream(std::move(inner)), wait_(wait) {}
-  Status ReadChunk(uint32_t object_id, uint64_t offset, std::span<uint8_t> out, BaseScratch& scratch,
-                   const Sha256Digest* sha256) const override {
-    {
-      std::unique_lock lock(mu_);
-      most_ = std::max(most_, ++inside_);
-      cv_.notify_all();
-      cv_.wait_for(lock, wait_, [&] { return most_ >= 2; });
-    }
-    Status s = ForwardingBaseStream::ReadChunk(object_id, offset, out, scratch, sha256);
-    std::lock_guard lock(mu_);
-    --inside_;
-    return s;
-  }
-  int most() const {
-    std::lock_guard lock(mu_);
-    return most_;
-  }
-
- private:
-  const std::chrono::milliseconds wait_;
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  mutable int inside_ = 0;  // guarded by mu_
-  mutable int most_ = 0;    // guarded by mu_
-};
-
 // unpack -o - reads incremental streams this way: BASE_REF and BASE_DELTA
 // frames are resolved on the decode-ahead threads, several at once, into
 // the bytes ReadStream gives, within the budget, which gets everything back.
@@ -207,6 +178,52 @@ TEST(Incremental, DecodeAheadResolvesBaseFramesOnSeveralThreads) {
     ASSERT_NE(probe, nullptr);
     EXPECT_GE(probe->most(), 2) << "the base frames were resolved one at a time";
     EXPECT_EQ(budget.in_use(), 0u);
+  }
+}
+
+// The restore graph (unpack) resolves base frames on its threads. A base on
+// S3 waits on a request per chunk, so with one asking for reads in flight
+// the graph runs at least that many threads, whatever -j says.
+TEST(Incremental, RestoreGraphKeepsAsManyBaseReadsInFlightAsTheBaseAsks) {
+  Chain chain;
+  const std::vector<uint8_t> bytes = ReadFileBytes(chain.pc);
+  for (unsigned asked : {1u, 4u}) {
+    SCOPED_TRACE("the base asks for " + std::to_string(asked) + " reads in flight");
+    std::shared_ptr<ConcurrencyProbe> probe;
+    PipelineOptions options;
+    options.threads = 1;
+    options.chunk_size = kChunk;
+    options.max_memory = 64 << 20;
+    options.open_base = [&, open = WithBase(chain.pb).open_base](
+                            const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+      Result<std::shared_ptr<const BaseStream>> base = open(d);
+      if (!base.ok()) return base.status();
+      probe = std::make_shared<ConcurrencyProbe>(*base, std::chrono::milliseconds(asked > 1 ? 2000 : 20), asked);
+      return std::shared_ptr<const BaseStream>(probe);
+    };
+    TempDir out;
+    FileDevice device("restore");
+    std::map<std::string, UniqueFd> files;
+    auto resolve = [&](const ObjectState& o) -> Result<RestoreTarget> {
+      UniqueFd fd(::open(out.File(o.metadata.name).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!fd.valid()) return Status::FromErrno("creating " + o.metadata.name, errno);
+      VF_ASSIGN_OR_RETURN(uint32_t bo, device.ImportFileRange(fd.get(), 0, o.size, o.metadata.name));
+      files[o.metadata.name] = std::move(fd);
+      return RestoreTarget{&device, bo, /*zero_filled=*/true};
+    };
+    MemorySource source(bytes);
+    PipelineStats stats;
+    Status s = RunRestore(&source, {&device}, resolve, options, &stats);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(ReadFileBytes(out.File("weights")), chain.c[0].bytes);
+    EXPECT_EQ(ReadFileBytes(out.File("copy")), chain.c[1].bytes);
+    ASSERT_NE(probe, nullptr);
+    EXPECT_EQ(stats.threads, asked);
+    if (asked > 1) {
+      EXPECT_GE(probe->most(), 2) << "the base frames were resolved one at a time";
+    } else {
+      EXPECT_EQ(probe->most(), 1);
+    }
   }
 }
 

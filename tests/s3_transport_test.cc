@@ -280,7 +280,7 @@ TEST_F(S3Fake, RangedReads) {
   EXPECT_TRUE(*back == data);
   EXPECT_EQ(server_.Count("GetObject"), 66 + 2);
 
-  auto object = NewS3RandomAccess(Client(), "blob");
+  auto object = NewS3RandomAccess(Client(), "blob", 8);
   ASSERT_TRUE(object.ok()) << object.status().ToString();
   EXPECT_EQ((*object)->Size(), data.size());
   std::vector<uint8_t> buf(5000);

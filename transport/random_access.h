@@ -34,6 +34,10 @@ class RandomAccessSource {
     return ReadAt(offset, data);
   }
   virtual std::string Describe() const = 0;
+  // How many ReadAt calls a reader should keep in flight to use the source
+  // well: 1 for a file or memory, where a read is a copy; more where each
+  // read waits on a request (S3: its concurrency setting).
+  virtual unsigned ConcurrentReads() const { return 1; }
 };
 
 // Reads exactly out.size() bytes at `offset`; Truncated, naming the source,
@@ -59,6 +63,7 @@ class CountingRandomAccess final : public RandomAccessSource {
     return Count(inner_->ReadAtUnlessCancelled(offset, data, cancel));
   }
   std::string Describe() const override { return inner_->Describe(); }
+  unsigned ConcurrentReads() const override { return inner_->ConcurrentReads(); }
 
   uint64_t bytes() const { return bytes_.load(); }
   uint64_t reads() const { return reads_.load(); }

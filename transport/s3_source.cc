@@ -18,10 +18,15 @@ using s3::Response;
 // One object: its size and ETag, and ranged GETs of it. Thread-safe.
 class S3Object final : public RandomAccessSource {
  public:
-  S3Object(std::shared_ptr<Client> client, std::string key, uint64_t size, std::string etag)
-      : client_(std::move(client)), key_(std::move(key)), size_(size), etag_(std::move(etag)) {}
+  S3Object(std::shared_ptr<Client> client, std::string key, uint64_t size, std::string etag, unsigned concurrent_reads)
+      : client_(std::move(client)),
+        key_(std::move(key)),
+        size_(size),
+        etag_(std::move(etag)),
+        concurrent_reads_(concurrent_reads) {}
 
-  static Result<std::unique_ptr<S3Object>> Open(std::shared_ptr<Client> client, const std::string& key) {
+  static Result<std::unique_ptr<S3Object>> Open(std::shared_ptr<Client> client, const std::string& key,
+                                                unsigned concurrent_reads) {
     Request head;
     head.method = "HEAD";
     head.key = key;
@@ -32,11 +37,12 @@ class S3Object final : public RandomAccessSource {
     uint64_t size = std::strtoull(length.c_str(), &end, 10);
     if (length.empty() || *end != '\0')
       return Status::IoError(client->Uri(key) + ": HEAD reply has no valid Content-Length ('" + length + "')");
-    return std::make_unique<S3Object>(std::move(client), key, size, response.Header("etag"));
+    return std::make_unique<S3Object>(std::move(client), key, size, response.Header("etag"), concurrent_reads);
   }
 
   uint64_t Size() const override { return size_; }
   std::string Describe() const override { return client_->Uri(key_); }
+  unsigned ConcurrentReads() const override { return concurrent_reads_; }
 
   // The bytes [offset, offset + size) (size > 0, within the object).
   Result<std::string> Fetch(uint64_t offset, uint64_t size, const std::atomic<bool>* cancel) const {
@@ -74,6 +80,7 @@ class S3Object final : public RandomAccessSource {
   std::string key_;
   uint64_t size_;
   std::string etag_;
+  const unsigned concurrent_reads_;
 };
 
 // The whole object as a stream: ranged GETs of range_size bytes (of half the
@@ -93,13 +100,14 @@ std::unique_ptr<ByteSource> NewObjectStream(std::shared_ptr<S3Object> object, co
 
 Result<std::unique_ptr<ByteSource>> NewS3Source(std::shared_ptr<Client> client, const std::string& key,
                                                 const S3Options& options) {
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<S3Object> object, S3Object::Open(std::move(client), key));
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<S3Object> object,
+                      S3Object::Open(std::move(client), key, s3::Concurrency(options)));
   return NewObjectStream(std::move(object), options);
 }
 
-Result<std::unique_ptr<RandomAccessSource>> NewS3RandomAccess(std::shared_ptr<Client> client,
-                                                              const std::string& key) {
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<S3Object> object, S3Object::Open(std::move(client), key));
+Result<std::unique_ptr<RandomAccessSource>> NewS3RandomAccess(std::shared_ptr<Client> client, const std::string& key,
+                                                              unsigned concurrent_reads) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<S3Object> object, S3Object::Open(std::move(client), key, concurrent_reads));
   return std::unique_ptr<RandomAccessSource>(std::move(object));
 }
 
@@ -112,7 +120,8 @@ Result<std::unique_ptr<ByteSource>> OpenS3Source(const std::string& bucket, cons
 Result<std::unique_ptr<RandomAccessSource>> OpenS3RandomAccess(const std::string& bucket, const std::string& key,
                                                                const S3Options& options) {
   VF_ASSIGN_OR_RETURN(s3::Config config, s3::LoadConfig(options));
-  return NewS3RandomAccess(std::make_shared<Client>(std::move(config), options, bucket), key);
+  return NewS3RandomAccess(std::make_shared<Client>(std::move(config), options, bucket), key,
+                           s3::Concurrency(options));
 }
 
 }  // namespace vramflow

@@ -28,7 +28,9 @@ Result<std::unique_ptr<RandomAccessSource>> OpenS3RandomAccess(const std::string
 // With an existing client (tests, or many objects in one bucket).
 Result<std::unique_ptr<ByteSource>> NewS3Source(std::shared_ptr<s3::Client> client, const std::string& key,
                                                 const S3Options& options);
+// `concurrent_reads` is what its ConcurrentReads() says (the requests in
+// flight its reader should keep: S3Options::concurrency).
 Result<std::unique_ptr<RandomAccessSource>> NewS3RandomAccess(std::shared_ptr<s3::Client> client,
-                                                              const std::string& key);
+                                                              const std::string& key, unsigned concurrent_reads);
 
 }  // namespace vramflow
