@@ -51,6 +51,7 @@ StreamId StreamIdFromTheBytes(const std::vector<uint8_t>& bytes) {
   }
   Result<SeekIndex> index = DecodeSeekIndex(seek_index);
   EXPECT_TRUE(index.ok()) << index.status().ToString();
+  if (!index.ok()) return {};
   Sha256Hasher id;
   id.Update(bytes.data(), kStreamHeaderSize);
   id.Update(seek_index);
