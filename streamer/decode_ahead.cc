@@ -17,6 +17,7 @@
 #include "common/hash.h"
 #include "streamer/base_frame.h"
 #include "streamer/pipeline_common.h"
+#include "streamer/pipeline_fit.h"
 #include "streamer/tbb_workers.h"
 
 namespace vramflow {
@@ -55,12 +56,17 @@ std::string FrameName(const FrameHeader& h, uint64_t at) {
 // and hands them on in order. A DATA chunk is decoded by the first thread
 // that claims it: the task started for it, or the reading thread when it
 // needs it next and nobody has started it.
+//
+// Its threads start at the first chunk to decode, once an incremental
+// stream's BASE frame has opened the base: as many as asked for, or as the
+// base asks to keep its reads in flight (a base on S3 waits on a request per
+// chunk), as far as the budget feeds them. The reading thread is one of them.
 class DecodeAheadVisitor final : public StreamVisitor {
  public:
   DecodeAheadVisitor(StreamVisitor* inner, unsigned threads, MemoryBudget* budget)
-      : inner_(inner), threads_(threads), window_(2 * size_t{threads}), budget_(budget) {}
+      : inner_(inner), asked_threads_(std::max(1u, threads)), window_(2 * size_t{asked_threads_}), budget_(budget) {}
   ~DecodeAheadVisitor() override {
-    tasks_->wait();  // a task may still point at a chunk
+    if (arena_) arena_->execute([&] { tasks_->wait(); });  // a task may still point at a chunk
     if (budget_) budget_->Refund(charged_);
   }
   DecodeAheadVisitor(const DecodeAheadVisitor&) = delete;
@@ -90,6 +96,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (kind != FrameKind::kData && kind != FrameKind::kZeroRun && kind != FrameKind::kDedupRef && !from_base)
       return Status::NotSupported(FrameKindName(e.header.kind) + " frames are not decoded ahead (read with one thread)");
     const bool decoded = kind == FrameKind::kData || from_base;
+    if (decoded && threads_ == 0) VF_RETURN_IF_ERROR(StartThreads(e.header));
     if (held_.size() >= window_) VF_RETURN_IF_ERROR(HandOn(1));
     HeldChunk* chunk = TakeSpare();
     if (decoded) {
@@ -118,7 +125,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (decoded) {
       c->data.resize(e.header.raw_size);
       c->state.store(HeldChunk::kQueued, std::memory_order_release);
-      tasks_->run([this, c] { Claim(*c); });
+      if (arena_) arena_->enqueue(tasks_->defer([this, c] { Claim(*c); }));
     } else {
       c->state.store(HeldChunk::kDone, std::memory_order_release);
     }
@@ -134,6 +141,30 @@ class DecodeAheadVisitor final : public StreamVisitor {
  private:
   static std::span<const uint8_t> Payload(const HeldChunk& c) {
     return c.in_place ? *c.in_place : std::span<const uint8_t>(c.payload);
+  }
+
+  // Decides how many threads decode, `h` being the first frame to decode,
+  // and starts them.
+  Status StartThreads(const FrameHeader& h) {
+    threads_ = asked_threads_;
+    if (base_ && base_->concurrent_reads() > threads_) {
+      // Each thread more: its decoder and base buffers, and two more frames
+      // held (payload and decoded bytes each).
+      const uint64_t raw = h.raw_size;
+      const uint64_t per_thread = ChunkDecoder::MemoryBytes(raw) +
+                                  BaseFrameBufferBytes(raw, base_->DescriptorForDependent().chain_length) + 4 * raw;
+      const unsigned fed = budget_ ? ThreadsTheBudgetFeeds(base_->concurrent_reads(), budget_->limit(),
+                                                           budget_->in_use(), per_thread, 0)
+                                   : base_->concurrent_reads();
+      threads_ = std::max(threads_, fed);
+    }
+    window_ = 2 * size_t{threads_};
+    if (threads_ == 1) return Status::Ok();  // the reading thread decodes each frame as it hands it on
+    allow_threads_ = AllowTbbThreads(threads_);
+    VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads_ - 1).WithContext("decoding ahead on " +
+                                                                     std::to_string(threads_) + " threads"));
+    arena_.emplace(static_cast<int>(threads_));
+    return Status::Ok();
   }
 
   // Hands on the first `count` held chunks, waiting for (or doing) their
@@ -247,8 +278,9 @@ class DecodeAheadVisitor final : public StreamVisitor {
   }
 
   StreamVisitor* inner_;
-  const unsigned threads_;
-  const size_t window_;  // chunks held at most
+  const unsigned asked_threads_;
+  unsigned threads_ = 0;  // decoding, the reading thread's included; 0 until StartThreads
+  size_t window_;         // chunks held at most
   MemoryBudget* budget_;
   uint64_t charged_ = 0;
   uint64_t decoder_raw_ = 0;  // the largest raw size the decoders' state is charged for
@@ -262,6 +294,10 @@ class DecodeAheadVisitor final : public StreamVisitor {
   std::vector<HeldChunk*> spare_;  // handed on; their buffers are reused
   oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders_;
   oneapi::tbb::enumerable_thread_specific<BaseFrameBuffers> base_buffers_;
+  // The other threads (none with one), started by StartThreads; outlive
+  // tasks_.
+  std::unique_ptr<oneapi::tbb::global_control> allow_threads_;
+  std::optional<oneapi::tbb::task_arena> arena_;
   // Behind a pointer: its destructor may throw, a visitor's may not (it is
   // waited for first, so it never does).
   std::unique_ptr<oneapi::tbb::task_group> tasks_ = std::make_unique<oneapi::tbb::task_group>();
@@ -305,32 +341,26 @@ Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const
   // ReadStream itself reads a stream whose header does not decode (for its
   // error), an incremental stream without a way to open its base (it fails
   // at the BASE frame, saying so), and a stream whose DIGEST_BLOCKs are to be
-  // checked (that takes every chunk's SHA-256 in stream order).
+  // checked (that takes every chunk's SHA-256 in stream order). With one
+  // thread, so does it any stream but an incremental one, whose base may ask
+  // for more threads.
   if (got < kStreamHeaderSize || !DecodeStreamHeader(header_bytes, &header).ok() ||
+      (options.threads <= 1 && !(header.flags & kStreamFlagBase)) ||
       ((header.flags & kStreamFlagBase) && !options.read.open_base) ||
       (options.read.check_digests && (header.flags & kStreamFlagIndexBlocks)))
     return ReadStream(replay, visitor, serial);
 
-  const unsigned threads = std::max(2u, options.threads);
-  std::optional<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
-  VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("decoding ahead on " + std::to_string(threads) +
-                                                                   " threads"));
-  oneapi::tbb::task_arena arena(static_cast<int>(threads));
   return ExceptionBoundary("the decode-ahead reader", [&] {
-    Status status;
-    arena.execute([&] {
-      DecodeAheadVisitor ahead(&visitor, threads, options.read.budget);
-      ReadOptions framing = options.read;
-      framing.decode = false;
-      if (options.read.open_base)  // the reader opens the base at the BASE frame; its chunks are resolved here
-        framing.open_base = [&](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
-          Result<std::shared_ptr<const BaseStream>> opened = options.read.open_base(d);
-          if (opened.ok()) ahead.SetBase(*opened);
-          return opened;
-        };
-      status = ReadStream(replay, ahead, framing);
-    });
-    return status;
+    DecodeAheadVisitor ahead(&visitor, options.threads, options.read.budget);
+    ReadOptions framing = options.read;
+    framing.decode = false;
+    if (options.read.open_base)  // the reader opens the base at the BASE frame; its chunks are resolved here
+      framing.open_base = [&](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+        Result<std::shared_ptr<const BaseStream>> opened = options.read.open_base(d);
+        if (opened.ok()) ahead.SetBase(*opened);
+        return opened;
+      };
+    return ReadStream(replay, ahead, framing);
   });
 }
 

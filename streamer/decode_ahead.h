@@ -20,6 +20,10 @@
 // opened by ReadStream at the BASE frame through `read.open_base`; its
 // BASE_REF and BASE_DELTA frames are then resolved against the base on the
 // decoding threads as DATA payloads are decoded (streamer/base_frame.h).
+// A base that asks for reads in flight (BaseStream::concurrent_reads: one
+// on S3 waits on a request per chunk) gets at least as many threads, as far
+// as the budget feeds them; they start at the first frame to decode, once
+// the BASE frame has opened the base.
 // ReadStream itself reads, serially, with `read`'s options: an incremental
 // stream without `read.open_base` (it fails at the BASE frame, saying the
 // base is needed), a stream whose DIGEST_BLOCKs are to be checked
@@ -40,8 +44,8 @@
 namespace vramflow {
 
 struct DecodeAheadOptions {
-  // Threads decoding, the caller's included (at least 2; with 1, call
-  // ReadStream).
+  // Threads decoding, the caller's included. With 1, ReadStream reads any
+  // stream but an incremental one (whose base may ask for more threads).
   unsigned threads = 2;
   // The reader's options: its budget (also charged for the frames decoded
   // ahead), and open_base for an incremental stream. `decode` is ignored:

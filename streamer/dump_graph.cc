@@ -285,7 +285,7 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   double write_seconds = 0;  // inside the serial write stage
   DmaCompleter completer(options.dma_timeout);
 
-  std::optional<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
+  std::unique_ptr<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
   // oneTBB cannot report a worker it fails to start (it aborts or stalls):
   // find out first whether they can start.
   VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("the dump graph with " + std::to_string(threads) +

@@ -6,6 +6,7 @@
 #include <oneapi/tbb/info.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -39,13 +40,13 @@ class ErrorLatch {
 // Asked for more threads than oneTBB runs by default (its CPUs, as the
 // affinity mask says, or a lower max_allowed_parallelism): oneTBB would cap
 // its workers (and print a warning) unless the limit is raised while the
-// graph runs. Holds the raised limit, or nothing.
-inline std::optional<oneapi::tbb::global_control> AllowTbbThreads(unsigned threads) {
-  std::optional<oneapi::tbb::global_control> allow;
+// graph runs. Holds the raised limit, or nothing. (Behind a pointer: a
+// global_control is registered at its address, so it must not be moved.)
+inline std::unique_ptr<oneapi::tbb::global_control> AllowTbbThreads(unsigned threads) {
   const auto allowed = oneapi::tbb::global_control::active_value(oneapi::tbb::global_control::max_allowed_parallelism);
   if (threads > static_cast<unsigned>(oneapi::tbb::info::default_concurrency()) || threads > allowed)
-    allow.emplace(oneapi::tbb::global_control::max_allowed_parallelism, threads);
-  return allow;
+    return std::make_unique<oneapi::tbb::global_control>(oneapi::tbb::global_control::max_allowed_parallelism, threads);
+  return nullptr;
 }
 
 }  // namespace vramflow

@@ -450,7 +450,7 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
   uint64_t done_bytes = 0;
   DmaCompleter completer(options.dma_timeout);
 
-  std::optional<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
+  std::unique_ptr<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
   double read_seconds = 0;  // inside the serial read stage
   // oneTBB cannot report a worker it fails to start (it aborts or stalls):
   // find out first whether they can start.

@@ -139,7 +139,7 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
     return "'" + inputs[item.input].metadata.name + "' at offset " + std::to_string(item.offset);
   };
 
-  std::optional<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
+  std::unique_ptr<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
   VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("packing in order with " + std::to_string(threads) +
                                                                    " threads"));
   oneapi::tbb::task_arena arena(static_cast<int>(threads));

@@ -146,15 +146,15 @@ class ForwardingBaseStream : public BaseStream {
   std::shared_ptr<const BaseStream> inner_;
 };
 
-// A base that lets a ReadChunk call through only once another is in
-// progress beside it (or after `wait`): shows whether a reader resolves base
-// frames on more than one thread at once. It asks for `concurrent_reads` in
+// A base that lets a ReadChunk call through only once `overlap` are in
+// progress at once (or after `wait`): shows whether a reader resolves base
+// frames on that many threads at once. It asks for `concurrent_reads` in
 // flight, as a base on S3 does.
 class ConcurrencyProbe final : public ForwardingBaseStream {
  public:
   ConcurrencyProbe(std::shared_ptr<const BaseStream> inner, std::chrono::milliseconds wait,
-                   unsigned concurrent_reads = 1)
-      : ForwardingBaseStream(std::move(inner)), wait_(wait), concurrent_reads_(concurrent_reads) {}
+                   unsigned concurrent_reads = 1, int overlap = 2)
+      : ForwardingBaseStream(std::move(inner)), wait_(wait), concurrent_reads_(concurrent_reads), overlap_(overlap) {}
   unsigned concurrent_reads() const override { return concurrent_reads_; }
   Status ReadChunk(uint32_t object_id, uint64_t offset, std::span<uint8_t> out, BaseScratch& scratch,
                    const Sha256Digest* sha256) const override {
@@ -162,7 +162,7 @@ class ConcurrencyProbe final : public ForwardingBaseStream {
       std::unique_lock lock(mu_);
       most_ = std::max(most_, ++inside_);
       cv_.notify_all();
-      cv_.wait_for(lock, wait_, [&] { return most_ >= 2; });
+      cv_.wait_for(lock, wait_, [&] { return most_ >= overlap_; });
     }
     Status s = ForwardingBaseStream::ReadChunk(object_id, offset, out, scratch, sha256);
     std::lock_guard lock(mu_);
@@ -177,6 +177,7 @@ class ConcurrencyProbe final : public ForwardingBaseStream {
  private:
   const std::chrono::milliseconds wait_;
   const unsigned concurrent_reads_;
+  const int overlap_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   mutable int inside_ = 0;  // guarded by mu_

@@ -181,6 +181,47 @@ TEST(Incremental, DecodeAheadResolvesBaseFramesOnSeveralThreads) {
   }
 }
 
+// Decoding ahead (unpack -o -) likewise: with one thread asked for, a base
+// that asks for 4 reads in flight has 4 of an object's 8 referenced chunks
+// read at once; one that asks for 1 (a file) is read by the one thread.
+TEST(Incremental, DecodeAheadKeepsAsManyBaseReadsInFlightAsTheBaseAsks) {
+  TempDir dir;
+  std::vector<PlannedObject> base(1), next(1);
+  base[0].metadata = ObjectMetadata{"weights", {}};
+  base[0].bytes = ModelBytes(DataKind::kFp32Weights, 8 * kChunk, 3);
+  next[0] = base[0];
+  for (uint64_t i = 0; i < 8; ++i) next[0].chunks.push_back({Plan::kRef, 1, i * kChunk});
+  const std::string base_path = dir.File("base.vfs");
+  WriteFileBytes(base_path, BuildStream(base, kChunk));
+  const BaseDescriptor descriptor = DescriptorOf(base_path, "base.vfs");
+  const std::vector<uint8_t> bytes = BuildStream(next, kChunk, &descriptor, &base);
+  for (unsigned asked : {1u, 4u}) {
+    SCOPED_TRACE("the base asks for " + std::to_string(asked) + " reads in flight");
+    std::shared_ptr<ConcurrencyProbe> probe;
+    ReadOptions options = WithBase(base_path);
+    options.check_digests = false;
+    MemoryBudget budget(64 << 20);
+    options.budget = &budget;
+    options.open_base = [&, open = options.open_base](
+                            const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+      Result<std::shared_ptr<const BaseStream>> opened = open(d);
+      if (!opened.ok()) return opened.status();
+      probe = std::make_shared<ConcurrencyProbe>(*opened, std::chrono::milliseconds(asked > 1 ? 2000 : 20), asked,
+                                                 static_cast<int>(asked));
+      return std::shared_ptr<const BaseStream>(probe);
+    };
+    MemorySource source(bytes);
+    Collect collect;
+    Status s = ReadStreamDecodingAhead(source, collect, DecodeAheadOptions{1, options});
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(collect.objects["weights"], base[0].bytes);
+    EXPECT_EQ(collect.base_chunks, 8);
+    ASSERT_NE(probe, nullptr);
+    EXPECT_EQ(probe->most(), static_cast<int>(asked));
+    EXPECT_EQ(budget.in_use(), 0u);
+  }
+}
+
 // The restore graph (unpack) resolves base frames on its threads. A base on
 // S3 waits on a request per chunk, so with one asking for reads in flight
 // the graph runs at least that many threads, whatever -j says.

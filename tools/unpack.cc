@@ -489,14 +489,14 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     MemoryBudget budget(pipeline.max_memory);
     SequentialVisitor visitor(fd, description, filter, &limit, &budget);
     // Decoding is what costs: with more than one thread, frames are
-    // decoded ahead in parallel and still written in order.
+    // decoded ahead in parallel and still written in order. An incremental
+    // stream's base on S3 asks for more threads, to keep its reads in flight.
     const unsigned threads = WithMachineDefaults(pipeline).threads;
     // Digests are left to `verify`, as the restore graph leaves them: the
     // bytes written are each checked by their own hash.
     const ReadOptions read{
         .decode = true, .budget = &budget, .open_base = pipeline.open_base, .check_digests = false};
-    VF_RETURN_IF_ERROR(threads > 1 ? ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, read})
-                                   : ReadStream(*source, visitor, read));
+    VF_RETURN_IF_ERROR(ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, read}));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
     report->raw_bytes = visitor.bytes();
