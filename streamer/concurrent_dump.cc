@@ -109,16 +109,17 @@ class ConcurrentDump::Engine {
     }
     VF_RETURN_IF_ERROR(CheckDumpBase(options_));
     // With a base: its index, held throughout, and each worker's buffers for
-    // reading and XORing base chunks (reserved for every thread the options
-    // ask for, then taken for those the plan runs).
-    uint64_t coder_reserve = 0;
-    if (options_.base) {
-      VF_RETURN_IF_ERROR(budget_.Charge(options_.base->memory_bytes(), "the base's index"));
-      coder_reserve = uint64_t{options_.threads} *
-                      BaseChunkCoder::MemoryBytes(*options_.base, options_.chunk_size, options_.base_refs_only);
-      VF_RETURN_IF_ERROR(budget_.Charge(coder_reserve, "reading and coding against the base's chunks"));
-    }
-    VF_ASSIGN_OR_RETURN(plan_, PlanOrderedDump(options_, 2ull * options_.threads + 6, &budget_));
+    // reading and XORing base chunks (charged by the plan for the workers it
+    // runs, then taken by their coders). A worker coding against a base on
+    // S3 waits for its chunk: as many workers as the base asks to keep reads
+    // in flight.
+    const uint64_t coder_bytes =
+        options_.base ? BaseChunkCoder::MemoryBytes(*options_.base, options_.chunk_size, options_.base_refs_only) : 0;
+    if (options_.base) VF_RETURN_IF_ERROR(budget_.Charge(options_.base->memory_bytes(), "the base's index"));
+    const unsigned wanted_threads =
+        ThreadsWithBaseReads(options_.threads, options_.base.get(), !options_.base_refs_only);
+    VF_ASSIGN_OR_RETURN(plan_,
+                        PlanOrderedDump(options_, wanted_threads, coder_bytes, 2ull * wanted_threads + 6, &budget_));
     for (size_t i = 0; i < plan_.items; ++i) {
       auto item = std::make_unique<Item>();
       VF_ASSIGN_OR_RETURN(item->raw, BudgetedBuffer::Allocate(&budget_, options_.chunk_size, "chunk buffer"));
@@ -128,7 +129,7 @@ class ConcurrentDump::Engine {
       items_.push_back(std::move(item));
     }
     if (options_.base) {
-      budget_.Refund(coder_reserve);
+      budget_.Refund(uint64_t{plan_.threads} * coder_bytes);
       for (unsigned i = 0; i < plan_.threads; ++i) {
         VF_ASSIGN_OR_RETURN(std::unique_ptr<BaseChunkCoder> coder,
                             BaseChunkCoder::Create(options_.base, options_.chunk_size, options_.base_refs_only, &budget_));
@@ -623,11 +624,7 @@ Result<std::unique_ptr<ConcurrentDump>> ConcurrentDump::Start(ByteSink* sink, co
                                                               size_t max_open_inputs) {
   std::unique_ptr<Engine> engine;
   VF_RETURN_IF_ERROR(ExceptionBoundary("dumping concurrent inputs", [&] {
-    PipelineOptions fitted = WithMachineDefaults(options);
-    // A worker coding against a base on S3 waits for its chunk: as many
-    // workers as the base asks to keep reads in flight.
-    fitted.threads = ThreadsWithBaseReads(fitted.threads, fitted.base.get(), !fitted.base_refs_only);
-    engine = std::make_unique<Engine>(sink, fitted, max_open_inputs);
+    engine = std::make_unique<Engine>(sink, WithMachineDefaults(options), max_open_inputs);
     return engine->Start();
   }));
   return std::unique_ptr<ConcurrentDump>(new ConcurrentDump(std::move(engine)));

@@ -26,11 +26,16 @@ struct OrderedDumpPlan {
   size_t items = 0;          // how many chunks may be in flight
 };
 
-// Fits `options.threads` (resolved, not 0) to `options.max_memory`, saying
-// so through options.note when fewer run, charges the threads' codec state
-// to `budget`, and picks `wanted_items` chunk buffers or as many as the rest
-// of the budget holds; fails when it holds fewer than two.
-Result<OrderedDumpPlan> PlanOrderedDump(const PipelineOptions& options, size_t wanted_items, MemoryBudget* budget);
+// Fits `wanted_threads` (at least `options.threads`, resolved, not 0: more
+// where a base on S3 asks for reads in flight) to `options.max_memory`, each
+// with its codec state and `thread_extra` bytes (reading and coding against
+// a base), saying so through options.note when fewer than options.threads
+// run. Charges both for the threads that run to `budget` (the caller refunds
+// `threads × thread_extra` as it builds what they are for), then picks
+// `wanted_items` chunk buffers or as many as the rest of the budget holds;
+// fails when it holds fewer than two.
+Result<OrderedDumpPlan> PlanOrderedDump(const PipelineOptions& options, unsigned wanted_threads,
+                                        uint64_t thread_extra, size_t wanted_items, MemoryBudget* budget);
 
 // The stream header of such a dump: options' chunk size, zstd level and
 // producer; a seek index when asked for and `sink` is Seekable().

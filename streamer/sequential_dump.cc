@@ -64,34 +64,30 @@ class FreeList {
 Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink, const PipelineOptions& requested,
                       PipelineStats* stats) {
   const auto start = std::chrono::steady_clock::now();
-  PipelineOptions fitted = WithMachineDefaults(requested);
-  // A thread coding against a base on S3 waits for its chunk: as many
-  // threads as the base asks to keep reads in flight.
-  fitted.threads = ThreadsWithBaseReads(fitted.threads, fitted.base.get(), !fitted.base_refs_only);
-  const PipelineOptions& options = fitted;
+  const PipelineOptions options = WithMachineDefaults(requested);
   const uint32_t chunk = options.chunk_size;
   VF_RETURN_IF_ERROR(CheckDumpBase(options));
+  // A thread coding against a base on S3 waits for its chunk: as many
+  // threads as the base asks to keep reads in flight.
+  const unsigned wanted_threads = ThreadsWithBaseReads(options.threads, options.base.get(), !options.base_refs_only);
 
   MemoryBudget budget(options.max_memory);
   // With a base: its index, held throughout, and each thread's buffers for
-  // reading and XORing base chunks (reserved for every thread the options
-  // ask for, then taken for those the plan runs).
-  uint64_t coder_reserve = 0;
-  if (options.base) {
-    VF_RETURN_IF_ERROR(budget.Charge(options.base->memory_bytes(), "the base's index"));
-    coder_reserve =
-        uint64_t{options.threads} * BaseChunkCoder::MemoryBytes(*options.base, chunk, options.base_refs_only);
-    VF_RETURN_IF_ERROR(budget.Charge(coder_reserve, "reading and coding against the base's chunks"));
-  }
+  // reading and XORing base chunks (charged by the plan for the threads it
+  // runs, then taken by their coders).
+  const uint64_t coder_bytes =
+      options.base ? BaseChunkCoder::MemoryBytes(*options.base, chunk, options.base_refs_only) : 0;
+  if (options.base) VF_RETURN_IF_ERROR(budget.Charge(options.base->memory_bytes(), "the base's index"));
   // Enough items for every thread to encode while the reader and the writer
   // work on others; fewer if the budget holds fewer, never under two.
-  VF_ASSIGN_OR_RETURN(const OrderedDumpPlan plan, PlanOrderedDump(options, 2ull * options.threads + 2, &budget));
+  VF_ASSIGN_OR_RETURN(const OrderedDumpPlan plan,
+                      PlanOrderedDump(options, wanted_threads, coder_bytes, 2ull * wanted_threads + 2, &budget));
   const unsigned threads = plan.threads;
   const size_t item_count = plan.items;
   std::vector<std::unique_ptr<BaseChunkCoder>> coders;
   FreeList<BaseChunkCoder> free_coders;
   if (options.base) {
-    budget.Refund(coder_reserve);
+    budget.Refund(uint64_t{threads} * coder_bytes);
     for (unsigned i = 0; i < threads; ++i) {
       VF_ASSIGN_OR_RETURN(std::unique_ptr<BaseChunkCoder> coder,
                           BaseChunkCoder::Create(options.base, chunk, options.base_refs_only, &budget));

@@ -678,43 +678,58 @@ TEST(IncrementalDump, InputsReadInOrderGetDigestsAndABase) {
   EXPECT_EQ(back.digest_blocks, 2u);  // a base brings digests
 }
 
+// Dumps object 1 of `p` (the master weights), through the graph or, with
+// `in_order`, as an input read in order.
+Status DumpWeights(SimProcess& p, bool in_order, const PipelineOptions& o, ByteSink* sink, PipelineStats* stats) {
+  if (!in_order) return Dump(p, sink, o, stats);
+  std::vector<SequentialInput> inputs(1);
+  inputs[0].metadata = ObjectMetadata{p.specs()[1].name, {}};
+  const std::span<const uint8_t> bytes = p.bytes(1);  // MemorySource reads it in place
+  inputs[0].open = [bytes]() -> Result<std::unique_ptr<ByteSource>> {
+    return std::unique_ptr<ByteSource>(std::make_unique<MemorySource>(bytes));
+  };
+  return RunSequentialDump(inputs, sink, o, stats);
+}
+
 //! A thread coding against the base waits for each base chunk it reads;
 //! where the base asks for reads in flight (on S3), the dump runs at least
 //! that many threads, whatever -j says, and their reads overlap: in the
-//! graph (RunDump) and in the dump of inputs read in order.
+//! graph (RunDump) and in the dump of inputs read in order. Where the budget
+//! feeds fewer than the base asks for, it runs as many as it feeds, and says
+//! nothing: no thread asked for (-j) was cut.
 TEST(IncrementalDump, ThreadsReadingTheBaseAreAsManyAsItAsks) {
   auto p = MakeProcess(Layout());
   auto base = BaseOf(*p);
   NudgeWords(*p, 1, 16);  // master-fp32: every chunk a delta, read from the base
-  for (bool in_order : {false, true}) {
-    SCOPED_TRACE(in_order ? "RunSequentialDump" : "RunDump");
-    auto probe = std::make_shared<testing::ConcurrencyProbe>(base, std::chrono::seconds(2), 4);
-    PipelineOptions o = Options(1);
-    o.base = probe;
-    StoredSink sink;
-    PipelineStats stats;
-    Status s;
-    if (in_order) {
-      std::vector<SequentialInput> inputs(1);
-      inputs[0].metadata = ObjectMetadata{p->specs()[1].name, {}};
-      const std::span<const uint8_t> bytes = p->bytes(1);  // MemorySource reads it in place
-      inputs[0].open = [bytes]() -> Result<std::unique_ptr<ByteSource>> {
-        return std::unique_ptr<ByteSource>(std::make_unique<MemorySource>(bytes));
-      };
-      s = RunSequentialDump(inputs, &sink, o, &stats);
-    } else {
-      s = Dump(*p, &sink, o, &stats);
+  for (unsigned asked : {4u, 256u}) {
+    for (bool in_order : {false, true}) {
+      SCOPED_TRACE(std::string(in_order ? "RunSequentialDump" : "RunDump") + ", the base asks for " +
+                   std::to_string(asked));
+      auto probe = std::make_shared<testing::ConcurrencyProbe>(base, std::chrono::seconds(2), asked);
+      PipelineOptions o = Options(1);
+      o.base = probe;
+      std::vector<std::string> notes;
+      o.note = [&](const std::string& note) { notes.push_back(note); };
+      StoredSink sink;
+      PipelineStats stats;
+      Status s = DumpWeights(*p, in_order, o, &sink, &stats);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      if (asked == 4) {
+        EXPECT_EQ(stats.threads, 4u);
+      } else {  // the 32 MiB budget feeds a few more than 4, far fewer than 256
+        EXPECT_GT(stats.threads, 4u);
+        EXPECT_LT(stats.threads, 64u);
+      }
+      EXPECT_TRUE(notes.empty()) << notes[0];
+      EXPECT_GE(probe->most(), 2) << "the base's chunks were read one at a time";
+      Decoded d;
+      s = DecodeStream(sink.bytes(), base.get(), &d);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      const std::span<const uint8_t> want = p->bytes(1);
+      EXPECT_TRUE(d.objects[p->specs()[1].name] == std::vector<uint8_t>(want.begin(), want.end()));
+      // Every chunk of the nudged weights is coded against the base.
+      EXPECT_EQ(stats.base_delta_bytes, want.size());
     }
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    EXPECT_EQ(stats.threads, 4u);
-    EXPECT_GE(probe->most(), 2) << "the base's chunks were read one at a time";
-    Decoded d;
-    s = DecodeStream(sink.bytes(), base.get(), &d);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    const std::span<const uint8_t> want = p->bytes(1);
-    EXPECT_TRUE(d.objects[p->specs()[1].name] == std::vector<uint8_t>(want.begin(), want.end()));
-    // Every chunk of the nudged weights is coded against the base.
-    EXPECT_EQ(stats.base_delta_bytes, want.size());
   }
 }
 
