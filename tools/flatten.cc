@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "codecs/chunk_codec.h"
+#include "streamer/decode_ahead.h"
 #include "streamer/memory_budget.h"
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
@@ -117,9 +118,15 @@ Status RunFlatten(const FlattenOptions& options, FlattenReport* report) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.output, transport));
   FlattenVisitor visitor(sink.get(), extra_window);
   MemoryBudget budget(reader_memory);
-  ReadOptions read{.decode = true, .budget = &budget,
-                   .open_base = BaseOpenerFor(options.bases, options.input, options.transport)};
-  Status status = ReadStream(*source, visitor, read);
+  // Checked as unpack checks: every chunk by its own hash, the base's bytes
+  // by their SHA-256; the stream's DIGEST_BLOCKs are left to verify. Read
+  // through the decode-ahead reader, with one thread for a base in a file,
+  // and as many as a base on S3 asks for to keep its reads in flight.
+  const ReadOptions read{.decode = true,
+                         .budget = &budget,
+                         .open_base = BaseOpenerFor(options.bases, options.input, options.transport),
+                         .check_digests = false};
+  Status status = ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{1, read});
   (void)source->Finish(status);
   VF_RETURN_IF_ERROR(status);
   if (report) {

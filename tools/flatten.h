@@ -3,8 +3,9 @@
 // (no base flag) holding every byte itself, each resolved through the base
 // chain and checked as a restore checks it (SHA-256 of the base's bytes,
 // XXH3 of the result). The input is read in order and written through a
-// StreamWriter as it goes, so memory stays bounded by one chunk and the
-// reader's records; DATA, ZERO_RUN and DEDUP_REF frames keep their payloads,
+// StreamWriter as it goes, so memory stays bounded by a few chunks and the
+// reader's records (a base on S3 has its chunks read several at once:
+// streamer/decode_ahead.h); DATA, ZERO_RUN and DEDUP_REF frames keep their payloads,
 // BASE_REF and BASE_DELTA chunks are encoded anew. A file output appears
 // only once complete (a temporary file renamed into place).
 #pragma once
