@@ -122,6 +122,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     chunk->status = Status::Ok();
     HeldChunk* c = chunk;
     held_.push_back(chunk);
+    delivering_ = chunk;
     if (decoded) {
       c->data.resize(e.header.raw_size);
       c->state.store(HeldChunk::kQueued, std::memory_order_release);
@@ -129,7 +130,9 @@ class DecodeAheadVisitor final : public StreamVisitor {
     } else {
       c->state.store(HeldChunk::kDone, std::memory_order_release);
     }
-    return HandOnDone();
+    Status handed = HandOnDone();
+    delivering_ = nullptr;
+    return handed;
   }
 
   const uint8_t* HeldInPlaceFrom() const override {
@@ -190,11 +193,11 @@ class DecodeAheadVisitor final : public StreamVisitor {
     VF_RETURN_IF_ERROR(c.status.WithContext(FrameName(c.header, c.stream_offset)));
     const bool from_base = FromBase(c.header.kind);
     const bool decoded = c.header.kind == static_cast<uint8_t>(FrameKind::kData) || from_base;
-    return inner_
-        ->OnChunk(ChunkEvent{c.header, c.stream_offset, *c.object, Payload(c),
-                             decoded ? std::span<const uint8_t>(c.data) : std::span<const uint8_t>(),
-                             c.has_ref ? &c.ref : nullptr, nullptr, from_base ? &c.base_ref : nullptr})
-        .WithContext(FrameName(c.header, c.stream_offset));
+    Status s = inner_->OnChunk(ChunkEvent{c.header, c.stream_offset, *c.object, Payload(c),
+                                          decoded ? std::span<const uint8_t>(c.data) : std::span<const uint8_t>(),
+                                          c.has_ref ? &c.ref : nullptr, nullptr, from_base ? &c.base_ref : nullptr});
+    // The reader names the frame it is delivering itself.
+    return &c == delivering_ ? s : s.WithContext(FrameName(c.header, c.stream_offset));
   }
 
   // Returns once `c` is decoded: decodes it here if nobody has started it,
@@ -291,6 +294,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
   // handed on (it then finds the chunk claimed, or claims its next use).
   std::vector<std::unique_ptr<HeldChunk>> chunks_;
   std::deque<HeldChunk*> held_;    // in stream order
+  const HeldChunk* delivering_ = nullptr;  // the chunk of the reader's OnChunk call under way
   std::vector<HeldChunk*> spare_;  // handed on; their buffers are reused
   oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders_;
   oneapi::tbb::enumerable_thread_specific<BaseFrameBuffers> base_buffers_;
