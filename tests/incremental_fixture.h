@@ -50,12 +50,13 @@ inline std::vector<uint8_t> ChunkOf(const std::vector<PlannedObject>& objects, u
 // base's own objects' bytes) the stream is incremental on it.
 inline std::vector<uint8_t> BuildStream(const std::vector<PlannedObject>& objects, uint32_t chunk_size,
                                         const BaseDescriptor* base = nullptr,
-                                        const std::vector<PlannedObject>* base_objects = nullptr) {
+                                        const std::vector<PlannedObject>* base_objects = nullptr,
+                                        uint32_t dedup_window = 1024) {
   MemorySink sink;
   StreamHeader header;
   header.chunk_size = chunk_size;
   header.flags = kStreamFlagSeekIndex | kStreamFlagIndexBlocks | kStreamFlagDedup;
-  header.dedup_window = 1024;
+  header.dedup_window = dedup_window;
   if (base) header.flags |= kStreamFlagBase;
   StreamWriter writer(&sink, header);
   if (base) writer.SetBase(*base);

@@ -463,6 +463,72 @@ TEST(Incremental, FlattenWritesASelfContainedStreamEqualToTheUnpack) {
     EXPECT_EQ(entry.path().filename().string().find(".vf-tmp-"), std::string::npos) << entry.path();
 }
 
+// A flat stream is a base like the incremental stream it came from: every
+// chunk's SHA-256 is in its DIGEST_BLOCKs (a DEDUP_REF's is that of the DATA
+// frame it names), so a dump against it may match by digests alone.
+TEST(Incremental, FlattenKeepsEveryChunksDigestForDumpsMatchingByDigests) {
+  TempDir dir;
+  std::vector<PlannedObject> base(1), next(2);
+  base[0].metadata = ObjectMetadata{"w", {}};
+  base[0].bytes = ModelBytes(DataKind::kFp32Weights, 4 * kChunk, 7);
+  next[0].metadata = base[0].metadata;
+  next[0].bytes = base[0].bytes;
+  next[0].bytes[kChunk + 5] ^= 1;                                          // chunk 1: a delta
+  for (size_t i = 2 * kChunk; i < 3 * kChunk; i += 13) next[0].bytes[i] ^= 1;  // chunk 2: new
+  std::fill(next[0].bytes.begin() + 3 * kChunk, next[0].bytes.end(), 0);    // chunk 3: zeros
+  next[0].chunks = {{Plan::kRef, 1, 0}, {Plan::kDelta, 1, kChunk}};
+  next[1].metadata = ObjectMetadata{"dup", {}};
+  next[1].bytes = ChunkOf(next, 1, 2 * kChunk, kChunk);
+  next[1].chunks = {{Plan::kDedup, 1, 2 * kChunk}};
+  WriteFileBytes(dir.File("base.vfs"), BuildStream(base, kChunk));
+  const BaseDescriptor descriptor = DescriptorOf(dir.File("base.vfs"), "base.vfs");
+  WriteFileBytes(dir.File("inc.vfs"), BuildStream(next, kChunk, &descriptor, &base));
+
+  int rc = 0;
+  std::string out = Cli("flatten " + dir.File("inc.vfs") + " -o " + dir.File("flat.vfs"), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  Result<std::shared_ptr<const BaseStream>> flat = OpenBaseStream(dir.File("flat.vfs"), FileBaseOptions());
+  ASSERT_TRUE(flat.ok()) << flat.status().ToString();
+  ASSERT_TRUE((*flat)->has_digests());
+  for (uint64_t offset : {uint64_t{0}, uint64_t{kChunk}, uint64_t{2 * kChunk}})
+    EXPECT_EQ((*flat)->StoredDigest(1, offset), Sha256(ChunkOf(next, 1, offset, kChunk))) << "offset " << offset;
+  EXPECT_EQ((*flat)->StoredDigest(2, 0), Sha256(next[1].bytes));
+  out = Cli("verify " + dir.File("flat.vfs"), &rc);  // checks every digest against the bytes
+  ASSERT_EQ(rc, 0) << out;
+
+  // The same objects packed against the flat stream, matched by digests:
+  // all but the zeros referenced, and they unpack byte-exact.
+  std::filesystem::create_directories(dir.File("objects"));
+  WriteFileBytes(dir.File("objects/w"), next[0].bytes);
+  WriteFileBytes(dir.File("objects/dup"), next[1].bytes);
+  out = Cli("pack " + dir.File("objects/w") + " " + dir.File("objects/dup") + " --base " + dir.File("flat.vfs") +
+                " --base-refs-only --chunk-size " + std::to_string(kChunk) + " -o " + dir.File("again.vfs"),
+            &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("0 B new"), std::string::npos) << out;
+  out = Cli("unpack " + dir.File("again.vfs") + " -o " + dir.File("again/"), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(ReadFileBytes(dir.File("again/w")), next[0].bytes);
+  EXPECT_EQ(ReadFileBytes(dir.File("again/dup")), next[1].bytes);
+
+  // With a dedup window of 2 DATA frames, only the last two keep their
+  // digests: a DEDUP_REF to the older of them still gets one.
+  std::vector<PlannedObject> windowed = next;
+  windowed[0].bytes = ModelBytes(DataKind::kFp32Weights, 4 * kChunk, 8);
+  std::copy_n(base[0].bytes.begin(), kChunk, windowed[0].bytes.begin());
+  windowed[0].chunks = {{Plan::kRef, 1, 0}};  // then three DATA frames
+  windowed[1].bytes = ChunkOf(windowed, 1, 2 * kChunk, kChunk);
+  windowed[1].chunks = {{Plan::kDedup, 1, 2 * kChunk}};
+  WriteFileBytes(dir.File("windowed.vfs"), BuildStream(windowed, kChunk, &descriptor, &base, /*dedup_window=*/2));
+  out = Cli("flatten " + dir.File("windowed.vfs") + " -o " + dir.File("windowed-flat.vfs"), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  out = Cli("verify " + dir.File("windowed-flat.vfs"), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  flat = OpenBaseStream(dir.File("windowed-flat.vfs"), FileBaseOptions());
+  ASSERT_TRUE(flat.ok()) << flat.status().ToString();
+  EXPECT_EQ((*flat)->StoredDigest(2, 0), Sha256(windowed[1].bytes));
+}
+
 TEST(Incremental, InspectShowsTheBaseTheIdAndWhereTheBytesComeFrom) {
   Chain chain;
   // Without the base at hand: inspect reads only the stream's index, or

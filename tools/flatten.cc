@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "tools/flatten.h"
 
+#include <deque>
 #include <map>
 #include <memory>
 
 #include "codecs/chunk_codec.h"
+#include "common/sha256.h"
 #include "streamer/decode_ahead.h"
 #include "streamer/memory_budget.h"
 #include "streamer/seek_index.h"
@@ -16,13 +18,24 @@
 namespace vramflow {
 namespace {
 
+// Writes the flat stream with every chunk's SHA-256 in DIGEST_BLOCKs, as
+// every incremental stream has them, so that it can in turn be a base
+// matched by digests alone (--base-refs-only). A DEDUP_REF's digest is that
+// of the DATA frame it names: the input's last dedup_window DATA frames keep
+// theirs (a DEDUP_REF names one of them). A stream of an earlier writer
+// whose references may name any earlier frame (dedup window 0) gets none.
 class FlattenVisitor final : public StreamVisitor {
  public:
-  FlattenVisitor(ByteSink* sink, uint64_t extra_dedup_window) : sink_(sink), extra_window_(extra_dedup_window) {}
+  FlattenVisitor(ByteSink* sink, uint64_t extra_dedup_window, MemoryBudget* budget)
+      : sink_(sink), extra_window_(extra_dedup_window), budget_(budget) {}
+  ~FlattenVisitor() override { budget_->Refund(charged_); }
+  FlattenVisitor(const FlattenVisitor&) = delete;
+  FlattenVisitor& operator=(const FlattenVisitor&) = delete;
 
   Status OnStreamHeader(const StreamHeader& h) override {
     StreamHeader out = h;
     out.flags &= ~kStreamFlagBase;
+    bool digests = true;
     if (out.flags & kStreamFlagDedup) {
       // Chunks that were references become DATA frames, so a DEDUP_REF may
       // now lie further back from its DATA frame by as many.
@@ -31,8 +44,17 @@ class FlattenVisitor final : public StreamVisitor {
         return Status::NotSupported("flattening would need a dedup window of " + std::to_string(window) +
                                     " DATA frames, more than the format allows");
       if (h.dedup_window != 0) out.dedup_window = static_cast<uint32_t>(window);
+      digests = h.dedup_window != 0;
+      if (digests) {
+        const uint64_t bytes = uint64_t{h.dedup_window} * kKeptDigestBytes;
+        VF_RETURN_IF_ERROR(budget_->Charge(bytes, "the digests of the last " + std::to_string(h.dedup_window) +
+                                                      " DATA frames (the stream's dedup window)"));
+        charged_ += bytes;
+        digest_window_ = h.dedup_window;
+      }
     }
     writer_ = std::make_unique<StreamWriter>(sink_, out);
+    writer_->SetChunkDigests(digests);
     return writer_->Start();
   }
   Status OnObjectBegin(const ObjectState& o) override {
@@ -43,28 +65,42 @@ class FlattenVisitor final : public StreamVisitor {
   Status OnChunk(const ChunkEvent& e) override {
     const FrameHeader& h = e.header;
     const uint32_t id = ids_.at(h.object_id);
+    const bool digests = writer_->chunk_digests();
     EncodedChunk chunk;
     switch (static_cast<FrameKind>(h.kind)) {
-      case FrameKind::kData:
+      case FrameKind::kData: {
+        if (e.data.size() != h.raw_size) return Status::Internal("a DATA frame without its decoded bytes");
         chunk.codec = static_cast<CodecId>(h.codec);
         chunk.transform = static_cast<TransformId>(h.transform);
         chunk.raw_hash = h.raw_hash;
         chunk.payload = e.payload;
-        return writer_->AddChunk(id, h.offset, h.raw_size, chunk);
+        const Sha256Digest sha256 = digests ? Sha256(e.data) : Sha256Digest{};
+        VF_RETURN_IF_ERROR(writer_->AddChunk(id, h.offset, h.raw_size, chunk, digests ? &sha256 : nullptr));
+        KeepDigest(id, h.offset, sha256);
+        return Status::Ok();
+      }
       case FrameKind::kZeroRun:
         chunk.zero_run = true;
         return writer_->AddChunk(id, h.offset, h.raw_size, chunk);
       case FrameKind::kDedupRef: {
         DedupRef ref = *e.dedup;
         ref.source_object_id = ids_.at(ref.source_object_id);
-        return writer_->AddDedupRef(id, h.offset, h.raw_size, h.raw_hash, ref);
+        const Sha256Digest* sha256 = nullptr;
+        if (digests) {
+          auto named = digests_.find({ref.source_object_id, ref.source_offset});
+          if (named == digests_.end()) return Status::Internal("a DEDUP_REF to a DATA frame outside the dedup window");
+          sha256 = &named->second;
+        }
+        return writer_->AddDedupRef(id, h.offset, h.raw_size, h.raw_hash, ref, sha256);
       }
       case FrameKind::kBaseRef:
-      case FrameKind::kBaseDelta:
+      case FrameKind::kBaseDelta: {
         if (e.data.size() != h.raw_size) return Status::Internal("a base reference without its bytes");
         resolved_ += h.raw_size;
         VF_RETURN_IF_ERROR(encoder_.Encode(e.data, &chunk));
-        return writer_->AddChunk(id, h.offset, h.raw_size, chunk);
+        const Sha256Digest sha256 = digests ? Sha256(e.data) : Sha256Digest{};
+        return writer_->AddChunk(id, h.offset, h.raw_size, chunk, digests ? &sha256 : nullptr);
+      }
       default:
         return Status::Internal("unexpected chunk kind");
     }
@@ -83,8 +119,30 @@ class FlattenVisitor final : public StreamVisitor {
   uint64_t written() const { return writer_ ? writer_->bytes_written() : 0; }
 
  private:
+  // What keeping one DATA frame's digest costs: the map's node with its
+  // key and digest, and the key again in kept_.
+  static constexpr uint64_t kKeptDigestBytes = 128;
+
+  // A DATA frame of the input (its id and offset in the flat stream) and
+  // its digest, for the DEDUP_REFs that may name it: the last
+  // digest_window_ of them.
+  void KeepDigest(uint32_t id, uint64_t offset, const Sha256Digest& sha256) {
+    if (digest_window_ == 0) return;
+    if (kept_.size() == digest_window_) {
+      digests_.erase(kept_.front());
+      kept_.pop_front();
+    }
+    kept_.push_back({id, offset});
+    digests_[kept_.back()] = sha256;
+  }
+
   ByteSink* sink_;
   uint64_t extra_window_;
+  MemoryBudget* budget_;
+  uint64_t charged_ = 0;
+  uint64_t digest_window_ = 0;  // the input's DATA frames a DEDUP_REF may name; 0: none kept
+  std::map<std::pair<uint32_t, uint64_t>, Sha256Digest> digests_;  // by (object id, offset)
+  std::deque<std::pair<uint32_t, uint64_t>> kept_;                 // digests_'s keys, oldest first
   std::unique_ptr<StreamWriter> writer_;
   ChunkEncoder encoder_{EncoderOptions{}};
   std::map<uint32_t, uint32_t> ids_;  // input object id -> output object id (objects of the stream)
@@ -116,8 +174,8 @@ Status RunFlatten(const FlattenOptions& options, FlattenReport* report) {
   const uint64_t extra_window = BaseReferenceCount(options.input, transport);
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.output, transport));
-  FlattenVisitor visitor(sink.get(), extra_window);
   MemoryBudget budget(reader_memory);
+  FlattenVisitor visitor(sink.get(), extra_window, &budget);
   // Checked as unpack checks: every chunk by its own hash, the base's bytes
   // by their SHA-256; the stream's DIGEST_BLOCKs are left to verify. Read
   // through the decode-ahead reader, with one thread for a base in a file,

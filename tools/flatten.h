@@ -6,8 +6,10 @@
 // StreamWriter as it goes, so memory stays bounded by a few chunks and the
 // reader's records (a base on S3 has its chunks read several at once:
 // streamer/decode_ahead.h); DATA, ZERO_RUN and DEDUP_REF frames keep their payloads,
-// BASE_REF and BASE_DELTA chunks are encoded anew. A file output appears
-// only once complete (a temporary file renamed into place).
+// BASE_REF and BASE_DELTA chunks are encoded anew. Every chunk's SHA-256
+// goes into the output's DIGEST_BLOCKs, so that it can be a base matched by
+// digests alone. A file output appears only once complete (a temporary file
+// renamed into place).
 #pragma once
 
 #include <cstdint>
