@@ -35,8 +35,8 @@ class FlattenVisitor final : public StreamVisitor {
   Status OnStreamHeader(const StreamHeader& h) override {
     StreamHeader out = h;
     out.flags &= ~kStreamFlagBase;
-    bool digests = true;
-    if (out.flags & kStreamFlagDedup) {
+    const bool dedup = out.flags & kStreamFlagDedup;
+    if (dedup) {
       // Chunks that were references become DATA frames, so a DEDUP_REF may
       // now lie further back from its DATA frame by as many.
       const uint64_t window = uint64_t{h.dedup_window} + extra_window_;
@@ -44,17 +44,16 @@ class FlattenVisitor final : public StreamVisitor {
         return Status::NotSupported("flattening would need a dedup window of " + std::to_string(window) +
                                     " DATA frames, more than the format allows");
       if (h.dedup_window != 0) out.dedup_window = static_cast<uint32_t>(window);
-      digests = h.dedup_window != 0;
-      if (digests) {
-        const uint64_t bytes = uint64_t{h.dedup_window} * kKeptDigestBytes;
-        VF_RETURN_IF_ERROR(budget_->Charge(bytes, "the digests of the last " + std::to_string(h.dedup_window) +
-                                                      " DATA frames (the stream's dedup window)"));
-        charged_ += bytes;
-        digest_window_ = h.dedup_window;
-      }
     }
     writer_ = std::make_unique<StreamWriter>(sink_, out);
-    writer_->SetChunkDigests(digests);
+    writer_->SetChunkDigests(!dedup || h.dedup_window != 0);
+    if (dedup && writer_->chunk_digests()) {  // indexed, as its input is
+      const uint64_t bytes = uint64_t{h.dedup_window} * kKeptDigestBytes;
+      VF_RETURN_IF_ERROR(budget_->Charge(bytes, "the digests of the last " + std::to_string(h.dedup_window) +
+                                                    " DATA frames (the stream's dedup window)"));
+      charged_ += bytes;
+      digest_window_ = h.dedup_window;
+    }
     return writer_->Start();
   }
   Status OnObjectBegin(const ObjectState& o) override {
