@@ -127,6 +127,11 @@ void FakeS3::Arm(const std::string& op, Fault fault, int times) {
   faults_[op].emplace_back(fault, times);
 }
 
+void FakeS3::SetOpaqueETags(bool opaque) {
+  std::lock_guard lock(mu_);
+  opaque_etags_ = opaque;
+}
+
 void FakeS3::SetEmptyCompleteETag(bool empty) {
   std::lock_guard<std::mutex> lock(mu_);
   empty_complete_etag_ = empty;
@@ -374,12 +379,28 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
 }
 
 // Carries out an accepted request; called with mu_ held.
+std::string FakeS3::PartETag(const std::string& data) const {
+  return "\"" + (opaque_etags_ ? s3::Md5Hex(Bytes("sse-kms:" + data)) : s3::Md5Hex(Bytes(data))) + "\"";
+}
+
+namespace {
+
+// The request's user metadata (x-amz-meta-*), which S3 stores with the object.
+std::map<std::string, std::string> UserMetadata(const std::map<std::string, std::string>& headers) {
+  std::map<std::string, std::string> metadata;
+  for (const auto& [name, value] : headers)
+    if (name.rfind("x-amz-meta-", 0) == 0) metadata[name] = value;
+  return metadata;
+}
+
+}  // namespace
+
 FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
   Reply reply;
   auto error = [](int status, const std::string& code) { return Reply{status, ErrorXml(code, code), {}, {}}; };
   if (op == "CreateMultipartUpload") {
     std::string id = "upload-" + std::to_string(next_upload_++);
-    uploads_[id] = Upload{r.path, {}};
+    uploads_[id] = Upload{r.path, {}, UserMetadata(r.headers)};
     reply.body = "<?xml version=\"1.0\"?><InitiateMultipartUploadResult><UploadId>" + id +
                  "</UploadId></InitiateMultipartUploadResult>";
     return reply;
@@ -387,9 +408,10 @@ FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
   if (op == "UploadPart" || op == "PutObject") {
     std::string md5 = r.Header("content-md5");
     if (!md5.empty() && md5 != s3::Md5Base64(Bytes(r.body))) return error(400, "BadDigest");
-    std::string etag = "\"" + s3::Md5Hex(Bytes(r.body)) + "\"";
+    std::string etag = PartETag(r.body);
     if (op == "PutObject") {
       objects_[r.path] = r.body;
+      object_metadata_[r.path] = UserMetadata(r.headers);
       multipart_etags_.erase(r.path);
     } else {
       auto it = uploads_.find(r.query.at("uploadId"));
@@ -414,13 +436,15 @@ FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
     std::vector<size_t> sizes;
     for (size_t i = 0; i < numbers.size(); ++i) {
       auto part = it->second.parts.find(std::stoi(numbers[i]));
-      if (part == it->second.parts.end() || etags[i] != "\"" + s3::Md5Hex(Bytes(part->second)) + "\"")
-        return error(400, "InvalidPart");
+      if (part == it->second.parts.end() || etags[i] != PartETag(part->second)) return error(400, "InvalidPart");
       object += part->second;
       sizes.push_back(part->second.size());
     }
-    const std::string object_etag = s3::MultipartETag(etags);
+    const std::string object_etag = opaque_etags_ ? "\"" + s3::Md5Hex(Bytes("sse-kms:" + object)) + "-" +
+                                                        std::to_string(numbers.size()) + "\""
+                                                  : s3::MultipartETag(etags);
     objects_[it->second.bucket_key] = object;
+    object_metadata_[it->second.bucket_key] = it->second.metadata;
     multipart_etags_[it->second.bucket_key] = object_etag;
     last_part_sizes_ = sizes;
     uploads_.erase(it);
@@ -447,8 +471,9 @@ FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
   if (it == objects_.end()) return error(404, "NoSuchKey");
   const std::string& data = it->second;
   auto multipart = multipart_etags_.find(r.path);
-  std::string etag = multipart != multipart_etags_.end() ? multipart->second : "\"" + s3::Md5Hex(Bytes(data)) + "\"";
+  std::string etag = multipart != multipart_etags_.end() ? multipart->second : PartETag(data);
   reply.headers.emplace_back("ETag", etag);
+  for (const auto& [name, value] : object_metadata_[r.path]) reply.headers.emplace_back(name, value);
   if (op == "HeadObject") {
     reply.content_length_override = data.size();
     return reply;

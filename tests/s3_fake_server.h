@@ -61,6 +61,10 @@ class FakeS3 {
   int Rejected(const std::string& code) const;
   // Complete replies with <ETag></ETag>, as Ceph RGW 16 does.
   void SetEmptyCompleteETag(bool empty);
+  // ETags that are no MD5 of the bytes, as under SSE-KMS: a part's and a
+  // completed object's are opaque (a client cannot derive the object's from
+  // the parts').
+  void SetOpaqueETags(bool opaque);
   void SetRepeatedComplete(RepeatedComplete answer);
 
   std::optional<std::string> Object(const std::string& bucket_key) const;
@@ -84,7 +88,10 @@ class FakeS3 {
   struct Upload {
     std::string bucket_key;
     std::map<int, std::string> parts;
+    std::map<std::string, std::string> metadata;  // x-amz-meta-* of the Create, for the object
   };
+  // A part's ETag: the MD5 of its bytes, or with opaque ETags another digest.
+  std::string PartETag(const std::string& data) const;
 
   void AcceptLoop();
   void Serve(int fd);
@@ -105,6 +112,7 @@ class FakeS3 {
   std::vector<std::thread> connections_;          // GUARDED_BY(mu_)
   std::vector<int> connection_fds_;               // GUARDED_BY(mu_)
   std::map<std::string, std::string> objects_;    // GUARDED_BY(mu_)
+  std::map<std::string, std::map<std::string, std::string>> object_metadata_;  // GUARDED_BY(mu_), x-amz-meta-*
   std::map<std::string, std::string> multipart_etags_;  // GUARDED_BY(mu_), by bucket/key
   std::map<std::string, std::string> completed_uploads_;  // GUARDED_BY(mu_), id -> the Complete's reply body
   RepeatedComplete repeated_complete_ = RepeatedComplete::kNoSuchUpload404;  // GUARDED_BY(mu_)
@@ -116,6 +124,7 @@ class FakeS3 {
   std::map<std::string, int> rejected_;           // GUARDED_BY(mu_)
   std::vector<size_t> last_part_sizes_;           // GUARDED_BY(mu_)
   bool empty_complete_etag_ = false;              // GUARDED_BY(mu_)
+  bool opaque_etags_ = false;                     // GUARDED_BY(mu_)
   int next_upload_ = 1;                           // GUARDED_BY(mu_)
   std::atomic<int> concurrent_{0};
   std::atomic<int> max_concurrent_{0};

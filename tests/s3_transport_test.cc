@@ -236,6 +236,30 @@ TEST_F(S3Fake, FailedCompleteStandsUnlessTheObjectIsTheStream) {
   EXPECT_EQ(server_.OpenUploads(), 0u);
 }
 
+//! Under SSE-KMS no client can derive a completed object's ETag from its
+//! parts'. A Complete whose reply was lost is still confirmed by HEAD: the
+//! object carries this upload's token (its user metadata). An identical
+//! object uploaded before carries another token: a failed Complete stands.
+TEST_F(S3Fake, LostCompleteUnderSseKmsIsConfirmedByTheUploadsToken) {
+  server_.SetOpaqueETags(true);
+  server_.SetRepeatedComplete(FakeS3::RepeatedComplete::kNoSuchUpload404);
+  server_.Arm("CompleteMultipartUpload", Fault::kLoseReply, 1);
+  auto data = RandomBytes(300 << 10, 13);
+  Status s = Upload("kms", data);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(server_.Object("bkt/kms").value_or(""), AsString(data));
+  EXPECT_EQ(server_.Count("HeadObject"), 1);
+  EXPECT_EQ(server_.OpenUploads(), 0u);
+
+  const int attempts = static_cast<int>(options_.retries) + 1;  // every attempt of one Complete
+  server_.Arm("CompleteMultipartUpload", Fault::kInternalError500, attempts);
+  s = Upload("kms", data);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("CompleteMultipartUpload"), std::string::npos) << s.message();
+  EXPECT_EQ(server_.Count("HeadObject"), 2);
+  EXPECT_EQ(server_.OpenUploads(), 0u);
+}
+
 //! A sink destroyed without Commit() aborts its upload.
 TEST_F(S3Fake, UncommittedSinkAborts) {
   {

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <future>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -22,6 +24,21 @@ namespace {
 using s3::Client;
 using s3::Request;
 using s3::Response;
+
+// User metadata set on each multipart upload: a token of 128 random bits
+// that only this upload's object carries.
+constexpr char kUploadTokenHeader[] = "x-amz-meta-vramflow-upload";
+
+std::string UploadToken() {
+  std::random_device random;
+  std::string token;
+  char word[9];
+  for (int i = 0; i < 4; ++i) {
+    std::snprintf(word, sizeof word, "%08x", static_cast<unsigned>(random()));
+    token += word;
+  }
+  return token;
+}
 
 // A part on its way up: its future yields the part's ETag.
 struct InFlight {
@@ -219,6 +236,10 @@ class S3Sink final : public ByteSink {
     r.method = "POST";
     r.key = key_;
     r.query = {{"uploads", ""}};
+    // S3 stores it with the completed object, so that HEAD can tell this
+    // upload's object from any other (CompletedAfterAll).
+    upload_token_ = UploadToken();
+    r.headers = {{kUploadTokenHeader, upload_token_}};
     r.what = "CreateMultipartUpload";
     Result<Response> response = client_->Send(r, &cancel_);
     std::optional<std::string> id;
@@ -352,21 +373,22 @@ class S3Sink final : public ByteSink {
   // Send() retries a Complete whose reply was lost. Where the lost attempt
   // completed the upload, AWS and Ceph RGW answer the retry as they did the
   // first, but MinIO answers 404 NoSuchUpload, and the retries may run out
-  // on a flaky network. So before `failure` stands, HEAD the object: when it holds what the parts
-  // make (their total size, and the ETag S3 derives from the parts' ETags)
-  // the stream is there, whole, and the upload is done. Its id is then
-  // aborted, best effort: an upload already completed answers 404, and one
-  // still open (an identical object was there before) goes. Where the parts'
-  // ETags give no object ETag (SSE-KMS, SSE-C), `failure` stands.
+  // on a flaky network. So before `failure` stands, HEAD the object: when it
+  // has the size written, and either this upload's token (its user metadata)
+  // or the ETag S3 derives from the parts' ETags (none under SSE-KMS, whose
+  // ETags are no MD5s), the stream is there, whole, and the upload is done.
+  // Its id is then aborted, best effort: an upload already completed answers
+  // 404, and one still open (an identical object was there before) goes.
   Status CompletedAfterAll(const Status& failure) {
     if (failure.code() == Status::Code::kCancelled) return failure;
-    const std::string expected = s3::MultipartETag(etags_);
-    if (expected.empty()) return failure;
     Result<Response> confirm =
         client_->Send(HeadRequest(key_, "HeadObject (after CompleteMultipartUpload failed)", {404}), &cancel_);
-    if (!confirm.ok() || confirm->status != 200 || confirm->Header("etag") != expected ||
-        confirm->Header("content-length") != std::to_string(position_))
+    if (!confirm.ok() || confirm->status != 200 || confirm->Header("content-length") != std::to_string(position_))
       return failure;
+    const std::string derived = s3::MultipartETag(etags_);
+    const bool ours = confirm->Header(kUploadTokenHeader) == upload_token_ ||
+                      (!derived.empty() && confirm->Header("etag") == derived);
+    if (!ours) return failure;
     // NoSuchUpload: the lost attempt completed it.
     const Request abort = AbortRequest(key_, upload_id_, /*absent_is_answer=*/true,
                                        "AbortMultipartUpload (after the object was found complete)");
@@ -389,6 +411,7 @@ class S3Sink final : public ByteSink {
   std::atomic<bool> cancel_{false};
 
   std::string upload_id_;  // "" until the first part is full
+  std::string upload_token_;  // this upload's kUploadTokenHeader
   std::vector<uint8_t> buffer_;
   uint64_t part_size_ = 0;  // of the part in buffer_
   uint32_t next_part_ = 1;
