@@ -59,6 +59,8 @@ pack signplanes-lz4 --codec lz4 --transform fp8 fp8.bin
 pack auto-all --codec auto adam-m.bin adam-v.bin zeros.bin random.bin odd.bin text.bin
 pack single-zeros zeros.bin
 pack single-random --codec auto random.bin
+# DIGEST_BLOCKs in a stream that needs no base: checked by every reader, decoding ahead too.
+pack digests --digests bf16.bin mixed.bin odd.bin
 "$bin" pack -q --force --chunk-size 4K --name 'weights/layer.0/bf16' -o "$corpus/stdin.vfs" - < bf16.bin
 "$bin" pack -q --force --chunk-size 4K --name empty -o "$corpus/empty-object.vfs" - < /dev/null
 mkdir -p legacy

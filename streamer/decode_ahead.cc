@@ -15,7 +15,9 @@
 #include "codecs/chunk_codec.h"
 #include "common/exception_boundary.h"
 #include "common/hash.h"
+#include "common/sha256.h"
 #include "streamer/base_frame.h"
+#include "streamer/digest_block.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
 #include "streamer/tbb_workers.h"
@@ -39,9 +41,18 @@ struct HeldChunk {
   DedupRef ref;
   bool has_ref = false;
   BaseChunkRef base_ref;  // BASE_REF, BASE_DELTA: the base's chunk they name
+  bool wants_digest = false;  // ChunkEvent::digest_wanted: `sha256` is taken with the decoding
+  Sha256Digest sha256{};
   std::atomic<int> state{kDone};
   Status status;  // the decoding's outcome; read once state is kDone
 };
+
+// What one more decoding thread costs for chunks of `raw` bytes: its
+// decoder, `base_buffers` (for reading a base) and two frames held (payload
+// and decoded bytes each).
+uint64_t ThreadBytes(uint64_t raw, uint64_t base_buffers) {
+  return ChunkDecoder::MemoryBytes(raw) + base_buffers + 4 * raw;
+}
 
 // BASE_REF and BASE_DELTA: resolved against the base, as DATA is decoded.
 bool FromBase(uint8_t kind) {
@@ -72,7 +83,10 @@ class DecodeAheadVisitor final : public StreamVisitor {
   DecodeAheadVisitor(const DecodeAheadVisitor&) = delete;
   DecodeAheadVisitor& operator=(const DecodeAheadVisitor&) = delete;
 
-  Status OnStreamHeader(const StreamHeader& h) override { return inner_->OnStreamHeader(h); }
+  Status OnStreamHeader(const StreamHeader& h) override {
+    chunk_size_hint_ = h.chunk_size;
+    return inner_->OnStreamHeader(h);
+  }
   Status OnObjectBegin(const ObjectState& o) override {
     VF_RETURN_IF_ERROR(HandOn(held_.size()));
     return inner_->OnObjectBegin(o);
@@ -87,7 +101,10 @@ class DecodeAheadVisitor final : public StreamVisitor {
   }
 
   // The base of an incremental stream, once its BASE frame opened it.
-  void SetBase(std::shared_ptr<const BaseStream> base) { base_ = std::move(base); }
+  void SetBase(std::shared_ptr<const BaseStream> base) {
+    base_chain_ = base->DescriptorForDependent().chain_length;
+    base_ = std::move(base);
+  }
 
   Status OnChunk(const ChunkEvent& e) override {
     const auto kind = static_cast<FrameKind>(e.header.kind);
@@ -119,6 +136,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     chunk->has_ref = e.dedup != nullptr;
     if (e.dedup) chunk->ref = *e.dedup;
     if (from_base) chunk->base_ref = *e.base_ref;
+    chunk->wants_digest = decoded && e.digest_wanted;
     chunk->status = Status::Ok();
     HeldChunk* c = chunk;
     held_.push_back(chunk);
@@ -135,6 +153,14 @@ class DecodeAheadVisitor final : public StreamVisitor {
     return handed;
   }
 
+  // Hands on every chunk held, so that each chunk the block lists has its
+  // digest noted, then checks the block.
+  Status OnDigestBlock(uint32_t object_id, std::span<const SeekIndexChunk> records,
+                       std::span<const uint8_t> stored) override {
+    VF_RETURN_IF_ERROR(HandOn(held_.size()));
+    return digests_.Check(object_id, records, stored);
+  }
+
   const uint8_t* HeldInPlaceFrom() const override {
     for (const HeldChunk* c : held_)  // in stream order
       if (c->in_place) return c->in_place->data();
@@ -147,19 +173,18 @@ class DecodeAheadVisitor final : public StreamVisitor {
   }
 
   // Decides how many threads decode, `h` being the first frame to decode,
-  // and starts them.
+  // and starts them: as many as asked for, or as the base asks for to keep
+  // its reads in flight, as far as the budget feeds them (each its decoder,
+  // its base buffers and two frames held, payload and decoded bytes each,
+  // sized for the larger of `h` and the header's chunk size); one at least.
   Status StartThreads(const FrameHeader& h) {
-    threads_ = asked_threads_;
-    if (base_ && base_->concurrent_reads() > threads_) {
-      // Each thread more: its decoder and base buffers, and two more frames
-      // held (payload and decoded bytes each).
-      const uint64_t raw = h.raw_size;
-      const uint64_t per_thread = ChunkDecoder::MemoryBytes(raw) +
-                                  BaseFrameBufferBytes(raw, base_->DescriptorForDependent().chain_length) + 4 * raw;
-      const unsigned fed = budget_ ? ThreadsTheBudgetFeeds(base_->concurrent_reads(), budget_->limit(),
-                                                           budget_->in_use(), per_thread, 0)
-                                   : base_->concurrent_reads();
-      threads_ = std::max(threads_, fed);
+    const unsigned wanted = base_ ? std::max(asked_threads_, base_->concurrent_reads()) : asked_threads_;
+    threads_ = wanted;
+    if (budget_ && wanted > 1) {
+      const uint64_t raw = std::max<uint64_t>(h.raw_size, std::min<uint64_t>(chunk_size_hint_, kMaxChunkSize));
+      const uint64_t base_buffers =
+          base_ ? BaseFrameBufferBytes(raw, base_chain_) : 0;
+      threads_ = ThreadsTheBudgetFeeds(wanted, budget_->limit(), budget_->in_use(), ThreadBytes(raw, base_buffers), 0);
     }
     window_ = 2 * size_t{threads_};
     if (threads_ == 1) return Status::Ok();  // the reading thread decodes each frame as it hands it on
@@ -191,6 +216,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     held_.pop_front();
     const HeldChunk& c = *spare_.back();
     VF_RETURN_IF_ERROR(c.status.WithContext(FrameName(c.header, c.stream_offset)));
+    if (c.wants_digest) digests_.Note(c.header.object_id, c.header.offset, c.sha256);
     const bool from_base = FromBase(c.header.kind);
     const bool decoded = c.header.kind == static_cast<uint8_t>(FrameKind::kData) || from_base;
     Status s = inner_->OnChunk(ChunkEvent{c.header, c.stream_offset, *c.object, Payload(c),
@@ -244,7 +270,8 @@ class DecodeAheadVisitor final : public StreamVisitor {
       bytes += uint64_t{threads_} * (ChunkDecoder::MemoryBytes(h.raw_size) - ChunkDecoder::MemoryBytes(decoder_raw_));
     const bool from_base = FromBase(h.kind);
     if (from_base && h.raw_size > base_raw_)  // each thread's buffers for reading the base
-      bytes += uint64_t{threads_} * (BaseFrameBufferBytes(h.raw_size) - BaseFrameBufferBytes(base_raw_));
+      bytes += uint64_t{threads_} *
+               (BaseFrameBufferBytes(h.raw_size, base_chain_) - BaseFrameBufferBytes(base_raw_, base_chain_));
     if (bytes > 0 && budget_) {
       const std::string what = "decoding ahead on " + std::to_string(threads_) + " threads (frame " +
                                std::to_string(h.sequence) + " needs " + std::to_string(bytes) + " bytes more)";
@@ -264,9 +291,14 @@ class DecodeAheadVisitor final : public StreamVisitor {
   }
 
   // Decodes a DATA payload, or resolves a BASE_REF or BASE_DELTA against
-  // the base, and checks it against the frame's hash; runs on any thread of
-  // the arena.
+  // the base, and checks it against the frame's hash; takes the SHA-256 of
+  // the bytes where a DIGEST_BLOCK will want it. Runs on any thread.
   Status Decode(HeldChunk& c) {
+    VF_RETURN_IF_ERROR(DecodeBytes(c));
+    if (c.wants_digest) c.sha256 = Sha256(c.data.data(), c.data.size());
+    return Status::Ok();
+  }
+  Status DecodeBytes(HeldChunk& c) {
     const FrameHeader& h = c.header;
     if (FromBase(h.kind))
       return ResolveBaseFrame(*base_, static_cast<FrameKind>(h.kind), static_cast<CodecId>(h.codec),
@@ -283,18 +315,24 @@ class DecodeAheadVisitor final : public StreamVisitor {
   StreamVisitor* inner_;
   const unsigned asked_threads_;
   unsigned threads_ = 0;  // decoding, the reading thread's included; 0 until StartThreads
+  uint32_t chunk_size_hint_ = 0;  // the stream header's chunk_size (only to fit threads to the budget)
   size_t window_;         // chunks held at most
   MemoryBudget* budget_;
   uint64_t charged_ = 0;
   uint64_t decoder_raw_ = 0;  // the largest raw size the decoders' state is charged for
   uint64_t base_raw_ = 0;     // the largest raw size the base buffers are charged for
   std::shared_ptr<const BaseStream> base_;
+  uint32_t base_chain_ = 0;  // streams in the base's chain, the stream's own included
   // Every chunk lives until the visitor is destroyed, after its tasks: a
   // task started for a chunk may still be pending when the chunk has been
   // handed on (it then finds the chunk claimed, or claims its next use).
   std::vector<std::unique_ptr<HeldChunk>> chunks_;
   std::deque<HeldChunk*> held_;    // in stream order
   const HeldChunk* delivering_ = nullptr;  // the chunk of the reader's OnChunk call under way
+  // The digests of the chunks handed on that no DIGEST_BLOCK has covered
+  // yet. Those taken before the stream showed it has none stay, a block's
+  // worth per object at most.
+  UncoveredDigests digests_;
   std::vector<HeldChunk*> spare_;  // handed on; their buffers are reused
   oneapi::tbb::enumerable_thread_specific<ChunkDecoder> decoders_;
   oneapi::tbb::enumerable_thread_specific<BaseFrameBuffers> base_buffers_;
@@ -343,19 +381,27 @@ Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const
   ReadOptions serial = options.read;
   serial.decode = true;
   // ReadStream itself reads a stream whose header does not decode (for its
-  // error), an incremental stream without a way to open its base (it fails
-  // at the BASE frame, saying so), and a stream whose DIGEST_BLOCKs are to be
-  // checked (that takes every chunk's SHA-256 in stream order). With one
-  // thread, so does it any stream but an incremental one, whose base may ask
-  // for more threads.
-  if (got < kStreamHeaderSize || !DecodeStreamHeader(header_bytes, &header).ok() ||
-      (options.threads <= 1 && !(header.flags & kStreamFlagBase)) ||
-      ((header.flags & kStreamFlagBase) && !options.read.open_base) ||
-      (options.read.check_digests && (header.flags & kStreamFlagIndexBlocks)))
+  // error) and an incremental stream without a way to open its base (it
+  // fails at the BASE frame, saying so). With one thread, or a budget that
+  // feeds only one for chunks of the header's chunk size (the largest a
+  // frame may be where it says none), so does it any stream but an
+  // incremental one, whose base may ask for more threads: ReadStream needs
+  // the least memory.
+  const bool decodes = got == kStreamHeaderSize && DecodeStreamHeader(header_bytes, &header).ok();
+  unsigned threads = options.threads;
+  MemoryBudget* budget = options.read.budget;
+  if (decodes && budget && threads > 1) {
+    const uint64_t raw = header.chunk_size > 0 ? std::min<uint64_t>(header.chunk_size, kMaxChunkSize) : kMaxChunkSize;
+    // ReadStream's records take an eighth of the budget.
+    threads = ThreadsTheBudgetFeeds(threads, budget->limit(), budget->in_use() + budget->limit() / 8,
+                                    ThreadBytes(raw, 0), 0);
+  }
+  if (!decodes || (threads <= 1 && !(header.flags & kStreamFlagBase)) ||
+      ((header.flags & kStreamFlagBase) && !options.read.open_base))
     return ReadStream(replay, visitor, serial);
 
   return ExceptionBoundary("the decode-ahead reader", [&] {
-    DecodeAheadVisitor ahead(&visitor, options.threads, options.read.budget);
+    DecodeAheadVisitor ahead(&visitor, threads, options.read.budget);
     ReadOptions framing = options.read;
     framing.decode = false;
     if (options.read.open_base)  // the reader opens the base at the BASE frame; its chunks are resolved here

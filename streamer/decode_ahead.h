@@ -20,15 +20,16 @@
 // opened by ReadStream at the BASE frame through `read.open_base`; its
 // BASE_REF and BASE_DELTA frames are then resolved against the base on the
 // decoding threads as DATA payloads are decoded (streamer/base_frame.h).
+// With check_digests, a stream's DIGEST_BLOCKs are checked as ReadStream
+// checks them: each chunk's SHA-256 is taken on the decoding threads, and
+// the chunks held are handed on before a DIGEST_BLOCK is checked.
 // A base that asks for reads in flight (BaseStream::concurrent_reads: one
 // on S3 waits on a request per chunk) gets at least as many threads, as far
 // as the budget feeds them; they start at the first frame to decode, once
 // the BASE frame has opened the base.
 // ReadStream itself reads, serially, with `read`'s options: an incremental
 // stream without `read.open_base` (it fails at the BASE frame, saying the
-// base is needed), a stream whose DIGEST_BLOCKs are to be checked
-// (`read.check_digests` and a header with index blocks: that hashes every
-// chunk in stream order), and a stream whose header does not decode (for
+// base is needed), and a stream whose header does not decode (for
 // ReadStream's error).
 //
 // Memory: the copies aside, the decoders' state and each thread's buffers
@@ -50,8 +51,8 @@ struct DecodeAheadOptions {
   // The reader's options: its budget (also charged for the frames decoded
   // ahead), and open_base for an incremental stream. `decode` is ignored:
   // DATA, BASE_REF and BASE_DELTA frames are always decoded and checked.
-  // With check_digests (the default), a stream with index blocks is read
-  // serially (above): unpack turns it off.
+  // check_digests (the default) costs a SHA-256 of every chunk until the
+  // stream shows it has no DIGEST_BLOCKs: unpack turns it off.
   ReadOptions read;
 };
 

@@ -2,6 +2,8 @@
 #include "streamer/digest_block.h"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 
 #include "common/hash.h"
 
@@ -39,6 +41,22 @@ Result<bool> TakeDigestBlock(std::span<const uint8_t> after, const FrameHeader& 
     digests->push_back(d);
   }
   return true;
+}
+
+Status UncoveredDigests::Check(uint32_t object_id, std::span<const SeekIndexChunk> records,
+                               std::span<const uint8_t> stored) {
+  for (size_t i = 0; i < records.size(); ++i) {
+    const SeekIndexChunk& r = records[i];
+    if (r.kind == FrameKind::kZeroRun || r.kind == FrameKind::kDedupRef) continue;
+    auto it = digests_.find({object_id, r.object_offset});
+    if (it == digests_.end()) return Status::Internal("no digest kept for a chunk a DIGEST_BLOCK lists");
+    const bool same = std::memcmp(it->second.data(), stored.data() + i * kDigestEntrySize, kDigestEntrySize) == 0;
+    digests_.erase(it);
+    if (!same)
+      return Status::Corruption("DIGEST_BLOCK entry " + std::to_string(i) + " (object offset " +
+                                std::to_string(r.object_offset) + ") does not match the SHA-256 of the chunk's bytes");
+  }
+  return Status::Ok();
 }
 
 }  // namespace vramflow

@@ -10,6 +10,7 @@
 #include "common/printable.h"
 #include "streamer/base_frame.h"
 #include "streamer/dedup_window.h"
+#include "streamer/digest_block.h"
 
 namespace vramflow {
 
@@ -85,16 +86,18 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
   std::shared_ptr<const BaseStream> base;
   BufferCharge base_charge(options.budget);
   // SHA-256 of the decoded chunks no DIGEST_BLOCK has covered yet (at most
-  // kMaxUnlistedChunks), while the stream may have DIGEST_BLOCKs.
-  std::map<std::pair<uint32_t, uint64_t>, Sha256Digest> chunk_digests;
-  const bool may_have_digests = options.decode && options.check_digests && (stream_header.flags & kStreamFlagIndexBlocks);
+  // kMaxUnlistedChunks), while the stream may have DIGEST_BLOCKs; without
+  // decoding, the visitor keeps them.
+  UncoveredDigests chunk_digests;
+  const bool may_have_digests = options.check_digests && (stream_header.flags & kStreamFlagIndexBlocks);
+  auto digests_wanted = [&] { return may_have_digests && validator.has_digests() != false; };
   auto note_digest = [&](const FrameHeader& h, std::span<const uint8_t> bytes) {
     if (!may_have_digests) return;
     if (validator.has_digests() == false) {
-      chunk_digests.clear();
+      chunk_digests.Clear();
       return;
     }
-    chunk_digests[{h.object_id, h.offset}] = Sha256(bytes.data(), bytes.size());
+    chunk_digests.Note(h.object_id, h.offset, Sha256(bytes.data(), bytes.size()));
   };
   // The chunk a BASE_REF or BASE_DELTA stands for, into `decoded`.
   BaseFrameBuffers base_buffers;
@@ -161,6 +164,7 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
         ChunkEvent event{h, at, *object, stored, data};
         event.payload_buffer = options.decode || in_place ? nullptr : &payload;
         event.payload_in_place = in_place;
+        event.digest_wanted = !options.decode && digests_wanted();
         s = visitor.OnChunk(event);
         if (in_place) {  // the source may drop what nobody holds any more
           const uint8_t* held = visitor.HeldInPlaceFrom();
@@ -190,27 +194,16 @@ Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions&
           data = decoded;
           note_digest(h, data);
         }
-        s = visitor.OnChunk(ChunkEvent{h, at, *object, stored, data, nullptr, nullptr, &base_ref});
+        ChunkEvent event{h, at, *object, stored, data, nullptr, nullptr, &base_ref};
+        event.digest_wanted = !options.decode && digests_wanted();
+        s = visitor.OnChunk(event);
         break;
       }
-      case FrameKind::kDigestBlock: {
+      case FrameKind::kDigestBlock:
         if (!may_have_digests) break;
-        std::span<const SeekIndexChunk> records = validator.digest_records();
-        for (size_t i = 0; i < records.size() && s.ok(); ++i) {
-          const SeekIndexChunk& r = records[i];
-          if (r.kind == FrameKind::kZeroRun || r.kind == FrameKind::kDedupRef) continue;
-          auto it = chunk_digests.find({h.object_id, r.object_offset});
-          if (it == chunk_digests.end()) {
-            s = Status::Internal("no digest kept for a chunk a DIGEST_BLOCK lists");
-            break;
-          }
-          if (std::memcmp(it->second.data(), stored.data() + i * kDigestEntrySize, kDigestEntrySize) != 0)
-            s = Status::Corruption("DIGEST_BLOCK entry " + std::to_string(i) + " (object offset " +
-                                   std::to_string(r.object_offset) + ") does not match the SHA-256 of the chunk's bytes");
-          chunk_digests.erase(it);
-        }
+        s = options.decode ? chunk_digests.Check(h.object_id, validator.digest_records(), stored)
+                           : visitor.OnDigestBlock(h.object_id, validator.digest_records(), stored);
         break;
-      }
       case FrameKind::kZeroRun:
         s = visitor.OnChunk(ChunkEvent{h, at, *object, {}, {}});
         break;

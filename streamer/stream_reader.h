@@ -44,6 +44,10 @@ struct ChunkEvent {
   // for as long as the visitor reports it held (StreamVisitor::
   // HeldInPlaceFrom). payload_buffer is then null.
   bool payload_in_place = false;
+  // Without decoding, with check_digests, in a stream that may have
+  // DIGEST_BLOCKs: the visitor that decodes the chunk itself is to note its
+  // SHA-256 for OnDigestBlock (DATA, BASE_REF and BASE_DELTA).
+  bool digest_wanted = false;
 };
 
 class StreamVisitor {
@@ -56,6 +60,15 @@ class StreamVisitor {
   // Called once the object's ranges and digest are proven.
   virtual Status OnObjectEnd(const ObjectState&) { return Status::Ok(); }
   virtual Status OnStreamEnd(const StreamTotals&) { return Status::Ok(); }
+  // Without decoding, with check_digests: a DIGEST_BLOCK of object
+  // `object_id`, whose entries (`stored`) pair with `records`, for a visitor
+  // that decodes the chunks (ChunkEvent::digest_wanted) to check against
+  // their bytes (UncoveredDigests, digest_block.h). The validator has
+  // checked the frame itself.
+  virtual Status OnDigestBlock(uint32_t /*object_id*/, std::span<const SeekIndexChunk> /*records*/,
+                               std::span<const uint8_t> /*stored*/) {
+    return Status::Ok();
+  }
   // The first byte of the earliest payload read in place
   // (ChunkEvent::payload_in_place) that the visitor still holds, or null
   // when it holds none: the reader lets the source drop what lies before.
@@ -82,7 +95,8 @@ struct ReadOptions {
   std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> open_base = nullptr;
   // With `decode`, also check each DIGEST_BLOCK entry against the SHA-256
   // of the decoded chunk it names (DEDUP_REF entries excepted: their bytes
-  // are the DATA frame's, which its own entry proves). Until the first
+  // are the DATA frame's, which its own entry proves); without, leave that
+  // to the visitor (ChunkEvent::digest_wanted, OnDigestBlock). Until the first
   // DIGEST_BLOCK (or an INDEX_BLOCK without one) every decoded chunk is
   // hashed, which costs more than decoding it: a reader that only restores
   // the bytes (each already checked by its XXH3) turns it off and leaves the

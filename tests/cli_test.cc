@@ -543,6 +543,42 @@ TEST_F(CliCorruptTest, VerifyReportsTruncation) {
   EXPECT_CODE(Run("verify tail.vfs"), 3);  // corrupt or incomplete data
 }
 
+// verify checks each DIGEST_BLOCK entry against the SHA-256 of its chunk's
+// bytes, on one thread or decoding ahead on several: an entry changed (its
+// block re-hashed, so that only the bytes can tell) fails either way.
+TEST_F(CliCorruptTest, VerifyChecksEveryDigestWithAnyThreads) {
+  WriteFileBytes(dir_.File("a.bin"), a_);
+  {
+    CommandResult packed = Run("pack -q --digests --chunk-size 16K a.bin -o digests.vfs");
+    ASSERT_EQ(packed.code, 0) << packed.output;
+  }
+  std::vector<uint8_t> broken = ReadFileBytes(dir_.File("digests.vfs"));
+  int blocks = 0;
+  for (uint64_t at = kStreamHeaderSize; at + kFrameHeaderSize <= broken.size();) {
+    FrameHeader h;
+    ASSERT_TRUE(DecodeFrameHeader(broken.data() + at, &h).ok()) << "at " << at;
+    if (h.kind == static_cast<uint8_t>(FrameKind::kDigestBlock)) {
+      ++blocks;
+      uint8_t* payload = broken.data() + at + kFrameHeaderSize;
+      payload[h.payload_size - 1] ^= 1;  // the last chunk's (a DATA frame: model bytes have no zeros)
+      h.raw_hash = Hash64(payload, h.payload_size);
+      EncodeFrameHeader(h, broken.data() + at);
+    }
+    if (h.kind == static_cast<uint8_t>(FrameKind::kStreamEnd)) break;
+    at += kFrameHeaderSize + h.payload_size;
+  }
+  ASSERT_EQ(blocks, 1);
+  WriteFileBytes(dir_.File("broken.vfs"), broken);
+  for (const char* threads : {"1", "2", "4"}) {
+    SCOPED_TRACE(std::string("-j ") + threads);
+    EXPECT_CODE(Run(std::string("verify -q -j ") + threads + " digests.vfs"), 0);
+    CommandResult r = Run(std::string("verify -j ") + threads + " broken.vfs");
+    EXPECT_CODE(r, 3);  // corrupt
+    EXPECT_TRUE(Contains(r.output, "does not match the SHA-256 of the chunk's bytes")) << r.output;
+    EXPECT_TRUE(Contains(r.output, "DIGEST_BLOCK")) << r.output;
+  }
+}
+
 TEST_F(CliCorruptTest, VerifyReportsAFlippedPayloadBit) {
   // One object of one raw chunk: a byte in the middle of the stream is payload.
   std::vector<uint8_t> raw_stream =

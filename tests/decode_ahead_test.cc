@@ -14,6 +14,7 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
+#include "common/sha256.h"
 #include "streamer/dedup_window.h"
 #include "streamer/frame_reader.h"
 #include "streamer/stream_writer.h"
@@ -32,7 +33,9 @@ constexpr uint32_t kChunk = 64 * 1024;
 // Three objects: model-like fp32 weights (planar DATA frames), zeros (a
 // ZERO_RUN) and one whose first chunk is a DEDUP_REF to the first's, with
 // their chunks interleaved.
-std::vector<uint8_t> MixedStream(uint32_t flags = kStreamFlagDedup) {
+// With `digests`, every chunk's SHA-256 goes into DIGEST_BLOCKs (the
+// stream needs kStreamFlagSeekIndex for them).
+std::vector<uint8_t> MixedStream(uint32_t flags = kStreamFlagDedup, bool digests = false) {
   const std::vector<uint8_t> weights = ModelBytes(DataKind::kFp32Weights, 9 * kChunk + 100, 1);
   const std::vector<uint8_t> zeros(3 * kChunk, 0);
   std::vector<uint8_t> copy(weights.begin(), weights.begin() + kChunk);
@@ -44,6 +47,7 @@ std::vector<uint8_t> MixedStream(uint32_t flags = kStreamFlagDedup) {
   header.flags = flags;
   header.dedup_window = 16;
   StreamWriter writer(&sink, header);
+  writer.SetChunkDigests(digests);
   ChunkEncoder encoder(EncoderOptions{});
   EXPECT_TRUE(writer.Start().ok());
   Result<uint32_t> w = writer.BeginObject(ObjectMetadata{"weights", {}}, weights.size());
@@ -53,12 +57,15 @@ std::vector<uint8_t> MixedStream(uint32_t flags = kStreamFlagDedup) {
   auto add = [&](uint32_t id, const std::vector<uint8_t>& bytes, uint64_t off) {
     const size_t n = std::min<uint64_t>(kChunk, bytes.size() - off);
     EncodedChunk chunk;
-    EXPECT_TRUE(encoder.Encode(std::span<const uint8_t>(bytes.data() + off, n), &chunk).ok());
-    EXPECT_TRUE(writer.AddChunk(id, off, n, chunk).ok());
+    const std::span<const uint8_t> raw(bytes.data() + off, n);
+    EXPECT_TRUE(encoder.Encode(raw, &chunk).ok());
+    const Sha256Digest sha256 = Sha256(raw);
+    EXPECT_TRUE(writer.AddChunk(id, off, n, chunk, digests && !chunk.zero_run ? &sha256 : nullptr).ok());
   };
   add(*w, weights, 0);
   DedupRef ref{*w, 0, HashContent128(copy.data(), kChunk)};
-  EXPECT_TRUE(writer.AddDedupRef(*c, 0, kChunk, Hash64(copy.data(), kChunk), ref).ok());
+  const Sha256Digest copied = Sha256(copy.data(), kChunk);
+  EXPECT_TRUE(writer.AddDedupRef(*c, 0, kChunk, Hash64(copy.data(), kChunk), ref, digests ? &copied : nullptr).ok());
   for (uint64_t off = kChunk; off < weights.size(); off += kChunk) {
     add(*w, weights, off);
     if (off - kChunk < zeros.size()) add(*z, zeros, off - kChunk);
@@ -138,6 +145,54 @@ TEST(DecodeAheadTest, VisitorSeesWhatTheSerialReaderShowsIt) {
       ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
       EXPECT_EQ(recorder.events, serial) << threads << " threads, reads of " << max_read;
     }
+  }
+}
+
+// With check_digests (as verify reads), DIGEST_BLOCKs are checked while
+// decoding ahead as ReadStream checks them: a stream whose digests match
+// reads as it does serially; one with an entry that does not (its block
+// re-hashed, so that only the chunk's bytes can tell) fails with
+// ReadStream's error, naming the DIGEST_BLOCK.
+TEST(DecodeAheadTest, DigestBlocksAreCheckedAsTheSerialReaderChecksThem) {
+  const std::vector<uint8_t> stream = MixedStream(kStreamFlagDedup | kStreamFlagSeekIndex, /*digests=*/true);
+  const std::vector<std::string> serial = Serially(stream);
+  for (unsigned threads : {2u, 8u}) {
+    MemorySource source(stream);
+    Recorder recorder;
+    Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
+    ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
+    EXPECT_EQ(recorder.events, serial) << threads << " threads";
+  }
+  // The last entry of each DIGEST_BLOCK of "weights" (all DATA frames)
+  // changed, each block re-hashed.
+  std::vector<uint8_t> broken = stream;
+  int blocks = 0;
+  for (uint64_t at = kStreamHeaderSize; at + kFrameHeaderSize <= broken.size();) {
+    FrameHeader h;
+    ASSERT_TRUE(DecodeFrameHeader(broken.data() + at, &h).ok()) << "at " << at;
+    if (h.kind == static_cast<uint8_t>(FrameKind::kDigestBlock) && h.object_id == 1) {
+      ++blocks;
+      uint8_t* payload = broken.data() + at + kFrameHeaderSize;
+      payload[h.payload_size - 1] ^= 1;
+      h.raw_hash = Hash64(payload, h.payload_size);
+      EncodeFrameHeader(h, broken.data() + at);
+    }
+    if (h.kind == static_cast<uint8_t>(FrameKind::kStreamEnd)) break;
+    at += kFrameHeaderSize + h.payload_size;
+  }
+  ASSERT_GE(blocks, 1);
+  MemorySource serial_source(broken);
+  Recorder serial_recorder;
+  const Status expected = ReadStream(serial_source, serial_recorder);
+  ASSERT_EQ(expected.code(), Status::Code::kCorruption) << expected.ToString();
+  ASSERT_NE(expected.message().find("does not match the SHA-256 of the chunk's bytes"), std::string::npos)
+      << expected.ToString();
+  for (unsigned threads : {2u, 8u}) {
+    MemorySource source(broken);
+    Recorder recorder;
+    Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
+    EXPECT_EQ(s.code(), expected.code()) << s.ToString();
+    EXPECT_EQ(s.message(), expected.message()) << threads << " threads";
   }
 }
 
@@ -240,13 +295,14 @@ TEST(DecodeAheadTest, BudgetForOneFrameInFlightIsEnoughAndChargesAreRefunded) {
   EXPECT_EQ(recorder.events, serial);
   EXPECT_EQ(budget.in_use(), 0u);
 
-  // A budget that cannot hold one frame fails, naming what it was for.
+  // A budget that feeds one thread only, for frames of the header's chunk
+  // size: read serially, as ReadStream reads it, which needs the least.
   MemoryBudget tiny(limit / 8 + 2 * kChunk);
   MemorySource again(stream);
-  Recorder none;
-  s = ReadStreamDecodingAhead(again, none, DecodeAheadOptions{2, {.decode = true, .budget = &tiny, .open_base = {}}});
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("decoding ahead on 2 threads"), std::string::npos) << s.ToString();
+  Recorder alone;
+  s = ReadStreamDecodingAhead(again, alone, DecodeAheadOptions{2, {.decode = true, .budget = &tiny, .open_base = {}}});
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(alone.events, serial);
   EXPECT_EQ(tiny.in_use(), 0u);
 }
 
@@ -272,13 +328,15 @@ TEST(DecodeAheadTest, IncrementalStreamWithoutAWayToItsBaseIsReadSerially) {
     EXPECT_EQ(ahead_recorder.events, serial_recorder.events) << limit;
     EXPECT_EQ(ahead.message().find("decoding ahead"), std::string::npos) << ahead.ToString();
   }
-  // The same stream without the flag, under the small budget: decoded ahead.
+  // The same stream without the flag, under the small budget, which feeds
+  // one thread only: read serially too, as ReadStream reads it.
   MemoryBudget small(small_limit);
   const std::vector<uint8_t> full = MixedStream();
   MemorySource source(full);
   Recorder recorder;
   Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{2, {.decode = true, .budget = &small, .open_base = {}}});
-  EXPECT_NE(s.message().find("decoding ahead"), std::string::npos) << s.ToString();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(recorder.events, Serially(full));
 }
 
 }  // namespace

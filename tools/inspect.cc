@@ -12,7 +12,9 @@
 #include "codecs/chunk_codec.h"
 #include "common/printable.h"
 #include "common/units.h"
+#include "streamer/decode_ahead.h"
 #include "streamer/memory_budget.h"
+#include "streamer/pipeline_fit.h"
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
 #include "tools/base_open.h"
@@ -371,7 +373,7 @@ class TotalsVisitor final : public StreamVisitor {
 }  // namespace
 
 Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, const TransportOptions& transport,
-                 std::ostream& out, VerifyReport* report, const std::vector<std::string>& bases) {
+                 std::ostream& out, VerifyReport* report, const std::vector<std::string>& bases, unsigned threads) {
   TransportOptions shared = transport;
   uint64_t reader_memory = max_memory;
   ShareBudget(input, &reader_memory, &shared);
@@ -380,9 +382,11 @@ Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, cons
   TotalsVisitor visitor;
   Stopwatch clock;
   MemoryBudget budget(reader_memory);
-  Status status = ReadStream(counting, visitor,
-                             ReadOptions{.decode = true, .budget = &budget,
-                                         .open_base = BaseOpenerFor(bases, input, transport)});
+  // Every frame is decoded, hashed and checked against its DIGEST_BLOCK on
+  // `threads` threads, a few frames ahead of the in-order checks.
+  const ReadOptions read{.decode = true, .budget = &budget, .open_base = BaseOpenerFor(bases, input, transport)};
+  if (threads == 0) threads = DefaultThreads(ReadMachineLimits());
+  Status status = ReadStreamDecodingAhead(counting, visitor, DecodeAheadOptions{threads, read});
   (void)source->Finish(status);
   if (report) {
     report->objects = visitor.totals.object_count;

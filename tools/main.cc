@@ -284,6 +284,12 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--base", verify_bases,
                          "the base of an incremental stream (a file or s3://), whose bytes are then checked too; "
                          "repeatable, as for unpack");
+  unsigned verify_threads = 0;
+  verify_cmd
+      ->add_option("-j,--threads", verify_threads,
+                   "threads decoding and hashing, a few frames ahead of the checks made in order (0: the CPUs this "
+                   "process may use: affinity mask and cgroup CPU quota)")
+      ->capture_default_str();
 
   // flatten
   FlattenOptions flatten;
@@ -711,7 +717,7 @@ int Main(int argc, char** argv) {
     if (s = verify_net.LoadCredentials(&transport); !s.ok()) return Fail("verify", s);
     VerifyReport report;
     s = RunVerify(verify_input, !verify_out.summary(), verify_memory.Resolve(), transport, std::cout, &report,
-                  verify_bases);
+                  verify_bases, verify_threads);
     std::cout.flush();
     if (!s.ok()) return Fail("verify", s);
     if (verify_out.json) PrintJson(VerifyJson(report, verify_input));

@@ -10,9 +10,10 @@
 //      recomputed, so that mutations of header fields and payloads get past
 //      the checksums and reach the validator, the decoders and the visitor.
 //      The repaired copy is read with decoding on, from a source that
-//      copies and from one that reads in place as a mapped file does (the
-//      verdicts must agree), and with decoding off and short reads plus
-//      ReadPlaneTable (what `inspect` does);
+//      copies and from one that reads in place as a mapped file does, and
+//      decoding ahead on two threads (the verdicts must agree), and with
+//      decoding off and short reads plus ReadPlaneTable (what `inspect`
+//      does);
 //   3. every frame payload goes through DecodeObjectMetadata and through
 //      ChunkDecoder::Decode under every codec/transform pair the validator
 //      accepts, with the frame's raw size.
@@ -46,6 +47,7 @@
 #include "common/endian.h"
 #include "common/hash.h"
 #include "datagen/model_data.h"
+#include "streamer/decode_ahead.h"
 #include "streamer/frame_format.h"
 #include "streamer/stream_reader.h"
 #include "streamer/stream_writer.h"
@@ -246,6 +248,16 @@ Status ReadInPlace(const std::vector<uint8_t>& bytes) {
   return s;
 }
 
+// Decoding ahead on two threads (unpack -o -, verify, flatten), DIGEST_BLOCKs
+// checked against the chunks' bytes as ReadStream checks them.
+Status ReadAhead(const std::vector<uint8_t>& bytes) {
+  MemorySource source(bytes);
+  TouchVisitor visitor(/*decode=*/true);
+  Status s = ReadStreamDecodingAhead(source, visitor, DecodeAheadOptions{2, {}});
+  visitor.CheckVerdict(s);
+  return s;
+}
+
 // Recomputes what a mutation breaks but an attacker could recompute too.
 // Knows only where the header checksum sits (the last 4 of 64 bytes).
 std::vector<uint8_t> Repair(std::span<const uint8_t> in, ChunkDecoder& decoder) {
@@ -366,6 +378,8 @@ void FuzzStream(std::span<const uint8_t> in) {
   Status decoded = Read(fixed, /*decode=*/true, SIZE_MAX);
   Status in_place = ReadInPlace(fixed);
   FUZZ_CHECK(in_place.ok() == decoded.ok(), in_place);  // where the payloads lie changes nothing
+  Status ahead = ReadAhead(fixed);
+  FUZZ_CHECK(ahead.ok() == decoded.ok(), ahead);  // nor how many threads decode
   Status framed = Read(fixed, /*decode=*/false, 1 + fixed.size() % 4093);
   // Decoding only adds checks.
   if (decoded.ok()) FUZZ_CHECK(framed.ok(), framed);
