@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "streamer/stream_reader.h"
 
-#include <cstring>
-#include <map>
 #include <vector>
 
 #include "codecs/chunk_codec.h"
