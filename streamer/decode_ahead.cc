@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -74,8 +75,16 @@ std::string FrameName(const FrameHeader& h, uint64_t at) {
 // chunk), as far as the budget feeds them. The reading thread is one of them.
 class DecodeAheadVisitor final : public StreamVisitor {
  public:
-  DecodeAheadVisitor(StreamVisitor* inner, unsigned threads, MemoryBudget* budget)
-      : inner_(inner), asked_threads_(std::max(1u, threads)), window_(2 * size_t{asked_threads_}), budget_(budget) {}
+  // `threads` as fitted for the header's chunk size; `note` tells of a cut
+  // below `asked` (the caller's).
+  DecodeAheadVisitor(StreamVisitor* inner, unsigned threads, MemoryBudget* budget, unsigned asked,
+                     std::function<void(const std::string&)> note)
+      : inner_(inner),
+        asked_threads_(std::max(1u, threads)),
+        window_(2 * size_t{asked_threads_}),
+        budget_(budget),
+        caller_threads_(asked),
+        note_(std::move(note)) {}
   ~DecodeAheadVisitor() override {
     if (arena_) arena_->execute([&] { tasks_->wait(); });  // a task may still point at a chunk
     if (budget_) budget_->Refund(charged_);
@@ -186,6 +195,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
           base_ ? BaseFrameBufferBytes(raw, base_chain_) : 0;
       threads_ = ThreadsTheBudgetFeeds(wanted, budget_->limit(), budget_->in_use(), ThreadBytes(raw, base_buffers), 0);
     }
+    if (budget_ && threads_ < caller_threads_ && note_) note_(ThreadCapNote(caller_threads_, threads_, budget_->limit()));
     window_ = 2 * size_t{threads_};
     if (threads_ == 1) return Status::Ok();  // the reading thread decodes each frame as it hands it on
     allow_threads_ = AllowTbbThreads(threads_);
@@ -318,6 +328,8 @@ class DecodeAheadVisitor final : public StreamVisitor {
   uint32_t chunk_size_hint_ = 0;  // the stream header's chunk_size (only to fit threads to the budget)
   size_t window_;         // chunks held at most
   MemoryBudget* budget_;
+  const unsigned caller_threads_;
+  const std::function<void(const std::string&)> note_;
   uint64_t charged_ = 0;
   uint64_t decoder_raw_ = 0;  // the largest raw size the decoders' state is charged for
   uint64_t base_raw_ = 0;     // the largest raw size the base buffers are charged for
@@ -397,11 +409,14 @@ Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const
                                     ThreadBytes(raw, 0), 0);
   }
   if (!decodes || (threads <= 1 && !(header.flags & kStreamFlagBase)) ||
-      ((header.flags & kStreamFlagBase) && !options.read.open_base))
+      ((header.flags & kStreamFlagBase) && !options.read.open_base)) {
+    if (decodes && budget && threads < options.threads && options.note)
+      options.note(ThreadCapNote(options.threads, threads, budget->limit()));
     return ReadStream(replay, visitor, serial);
+  }
 
   return ExceptionBoundary("the decode-ahead reader", [&] {
-    DecodeAheadVisitor ahead(&visitor, threads, options.read.budget);
+    DecodeAheadVisitor ahead(&visitor, threads, options.read.budget, options.threads, options.note);
     ReadOptions framing = options.read;
     framing.decode = false;
     if (options.read.open_base)  // the reader opens the base at the BASE frame; its chunks are resolved here

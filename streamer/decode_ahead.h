@@ -39,6 +39,9 @@
 // needs) is enough.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "streamer/memory_budget.h"
 #include "streamer/stream_reader.h"
 
@@ -54,6 +57,9 @@ struct DecodeAheadOptions {
   // check_digests (the default) costs a SHA-256 of every chunk until the
   // stream shows it has no DIGEST_BLOCKs: unpack turns it off.
   ReadOptions read;
+  // Told, once, when the budget feeds fewer threads than `threads`
+  // (ThreadCapNote), as a graph tells PipelineOptions::note.
+  std::function<void(const std::string&)> note;
 };
 
 Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const DecodeAheadOptions& options);

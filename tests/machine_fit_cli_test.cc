@@ -130,6 +130,19 @@ TEST(MachineFitCli, ExplicitThreadsBeyondTheBudgetAreCapped) {
   ASSERT_EQ(unpacked.code, 0) << unpacked.output;
   EXPECT_TRUE(Contains(unpacked.output, "vramflow unpack: note: running ")) << unpacked.output;
   EXPECT_EQ(testing::ReadFileBytes(dir.File("out")), testing::ReadFileBytes(dir.File("in.bin")));
+  // The readers that decode ahead (unpack -o -, verify) say so as well.
+  CommandResult piped = RunShell(bin + " unpack -q -j 200 -m 64M " + ShellQuote(dir.File("many.vfs")) + " -o - 2>&1 >" +
+                                 ShellQuote(dir.File("piped.bin")));
+  ASSERT_EQ(piped.code, 0) << piped.output;
+  EXPECT_TRUE(std::regex_search(piped.output, std::regex("^vramflow unpack: note: running [0-9]+ threads, not 200: a "
+                                                         "memory budget of 64.00 MiB feeds no more\n$")))
+      << piped.output;
+  EXPECT_EQ(testing::ReadFileBytes(dir.File("piped.bin")), testing::ReadFileBytes(dir.File("in.bin")));
+  CommandResult verified = RunShell(bin + " verify -q -j 200 -m 64M " + ShellQuote(dir.File("many.vfs")) + " 2>&1");
+  ASSERT_EQ(verified.code, 0) << verified.output;
+  EXPECT_TRUE(std::regex_search(verified.output, std::regex("^vramflow verify: note: running [0-9]+ threads, not "
+                                                            "200: a memory budget of 64.00 MiB feeds no more\n$")))
+      << verified.output;
 }
 
 // A child cgroup of `controller` (v2 if it is enabled there, else v1),

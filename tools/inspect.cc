@@ -386,7 +386,8 @@ Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, cons
   // `threads` threads, a few frames ahead of the in-order checks.
   const ReadOptions read{.decode = true, .budget = &budget, .open_base = BaseOpenerFor(bases, input, transport)};
   if (threads == 0) threads = DefaultThreads(ReadMachineLimits());
-  Status status = ReadStreamDecodingAhead(counting, visitor, DecodeAheadOptions{threads, read});
+  auto note = [](const std::string& line) { std::fprintf(stderr, "vramflow verify: note: %s\n", line.c_str()); };
+  Status status = ReadStreamDecodingAhead(counting, visitor, DecodeAheadOptions{threads, read, note});
   (void)source->Finish(status);
   if (report) {
     report->objects = visitor.totals.object_count;

@@ -496,7 +496,7 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     // bytes written are each checked by their own hash.
     const ReadOptions read{
         .decode = true, .budget = &budget, .open_base = pipeline.open_base, .check_digests = false};
-    VF_RETURN_IF_ERROR(ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, read}));
+    VF_RETURN_IF_ERROR(ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, read, pipeline.note}));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
     report->raw_bytes = visitor.bytes();
