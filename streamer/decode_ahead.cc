@@ -17,6 +17,7 @@
 #include "common/exception_boundary.h"
 #include "common/hash.h"
 #include "common/sha256.h"
+#include "common/units.h"
 #include "streamer/base_frame.h"
 #include "streamer/digest_block.h"
 #include "streamer/pipeline_common.h"
@@ -153,7 +154,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (decoded) {
       c->data.resize(e.header.raw_size);
       c->state.store(HeldChunk::kQueued, std::memory_order_release);
-      if (arena_) arena_->enqueue(tasks_->defer([this, c] { Claim(*c); }));
+      if (threads_ > 1) arena_->enqueue(tasks_->defer([this, c] { Claim(*c); }));
     } else {
       c->state.store(HeldChunk::kDone, std::memory_order_release);
     }
@@ -283,12 +284,18 @@ class DecodeAheadVisitor final : public StreamVisitor {
       bytes += uint64_t{threads_} *
                (BaseFrameBufferBytes(h.raw_size, base_chain_) - BaseFrameBufferBytes(base_raw_, base_chain_));
     if (bytes > 0 && budget_) {
-      const std::string what = "decoding ahead on " + std::to_string(threads_) + " threads (frame " +
-                               std::to_string(h.sequence) + " needs " + std::to_string(bytes) + " bytes more)";
+      const std::string what = (threads_ > 1 ? "decoding ahead on " + std::to_string(threads_) + " threads"
+                                              : std::string("decoding on 1 thread")) +
+                               " (frame " + std::to_string(h.sequence) + " needs " + std::to_string(bytes) +
+                               " bytes more)";
       Status s = budget_->Charge(bytes, what);
       if (!s.ok() && !held_.empty()) {
         VF_RETURN_IF_ERROR(HandOn(held_.size()));
         s = budget_->Charge(bytes, what);
+      }
+      if (!s.ok() && threads_ > 1) {  // what one thread needs may still fit
+        GoOnAlone(chunk, h);
+        return MakeRoom(chunk, h, copies_payload);
       }
       VF_RETURN_IF_ERROR(s);
       charged_ += bytes;
@@ -298,6 +305,35 @@ class DecodeAheadVisitor final : public StreamVisitor {
     decoder_raw_ = std::max<uint64_t>(decoder_raw_, h.raw_size);
     if (from_base) base_raw_ = std::max<uint64_t>(base_raw_, h.raw_size);
     return Status::Ok();
+  }
+
+  // From frame `h` on, which is larger than the threads were fitted for
+  // (the header's chunk size is informational only), the reading thread
+  // decodes each frame as it hands it on, as ReadStream would: the other
+  // threads' decoders and base buffers are let go, and `chunk` takes the
+  // largest buffers of the spare chunks. Every chunk is handed on.
+  void GoOnAlone(HeldChunk& chunk, const FrameHeader& h) {
+    arena_->execute([&] { tasks_->wait(); });  // a pending task would decode the chunk's next use
+    const uint64_t refund =
+        uint64_t{threads_} * (ChunkDecoder::MemoryBytes(decoder_raw_) - ChunkDecoder::MemoryBytes(0)) +
+        uint64_t{threads_} * (BaseFrameBufferBytes(base_raw_, base_chain_) - BaseFrameBufferBytes(0, base_chain_));
+    decoders_.clear();
+    base_buffers_.clear();
+    budget_->Refund(refund);
+    charged_ -= refund;
+    decoder_raw_ = 0;
+    base_raw_ = 0;
+    for (HeldChunk* spare : spare_)
+      if (spare->payload.capacity() + spare->data.capacity() > chunk.payload.capacity() + chunk.data.capacity()) {
+        std::swap(chunk.payload, spare->payload);
+        std::swap(chunk.data, spare->data);
+      }
+    if (note_)
+      note_("decoding on 1 thread from frame " + std::to_string(h.sequence) + " on: its " +
+            std::to_string(h.raw_size) + " raw bytes, larger than the stream header's chunk size, do not fit " +
+            std::to_string(threads_) + " threads in a memory budget of " + FormatSize(budget_->limit()));
+    threads_ = 1;
+    window_ = 1;
   }
 
   // Decodes a DATA payload, or resolves a BASE_REF or BASE_DELTA against

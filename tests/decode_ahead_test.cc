@@ -3,7 +3,8 @@
 // decoding shows it (events, order, decoded bytes), a corrupt payload fails
 // naming its frame, a visitor's error stops the read, a budget that holds
 // one frame in flight is enough, and payloads read in place (a mapped file)
-// are let go only once handed on.
+// are let go only once handed on, and frames larger than the header's
+// chunk size are read where only one thread's buffers for them fit.
 #include "streamer/decode_ahead.h"
 
 #include <gtest/gtest.h>
@@ -117,6 +118,14 @@ class Recorder final : public StreamVisitor {
   size_t data_ = 0;
 };
 
+// Options for reading on `threads` threads, charging `budget` if given.
+DecodeAheadOptions Ahead(unsigned threads, MemoryBudget* budget = nullptr) {
+  DecodeAheadOptions options;
+  options.threads = threads;
+  options.read.budget = budget;
+  return options;
+}
+
 std::vector<std::string> Serially(const std::vector<uint8_t>& stream) {
   MemorySource source(stream);
   Recorder recorder;
@@ -141,7 +150,7 @@ TEST(DecodeAheadTest, VisitorSeesWhatTheSerialReaderShowsIt) {
     for (size_t max_read : {SIZE_MAX, size_t{1000}}) {  // whole reads, short reads
       MemorySource source(stream, max_read);
       Recorder recorder;
-      Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
+      Status s = ReadStreamDecodingAhead(source, recorder, Ahead(threads));
       ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
       EXPECT_EQ(recorder.events, serial) << threads << " threads, reads of " << max_read;
     }
@@ -159,7 +168,7 @@ TEST(DecodeAheadTest, DigestBlocksAreCheckedAsTheSerialReaderChecksThem) {
   for (unsigned threads : {2u, 8u}) {
     MemorySource source(stream);
     Recorder recorder;
-    Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
+    Status s = ReadStreamDecodingAhead(source, recorder, Ahead(threads));
     ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
     EXPECT_EQ(recorder.events, serial) << threads << " threads";
   }
@@ -190,7 +199,7 @@ TEST(DecodeAheadTest, DigestBlocksAreCheckedAsTheSerialReaderChecksThem) {
   for (unsigned threads : {2u, 8u}) {
     MemorySource source(broken);
     Recorder recorder;
-    Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
+    Status s = ReadStreamDecodingAhead(source, recorder, Ahead(threads));
     EXPECT_EQ(s.code(), expected.code()) << s.ToString();
     EXPECT_EQ(s.message(), expected.message()) << threads << " threads";
   }
@@ -227,7 +236,7 @@ TEST(DecodeAheadTest, PayloadsReadInPlaceAreLetGoOnlyOnceHandedOn) {
     for (int round = 0; round < 5; ++round) {
       PoisoningSource source(stream);
       Recorder recorder;
-      Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{threads, {}});
+      Status s = ReadStreamDecodingAhead(source, recorder, Ahead(threads));
       ASSERT_TRUE(s.ok()) << threads << " threads: " << s.ToString();
       EXPECT_EQ(recorder.events, serial) << threads << " threads";
       EXPECT_EQ(source.in_place_reads(), DataFrames(serial)) << "every DATA payload read in place";
@@ -259,7 +268,7 @@ TEST(DecodeAheadTest, CorruptPayloadFailsNamingItsFrame) {
   for (unsigned threads : {2u, 4u}) {
     MemorySource bad(stream);
     Recorder recorder;
-    Status s = ReadStreamDecodingAhead(bad, recorder, DecodeAheadOptions{threads, {}});
+    Status s = ReadStreamDecodingAhead(bad, recorder, Ahead(threads));
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
     EXPECT_NE(s.message().find("frame 7 at stream offset " + std::to_string(at)), std::string::npos) << s.ToString();
     // Nothing at or after the bad frame reached the visitor.
@@ -273,7 +282,7 @@ TEST(DecodeAheadTest, VisitorErrorStopsTheRead) {
   const std::vector<std::string> serial = Serially(stream);
   MemorySource source(stream);
   Recorder recorder(/*fail_at=*/3);
-  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{2, {}});
+  Status s = ReadStreamDecodingAhead(source, recorder, Ahead(2));
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("the recorder stops here"), std::string::npos) << s.ToString();
   // What it saw is what the serial reader showed, up to the failing event.
@@ -290,7 +299,7 @@ TEST(DecodeAheadTest, BudgetForOneFrameInFlightIsEnoughAndChargesAreRefunded) {
   MemoryBudget budget(limit);
   MemorySource source(stream);
   Recorder recorder;
-  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{8, {.decode = true, .budget = &budget, .open_base = {}}});
+  Status s = ReadStreamDecodingAhead(source, recorder, Ahead(8, &budget));
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(recorder.events, serial);
   EXPECT_EQ(budget.in_use(), 0u);
@@ -300,10 +309,56 @@ TEST(DecodeAheadTest, BudgetForOneFrameInFlightIsEnoughAndChargesAreRefunded) {
   MemoryBudget tiny(limit / 8 + 2 * kChunk);
   MemorySource again(stream);
   Recorder alone;
-  s = ReadStreamDecodingAhead(again, alone, DecodeAheadOptions{2, {.decode = true, .budget = &tiny, .open_base = {}}});
+  s = ReadStreamDecodingAhead(again, alone, Ahead(2, &tiny));
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(alone.events, serial);
   EXPECT_EQ(tiny.in_use(), 0u);
+}
+
+TEST(DecodeAheadTest, FramesLargerThanTheHeaderSaysAreDecodedOnOneThreadWhereMoreDoNotFit) {
+  // The header's chunk_size is informational (FORMAT.md): this stream says
+  // 4 KiB, and after a first frame of 4 KiB carries frames of 1 MiB. The
+  // threads are fitted for the first. Where the later frames do not fit
+  // them, the reading thread goes on alone, as ReadStream reads the stream.
+  constexpr uint32_t kSmall = 4096, kLarge = 1 << 20;
+  const std::vector<uint8_t> head = ModelBytes(DataKind::kFp32Weights, kSmall, 3);
+  const std::vector<uint8_t> body = ModelBytes(DataKind::kBf16Weights, 6 * kLarge, 4);
+  MemorySink sink;
+  StreamHeader header;
+  header.chunk_size = kSmall;
+  StreamWriter writer(&sink, header);
+  ChunkEncoder encoder(EncoderOptions{});
+  ASSERT_TRUE(writer.Start().ok());
+  for (const std::vector<uint8_t>* bytes : {&head, &body}) {
+    Result<uint32_t> id = writer.BeginObject(ObjectMetadata{bytes == &head ? "head" : "body", {}}, bytes->size());
+    ASSERT_TRUE(id.ok());
+    const size_t step = bytes == &head ? kSmall : kLarge;
+    for (size_t off = 0; off < bytes->size(); off += step) {
+      EncodedChunk chunk;
+      ASSERT_TRUE(encoder.Encode(std::span<const uint8_t>(bytes->data() + off, step), &chunk).ok());
+      ASSERT_TRUE(writer.AddChunk(*id, off, step, chunk).ok());
+    }
+    ASSERT_TRUE(writer.EndObject(*id).ok());
+  }
+  ASSERT_TRUE(writer.Finish().ok());
+  const std::vector<uint8_t> stream = sink.bytes();
+
+  // Four threads' decoders and frames of 1 MiB do not fit; one's do.
+  const uint64_t limit = 12 << 20;
+  ASSERT_GT(4 * (ChunkDecoder::MemoryBytes(kLarge) + 4 * kLarge), limit);
+  MemoryBudget budget(limit);
+  MemorySource source(stream);
+  Recorder recorder;
+  std::vector<std::string> notes;
+  DecodeAheadOptions options = Ahead(4, &budget);
+  options.note = [&](const std::string& note) { notes.push_back(note); };
+  Status s = ReadStreamDecodingAhead(source, recorder, options);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(recorder.events, Serially(stream));
+  EXPECT_EQ(budget.in_use(), 0u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("decoding on 1 thread from frame"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("larger than the stream header's chunk size"), std::string::npos) << notes[0];
 }
 
 TEST(DecodeAheadTest, IncrementalStreamWithoutAWayToItsBaseIsReadSerially) {
@@ -321,9 +376,9 @@ TEST(DecodeAheadTest, IncrementalStreamWithoutAWayToItsBaseIsReadSerially) {
     MemoryBudget serial_budget(limit), ahead_budget(limit);
     MemorySource serial_source(stream), ahead_source(stream);
     Recorder serial_recorder, ahead_recorder;
-    Status serial = ReadStream(serial_source, serial_recorder, ReadOptions{.decode = true, .budget = &serial_budget, .open_base = {}});
-    Status ahead = ReadStreamDecodingAhead(ahead_source, ahead_recorder,
-                                           DecodeAheadOptions{2, {.decode = false, .budget = &ahead_budget, .open_base = {}}});
+    Status serial = ReadStream(serial_source, serial_recorder,
+                               ReadOptions{.decode = true, .budget = &serial_budget, .open_base = {}});
+    Status ahead = ReadStreamDecodingAhead(ahead_source, ahead_recorder, Ahead(2, &ahead_budget));
     EXPECT_EQ(ahead.ToString(), serial.ToString()) << limit;
     EXPECT_EQ(ahead_recorder.events, serial_recorder.events) << limit;
     EXPECT_EQ(ahead.message().find("decoding ahead"), std::string::npos) << ahead.ToString();
@@ -334,7 +389,7 @@ TEST(DecodeAheadTest, IncrementalStreamWithoutAWayToItsBaseIsReadSerially) {
   const std::vector<uint8_t> full = MixedStream();
   MemorySource source(full);
   Recorder recorder;
-  Status s = ReadStreamDecodingAhead(source, recorder, DecodeAheadOptions{2, {.decode = true, .budget = &small, .open_base = {}}});
+  Status s = ReadStreamDecodingAhead(source, recorder, Ahead(2, &small));
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(recorder.events, Serially(full));
 }
