@@ -183,7 +183,7 @@ Status RunFlatten(const FlattenOptions& options, FlattenReport* report) {
                          .budget = &budget,
                          .open_base = BaseOpenerFor(options.bases, options.input, options.transport),
                          .check_digests = false};
-  Status status = ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{1, read});
+  Status status = ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{1, read, {}});
   (void)source->Finish(status);
   VF_RETURN_IF_ERROR(status);
   if (report) {
