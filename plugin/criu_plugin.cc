@@ -155,6 +155,9 @@ Result<const PluginContext*> Context() {
                 (s.options.criu_stream == Tristate::kAuto && StreamerSocketPresent(dir, dump));
   if (stream && !streamer)
     return Status::NotSupported("CRIU's image streamer is in use, but img_streamer_open is not exported");
+  // An s3:// target or base without its SSE-C key would be written
+  // unencrypted, or not read.
+  if (!s.options.target.empty() || !s.options.base.empty()) VF_RETURN_IF_ERROR(s.options.sse_c_key_error);
   if (!s.options.target.empty()) {
     // A network target without its key would send VRAM unauthenticated.
     VF_RETURN_IF_ERROR(s.options.key_error);

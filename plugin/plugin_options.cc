@@ -14,6 +14,7 @@
 
 #include "common/units.h"
 #include "streamer/pipeline_fit.h"
+#include "transport/s3_encryption.h"
 #include "transport/shared_key.h"
 
 namespace vramflow {
@@ -147,6 +148,17 @@ void ReadKeyFile(const char* v, PluginOptions* options) {
                               " (a network VRAMFLOW_TARGET will be refused)");
 }
 
+void ReadSseCKeyFile(const char* v, PluginOptions* options) {
+  Result<std::string> key = s3::LoadCustomerKey(v);
+  if (key.ok()) {
+    options->transport.s3.encryption.customer_key = std::move(*key);
+    return;
+  }
+  options->sse_c_key_error = key.status().WithContext("VRAMFLOW_S3_SSE_C_KEY_FILE");
+  options->warnings.push_back(Ignored("VRAMFLOW_S3_SSE_C_KEY_FILE", v, key.status().message()) +
+                              " (an s3:// VRAMFLOW_TARGET or VRAMFLOW_BASE will be refused)");
+}
+
 void ReadChecks(const std::function<const char*(const char*)>& getenv, PluginOptions* options) {
   for (const CheckSwitch& sw : kCheckSwitches) {
     const char* v = getenv(sw.variable);
@@ -212,6 +224,14 @@ Result<PluginOptions> PluginOptionsFromEnvironment(const std::function<const cha
       options.warnings.push_back(Ignored("VRAMFLOW_INSECURE", v, "expecting 1/YES or 0/NO; TLS stays required"));
     }
   }
+  // Server-side encryption of s3:// targets and bases (docs/S3.md,
+  // "Encryption"); the modes are checked when the transport opens.
+  if (const char* v = set("VRAMFLOW_S3_SSE")) options.transport.s3.encryption.sse = v;
+  if (const char* v = set("VRAMFLOW_S3_SSE_KMS_KEY_ID")) options.transport.s3.encryption.kms_key_id = v;
+  if (const char* v = set("VRAMFLOW_S3_SSE_C_KEY_FILE")) {
+    options.sse_c_key_file = v;
+    ReadSseCKeyFile(v, &options);
+  }
   ReadChecks(getenv, &options);
   const char* topology = set("VRAMFLOW_KFD_TOPOLOGY");
   options.topology_root = topology ? topology : kKfdTopologyRoot;
@@ -250,6 +270,12 @@ std::vector<std::string> PluginOptions::ParamLines() const {
   param("VRAMFLOW_KEY_FILE", tls.key                   ? tls.key->origin
                              : !key_error.ok()         ? "(unusable)"
                                                        : "(none)");
+  const S3Encryption& sse = transport.s3.encryption;
+  param("VRAMFLOW_S3_SSE", sse.sse.empty() ? "(as the bucket says)" : sse.sse);
+  param("VRAMFLOW_S3_SSE_KMS_KEY_ID", sse.kms_key_id.empty() ? "(none)" : sse.kms_key_id);
+  param("VRAMFLOW_S3_SSE_C_KEY_FILE", !sse.customer_key.empty() ? sse_c_key_file
+                                      : !sse_c_key_error.ok()   ? "(unusable)"
+                                                                : "(none)");
   param("VRAMFLOW_PARALLEL_RESTORE", TristateName(parallel_restore));
   param("VRAMFLOW_CRIU_STREAM", TristateName(criu_stream));
   param("VRAMFLOW_KFD_TOPOLOGY", topology_root);

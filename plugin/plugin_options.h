@@ -68,6 +68,10 @@ struct PluginOptions {
   // status when it is about to use the transport, rather than go on without
   // the key.
   Status key_error;
+  // The same for VRAMFLOW_S3_SSE_C_KEY_FILE: without the key, an s3://
+  // target would be written unencrypted, and a base there not read.
+  Status sse_c_key_error;
+  std::string sse_c_key_file;  // VRAMFLOW_S3_SSE_C_KEY_FILE as given, for the log
 
   // The effective settings, one "param: NAME: VALUE" line per variable (as
   // upstream's "param: KFD_FW_VER_CHECK:Y"), for the plugin's log. Never

@@ -133,6 +133,11 @@ mon data = $D/mon.a
 rgw frontends = beast endpoint=127.0.0.1:$port tcp_nodelay=1
 rgw data = $D/rgw.a
 rgw multipart min part size = 1024
+# Server-side encryption for the SSE tests, on this loopback endpoint only: SSE-C without TLS, and SSE-KMS
+# with RGW's "testing" key backend, whose keys are these (never for a real deployment).
+rgw crypt require ssl = false
+rgw crypt s3 kms backend = testing
+rgw crypt s3 kms encryption keys = vramflow-test-kms-1=$(printf 'vramflow-test-kms-key-0123456789' | base64)
 EOF
 }
 

@@ -320,5 +320,43 @@ TEST(S3Rgw, PluginVramStreamsGoToS3) {
   EXPECT_TRUE(Has(second.output, prefix + VramStreamName(100, 0x1000) + " exists")) << second.output;
 }
 
+//! VRAMFLOW_S3_SSE_C_KEY_FILE: the plugin writes its s3:// streams with
+//! SSE-C and restores from them; they are read with that key only. A key
+//! file that cannot be used fails the dump rather than write unencrypted.
+TEST(S3Rgw, PluginVramStreamsGoToS3UnderSseC) {
+  if (const char* skip = std::getenv("VRAMFLOW_TEST_S3_SKIP"); skip && *skip) GTEST_SKIP() << "no Ceph RGW: " << skip;
+  const char* bucket = std::getenv("VRAMFLOW_TEST_S3_BUCKET");
+  if (!bucket || !*bucket || !std::getenv("AWS_ENDPOINT_URL"))
+    GTEST_SKIP() << "AWS_ENDPOINT_URL and VRAMFLOW_TEST_S3_BUCKET are not set (ctest's rgw fixture sets them)";
+  const std::string prefix =
+      "s3://" + std::string(bucket) + "/plugin-sse-c-" + std::to_string(::getpid()) + "-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "/";
+  testing::TempDir keys;
+  std::vector<uint8_t> key(32);
+  for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(7 * i + 1);
+  testing::WriteFileBytes(keys.File("sse-c.key"), key);
+  testing::TempDir dir;
+  HostRun run = RunHost(dir, "--gpus 1",
+                        "VRAMFLOW_TARGET=" + prefix + "{name} VRAMFLOW_S3_SSE_C_KEY_FILE=" + keys.File("sse-c.key"));
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
+  const std::string stream = prefix + VramStreamName(100, 0x1000);
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(testing::VramflowBinary() + " verify -q " + stream + " --sse-c-key " +
+                                    keys.File("sse-c.key"),
+                                &out),
+            0)
+      << out;
+  EXPECT_NE(testing::RunCommand(testing::VramflowBinary() + " verify -q " + stream, &out), 0) << out;
+  EXPECT_TRUE(Has(out, "--sse-c-key")) << out;
+
+  testing::TempDir unusable;
+  HostRun refused = RunHost(unusable, "--gpus 1",
+                            "VRAMFLOW_TARGET=" + prefix + "again-{name} VRAMFLOW_S3_SSE_C_KEY_FILE=" +
+                                keys.File("absent.key"));
+  EXPECT_NE(refused.status, 0) << refused.output;
+  EXPECT_TRUE(Has(refused.output, "VRAMFLOW_S3_SSE_C_KEY_FILE")) << refused.output;
+}
+
 }  // namespace
 }  // namespace vramflow

@@ -167,7 +167,8 @@ TEST(PluginSettings, ParamLinesShowTheEffectiveSettings) {
                            "VRAMFLOW_CODEC", "VRAMFLOW_THREADS", "VRAMFLOW_TARGET", "VRAMFLOW_KEY_FILE",
                            "VRAMFLOW_TLS_CERT", "VRAMFLOW_TLS_KEY", "VRAMFLOW_TLS_CA", "VRAMFLOW_INSECURE",
                            "VRAMFLOW_PARALLEL_RESTORE", "VRAMFLOW_CRIU_STREAM", "VRAMFLOW_KFD_TOPOLOGY",
-                           "VRAMFLOW_BASE", "VRAMFLOW_BASE_REFS_ONLY"}) {
+                           "VRAMFLOW_BASE", "VRAMFLOW_BASE_REFS_ONLY", "VRAMFLOW_S3_SSE", "VRAMFLOW_S3_SSE_KMS_KEY_ID",
+                           "VRAMFLOW_S3_SSE_C_KEY_FILE"}) {
     EXPECT_TRUE(AnyLineHas(defaults, std::string("param: ") + name + ": ")) << name << "\n" << Joined(defaults);
   }
   EXPECT_TRUE(AnyLineHas(defaults, "param: KFD_MAX_BUFFER_SIZE: 0 (auto: ")) << Joined(defaults);
@@ -210,6 +211,40 @@ TEST(PluginSettings, TlsFilesAndInsecureComeFromTheEnvironment) {
   PluginOptions bad = Read({{"VRAMFLOW_INSECURE", "maybe"}});
   EXPECT_FALSE(bad.transport.net.insecure);
   EXPECT_TRUE(AnyLineHas(bad.warnings, "ignoring VRAMFLOW_INSECURE='maybe'")) << Joined(bad.warnings);
+}
+
+//! Server-side encryption of s3:// targets and bases: the modes as given
+//! (the transport checks them when it opens), the SSE-C key from its file
+//! (never in the log); a key file that cannot be used is a warning and an
+//! error kept for when an s3:// target or base is used.
+TEST(PluginSettings, S3EncryptionComesFromTheEnvironment) {
+  PluginOptions kms = Read({{"VRAMFLOW_S3_SSE", "aws:kms"}, {"VRAMFLOW_S3_SSE_KMS_KEY_ID", "alias/ckpt"}});
+  ASSERT_TRUE(kms.warnings.empty()) << Joined(kms.warnings);
+  EXPECT_EQ(kms.transport.s3.encryption.sse, "aws:kms");
+  EXPECT_EQ(kms.transport.s3.encryption.kms_key_id, "alias/ckpt");
+  EXPECT_TRUE(AnyLineHas(kms.ParamLines(), "param: VRAMFLOW_S3_SSE: aws:kms")) << Joined(kms.ParamLines());
+  EXPECT_TRUE(AnyLineHas(Read({}).ParamLines(), "param: VRAMFLOW_S3_SSE_C_KEY_FILE: (none)"));
+
+  testing::TempDir dir;
+  const std::string secret = "not-to-be-logged-0123456789abcde";  // 32 bytes
+  ASSERT_EQ(secret.size(), 32u);
+  testing::WriteFileBytes(dir.File("sse-c.key"), std::vector<uint8_t>(secret.begin(), secret.end()));
+  PluginOptions customer = Read({{"VRAMFLOW_S3_SSE_C_KEY_FILE", dir.File("sse-c.key")}});
+  ASSERT_TRUE(customer.warnings.empty()) << Joined(customer.warnings);
+  EXPECT_TRUE(customer.sse_c_key_error.ok());
+  EXPECT_EQ(customer.transport.s3.encryption.customer_key, secret);
+  const std::vector<std::string> lines = customer.ParamLines();
+  EXPECT_TRUE(AnyLineHas(lines, "param: VRAMFLOW_S3_SSE_C_KEY_FILE: " + dir.File("sse-c.key"))) << Joined(lines);
+  EXPECT_FALSE(AnyLineHas(lines, secret)) << Joined(lines);
+
+  PluginOptions unusable = Read({{"VRAMFLOW_S3_SSE_C_KEY_FILE", "/nonexistent/sse-c.key"}});
+  EXPECT_TRUE(unusable.transport.s3.encryption.customer_key.empty());
+  ASSERT_FALSE(unusable.sse_c_key_error.ok());
+  EXPECT_NE(unusable.sse_c_key_error.message().find("VRAMFLOW_S3_SSE_C_KEY_FILE"), std::string::npos)
+      << unusable.sse_c_key_error.ToString();
+  EXPECT_TRUE(AnyLineHas(unusable.warnings, "ignoring VRAMFLOW_S3_SSE_C_KEY_FILE='/nonexistent/sse-c.key'"))
+      << Joined(unusable.warnings);
+  EXPECT_TRUE(AnyLineHas(unusable.ParamLines(), "param: VRAMFLOW_S3_SSE_C_KEY_FILE: (unusable)"));
 }
 
 //! Incremental checkpoints (issue 21): VRAMFLOW_BASE as given (a pattern as

@@ -427,7 +427,7 @@ int Main(int argc, char** argv) {
   s3_cleanup_cmd->add_option("--journal", s3_journal, "the journal directory (default: as above)");
   s3_cleanup_cmd->add_flag("--all", s3_all, "also abort the uploads of processes still running");
   S3Flags s3_cleanup_s3;
-  s3_cleanup_s3.Add(s3_cleanup_cmd);
+  s3_cleanup_s3.Add(s3_cleanup_cmd, /*encryption=*/false);  // aborting an upload needs no key
 
   // bench
   CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
@@ -812,7 +812,8 @@ int Main(int argc, char** argv) {
     interruptible(&sink_options);
     sink_options.file.overwrite = gen_force;
     sink_options.s3.overwrite = gen_force;
-    gen_s3.Resolve(&sink_options.s3);
+    if (Status resolved = gen_s3.Resolve(&sink_options.s3); !resolved.ok()) return UsageError("gen", resolved);
+    if (Status loaded = gen_s3.LoadEncryptionKey(&sink_options.s3); !loaded.ok()) return Fail("gen", loaded);
     Result<std::unique_ptr<ByteSink>> sink = OpenSink(gen_output, sink_options);
     if (!sink.ok()) return Fail("gen", sink.status());
     std::vector<uint8_t> buf(4u << 20);
@@ -831,7 +832,8 @@ int Main(int argc, char** argv) {
     if (dir.empty())
       return UsageError("s3 cleanup", Status::InvalidArgument("neither XDG_STATE_HOME nor HOME is set: give --journal"));
     S3Options s3_options;
-    s3_cleanup_s3.Resolve(&s3_options);
+    if (Status resolved = s3_cleanup_s3.Resolve(&s3_options); !resolved.ok())
+      return UsageError("s3 cleanup", resolved);
     s3::CleanupReport report = s3::AbortJournaledUploads(dir, s3_options, s3_all);
     std::fprintf(stderr, "vramflow s3 cleanup: aborted %u upload(s); %u of running processes left alone (%s)\n",
                  report.aborted, report.skipped, dir.c_str());

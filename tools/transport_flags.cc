@@ -62,7 +62,7 @@ Status TransportFlags::Resolve(TransportOptions* options) const {
   for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--key-file", key_file},
                                     {"--cert", cert_file}, {"--key", cert_key_file}, {"--ca", ca_file}})
     VF_RETURN_IF_ERROR(RefuseDash(flag, value));
-  s3.Resolve(&options->s3);
+  VF_RETURN_IF_ERROR(s3.Resolve(&options->s3));
   NetOptions& net = options->net;
   net.insecure = insecure;
   net.tls.cert_file = cert_file;
@@ -92,6 +92,7 @@ Status TransportFlags::Resolve(TransportOptions* options) const {
 }
 
 Status TransportFlags::LoadCredentials(TransportOptions* options) const {
+  VF_RETURN_IF_ERROR(s3.LoadEncryptionKey(&options->s3));
   // $VRAMFLOW_KEY_FILE and $VRAMFLOW_KEY stand in for --key-file, not for
   // certificates or --insecure given on the command line.
   bool explicit_other = !cert_file.empty() || !cert_key_file.empty() || !ca_file.empty() || insecure;

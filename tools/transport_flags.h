@@ -24,7 +24,7 @@ struct TransportFlags {
   unsigned retries = 3;
   double resume_timeout_s = 30;
   double accept_timeout_s = -1;
-  S3Flags s3;  // --endpoint-url, --region, --profile, --ca-bundle
+  S3Flags s3;  // --endpoint-url, --region, --profile, --ca-bundle, --sse, --sse-kms-key-id, --sse-c-key
   // Receivers: the connection limits (ConnectionLimits, connection_threads.h).
   size_t max_connections = ConnectionLimits{}.max_threads;
   size_t max_handshakes = ConnectionLimits{}.max_handshakes;
@@ -36,7 +36,7 @@ struct TransportFlags {
   // stderr); an error is a bad command line.
   Status Resolve(TransportOptions* options) const;
   // Loads the shared key (--key-file, $VRAMFLOW_KEY_FILE, $VRAMFLOW_KEY)
-  // into `options`, after Resolve: a key that is missing or cannot be used
+  // and --sse-c-key's key into `options`, after Resolve: a key that is missing or cannot be used
   // is a failure of the job (exit status 1), as a missing input is.
   Status LoadCredentials(TransportOptions* options) const;
 };

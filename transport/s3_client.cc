@@ -168,6 +168,7 @@ Client::Client(Config config, const S3Options& options, std::string bucket)
       backoff_base_(options.backoff_base),
       backoff_max_(options.backoff_max),
       retries_(options.retries),
+      encryption_(options.encryption),
       pool_(std::make_unique<HandlePool>()) {
   Result<const CurlApi*> curl = OpenCurl();
   if (curl.ok()) curl_ = *curl;
@@ -323,7 +324,12 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   // HEAD replies have no body, so no S3 code to hint from.
   if (status == 403 && !s3)
     text += " (forbidden: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (credentials from " +
-            config_.credentials_source + ") and the bucket's permissions)";
+            config_.credentials_source + ") and the bucket's permissions" +
+            (encryption_.customer_key.empty() ? "" : "; or the object's SSE-C key is not --sse-c-key's") + ")";
+  if (status == 400 && !s3 && request.method == "HEAD")
+    text += encryption_.customer_key.empty()
+                ? " (bad request: S3 describes an object encrypted with SSE-C only with its key, --sse-c-key)"
+                : " (bad request: is the object encrypted with --sse-c-key's key?)";
   text += Hint(attempt.s3_code, config_);
   // 401/403: the endpoint refused our credentials (a wrong key or secret,
   // an expired token, a policy): an authentication failure (exit status 4).

@@ -66,6 +66,8 @@ class Client {
   std::string Uri(const std::string& key) const { return "s3://" + bucket_ + "/" + key; }
   const std::string& bucket() const { return bucket_; }
   const Config& config() const { return config_; }
+  // The objects' server-side encryption (s3_encryption.h adds its headers).
+  const S3Encryption& encryption() const { return encryption_; }
 
   // Keys under `prefix` (ListObjectsV2, first 1000): for tests and tools.
   Result<std::vector<std::string>> ListKeys(const std::string& prefix);
@@ -80,6 +82,7 @@ class Client {
   std::string bucket_;
   std::chrono::milliseconds connect_timeout_, stall_timeout_, backoff_base_, backoff_max_;
   unsigned retries_;
+  S3Encryption encryption_;
   std::unique_ptr<HandlePool> pool_;
   // libcurl (curl_library.h); null where it could not be opened, and every
   // request fails with `curl_status_`.

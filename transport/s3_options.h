@@ -25,6 +25,21 @@ struct S3Limits {
 // network may be gone): then the journal record stays for `s3 cleanup`.
 inline constexpr std::chrono::seconds kInterruptAbortDeadline{5};
 
+// Server-side encryption of the objects written and read (docs/S3.md,
+// "Encryption"), as the aws CLI's --sse, --sse-kms-key-id and --sse-c-key.
+struct S3Encryption {
+  // How objects written are encrypted at rest: "" (as the bucket's default
+  // says), "AES256" (SSE-S3) or "aws:kms" (SSE-KMS, under kms_key_id, else
+  // the account's default key).
+  std::string sse;
+  std::string kms_key_id;
+  // SSE-C: the 32 bytes S3 encrypts objects written with. S3 keeps a hash
+  // of it, not the key, and serves the object, or its metadata, only to
+  // requests that send the key again: it goes with every request on an
+  // object, so never over http to another machine. Empty: no SSE-C.
+  std::string customer_key;
+};
+
 struct S3Options {
   // Upload: bytes of part buffers alive at once (the one being filled and
   // those uploading). Parts in flight x part size <= memory_budget, except
@@ -64,6 +79,7 @@ struct S3Options {
   std::chrono::milliseconds backoff_base{200};
   std::chrono::milliseconds backoff_max{10000};
   S3Limits limits;
+  S3Encryption encryption;
   // Upload: replace an existing object. When false, OpenS3Sink() sends HEAD
   // first and refuses a key that exists (kAlreadyExists), as a file sink
   // refuses an existing file (FileSinkOptions::overwrite; the CLI's --force).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/s3_encryption.h"
 #include "transport/s3_journal.h"
 #include "transport/s3_part_plan.h"
 #include "transport/s3_signer.h"
@@ -60,11 +62,14 @@ Status WithNote(const Status& s, const std::string& note) {
   }
 }
 
-// HeadObject of `key`; `answers`: statuses besides 2xx that are answers.
-Request HeadRequest(const std::string& key, std::string what, std::vector<long> answers = {}) {
+// HeadObject of `key`, with SSE-C's key if `encryption` has one; `answers`:
+// statuses besides 2xx that are answers.
+Request HeadRequest(const S3Encryption& encryption, const std::string& key, std::string what,
+                    std::vector<long> answers = {}) {
   Request r;
   r.method = "HEAD";
   r.key = key;
+  s3::AddCustomerKeyHeaders(encryption, &r.headers);
   r.answers = std::move(answers);
   r.what = std::move(what);
   return r;
@@ -184,6 +189,7 @@ class S3Sink final : public ByteSink {
                      r.key = key;
                      r.query = {{"partNumber", std::to_string(number)}, {"uploadId", id}};
                      r.headers = {{"Content-MD5", s3::Md5Base64(data)}};
+                     s3::AddCustomerKeyHeaders(client->encryption(), &r.headers);
                      r.body = data;
                      r.what = what;
                      VF_ASSIGN_OR_RETURN(Response response, client->Send(r, cancel));
@@ -240,6 +246,7 @@ class S3Sink final : public ByteSink {
     // upload's object from any other (CompletedAfterAll).
     upload_token_ = UploadToken();
     r.headers = {{kUploadTokenHeader, upload_token_}};
+    s3::AddCreateHeaders(client_->encryption(), &r.headers);
     r.what = "CreateMultipartUpload";
     Result<Response> response = client_->Send(r, &cancel_);
     std::optional<std::string> id;
@@ -249,6 +256,9 @@ class S3Sink final : public ByteSink {
     pending_->Answer(upload_id_, journal_);
     VF_RETURN_IF_ERROR(response.status());
     if (upload_id_.empty()) return Status::IoError(Describe() + ": CreateMultipartUpload reply has no UploadId");
+    // Before a byte is sent: Fail() aborts the upload.
+    VF_RETURN_IF_ERROR(
+        s3::CheckApplied(client_->encryption(), *response).WithContext(Describe() + ": CreateMultipartUpload"));
     return Status::Ok();
   }
 
@@ -330,9 +340,20 @@ class S3Sink final : public ByteSink {
     r.method = "PUT";
     r.key = key_;
     r.headers = {{"Content-MD5", s3::Md5Base64(buffer_)}};
+    s3::AddCreateHeaders(client_->encryption(), &r.headers);
     r.body = buffer_;
     r.what = "PutObject (" + std::to_string(buffer_.size()) + " bytes)";
-    VF_RETURN_IF_ERROR(client_->Send(r, &cancel_).status());
+    VF_ASSIGN_OR_RETURN(Response reply, client_->Send(r, &cancel_));
+    if (Status applied = s3::CheckApplied(client_->encryption(), reply); !applied.ok()) {
+      // Stored, but not as asked: it goes.
+      Request remove;
+      remove.method = "DELETE";
+      remove.key = key_;
+      remove.what = "DeleteObject (stored without the server-side encryption asked for)";
+      const Status removed = client_->Send(remove).status();
+      return WithNote(applied.WithContext(Describe() + ": PutObject"),
+                      removed.ok() ? " (the object was deleted)" : " (deleting it failed: " + removed.message() + ")");
+    }
     position_ = buffer_.size();
     buffer_ = std::vector<uint8_t>();
     return Status::Ok();
@@ -350,6 +371,7 @@ class S3Sink final : public ByteSink {
     r.key = key_;
     r.query = {{"uploadId", upload_id_}};
     r.body = std::span(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    s3::AddCustomerKeyHeaders(client_->encryption(), &r.headers);
     r.error_in_ok_body = true;
     r.what = "CompleteMultipartUpload (" + std::to_string(etags_.size()) + " parts)";
     Result<Response> response = client_->Send(r, &cancel_);
@@ -359,7 +381,8 @@ class S3Sink final : public ByteSink {
       // Ceph RGW 16 answers the first Complete with <ETag></ETag>: confirm
       // that the object is there, whole, before calling it committed.
       VF_ASSIGN_OR_RETURN(Response confirm,
-                          client_->Send(HeadRequest(key_, "HeadObject (Complete returned no ETag)"), &cancel_));
+                          client_->Send(HeadRequest(client_->encryption(), key_, "HeadObject (Complete returned no ETag)"),
+                                        &cancel_));
       std::string length = confirm.Header("content-length");
       if (length != std::to_string(position_))
         return Status::IoError(Describe() + ": CompleteMultipartUpload returned no ETag and HEAD shows " +
@@ -382,7 +405,8 @@ class S3Sink final : public ByteSink {
   Status CompletedAfterAll(const Status& failure) {
     if (failure.code() == Status::Code::kCancelled) return failure;
     Result<Response> confirm =
-        client_->Send(HeadRequest(key_, "HeadObject (after CompleteMultipartUpload failed)", {404}), &cancel_);
+        client_->Send(HeadRequest(client_->encryption(), key_, "HeadObject (after CompleteMultipartUpload failed)", {404}),
+                      &cancel_);
     if (!confirm.ok() || confirm->status != 200 || confirm->Header("content-length") != std::to_string(position_))
       return failure;
     const std::string derived = s3::MultipartETag(etags_);
@@ -428,15 +452,39 @@ class S3Sink final : public ByteSink {
   CleanupEntry interrupt_entry_;  // aborts it if the process is interrupted
 };
 
-// Refuses an existing object, as a file sink refuses an existing file. A
-// HEAD reply that says nothing more (HEAD has no body): 403 (write-only
-// credentials, or wrong ones), 400 or 301 (a wrong region), lets the upload
-// go on, which reports a real problem with S3's error code and a hint.
+// Refuses an existing object, as a file sink refuses an existing file.
+// HEAD has no body to say why it failed: 301 (a wrong region) and 403
+// (write-only credentials, or wrong ones) let the upload go on, which
+// reports a real problem with S3's error code and a hint. A 400, and under
+// SSE-C a 403, also come from an object encrypted with SSE-C that HEAD
+// asked about without its key or with another one: a GET of its first byte
+// without a key then says so in its error (AWS: InvalidRequest, "...stored
+// using a form of Server Side Encryption..."; Ceph RGW: InvalidArgument,
+// "Requests specifying Server Side Encryption with Customer provided keys
+// ...").
 Status RefuseExisting(Client& client, const std::string& key) {
-  VF_ASSIGN_OR_RETURN(Response response,
-                      client.Send(HeadRequest(key, "HeadObject (is there an object already?)", {301, 400, 403, 404})));
-  if (response.status >= 200 && response.status < 300)
-    return Status::AlreadyExists(client.Uri(key) + " exists (use --force to overwrite)");
+  auto refuse = [&](const std::string& how) {
+    return Status::AlreadyExists(client.Uri(key) + " exists" + how + " (use --force to overwrite)");
+  };
+  const bool sse_c = !client.encryption().customer_key.empty();
+  VF_ASSIGN_OR_RETURN(Response head, client.Send(HeadRequest(client.encryption(), key,
+                                                             "HeadObject (is there an object already?)",
+                                                             {301, 400, 403, 404})));
+  if (head.status / 100 == 2) return refuse("");
+  if (head.status != 400 && !(sse_c && head.status == 403)) return Status::Ok();
+  Request probe;
+  probe.method = "GET";
+  probe.key = key;
+  probe.headers = {{"Range", "bytes=0-0"}};
+  probe.sign_payload = false;
+  probe.answers = {301, 400, 403, 404, 416};
+  probe.what = "GetObject bytes=0-0 without an SSE-C key (is there an object already?)";
+  VF_ASSIGN_OR_RETURN(Response got, client.Send(probe));
+  if (got.status / 100 == 2 || got.status == 416) return refuse(sse_c ? ", not encrypted with SSE-C" : "");
+  std::string message = s3::XmlField(got.body, "Message").value_or("");
+  std::transform(message.begin(), message.end(), message.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (got.status == 400 && message.find("server side encryption") != std::string::npos)
+    return refuse(sse_c ? ", encrypted with another SSE-C key" : ", encrypted with SSE-C (read with --sse-c-key)");
   return Status::Ok();
 }
 

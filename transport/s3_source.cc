@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "transport/range_reader.h"
+#include "transport/s3_encryption.h"
 #include "transport/s3_part_plan.h"
 
 namespace vramflow {
@@ -30,6 +31,7 @@ class S3Object final : public RandomAccessSource {
     Request head;
     head.method = "HEAD";
     head.key = key;
+    s3::AddCustomerKeyHeaders(client->encryption(), &head.headers);
     head.what = "HeadObject";
     VF_ASSIGN_OR_RETURN(Response response, client->Send(head));
     std::string length = response.Header("content-length");
@@ -52,6 +54,7 @@ class S3Object final : public RandomAccessSource {
     r.key = key_;
     r.headers = {{"Range", range}};
     if (!etag_.empty()) r.headers.emplace_back("If-Match", etag_);
+    s3::AddCustomerKeyHeaders(client_->encryption(), &r.headers);
     r.sign_payload = false;
     r.what = "GetObject " + range;
     VF_ASSIGN_OR_RETURN(Response response, client_->Send(r, cancel));
