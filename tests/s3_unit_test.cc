@@ -420,9 +420,10 @@ TEST(S3Encryption, HeadersNameTheModeAndCarryTheKeyWithItsDigest) {
 
   S3Encryption customer;
   for (int i = 0; i < 32; ++i) customer.customer_key.push_back(static_cast<char>(i));
-  const Headers key_headers{{"x-amz-server-side-encryption-customer-algorithm", "AES256"},
-                            {"x-amz-server-side-encryption-customer-key", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="},
-                            {"x-amz-server-side-encryption-customer-key-MD5", "tP/LI3N87DFaSk0aoqYgzg=="}};
+  const Headers key_headers{
+      {"x-amz-server-side-encryption-customer-algorithm", "AES256"},
+      {"x-amz-server-side-encryption-customer-key", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="},
+      {"x-amz-server-side-encryption-customer-key-MD5", "tP/LI3N87DFaSk0aoqYgzg=="}};
   AddCustomerKeyHeaders(customer, &headers);
   EXPECT_EQ(headers, key_headers);
   headers.clear();

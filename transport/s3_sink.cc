@@ -380,9 +380,8 @@ class S3Sink final : public ByteSink {
     if (etag.empty()) {
       // Ceph RGW 16 answers the first Complete with <ETag></ETag>: confirm
       // that the object is there, whole, before calling it committed.
-      VF_ASSIGN_OR_RETURN(Response confirm,
-                          client_->Send(HeadRequest(client_->encryption(), key_, "HeadObject (Complete returned no ETag)"),
-                                        &cancel_));
+      const Request head = HeadRequest(client_->encryption(), key_, "HeadObject (Complete returned no ETag)");
+      VF_ASSIGN_OR_RETURN(Response confirm, client_->Send(head, &cancel_));
       std::string length = confirm.Header("content-length");
       if (length != std::to_string(position_))
         return Status::IoError(Describe() + ": CompleteMultipartUpload returned no ETag and HEAD shows " +
@@ -404,9 +403,9 @@ class S3Sink final : public ByteSink {
   // 404, and one still open (an identical object was there before) goes.
   Status CompletedAfterAll(const Status& failure) {
     if (failure.code() == Status::Code::kCancelled) return failure;
-    Result<Response> confirm =
-        client_->Send(HeadRequest(client_->encryption(), key_, "HeadObject (after CompleteMultipartUpload failed)", {404}),
-                      &cancel_);
+    const Request head =
+        HeadRequest(client_->encryption(), key_, "HeadObject (after CompleteMultipartUpload failed)", {404});
+    Result<Response> confirm = client_->Send(head, &cancel_);
     if (!confirm.ok() || confirm->status != 200 || confirm->Header("content-length") != std::to_string(position_))
       return failure;
     const std::string derived = s3::MultipartETag(etags_);
