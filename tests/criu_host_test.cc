@@ -291,19 +291,30 @@ TEST(CriuHost, VramCrossesTheNetworkBothWays) {
   EXPECT_TRUE(std::filesystem::exists(net.File("sent"))) << std::string(log.begin(), log.end());
 }
 
+// Why the S3Rgw tests here cannot run, or "" (ctest's rgw fixture sets RGW up).
+std::string RgwMissing() {
+  const char* skip = std::getenv("VRAMFLOW_TEST_S3_SKIP");
+  if (skip && *skip) return std::string("no Ceph RGW: ") + skip;
+  const char* bucket = std::getenv("VRAMFLOW_TEST_S3_BUCKET");
+  if (!bucket || !*bucket || !std::getenv("AWS_ENDPOINT_URL"))
+    return "AWS_ENDPOINT_URL and VRAMFLOW_TEST_S3_BUCKET are not set (ctest's rgw fixture sets them)";
+  return "";
+}
+
+// s3://BUCKET/TAG-PID-TIME/: a prefix of this test run's own.
+std::string FreshS3Prefix(const std::string& tag) {
+  return "s3://" + std::string(std::getenv("VRAMFLOW_TEST_S3_BUCKET")) + "/" + tag + "-" + std::to_string(::getpid()) +
+         "-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "/";
+}
+
 //! VRAMFLOW_TARGET=s3://BUCKET/PREFIX/{name} against the local Ceph RGW
 //! (S3Rgw: the rgw fixture; skips, saying why, without one): every GPU's
 //! stream is uploaded as an object and restored from it. A second dump to
 //! the same objects fails naming one, as a second dump into a directory
 //! target that holds the stream files does.
 TEST(S3Rgw, PluginVramStreamsGoToS3) {
-  if (const char* skip = std::getenv("VRAMFLOW_TEST_S3_SKIP"); skip && *skip) GTEST_SKIP() << "no Ceph RGW: " << skip;
-  const char* bucket = std::getenv("VRAMFLOW_TEST_S3_BUCKET");
-  if (!bucket || !*bucket || !std::getenv("AWS_ENDPOINT_URL"))
-    GTEST_SKIP() << "AWS_ENDPOINT_URL and VRAMFLOW_TEST_S3_BUCKET are not set (ctest's rgw fixture sets them)";
-  const std::string prefix =
-      "s3://" + std::string(bucket) + "/plugin-" + std::to_string(::getpid()) + "-" +
-      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "/";
+  if (std::string missing = RgwMissing(); !missing.empty()) GTEST_SKIP() << missing;
+  const std::string prefix = FreshS3Prefix("plugin");
   testing::TempDir dir;
   HostRun run = RunHost(dir, "--gpus 2", "VRAMFLOW_TARGET=" + prefix + "{name}");
   ASSERT_EQ(run.status, 0) << run.output;
@@ -324,13 +335,8 @@ TEST(S3Rgw, PluginVramStreamsGoToS3) {
 //! SSE-C and restores from them; they are read with that key only. A key
 //! file that cannot be used fails the dump rather than write unencrypted.
 TEST(S3Rgw, PluginVramStreamsGoToS3UnderSseC) {
-  if (const char* skip = std::getenv("VRAMFLOW_TEST_S3_SKIP"); skip && *skip) GTEST_SKIP() << "no Ceph RGW: " << skip;
-  const char* bucket = std::getenv("VRAMFLOW_TEST_S3_BUCKET");
-  if (!bucket || !*bucket || !std::getenv("AWS_ENDPOINT_URL"))
-    GTEST_SKIP() << "AWS_ENDPOINT_URL and VRAMFLOW_TEST_S3_BUCKET are not set (ctest's rgw fixture sets them)";
-  const std::string prefix =
-      "s3://" + std::string(bucket) + "/plugin-sse-c-" + std::to_string(::getpid()) + "-" +
-      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "/";
+  if (std::string missing = RgwMissing(); !missing.empty()) GTEST_SKIP() << missing;
+  const std::string prefix = FreshS3Prefix("plugin-sse-c");
   testing::TempDir keys;
   std::vector<uint8_t> key(32);
   for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(7 * i + 1);
