@@ -175,21 +175,7 @@ TEST(DecodeAheadTest, DigestBlocksAreCheckedAsTheSerialReaderChecksThem) {
   // The last entry of each DIGEST_BLOCK of "weights" (all DATA frames)
   // changed, each block re-hashed.
   std::vector<uint8_t> broken = stream;
-  int blocks = 0;
-  for (uint64_t at = kStreamHeaderSize; at + kFrameHeaderSize <= broken.size();) {
-    FrameHeader h;
-    ASSERT_TRUE(DecodeFrameHeader(broken.data() + at, &h).ok()) << "at " << at;
-    if (h.kind == static_cast<uint8_t>(FrameKind::kDigestBlock) && h.object_id == 1) {
-      ++blocks;
-      uint8_t* payload = broken.data() + at + kFrameHeaderSize;
-      payload[h.payload_size - 1] ^= 1;
-      h.raw_hash = Hash64(payload, h.payload_size);
-      EncodeFrameHeader(h, broken.data() + at);
-    }
-    if (h.kind == static_cast<uint8_t>(FrameKind::kStreamEnd)) break;
-    at += kFrameHeaderSize + h.payload_size;
-  }
-  ASSERT_GE(blocks, 1);
+  ASSERT_GE(testing::BreakLastDigestOfEachBlock(&broken, /*object_id=*/1), 1);
   MemorySource serial_source(broken);
   Recorder serial_recorder;
   const Status expected = ReadStream(serial_source, serial_recorder);

@@ -170,7 +170,7 @@ TEST(Incremental, DecodeAheadResolvesBaseFramesOnSeveralThreads) {
     };
     MemorySource source(bytes);
     Collect collect;
-    Status s = ReadStreamDecodingAhead(source, collect, DecodeAheadOptions{threads, options});
+    Status s = ReadStreamDecodingAhead(source, collect, DecodeAheadOptions{threads, options, {}});
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(collect.objects["weights"], chain.c[0].bytes);
     EXPECT_EQ(collect.objects["copy"], chain.c[1].bytes);
@@ -212,7 +212,7 @@ TEST(Incremental, DecodeAheadKeepsAsManyBaseReadsInFlightAsTheBaseAsks) {
     };
     MemorySource source(bytes);
     Collect collect;
-    Status s = ReadStreamDecodingAhead(source, collect, DecodeAheadOptions{1, options});
+    Status s = ReadStreamDecodingAhead(source, collect, DecodeAheadOptions{1, options, {}});
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(collect.objects["weights"], base[0].bytes);
     EXPECT_EQ(collect.base_chunks, 8);
@@ -278,7 +278,7 @@ TEST(Incremental, DecodeAheadFailsAsReadStreamDoes) {
     MemorySource serial_source(bytes), ahead_source(bytes);
     Collect serial_collect, ahead_collect;
     Status serial = ReadStream(serial_source, serial_collect, options);
-    Status ahead = ReadStreamDecodingAhead(ahead_source, ahead_collect, DecodeAheadOptions{2, options});
+    Status ahead = ReadStreamDecodingAhead(ahead_source, ahead_collect, DecodeAheadOptions{2, options, {}});
     EXPECT_FALSE(serial.ok());
     EXPECT_EQ(ahead.code(), serial.code()) << ahead.ToString() << "\n" << serial.ToString();
     std::smatch frame;  // ReadStream's "frame N (KIND, ...) at stream offset X: why"
@@ -562,7 +562,8 @@ TEST(Incremental, InspectShowsTheBaseTheIdAndWhereTheBytesComeFrom) {
     out = Cli("inspect " + mode + chain.pc, &rc);
     ASSERT_EQ(rc, 0) << out;
     if (mode.empty()) {
-      EXPECT_NE(out.find("base:     " + HexDigest((*b)->id()) + " (b.vfs), chain of 2 bases"), std::string::npos) << out;
+      EXPECT_NE(out.find("base:     " + HexDigest((*b)->id()) + " (b.vfs), chain of 2 bases"), std::string::npos)
+          << out;
     }
     EXPECT_NE(out.find("from the base: 32.00 KiB referenced, 16.00 KiB as deltas, 16.00 KiB new"), std::string::npos)
         << out;

@@ -14,6 +14,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "common/hash.h"
 #include "streamer/stream_reader.h"
 #include "streamer/stream_writer.h"
 #include "transport/memory_stream.h"
@@ -160,6 +161,24 @@ Status UnpackFromMemory(const std::vector<uint8_t>& stream, std::vector<TestObje
   Status s = ReadStream(source, visitor);
   *objects = std::move(visitor.objects);
   return s;
+}
+
+int BreakLastDigestOfEachBlock(std::vector<uint8_t>* stream, uint32_t object_id) {
+  int blocks = 0;
+  for (uint64_t at = kStreamHeaderSize; at + kFrameHeaderSize <= stream->size();) {
+    FrameHeader h;
+    if (!DecodeFrameHeader(stream->data() + at, &h).ok()) return -1;
+    if (h.kind == static_cast<uint8_t>(FrameKind::kDigestBlock) && (object_id == 0 || h.object_id == object_id)) {
+      ++blocks;
+      uint8_t* payload = stream->data() + at + kFrameHeaderSize;
+      payload[h.payload_size - 1] ^= 1;
+      h.raw_hash = Hash64(payload, h.payload_size);
+      EncodeFrameHeader(h, stream->data() + at);
+    }
+    if (h.kind == static_cast<uint8_t>(FrameKind::kStreamEnd)) break;
+    at += kFrameHeaderSize + h.payload_size;
+  }
+  return blocks;
 }
 
 int RunCommand(const std::string& command_line, std::string* output) {

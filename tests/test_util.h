@@ -47,6 +47,12 @@ std::vector<uint8_t> PackToMemory(const std::vector<TestObject>& objects, const 
 // Reads a stream fully (decoding) and returns the objects it holds, or the error.
 Status UnpackFromMemory(const std::vector<uint8_t>& stream, std::vector<TestObject>* objects);
 
+// Flips a bit of the last entry of each DIGEST_BLOCK in `stream` (of
+// object `object_id` only, unless 0) and hashes the block again, so that only
+// the chunk's bytes can tell; returns how many blocks it changed, or -1 if a
+// frame header does not decode.
+int BreakLastDigestOfEachBlock(std::vector<uint8_t>* stream, uint32_t object_id = 0);
+
 // Runs a shell command line, capturing stdout+stderr; returns the exit status.
 int RunCommand(const std::string& command_line, std::string* output);
 // Path of the built vramflow binary.
