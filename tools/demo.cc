@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -34,6 +35,61 @@ bool IsLocalFile(const std::string& uri) {
 bool IsS3(const std::string& uri) {
   Result<Endpoint> endpoint = ParseEndpoint(uri);
   return endpoint.ok() && endpoint->kind == Endpoint::Kind::kS3;
+}
+
+double Gbps(uint64_t bytes, double seconds) { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0; }
+
+// "2.51 GB/s (0.43 s)": `bytes` moved in `seconds`.
+std::string Rate(uint64_t bytes, double seconds) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f GB/s (%.2f s)", Gbps(bytes, seconds), seconds);
+  return text;
+}
+
+// One "  NAME  VALUE" line of the text report.
+void Row(std::ostream& out, const char* name, const std::string& value) {
+  char line[64];
+  std::snprintf(line, sizeof line, "  %-28s ", name);
+  out << line << value << "\n";
+}
+
+// The JSON report's fields that say what ran: after the head, before the
+// run's own.
+nlohmann::ordered_json JsonShape(const DemoOptions& options, size_t bos, const PipelineOptions& pipeline,
+                                 const DemoReport& report) {
+  return nlohmann::ordered_json{{"gpus", options.gpus},
+                                {"bos", bos},
+                                {"threads", report.threads},
+                                {"codec", DescribeOptions(pipeline.encoder)},
+                                {"chunk_size", pipeline.chunk_size},
+                                {"max_memory", pipeline.max_memory}};
+}
+
+// The JSON report's timings and memory, after the run's own fields.
+nlohmann::ordered_json JsonTimings(const DemoReport& report) {
+  return nlohmann::ordered_json{{"dump_seconds", report.dump_seconds},
+                                {"restore_seconds", report.restore_seconds},
+                                {"dump_gbps", Gbps(report.raw_bytes, report.dump_seconds)},
+                                {"restore_gbps", Gbps(report.raw_bytes, report.restore_seconds)},
+                                {"dump_peak_rss_anon", report.dump_peak_anon},
+                                {"restore_peak_rss_anon", report.restore_peak_anon},
+                                {"budget_peak", report.budget_peak}};
+}
+
+// The report's figures from the dump and the restore that ran.
+void TakeFigures(const PipelineStats& dump, const PipelineStats& restore, DemoReport* report) {
+  report->raw_bytes = dump.raw_bytes;
+  report->stream_bytes = dump.stream_bytes;
+  report->zero_bytes = dump.zero_bytes;
+  report->dedup_bytes = dump.dedup_bytes;
+  report->dump_seconds = dump.seconds;
+  report->restore_seconds = restore.seconds;
+  report->budget_peak = std::max(dump.budget_peak, restore.budget_peak);
+  report->threads = dump.threads;
+}
+
+double Ratio(const DemoReport& report) {
+  return report.stream_bytes ? static_cast<double>(report.raw_bytes) / report.stream_bytes : 0.0;
 }
 
 // The receiving half of a live migration: fresh simulated GPUs of the same
@@ -79,13 +135,12 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   report->budget_peak = restore.budget_peak;
   report->threads = restore.threads;
   report->restored_here = true;
-  double gbps = restore.seconds > 0 ? static_cast<double>(restore.raw_bytes) / restore.seconds / 1e9 : 0;
   char line[256];
   std::snprintf(line, sizeof(line),
                 "\nvramflow demo --listen: restored %s into %u simulated GPUs from %s in %.2f s (%.2f GB/s, "
                 "transfer and restore overlapped), peak RSS private %s; every byte of every BO matches\n",
-                FormatSize(restore.raw_bytes).c_str(), options.gpus, source->Describe().c_str(), restore.seconds, gbps,
-                FormatSize(report->restore_peak_anon).c_str());
+                FormatSize(restore.raw_bytes).c_str(), options.gpus, source->Describe().c_str(), restore.seconds,
+                Gbps(restore.raw_bytes, restore.seconds), FormatSize(report->restore_peak_anon).c_str());
   out << line;
   return Status::Ok();
 }
@@ -218,77 +273,48 @@ Status RunIncrementalDemo(const DemoOptions& options, const SimDeviceOptions& de
   VF_RETURN_IF_ERROR(original.Compare(restored).WithContext("verify"));
 
   report->restored_here = true;
-  report->raw_bytes = dump.raw_bytes;
-  report->stream_bytes = dump.stream_bytes;
-  report->zero_bytes = dump.zero_bytes;
-  report->dedup_bytes = dump.dedup_bytes;
-  report->dump_seconds = dump.seconds;
-  report->restore_seconds = restore.seconds;
-  report->budget_peak = std::max({full.budget_peak, dump.budget_peak, restore.budget_peak});
-  report->threads = dump.threads;
+  TakeFigures(dump, restore, report);
+  report->budget_peak = std::max(report->budget_peak, full.budget_peak);
   report->base_stream_bytes = full.stream_bytes;
   report->base_dump_seconds = full.seconds;
   report->base_ref_bytes = dump.base_ref_bytes;
   report->base_delta_bytes = dump.base_delta_bytes;
   report->changed_bytes = step.perturbed_bytes + step.rewritten_bytes;
 
-  auto gbps = [](uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0; };
   if (options.json) {
     nlohmann::ordered_json j = JsonReportHead("demo", Status::Ok());
-    j.update(nlohmann::ordered_json{
-        {"gpus", options.gpus},
-        {"bos", layout.size()},
-        {"threads", report->threads},
-        {"codec", DescribeOptions(pipeline.encoder)},
-        {"chunk_size", pipeline.chunk_size},
-        {"max_memory", pipeline.max_memory},
-        {"incremental", true},
-        {"raw_bytes", report->raw_bytes},
-        {"changed_bytes", report->changed_bytes},
-        {"base_stream_bytes", report->base_stream_bytes},
-        {"base_dump_seconds", report->base_dump_seconds},
-        {"stream_bytes", report->stream_bytes},
-        {"ratio", report->stream_bytes ? static_cast<double>(report->raw_bytes) / report->stream_bytes : 0.0},
-        {"base_ref_bytes", report->base_ref_bytes},
-        {"base_delta_bytes", report->base_delta_bytes},
-        {"zero_bytes", report->zero_bytes},
-        {"dedup_bytes", report->dedup_bytes},
-        {"dump_seconds", report->dump_seconds},
-        {"restore_seconds", report->restore_seconds},
-        {"dump_gbps", gbps(report->raw_bytes, report->dump_seconds)},
-        {"restore_gbps", gbps(report->raw_bytes, report->restore_seconds)},
-        {"dump_peak_rss_anon", report->dump_peak_anon},
-        {"restore_peak_rss_anon", report->restore_peak_anon},
-        {"budget_peak", report->budget_peak},
-        {"restored_here", true},
-        {"verified", "here"}});
+    j.update(JsonShape(options, layout.size(), pipeline, *report));
+    j.update(nlohmann::ordered_json{{"incremental", true},
+                                    {"raw_bytes", report->raw_bytes},
+                                    {"changed_bytes", report->changed_bytes},
+                                    {"base_stream_bytes", report->base_stream_bytes},
+                                    {"base_dump_seconds", report->base_dump_seconds},
+                                    {"stream_bytes", report->stream_bytes},
+                                    {"ratio", Ratio(*report)},
+                                    {"base_ref_bytes", report->base_ref_bytes},
+                                    {"base_delta_bytes", report->base_delta_bytes},
+                                    {"zero_bytes", report->zero_bytes},
+                                    {"dedup_bytes", report->dedup_bytes}});
+    j.update(JsonTimings(*report));
+    j.update(nlohmann::ordered_json{{"restored_here", true}, {"verified", "here"}});
     out << j.dump(2) << "\n";
     return Status::Ok();
   }
-  char line[200];
-  auto row = [&](const char* name, const std::string& value) {
-    std::snprintf(line, sizeof(line), "  %-28s %s\n", name, value.c_str());
-    out << line;
-  };
-  auto timed = [&](uint64_t bytes, double seconds) {
-    char text[64];
-    std::snprintf(text, sizeof text, "%.2f GB/s (%.2f s)", gbps(bytes, seconds), seconds);
-    return std::string(text);
-  };
+  auto row = [&](const char* name, const std::string& value) { Row(out, name, value); };
   out << "\nvramflow demo --base: " << options.gpus << " simulated GPUs, " << layout.size() << " BOs, "
       << report->threads << " threads, codec " << DescribeOptions(pipeline.encoder) << "\n";
   row("raw VRAM", FormatSize(report->raw_bytes));
   row("full checkpoint", FormatSize(report->base_stream_bytes) + " (ratio " +
                              FormatRatio(report->raw_bytes, report->base_stream_bytes) + "), dump " +
-                             timed(full.raw_bytes, full.seconds));
+                             Rate(full.raw_bytes, full.seconds));
   row("training step", FormatSize(step.perturbed_bytes) + " perturbed in low mantissa bits, " +
                            FormatSize(step.rewritten_bytes) + " rewritten");
   row("incremental checkpoint", FormatSize(report->stream_bytes) + " (ratio " +
                                     FormatRatio(report->raw_bytes, report->stream_bytes) + "), dump " +
-                                    timed(dump.raw_bytes, dump.seconds));
+                                    Rate(dump.raw_bytes, dump.seconds));
   row("  taken from the base", FormatSize(report->base_ref_bytes) + " as references, " +
                                    FormatSize(report->base_delta_bytes) + " as deltas");
-  row("restore (with the base)", timed(restore.raw_bytes, restore.seconds));
+  row("restore (with the base)", Rate(restore.raw_bytes, restore.seconds));
   row("peak RSS, private (dump)", FormatSize(report->dump_peak_anon));
   row("peak RSS, private (restore)", FormatSize(report->restore_peak_anon));
   row("memory budget", FormatSize(pipeline.max_memory) + ", peak use " + FormatSize(report->budget_peak));
@@ -395,57 +421,30 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     VF_RETURN_IF_ERROR(original.Compare(restored).WithContext("verify"));
   }
   report->restored_here = restore_here;
+  TakeFigures(dump, restore, report);
 
-  report->raw_bytes = dump.raw_bytes;
-  report->stream_bytes = dump.stream_bytes;
-  report->zero_bytes = dump.zero_bytes;
-  report->dedup_bytes = dump.dedup_bytes;
-  report->dump_seconds = dump.seconds;
-  report->restore_seconds = restore.seconds;
-  report->budget_peak = std::max(dump.budget_peak, restore.budget_peak);
-  report->threads = dump.threads;
-
-  auto gbps = [](uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0; };
   if (options.json) {
     nlohmann::ordered_json j = JsonReportHead("demo", Status::Ok());
-    j.update(nlohmann::ordered_json{
-        {"gpus", options.gpus},
-        {"bos", layout.size()},
-        {"threads", report->threads},
-        {"codec", DescribeOptions(pipeline.encoder)},
-        {"chunk_size", pipeline.chunk_size},
-        {"max_memory", pipeline.max_memory},
-        {"raw_bytes", report->raw_bytes},
-        {"stream_bytes", report->stream_bytes},
-        {"ratio", report->stream_bytes ? static_cast<double>(report->raw_bytes) / report->stream_bytes : 0.0},
-        {"zero_bytes", report->zero_bytes},
-        {"dedup_bytes", report->dedup_bytes},
-        {"dump_seconds", report->dump_seconds},
-        {"restore_seconds", report->restore_seconds},
-        {"dump_gbps", gbps(report->raw_bytes, report->dump_seconds)},
-        {"restore_gbps", gbps(report->raw_bytes, report->restore_seconds)},
-        {"dump_peak_rss_anon", report->dump_peak_anon},
-        {"restore_peak_rss_anon", report->restore_peak_anon},
-        {"budget_peak", report->budget_peak},
-        {"destination", path},
-        {"restored_here", restore_here},
-        {"verified", restore_here ? "here" : "by the receiver"}});
+    j.update(JsonShape(options, layout.size(), pipeline, *report));
+    j.update(nlohmann::ordered_json{{"raw_bytes", report->raw_bytes},
+                                    {"stream_bytes", report->stream_bytes},
+                                    {"ratio", Ratio(*report)},
+                                    {"zero_bytes", report->zero_bytes},
+                                    {"dedup_bytes", report->dedup_bytes}});
+    j.update(JsonTimings(*report));
+    j.update(nlohmann::ordered_json{{"destination", path},
+                                    {"restored_here", restore_here},
+                                    {"verified", restore_here ? "here" : "by the receiver"}});
     out << j.dump(2) << "\n";
     return Status::Ok();
   }
-  char line[160];
-  auto row = [&](const char* name, const std::string& value) {
-    std::snprintf(line, sizeof(line), "  %-28s %s\n", name, value.c_str());
-    out << line;
-  };
+  auto row = [&](const char* name, const std::string& value) { Row(out, name, value); };
   out << "\nvramflow demo: " << options.gpus << " simulated GPUs, " << layout.size() << " BOs, " << report->threads
       << " threads, codec " << DescribeOptions(pipeline.encoder) << "\n";
   row("raw VRAM", FormatSize(report->raw_bytes));
   row("stream", FormatSize(report->stream_bytes) + " (" + path + (options.destination.empty() ? ", removed" : "") + ")");
   if (!restore_here) {
-    snprintf(line, sizeof(line), "%.2f GB/s (%.2f s)", gbps(report->raw_bytes, report->dump_seconds),
-             report->dump_seconds);
-    row("dump and send", line);
+    row("dump and send", Rate(report->raw_bytes, report->dump_seconds));
     row("ratio", FormatRatio(report->raw_bytes, report->stream_bytes));
     row("dedup savings", FormatSize(report->dedup_bytes));
     row("peak RSS, private (dump)", FormatSize(report->dump_peak_anon));
@@ -456,11 +455,8 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   row("ratio", FormatRatio(report->raw_bytes, report->stream_bytes));
   row("zero runs", FormatSize(report->zero_bytes));
   row("dedup savings", FormatSize(report->dedup_bytes) + " (replicated chunks written once)");
-  snprintf(line, sizeof(line), "%.2f GB/s (%.2f s)", gbps(report->raw_bytes, report->dump_seconds), report->dump_seconds);
-  row("dump", line);
-  snprintf(line, sizeof(line), "%.2f GB/s (%.2f s)", gbps(report->raw_bytes, report->restore_seconds),
-           report->restore_seconds);
-  row("restore", line);
+  row("dump", Rate(report->raw_bytes, report->dump_seconds));
+  row("restore", Rate(report->raw_bytes, report->restore_seconds));
   row("peak RSS, private (dump)", FormatSize(report->dump_peak_anon));
   row("peak RSS, private (restore)", FormatSize(report->restore_peak_anon));
   row("memory budget", FormatSize(pipeline.max_memory) + ", peak use " + FormatSize(report->budget_peak));
