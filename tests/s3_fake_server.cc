@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -393,14 +394,46 @@ std::map<std::string, std::string> UserMetadata(const std::map<std::string, std:
   return metadata;
 }
 
+// SSE-C as AWS documents it ("Using server-side encryption with
+// customer-provided keys"): the three headers go together, the algorithm is
+// AES256 and the MD5 is the key's. Returns the error code of a request
+// that gets them wrong, else "" and the key's MD5 in `md5` ("" without).
+std::string CustomerKey(const std::map<std::string, std::string>& headers, std::string* md5) {
+  auto header = [&](const char* name) {
+    auto it = headers.find(name);
+    return it == headers.end() ? std::string() : it->second;
+  };
+  const std::string algorithm = header("x-amz-server-side-encryption-customer-algorithm");
+  const std::string key = header("x-amz-server-side-encryption-customer-key");
+  *md5 = header("x-amz-server-side-encryption-customer-key-md5");
+  if (algorithm.empty() && key.empty() && md5->empty()) return "";
+  if (algorithm != "AES256" || key.empty() || md5->empty()) return "InvalidArgument";
+  std::string raw(48, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(raw.data()),
+                                reinterpret_cast<const unsigned char*>(key.data()), static_cast<int>(key.size()));
+  if (n != 33) return "InvalidArgument";  // 32 bytes and the padding's zero
+  raw.resize(32);
+  if (s3::Md5Base64(Bytes(raw)) != *md5) return "InvalidArgument";
+  return "";
+}
+
 }  // namespace
 
 FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
   Reply reply;
   auto error = [](int status, const std::string& code) { return Reply{status, ErrorXml(code, code), {}, {}}; };
+  std::string key_md5;
+  if (std::string bad = CustomerKey(r.headers, &key_md5); !bad.empty()) return error(400, bad);
+  if (!key_md5.empty()) {  // S3 echoes SSE-C on every request that carries it
+    reply.headers.emplace_back("x-amz-server-side-encryption-customer-algorithm", "AES256");
+    reply.headers.emplace_back("x-amz-server-side-encryption-customer-key-MD5", key_md5);
+  }
+  const std::string sse = r.Header("x-amz-server-side-encryption");
+  if (!sse.empty() && (op == "CreateMultipartUpload" || op == "PutObject"))  // echoed, as AWS does
+    reply.headers.emplace_back("x-amz-server-side-encryption", sse);
   if (op == "CreateMultipartUpload") {
     std::string id = "upload-" + std::to_string(next_upload_++);
-    uploads_[id] = Upload{r.path, {}, UserMetadata(r.headers)};
+    uploads_[id] = Upload{r.path, {}, UserMetadata(r.headers), key_md5};
     reply.body = "<?xml version=\"1.0\"?><InitiateMultipartUploadResult><UploadId>" + id +
                  "</UploadId></InitiateMultipartUploadResult>";
     return reply;
@@ -412,10 +445,13 @@ FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
     if (op == "PutObject") {
       objects_[r.path] = r.body;
       object_metadata_[r.path] = UserMetadata(r.headers);
+      object_key_md5_[r.path] = key_md5;
       multipart_etags_.erase(r.path);
     } else {
       auto it = uploads_.find(r.query.at("uploadId"));
       if (it == uploads_.end()) return error(404, "NoSuchUpload");
+      // A part of an SSE-C upload carries the Create's key, and only it.
+      if (key_md5 != it->second.customer_key_md5) return error(400, "InvalidRequest");
       it->second.parts[std::stoi(r.query.at("partNumber"))] = r.body;
     }
     reply.headers.emplace_back("ETag", etag);
@@ -445,6 +481,7 @@ FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
                                                   : s3::MultipartETag(etags);
     objects_[it->second.bucket_key] = object;
     object_metadata_[it->second.bucket_key] = it->second.metadata;
+    object_key_md5_[it->second.bucket_key] = it->second.customer_key_md5;
     multipart_etags_[it->second.bucket_key] = object_etag;
     last_part_sizes_ = sizes;
     uploads_.erase(it);
@@ -469,6 +506,19 @@ FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
   }
   auto it = objects_.find(r.path);
   if (it == objects_.end()) return error(404, "NoSuchKey");
+  // Reads of an SSE-C object need its key; AWS's answers and messages.
+  const std::string& stored_md5 = object_key_md5_[r.path];
+  auto refuse = [](int status, const std::string& code, const std::string& message) {
+    return Reply{status, ErrorXml(code, message), {}, {}};
+  };
+  if (!stored_md5.empty() && key_md5.empty())
+    return refuse(400, "InvalidRequest",
+                  "The object was stored using a form of Server Side Encryption. The correct parameters must be "
+                  "provided to retrieve the object.");
+  if (!stored_md5.empty() && key_md5 != stored_md5)
+    return refuse(403, "AccessDenied", "The calculated MD5 hash of the key did not match the hash that was provided.");
+  if (stored_md5.empty() && !key_md5.empty())
+    return refuse(400, "InvalidRequest", "The encryption parameters are not applicable to this object.");
   const std::string& data = it->second;
   auto multipart = multipart_etags_.find(r.path);
   std::string etag = multipart != multipart_etags_.end() ? multipart->second : PartETag(data);

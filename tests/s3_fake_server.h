@@ -14,7 +14,11 @@
 // closed connection, a stall (no reply) until the connection is closed, or
 // are carried out and their reply lost (the connection closed instead).
 // Objects carry the ETags S3 gives them: the MD5 of a PUT's body, the MD5 of
-// the parts' MD5s and "-N" for a multipart upload.
+// the parts' MD5s and "-N" for a multipart upload. Server-side encryption
+// as AWS documents it: x-amz-server-side-encryption is echoed; an SSE-C
+// object (its key's headers checked, echoed) is read only with its key:
+// without one 400 InvalidRequest, with another 403 AccessDenied, and a key
+// for an object without SSE-C 400 InvalidRequest, with AWS's messages.
 // Thread-safe; destroying it stops every connection.
 #pragma once
 
@@ -89,6 +93,7 @@ class FakeS3 {
     std::string bucket_key;
     std::map<int, std::string> parts;
     std::map<std::string, std::string> metadata;  // x-amz-meta-* of the Create, for the object
+    std::string customer_key_md5;  // SSE-C: the Create's key's MD5, for the parts and the object
   };
   // A part's ETag: the MD5 of its bytes, or with opaque ETags another digest.
   std::string PartETag(const std::string& data) const;
@@ -113,6 +118,7 @@ class FakeS3 {
   std::vector<int> connection_fds_;               // GUARDED_BY(mu_)
   std::map<std::string, std::string> objects_;    // GUARDED_BY(mu_)
   std::map<std::string, std::map<std::string, std::string>> object_metadata_;  // GUARDED_BY(mu_), x-amz-meta-*
+  std::map<std::string, std::string> object_key_md5_;  // GUARDED_BY(mu_), SSE-C objects: their key's MD5
   std::map<std::string, std::string> multipart_etags_;  // GUARDED_BY(mu_), by bucket/key
   std::map<std::string, std::string> completed_uploads_;  // GUARDED_BY(mu_), id -> the Complete's reply body
   RepeatedComplete repeated_complete_ = RepeatedComplete::kNoSuchUpload404;  // GUARDED_BY(mu_)

@@ -260,6 +260,57 @@ TEST_F(S3Fake, LostCompleteUnderSseKmsIsConfirmedByTheUploadsToken) {
   EXPECT_EQ(server_.OpenUploads(), 0u);
 }
 
+//! SSE-C against S3's documented answers (FakeS3 answers as AWS does):
+//! every request on the object carries the key, or S3 would refuse it; it
+//! reads back only with the key, and the errors without it, or with
+//! another (AWS: 403), say what to check; a sink that may not overwrite
+//! refuses an SSE-C object under any key, and a plain object under SSE-C.
+TEST_F(S3Fake, SseCObjectsAreReadOnlyWithTheirKeyAsAwsAnswers) {
+  auto key = [](char fill) { return std::string(32, fill); };
+  auto data = RandomBytes(300 << 10, 21);  // multipart
+  auto small = RandomBytes(10 << 10, 22);   // one PutObject
+  options_.encryption.customer_key = key('a');
+  ASSERT_TRUE(Upload("ssec", data).ok());
+  ASSERT_TRUE(Upload("ssec-small", small).ok());
+  EXPECT_GT(server_.Count("UploadPart"), 1);
+  for (const auto& [name, bytes] : {std::pair{"ssec", &data}, {"ssec-small", &small}}) {
+    Result<std::vector<uint8_t>> back = Download(name);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(*back, *bytes);
+  }
+
+  options_.encryption.customer_key = key('b');
+  Result<std::vector<uint8_t>> other = Download("ssec");
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), Status::Code::kUnauthenticated) << other.status().ToString();
+  EXPECT_NE(other.status().message().find("or the object's SSE-C key is not --sse-c-key's"), std::string::npos)
+      << other.status().ToString();
+  options_.encryption.customer_key.clear();
+  Result<std::vector<uint8_t>> keyless = Download("ssec");
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_NE(keyless.status().message().find("HTTP 400 (bad request: S3 describes an object encrypted with SSE-C "
+                                            "only with its key, --sse-c-key)"),
+            std::string::npos)
+      << keyless.status().ToString();
+
+  options_.overwrite = false;
+  auto refused = [&](const std::string& name) {
+    Result<std::unique_ptr<ByteSink>> sink = OpenS3Sink("bkt", name, options_);
+    return sink.ok() ? Status::Ok() : sink.status();
+  };
+  Status s = refused("ssec");
+  EXPECT_EQ(s.message(), "s3://bkt/ssec exists, encrypted with SSE-C (read with --sse-c-key) (use --force to "
+                         "overwrite)");
+  options_.encryption.customer_key = key('b');
+  s = refused("ssec");
+  EXPECT_EQ(s.message(), "s3://bkt/ssec exists, encrypted with another SSE-C key (use --force to overwrite)");
+  server_.PutObject("bkt/plain", "plain bytes");
+  s = refused("plain");
+  EXPECT_EQ(s.message(), "s3://bkt/plain exists, not encrypted with SSE-C (use --force to overwrite)");
+  EXPECT_TRUE(refused("absent").ok());
+  EXPECT_EQ(server_.Object("bkt/ssec").value_or(""), AsString(data));
+}
+
 //! A sink destroyed without Commit() aborts its upload.
 TEST_F(S3Fake, UncommittedSinkAborts) {
   {
