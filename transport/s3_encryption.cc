@@ -16,14 +16,6 @@
 namespace vramflow::s3 {
 namespace {
 
-std::string Base64(std::string_view raw) {
-  std::string out(4 * ((raw.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
 // The 32 bytes a 44-character base64 text stands for, or "" if it is not one.
 std::string DecodeKeyBase64(std::string_view text) {
   if (text.size() != 44 || text[43] != '=' || text[42] == '=') return "";
@@ -97,11 +89,11 @@ Status CheckApplied(const S3Encryption& encryption, const Response& reply) {
 
 void AddCustomerKeyHeaders(const S3Encryption& encryption, Headers* headers) {
   if (encryption.customer_key.empty()) return;
-  const std::string_view key = encryption.customer_key;
+  const std::span<const uint8_t> key(reinterpret_cast<const uint8_t*>(encryption.customer_key.data()),
+                                     encryption.customer_key.size());
   headers->emplace_back("x-amz-server-side-encryption-customer-algorithm", "AES256");
   headers->emplace_back("x-amz-server-side-encryption-customer-key", Base64(key));
-  headers->emplace_back("x-amz-server-side-encryption-customer-key-MD5",
-                        Md5Base64(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(key.data()), key.size())));
+  headers->emplace_back("x-amz-server-side-encryption-customer-key-MD5", Md5Base64(key));
 }
 
 Result<std::string> LoadCustomerKey(const std::string& path) {

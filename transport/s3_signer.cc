@@ -68,11 +68,17 @@ std::string Sha256Hex(std::span<const uint8_t> data) { return HexOf(Digest(EVP_s
 std::string Sha256Hex(std::string_view data) { return HexOf(Digest(EVP_sha256(), data.data(), data.size())); }
 std::string Md5Hex(std::span<const uint8_t> data) { return HexOf(Digest(EVP_md5(), data.data(), data.size())); }
 
+std::string Base64(std::span<const uint8_t> data) {
+  std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');  // and EVP_EncodeBlock's NUL
+  const int n =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data.data(), static_cast<int>(data.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
 std::string Md5Base64(std::span<const uint8_t> data) {
-  std::string raw = Digest(EVP_md5(), data.data(), data.size());
-  unsigned char out[64];
-  int n = EVP_EncodeBlock(out, reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()));
-  return std::string(reinterpret_cast<char*>(out), static_cast<size_t>(n));
+  const std::string raw = Digest(EVP_md5(), data.data(), data.size());
+  return Base64(std::span(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()));
 }
 
 std::string MultipartETag(const std::vector<std::string>& part_etags) {

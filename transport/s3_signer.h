@@ -26,6 +26,8 @@ inline constexpr std::string_view kUnsignedPayload = "UNSIGNED-PAYLOAD";
 std::string Sha256Hex(std::span<const uint8_t> data);
 std::string Sha256Hex(std::string_view data);
 std::string Md5Hex(std::span<const uint8_t> data);
+// Standard base64, padded: header values (Content-MD5, an SSE-C key).
+std::string Base64(std::span<const uint8_t> data);
 // base64(MD5(data)): the value of a Content-MD5 header.
 std::string Md5Base64(std::span<const uint8_t> data);
 // The ETag S3 gives an object completed from parts with these ETags, quotes
