@@ -157,6 +157,11 @@ void FakeAws::SetImdsV1(bool allowed) {
   imds_v1_ = allowed;
 }
 
+void FakeAws::AnswerNext(const std::string& route, int status, const std::string& body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  canned_[route].emplace_back(status, body);
+}
+
 int FakeAws::Count(const std::string& route) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = counts_.find(route);
@@ -289,8 +294,34 @@ std::string FakeAws::CheckStsSignature(const Request& r) const {
   return "";
 }
 
+namespace {
+
+// The route of a request, as Count names it; "Other" for none.
+std::string RouteOf(const std::string& method, const std::string& path, const std::string& body) {
+  const std::string creds_path = "/latest/meta-data/iam/security-credentials/";
+  if (method == "POST" && path == "/") return ParseForm(body)["Action"];
+  if (method == "GET" && path == "/container/creds") return "Container";
+  if (method == "GET" && path.rfind("/federation/credentials?", 0) == 0) return "Sso";
+  if (method == "POST" && path == "/token") return "OidcToken";
+  if (method == "PUT" && path == "/latest/api/token") return "ImdsToken";
+  if (method == "GET" && path.rfind(creds_path, 0) == 0) return path == creds_path ? "ImdsRole" : "ImdsCredentials";
+  return "Other";
+}
+
+}  // namespace
+
 FakeAws::Reply FakeAws::Handle(const Request& r) {
   std::lock_guard<std::mutex> lock(mu_);
+  const std::string route = RouteOf(r.method, r.path, r.body);
+  auto canned = canned_.find(route);
+  if (canned == canned_.end() || canned->second.empty()) return Route(r);
+  ++counts_[route];
+  Reply reply{canned->second.front().first, canned->second.front().second};
+  canned->second.erase(canned->second.begin());
+  return reply;
+}
+
+FakeAws::Reply FakeAws::Route(const Request& r) {
   auto json = [](const Issue& i, const char* token_name) {
     return std::string("{\"Code\":\"Success\",\"AccessKeyId\":\"") + i.key + "\",\"SecretAccessKey\":\"" + i.secret +
            "\",\"" + token_name + "\":\"" + i.token + "\",\"Expiration\":\"" + s3::FormatIso8601(i.expires) + "\"}";

@@ -66,6 +66,10 @@ class FakeAws {
   // closed (as a hop limit of 1 loses IMDS's reply to a container).
   void DropNext(const std::string& route, int times);
   void SetImdsV1(bool allowed);
+  // The next request of `route` (see Count; "Other" for any path no route
+  // serves, such as an S3 request) gets `status` and `body` as they are: a
+  // hostile or broken service.
+  void AnswerNext(const std::string& route, int status, const std::string& body);
 
   // Requests per route: "AssumeRole", "AssumeRoleWithWebIdentity",
   // "Container", "Sso", "OidcToken", "ImdsToken", "ImdsRole", "ImdsCredentials"; refused ones too.
@@ -91,6 +95,7 @@ class FakeAws {
   void AcceptLoop();
   void Serve(int fd);
   Reply Handle(const Request& r);
+  Reply Route(const Request& r);  // REQUIRES(mu_); what Handle answers unless AnswerNext says
   // New credentials: registered with the FakeS3, returned as (key, secret, token, expiry).
   struct Issue {
     std::string key, secret, token;
@@ -123,6 +128,7 @@ class FakeAws {
   std::map<std::string, int> drops_;                     // GUARDED_BY(mu_)
   std::map<std::string, int> counts_;                    // GUARDED_BY(mu_)
   std::map<std::string, int> failures_;                  // GUARDED_BY(mu_)
+  std::map<std::string, std::vector<std::pair<int, std::string>>> canned_;  // GUARDED_BY(mu_), AnswerNext's
   std::map<std::string, std::string> last_form_;         // GUARDED_BY(mu_)
   std::vector<std::string> issued_;                      // GUARDED_BY(mu_)
   std::map<std::string, std::pair<std::string, std::string>> issued_keys_;  // key -> (secret, token); GUARDED_BY(mu_)

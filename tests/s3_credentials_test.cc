@@ -18,10 +18,13 @@
 #include <vector>
 
 #include "tests/aws_fake_endpoints.h"
+#include "tests/cli_child.h"
 #include "tests/s3_fake_server.h"
 #include "tests/shell.h"
 #include "transport/aws_credential_process.h"
+#include "transport/aws_credentials.h"
 #include "transport/aws_metadata.h"
+#include "transport/aws_sts.h"
 #include "transport/s3_client.h"
 #include "transport/s3_config.h"
 #include "transport/s3_sink.h"
@@ -214,14 +217,17 @@ TEST_F(S3Credentials, CredentialProcess) {
   env_["AWS_PROFILE"] = "failing";
   auto config = s3::LoadConfig(options_);
   ASSERT_FALSE(config.ok());
-  EXPECT_NE(config.status().message().find("exited with status 3"), std::string::npos) << config.status().message();
+  EXPECT_NE(config.status().message().find("exited with status 3 (stderr: broken)"), std::string::npos)
+      << config.status().message();
 
   // Bounded in time and output; JSON checked.
   // What the command started dies with it (here a sleep that would keep a
   // pipe open for 5 s).
   auto started = std::chrono::steady_clock::now();
   std::string pid_file = dir_ + "/grandchild.pid";
-  auto slow = s3::RunCredentialProcess("sleep 5 & echo $! > " + pid_file + "; wait", std::chrono::milliseconds(300));
+  s3::CredentialProcessOptions quick;
+  quick.timeout = std::chrono::milliseconds(300);
+  auto slow = s3::RunCredentialProcess("sleep 5 & echo $! > " + pid_file + "; wait", quick);
   ASSERT_FALSE(slow.ok());
   EXPECT_NE(slow.status().message().find("killed"), std::string::npos) << slow.status().message();
   std::ifstream pid_in(pid_file);
@@ -232,7 +238,10 @@ TEST_F(S3Credentials, CredentialProcess) {
                testing::RunShell("ps -o stat= -p " + std::to_string(grandchild) + " | grep -qv Z").code == 0;
   EXPECT_FALSE(alive) << "the sleep the command started outlived it";
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3));
-  auto flood = s3::RunCredentialProcess("yes", std::chrono::seconds(5), 4096);
+  s3::CredentialProcessOptions small;
+  small.timeout = std::chrono::seconds(5);
+  small.max_output = 4096;
+  auto flood = s3::RunCredentialProcess("yes", small);
   ASSERT_FALSE(flood.ok());
   EXPECT_NE(flood.status().message().find("more than 4096 bytes"), std::string::npos) << flood.status().message();
   auto v2 = s3::RunCredentialProcess("echo '{\"Version\": 2, \"AccessKeyId\": \"a\", \"SecretAccessKey\": \"b\"}'");
@@ -814,6 +823,202 @@ TEST_F(S3Credentials, RefreshThatFailsOnceIsRetried) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(aws_.Count("AssumeRoleWithWebIdentity"), 3);  // first keys, the 503, the new keys
   EXPECT_EQ(s3_.Object("bkt/late")->size(), 2u * 4096);
+}
+
+// A byte that drives a terminal: C0 controls (ESC, BEL, CR, LF), DEL, and
+// C1 controls in UTF-8 (U+009B is CSI, as ESC [ is).
+bool HasControlByte(const std::string& text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) return true;
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xa0) return true;
+  }
+  return false;
+}
+
+// Every field a credential source sends is untrusted: a time zone that is
+// no number, a time out of range, a key that would split a header, are
+// errors naming the source, never an exception (which ended every S3
+// command, and the plugin inside CRIU, with SIGABRT).
+TEST_F(S3Credentials, HostileExpirationIsAnError) {
+  for (const char* bad : {"2030-01-01T00:00:00+ab:cd", "2030-01-01T00:00:00-0x:00", "2030-01-01T00:00:00+1:000",
+                          "2030-01-01T00:00:00+24:00", "2030-01-01T00:00:00+05:60", "2030-01-01T-1:00:00Z",
+                          " 2030-01-01T00:00:00Z", "+2030-01-01T00:00:00Z", "2030-01-01T00:00:00.Z",
+                          "2030-01-01T00:00:00Zjunk", "2030-02-30T00:00:00Z", "2030-01-01T00:00:61Z",
+                          "2030-01-01 00:00:00Z", "2030-01-01T00:00:00+\x1b[31m", ""}) {
+    SCOPED_TRACE(bad);
+    Result<std::time_t> t = s3::ParseIso8601(bad);
+    EXPECT_FALSE(t.ok());
+    if (!t.ok()) {
+      EXPECT_FALSE(HasControlByte(t.status().message())) << t.status().message();
+    }
+  }
+  Result<std::time_t> offset = s3::ParseIso8601("2030-01-01T01:30:00.25+01:30");
+  ASSERT_TRUE(offset.ok()) << offset.status().ToString();
+  EXPECT_EQ(s3::FormatIso8601(*offset), "2030-01-01T00:00:00Z");
+  Result<std::time_t> leap = s3::ParseIso8601("2028-02-29T23:59:59-00:00");
+  ASSERT_TRUE(leap.ok()) << leap.status().ToString();
+  EXPECT_EQ(s3::FormatIso8601(*leap), "2028-02-29T23:59:59Z");
+
+  const std::string expiration = "2030-01-01T00:00:00+ab:cd";
+  Result<s3::TimedCredentials> sts = s3::ParseStsReply(
+      200, "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>AK</AccessKeyId><SecretAccessKey>s"
+           "</SecretAccessKey><Expiration>" + expiration + "</Expiration></Credentials></AssumeRoleResult>"
+           "</AssumeRoleResponse>", "STS");
+  ASSERT_FALSE(sts.ok());
+  EXPECT_NE(sts.status().message().find("time zone"), std::string::npos) << sts.status().message();
+
+  // Through the chain: credential_process, the container endpoint, IMDS.
+  const std::string json = "{\"Version\": 1, \"AccessKeyId\": \"AK\", \"SecretAccessKey\": \"s\", \"Expiration\": \"" +
+                           expiration + "\"}";
+  Write(".aws/config", "[default]\ncredential_process = printf '%s' '" + json + "'\n");
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("credential_process of profile 'default'"), std::string::npos)
+      << config.status().message();
+  EXPECT_NE(config.status().message().find("time zone"), std::string::npos) << config.status().message();
+  Write(".aws/config", "");
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = aws_.endpoint() + "/container/creds";
+  aws_.AnswerNext("Container", 200, json);
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("time zone"), std::string::npos) << config.status().message();
+  env_.erase("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+  env_.erase("AWS_EC2_METADATA_DISABLED");
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = aws_.endpoint();
+  aws_.AnswerNext("ImdsCredentials", 200, json);
+  config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("time zone"), std::string::npos) << config.status().message();
+}
+
+// Keys that a header could not carry, and a Version that is 1 only when
+// cut to an int, are refused.
+TEST_F(S3Credentials, HostileCredentialFieldsAreRefused) {
+  for (const char* fields : {R"("AccessKeyId": "AK\r\nX-Injected: 1", "SecretAccessKey": "s")",
+                             R"("AccessKeyId": "AK", "SecretAccessKey": "s", "SessionToken": "t\nX-Injected: 1")",
+                             R"("AccessKeyId": "AK", "SecretAccessKey": "s", "Token": "t\u001b[2J")",
+                             R"("AccessKeyId": "A K", "SecretAccessKey": "s")",
+                             R"("AccessKeyId": "AK", "SecretAccessKey": "s\u0000x")"}) {
+    SCOPED_TRACE(fields);
+    Result<s3::TimedCredentials> parsed = s3::ParseCredentialJson(std::string("{") + fields + "}", "container");
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_NE(parsed.status().message().find("container: "), std::string::npos) << parsed.status().message();
+    EXPECT_FALSE(HasControlByte(parsed.status().message())) << parsed.status().message();
+  }
+  Result<s3::TimedCredentials> sts = s3::ParseStsReply(
+      200, "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>AK</AccessKeyId><SecretAccessKey>s"
+           "</SecretAccessKey><SessionToken>t&#13;&#10;X: 1</SessionToken></Credentials></AssumeRoleResult>"
+           "</AssumeRoleResponse>", "STS");
+  EXPECT_FALSE(sts.ok());
+  auto v = s3::RunCredentialProcess(
+      "echo '{\"Version\": 4294967297, \"AccessKeyId\": \"a\", \"SecretAccessKey\": \"b\"}'");
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("Version"), std::string::npos) << v.status().message();
+}
+
+// What S3, STS, IMDS, a container endpoint and a credential_process say is
+// shown escaped: it cannot clear the screen or forge a line of its own.
+TEST_F(S3Credentials, PeerTextIsEscaped) {
+  const std::string forged = "\x1b[2J\a\rvramflow pack: done\n";
+  auto expect_escaped = [](const Status& s, const char* where, const char* escaped = "\\x1b[2J") {
+    SCOPED_TRACE(where);
+    ASSERT_FALSE(s.ok());
+    EXPECT_FALSE(HasControlByte(s.message())) << s.message();
+    EXPECT_NE(s.message().find(escaped), std::string::npos) << s.message();
+  };
+  // XML holds no ESC, but CR (as a reference), LF and C1 controls such as CSI.
+  const std::string forged_xml = "&#x9b;2J&#13;vramflow pack: done&#10;";
+  // S3's own error reply (the fake answers whatever comes as S3).
+  env_["AWS_ACCESS_KEY_ID"] = "AKSTATIC";
+  env_["AWS_SECRET_ACCESS_KEY"] = "static-secret";
+  options_.endpoint = aws_.endpoint();
+  options_.overwrite = true;
+  aws_.AnswerNext("Other", 400, "<Error><Code>Bad" + forged_xml + "</Code><Message>" + forged_xml +
+                                    "</Message></Error>");
+  expect_escaped(Upload("x"), "S3", "\\x0d");
+  env_.erase("AWS_ACCESS_KEY_ID");
+  env_.erase("AWS_SECRET_ACCESS_KEY");
+
+  // STS's error reply.
+  aws_.SetWebIdentityToken("t");
+  env_["AWS_WEB_IDENTITY_TOKEN_FILE"] = Write("token", "t");
+  env_["AWS_ROLE_ARN"] = "arn:aws:iam::1:role/r";
+  aws_.AnswerNext("AssumeRoleWithWebIdentity", 403,
+                  "<ErrorResponse><Error><Code>" + forged_xml + "</Code><Message>" + forged_xml + "</Message></Error>"
+                  "</ErrorResponse>");
+  expect_escaped(s3::LoadConfig(options_).status(), "STS", "\\x0d");
+  env_.erase("AWS_WEB_IDENTITY_TOKEN_FILE");
+
+  // The container endpoint's error body, and its JSON's Message.
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = aws_.endpoint() + "/container/creds";
+  aws_.AnswerNext("Container", 500, forged);
+  expect_escaped(s3::LoadConfig(options_).status(), "container HTTP 500");
+  aws_.AnswerNext("Container", 200, nlohmann::json{{"Code", "x"}, {"Message", forged}}.dump());
+  expect_escaped(s3::LoadConfig(options_).status(), "container Message");
+  env_.erase("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+
+  // IMDS's role name.
+  env_.erase("AWS_EC2_METADATA_DISABLED");
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = aws_.endpoint();
+  aws_.AnswerNext("ImdsRole", 200, "\x1b[2Jrole\a\r");
+  expect_escaped(s3::LoadConfig(options_).status(), "IMDS role");
+  env_["AWS_EC2_METADATA_DISABLED"] = "true";
+
+  // credential_process: what it writes to stderr when it fails, and its JSON's Message.
+  std::string script = Write("fail.sh", "#!/bin/sh\nprintf '\\033[2J\\a\\rvramflow pack: done\\n' >&2\nexit 1\n");
+  ::chmod(script.c_str(), 0755);
+  Write(".aws/config", "[default]\ncredential_process = " + script + "\n");
+  expect_escaped(s3::LoadConfig(options_).status(), "credential_process stderr");
+  Write(".aws/config", "[default]\ncredential_process = printf '{\"Version\": 1, \"Message\": \"\\\\u001b[2J\"}'\n");
+  expect_escaped(s3::LoadConfig(options_).status(), "credential_process Message");
+}
+
+// Errors name a credential_process by its profile: its command line may
+// carry a secret.
+TEST_F(S3Credentials, CredentialProcessCommandLineIsNotShown) {
+  Write(".aws/config", "[profile failing]\ncredential_process = sh -c 'exit 3' --token=SECRET-TOKEN-7\n"
+                       "[profile slow]\ncredential_process = sleep 5 --token=SECRET-TOKEN-7\n");
+  options_.profile = "failing";
+  auto config = s3::LoadConfig(options_);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("credential_process of profile 'failing'"), std::string::npos)
+      << config.status().message();
+  EXPECT_NE(config.status().message().find("exited with status 3"), std::string::npos) << config.status().message();
+  EXPECT_EQ(config.status().message().find("SECRET-TOKEN-7"), std::string::npos) << config.status().message();
+}
+
+// SIGTERM ends `vramflow` and the credential_process it is waiting for,
+// with whatever that started (its process group).
+TEST_F(S3Credentials, SigtermKillsTheCredentialProcessTree) {
+  const std::string pids = dir_ + "/pids";
+  std::string script = Write("slow.sh", "#!/bin/sh\nsleep 30 &\necho $$ $! > " + pids + ".tmp\nmv " + pids +
+                                            ".tmp " + pids + "\nwait\n");
+  ::chmod(script.c_str(), 0755);
+  Write(".aws/config", "[default]\ncredential_process = " + script + "\n");
+  Write("input", "some bytes to pack");
+  std::vector<std::string> env = {"HOME=" + dir_, "AWS_EC2_METADATA_DISABLED=true"};
+  for (const char* unset : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                            "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+                            "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "XDG_STATE_HOME"})
+    env.push_back(std::string(unset) + "=");
+  const std::vector<std::string> args = {"pack",         "-q", dir_ + "/input", "-o", "s3://bkt/sigterm.vfs",
+                                         "--endpoint-url", s3_.endpoint()};
+  testing::CliChild pack(VRAMFLOW_BINARY, args, dir_ + "/pack.log", -1, env);
+  pid_t shell = 0, sleeper = 0;
+  for (int i = 0; i < 500 && !(std::ifstream(pids) >> shell >> sleeper); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GT(sleeper, 0) << "the credential_process never started: " << pack.Log();
+  pack.Kill(SIGTERM);
+  EXPECT_EQ(pack.Wait(std::chrono::seconds(15)), 143) << pack.Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // reaping by init may lag
+  for (pid_t pid : {shell, sleeper}) {
+    bool alive = ::kill(pid, 0) == 0 &&
+                 testing::RunShell("ps -o stat= -p " + std::to_string(pid) + " | grep -qv Z").code == 0;
+    EXPECT_FALSE(alive) << "process " << pid << " of the credential_process outlived vramflow";
+    if (alive) ::kill(pid, SIGKILL);
+  }
 }
 
 }  // namespace

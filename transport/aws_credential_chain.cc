@@ -208,9 +208,13 @@ class Chain {
   ProviderPtr Process(const std::string& name, const Section& p) const {
     std::string command = Get(p, "credential_process");
     if (command.empty()) return nullptr;
-    auto timeout = in_.process_timeout;
+    // Errors name it by its profile (the provider's source), never by its
+    // command line, which may carry a secret.
+    CredentialProcessOptions options;
+    options.timeout = in_.process_timeout;
+    options.cleanup = in_.cleanup;
     return Make("credential_process of profile '" + name + "'",
-                [command, timeout] { return RunCredentialProcess(command, timeout); });
+                [command, options] { return RunCredentialProcess(command, options); });
   }
 
   // Container endpoint: nullptr when not configured, an error when badly so.

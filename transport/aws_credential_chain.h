@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 
+#include "common/cleanup_registry.h"
 #include "common/status.h"
 #include "transport/aws_credentials.h"
 #include "transport/aws_http.h"
@@ -58,6 +59,9 @@ struct ChainInputs {
   // Base of AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (tests point it at loopback).
   std::string container_base = "http://169.254.170.2";
   std::chrono::milliseconds process_timeout{60000};
+  // A credential_process running when the command is interrupted is killed
+  // with its process group (aws_credential_process.h); nullptr: it is not.
+  CleanupRegistry* cleanup = nullptr;
 };
 
 // The first configured source's provider, its keys fetched once (so a

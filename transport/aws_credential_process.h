@@ -2,22 +2,38 @@
 // A profile's `credential_process`: run the command, read its JSON from
 // stdout ({"Version": 1, "AccessKeyId", "SecretAccessKey", "SessionToken",
 // "Expiration"}), as the AWS CLI does. Bounded: at most `max_output` bytes
-// of output and `timeout` of time; past either the command is killed.
+// of output and `timeout` of time; past either the command is killed, with
+// everything it started (it runs in a process group of its own), as it is
+// when the vramflow command is interrupted (SIGINT, SIGTERM, SIGHUP).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <string>
 
+#include "common/cleanup_registry.h"
 #include "common/status.h"
 #include "transport/aws_credentials.h"
 
 namespace vramflow::s3 {
 
-// `command` runs through /bin/sh -c (its stderr goes to ours). A non-zero
-// exit, a signal, bad JSON or a Version other than 1 is an error naming it.
-Result<TimedCredentials> RunCredentialProcess(const std::string& command,
-                                              std::chrono::milliseconds timeout = std::chrono::seconds(60),
-                                              size_t max_output = 64 * 1024);
+struct CredentialProcessOptions {
+  // Names the command in errors ("credential_process of profile 'ci'"):
+  // never its command line, which may carry a secret.
+  std::string what = "credential_process";
+  std::chrono::milliseconds timeout{60000};
+  size_t max_output = 64 * 1024;  // of stdout
+  // While the command runs, an interrupt (common/cleanup_registry.h) kills
+  // its process group; nullptr: not registered.
+  CleanupRegistry* cleanup = nullptr;
+};
+
+// `command` runs through /bin/sh -c, stdin /dev/null. Its stderr is kept
+// (the first kKeptStderr bytes) and shown, escaped, in the error when it
+// fails, as the AWS CLI shows it; on success it is dropped. A non-zero
+// exit, a signal, bad JSON or a Version other than 1 is an error naming
+// `options.what`.
+inline constexpr size_t kKeptStderr = 1024;
+Result<TimedCredentials> RunCredentialProcess(const std::string& command, const CredentialProcessOptions& options = {});
 
 }  // namespace vramflow::s3

@@ -55,13 +55,25 @@ class CredentialProvider {
   int fetches_ = 0;                          // GUARDED_BY(mu_)
 };
 
-// "2026-11-24T07:00:00Z" (fractional seconds and "+00:00" accepted) as UTC.
+// "2026-11-24T07:00:00Z" (fractional seconds and "+HH:MM" / "-HH:MM"
+// accepted) as UTC. Untrusted input: anything else, a date that does not
+// exist or an offset past 23:59 is an error that shows the text escaped.
 Result<std::time_t> ParseIso8601(std::string_view text);
 std::string FormatIso8601(std::time_t t);
 
+// The longest access key, secret or session token accepted.
+inline constexpr size_t kMaxCredentialField = 16 * 1024;
+
+// Keys from a credential source are untrusted: the access key and token go
+// into request headers, so they must be printable ASCII without spaces, the
+// secret printable ASCII; none longer than kMaxCredentialField. The error
+// names the field and `what`, never the value.
+Status CheckCredentials(const Credentials& credentials, const std::string& what);
+
 // The JSON that credential_process, the container endpoint and instance
 // metadata return: AccessKeyId, SecretAccessKey, SessionToken or Token,
-// Expiration. `what` names the source for errors.
+// Expiration, checked as above. `what` names the source for errors; the
+// source's own text (its Message) is shown escaped.
 Result<TimedCredentials> ParseCredentialJson(std::string_view json, const std::string& what);
 
 }  // namespace vramflow::s3

@@ -4,9 +4,12 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
+#include "common/printable.h"
 #include "transport/aws_http.h"
 
 namespace vramflow::s3 {
@@ -32,6 +35,21 @@ bool IsLoopback(const std::string& host) {
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
+}
+
+// An IAM role name as IAM allows it (1 to 64 of A-Z a-z 0-9 + = , . @ _ -):
+// it goes into a URL and into messages.
+bool IsRoleName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (unsigned char c : name)
+    if (!std::isalnum(c) && std::string_view("+=,.@_-").find(static_cast<char>(c)) == std::string_view::npos)
+      return false;
+  return true;
+}
+
+// An IMDSv2 token goes into a header: printable ASCII without spaces.
+bool IsHeaderToken(const std::string& token) {
+  return std::all_of(token.begin(), token.end(), [](unsigned char c) { return c > ' ' && c <= '~'; });
 }
 
 }  // namespace
@@ -70,7 +88,8 @@ Result<TimedCredentials> FetchContainerCredentials(const ContainerEndpoint& endp
   std::string what = "container credentials endpoint " + endpoint.url;
   VF_ASSIGN_OR_RETURN(HttpReply reply, Http(call));
   if (reply.status != 200)
-    return Status::IoError(what + ": HTTP " + std::to_string(reply.status) + " " + reply.body.substr(0, 200));
+    return Status::IoError(what + ": HTTP " + std::to_string(reply.status) + " " +
+                           EscapedText(reply.body.substr(0, 200)));
   return ParseCredentialJson(reply.body, what);
 }
 
@@ -109,6 +128,9 @@ Result<TimedCredentials> FetchImdsCredentials(const ImdsEndpoint& endpoint) {
     const long status = reply->status;
     if (status == 200) {
       token = Trim(reply->body);
+      if (!IsHeaderToken(token))
+        return Status::InvalidArgument(what + ": PUT /latest/api/token: the token holds a byte that is not printable "
+                                       "ASCII or is a space");
       no_token = token.empty() ? "an empty token" : "";
       break;
     }
@@ -130,8 +152,9 @@ Result<TimedCredentials> FetchImdsCredentials(const ImdsEndpoint& endpoint) {
   if (role->status != 200)
     return Status::IoError(what + ": GET the role name: HTTP " + std::to_string(role->status) + version);
   std::string name = Trim(role->body.substr(0, role->body.find('\n')));
-  if (name.empty() || name.find_first_of("/?#% ") != std::string::npos)
-    return Status::InvalidArgument(what + ": role name '" + name.substr(0, 100) + "' is not usable");
+  if (!IsRoleName(name))
+    return Status::InvalidArgument(what + ": role name " + Printable(name, 100) +
+                                   " is not an IAM role name (1 to 64 of A-Z a-z 0-9 + = , . @ _ -)");
   get.url += name;
   Result<HttpReply> creds = GetWithAttempts(get, endpoint.attempts);
   if (!creds.ok()) return Status::IoError(creds.status().message() + version);

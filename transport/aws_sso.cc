@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/printable.h"
 #include "common/unique_fd.h"
 
 namespace vramflow::s3 {
@@ -156,7 +157,8 @@ Result<RenewedToken> RefreshToken(const SsoProfile& sso, const nlohmann::json& c
   nlohmann::json doc = nlohmann::json::parse(reply.body, nullptr, false);
   if (reply.status != 200) {
     std::string error = doc.is_object() ? Text(doc, "error") : "";
-    return Status::IoError(what + ": HTTP " + std::to_string(reply.status) + (error.empty() ? "" : " " + error));
+    return Status::IoError(what + ": HTTP " + std::to_string(reply.status) +
+                           (error.empty() ? "" : " " + EscapedText(error.substr(0, 256))));
   }
   if (doc.is_discarded() || !doc.is_object()) return Status::InvalidArgument(what + ": reply is not a JSON object");
   std::string token = Text(doc, "accessToken");
@@ -261,8 +263,18 @@ Result<TimedCredentials> FetchSsoCredentials(const SsoProfile& sso) {
   out.credentials = {Text(rc, "accessKeyId"), Text(rc, "secretAccessKey"), Text(rc, "sessionToken")};
   if (out.credentials.access_key.empty() || out.credentials.secret_key.empty())
     return Status::InvalidArgument(what + ": reply lacks accessKeyId or secretAccessKey");
+  // Milliseconds since 1970: an integer, at most the year 9999 (not a float
+  // whose conversion would overflow).
   auto expiration = rc.find("expiration");
-  if (expiration != rc.end() && expiration->is_number()) out.expiration = expiration->get<int64_t>() / 1000;
+  if (expiration != rc.end() && !expiration->is_null()) {
+    constexpr int64_t kMaxMilliseconds = int64_t{253402300799} * 1000;
+    const bool in_range = expiration->is_number_unsigned()
+                              ? expiration->get<uint64_t>() <= static_cast<uint64_t>(kMaxMilliseconds)
+                              : expiration->is_number_integer() && expiration->get<int64_t>() >= 0 &&
+                                    expiration->get<int64_t>() <= kMaxMilliseconds;
+    if (!in_range) return Status::InvalidArgument(what + ": reply's expiration is not milliseconds since 1970");
+    out.expiration = static_cast<std::time_t>(expiration->get<int64_t>() / 1000);
+  }
   return out;
 }
 

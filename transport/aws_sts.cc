@@ -3,6 +3,7 @@
 
 #include <ctime>
 
+#include "common/printable.h"
 #include "transport/s3_xml.h"
 
 namespace vramflow::s3 {
@@ -45,8 +46,9 @@ Result<TimedCredentials> ParseStsReply(long status, const std::string& body, con
   if (status < 200 || status >= 300) {
     std::optional<S3Error> e = ParseError(body);
     std::string text = what + ": HTTP " + std::to_string(status);
-    if (e && !e->code.empty()) text += " " + e->code;
-    if (e && !e->message.empty()) text += ": " + e->message;
+    // STS's words, escaped: they reach the terminal.
+    if (e && !e->code.empty()) text += " " + EscapedText(e->code.substr(0, 256));
+    if (e && !e->message.empty()) text += ": " + EscapedText(e->message.substr(0, 1024));
     return Status::IoError(text);
   }
   Result<XmlElement> parsed = ParseXml(body);
@@ -62,6 +64,7 @@ Result<TimedCredentials> ParseStsReply(long status, const std::string& body, con
   out.credentials = {text("AccessKeyId"), text("SecretAccessKey"), text("SessionToken")};
   if (out.credentials.access_key.empty() || out.credentials.secret_key.empty())
     return Status::InvalidArgument(what + ": reply lacks AccessKeyId or SecretAccessKey");
+  VF_RETURN_IF_ERROR(CheckCredentials(out.credentials, what));
   std::string expiration = text("Expiration");
   if (!expiration.empty()) {
     Result<std::time_t> t = ParseIso8601(expiration);

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "common/printable.h"
 #include "transport/aws_http.h"
 #include "transport/curl_library.h"
 #include "transport/s3_xml.h"
@@ -318,8 +319,9 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   if (ok && !(request.error_in_ok_body && s3)) return attempt;
   attempt.s3_code = s3 ? s3->code : "";
   std::string text = "HTTP " + std::to_string(status);
-  if (s3 && !s3->code.empty()) text += " " + s3->code;
-  if (s3 && !s3->message.empty()) text += ": " + s3->message;
+  // The server's words, escaped: they reach the terminal.
+  if (s3 && !s3->code.empty()) text += " " + EscapedText(s3->code.substr(0, 256));
+  if (s3 && !s3->message.empty()) text += ": " + EscapedText(s3->message.substr(0, 1024));
   if (status == 404 && !s3) text += " (not found)";
   // HEAD replies have no body, so no S3 code to hint from.
   if (status == 403 && !s3)

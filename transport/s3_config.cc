@@ -153,6 +153,7 @@ Result<Config> LoadConfig(const S3Options& options) {
   chain.trust = trust;
   chain.refresh.margin = options.credential_refresh_margin;
   chain.container_base = options.container_credentials_base;
+  chain.cleanup = options.cleanup;
   VF_RETURN_IF_ERROR(CheckEncryption(options.encryption, config.scheme, config.host));
   VF_ASSIGN_OR_RETURN(config.credentials, ResolveCredentialChain(chain));
   config.credentials_source = config.credentials->source();

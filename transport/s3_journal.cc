@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/owner_tag.h"
+#include "common/printable.h"
 #include "transport/s3_client.h"
 #include "transport/s3_config.h"
 
@@ -169,7 +170,9 @@ CleanupReport AbortJournaledUploads(const std::string& dir, const S3Options& opt
     o.endpoint = u.endpoint;
     if (!u.region.empty()) o.region = u.region;
     if (!u.addressing.empty()) o.addressing = u.addressing;
-    const std::string what = "s3://" + u.bucket + "/" + u.key + " (upload " + u.upload_id + ", at " + u.endpoint + ")";
+    // The upload id is S3's: escaped.
+    const std::string what =
+        "s3://" + u.bucket + "/" + u.key + " (upload " + EscapedText(u.upload_id) + ", at " + u.endpoint + ")";
     Result<Config> config = LoadConfig(o);
     if (!config.ok()) {
       report.failures.push_back(what + ": " + config.status().ToString());

@@ -88,8 +88,9 @@ struct S3Options {
   // so that `vramflow s3 cleanup` can abort those of a killed writer, and
   // where the next upload aborts them; "" = no journal.
   std::string journal_dir;
-  // Upload: if the process is interrupted (common/cleanup_registry.h), the
-  // multipart upload in progress is aborted, within kInterruptAbortDeadline.
+  // If the process is interrupted (common/cleanup_registry.h): an upload's
+  // multipart upload in progress is aborted, within kInterruptAbortDeadline,
+  // and a credential_process running is killed with its process group.
   CleanupRegistry* cleanup = nullptr;
   // Environment lookup (tests inject one); empty = ::getenv.
   std::function<const char*(const char*)> getenv;

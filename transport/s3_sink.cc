@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/printable.h"
 #include "transport/s3_encryption.h"
 #include "transport/s3_journal.h"
 #include "transport/s3_part_plan.h"
@@ -385,7 +386,7 @@ class S3Sink final : public ByteSink {
       std::string length = confirm.Header("content-length");
       if (length != std::to_string(position_))
         return Status::IoError(Describe() + ": CompleteMultipartUpload returned no ETag and HEAD shows " +
-                               (length.empty() ? "no size" : length + " bytes") + ", not the " +
+                               (length.empty() ? "no size" : Printable(length, 64) + " bytes") + ", not the " +
                                std::to_string(position_) + " written");
     }
     Untrack();

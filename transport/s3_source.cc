@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "common/printable.h"
 #include "transport/range_reader.h"
 #include "transport/s3_encryption.h"
 #include "transport/s3_part_plan.h"
@@ -38,7 +39,8 @@ class S3Object final : public RandomAccessSource {
     char* end = nullptr;
     uint64_t size = std::strtoull(length.c_str(), &end, 10);
     if (length.empty() || *end != '\0')
-      return Status::IoError(client->Uri(key) + ": HEAD reply has no valid Content-Length ('" + length + "')");
+      return Status::IoError(client->Uri(key) + ": HEAD reply has no valid Content-Length (" + Printable(length, 64) +
+                             ")");
     return std::make_unique<S3Object>(std::move(client), key, size, response.Header("etag"), concurrent_reads);
   }
 
