@@ -10,6 +10,8 @@
 #   criu_files_img_fuzz  CRIU's files.img under --tcp-listen-remap (tests/fuzz/criu_files_img_fuzz.cc;
 #                        a small parser: a fixed 5 s share)
 #   codec_fuzz           the huffman and bitpack decoders on bare payloads (tests/fuzz/codec_fuzz.cc)
+#   aws_credentials_fuzz what AWS credential sources send: their JSON, credential_process output, STS XML,
+#                        Expiration times (tests/fuzz/aws_credentials_fuzz.cc; small parsers: a fixed 5 s share)
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default 60 seconds in all, every target
 #
@@ -28,11 +30,12 @@ seconds="${1:-60}"
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2; }
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz criu_files_img_fuzz codec_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz criu_files_img_fuzz codec_fuzz
+  aws_credentials_fuzz)
 # The time is a total: small parsers get 5 s each, the other targets equal
 # shares of the rest (at least 5 s).
 small_seconds=5
-is_small() { [ "$1" = criu_files_img_fuzz ]; }
+is_small() { [ "$1" = criu_files_img_fuzz ] || [ "$1" = aws_credentials_fuzz ]; }
 large=0
 small=0
 for target in "${targets[@]}"; do

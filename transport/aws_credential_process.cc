@@ -170,14 +170,18 @@ Result<TimedCredentials> RunCredentialProcess(const std::string& command, const 
   if (WIFSIGNALED(st)) return Status::IoError(what + ": killed by signal " + std::to_string(WTERMSIG(st)) + note);
   if (WEXITSTATUS(st) != 0)
     return Status::IoError(what + ": exited with status " + std::to_string(WEXITSTATUS(st)) + note);
-  nlohmann::json doc = nlohmann::json::parse(out, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    return Status::InvalidArgument(what + ": output is not a JSON object" + note);
+  // It exited 0: its stderr is dropped, as the AWS CLI drops it.
+  return ParseCredentialProcessOutput(out, what);
+}
+
+Result<TimedCredentials> ParseCredentialProcessOutput(std::string_view output, const std::string& what) {
+  nlohmann::json doc = nlohmann::json::parse(output, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) return Status::InvalidArgument(what + ": output is not a JSON object");
   auto version = doc.find("Version");
   // Compared as a JSON number: 4294967297 is not 1 (cut to an int it was).
   if (version == doc.end() || !version->is_number_integer() || *version != 1)
-    return Status::InvalidArgument(what + ": output needs \"Version\": 1" + note);
-  return ParseCredentialJson(out, what);
+    return Status::InvalidArgument(what + ": output needs \"Version\": 1");
+  return ParseCredentialJson(output, what);
 }
 
 }  // namespace vramflow::s3

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "common/cleanup_registry.h"
 #include "common/status.h"
@@ -35,5 +36,10 @@ struct CredentialProcessOptions {
 // `options.what`.
 inline constexpr size_t kKeptStderr = 1024;
 Result<TimedCredentials> RunCredentialProcess(const std::string& command, const CredentialProcessOptions& options = {});
+
+// What a credential_process printed: a JSON object with "Version": 1 and
+// the fields of ParseCredentialJson. `what` names it for errors (exposed
+// for the fuzz target).
+Result<TimedCredentials> ParseCredentialProcessOutput(std::string_view output, const std::string& what);
 
 }  // namespace vramflow::s3
