@@ -14,6 +14,10 @@
 namespace vramflow {
 namespace {
 
+// A base's location as messages show it: a BASE frame's bytes (another
+// machine's, a sender's) with their control bytes escaped.
+std::string Shown(const std::string& location) { return EscapedText(location); }
+
 // A stream opened as a candidate base: its index, with its id and digests.
 struct Probed {
   std::string location;
@@ -22,23 +26,23 @@ struct Probed {
 };
 
 Result<Probed> Probe(const std::string& location, const BaseOpenOptions& options, uint64_t max_index_bytes) {
-  if (!options.open) return Status::InvalidArgument("no way to open the base " + location);
+  if (!options.open) return Status::InvalidArgument("no way to open the base " + Shown(location));
   Probed p;
   p.location = location;
   VF_ASSIGN_OR_RETURN(p.source, options.open(location));
   // A stream without index blocks has no id and cannot be read by chunk:
   // say that, rather than ReadSeekIndex's "falls back to reading in order".
   uint8_t head[kStreamHeaderSize];
-  VF_RETURN_IF_ERROR(ReadExactly(*p.source, 0, head).WithContext("base " + location));
+  VF_RETURN_IF_ERROR(ReadExactly(*p.source, 0, head).WithContext("base " + Shown(location)));
   StreamHeader header;
-  VF_RETURN_IF_ERROR(DecodeStreamHeader(head, &header).WithContext("base " + location));
+  VF_RETURN_IF_ERROR(DecodeStreamHeader(head, &header).WithContext("base " + Shown(location)));
   if ((header.flags & (kStreamFlagSeekIndex | kStreamFlagIndexBlocks)) != (kStreamFlagSeekIndex | kStreamFlagIndexBlocks))
-    return Status::InvalidArgument("wrong base: " + location +
+    return Status::InvalidArgument("wrong base: " + Shown(location) +
                                    " has no index blocks (it was written to a pipe or socket, or by an older "
                                    "vramflow), so it cannot be a base; only a stored stream with an index can");
   Result<StoredStreamIndex> stored =
       ReadSeekIndex(*p.source, SeekIndexReadOptions{.max_bytes = max_index_bytes, .digests = true});
-  if (!stored.ok()) return stored.status().WithContext("base " + location);
+  if (!stored.ok()) return stored.status().WithContext("base " + Shown(location));
   p.stored = std::move(*stored);
   return p;
 }
@@ -158,7 +162,7 @@ class BaseStreamImpl final : public BaseStream {
     // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive)
     // about a string literal + std::string here.
     std::string s = "base ";
-    s += location_;
+    s += Shown(location_);
     s += ", object ";
     s += std::to_string(object_id);
     auto it = positions_.find(object_id);
@@ -291,11 +295,11 @@ struct ChainOpener {
   static Status CheckExpected(const Probed& p, const BaseDescriptor& expected) {
     if (p.stored.id != expected.base_id)
       return Status::InvalidArgument("wrong base: the stream was built on " + HexDigest(expected.base_id) + ", " +
-                                     p.location + " is " + HexDigest(p.stored.id));
+                                     Shown(p.location) + " is " + HexDigest(p.stored.id));
     if (p.stored.stream_size != expected.base_bytes || p.stored.totals.raw_bytes != expected.base_raw_bytes)
       return Status::InvalidArgument("wrong base: the stream was built on " + HexDigest(expected.base_id) + " of " +
                                      std::to_string(expected.base_bytes) + " bytes (" +
-                                     std::to_string(expected.base_raw_bytes) + " raw), " + p.location + " has " +
+                                     std::to_string(expected.base_raw_bytes) + " raw), " + Shown(p.location) + " has " +
                                      std::to_string(p.stored.stream_size) + " (" +
                                      std::to_string(p.stored.totals.raw_bytes) + " raw)");
     return Status::Ok();
@@ -304,11 +308,11 @@ struct ChainOpener {
   Result<std::shared_ptr<const BaseStreamImpl>> Open(Probed probed, const BaseDescriptor* expected, uint32_t level) {
     if (expected) VF_RETURN_IF_ERROR(CheckExpected(probed, *expected));
     if (std::find(visited.begin(), visited.end(), probed.stored.id) != visited.end())
-      return Status::InvalidArgument("wrong base: the chain of bases loops: " + probed.location + " (" +
+      return Status::InvalidArgument("wrong base: the chain of bases loops: " + Shown(probed.location) + " (" +
                                      HexDigest(probed.stored.id) + ") is a base of itself");
     if (level >= kMaxBaseChain)
       return Status::InvalidArgument("wrong base: the chain of bases is longer than " + std::to_string(kMaxBaseChain) +
-                                     " streams at " + probed.location);
+                                     " streams at " + Shown(probed.location));
     visited.push_back(probed.stored.id);
     const bool incremental = (probed.stored.header.flags & kStreamFlagBase) != 0;
     const std::string location = probed.location;
@@ -316,7 +320,7 @@ struct ChainOpener {
     auto base = std::make_shared<BaseStreamImpl>(std::move(probed), level);
     if (!incremental) return std::shared_ptr<const BaseStreamImpl>(base);
 
-    VF_ASSIGN_OR_RETURN(BaseDescriptor own, ReadBaseFrame(*source, "base " + location));
+    VF_ASSIGN_OR_RETURN(BaseDescriptor own, ReadBaseFrame(*source, "base " + Shown(location)));
     Probed next;
     bool found = false;
     for (Probed& p : named) {
@@ -329,13 +333,14 @@ struct ChainOpener {
     }
     if (!found) {
       if (own.location.empty())
-        return Status::NotFound("base " + location + " is incremental: it needs its base " + HexDigest(own.base_id) +
+        return Status::NotFound("base " + Shown(location) + " is incremental: it needs its base " + HexDigest(own.base_id) +
                                 ", whose location it does not record; give it with --base");
       const std::string next_location = ResolveBaseLocation(own.location, location);
       Result<Probed> probed_next = ProbeCharged(next_location);
       if (!probed_next.ok()) {
         const Status& s = probed_next.status();
-        const std::string what = "base " + location + " is built on " + HexDigest(own.base_id) + " (" + next_location + ")";
+        const std::string what =
+            "base " + Shown(location) + " is built on " + HexDigest(own.base_id) + " (" + Shown(next_location) + ")";
         if (s.code() == Status::Code::kIoError || s.code() == Status::Code::kNotFound)
           return Status::NotFound(what + ", which cannot be opened (" + s.ToString() + "); give it with --base");
         return s.WithContext(what);
@@ -345,7 +350,7 @@ struct ChainOpener {
     VF_ASSIGN_OR_RETURN(std::shared_ptr<const BaseStreamImpl> below, Open(std::move(next), &own, level + 1));
     const uint32_t below_chain = below->DescriptorForDependent().chain_length;
     if (below_chain != own.chain_length)
-      return Status::InvalidArgument("wrong base: " + location + " says its base chain is " +
+      return Status::InvalidArgument("wrong base: " + Shown(location) + " says its base chain is " +
                                      std::to_string(own.chain_length) + " streams long, but it is " +
                                      std::to_string(below_chain));
     base->SetNext(std::move(own), std::move(below));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "common/printable.h"
 #include "common/unique_fd.h"
 
 namespace vramflow {
@@ -19,7 +20,7 @@ class FileRandomAccess final : public RandomAccessSource {
       : fd_(std::move(fd)), size_(size), path_(std::move(path)) {}
 
   uint64_t Size() const override { return size_; }
-  std::string Describe() const override { return "'" + path_ + "'"; }
+  std::string Describe() const override { return "'" + EscapedText(path_) + "'"; }
 
   Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> data) override {
     if (offset >= size_) return size_t{0};
@@ -46,16 +47,18 @@ class FileRandomAccess final : public RandomAccessSource {
 }  // namespace
 
 Result<std::unique_ptr<RandomAccessSource>> OpenFileRandomAccess(const std::string& path) {
+  // A path may come from a stream (a BASE frame's location): shown escaped.
+  const std::string shown = "'" + EscapedText(path) + "'";
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("opening '" + path + "'", errno);
-  if (S_ISDIR(st.st_mode)) return Status::InvalidArgument("'" + path + "' is a directory");
+  if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("opening " + shown, errno);
+  if (S_ISDIR(st.st_mode)) return Status::InvalidArgument(shown + " is a directory");
   if (!S_ISREG(st.st_mode))
-    return Status::NotSupported("'" + path + "' is not a regular file: it cannot be read at offsets");
+    return Status::NotSupported(shown + " is not a regular file: it cannot be read at offsets");
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno("opening '" + path + "'", errno);
-  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("opening '" + path + "'", errno);
+  if (!fd.valid()) return Status::FromErrno("opening " + shown, errno);
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("opening " + shown, errno);
   if (!S_ISREG(st.st_mode))  // replaced between stat and open
-    return Status::NotSupported("'" + path + "' is not a regular file: it cannot be read at offsets");
+    return Status::NotSupported(shown + " is not a regular file: it cannot be read at offsets");
   return std::unique_ptr<RandomAccessSource>(
       new FileRandomAccess(std::move(fd), static_cast<uint64_t>(st.st_size), path));
 }
