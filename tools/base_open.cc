@@ -2,9 +2,11 @@
 #include "tools/base_open.h"
 
 #include "tools/base_opener.h"
+#include "tools/base_store.h"
 
 #include "common/printable.h"
 #include "streamer/base_location.h"
+#include "transport/uri.h"
 
 namespace vramflow {
 
@@ -26,6 +28,19 @@ OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std:
                               base.status().ToString() + "); give it with --base");
     return base;
   };
+}
+
+Result<OpenBaseFunction> ReaderBaseOpener(const std::string& input, const std::vector<std::string>& bases,
+                                          const std::string& base_store, TransportOptions* transport,
+                                          const std::string& command) {
+  Result<Endpoint> from = ParseEndpoint(input);
+  if (!(from.ok() && from->is_network())) {
+    if (!base_store.empty())
+      return Status::InvalidArgument("--base-store offers bases to a sender (--listen); " + Printable(input) +
+                                     " is a stored stream");
+    return BaseOpenerFor(bases, input, *transport);
+  }
+  return OfferStore(base_store, bases, /*stores=*/false, transport, StderrLog(command));
 }
 
 }  // namespace vramflow

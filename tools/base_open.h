@@ -4,7 +4,8 @@
 // any more are links of its chain, matched by stream id), or, without one,
 // from the location the stream's BASE frame records (relative to the
 // directory of the stream read). Every base opens through the same
-// transports as any input (files, s3:// with the S3 flags).
+// transports as any input (files, s3:// with the S3 flags). A stream from
+// the network is another matter: ReaderBaseOpener.
 #pragma once
 
 #include <functional>
@@ -21,5 +22,18 @@ using OpenBaseFunction = std::function<Result<std::shared_ptr<const BaseStream>>
 
 OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std::string& input,
                                const TransportOptions& transport);
+
+// The open_base of a command that reads `input` (unpack, verify, streamer
+// serve/extract). From the network (--listen) a base comes only from what
+// the command offered its sender: its `base_store` (--base-store DIR) or its
+// `bases` (--base), none without either (OfferStore, tools/base_store.h,
+// which also sets transport->net.base_offer); never from a location the
+// sender wrote into its BASE frame, which names the sender's machine. Else
+// BaseOpenerFor(bases, input). `command` names the receiver's stderr lines
+// (what its sender is not told). --base-store without --listen, and with
+// --base, is kInvalidArgument.
+Result<OpenBaseFunction> ReaderBaseOpener(const std::string& input, const std::vector<std::string>& bases,
+                                          const std::string& base_store, TransportOptions* transport,
+                                          const std::string& command);
 
 }  // namespace vramflow

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "common/printable.h"
 #include "common/unique_fd.h"
 #include "transport/fd_stream.h"
 #include "transport/random_access.h"
@@ -140,7 +141,7 @@ Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& 
     Result<Sha256Digest> id = IdOfStoredStream(candidate.location, transport, &store.bytes_read);
     if (!id.ok()) {
       ++store.skipped;
-      store.notes.push_back("'" + candidate.location + "' is not a base: " + id.status().message());
+      store.notes.push_back(Printable(candidate.location) + " is not a base: " + id.status().message());
       continue;
     }
     if (store.Find(*id)) continue;  // a copy of a newer file's stream
@@ -149,48 +150,90 @@ Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& 
   return store;
 }
 
+namespace {
+
+// What a receiver that cannot open a base it offered keeps to itself: the
+// store's file behind the id, and why it failed.
+Status CannotOpenOffered(const Sha256Digest& id, const std::string& detail, const ReceiverLog& log) {
+  if (log) log("base " + HexDigest(id) + ": " + detail);
+  return Status::NotFound("this receiver offered base " + HexDigest(id) +
+                          " but cannot open it (the receiver's log says why)");
+}
+
+// Opens the chain's links from the store's files only: a location a sender
+// wrote into a BASE frame names its own machine and is never opened here.
+BaseOpener StoreOnly(std::shared_ptr<const BaseStore> store, const TransportOptions& transport) {
+  return [store, transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+    bool in_store = false;
+    for (const StoredBase& s : store->streams) in_store |= s.location == location;
+    if (!in_store)
+      return Status::NotFound("base " + Printable(location) + " (named by a stream's BASE frame) is not in this "
+                              "receiver's store " + EscapedText(store->dir));
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
+    return std::shared_ptr<RandomAccessSource>(std::move(source));
+  };
+}
+
+}  // namespace
+
 OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOffer& offered,
-                           const TransportOptions& transport) {
-  return [store = std::move(store), offered, transport](
+                           const TransportOptions& transport, ReceiverLog log) {
+  return [store = std::move(store), offered, transport, log = std::move(log)](
              const BaseDescriptor& wanted) -> Result<std::shared_ptr<const BaseStream>> {
-    if (!offered.Holds(wanted.base_id))
-      return Status::InvalidArgument(
-          "the stream is built on base " + HexDigest(wanted.base_id) + ", which this receiver never offered its sender " +
-          (store->dir.empty() ? std::string("(it has no base store: --base-store DIR)")
-                              : "(it offered " + std::to_string(offered.ids.size()) + " from its base store " +
-                                    store->dir + ")"));
+    const std::string id = HexDigest(wanted.base_id);
+    if (!offered.Holds(wanted.base_id)) {
+      if (log)
+        log("the sender's stream is built on base " + id + ", not offered: " +
+            (store->dir.empty() ? std::string("this receiver has no base store (--base-store DIR)")
+                                : "it offered " + std::to_string(offered.ids.size()) + " from " +
+                                      EscapedText(store->dir)));
+      return Status::InvalidArgument("the stream is built on base " + id + ", which this receiver never offered " +
+                                     "its sender");
+    }
     const StoredBase* stored = store->Find(wanted.base_id);
-    if (!stored)
-      return Status::Internal("base " + HexDigest(wanted.base_id) + " was offered but is not in the store " + store->dir);
+    if (!stored) return CannotOpenOffered(wanted.base_id, "offered, but not in " + EscapedText(store->dir), log);
     BaseOpenOptions options;
-    // The chain's links come from the store (by id): a location a sender
-    // wrote into a BASE frame names its own machine and is never opened here.
-    options.open = [store, transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
-      bool in_store = false;
-      for (const StoredBase& s : store->streams) in_store |= s.location == location;
-      if (!in_store)
-        return Status::NotFound("base '" + location + "' (named by a stream's BASE frame) is not in this receiver's store " +
-                                store->dir);
-      VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
-      return std::shared_ptr<RandomAccessSource>(std::move(source));
-    };
+    options.open = StoreOnly(store, transport);
     for (const StoredBase& other : store->streams)
       if (&other != stored) options.more_locations.push_back(other.location);
     Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(stored->location, options, &wanted);
-    if (!base.ok())
-      return base.status().WithContext("this receiver offered base " + HexDigest(wanted.base_id) + " (" +
-                                       stored->location + ") but cannot open it");
+    if (!base.ok()) return CannotOpenOffered(wanted.base_id, base.status().ToString(), log);
     return base;
   };
 }
 
-Result<OpenBaseFn> OfferStore(const std::string& dir, bool stores, TransportOptions* transport) {
+Result<BaseStore> BaseStoreOf(const std::vector<std::string>& locations, const TransportOptions& transport) {
+  BaseStore store;
+  store.dir = "--base";
+  if (locations.size() > kMaxStoreStreams)
+    return Status::InvalidArgument(std::to_string(locations.size()) + " --base streams: at most " +
+                                   std::to_string(kMaxStoreStreams));
+  for (const std::string& location : locations) {
+    ++store.files_read;
+    Result<Sha256Digest> id = IdOfStoredStream(location, transport, &store.bytes_read);
+    if (!id.ok()) return id.status().WithContext("--base " + Printable(location));
+    if (!store.Find(*id)) store.streams.push_back(StoredBase{location, *id});
+  }
+  return store;
+}
+
+Result<OpenBaseFn> OfferStore(const std::string& dir, const std::vector<std::string>& bases, bool stores,
+                              TransportOptions* transport, ReceiverLog log) {
+  if (!dir.empty() && !bases.empty()) return Status::InvalidArgument("--base and --base-store exclude each other");
   auto store = std::make_shared<BaseStore>();
   if (!dir.empty()) {
     VF_ASSIGN_OR_RETURN(*store, ScanBaseStore(dir, *transport));
+  } else if (!bases.empty()) {
+    VF_ASSIGN_OR_RETURN(*store, BaseStoreOf(bases, *transport));
   }
   transport->net.base_offer = store->Offer(stores);
-  return StoreBaseOpener(store, transport->net.base_offer, *transport);
+  return StoreBaseOpener(store, transport->net.base_offer, *transport, std::move(log));
+}
+
+ReceiverLog StderrLog(const std::string& command) {
+  return [command](const std::string& line) {
+    std::fprintf(stderr, "vramflow %s: %s\n", command.c_str(), line.c_str());
+  };
 }
 
 }  // namespace vramflow

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-// A receiver's base store (`recv`, `unpack tcp://`, `demo --listen` with
-// --base-store DIR; `recv --output-dir DIR` uses DIR unless told otherwise):
-// the earlier streams in a directory that a sender may build its stream on
-// (docs/NETWORK.md, "Bases"), and, on the sender, the candidates of
-// `--base-store` to pick a base from.
+// A receiver's base store (`recv`, and `unpack`, `verify`, `streamer
+// serve/extract` and `demo` with --listen, given --base-store DIR; `recv
+// --output-dir DIR` uses DIR unless told otherwise): the earlier streams in
+// a directory that a sender may build its stream on (docs/NETWORK.md,
+// "Bases"), and, on the sender, the candidates of `--base-store` to pick a
+// base from. A store is offered to every sender its receiver authenticates
+// (one key, one CA, one user): one store per tenant.
 //
 // DIR may also be s3://BUCKET/PREFIX: the objects under PREFIX, of which S3
 // lists the first 1000 (one ListObjectsV2 page), by LastModified.
@@ -61,21 +63,41 @@ struct BaseStore {
 Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& transport,
                                 size_t max_streams = kMaxStoreStreams);
 
+// Where a receiver writes what its sender is not told (docs/NETWORK.md,
+// "What a sender learns"): which file a base was offered from, why it does
+// not open. The receiver's stderr or log; may be empty (nothing kept).
+using ReceiverLog = std::function<void(const std::string&)>;
+
 // The open_base of a receiver restoring or checking a stream that arrived
 // with `offered` made to its sender (NetStream::offered): a stream built on
 // a base not offered fails ("never offered"); an offered one is opened from
-// the store, its chain's links looked up in the store first, and checked to
+// the store, its chain's links looked up in the store only, and checked to
 // be that stream (OpenBaseStream with the BASE frame: a stored file that
 // changed since the scan fails as "wrong base"). Nothing is written before
 // the base is open: the restore or store fails first.
+//
+// The error names the base by the id the sender's own stream gave, and
+// nothing of the store (its directory, its files, their ids and sizes): it
+// is what the sender is told. The details go to `log`.
 using OpenBaseFn = std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)>;
 OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOffer& offered,
-                           const TransportOptions& transport);
+                           const TransportOptions& transport, ReceiverLog log);
 
-// A receiver of one stream (`unpack --listen`, `demo --listen`, `recv -o`):
-// scans `dir` (none when empty), makes its offer the receiver's
+// The streams at `locations` (files or s3://, as --base gives them) as a
+// store: each one's id read from its index. A location that is not an
+// indexed stream fails, naming it.
+Result<BaseStore> BaseStoreOf(const std::vector<std::string>& locations, const TransportOptions& transport);
+
+// A receiver of one stream (`unpack`, `verify`, `streamer serve/extract`
+// with --listen, `demo --listen`, `recv -o`): its store is `dir` scanned, or
+// the streams `bases` names (BaseStoreOf), or none when both are empty
+// (both given: kInvalidArgument). Makes the store's offer the receiver's
 // (transport->net.base_offer, with `stores`) and returns the open_base that
-// resolves the arriving stream's base from it.
-Result<OpenBaseFn> OfferStore(const std::string& dir, bool stores, TransportOptions* transport);
+// resolves the arriving stream's base from it, and from nothing else.
+Result<OpenBaseFn> OfferStore(const std::string& dir, const std::vector<std::string>& bases, bool stores,
+                              TransportOptions* transport, ReceiverLog log);
+
+// A ReceiverLog writing "vramflow COMMAND: LINE" to stderr.
+ReceiverLog StderrLog(const std::string& command);
 
 }  // namespace vramflow

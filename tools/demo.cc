@@ -104,7 +104,8 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   ShareBudget(options.listen, &pipeline.max_memory, &transport);
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT, unix:PATH or systemd:");
-  VF_ASSIGN_OR_RETURN(pipeline.open_base, OfferStore(options.base_store, /*stores=*/false, &transport));
+  VF_ASSIGN_OR_RETURN(pipeline.open_base,
+                      OfferStore(options.base_store, {}, /*stores=*/false, &transport, StderrLog("demo")));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
                       NetReceiver::Listen(endpoint, transport.net));
   std::string security = endpoint.kind == Endpoint::Kind::kUnix    ? "unix socket, mode 0600"

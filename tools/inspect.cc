@@ -373,10 +373,14 @@ class TotalsVisitor final : public StreamVisitor {
 }  // namespace
 
 Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, const TransportOptions& transport,
-                 std::ostream& out, VerifyReport* report, const std::vector<std::string>& bases, unsigned threads) {
+                 std::ostream& out, VerifyReport* report, const std::vector<std::string>& bases, unsigned threads,
+                 const std::string& base_store) {
   TransportOptions shared = transport;
   uint64_t reader_memory = max_memory;
   ShareBudget(input, &reader_memory, &shared);
+  TransportOptions base_reads = transport;
+  VF_ASSIGN_OR_RETURN(OpenBaseFunction open_base, ReaderBaseOpener(input, bases, base_store, &base_reads, "verify"));
+  shared.net.base_offer = base_reads.net.base_offer;  // what a sender is offered
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, shared));
   CountingSource counting(source.get());
   TotalsVisitor visitor;
@@ -384,7 +388,7 @@ Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, cons
   MemoryBudget budget(reader_memory);
   // Every frame is decoded, hashed and checked against its DIGEST_BLOCK on
   // `threads` threads, a few frames ahead of the in-order checks.
-  const ReadOptions read{.decode = true, .budget = &budget, .open_base = BaseOpenerFor(bases, input, transport)};
+  const ReadOptions read{.decode = true, .budget = &budget, .open_base = open_base};
   if (threads == 0) threads = DefaultThreads(ReadMachineLimits());
   auto note = [](const std::string& line) { std::fprintf(stderr, "vramflow verify: note: %s\n", line.c_str()); };
   Status status = ReadStreamDecodingAhead(counting, visitor, DecodeAheadOptions{threads, read, note});

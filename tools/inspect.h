@@ -50,10 +50,12 @@ struct VerifyReport {
 // buffers and records (and a network receiver's window), as --max-memory.
 // `bases`: the base of an incremental stream and links of its chain
 // (--base, tools/base_open.h); empty: the location its BASE frame records.
+// From the network (--listen) the bases come only from what the sender was
+// offered: `base_store` (--base-store DIR) or `bases` (ReaderBaseOpener).
 // `threads` decode and hash (streamer/decode_ahead.h), 0: the CPUs this
 // process may use.
 Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, const TransportOptions& transport,
                  std::ostream& out, VerifyReport* report = nullptr, const std::vector<std::string>& bases = {},
-                 unsigned threads = 1);
+                 unsigned threads = 1, const std::string& base_store = {});
 
 }  // namespace vramflow

@@ -284,6 +284,9 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--base", verify_bases,
                          "the base of an incremental stream (a file or s3://), whose bytes are then checked too; "
                          "repeatable, as for unpack");
+  std::string verify_base_store;
+  verify_cmd->add_option("--base-store", verify_base_store,
+                         "with --listen: earlier streams the sender may build its stream on, offered to it");
   unsigned verify_threads = 0;
   verify_cmd
       ->add_option("-j,--threads", verify_threads,
@@ -718,7 +721,7 @@ int Main(int argc, char** argv) {
     if (s = verify_net.LoadCredentials(&transport); !s.ok()) return Fail("verify", s);
     VerifyReport report;
     s = RunVerify(verify_input, !verify_out.summary(), verify_memory.Resolve(), transport, std::cout, &report,
-                  verify_bases, verify_threads);
+                  verify_bases, verify_threads, verify_base_store);
     std::cout.flush();
     if (!s.ok()) return Fail("verify", s);
     if (verify_out.json) PrintJson(VerifyJson(report, verify_input));

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "common/printable.h"
 #include "common/units.h"
@@ -23,18 +25,58 @@ namespace {
 
 // Where a stream named `name` may go: nowhere but a new file in `dir`, or,
 // with `overwrite`, over a regular file there (never through a symlink, into
-// a device or a FIFO).
+// a device or a FIFO). The error is the sender's answer too: it names the
+// stream, not the directory (the receiver's log line says which).
 Result<std::string> OutputPath(const std::string& dir, const std::string& name, bool overwrite) {
   VF_RETURN_IF_ERROR(CheckSafeFileName(name));
   const std::string path = dir + "/" + name;
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return path;
-    return Status::FromErrno("checking '" + path + "'", errno);
+    return Status::FromErrno("checking where to store " + Printable(name), errno);
   }
-  if (!S_ISREG(st.st_mode)) return Status::AlreadyExists("'" + path + "' exists and is not a regular file");
-  if (!overwrite) return Status::AlreadyExists("'" + path + "' exists (use --force to overwrite)");
+  if (!S_ISREG(st.st_mode))
+    return Status::AlreadyExists("a stream named " + Printable(name) + " cannot be stored: that name exists and is "
+                                 "not a regular file");
+  if (!overwrite)
+    return Status::AlreadyExists("a stream named " + Printable(name) + " exists (use --force to overwrite, on the "
+                                 "receiver)");
   return path;
+}
+
+// A status of `code` with `message`.
+Status StatusOf(Status::Code code, std::string message) {
+  switch (code) {
+    case Status::Code::kOk: return Status::Ok();
+    case Status::Code::kInvalidArgument: return Status::InvalidArgument(std::move(message));
+    case Status::Code::kCorruption: return Status::Corruption(std::move(message));
+    case Status::Code::kTruncated: return Status::Truncated(std::move(message));
+    case Status::Code::kIoError: return Status::IoError(std::move(message));
+    case Status::Code::kNotSupported: return Status::NotSupported(std::move(message));
+    case Status::Code::kAlreadyExists: return Status::AlreadyExists(std::move(message));
+    case Status::Code::kCancelled: return Status::Cancelled(std::move(message));
+    case Status::Code::kTimedOut: return Status::TimedOut(std::move(message));
+    case Status::Code::kUnauthenticated: return Status::Unauthenticated(std::move(message));
+    case Status::Code::kNotFound: return Status::NotFound(std::move(message));
+    case Status::Code::kInternal: break;
+  }
+  return Status::Internal(std::move(message));
+}
+
+// What the sender of a stream that failed is told: the failure, with the
+// directory it would have been stored in (the base store, by default) not
+// named, nor its base store (docs/NETWORK.md, "What a sender learns"). The
+// receiver's own line has them.
+Status ForSender(const Status& status, const std::vector<std::string>& dirs) {
+  if (status.ok()) return status;
+  const std::string instead = "(the receiver's directory)";
+  std::string message = status.message();
+  for (const std::string& dir : dirs) {
+    if (dir.empty()) continue;
+    for (size_t at = message.find(dir); at != std::string::npos; at = message.find(dir, at + instead.size()))
+      message.replace(at, dir.size(), instead);
+  }
+  return StatusOf(status.code(), std::move(message));
 }
 
 // Stores one stream; its sender learns the outcome.
@@ -50,13 +92,14 @@ Status StoreStream(const ReceiveDirOptions& options, uint64_t verify_memory, Net
                                      "their names (send it with `vramflow send --name NAME`)");
     VF_ASSIGN_OR_RETURN(path, OutputPath(options.dir, stream.name, options.transport.file.overwrite));
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, options.transport.file));
+    const BaseOffer offered = stream.offered.value_or(store->Offer(/*stores=*/true));
     return CopyVerifiedStream(*stream.source, *sink, "recv " + stream.name, options.progress, verify_memory, &received,
-                              StoreBaseOpener(store, stream.offered.value_or(store->Offer(/*stores=*/true)), options.transport));
+                              StoreBaseOpener(store, offered, options.transport, StderrLog("recv")));
   }();
   // Before the sender hears DONE, so that its next stream (the plugin sends
   // one right after) is offered this one.
   if (status.ok()) on_stored();
-  Status told = stream.source->Finish(status);
+  Status told = stream.source->Finish(ForSender(status, {options.dir, options.base_store}));
   VF_RETURN_IF_ERROR(status);
   if (!told.ok()) return told.WithContext("stored " + path + ", but telling " + stream.source->Describe() + " failed");
   *bytes += received;

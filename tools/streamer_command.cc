@@ -110,6 +110,9 @@ void StreamerCommand::Add(CLI::App* app) {
                         "checkpoint); serve, extract: where that base is (default: where the stream's BASE frame "
                         "says). Again for more links of the base's own chain")
       ->allow_extra_args(false);  // one stream per --base
+  streamer_->add_option("--base-store", base_store_,
+                        "serve, extract with --listen: earlier streams the sender may build its stream on, offered "
+                        "to it");
   streamer_->add_flag("--base-refs-only", base_refs_only_,
                       "capture with --base: match chunks by the base's stored digests alone, reading none of its "
                       "chunks (no deltas)");
@@ -187,6 +190,9 @@ Status StreamerCommand::Resolve(StreamerOptions* options) const {
   if (digests_ && !capture) return Status::InvalidArgument("--digests applies to capture");
   for (const std::string& base : base_) VF_RETURN_IF_ERROR(CheckBaseLocation(base));
   options->base = base_;
+  if (!base_store_.empty() && !options->listen)
+    return Status::InvalidArgument("--base-store offers bases to a sender: serve and extract with --listen only");
+  options->base_store = base_store_;
   options->force = force_;
   options->progress = ProgressStyle(ParseProgressMode(progress_).value_or(ProgressStyle::Mode::kNone),
                                     std::chrono::milliseconds(5000));

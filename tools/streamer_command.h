@@ -63,6 +63,10 @@ struct StreamerOptions {
   // the base there instead of where the stream's BASE frame says. More
   // locations are links of the base's chain (tools/base_opener.h).
   std::vector<std::string> base;
+  // --base-store DIR (serve, extract with --listen): the streams offered to
+  // the sender as bases (tools/base_store.h); from a sender, bases come only
+  // from these, or from --base.
+  std::string base_store;
 
   PipelineOptions pipeline;    // capture: codec, chunk size, threads; all: max_memory
   TransportOptions transport;  // keys, TLS, S3
@@ -102,6 +106,7 @@ class StreamerCommand {
   std::string spill_dir_;
   double criu_timeout_s_ = -1;
   std::vector<std::string> base_;
+  std::string base_store_;
   bool base_refs_only_ = false;
   bool digests_ = false;
   bool force_ = false;

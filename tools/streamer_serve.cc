@@ -162,8 +162,19 @@ class StreamReaderThread {
     if (!options_.shard_fds.empty()) return "fd:" + std::to_string(options_.shard_fds[0]);
     return "-";
   }
+  std::string ReceiverName() const {
+    return options_.mode == StreamerOptions::Mode::kServe ? "streamer serve" : "streamer extract";
+  }
   Status Read() {
     const auto start = std::chrono::steady_clock::now();
+    // An incremental stream's references are read from its base: --base, or
+    // where its BASE frame says; from a sender (--listen), only what it was
+    // offered (--base-store, or --base), set on transport_ before it listens.
+    TransportOptions base_reads = transport_;
+    Result<OpenBaseFunction> open_base =
+        ReaderBaseOpener(Uri(), options_.base, options_.base_store, &base_reads, ReceiverName());
+    if (!open_base.ok()) return status_ = open_base.status();
+    transport_.net.base_offer = base_reads.net.base_offer;
     Result<std::unique_ptr<ByteSource>> source = OpenSource(Uri(), transport_);
     if (!source.ok()) return status_ = source.status();
     source_ = std::move(*source);
@@ -171,9 +182,7 @@ class StreamReaderThread {
     StoreVisitor visitor(store_, check_names_, &stop_);
     ReadOptions read;
     read.budget = budget_;
-    // An incremental stream's references are read from its base (--base, or
-    // where its BASE frame says).
-    read.open_base = BaseOpenerFor(options_.base, Uri(), transport_);
+    read.open_base = std::move(*open_base);
     Status s = ReadStream(counting, visitor, read);
     if (!s.ok()) s = s.WithContext("reading the stream from " + counting.Describe());
     if (!s.ok() || tell_sender_at_end_) {

@@ -40,7 +40,8 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   // recv: the bases offered to the sender, and what its stream may be built on.
   OpenBaseFn open_base;
   if (from.ok() && from->is_network()) {
-    VF_ASSIGN_OR_RETURN(open_base, OfferStore(options.base_store, /*stores=*/sink->Seekable(), &transport));
+    VF_ASSIGN_OR_RETURN(open_base, OfferStore(options.base_store, {}, /*stores=*/sink->Seekable(), &transport,
+                                                 StderrLog("recv")));
   } else if (!options.base_store.empty()) {
     return Status::InvalidArgument("--base-store offers bases to a sender; '" + options.source + "' is no network source");
   }

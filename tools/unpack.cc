@@ -27,7 +27,6 @@
 #include "streamer/seek_index.h"
 #include "streamer/stream_reader.h"
 #include "streamer/sub_stream.h"
-#include "tools/base_store.h"
 #include "tools/base_open.h"
 #include "tools/cli_util.h"
 #include "tools/output_limit.h"
@@ -622,21 +621,13 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   TransportOptions transport = options.transport;
   PipelineOptions pipeline = options.pipeline;
   ShareBudget(options.input, &pipeline.max_memory, &transport);
-  pipeline.open_base = BaseOpenerFor(options.bases, options.input, options.transport);
   const ObjectSelector* filter = options.select.all() ? nullptr : &options.select;
-  Result<Endpoint> from = ParseEndpoint(options.input);
-  const bool network = from.ok() && from->is_network();
-  if (!options.base_store.empty() && !network)
-    return Status::InvalidArgument("--base-store offers bases to a sender (--listen); '" + options.input +
-                                   "' is a stored stream");
-  if (!options.base_store.empty() && !options.bases.empty())
-    return Status::InvalidArgument("--base and --base-store exclude each other");
-  // From the network, a base comes from the store offered to the sender
-  // (none without --base-store) or from --base: never from a location the
-  // sender wrote into its BASE frame, which names the sender's machine.
-  if (network && options.bases.empty()) {
-    VF_ASSIGN_OR_RETURN(pipeline.open_base, OfferStore(options.base_store, /*stores=*/false, &transport));
-  }
+  // From the network, a base comes only from what the sender was offered
+  // (the offer goes with the transport that listens).
+  TransportOptions base_reads = options.transport;
+  VF_ASSIGN_OR_RETURN(pipeline.open_base,
+                      ReaderBaseOpener(options.input, options.bases, options.base_store, &base_reads, "unpack"));
+  transport.net.base_offer = base_reads.net.base_offer;
   if (filter) {
     VF_ASSIGN_OR_RETURN(bool done, UnpackThroughIndex(options, transport, pipeline, report));
     if (done) return Status::Ok();
