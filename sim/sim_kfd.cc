@@ -523,11 +523,11 @@ Result<UniqueFd> SimKfd::OpenFileLocked(const std::string& name, OpenFile file) 
   return fd;
 }
 
-Result<UniqueFd> SimKfd::OpenKfdNodeLocked(OpenFile file) {
-  // Each file its own node, so that its inode names its process as a
-  // memfd's does.
-  const std::string path = options_.kfd_node_dir + "/kfd-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(kfd_nodes_made_++);
+Result<UniqueFd> SimKfd::OpenNodeLocked(const std::string& prefix, OpenFile file) {
+  // Each file its own node, so that its inode names its process or GPU as
+  // a memfd's does.
+  const std::string path = options_.kfd_node_dir + "/" + prefix + "-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(nodes_made_++);
   if (::mknod(path.c_str(), S_IFCHR | 0600, ::makedev(10, 237)) != 0)
     return Status::FromErrno("simulated KFD: making the device node " + path, errno);
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
@@ -541,7 +541,7 @@ Result<UniqueFd> SimKfd::OpenKfd(pid_t pid) {
   OpenFile file;
   file.kfd = true;
   file.pid = pid == 0 ? ::getpid() : pid;
-  if (!options_.kfd_node_dir.empty()) return OpenKfdNodeLocked(std::move(file));
+  if (!options_.kfd_node_dir.empty()) return OpenNodeLocked("kfd", std::move(file));
   return OpenFileLocked("vramflow-sim-kfd", std::move(file));
 }
 
@@ -561,7 +561,9 @@ Result<UniqueFd> SimKfd::OpenRenderNode(uint32_t gpu_id) {
   if (!node) return Status::FromErrno("simulated KFD: render node of GPU " + HexId(gpu_id), ENOENT);
   OpenFile file;
   file.gpu_id = gpu_id;
-  return OpenFileLocked("vramflow-sim-renderD" + std::to_string(node->drm_render_minor), std::move(file));
+  const std::string name = "renderD" + std::to_string(node->drm_render_minor);
+  if (!options_.kfd_node_dir.empty()) return OpenNodeLocked(name, std::move(file));
+  return OpenFileLocked("vramflow-sim-" + name, std::move(file));
 }
 
 Result<uint32_t> SimKfd::RenderNodeGpu(int fd) const {

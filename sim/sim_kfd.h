@@ -81,10 +81,12 @@ struct SimKfdOptions {
   // Restore requires each device's drm_fd to be a render node of its actual
   // GPU from OpenRenderNode (the kernel checks the DRM file it is given).
   bool check_drm_fds = true;
-  // Non-empty: KFD files (OpenKfd) are character device nodes made in this
-  // directory, c 10:237 (loop-control, which opening does nothing to), not
-  // memfds. A real CRIU hands a process's open device node to the plugin's
-  // DUMP_EXT_FILE, and a task it restores holds one again. Needs CAP_MKNOD.
+  // Non-empty: KFD files (OpenKfd) and render nodes (OpenRenderNode) are
+  // character device nodes made in this directory, c 10:237 (loop-control,
+  // which opening does nothing to), not memfds. A real CRIU hands a
+  // process's open device node to the plugin's DUMP_EXT_FILE, and a task it
+  // restores holds one again (a memfd CRIU would dump and restore itself,
+  // as a plain memfd). Needs CAP_MKNOD.
   std::string kfd_node_dir;
   // The kernel has AMDGPU_GEM_LIST_HANDLES (ListDrmBos); false: an older
   // kernel, whose render nodes' DRM BOs cannot be listed.
@@ -251,7 +253,7 @@ class SimKfd {
   Result<std::unique_ptr<Bo>> CreateBo(pid_t pid, const SimKfdBoSpec& spec, uint32_t user_gpu_id);
   uint64_t MmapOffset(uint32_t alloc_flags, uint32_t gpu_id, uint64_t addr, uint64_t size);
   Result<UniqueFd> OpenFileLocked(const std::string& name, OpenFile file);
-  Result<UniqueFd> OpenKfdNodeLocked(OpenFile file);
+  Result<UniqueFd> OpenNodeLocked(const std::string& prefix, OpenFile file);
   Status RegisterFileLocked(int fd, const std::string& name, OpenFile file);
 
   const SimKfdOptions options_;
@@ -264,7 +266,7 @@ class SimKfd {
   uint32_t kfd_minor_;                                   // GUARDED_BY(mu_)
   SimKfdFaults faults_;                                  // GUARDED_BY(mu_)
   uint32_t fault_op_calls_ = 0;                          // GUARDED_BY(mu_)
-  uint64_t kfd_nodes_made_ = 0;                          // GUARDED_BY(mu_)
+  uint64_t nodes_made_ = 0;                              // GUARDED_BY(mu_)
   std::vector<std::string> log_;                         // GUARDED_BY(mu_)
 };
 
