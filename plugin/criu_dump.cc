@@ -20,8 +20,18 @@ namespace vramflow {
 namespace {
 
 // The ROCm runtime's shared memory (libhsakmt): upstream records its size
-// and first word so restore can recreate it.
+// and first word so restore can recreate it; vramflow also records its mode
+// and owner, and those of the semaphore beside it, so that restore
+// recreates them as they were whatever its umask (CRIU checks the mode of a
+// mapped file).
 constexpr char kHsakmtSharedMem[] = "/dev/shm/hsakmt_shared_mem";
+constexpr char kHsakmtSemaphoreFile[] = "/dev/shm/sem.hsakmt_semaphore";
+
+void RecordShmFile(const struct stat& st, criu::VramflowShmFile* file) {
+  file->set_mode(st.st_mode & 07777);
+  file->set_uid(st.st_uid);
+  file->set_gid(st.st_gid);
+}
 
 void RecordHsakmtSharedMem(criu::CriuKfd* kfd) {
   kfd->set_shared_mem_size(0);
@@ -33,6 +43,9 @@ void RecordHsakmtSharedMem(criu::CriuKfd* kfd) {
   if (::pread(fd.get(), magic, sizeof magic, 0) != static_cast<ssize_t>(sizeof magic)) return;
   kfd->set_shared_mem_size(static_cast<uint64_t>(st.st_size));
   kfd->set_shared_mem_magic(LoadLE32(magic));
+  RecordShmFile(st, kfd->mutable_vramflow_shared_mem_file());
+  if (::stat(kHsakmtSemaphoreFile, &st) == 0 && S_ISREG(st.st_mode))
+    RecordShmFile(st, kfd->mutable_vramflow_semaphore_file());
 }
 
 // The machine as the process sees it: every CPU node, and only the GPUs it

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "plugin/criu_restore.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <semaphore.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,8 +26,15 @@ namespace {
 constexpr char kHsakmtSharedMem[] = "/dev/shm/hsakmt_shared_mem";
 // libhsakmt's semaphore beside it (sem_open's name: /dev/shm/sem.hsakmt_semaphore).
 constexpr char kHsakmtSemaphore[] = "/hsakmt_semaphore";
+constexpr char kHsakmtSemaphoreFile[] = "/dev/shm/sem.hsakmt_semaphore";
 // The longest a task waits for the main process to take its job.
 constexpr std::chrono::milliseconds kHandOverTimeout{30000};
+
+std::string Octal(uint32_t mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0%o", mode);
+  return buf;
+}
 
 // Whether `s` came from errno `err` (Status::FromErrno ends with its text).
 bool HasErrno(const Status& s, int err) {
@@ -34,15 +43,32 @@ bool HasErrno(const Status& s, int err) {
   return m.size() >= text.size() && m.compare(m.size() - text.size(), text.size(), text) == 0;
 }
 
+// Gives a file the plugin just created the owner and mode it had at dump:
+// CRIU refuses to map a file whose mode differs from the dumped one, and the
+// mode of a new file depends on the restoring process's umask.
+Status SetRecordedOwnerAndMode(int fd, const std::string& path, const criu::VramflowShmFile& recorded) {
+  if (::fchown(fd, recorded.uid(), recorded.gid()) != 0)
+    return Status::FromErrno("giving " + path + " its owner " + std::to_string(recorded.uid()) + ":" +
+                             std::to_string(recorded.gid()), errno);
+  if (::fchmod(fd, recorded.mode() & 07777) != 0)
+    return Status::FromErrno("giving " + path + " its mode " + Octal(recorded.mode() & 07777), errno);
+  return Status::Ok();
+}
+
 // Recreates the ROCm runtime's shared memory as upstream does, when the
-// image recorded one and it is not there yet.
+// image recorded one and it is not there yet: with the mode and owner it
+// had at dump where the image has them (vramflow's images), else 0666 less
+// the umask (upstream's).
 Status RestoreHsakmtSharedMem(const criu::CriuKfd& image) {
   if (image.shared_mem_size() == 0) return Status::Ok();
-  UniqueFd fd(::open(kHsakmtSharedMem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+  const bool recorded = image.has_vramflow_shared_mem_file();
+  UniqueFd fd(::open(kHsakmtSharedMem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, recorded ? 0600 : 0666));
   if (!fd.valid()) {
     if (errno == EEXIST) return Status::Ok();
     return Status::FromErrno(std::string("creating ") + kHsakmtSharedMem, errno);
   }
+  if (recorded)
+    VF_RETURN_IF_ERROR(SetRecordedOwnerAndMode(fd.get(), kHsakmtSharedMem, image.vramflow_shared_mem_file()));
   if (::ftruncate(fd.get(), static_cast<off_t>(image.shared_mem_size())) != 0)
     return Status::FromErrno(std::string("sizing ") + kHsakmtSharedMem, errno);
   uint8_t magic[4];
@@ -54,13 +80,21 @@ Status RestoreHsakmtSharedMem(const criu::CriuKfd& image) {
 
 // The semaphore libhsakmt opens beside its shared memory: on a fresh
 // /dev/shm (a new host, a container) CRIU could not restore the task's
-// mapping of it. Created as upstream does, unless it exists.
+// mapping of it. Created as upstream does (value 1), unless it exists, then
+// given the mode and owner it had at dump where the image has them.
 Status RestoreHsakmtSemaphore(const criu::CriuKfd& image) {
   if (image.shared_mem_size() == 0) return Status::Ok();
-  sem_t* sem = ::sem_open(kHsakmtSemaphore, O_CREAT, 0666, 1);
-  if (sem == SEM_FAILED) return Status::FromErrno(std::string("creating the semaphore ") + kHsakmtSemaphore, errno);
+  const bool recorded = image.has_vramflow_semaphore_file();
+  sem_t* sem = ::sem_open(kHsakmtSemaphore, O_CREAT | O_EXCL, recorded ? 0600 : 0666, 1);
+  if (sem == SEM_FAILED) {
+    if (errno == EEXIST) return Status::Ok();
+    return Status::FromErrno(std::string("creating the semaphore ") + kHsakmtSemaphore, errno);
+  }
   ::sem_close(sem);
-  return Status::Ok();
+  if (!recorded) return Status::Ok();
+  UniqueFd fd(::open(kHsakmtSemaphoreFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(std::string("opening ") + kHsakmtSemaphoreFile, errno);
+  return SetRecordedOwnerAndMode(fd.get(), kHsakmtSemaphoreFile, image.vramflow_semaphore_file());
 }
 
 // An fd the plugin keeps in a restored task goes above every fd CRIU will
@@ -82,14 +116,73 @@ Result<UniqueFd> KeepAboveTaskFds(const PluginContext& ctx, UniqueFd fd, TaskRes
   return moved;
 }
 
+// An fd of this process that is the file (dev, ino), or -1. Every fd of a
+// restored task that is a render node of a GPU came from the plugin, as
+// that GPU's one RestoredRenderNode.
+int FindOpenFile(dev_t dev, ino_t ino) {
+  auto is_it = [&](int fd) {
+    struct stat st;
+    return ::fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+  };
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    int found = -1;
+    while (const struct dirent* e = ::readdir(dir)) {
+      const int fd = std::atoi(e->d_name);
+      if (e->d_name[0] != '.' && fd != ::dirfd(dir) && is_it(fd)) found = fd;
+      if (found >= 0) break;
+    }
+    ::closedir(dir);
+    return found;
+  }
+  struct rlimit limit {};  // no /proc in this mount namespace: try every number
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  const int last = static_cast<int>(std::min<rlim_t>(limit.rlim_cur, rlim_t{1} << 20));
+  for (int fd = 0; fd < last; ++fd)
+    if (::fcntl(fd, F_GETFD) >= 0 && is_it(fd)) return fd;
+  return -1;
+}
+
+// An fd of the render node of `gpu` that KFD's restore was given (opened
+// and kept on first use): the plugin's own, or the task's once handed over.
 Result<int> RenderFd(const PluginContext& ctx, const KfdNode& gpu, TaskRestoreState* task) {
-  auto it = task->render_fds.find(gpu.gpu_id);
-  if (it != task->render_fds.end()) return it->second.get();
+  auto it = task->render_nodes.find(gpu.gpu_id);
+  if (it != task->render_nodes.end()) {
+    if (it->second.kept.valid()) return it->second.kept.get();
+    const int fd = FindOpenFile(it->second.dev, it->second.ino);
+    if (fd < 0)
+      return Status::Internal("the render node of GPU " + Hex(gpu.gpu_id) +
+                              " that KFD's restore was given is no longer open in task " + std::to_string(::getpid()));
+    return fd;
+  }
   VF_ASSIGN_OR_RETURN(UniqueFd opened, ctx.backend->OpenRenderNode(gpu));
   VF_ASSIGN_OR_RETURN(UniqueFd fd, KeepAboveTaskFds(ctx, std::move(opened), task));
-  int raw = fd.get();
-  task->render_fds[gpu.gpu_id] = std::move(fd);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0)
+    return Status::FromErrno("fstat of the render node of GPU " + Hex(gpu.gpu_id), errno);
+  const int raw = fd.get();
+  task->render_nodes[gpu.gpu_id] = RestoredRenderNode{std::move(fd), st.st_dev, st.st_ino};
   return raw;
+}
+
+// KFD gives the restored state to the process that runs its RESTORE. CRIU
+// restores a file that several tasks hold (a /dev/kfd that forked workers
+// inherited, as PyTorch's DataLoader's do) in the holder with the lowest
+// pid, which need not be the process the image names: there the state would
+// come back in the wrong process, so the restore is refused. The named
+// process runs no hook of its own for a file it receives, so nothing can
+// restore it there instead. Only a pid that is a task of this restore
+// (CRIU's find_unused_fd_pid knows it) counts; outside CRIU, and for a pid
+// CRIU does not restore, nothing is checked.
+Status CheckRestoringProcess(const PluginContext& ctx, const criu::CriuKfd& image, const std::string& what) {
+  const pid_t self = ::getpid(), owner = static_cast<pid_t>(image.pid());
+  if (owner == self || owner <= 0 || !ctx.find_unused_fd_pid || ctx.find_unused_fd_pid(owner) <= 0)
+    return Status::Ok();
+  return Status::NotSupported(
+      what + " is process " + std::to_string(owner) + "'s KFD file, but CRIU restores it in process " +
+      std::to_string(self) + ", which holds it too (an inherited /dev/kfd: CRIU restores a shared file in its "
+      "holder with the lowest pid). KFD would give process " + std::to_string(self) + " the GPU state of process " +
+      std::to_string(owner) + ", so the restore is refused; it works when the process that opened /dev/kfd has "
+      "the lowest pid of those holding it");
 }
 
 Result<RestoreFileResult> RestoreKfd(const PluginContext& ctx, int id, ByteSource& source, TaskRestoreState* task,
@@ -101,6 +194,7 @@ Result<RestoreFileResult> RestoreKfd(const PluginContext& ctx, int id, ByteSourc
     return Status::Corruption(what + ": num_of_bos " + std::to_string(image.num_of_bos()) + " but " +
                               std::to_string(image.bo_entries_size()) + " BO entries");
 
+  VF_RETURN_IF_ERROR(CheckRestoringProcess(ctx, image, what));
   KfdOps& kfd = ctx.backend->Kfd();
   uint32_t major = 0, minor = 0;
   VF_RETURN_IF_ERROR(kfd.GetVersion(&major, &minor));
@@ -228,12 +322,18 @@ Result<RestoreFileResult> RestoreRenderNode(const PluginContext& ctx, int id, By
   if (!gpu) return Status::Internal(what + ": mapped GPU " + Hex(it->second) + " vanished from the topology");
   // The task gets the DRM file KFD's restore was given, not a new one: KFD
   // grants mmap rights per DRM file, and the task's runtime maps new
-  // allocations through this fd. A dup, as upstream returns: CRIU moves the
-  // fd it is given and closes it, and the plugin keeps its own for
-  // UPDATE_VMA_MAP.
-  VF_ASSIGN_OR_RETURN(int kept, RenderFd(ctx, *gpu, task));
-  result.fd.Reset(::fcntl(kept, F_DUPFD_CLOEXEC, 0));
-  if (!result.fd.valid()) return Status::FromErrno(what + ": duplicating the render node fd", errno);
+  // allocations through this fd. The plugin's own fd itself, the first time
+  // (CRIU moves the fd it is given to the file's number and closes it), so
+  // that no fd of the plugin's stays beside the task's; a dup of the task's
+  // for another render-node file of the same GPU.
+  VF_ASSIGN_OR_RETURN(int fd, RenderFd(ctx, *gpu, task));
+  RestoredRenderNode& node = task->render_nodes.at(gpu->gpu_id);
+  if (node.kept.valid() && node.kept.get() == fd) {
+    result.fd = std::move(node.kept);
+  } else {
+    result.fd.Reset(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!result.fd.valid()) return Status::FromErrno(what + ": duplicating the render node fd", errno);
+  }
   result.outcome = RestoreFileResult::Outcome::kRestored;
   return result;
 }
@@ -299,10 +399,13 @@ Result<std::optional<VmaUpdate>> UpdateVma(const TaskRestoreState& task, const s
     VmaUpdate update;
     update.new_offset = vma.new_offset;
     if (path.find("/dev/dri/renderD") != std::string::npos) {
-      auto it = task.render_fds.find(vma.gpu_id);
-      if (it == task.render_fds.end())
+      auto it = task.render_nodes.find(vma.gpu_id);
+      const int fd = it == task.render_nodes.end() ? -1
+                     : it->second.kept.valid()     ? it->second.kept.get()
+                                                   : FindOpenFile(it->second.dev, it->second.ino);
+      if (fd < 0)
         return Status::Internal("no render node open for GPU " + Hex(vma.gpu_id) + " of mapping " + Hex(addr));
-      update.fd = ::fcntl(it->second.get(), F_DUPFD_CLOEXEC, 0);
+      update.fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
       if (update.fd < 0) return Status::FromErrno("duplicating the render node fd", errno);
     }
     return std::optional<VmaUpdate>(update);

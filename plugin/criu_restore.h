@@ -12,6 +12,8 @@
 // the contents are known to be complete.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -35,10 +37,22 @@ struct RestoredVma {
   uint32_t gpu_id = 0;  // the local GPU of its BO
 };
 
+// The render node of one GPU that KFD's restore was given (KFD grants mmap
+// rights through that DRM file). The plugin holds it until the task's own
+// render-node file of that GPU is restored, and then hands it over as that
+// file: an fd the plugin kept beside the task's files would be dumped at
+// the next checkpoint as one of the application's, and a new one added at
+// every restore. Afterwards the task's fd table has it.
+struct RestoredRenderNode {
+  UniqueFd kept;  // the plugin's own fd; invalid once handed to the task
+  dev_t dev = 0;  // the file, found again in the task's fd table (FindOpenFile)
+  ino_t ino = 0;
+};
+
 // What one restored task keeps between its hooks.
 struct TaskRestoreState {
-  std::optional<GpuMap> gpu_map;            // image gpu_id -> local gpu_id, once a KFD image was restored
-  std::map<uint32_t, UniqueFd> render_fds;  // local gpu_id -> the render node KFD's restore was given
+  std::optional<GpuMap> gpu_map;  // image gpu_id -> local gpu_id, once a KFD image was restored
+  std::map<uint32_t, RestoredRenderNode> render_nodes;  // local gpu_id -> its render node
   std::vector<RestoredVma> vmas;
   int next_kept_fd = -1;  // where the next fd the plugin keeps goes (KeepAboveTaskFds); -1: not known yet
 };

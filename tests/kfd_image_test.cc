@@ -57,9 +57,16 @@ constexpr auto kU64 = FieldDescriptor::TYPE_UINT64;
 constexpr auto kBytes = FieldDescriptor::TYPE_BYTES;
 constexpr auto kMsg = FieldDescriptor::TYPE_MESSAGE;
 
+// vramflow's own fields are optional (upstream's are all required or
+// repeated) and numbered from this up.
+constexpr int kFirstVramflowField = 100;
+
 void ExpectFields(const Descriptor* d, std::initializer_list<FieldSpec> specs) {
   SCOPED_TRACE(d->full_name());
-  EXPECT_EQ(d->field_count(), static_cast<int>(specs.size()));
+  int upstream_fields = 0;
+  for (int i = 0; i < d->field_count(); ++i)
+    upstream_fields += d->field(i)->label() != FieldDescriptor::LABEL_OPTIONAL;
+  EXPECT_EQ(upstream_fields, static_cast<int>(specs.size()));
   for (const FieldSpec& spec : specs) {
     const FieldDescriptor* f = d->FindFieldByNumber(spec.number);
     ASSERT_NE(f, nullptr) << "no field " << spec.number << " (" << spec.name << ")";
@@ -147,6 +154,35 @@ TEST(KfdImageSchemaTest, MessagesMatchUpstreamFieldTable) {
   EXPECT_EQ(criu::CriuKfd::descriptor()->FindFieldByNumber(6)->message_type(), criu::KfdBoEntry::descriptor());
   EXPECT_EQ(criu::DrmBoEntry::descriptor()->FindFieldByNumber(10)->message_type(), criu::DrmVmEntry::descriptor());
   EXPECT_EQ(criu::CriuRenderNode::descriptor()->FindFieldByNumber(5)->message_type(), criu::DrmBoEntry::descriptor());
+}
+
+// vramflow's additions to criu_kfd are optional (an upstream image without
+// them parses) and far from upstream's numbers; upstream's protobuf-c
+// unpack keeps them aside as unknown fields.
+TEST(KfdImageSchemaTest, VramflowFieldsAreOptionalAndOutsideUpstreamsNumbers) {
+  const Descriptor* kfd = criu::CriuKfd::descriptor();
+  for (int i = 0; i < kfd->field_count(); ++i) {
+    const FieldDescriptor* f = kfd->field(i);
+    if (f->label() == FieldDescriptor::LABEL_OPTIONAL) EXPECT_GE(f->number(), kFirstVramflowField) << f->name();
+  }
+  for (int number : {1001, 1002}) {
+    const FieldDescriptor* f = kfd->FindFieldByNumber(number);
+    ASSERT_NE(f, nullptr) << number;
+    EXPECT_EQ(f->label(), FieldDescriptor::LABEL_OPTIONAL) << f->name();
+    EXPECT_EQ(f->message_type(), criu::VramflowShmFile::descriptor()) << f->name();
+  }
+  ExpectFields(criu::VramflowShmFile::descriptor(),
+               {{"mode", 1, kU32, false}, {"uid", 2, kU32, false}, {"gid", 3, kU32, false}});
+  criu::CriuKfd upstream;  // every upstream field set, none of ours
+  upstream.set_pid(1);
+  upstream.set_num_of_gpus(0);
+  upstream.set_num_of_cpus(0);
+  upstream.set_num_of_bos(0);
+  upstream.set_num_of_objects(0);
+  upstream.set_shared_mem_size(0);
+  upstream.set_shared_mem_magic(0);
+  upstream.set_priv_data("");
+  EXPECT_TRUE(upstream.IsInitialized());
 }
 
 // ---- Wire bytes, computed by hand ----
