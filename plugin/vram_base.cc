@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "common/sha256.h"
 #include "plugin/image_store.h"
 #include "transport/open_uri.h"
 #include "transport/uri.h"
@@ -46,6 +47,14 @@ Result<std::shared_ptr<const BaseStream>> OpenVramBase(const PluginOptions& opti
 std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> VramBaseOpener(
     const PluginOptions& options, const std::string& stream_name) {
   return [options, stream_name](const BaseDescriptor& descriptor) -> Result<std::shared_ptr<const BaseStream>> {
+    // From a network sender (a restore listening on VRAMFLOW_TARGET), the
+    // BASE frame's location is the sender's word: never opened here.
+    Result<std::string> source = ImageLocation(options.target, stream_name);
+    Result<Endpoint> sender = ParseEndpoint(source.ok() ? *source : options.target);
+    if (options.base.empty() && sender.ok() && sender->is_network())
+      return Status::InvalidArgument(stream_name + " is built on base " + HexDigest(descriptor.base_id) +
+                                     ", which this receiver never offered its sender: a restore from the network "
+                                     "reads its base only from VRAMFLOW_BASE, never where a sender's stream says");
     std::string location = descriptor.location;
     std::string from = "where its BASE frame says (VRAMFLOW_BASE is not set)";
     if (!options.base.empty()) {

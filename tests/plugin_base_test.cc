@@ -14,8 +14,10 @@
 #include "plugin/criu_restore.h"
 #include "plugin/image_store.h"
 #include "plugin/kfd_image.h"
+#include "plugin/vram_base.h"
 #include "tests/plugin_machine.h"
 #include "tests/test_util.h"
+#include "transport/file_random_access.h"
 
 namespace vramflow {
 namespace {
@@ -171,6 +173,32 @@ TEST(PluginBase, OneBaseStreamForTwoGpusIsRefused) {
   Result<KfdDumpResult> dumped = DumpKfdFile(m.ctx, kfd_file.get(), kFileId, true);
   ASSERT_FALSE(dumped.ok());
   EXPECT_NE(dumped.status().message().find("{name}"), std::string::npos) << dumped.status().ToString();
+}
+
+// A restore that listens (VRAMFLOW_TARGET tcp:// or unix:) takes its stream
+// from a network sender: without VRAMFLOW_BASE it opens no base where the
+// sender's BASE frame says (a path on this machine it chose; issue 55), and
+// says which base the stream wanted.
+TEST(PluginBase, RestoreFromTheNetworkOpensNoBaseTheSenderNames) {
+  TwoDumps d;
+  const std::string stream_name = VramStreamName(kFileId, d.m.kfd.GpuIds()[0]);
+  Result<std::unique_ptr<RandomAccessSource>> stream =
+      OpenFileRandomAccess(d.second_dir.File(stream_name));
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  Result<BaseDescriptor> wanted = ReadBaseFrame(**stream, stream_name);
+  ASSERT_TRUE(wanted.ok()) << wanted.status().ToString();
+  ASSERT_EQ(wanted->location, d.m.dir.File(stream_name)) << "the dump recorded where its base is, on this machine";
+  d.m.options.base.clear();
+  for (const std::string target : {"unix:" + d.m.dir.File("{name}.sock"), std::string("tcp://127.0.0.1:7070")}) {
+    SCOPED_TRACE(target);
+    d.m.options.target = target;
+    Result<std::shared_ptr<const BaseStream>> base = VramBaseOpener(d.m.options, stream_name)(*wanted);
+    ASSERT_FALSE(base.ok()) << "opened " << wanted->location << ", which the sender named";
+    EXPECT_NE(base.status().message().find("never offered"), std::string::npos) << base.status().ToString();
+    EXPECT_NE(base.status().message().find(HexDigest(wanted->base_id)), std::string::npos) << base.status().ToString();
+  }
+  d.m.options.target = d.second_dir.path();  // from a directory, the BASE frame's location is the operator's
+  EXPECT_TRUE(VramBaseOpener(d.m.options, stream_name)(*wanted).ok());
 }
 
 TEST(PluginBase, ImageLocationExpandsAsTheTargetDoes) {
