@@ -333,7 +333,8 @@ struct ChainOpener {
     }
     if (!found) {
       if (own.location.empty())
-        return Status::NotFound("base " + Shown(location) + " is incremental: it needs its base " + HexDigest(own.base_id) +
+        return Status::NotFound("base " + Shown(location) + " is incremental: it needs its base " +
+                                HexDigest(own.base_id) +
                                 ", whose location it does not record; give it with --base");
       const std::string next_location = ResolveBaseLocation(own.location, location);
       Result<Probed> probed_next = ProbeCharged(next_location);

@@ -91,7 +91,9 @@ Streams MakeStreams(const TempDir& dir) {
   WriteFileBytes(dir.File("o/kv"), testing::RandomBytes(256 << 10, 5));
   Streams s{dir.File("ck1.vfs"), dir.File("ck2.vfs"), dir.File("other.vfs")};
   const std::string vf = ShellQuote(testing::VramflowBinary()) + " pack -q -c raw --chunk-size 256K ";
-  auto files = [&](const char* name) { return ShellQuote(dir.File(name) + "/weights") + " " + ShellQuote(dir.File(name) + "/kv"); };
+  auto files = [&](const char* name) {
+    return ShellQuote(dir.File(name) + "/weights") + " " + ShellQuote(dir.File(name) + "/kv");
+  };
   EXPECT_EQ(RunShell(vf + files("v1") + " -o " + ShellQuote(s.ck1)).code, 0);
   EXPECT_EQ(RunShell(vf + files("o") + " -o " + ShellQuote(s.other)).code, 0);
   const auto ck2 = RunShell(vf + files("v2") + " --base " + ShellQuote(s.ck1) + " -o - > " + ShellQuote(s.ck2));

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/printable.h"
 #include "common/thread_start.h"
 #include "transport/deadline.h"
 #include "transport/net_protocol.h"
@@ -250,7 +251,7 @@ class NetSink final : public ByteSink {
     VF_RETURN_IF_ERROR(channel.ReceivePayload(header, payload));
     if (header.type != MsgType::kBases) {
       if (header.type == MsgType::kError)
-        return Status::IoError(Describe() + " failed: " + std::string(payload.begin(), payload.end()));
+        return Status::IoError(Describe() + " failed: " + EscapedText(std::string(payload.begin(), payload.end())));
       return Status::Corruption(Describe() + " sent " + MsgTypeName(header.type) +
                                 " where its BASES answer was due (the sender asked which bases it holds)");
     }
@@ -434,7 +435,8 @@ class NetSink final : public ByteSink {
           cv_.notify_all();
           return;
         case MsgType::kError:
-          Fail(Status::IoError(Describe() + " failed: " + std::string(payload.begin(), payload.end())));
+          // The receiver's text, its control bytes escaped.
+          Fail(Status::IoError(Describe() + " failed: " + EscapedText(std::string(payload.begin(), payload.end()))));
           return;
         default:
           Fail(Status::Corruption(Describe() + " sent an unexpected " + MsgTypeName(header->type) + " message"));

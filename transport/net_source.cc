@@ -552,7 +552,8 @@ class Core : public std::enable_shared_from_this<Core> {
                                    std::to_string(header->offset)));
           return;
         case MsgType::kError:
-          s.Fail(Status::IoError("the sender (" + s.peer + ") failed: " + std::string(payload.begin(), payload.end())));
+          s.Fail(Status::IoError("the sender (" + s.peer + ") failed: " +
+                                 EscapedText(std::string(payload.begin(), payload.end()))));  // the peer's text
           return;
         default:
           s.Fail(Status::Corruption(channel->what() + ": unexpected " + MsgTypeName(header->type) + " message"));
