@@ -120,6 +120,7 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
   }
   image.set_num_of_objects(checkpoint.num_objects);
   image.set_priv_data(checkpoint.priv_data.data(), checkpoint.priv_data.size());
+  if (!ctx.dump_id.empty()) image.set_vramflow_dump_id(ctx.dump_id);
   RecordHsakmtSharedMem(&image);
 
   // Contents first, one stream per GPU; the metadata image last, so a
@@ -134,6 +135,7 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
     const KfdNode* node = topology.FindGpu(device.actual_gpu_id);
     VF_ASSIGN_OR_RETURN(std::unique_ptr<Device> dma, ctx.backend->OpenDevice(*node));
     const std::string name = VramStreamName(id, device.user_gpu_id);
+    VF_RETURN_IF_ERROR(RefuseBaseAsTarget(*ctx.options, ctx.vram->Location(name), name));
     Result<std::unique_ptr<ByteSink>> sink = ctx.vram->Create(name);
     if (!sink.ok()) return sink.status().WithContext(name);
     PipelineOptions pipeline = ctx.options->pipeline;
@@ -146,7 +148,7 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
       VF_ASSIGN_OR_RETURN(pipeline.base, OpenVramBase(*ctx.options, name));
     }
     PipelineStats stats;
-    VF_RETURN_IF_ERROR(DumpVram(*dma, device.user_gpu_id, bos, **sink, pipeline, &stats));
+    VF_RETURN_IF_ERROR(DumpVram(*dma, device.user_gpu_id, bos, **sink, pipeline, &stats, ctx.dump_id));
     result->stats.objects += stats.objects;
     result->stats.raw_bytes += stats.raw_bytes;
     result->stats.stream_bytes += stats.stream_bytes;

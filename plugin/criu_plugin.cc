@@ -184,9 +184,13 @@ Result<GpuFileKind> ClassifyFd(int fd, struct stat* st) {
 Status PrepareParallelRestore() {
   PluginState& s = *g_state;
   VF_ASSIGN_OR_RETURN(const PluginContext* ctx, Context());
-  VF_ASSIGN_OR_RETURN(std::optional<std::vector<int>> files, ReadKfdFileList(*ctx->images));
+  VF_ASSIGN_OR_RETURN(std::optional<KfdFileList> files, ReadKfdFileList(*ctx->images));
   if (!files) return Status::NotSupported(std::string("the images have no ") + kKfdFileListImage);
-  s.expected_kfd_files = files->size();
+  s.expected_kfd_files = files->ids.size();
+  // The worker refuses streams of another dump; the tasks, KFD images of one.
+  s.context.dump_id = files->dump_id;
+  Log().Info("restoring dump " + (files->dump_id.empty() ? std::string("(no id: an older vramflow's)")
+                                                          : files->dump_id));
   VF_ASSIGN_OR_RETURN(s.progress, RestoreProgress::Create());
   return Status::Ok();
 }
@@ -326,6 +330,11 @@ Status Init(int stage) {
     if (parallel.ok() && *parallel) {  // only the listening socket now; connections queue until POST_FORKING
       VF_ASSIGN_OR_RETURN(state->parallel, ParallelRestoreServer::Listen(UniqueParallelRestoreName()));
     }
+  }
+  if (stage != CR_PLUGIN_STAGE__RESTORE) {
+    // One id for every process of this dump: CRIU dumps every task's files in its main process.
+    state->context.dump_id = NewDumpId();
+    log.Info("dump id " + state->context.dump_id);
   }
   g_state = state.release();
   if (g_state->parallel) {
@@ -495,7 +504,7 @@ int DumpDevicesLate(int id) {
   g_state->paused.clear();
   if (first.ok() && !g_state->dumped_kfd_files.empty()) {
     Result<const PluginContext*> ctx = Context();
-    first = ctx.ok() ? WriteKfdFileList(*(*ctx)->images, g_state->dumped_kfd_files) : ctx.status();
+    first = ctx.ok() ? WriteKfdFileList(*(*ctx)->images, {g_state->dumped_kfd_files, (*ctx)->dump_id}) : ctx.status();
   }
   return first.ok() ? 0 : Fail("DUMP_DEVICES_LATE", first);
 }

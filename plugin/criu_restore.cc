@@ -15,7 +15,9 @@
 
 #include "common/endian.h"
 #include "criu_amdgpu.pb.h"
+#include "common/printable.h"
 #include "plugin/kfd_devinfo.h"
+#include "plugin/kfd_file_list.h"
 #include "plugin/kfd_image.h"
 #include "plugin/vram_base.h"
 #include "common/units.h"
@@ -164,6 +166,20 @@ Result<int> RenderFd(const PluginContext& ctx, const KfdNode& gpu, TaskRestoreSt
   return raw;
 }
 
+// The dump id of a KFD image (empty: none, an older vramflow's or
+// upstream's, not checked) must have its form, and be the one the dump's
+// KFD file list names where the main process read one (the parallel-restore
+// worker checks the streams against that).
+Status CheckImageDumpId(const PluginContext& ctx, const std::string& what, const std::string& dump_id) {
+  if (dump_id.empty()) return Status::Ok();
+  if (!IsDumpId(dump_id))
+    return Status::Corruption(what + ": its dump id " + Printable(dump_id) + " is not 32 lowercase hex digits");
+  if (!ctx.dump_id.empty() && dump_id != ctx.dump_id)
+    return Status::InvalidArgument(what + " is of dump " + dump_id + ", but " + kKfdFileListImage + " is of dump " +
+                                   ctx.dump_id + ": images of two checkpoints; refused");
+  return Status::Ok();
+}
+
 // KFD gives the restored state to the process that runs its RESTORE. CRIU
 // restores a file that several tasks hold (a /dev/kfd that forked workers
 // inherited, as PyTorch's DataLoader's do) in the holder with the lowest
@@ -193,6 +209,7 @@ Result<RestoreFileResult> RestoreKfd(const PluginContext& ctx, int id, ByteSourc
   if (image.num_of_bos() != static_cast<uint64_t>(image.bo_entries_size()))
     return Status::Corruption(what + ": num_of_bos " + std::to_string(image.num_of_bos()) + " but " +
                               std::to_string(image.bo_entries_size()) + " BO entries");
+  VF_RETURN_IF_ERROR(CheckImageDumpId(ctx, what, image.vramflow_dump_id()));
 
   VF_RETURN_IF_ERROR(CheckRestoringProcess(ctx, image, what));
   KfdOps& kfd = ctx.backend->Kfd();
@@ -288,7 +305,8 @@ Result<RestoreFileResult> RestoreKfd(const PluginContext& ctx, int id, ByteSourc
   }
   if (!handed_over) {
     for (const auto& [image_gpu, bos] : gpus)
-      VF_RETURN_IF_ERROR(RestoreGpuContents(ctx, id, image_gpu, *local.FindGpu(map.at(image_gpu)), bos));
+      VF_RETURN_IF_ERROR(
+          RestoreGpuContents(ctx, id, image_gpu, *local.FindGpu(map.at(image_gpu)), bos, image.vramflow_dump_id()));
   }
 
   VF_RETURN_IF_ERROR(RestoreHsakmtSharedMem(image).WithContext(what));
@@ -350,7 +368,7 @@ Result<RestoreFileResult> RestoreFile(const PluginContext& ctx, int id, TaskRest
 }
 
 Status RestoreGpuContents(const PluginContext& ctx, int id, uint32_t image_gpu_id, const KfdNode& local_gpu,
-                          const std::vector<VramBo>& bos) {
+                          const std::vector<VramBo>& bos, const std::string& dump_id) {
   const std::string stream_name = VramStreamName(id, image_gpu_id);
   VF_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, ctx.backend->OpenDevice(local_gpu));
   Result<std::unique_ptr<ByteSource>> stream = ctx.vram->Open(stream_name);
@@ -359,7 +377,7 @@ Status RestoreGpuContents(const PluginContext& ctx, int id, uint32_t image_gpu_i
     PipelineOptions pipeline = ctx.options->pipeline;
     pipeline.open_base = VramBaseOpener(*ctx.options, stream_name);
     PipelineStats stats;
-    Status restored = RestoreVram(*device, bos, **stream, pipeline, &stats);
+    Status restored = RestoreVram(*device, bos, **stream, pipeline, &stats, dump_id);
     // A network sender learns here that every byte reached the GPU.
     Status told = (*stream)->Finish(restored);
     VF_RETURN_IF_ERROR(restored);
@@ -387,7 +405,7 @@ Status RunParallelRestoreJob(const PluginContext& ctx, ParallelRestoreJob job) {
     if (!node) return Status::InvalidArgument("GPU " + Hex(gpu.target_gpu_id) + " is not in this machine's topology");
     std::vector<VramBo> bos;
     for (const ParallelRestoreBo& bo : gpu.bos) bos.push_back(VramBo{bo.index, bo.size, 0, bo.dmabuf.get()});
-    VF_RETURN_IF_ERROR(RestoreGpuContents(ctx, job.image_id, gpu.image_gpu_id, *node, bos));
+    VF_RETURN_IF_ERROR(RestoreGpuContents(ctx, job.image_id, gpu.image_gpu_id, *node, bos, ctx.dump_id));
   }
   return Status::Ok();
 }

@@ -75,9 +75,11 @@ Result<RestoreFileResult> RestoreFile(const PluginContext& ctx, int id, TaskRest
                                       const std::string& parallel_server);
 
 // Fills one GPU's BOs from the image files of KFD file `id`: the VRAM stream
-// of `image_gpu_id`, else upstream's pages image; neither is an error.
+// of `image_gpu_id`, else upstream's pages image; neither is an error. A
+// non-empty `dump_id` (the images' dump) refuses a stream of another dump
+// (RestoreVram); upstream's pages images carry no id and are not checked.
 Status RestoreGpuContents(const PluginContext& ctx, int id, uint32_t image_gpu_id, const KfdNode& local_gpu,
-                          const std::vector<VramBo>& bos);
+                          const std::vector<VramBo>& bos, const std::string& dump_id);
 
 // The main process's side of parallel restore: one job from a task.
 Status RunParallelRestoreJob(const PluginContext& ctx, ParallelRestoreJob job);

@@ -28,7 +28,11 @@ std::string SubstituteName(const std::string& pattern, const std::string& name) 
 
 class DirStore final : public ImageStore {
  public:
-  DirStore(std::string dir, FileSinkOptions options) : dir_(std::move(dir)), options_(options) {}
+  DirStore(std::string dir, FileSinkOptions options) : dir_(std::move(dir)), options_(options) {
+    // A dump replaces the images and streams of an earlier dump into the
+    // same directory (periodic checkpoints, --leave-running), as CRIU does.
+    options_.overwrite = true;
+  }
 
   Result<std::unique_ptr<ByteSink>> Create(const std::string& name) override {
     return OpenFileSink(Path(name), options_);
@@ -42,6 +46,7 @@ class DirStore final : public ImageStore {
     return OpenFileSource(Path(name));
   }
   std::string Describe() const override { return "images directory " + dir_; }
+  std::string Location(const std::string& name) const override { return Path(name); }
 
  private:
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
@@ -133,6 +138,7 @@ class UriStore final : public ImageStore {
     return OpenSource(target_, Named(name));
   }
   std::string Describe() const override { return "VRAMFLOW_TARGET " + target_; }
+  std::string Location(const std::string&) const override { return network_ ? "" : target_; }
 
  private:
   Status TakeOnlyStream(const std::string& name) {
@@ -168,6 +174,10 @@ class TemplateStore final : public ImageStore {
     return OpenSource(uri, Named(name));
   }
   std::string Describe() const override { return "VRAMFLOW_TARGET " + target_; }
+  std::string Location(const std::string& name) const override {
+    Result<Endpoint> endpoint = ParseEndpoint(Uri(name));
+    return endpoint.ok() && !endpoint->is_network() ? Uri(name) : "";
+  }
 
  private:
   // Network streams carry their image's name too (see UriStore).
@@ -187,7 +197,13 @@ std::unique_ptr<ImageStore> CriuStreamerStore(StreamerOpenFn open, bool dump) {
   return std::make_unique<StreamerStore>(open, dump);
 }
 
-Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const TransportOptions& options) {
+Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const TransportOptions& given) {
+  // A dump replaces its own earlier streams (files and s3:// objects are
+  // replaced whole, once the new one is complete); a receiver decides for
+  // itself (docs/CLI.md, recv).
+  TransportOptions options = given;
+  options.file.overwrite = true;
+  options.s3.overwrite = true;
   if (HasNamePlaceholder(target))
     return std::unique_ptr<ImageStore>(std::make_unique<TemplateStore>(target, options));
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(target));

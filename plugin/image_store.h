@@ -22,14 +22,20 @@ namespace vramflow {
 class ImageStore {
  public:
   virtual ~ImageStore() = default;
-  // A new image; nothing is visible under `name` until the sink commits.
+  // A new image; nothing is visible under `name` until the sink commits,
+  // which replaces an image of that name (an earlier dump's, as CRIU
+  // replaces its own images) where the store can.
   virtual Result<std::unique_ptr<ByteSink>> Create(const std::string& name) = 0;
   // An existing image, or nullptr when there is no image of that name.
   virtual Result<std::unique_ptr<ByteSource>> Open(const std::string& name) = 0;
   virtual std::string Describe() const = 0;
+  // Where image `name` is stored, as VRAMFLOW_BASE would name it (a path or
+  // an s3:// URI); empty where it has no such location (a pipe, a receiver).
+  virtual std::string Location(const std::string& /*name*/) const { return ""; }
 };
 
-// Files in `dir` (written through a temporary name, renamed on commit).
+// Files in `dir` (written through a temporary name, renamed on commit over
+// any file of that name: options.overwrite is always set).
 std::unique_ptr<ImageStore> DirectoryStore(std::string dir, FileSinkOptions options = {});
 
 // CRIU's image streamer (criu/img-streamer.c): `open(name, flags)` is CRIU's
@@ -46,7 +52,7 @@ std::unique_ptr<ImageStore> CriuStreamerStore(StreamerOpenFn open, bool dump);
 // exactly one stream. A second name where only one fits is an error that
 // says how to name several. Network streams are named after their image
 // (NetOptions::name), and a named stream received for another image is
-// refused.
+// refused. Files and s3:// objects of an earlier dump are replaced.
 Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const TransportOptions& options);
 
 // Where image `name` is under a pattern of VRAMFLOW_TARGET's form, for what

@@ -4,6 +4,8 @@
 // plugin/criu_plugin.cc build one per CRIU run; tests build their own.
 #pragma once
 
+#include <string>
+
 #include "plugin/dumped_bos.h"
 #include "plugin/gpu_backend.h"
 #include "plugin/image_store.h"
@@ -23,6 +25,11 @@ struct PluginContext {
   // Dump: the BOs of every KFD file dumped so far in this CRIU run, to
   // recognise BOs shared between processes. Null: each file on its own.
   DumpedBos* dumped_bos = nullptr;
+  // The dump's id (plugin/kfd_file_list.h). Dump: made once per CRIU dump,
+  // recorded in every image and stream; empty: none recorded. Restore, main
+  // process: the one the dump's KFD file list names, which every stream the
+  // parallel-restore worker reads must carry; empty: not checked there.
+  std::string dump_id;
 };
 
 }  // namespace vramflow

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "plugin/vram_base.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "common/sha256.h"
@@ -21,6 +23,18 @@ BaseOpenOptions OpenOptions(const TransportOptions& transport) {
 }
 
 }  // namespace
+
+Status RefuseBaseAsTarget(const PluginOptions& options, const std::string& written, const std::string& stream_name) {
+  if (options.base.empty() || written.empty()) return Status::Ok();
+  VF_ASSIGN_OR_RETURN(std::string base, VramBaseLocation(options, stream_name));
+  struct stat a, b;
+  const bool same = base == written || (::stat(base.c_str(), &a) == 0 && ::stat(written.c_str(), &b) == 0 &&
+                                        a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+  if (!same) return Status::Ok();
+  return Status::InvalidArgument("VRAMFLOW_BASE=" + options.base + " names " + base + ", where this dump writes " +
+                                 stream_name + ": the new stream would replace its own base. Dump an incremental "
+                                 "checkpoint into another directory than its base");
+}
 
 Result<std::string> VramBaseLocation(const PluginOptions& options, const std::string& stream_name) {
   Result<std::string> location = ImageLocation(options.base, stream_name);

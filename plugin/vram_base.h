@@ -26,6 +26,12 @@ namespace vramflow {
 // The location of stream `stream_name`'s base under options.base.
 Result<std::string> VramBaseLocation(const PluginOptions& options, const std::string& stream_name);
 
+// Dump: an error when options.base names the very place the dump writes
+// stream `stream_name` to (`written`: ImageStore::Location; "" is never the
+// same): the dump would replace its own base (a second dump into the same
+// directory replaces its images). OK when options.base is unset.
+Status RefuseBaseAsTarget(const PluginOptions& options, const std::string& written, const std::string& stream_name);
+
 // Dump: opens the base of stream `stream_name` (options.base must be set).
 Result<std::shared_ptr<const BaseStream>> OpenVramBase(const PluginOptions& options, const std::string& stream_name);
 

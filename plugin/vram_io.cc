@@ -9,7 +9,9 @@
 #include <memory>
 #include <optional>
 
+#include "common/printable.h"
 #include "common/units.h"
+#include "plugin/kfd_file_list.h"
 #include "streamer/amdgpu_pages.h"
 
 namespace vramflow {
@@ -48,12 +50,28 @@ struct FreeDeleter {
 };
 using PageBuffer = std::unique_ptr<uint8_t, FreeDeleter>;
 
+// A stream's object must belong to the dump `dump_id` (empty: images
+// without an id, nothing to check).
+Status CheckDumpId(const std::string& what, const ObjectMetadata& metadata, const std::string& dump_id) {
+  if (dump_id.empty()) return Status::Ok();
+  const std::string* found = metadata.Find(kDumpIdAttribute);
+  if (!found)
+    return Status::InvalidArgument(what + ": object '" + metadata.name + "' names no dump, but the images are of " +
+                                   "dump " + dump_id + ", whose streams all name it: a stream of another dump or " +
+                                   "tool; refused");
+  if (*found != dump_id)
+    return Status::InvalidArgument(what + " is of dump " + (IsDumpId(*found) ? *found : Printable(*found)) +
+                                   ", but the images are of dump " + dump_id + ": a stream of another checkpoint; "
+                                   "refused");
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string VramObjectName(uint32_t index) { return "bo-" + std::to_string(index); }
 
 Status DumpVram(Device& device, uint32_t gpu_id, const std::vector<VramBo>& bos, ByteSink& sink,
-                const PipelineOptions& options, PipelineStats* stats) {
+                const PipelineOptions& options, PipelineStats* stats, const std::string& dump_id) {
   ImportedBos imported(device);
   VF_RETURN_IF_ERROR(imported.Import(bos));
   std::vector<DumpSource> sources;
@@ -64,6 +82,7 @@ Status DumpVram(Device& device, uint32_t gpu_id, const std::vector<VramBo>& bos,
     s.size = bos[i].size;
     s.metadata.name = VramObjectName(bos[i].index);
     s.metadata.attributes = {{"gpu-id", Hex(gpu_id)}, {"gpu-va", Hex(bos[i].addr)}};
+    if (!dump_id.empty()) s.metadata.attributes.push_back({kDumpIdAttribute, dump_id});
     sources.push_back(std::move(s));
   }
   VF_RETURN_IF_ERROR(RunDump(sources, &sink, options, stats).WithContext(sink.Describe()));
@@ -71,16 +90,17 @@ Status DumpVram(Device& device, uint32_t gpu_id, const std::vector<VramBo>& bos,
 }
 
 Status RestoreVram(Device& device, const std::vector<VramBo>& bos, ByteSource& source, const PipelineOptions& options,
-                   PipelineStats* stats) {
+                   PipelineStats* stats, const std::string& dump_id) {
   ImportedBos imported(device);
   VF_RETURN_IF_ERROR(imported.Import(bos));
   std::vector<uint32_t> handles;
   for (size_t i = 0; i < bos.size(); ++i) handles.push_back(imported.handle(i));
-  return RestoreVramInto(device, bos, handles, source, options, stats);
+  return RestoreVramInto(device, bos, handles, source, options, stats, dump_id);
 }
 
 Status RestoreVramInto(Device& device, const std::vector<VramBo>& bos, const std::vector<uint32_t>& handles,
-                       ByteSource& source, const PipelineOptions& options, PipelineStats* stats) {
+                       ByteSource& source, const PipelineOptions& options, PipelineStats* stats,
+                       const std::string& dump_id) {
   if (handles.size() != bos.size())
     return Status::Internal("RestoreVramInto: " + std::to_string(bos.size()) + " BOs but " +
                             std::to_string(handles.size()) + " handles");
@@ -95,6 +115,7 @@ Status RestoreVramInto(Device& device, const std::vector<VramBo>& bos, const std
       return Status::Corruption(what + ": object '" + object.metadata.name +
                                 "' is not a BO of this GPU in the checkpoint's KFD image");
     if (begun[it->second]) return Status::Corruption(what + ": object '" + object.metadata.name + "' appears twice");
+    VF_RETURN_IF_ERROR(CheckDumpId(what, object.metadata, dump_id));
     begun[it->second] = true;
     RestoreTarget target;
     target.device = &device;

@@ -32,22 +32,27 @@ struct VramBo {
 std::string VramObjectName(uint32_t index);
 
 // Dumps `bos` (all on `device`'s GPU) as one chunk stream into `sink` and
-// commits it.
+// commits it. A non-empty `dump_id` goes into every object's attributes
+// (kDumpIdAttribute, plugin/kfd_file_list.h), binding the stream to its dump.
 Status DumpVram(Device& device, uint32_t gpu_id, const std::vector<VramBo>& bos, ByteSink& sink,
-                const PipelineOptions& options, PipelineStats* stats);
+                const PipelineOptions& options, PipelineStats* stats, const std::string& dump_id = "");
 
 // Restores `bos` from a chunk stream that must hold exactly these objects,
 // each of its BO's size; anything else (a missing, extra, repeated or
 // resized BO, a corrupt or truncated stream) is an error naming the stream.
+// With a non-empty `dump_id` (the metadata images' dump), every object must
+// carry that dump id: a stream of another dump, or one without an id, is
+// refused before any of its bytes reach a BO.
 Status RestoreVram(Device& device, const std::vector<VramBo>& bos, ByteSource& source, const PipelineOptions& options,
-                   PipelineStats* stats);
+                   PipelineStats* stats, const std::string& dump_id = "");
 
 // RestoreVram into BOs the caller has already imported into `device`:
 // handles[i] is bos[i]'s handle there (bos[i].dmabuf_fd is not used). The
 // checks are RestoreVram's. `vramflow criu export-upstream` restores into
 // byte ranges of a file this way (tools/criu_export.h).
 Status RestoreVramInto(Device& device, const std::vector<VramBo>& bos, const std::vector<uint32_t>& handles,
-                       ByteSource& source, const PipelineOptions& options, PipelineStats* stats);
+                       ByteSource& source, const PipelineOptions& options, PipelineStats* stats,
+                       const std::string& dump_id = "");
 
 // Restores `bos` from an upstream amdgpu-pages image: its size header must
 // equal the BOs' total and its bytes follow in `bos` order, nothing after.

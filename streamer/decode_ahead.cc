@@ -124,40 +124,21 @@ class DecodeAheadVisitor final : public StreamVisitor {
       return Status::NotSupported(FrameKindName(e.header.kind) + " frames are not decoded ahead (read with one thread)");
     const bool decoded = kind == FrameKind::kData || from_base;
     if (decoded && threads_ == 0) VF_RETURN_IF_ERROR(StartThreads(e.header));
+    if (threads_ == 1) return PassOn(e, decoded);
     if (held_.size() >= window_) VF_RETURN_IF_ERROR(HandOn(1));
     HeldChunk* chunk = TakeSpare();
     if (decoded) {
-      Status room = MakeRoom(*chunk, e.header, /*copies_payload=*/!e.payload_in_place);
-      if (!room.ok()) {
+      Result<bool> room = MakeRoom(*chunk, e.header, /*copies_payload=*/!e.payload_in_place);
+      if (!room.ok() || !*room) {
         spare_.push_back(chunk);
-        return room;
+        if (!room.ok()) return room.status();
+        VF_RETURN_IF_ERROR(Refit(e.header));  // fewer threads, one at least, from this frame on
+        return OnChunk(e);
       }
     }
-    chunk->header = e.header;
-    chunk->stream_offset = e.stream_offset;
-    chunk->object = &e.object;
-    chunk->in_place.reset();
-    if (e.payload_in_place)
-      chunk->in_place = e.payload;
-    else if (kind == FrameKind::kData && e.payload_buffer)  // taken, not copied (chunk's has as much room)
-      std::swap(chunk->payload, *e.payload_buffer);
-    else
-      chunk->payload.assign(e.payload.begin(), e.payload.end());
-    chunk->has_ref = e.dedup != nullptr;
-    if (e.dedup) chunk->ref = *e.dedup;
-    if (from_base) chunk->base_ref = *e.base_ref;
-    chunk->wants_digest = decoded && e.digest_wanted;
-    chunk->status = Status::Ok();
-    HeldChunk* c = chunk;
-    held_.push_back(chunk);
+    Hold(*chunk, e, decoded);
     delivering_ = chunk;
-    if (decoded) {
-      c->data.resize(e.header.raw_size);
-      c->state.store(HeldChunk::kQueued, std::memory_order_release);
-      if (threads_ > 1) arena_->enqueue(tasks_->defer([this, c] { Claim(*c); }));
-    } else {
-      c->state.store(HeldChunk::kDone, std::memory_order_release);
-    }
+    if (decoded && threads_ > 1) arena_->enqueue(tasks_->defer([this, chunk] { Claim(*chunk); }));
     Status handed = HandOnDone();
     delivering_ = nullptr;
     return handed;
@@ -182,6 +163,61 @@ class DecodeAheadVisitor final : public StreamVisitor {
     return c.in_place ? *c.in_place : std::span<const uint8_t>(c.payload);
   }
 
+  // Makes `chunk` hold event `e` (its payload where the source holds it, or
+  // taken from the reader, or copied) until it is handed on, queued for
+  // decoding if it is `decoded`.
+  void Hold(HeldChunk& chunk, const ChunkEvent& e, bool decoded) {
+    const bool from_base = FromBase(e.header.kind);
+    chunk.header = e.header;
+    chunk.stream_offset = e.stream_offset;
+    chunk.object = &e.object;
+    chunk.in_place.reset();
+    if (e.payload_in_place)
+      chunk.in_place = e.payload;
+    else if (e.header.kind == static_cast<uint8_t>(FrameKind::kData) && e.payload_buffer)
+      std::swap(chunk.payload, *e.payload_buffer);  // taken, not copied (chunk's has as much room)
+    else
+      chunk.payload.assign(e.payload.begin(), e.payload.end());
+    chunk.has_ref = e.dedup != nullptr;
+    if (e.dedup) chunk.ref = *e.dedup;
+    if (from_base) chunk.base_ref = *e.base_ref;
+    chunk.wants_digest = decoded && e.digest_wanted;
+    chunk.status = Status::Ok();
+    held_.push_back(&chunk);
+    if (decoded) chunk.data.resize(e.header.raw_size);
+    chunk.state.store(decoded ? HeldChunk::kQueued : HeldChunk::kDone, std::memory_order_release);
+  }
+
+  // The reading thread alone: decodes `e` here and hands it on at once, as
+  // ReadStream does with decoding on, holding no copy and charging what
+  // ReadStream charges (its decode buffers, grown to the largest frame), so
+  // that any stream ReadStream reads within the budget is read here too.
+  Status PassOn(const ChunkEvent& e, bool decoded) {
+    VF_RETURN_IF_ERROR(HandOn(held_.size()));  // none held once alone
+    if (!decoded) return inner_->OnChunk(e);
+    const FrameHeader& h = e.header;
+    const bool from_base = FromBase(h.kind);
+    const uint64_t need = ChunkDecoder::MemoryBytes(h.raw_size) +
+                          (from_base ? h.raw_size + BaseFrameBufferBytes(h.raw_size) : 0);
+    if (budget_ && need > alone_charged_) {
+      VF_RETURN_IF_ERROR(budget_->Charge(
+          need - alone_charged_,
+          from_base ? "the reader's decode buffers for a base chunk" : "the reader's decode buffer"));
+      charged_ += need - alone_charged_;
+      alone_charged_ = need;
+    }
+    HeldChunk& c = alone_;
+    c.header = h;
+    c.in_place = e.payload;  // readable until this call returns
+    if (from_base) c.base_ref = *e.base_ref;
+    c.wants_digest = e.digest_wanted;
+    c.data.resize(h.raw_size);
+    VF_RETURN_IF_ERROR(ExceptionBoundary("decoding a DATA payload", [&] { return Decode(c); }));
+    if (c.wants_digest) digests_.Note(h.object_id, h.offset, c.sha256);
+    return inner_->OnChunk(ChunkEvent{h, e.stream_offset, e.object, e.payload, c.data, nullptr, nullptr,
+                                      from_base ? &c.base_ref : nullptr});
+  }
+
   // Decides how many threads decode, `h` being the first frame to decode,
   // and starts them: as many as asked for, or as the base asks for to keep
   // its reads in flight, as far as the budget feeds them (each its decoder,
@@ -198,7 +234,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
     }
     if (budget_ && threads_ < caller_threads_ && note_) note_(ThreadCapNote(caller_threads_, threads_, budget_->limit()));
     window_ = 2 * size_t{threads_};
-    if (threads_ == 1) return Status::Ok();  // the reading thread decodes each frame as it hands it on
+    if (threads_ == 1) return Status::Ok();  // the reading thread decodes each frame as ReadStream does (PassOn)
     allow_threads_ = AllowTbbThreads(threads_);
     VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads_ - 1).WithContext("decoding ahead on " +
                                                                      std::to_string(threads_) + " threads"));
@@ -269,8 +305,9 @@ class DecodeAheadVisitor final : public StreamVisitor {
   // Charges what `chunk` needs beyond what it has for frame `h` (a copy of
   // its payload only if `copies_payload`), and the decoders' state for its
   // raw size; where the budget is short, hands on the held chunks first
-  // (their buffers stay charged, for reuse) and tries once more.
-  Status MakeRoom(HeldChunk& chunk, const FrameHeader& h, bool copies_payload) {
+  // (their buffers stay charged, for reuse) and tries once more. False,
+  // nothing charged, where the frame does not fit the threads decoding.
+  Result<bool> MakeRoom(HeldChunk& chunk, const FrameHeader& h, bool copies_payload) {
     // Payloads are mostly a little smaller than their raw size, and vary:
     // room for the larger of the two, so that the next frame's fits too.
     const uint64_t payload_room = copies_payload ? std::max<uint64_t>(h.payload_size, h.raw_size) : 0;
@@ -284,56 +321,54 @@ class DecodeAheadVisitor final : public StreamVisitor {
       bytes += uint64_t{threads_} *
                (BaseFrameBufferBytes(h.raw_size, base_chain_) - BaseFrameBufferBytes(base_raw_, base_chain_));
     if (bytes > 0 && budget_) {
-      const std::string what = (threads_ > 1 ? "decoding ahead on " + std::to_string(threads_) + " threads"
-                                              : std::string("decoding on 1 thread")) +
-                               " (frame " + std::to_string(h.sequence) + " needs " + std::to_string(bytes) +
-                               " bytes more)";
+      const std::string what = "decoding ahead on " + std::to_string(threads_) + " threads";
       Status s = budget_->Charge(bytes, what);
       if (!s.ok() && !held_.empty()) {
         VF_RETURN_IF_ERROR(HandOn(held_.size()));
         s = budget_->Charge(bytes, what);
       }
-      if (!s.ok() && threads_ > 1) {  // what one thread needs may still fit
-        GoOnAlone(chunk, h);
-        return MakeRoom(chunk, h, copies_payload);
-      }
-      VF_RETURN_IF_ERROR(s);
+      if (!s.ok()) return false;
       charged_ += bytes;
     }
     chunk.payload.reserve(payload_room);
     chunk.data.reserve(h.raw_size);
     decoder_raw_ = std::max<uint64_t>(decoder_raw_, h.raw_size);
     if (from_base) base_raw_ = std::max<uint64_t>(base_raw_, h.raw_size);
-    return Status::Ok();
+    return true;
   }
 
-  // From frame `h` on, which is larger than the threads were fitted for
-  // (the header's chunk size is informational only), the reading thread
-  // decodes each frame as it hands it on, as ReadStream would: the other
-  // threads' decoders and base buffers are let go, and `chunk` takes the
-  // largest buffers of the spare chunks. Every chunk is handed on.
-  void GoOnAlone(HeldChunk& chunk, const FrameHeader& h) {
-    arena_->execute([&] { tasks_->wait(); });  // a pending task would decode the chunk's next use
-    const uint64_t refund =
-        uint64_t{threads_} * (ChunkDecoder::MemoryBytes(decoder_raw_) - ChunkDecoder::MemoryBytes(0)) +
-        uint64_t{threads_} * (BaseFrameBufferBytes(base_raw_, base_chain_) - BaseFrameBufferBytes(0, base_chain_));
+  // Frame `h` does not fit the threads decoding (they were fitted to the
+  // stream header's chunk size, which is informational only, or to smaller
+  // frames): hands on the chunks held, lets go of every buffer and decoder,
+  // and fits fewer threads to `h`. From one thread on, the reading thread
+  // goes on alone (PassOn), as ReadStream would. Says so through the note.
+  Status Refit(const FrameHeader& h) {
+    VF_RETURN_IF_ERROR(HandOn(held_.size()));
+    arena_->execute([&] { tasks_->wait(); });  // a pending task would decode a chunk's next use
     decoders_.clear();
     base_buffers_.clear();
-    budget_->Refund(refund);
-    charged_ -= refund;
+    for (const std::unique_ptr<HeldChunk>& c : chunks_) {
+      std::vector<uint8_t>().swap(c->payload);
+      std::vector<uint8_t>().swap(c->data);
+    }
+    budget_->Refund(charged_);
+    charged_ = 0;
     decoder_raw_ = 0;
     base_raw_ = 0;
-    for (HeldChunk* spare : spare_)
-      if (spare->payload.capacity() + spare->data.capacity() > chunk.payload.capacity() + chunk.data.capacity()) {
-        std::swap(chunk.payload, spare->payload);
-        std::swap(chunk.data, spare->data);
-      }
+    const unsigned before = threads_;
+    const uint64_t base_buffers = FromBase(h.kind) ? BaseFrameBufferBytes(h.raw_size, base_chain_) : 0;
+    threads_ = ThreadsTheBudgetFeeds(before - 1, budget_->limit(), budget_->in_use(),
+                                     ThreadBytes(h.raw_size, base_buffers), 0);
+    window_ = 2 * size_t{threads_};
+    arena_.reset();
+    if (threads_ > 1) arena_.emplace(static_cast<int>(threads_));
     if (note_)
-      note_("decoding on 1 thread from frame " + std::to_string(h.sequence) + " on: its " +
-            std::to_string(h.raw_size) + " raw bytes, larger than the stream header's chunk size, do not fit " +
-            std::to_string(threads_) + " threads in a memory budget of " + FormatSize(budget_->limit()));
-    threads_ = 1;
-    window_ = 1;
+      note_("decoding on " + std::to_string(threads_) + (threads_ == 1 ? " thread" : " threads") + " from frame " +
+            std::to_string(h.sequence) + " on: its " + std::to_string(h.raw_size) + " raw bytes" +
+            (h.raw_size > chunk_size_hint_ ? ", larger than the stream header's chunk size," : "") +
+            " do not fit " + std::to_string(before) + " threads in a memory budget of " +
+            FormatSize(budget_->limit()));
+    return Status::Ok();
   }
 
   // Decodes a DATA payload, or resolves a BASE_REF or BASE_DELTA against
@@ -369,6 +404,10 @@ class DecodeAheadVisitor final : public StreamVisitor {
   uint64_t charged_ = 0;
   uint64_t decoder_raw_ = 0;  // the largest raw size the decoders' state is charged for
   uint64_t base_raw_ = 0;     // the largest raw size the base buffers are charged for
+  // One thread (PassOn): the frame being decoded, and what its decode
+  // buffers are charged for (part of charged_), as ReadStream charges them.
+  HeldChunk alone_;
+  uint64_t alone_charged_ = 0;
   std::shared_ptr<const BaseStream> base_;
   uint32_t base_chain_ = 0;  // streams in the base's chain, the stream's own included
   // Every chunk lives until the visitor is destroyed, after its tasks: a

@@ -35,8 +35,12 @@
 // Memory: the copies aside, the decoders' state and each thread's buffers
 // for reading the base are charged to the reader's budget as they grow;
 // where the budget cannot hold another frame in flight, the frames in flight
-// are handed on first, so a budget that holds one frame (as ReadStream
-// needs) is enough.
+// are handed on first. The threads are fitted to the header's chunk size,
+// which is informational only: from a frame they cannot hold, fewer decode,
+// down to the reading thread alone, which decodes each frame as it hands it
+// on and charges what ReadStream charges (told through `note`). So any
+// stream ReadStream reads within a budget is read within it at any thread
+// count, and one it cannot read fails on the budget here too.
 #pragma once
 
 #include <functional>
@@ -58,7 +62,8 @@ struct DecodeAheadOptions {
   // stream shows it has no DIGEST_BLOCKs: unpack turns it off.
   ReadOptions read;
   // Told, once, when the budget feeds fewer threads than `threads`
-  // (ThreadCapNote), as a graph tells PipelineOptions::note.
+  // (ThreadCapNote), as a graph tells PipelineOptions::note, and each time
+  // a frame makes fewer decode ("decoding on N threads from frame F on").
   std::function<void(const std::string&)> note;
 };
 

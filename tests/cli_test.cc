@@ -663,6 +663,50 @@ TEST_F(CliCorruptTest, InspectJson) {
   EXPECT_EQ(nlohmann::json::parse(r.output)["complete"], true);
 }
 
+// ---------------------------------------------------------------- decode-ahead
+
+// Issue 55, item 9: a stream whose header says 4 KiB chunks (informational
+// only) over frames of 64 MiB, the most a frame may hold. One thread reads
+// it within 200 MiB; decoding ahead on more threads gets the same verdict
+// (fewer threads where theirs do not fit), and unpack -o - writes it all.
+TEST(CliDecodeAheadTest, FramesLargerThanTheHeaderSaysGetTheVerdictOfOneThread) {
+  TempDir dir;
+  constexpr size_t kFrame = 64 << 20;
+  std::vector<uint8_t> content(2 * kFrame);
+  // A pattern of 4099 bytes repeated, one per frame: zstd keeps the file small.
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (size_t frame = 0; frame < 2; ++frame) {
+    uint8_t* start = content.data() + frame * kFrame;
+    for (size_t i = 0; i < 4099; ++i, x = x * 6364136223846793005ull + 1442695040888963407ull)
+      start[i] = static_cast<uint8_t>(x >> 56);
+    for (size_t done = 4099; done < kFrame; done *= 2)
+      std::memcpy(start + done, start, std::min(done, kFrame - done));
+  }
+  MemorySink sink;
+  StreamHeader header;
+  header.chunk_size = 4096;
+  StreamWriter writer(&sink, header);
+  ChunkEncoder encoder(EncoderOptions{.codec = CodecChoice::kZstd, .transform = TransformChoice::kNone});
+  ASSERT_TRUE(writer.Start().ok());
+  const uint32_t id = writer.BeginObject(ObjectMetadata{"big.bin", {}}, content.size()).value();
+  for (size_t off = 0; off < content.size(); off += kFrame) {
+    EncodedChunk chunk;
+    ASSERT_TRUE(encoder.Encode(std::span<const uint8_t>(content).subspan(off, kFrame), &chunk).ok());
+    ASSERT_TRUE(writer.AddChunk(id, off, kFrame, chunk).ok());
+  }
+  ASSERT_TRUE(writer.EndObject(id).ok());
+  ASSERT_TRUE(writer.Finish().ok());
+  WriteFileBytes(dir.File("big.vfs"), sink.bytes());
+
+  EXPECT_CODE(Vf("verify -q -j 1 -m 200M big.vfs", dir.path()), 0);
+  EXPECT_CODE(Vf("verify -q -j 2 -m 200M big.vfs", dir.path()), 0);
+  WriteFileBytes(dir.File("big.bin"), content);
+  const std::string in_dir = "cd " + Q(dir.path()) + " && ";
+  EXPECT_CODE(Sh(in_dir + "$VF unpack -q -j 2 -m 200M big.vfs -o - > out.bin && cmp out.bin big.bin"), 0);
+  // From a pipe the payloads are copied, not mapped: more threads still read it.
+  EXPECT_CODE(Sh(in_dir + "$VF verify -q -j 4 -m 200M - < big.vfs"), 0);
+}
+
 // ---------------------------------------------------------------- dedup references
 
 // Object "a" of four 4K chunks; object "b" = a's chunks 2, 0 by DEDUP_REF,

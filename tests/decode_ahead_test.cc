@@ -301,33 +301,41 @@ TEST(DecodeAheadTest, BudgetForOneFrameInFlightIsEnoughAndChargesAreRefunded) {
   EXPECT_EQ(tiny.in_use(), 0u);
 }
 
-TEST(DecodeAheadTest, FramesLargerThanTheHeaderSaysAreDecodedOnOneThreadWhereMoreDoNotFit) {
-  // The header's chunk_size is informational (FORMAT.md): this stream says
-  // 4 KiB, and after a first frame of 4 KiB carries frames of 1 MiB. The
-  // threads are fitted for the first. Where the later frames do not fit
-  // them, the reading thread goes on alone, as ReadStream reads the stream.
-  constexpr uint32_t kSmall = 4096, kLarge = 1 << 20;
-  const std::vector<uint8_t> head = ModelBytes(DataKind::kFp32Weights, kSmall, 3);
-  const std::vector<uint8_t> body = ModelBytes(DataKind::kBf16Weights, 6 * kLarge, 4);
+// A stream whose header says chunks of 4 KiB (informational only, FORMAT.md)
+// whose first frame holds `head` bytes (none with 0), and then `frames`
+// frames of `large` bytes each.
+std::vector<uint8_t> UnderstatedChunkStream(uint32_t head, uint32_t large, int frames) {
+  const std::vector<uint8_t> small = ModelBytes(DataKind::kFp32Weights, head, 3);
+  const std::vector<uint8_t> body = ModelBytes(DataKind::kBf16Weights, uint64_t{large} * frames, 4);
   MemorySink sink;
   StreamHeader header;
-  header.chunk_size = kSmall;
+  header.chunk_size = 4096;
   StreamWriter writer(&sink, header);
   ChunkEncoder encoder(EncoderOptions{});
-  ASSERT_TRUE(writer.Start().ok());
-  for (const std::vector<uint8_t>* bytes : {&head, &body}) {
-    Result<uint32_t> id = writer.BeginObject(ObjectMetadata{bytes == &head ? "head" : "body", {}}, bytes->size());
-    ASSERT_TRUE(id.ok());
-    const size_t step = bytes == &head ? kSmall : kLarge;
+  EXPECT_TRUE(writer.Start().ok());
+  for (const std::vector<uint8_t>* bytes : {&small, &body}) {
+    if (bytes->empty()) continue;
+    Result<uint32_t> id = writer.BeginObject(ObjectMetadata{bytes == &small ? "head" : "body", {}}, bytes->size());
+    EXPECT_TRUE(id.ok());
+    const size_t step = bytes == &small ? head : large;
     for (size_t off = 0; off < bytes->size(); off += step) {
       EncodedChunk chunk;
-      ASSERT_TRUE(encoder.Encode(std::span<const uint8_t>(bytes->data() + off, step), &chunk).ok());
-      ASSERT_TRUE(writer.AddChunk(*id, off, step, chunk).ok());
+      EXPECT_TRUE(encoder.Encode(std::span<const uint8_t>(bytes->data() + off, step), &chunk).ok());
+      EXPECT_TRUE(writer.AddChunk(*id, off, step, chunk).ok());
     }
-    ASSERT_TRUE(writer.EndObject(*id).ok());
+    EXPECT_TRUE(writer.EndObject(*id).ok());
   }
-  ASSERT_TRUE(writer.Finish().ok());
-  const std::vector<uint8_t> stream = sink.bytes();
+  EXPECT_TRUE(writer.Finish().ok());
+  return sink.bytes();
+}
+
+TEST(DecodeAheadTest, FramesLargerThanTheHeaderSaysAreDecodedOnOneThreadWhereMoreDoNotFit) {
+  // This stream's header says 4 KiB, and after a first frame of 4 KiB it
+  // carries frames of 1 MiB. The threads are fitted for the first. Where the
+  // later frames do not fit them, the reading thread goes on alone, as
+  // ReadStream reads the stream.
+  constexpr uint32_t kLarge = 1 << 20;
+  const std::vector<uint8_t> stream = UnderstatedChunkStream(4096, kLarge, 6);
 
   // Four threads' decoders and frames of 1 MiB do not fit; one's do.
   const uint64_t limit = 12 << 20;
@@ -345,6 +353,63 @@ TEST(DecodeAheadTest, FramesLargerThanTheHeaderSaysAreDecodedOnOneThreadWhereMor
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("decoding on 1 thread from frame"), std::string::npos) << notes[0];
   EXPECT_NE(notes[0].find("larger than the stream header's chunk size"), std::string::npos) << notes[0];
+}
+
+// Whether ReadStream, decoding, reads `stream` within a budget of `limit`;
+// the error it gives otherwise.
+Status ReadSerially(const std::vector<uint8_t>& stream, uint64_t limit) {
+  MemoryBudget budget(limit);
+  MemorySource source(stream);
+  Recorder recorder;
+  return ReadStream(source, recorder, ReadOptions{.decode = true, .budget = &budget, .open_base = {}});
+}
+
+// The least budget within which ReadStream reads `stream`: what -j 1 needs.
+uint64_t LeastSerialBudget(const std::vector<uint8_t>& stream) {
+  uint64_t fails = 0, reads = uint64_t{1} << 30;
+  while (reads - fails > 1) {
+    const uint64_t mid = fails + (reads - fails) / 2;
+    (ReadSerially(stream, mid).ok() ? reads : fails) = mid;
+  }
+  return reads;
+}
+
+TEST(DecodeAheadTest, AnyThreadCountGivesTheVerdictOfOneThread) {
+  // Issue 55, item 9: a header saying 4 KiB chunks over frames of 1 MiB
+  // (from the first frame on, or after one of 4 KiB). Within any budget
+  // that ReadStream (one thread) reads the stream in, decoding ahead reads
+  // it too, on fewer threads where the frames do not fit those asked for
+  // (one at least); within less, both fail on the budget.
+  constexpr uint32_t kLarge = 1 << 20;
+  bool cut_to_several = false;  // threads fitted for 4 KiB, then fewer but more than one for 1 MiB
+  for (uint32_t head : {0u, 4096u}) {
+    const std::vector<uint8_t> stream = UnderstatedChunkStream(head, kLarge, 4);
+    const std::vector<std::string> serial = Serially(stream);
+    const uint64_t least = LeastSerialBudget(stream);
+    const Status short_of_budget = ReadSerially(stream, least - 1);
+    for (unsigned threads : {2u, 3u, 8u}) {
+      for (uint64_t extra = 0; extra <= 12 * kLarge; extra += 3 * kLarge / 2) {
+        SCOPED_TRACE("head " + std::to_string(head) + ", " + std::to_string(threads) + " threads, budget " +
+                     std::to_string(least + extra));
+        MemoryBudget budget(least + extra);
+        MemorySource source(stream);
+        Recorder recorder;
+        DecodeAheadOptions options = Ahead(threads, &budget);
+        options.note = [&](const std::string& note) { cut_to_several |= note.starts_with("decoding on 2 threads"); };
+        Status s = ReadStreamDecodingAhead(source, recorder, options);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        EXPECT_EQ(recorder.events, serial);
+        EXPECT_EQ(budget.in_use(), 0u);
+      }
+      MemoryBudget tight(least - 1);
+      MemorySource source(stream);
+      Recorder recorder;
+      Status s = ReadStreamDecodingAhead(source, recorder, Ahead(threads, &tight));
+      EXPECT_EQ(s.code(), short_of_budget.code()) << s.ToString() << " / one thread: " << short_of_budget.ToString();
+      EXPECT_EQ(tight.in_use(), 0u);
+    }
+  }
+  EXPECT_TRUE(cut_to_several) << "no budget had frames of 1 MiB read on 2 threads of more asked for";
 }
 
 TEST(DecodeAheadTest, IncrementalStreamWithoutAWayToItsBaseIsReadSerially) {

@@ -876,6 +876,42 @@ TEST(NetCli, RecvOutputDirForceReplacesFilesButNotSymlinks) {
   EXPECT_EQ(ReadFileBytes(dir.File("victim")), std::vector<uint8_t>{2}) << "written through a symlink";
 }
 
+// Without --force, a stream replaces an existing file only when both are
+// the plugin's (amdgpu-vram-<id>-<gpu_id>.img: a periodic dump replacing its
+// own earlier stream; docs/CLI.md, recv); any other name stays refused. A
+// name shaped like the receiver's own temporary files (issue 55, defect 12:
+// it was answered DONE, then removed as a dead writer's leftover when the
+// next stream came) is refused.
+TEST(NetCli, RecvOutputDirReplacesOnlyPluginStreamsAndRefusesTemporaryNames) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
+  const std::vector<uint8_t> a = Packed(dir, RandomData(4000, 25)), b = Packed(dir, RandomData(5000, 26));
+  WriteFileBytes(dir.File("a.bin"), a);
+  WriteFileBytes(dir.File("b.bin"), b);
+  const std::string sock = dir.File("sock");
+  Child recv({"recv", "--listen", "unix:" + sock, "-d", dir.File("out"), "--count", "3", "-q", "--accept-timeout",
+              "20"},
+             dir.File("recv.log"));
+  ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
+  auto send = [&](const std::string& file, const std::string& name) {
+    return RunVf(dir, {"send", "-q", dir.File(file), "unix:" + sock, "--name", name});
+  };
+  Ran temp = send("a.bin", "x.vf-tmp-999999.1-x");
+  EXPECT_EQ(temp.code, 1) << temp.output;
+  EXPECT_TRUE(Contains(temp.output, "temporary")) << temp.output;
+  EXPECT_EQ(send("a.bin", "amdgpu-vram-3-4096.img").code, 0);
+  EXPECT_EQ(send("a.bin", "other.img").code, 0);
+  Ran refused = send("b.bin", "other.img");
+  EXPECT_EQ(refused.code, 1) << refused.output;
+  EXPECT_TRUE(Contains(refused.output, "exists (use --force")) << refused.output;
+  Ran replaced = send("b.bin", "amdgpu-vram-3-4096.img");
+  EXPECT_EQ(replaced.code, 0) << replaced.output;
+  EXPECT_EQ(recv.Wait(20000ms), 1) << recv.Log();
+  EXPECT_TRUE(ReadFileBytes(dir.File("out/amdgpu-vram-3-4096.img")) == b);
+  EXPECT_TRUE(ReadFileBytes(dir.File("out/other.img")) == a);
+  EXPECT_EQ(Join(List(dir.File("out"))), "[amdgpu-vram-3-4096.img, other.img]");
+}
+
 // SIGTERM while a stream arrives: the partial stream is discarded (no
 // temporary file left), the sender fails saying why, recv exits 143 (as
 // every command does: tools/interrupt.h). SIGINT while idle: recv exits 130.

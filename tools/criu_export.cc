@@ -66,6 +66,7 @@ Result<bool> Exists(const std::string& path) {
 struct GpuPlan {
   ExportedGpu gpu;
   std::vector<VramBo> bos;  // its VRAM/GTT BOs, in image order (dmabuf_fd unused)
+  std::string dump_id;      // the image's (empty: none); its stream must carry it
 };
 
 // Reads amdgpu-kfd-<id>.img and finds each GPU's source (step 1).
@@ -88,6 +89,7 @@ Status PlanImage(const ExportUpstreamOptions& options, int id, std::vector<GpuPl
     plan.gpu.gpu_id = device.gpu_id();
     plan.gpu.pages = PagesImageName(id, device.gpu_id());
     plan.gpu.stream = VramStreamName(id, device.gpu_id());
+    plan.dump_id = image.vramflow_dump_id();
     for (int i = 0; i < image.bo_entries_size(); ++i) {
       const criu::KfdBoEntry& bo = image.bo_entries(i);
       if (bo.gpu_id() != device.gpu_id() || !KfdBoHasContents(bo.alloc_flags())) continue;
@@ -219,7 +221,7 @@ Status WritePages(const ExportUpstreamOptions& options, const GpuPlan& plan, Tem
   }
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> stream, OpenFileSource(stream_path));
   PipelineStats stats;
-  VF_RETURN_IF_ERROR(RestoreVramInto(device, plan.bos, handles, *stream, options.pipeline, &stats)
+  VF_RETURN_IF_ERROR(RestoreVramInto(device, plan.bos, handles, *stream, options.pipeline, &stats, plan.dump_id)
                          .WithContext(plan.gpu.kfd_image + ", GPU " + Hex(plan.gpu.gpu_id)));
   return file->Finish();
 }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/printable.h"
@@ -17,18 +18,42 @@
 #include "tools/cli_util.h"
 #include "tools/safe_path.h"
 #include "tools/verified_copy.h"
+#include "transport/fd_stream.h"
 #include "transport/net_source.h"
 #include "transport/uri.h"
 
 namespace vramflow {
 namespace {
 
+// Whether `name` is a VRAM stream name of the CRIU plugin,
+// amdgpu-vram-<decimal id>-<hex gpu_id>.img (plugin/kfd_image.h).
+bool IsPluginStreamName(std::string_view name) {
+  constexpr std::string_view kPrefix = "amdgpu-vram-", kSuffix = ".img";
+  if (name.size() <= kPrefix.size() + kSuffix.size() || name.substr(0, kPrefix.size()) != kPrefix ||
+      name.substr(name.size() - kSuffix.size()) != kSuffix)
+    return false;
+  const std::string_view ids = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  const size_t dash = ids.find('-');
+  auto only = [](std::string_view digits, std::string_view allowed) {
+    return !digits.empty() && digits.size() <= 10 && digits.find_first_not_of(allowed) == std::string_view::npos;
+  };
+  return dash != std::string_view::npos && only(ids.substr(0, dash), "0123456789") &&
+         only(ids.substr(dash + 1), "0123456789abcdef");
+}
+
 // Where a stream named `name` may go: nowhere but a new file in `dir`, or,
-// with `overwrite`, over a regular file there (never through a symlink, into
-// a device or a FIFO). The error is the sender's answer too: it names the
+// with `overwrite` or where both are the plugin's VRAM streams (a later
+// dump replacing its own earlier stream; docs/CLI.md, "Streams a dump
+// replaces"), over a regular file there (never through a symlink, into
+// a device or a FIFO). A name shaped like the temporary files of a writer
+// (kTempMarker) is refused: it would be taken for a dead writer's leftover
+// and removed. The error is the sender's answer too: it names the
 // stream, not the directory (the receiver's log line says which).
 Result<std::string> OutputPath(const std::string& dir, const std::string& name, bool overwrite) {
   VF_RETURN_IF_ERROR(CheckSafeFileName(name));
+  if (name.find(kTempMarker) != std::string::npos)
+    return Status::InvalidArgument(Printable(name) + " contains '" + kTempMarker +
+                                   "', the mark of vramflow's temporary files, which are removed as leftovers");
   const std::string path = dir + "/" + name;
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
@@ -38,7 +63,7 @@ Result<std::string> OutputPath(const std::string& dir, const std::string& name, 
   if (!S_ISREG(st.st_mode))
     return Status::AlreadyExists("a stream named " + Printable(name) + " cannot be stored: that name exists and is "
                                  "not a regular file");
-  if (!overwrite)
+  if (!overwrite && !IsPluginStreamName(name))
     return Status::AlreadyExists("a stream named " + Printable(name) + " exists (use --force to overwrite, on the "
                                  "receiver)");
   return path;
@@ -91,7 +116,9 @@ Status StoreStream(const ReceiveDirOptions& options, uint64_t verify_memory, Net
       return Status::InvalidArgument("the sender did not name its stream, and this receiver stores streams under "
                                      "their names (send it with `vramflow send --name NAME`)");
     VF_ASSIGN_OR_RETURN(path, OutputPath(options.dir, stream.name, options.transport.file.overwrite));
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, options.transport.file));
+    FileSinkOptions file = options.transport.file;
+    file.overwrite = file.overwrite || IsPluginStreamName(stream.name);  // as OutputPath allowed
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, file));
     const BaseOffer offered = stream.offered.value_or(store->Offer(/*stores=*/true));
     return CopyVerifiedStream(*stream.source, *sink, "recv " + stream.name, options.progress, verify_memory, &received,
                               StoreBaseOpener(store, offered, options.transport, StderrLog("recv")));

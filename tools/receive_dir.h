@@ -7,9 +7,11 @@
 //
 // A name comes from the network, so it is checked as one plain file name
 // (safe_path.h: CheckSafeFileName) before anything is written; an unnamed
-// stream, a refused name or an existing file (without `overwrite`) fails
-// that stream, its sender is told why, and the receiver goes on with the
-// next one. Each stream is verified as it arrives (verified_copy.h), written
+// stream, a refused name (one shaped like a temporary file's, ".vf-tmp-",
+// too) or an existing file (without `overwrite`, unless both are the
+// plugin's VRAM streams, amdgpu-vram-<id>-<gpu_id>.img, which a later dump
+// replaces) fails that stream, its sender is told why, and the receiver goes
+// on with the next one. Each stream is verified as it arrives (verified_copy.h), written
 // under a temporary name in DIR and renamed once complete and valid; a
 // failed, invalid or interrupted one leaves nothing behind.
 #pragma once
