@@ -9,6 +9,7 @@
 #include "common/hash.h"
 #include "common/printable.h"
 #include "common/units.h"
+#include "streamer/base_stream.h"
 #include "streamer/digest_block.h"
 #include "transport/range_reader.h"
 
@@ -522,10 +523,18 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIn
   Result<SeekIndex> index = DecodeSeekIndex(payload);
   if (!index.ok()) return index.status().WithContext(where(result.index_offset));
   result.index = std::move(*index);
-  // The stream id covers what is read here (FORMAT.md 4.12): the header, the
-  // SEEK_INDEX payload, the INDEX_BLOCK payloads in index order, STREAM_END.
+  // The stream id covers what is read here (FORMAT.md 4.12): the header,
+  // an incremental stream's base id, the SEEK_INDEX payload, the INDEX_BLOCK
+  // payloads in index order, STREAM_END. With the base's id in it, streams
+  // alike but for their base have ids of their own, so equal ids along a
+  // chain of bases mean the same stream.
   Sha256Hasher id;
   id.Update(head);
+  if (result.header.flags & kStreamFlagBase) {
+    VF_ASSIGN_OR_RETURN(BaseDescriptor base, ReadBaseFrame(source, source.Describe()));
+    result.bytes_read += kFrameHeaderSize + kBaseDescriptorFixedSize + base.location.size();
+    id.Update(base.base_id.data(), base.base_id.size());
+  }
   id.Update(payload);
 
   // The chunk records, from the INDEX_BLOCK frames the index names. The

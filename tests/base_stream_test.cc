@@ -34,16 +34,18 @@ constexpr uint32_t kChunk = 16 << 10;
 void Check(const Status& s) { ASSERT_TRUE(s.ok()) << s.ToString(); }
 
 // The stream id as FORMAT.md 4.12 defines it, hashed from the whole file:
-// the header, the SEEK_INDEX payload, every INDEX_BLOCK payload in the
+// the header, an incremental stream's base id (the first 32 bytes of its
+// BASE payload), the SEEK_INDEX payload, every INDEX_BLOCK payload in the
 // order the SEEK_INDEX names them, and the STREAM_END payload. The frames
 // are found by walking the file's frame headers, not through ReadSeekIndex.
 StreamId StreamIdFromTheBytes(const std::vector<uint8_t>& bytes) {
   std::map<uint64_t, std::span<const uint8_t>> index_blocks;  // by stream offset
-  std::span<const uint8_t> seek_index, stream_end;
+  std::span<const uint8_t> seek_index, stream_end, base_id;
   for (uint64_t at = kStreamHeaderSize; at + kFrameHeaderSize <= bytes.size();) {
     FrameHeader h;
     EXPECT_TRUE(DecodeFrameHeader(bytes.data() + at, &h).ok()) << "stream offset " << at;
     std::span<const uint8_t> payload(bytes.data() + at + kFrameHeaderSize, h.payload_size);
+    if (h.kind == static_cast<uint8_t>(FrameKind::kBase)) base_id = payload.first(32);
     if (h.kind == static_cast<uint8_t>(FrameKind::kIndexBlock)) index_blocks[at] = payload;
     if (h.kind == static_cast<uint8_t>(FrameKind::kSeekIndex)) seek_index = payload;
     if (h.kind == static_cast<uint8_t>(FrameKind::kStreamEnd)) stream_end = payload;
@@ -54,6 +56,7 @@ StreamId StreamIdFromTheBytes(const std::vector<uint8_t>& bytes) {
   if (!index.ok()) return {};
   Sha256Hasher id;
   id.Update(bytes.data(), kStreamHeaderSize);
+  id.Update(base_id);
   id.Update(seek_index);
   for (const SeekIndexObject& o : index->objects)
     for (const IndexBlockRef& b : o.blocks) id.Update(index_blocks.at(b.stream_offset));
@@ -454,9 +457,10 @@ TEST(BaseStream, AMissingLinkIsNotFoundUnlessNamed) {
   EXPECT_EQ(out, ChunkOf(chain.c, 1, 0, kChunk));
 }
 
-TEST(BaseStream, ALoopOfBasesIsRefused) {
-  // The stream id does not cover the BASE frame's payload, so two streams can
-  // be made to name each other: x on y and y on x.
+TEST(BaseStream, ALoopOfBasesCannotBeMade) {
+  // The stream id covers the base's id, so two streams cannot name each
+  // other: x on y, y on x. Rewriting x on y gives x a new id, which y's BASE
+  // frame does not name: the chain is refused as built on the wrong base.
   TempDir dir;
   std::vector<PlannedObject> objects = BaseObjects();
   objects.resize(1);
@@ -487,11 +491,13 @@ TEST(BaseStream, ALoopOfBasesIsRefused) {
     on_y.base_raw_bytes = stored->totals.raw_bytes;
     on_y.location = "y.vfs";
   }
-  WriteFileBytes(px, BuildStream(objects, kChunk, &on_y, &objects));  // same length: x keeps its id
+  WriteFileBytes(px, BuildStream(objects, kChunk, &on_y, &objects));  // same length, another base
   auto x = OpenBaseStream(px, FileBaseOptions());
   ASSERT_FALSE(x.ok());
   EXPECT_EQ(x.status().code(), Status::Code::kInvalidArgument) << x.status().ToString();
-  EXPECT_NE(x.status().message().find("loops"), std::string::npos) << x.status().ToString();
+  EXPECT_NE(x.status().message().find("wrong base: the stream was built on " + HexDigest(on_x.base_id)),
+            std::string::npos)
+      << x.status().ToString();
 }
 
 TEST(BaseStream, AChainLongerThanTheLimitIsRefused) {
