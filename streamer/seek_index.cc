@@ -29,6 +29,10 @@ constexpr std::array<uint8_t, 8> kFooterMagic = {'V', 'F', 'S', 'I', 'N', 'D', '
 constexpr uint64_t kTailGuess = 256u << 10;
 // Bytes of INDEX_BLOCKs (and their DIGEST_BLOCKs) read ahead at once.
 constexpr uint64_t kBlockReadBudget = 4u << 20;
+// What checking the index takes per chunk record while it is checked
+// (CheckIndex's extent of the frame, and a DATA frame's offset for the
+// dedup window), besides the record itself.
+constexpr uint64_t kCheckBytesPerChunk = 32;
 
 void Put32(std::vector<uint8_t>& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
@@ -104,6 +108,8 @@ Status CheckChunk(const SeekIndexChunk& c) {
 // Sorts an object's chunks by object offset, keeping equal offsets in
 // stream order, and its digests (one per chunk, if given) with them.
 void SortByObjectOffset(std::vector<SeekIndexChunk>* chunks, std::vector<Sha256Digest>* digests) {
+  const auto by_offset = [](const SeekIndexChunk& a, const SeekIndexChunk& b) { return a.object_offset < b.object_offset; };
+  if (std::is_sorted(chunks->begin(), chunks->end(), by_offset)) return;  // as writers write them: no copies
   std::vector<size_t> order(chunks->size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
@@ -127,6 +133,9 @@ Status CheckIndex(const SeekIndex& index, uint64_t limit, uint32_t dedup_window)
     const SeekIndexObject* object;
   };
   std::vector<Extent> extents;
+  size_t frames = 0;
+  for (const SeekIndexObject& o : index.objects) frames += 2 + o.blocks.size() + o.chunks.size();
+  extents.reserve(frames);  // charged by ReadSeekIndex (kCheckBytesPerChunk)
   std::unordered_map<uint32_t, const SeekIndexObject*> by_id;
   for (const SeekIndexObject& o : index.objects) {
     if (o.id == 0) return Status::Corruption("seek index: object id 0");
@@ -543,7 +552,8 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIn
   std::vector<std::pair<uint64_t, uint64_t>> block_extents;
   for (const SeekIndexObject& o : result.index.objects) {
     for (const IndexBlockRef& b : o.blocks) {
-      held += uint64_t{b.chunk_count} * (sizeof(SeekIndexChunk) + (options.digests ? sizeof(Sha256Digest) : 0)) +
+      held += uint64_t{b.chunk_count} * (sizeof(SeekIndexChunk) + kCheckBytesPerChunk +
+                                         (options.digests ? sizeof(Sha256Digest) : 0)) +
               sizeof(b);
       if (held > max_bytes) return too_large(held, "with the chunk records of its INDEX_BLOCK frames");
       if (b.stream_offset < kStreamHeaderSize || b.stream_offset > result.index_offset ||
@@ -585,6 +595,10 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIn
   std::vector<std::vector<Sha256Digest>> all_digests;
   for (SeekIndexObject& o : result.index.objects) {
     std::vector<Sha256Digest> digests;  // in stream order, as o.chunks before sorting
+    // Sized once, from the counts charged above (the blocks' counts add up
+    // to it, DecodeSeekIndex checked): no vector grows past them.
+    o.chunks.reserve(o.chunk_count);
+    if (options.digests) digests.reserve(o.chunk_count);
     for (const IndexBlockRef& b : o.blocks) {
       const uint64_t length = read_bytes(b);
       if (b.stream_offset >= tail_offset) {

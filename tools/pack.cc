@@ -147,9 +147,13 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
 }
 
 // Opens the base of an incremental pack (and the rest of its chain) through
-// the same transports as any other stored stream.
-Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options) {
-  const BaseOpenOptions open = CliBaseOpenOptions(options.transport, options.bases);
+// the same transports as any other stored stream. The chain's indexes must
+// fit the pack's memory budget: their sizes are counted from each stream's
+// SEEK_INDEX before any chunk record is read, and a chain that does not fit
+// is refused then, not after it was held.
+Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options, const PipelineOptions& pipeline) {
+  BaseOpenOptions open = CliBaseOpenOptions(options.transport, options.bases);
+  open.max_index_bytes = WithMachineDefaults(pipeline).max_memory;
   Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(options.bases.front(), open);
   if (!base.ok()) return base.status().WithContext("base '" + options.bases.front() + "'");
   if (options.base_refs_only && !(*base)->has_digests())
@@ -226,7 +230,7 @@ Status RunPack(const PackOptions& options, PackReport* report) {
                                    "' is not one (tcp://, unix:)");
   if (!network && !options.bases.empty()) {
     // Opened before the output, so that a base that cannot serve leaves nothing behind.
-    VF_ASSIGN_OR_RETURN(pipeline.base, OpenBase(options));
+    VF_ASSIGN_OR_RETURN(pipeline.base, OpenBase(options, pipeline));
     pipeline.base_location = RecordedBaseLocation(options.bases.front(), options.output);
   }
   pipeline.base_refs_only = options.base_refs_only;
