@@ -55,8 +55,9 @@ void XorInto(std::span<uint8_t> out, std::span<const uint8_t> in) {
 }
 
 uint64_t BaseChunkCoder::MemoryBytes(const BaseStream& base, size_t chunk_size, bool refs_only) {
-  if (refs_only) return 0;
-  return 2ull * chunk_size + ChunkEncoder::MaxPayloadSize(chunk_size) + ScratchBytes(base, chunk_size);
+  const uint64_t read = chunk_size + ScratchBytes(base, chunk_size);  // a base chunk, read to prove it
+  if (refs_only) return read;
+  return read + chunk_size + ChunkEncoder::MaxPayloadSize(chunk_size);
 }
 
 Result<std::unique_ptr<BaseChunkCoder>> BaseChunkCoder::Create(std::shared_ptr<const BaseStream> base,
@@ -67,15 +68,15 @@ Result<std::unique_ptr<BaseChunkCoder>> BaseChunkCoder::Create(std::shared_ptr<c
     return Status::InvalidArgument("the base '" + base->DescriptorForDependent().location +
                                    "' has no chunk digests (DIGEST_BLOCKs), which references-only matching needs");
   std::unique_ptr<BaseChunkCoder> coder(new BaseChunkCoder(std::move(base), refs_only));
-  if (refs_only) return coder;
   VF_ASSIGN_OR_RETURN(coder->base_bytes_, BudgetedBuffer::Allocate(budget, chunk_size, "a base chunk buffer"));
-  VF_ASSIGN_OR_RETURN(coder->xor_bytes_, BudgetedBuffer::Allocate(budget, chunk_size, "a delta buffer"));
-  VF_ASSIGN_OR_RETURN(coder->delta_payload_, BudgetedBuffer::Allocate(budget, ChunkEncoder::MaxPayloadSize(chunk_size),
-                                                                      "a delta payload buffer"));
   const uint64_t scratch = ScratchBytes(*coder->base_, chunk_size);
   VF_RETURN_IF_ERROR(budget->Charge(scratch, "reading the base's chunks"));
   coder->budget_ = budget;
   coder->scratch_charge_ = scratch;
+  if (refs_only) return coder;
+  VF_ASSIGN_OR_RETURN(coder->xor_bytes_, BudgetedBuffer::Allocate(budget, chunk_size, "a delta buffer"));
+  VF_ASSIGN_OR_RETURN(coder->delta_payload_, BudgetedBuffer::Allocate(budget, ChunkEncoder::MaxPayloadSize(chunk_size),
+                                                                      "a delta payload buffer"));
   return coder;
 }
 
@@ -104,8 +105,10 @@ Result<BaseCoding> BaseChunkCoder::Reference(uint32_t base_object_id, uint64_t o
   coding.ref.base_object_id = base_object_id;
   coding.ref.base_offset = offset;
   if (const std::optional<Sha256Digest> stored = base_->StoredDigest(base_object_id, offset)) {
-    // The stored digest settles it without reading the base.
+    // The stored digest finds an equal chunk; the base chunk's bytes,
+    // checked against it as a restore checks them, prove it.
     if (*stored != sha256) return BaseCoding{};
+    VF_RETURN_IF_ERROR(Load(base_object_id, offset, raw.size(), stored));
     coding.kind = BaseCoding::Kind::kRef;
     coding.ref.base_sha256 = sha256;
     return coding;

@@ -7,10 +7,12 @@
 // base makes (streamer/concurrent_dump.cc for `vramflow streamer capture`).
 //
 // Equality is decided by SHA-256 alone: against the base's stored digest when
-// it has DIGEST_BLOCKs (no base bytes read), else against the digest of the
-// base chunk's bytes, read and fully checked by BaseStream::ReadChunk. A
-// base chunk's bytes are only ever read for a delta or, without stored
-// digests, to compare.
+// it has DIGEST_BLOCKs, else against the digest of the base chunk's bytes.
+// Either way the base chunk a reference names is read and fully checked by
+// BaseStream::ReadChunk against the SHA-256 the reference carries, so that a
+// base whose digests or index lie fails the dump rather than yield a stream
+// no restore can read. A changed chunk's base bytes are read only for a
+// delta or, without stored digests, to compare.
 #pragma once
 
 #include <cstdint>
@@ -76,22 +78,24 @@ Status EncodeChunkWithBase(std::span<const uint8_t> raw, uint64_t offset, std::s
 // One per worker thread: its buffers are reused for every chunk.
 class BaseChunkCoder {
  public:
-  // Bytes Create() charges for chunks of at most `chunk_size`: with deltas,
-  // the base chunk's bytes, the XOR and its coded payload, plus what
-  // ReadChunk needs for every level of the base's chain; without (refs
-  // only), nothing. (The base's index is the caller's to charge, once.)
+  // Bytes Create() charges for chunks of at most `chunk_size`: the base
+  // chunk's bytes and what ReadChunk needs for every level of the base's
+  // chain, and with deltas (not refs only) the XOR and its coded payload.
+  // (The base's index is the caller's to charge, once.)
   static uint64_t MemoryBytes(const BaseStream& base, size_t chunk_size, bool refs_only);
 
   // `refs_only`: the base must have stored digests (InvalidArgument
-  // otherwise, naming it); chunks become references or stay as they are.
+  // otherwise, naming it); chunks become references or stay as they are,
+  // and only the base chunks referenced are read.
   static Result<std::unique_ptr<BaseChunkCoder>> Create(std::shared_ptr<const BaseStream> base, size_t chunk_size,
                                                         bool refs_only, MemoryBudget* budget);
 
   // Whether the chunk `raw` at `offset` of an object that continues base
   // object `base_object_id` (BaseStream::Match), whose SHA-256 is `sha256`,
-  // equals the base's chunk there: kRef, else kOwn. A base chunk that cannot
-  // be read or fails its checks is an error, never a silent full chunk: the
-  // base is damaged.
+  // equals the base's chunk there: kRef, else kOwn. The base chunk of a kRef
+  // has been read and checked against `sha256`. A base chunk that cannot be
+  // read or fails its checks (its stored digest among them) is an error,
+  // never a silent full chunk: the base is damaged.
   Result<BaseCoding> Reference(uint32_t base_object_id, uint64_t offset, std::span<const uint8_t> raw,
                                const Sha256Digest& sha256);
   // After Reference() gave kOwn for the same chunk: kDelta when the XOR with

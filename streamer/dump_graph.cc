@@ -204,9 +204,12 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
 
   VF_RETURN_IF_ERROR(CheckDumpBase(options));
   const BaseStream* base = options.base.get();
-  // Full mode reads base chunks, compares them and codes deltas; refs-only
-  // compares digests and reads nothing of the base's chunks.
-  const bool read_base = base && !options.base_refs_only;
+  // Every base chunk the stream will name is read, as a restore reads it,
+  // before the dump can succeed. Full mode also reads the chunks it compares
+  // and codes deltas; refs-only matches by the base's digests and reads only
+  // the chunks they say are equal.
+  const bool read_base = base != nullptr;
+  const bool deltas = base && !options.base_refs_only;
   const uint32_t chain_streams = base ? base->DescriptorForDependent().chain_length : 0;  // the base and its own bases
 
   uint32_t dedup_window = 0;
@@ -219,7 +222,7 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   const uint64_t codec_state =
       ChunkEncoder::MemoryBytes(options.encoder, chunk) + (read_base ? BaseReadBytes(chunk, chain_streams) : 0);
   const uint64_t base_index = base ? base->memory_bytes() : 0;
-  const size_t slot_scratch = read_base ? chunk + ChunkEncoder::MaxPayloadSize(chunk) : 0;
+  const size_t slot_scratch = read_base ? chunk + (deltas ? ChunkEncoder::MaxPayloadSize(chunk) : 0) : 0;
   // A thread coding against a base on S3 waits for its chunk: as many
   // threads as the base asks to keep reads in flight.
   const unsigned threads = ThreadsTheBudgetFeeds(
@@ -297,32 +300,36 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
 
     // Compares a chunk with the base chunk at its place, if there is one:
     // equal bytes become a BASE_REF; in full mode different ones leave the
-    // base chunk's bytes in the slot's scratch for a delta. Full mode reads
-    // the base chunk only when the base has no digest for it or the digests
-    // differ.
+    // base chunk's bytes in the slot's scratch for a delta. The base's
+    // stored SHA-256 (where it has them) finds equal chunks, but only the
+    // base chunk's bytes, read and checked as a restore reads them, prove
+    // it: a digest or index that lies fails the dump, naming the base,
+    // instead of a stream no restore can read. Refs-only reads no changed
+    // chunk.
     auto compare_with_base = [&](DumpJob& job, std::span<const uint8_t> data) -> Status {
       const SeekIndexObject* object = base_objects[job.source];
       if (!object || !base->ChunkAt(object->id, job.offset, job.size)) return Status::Ok();
       job.base_object = object->id;
-      // The base's stored SHA-256, where it has them, proves equal bytes
-      // without reading them (a reader checks it against the base's bytes
-      // before it uses them); references-only goes by it alone.
       const std::optional<Sha256Digest> stored = base->StoredDigest(object->id, job.offset);
-      if (!read_base || (stored && *stored == job.sha256)) {
-        job.base_equal = stored && *stored == job.sha256;
+      const bool stored_equal = stored && *stored == job.sha256;
+      if (!stored_equal && !deltas) return Status::Ok();  // refs-only: stored whole
+      std::span<uint8_t> base_bytes(pool->slot(job.slot).scratch.data(), job.size);
+      if (stored_equal) {
+        VF_RETURN_IF_ERROR(base->ReadChunk(object->id, job.offset, base_bytes, base_scratch.local(), &job.sha256)
+                               .WithContext("the base's chunk that its digest says is equal"));
+        job.base_equal = true;
         job.base_sha256 = job.sha256;
         return Status::Ok();
       }
-      std::span<uint8_t> base_bytes(pool->slot(job.slot).scratch.data(), job.size);
-      VF_RETURN_IF_ERROR(base->ReadChunk(object->id, job.offset, base_bytes, base_scratch.local()));
+      // A delta names the base chunk by its digest: a stored one is checked.
+      VF_RETURN_IF_ERROR(base->ReadChunk(object->id, job.offset, base_bytes, base_scratch.local(),
+                                         stored ? &*stored : nullptr));
       if (std::memcmp(base_bytes.data(), data.data(), data.size()) == 0) {
         job.base_equal = true;
         job.base_sha256 = job.sha256;
         return Status::Ok();
       }
       job.base_differs = true;
-      // A delta names the base chunk by its own digest: the stored one when
-      // the base has them (checked by every reader that resolves it).
       job.base_sha256 = stored ? *stored : Sha256(base_bytes);
       return Status::Ok();
     };

@@ -69,7 +69,7 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
   VF_RETURN_IF_ERROR(CheckDumpBase(options));
   // A thread coding against a base on S3 waits for its chunk: as many
   // threads as the base asks to keep reads in flight.
-  const unsigned wanted_threads = ThreadsWithBaseReads(options.threads, options.base.get(), !options.base_refs_only);
+  const unsigned wanted_threads = ThreadsWithBaseReads(options.threads, options.base.get(), true);
 
   MemoryBudget budget(options.max_memory);
   // With a base: its index, held throughout, and each thread's buffers for

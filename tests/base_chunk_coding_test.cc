@@ -54,7 +54,9 @@ class BaseChunkCoding : public ::testing::Test {
   ChunkEncoder encoder{EncoderOptions{}};
 };
 
-TEST_F(BaseChunkCoding, EqualChunkIsAReferenceWithoutReadingADigestedBase) {
+// A digest finds the equal chunk; the base chunk, read and checked against
+// it, proves it before it is named.
+TEST_F(BaseChunkCoding, EqualChunkIsAReferenceProvenByReadingTheBaseChunk) {
   auto base = MakeBase(bytes, /*digests=*/true);
   auto coder = BaseChunkCoder::Create(base, kChunk, /*refs_only=*/false, &budget).value();
   const uint32_t object = base->index().index.objects[0].id;
@@ -63,7 +65,7 @@ TEST_F(BaseChunkCoding, EqualChunkIsAReferenceWithoutReadingADigestedBase) {
   EXPECT_EQ(coding.ref.base_object_id, object);
   EXPECT_EQ(coding.ref.base_offset, kChunk);
   EXPECT_EQ(coding.ref.base_sha256, Sha256(Chunk(bytes, 1)));
-  EXPECT_EQ(base->chunk_reads.load(), 0u) << "the stored digest settles it";
+  EXPECT_EQ(base->chunk_reads.load(), 1u) << "the stored digest alone proves nothing";
 }
 
 TEST_F(BaseChunkCoding, WithoutDigestsTheBaseChunkIsReadOnceForReferenceAndDelta) {
@@ -118,7 +120,7 @@ TEST_F(BaseChunkCoding, NoBaseChunkThereMeansNoReference) {
   EXPECT_EQ(base->chunk_reads.load(), 0u);
 }
 
-TEST_F(BaseChunkCoding, RefsOnlyReadsNothingAndNeedsDigests) {
+TEST_F(BaseChunkCoding, RefsOnlyReadsOnlyWhatItReferencesAndNeedsDigests) {
   auto plain = MakeBase(bytes, false);
   Result<std::unique_ptr<BaseChunkCoder>> refused = BaseChunkCoder::Create(plain, kChunk, /*refs_only=*/true, &budget);
   ASSERT_FALSE(refused.ok());
@@ -127,16 +129,19 @@ TEST_F(BaseChunkCoding, RefsOnlyReadsNothingAndNeedsDigests) {
   auto base = MakeBase(bytes, true);
   const uint64_t before = budget.in_use();
   auto coder = BaseChunkCoder::Create(base, kChunk, true, &budget).value();
-  EXPECT_EQ(budget.in_use(), before) << "references only holds no buffers";
+  EXPECT_EQ(budget.in_use() - before, BaseChunkCoder::MemoryBytes(*base, kChunk, true))
+      << "references only holds a base chunk, to prove it, and no delta buffers";
+  EXPECT_LT(BaseChunkCoder::MemoryBytes(*base, kChunk, true), BaseChunkCoder::MemoryBytes(*base, kChunk, false));
   const uint32_t object = base->index().index.objects[0].id;
   std::vector<uint8_t> changed = bytes;
   changed[10] ^= 1;
   EXPECT_EQ(coder->Reference(object, 0, Chunk(changed, 0), Sha256(Chunk(changed, 0))).value().kind,
             BaseCoding::Kind::kOwn);
   EXPECT_EQ(coder->Delta(object, 0, Chunk(changed, 0), kChunk, encoder).value().kind, BaseCoding::Kind::kOwn);
+  EXPECT_EQ(base->chunk_reads.load(), 0u) << "a changed chunk's base bytes are never read";
   EXPECT_EQ(coder->Reference(object, kChunk, Chunk(bytes, 1), Sha256(Chunk(bytes, 1))).value().kind,
             BaseCoding::Kind::kRef);
-  EXPECT_EQ(base->chunk_reads.load(), 0u);
+  EXPECT_EQ(base->chunk_reads.load(), 1u) << "the referenced one is";
 }
 
 // A base whose chunks' bytes differ from its stored digests (a damaged
@@ -172,6 +177,25 @@ TEST_F(BaseChunkCoding, ADamagedBaseChunkIsAnError) {
   ASSERT_FALSE(delta.ok());
   EXPECT_NE(delta.status().ToString().find("offset " + std::to_string(kChunk)), std::string::npos)
       << delta.status().ToString();
+}
+
+// A stored digest that equals the new chunk's while the base's bytes there
+// differ (a digest that lies) is an error naming the chunk, in both modes:
+// never a reference that no restore could resolve (a reference was made).
+TEST_F(BaseChunkCoding, AStoredDigestThatLiesIsAnErrorNotAReference) {
+  std::vector<uint8_t> damaged = bytes;
+  damaged[kChunk + 5] ^= 0xff;
+  auto base = std::make_shared<DamagedBase>(MakeBase(damaged, false), MakeBase(bytes, true));
+  const uint32_t object = base->index().index.objects[0].id;
+  for (bool refs_only : {false, true}) {
+    SCOPED_TRACE(refs_only ? "references only" : "full mode");
+    auto coder = BaseChunkCoder::Create(base, kChunk, refs_only, &budget).value();
+    Result<BaseCoding> coding = coder->Reference(object, kChunk, Chunk(bytes, 1), Sha256(Chunk(bytes, 1)));
+    ASSERT_FALSE(coding.ok()) << "a reference was made";
+    EXPECT_EQ(coding.status().code(), Status::Code::kCorruption) << coding.status().ToString();
+    EXPECT_NE(coding.status().ToString().find("offset " + std::to_string(kChunk)), std::string::npos)
+        << coding.status().ToString();
+  }
 }
 
 TEST(BaseChunkCodingOptions, ChainsAndRefsOnlyAreChecked) {

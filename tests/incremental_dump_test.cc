@@ -434,9 +434,10 @@ TEST(IncrementalDump, ObjectsGrownShrunkMovedOrMissingInTheBase) {
 }
 
 //! References-only: the same references as full mode, found from the
-//! base's digests without reading one of its chunks; no deltas. Without
-//! digests in the base it is refused, clearly.
-TEST(IncrementalDump, ReferencesOnlyEqualsFullModesReferencesAndReadsNoBaseChunk) {
+//! base's digests, reading only the base chunks it references (each proven
+//! against its digest before it is named); no deltas. Without digests in
+//! the base it is refused, clearly.
+TEST(IncrementalDump, ReferencesOnlyEqualsFullModesReferencesAndReadsOnlyThem) {
   auto p = MakeProcess(Layout());
   auto base = BaseOf(*p);
   NudgeWords(*p, 1, 4);
@@ -447,13 +448,13 @@ TEST(IncrementalDump, ReferencesOnlyEqualsFullModesReferencesAndReadsNoBaseChunk
   StoredSink full_sink, refs_sink;
   PipelineStats full_stats, refs_stats;
   ASSERT_TRUE(Dump(*p, &full_sink, o, &full_stats).ok());
-  // Full mode reads only the changed chunks (for their deltas): the digests
-  // prove the rest.
-  EXPECT_EQ(base->chunk_reads.load(), 17u + 1u);
+  // Full mode reads the changed chunks (for their deltas) and the 27 it
+  // references (to prove them: a digest alone proves nothing).
+  EXPECT_EQ(base->chunk_reads.load(), 17u + 1u + 27u);
   base->chunk_reads = 0;
   o.base_refs_only = true;
   ASSERT_TRUE(Dump(*p, &refs_sink, o, &refs_stats).ok());
-  EXPECT_EQ(base->chunk_reads.load(), 0u);
+  EXPECT_EQ(base->chunk_reads.load(), 27u);
 
   Decoded full = DecodeAndCompare(full_sink.bytes(), base.get(), *p);
   Decoded refs = DecodeAndCompare(refs_sink.bytes(), base.get(), *p);
@@ -734,11 +735,12 @@ TEST(IncrementalDump, ThreadsReadingTheBaseAreAsManyAsItAsks) {
 }
 
 //! Against a real stored base (a file, opened by OpenBaseStream through a
-//! counting source): references-only reads nothing of it after opening (its
-//! index and digests); full mode reads only the changed chunks' frames. The
-//! incremental stream names the base's id, and is itself a base for a next
-//! one (a chain of two).
-TEST(IncrementalDump, AgainstAStoredBaseReferencesOnlyReadsNothingMore) {
+//! counting source): references-only reads, after opening (its index and
+//! digests), exactly the frames of the chunks it references, to prove them;
+//! full mode the changed chunks' frames besides. The incremental stream
+//! names the base's id, and is itself a base for a next one (a chain of
+//! two).
+TEST(IncrementalDump, AgainstAStoredBaseReferencesOnlyReadsOnlyTheChunksItReferences) {
   testing::TempDir dir;
   auto p = MakeProcess(Layout());
   {
@@ -769,19 +771,24 @@ TEST(IncrementalDump, AgainstAStoredBaseReferencesOnlyReadsNothingMore) {
   StoredSink refs;
   PipelineStats stats;
   ASSERT_TRUE(Dump(*p, &refs, o, &stats).ok());
-  EXPECT_EQ(counting->bytes(), after_open);
+  const uint64_t refs_read = counting->bytes() - after_open;
   EXPECT_EQ(stats.base_ref_bytes, (16 + 8 + 4) * kChunk);
+  const std::set<std::pair<std::string, uint64_t>> referenced =
+      DecodeAndCompare(refs.bytes(), base->get(), *p).base_refs;
+  uint64_t referenced_frames = 0, changed_frames = 0;
+  for (const SeekIndexObject& object : (*base)->index().index.objects)
+    for (const SeekIndexChunk& c : object.chunks) {
+      if (referenced.count({object.metadata.name, c.object_offset})) referenced_frames += c.frame_bytes();
+      if (object.metadata.name == "master-fp32") changed_frames += c.frame_bytes();
+    }
+  EXPECT_EQ(refs_read, referenced_frames);
 
   o.base_refs_only = false;
   StoredSink full;
+  const uint64_t before_full = counting->bytes();
   ASSERT_TRUE(Dump(*p, &full, o, &stats).ok());
-  const uint64_t read = counting->bytes() - after_open;
-  EXPECT_GT(read, 0u);
-  uint64_t changed_frames = 0;
-  for (const SeekIndexObject& object : (*base)->index().index.objects)
-    if (object.metadata.name == "master-fp32")
-      for (const SeekIndexChunk& c : object.chunks) changed_frames += c.frame_bytes();
-  EXPECT_EQ(read, changed_frames);
+  const uint64_t read = counting->bytes() - before_full;
+  EXPECT_EQ(read, referenced_frames + changed_frames);
   EXPECT_EQ(stats.base_delta_bytes, 16 * kChunk + 999);
 
   Decoded d = DecodeAndCompare(full.bytes(), base->get(), *p);
