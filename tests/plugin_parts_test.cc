@@ -13,6 +13,7 @@
 #include "plugin/image_store.h"
 #include "plugin/kfd_devinfo.h"
 #include "plugin/plugin_options.h"
+#include "plugin/vram_base.h"
 #include "plugin/vram_io.h"
 #include "sim/sim_device.h"
 #include "sim/sim_kfd.h"
@@ -118,6 +119,44 @@ TEST(ImageStore, DirectoryStoreCommitsOrLeavesNothing) {
   ASSERT_TRUE((*sink)->Write(std::vector<uint8_t>{1, 2, 3}).ok());
   ASSERT_TRUE((*sink)->Commit().ok());
   EXPECT_EQ(testing::ReadFileBytes(dir.File("a.img")), (std::vector<uint8_t>{1, 2, 3}));
+}
+
+// A second dump into the same directory replaces the first one's images
+// (issue 49, defect 1), in the images directory and under a {name} path.
+TEST(ImageStore, ADumpReplacesItsEarlierImages) {
+  testing::TempDir dir;
+  auto store = DirectoryStore(dir.path());
+  auto templated = TargetStore(dir.path() + "/t-{name}", TransportOptions());
+  ASSERT_TRUE(templated.ok());
+  for (ImageStore* s : {store.get(), templated->get()}) {
+    for (uint8_t round : {1, 2}) {
+      auto sink = s->Create("a.img");
+      ASSERT_TRUE(sink.ok()) << sink.status().ToString();
+      ASSERT_TRUE((*sink)->Write(std::vector<uint8_t>{round}).ok());
+      ASSERT_TRUE((*sink)->Commit().ok());
+    }
+  }
+  EXPECT_EQ(testing::ReadFileBytes(dir.File("a.img")), std::vector<uint8_t>{2});
+  EXPECT_EQ(testing::ReadFileBytes(dir.File("t-a.img")), std::vector<uint8_t>{2});
+}
+
+// An incremental dump whose VRAMFLOW_BASE is where it writes the same
+// stream would replace its own base: refused, naming VRAMFLOW_BASE.
+TEST(ImageStore, BaseThatIsTheDumpsOwnStreamIsRefused) {
+  testing::TempDir dir;
+  ASSERT_TRUE(std::filesystem::create_directories(dir.File("other")));
+  const std::string name = "amdgpu-vram-19-1000.img";
+  testing::WriteFileBytes(dir.File(name), std::vector<uint8_t>{1});
+  auto store = DirectoryStore(dir.path());
+  PluginOptions options;
+  EXPECT_TRUE(RefuseBaseAsTarget(options, store->Location(name), name).ok());  // no base
+  options.base = dir.path();
+  Status same = RefuseBaseAsTarget(options, store->Location(name), name);
+  EXPECT_EQ(same.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(same.message().find("VRAMFLOW_BASE=" + dir.path()), std::string::npos) << same.ToString();
+  options.base = dir.File("other");
+  EXPECT_TRUE(RefuseBaseAsTarget(options, store->Location(name), name).ok());
+  EXPECT_TRUE(RefuseBaseAsTarget(options, "", name).ok());  // a receiver, a pipe: no location
 }
 
 TEST(ImageStore, TargetTemplatesAndSingleStreamUris) {
