@@ -30,8 +30,8 @@ seconds="${1:-60}"
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS] [TARGET...]" >&2; exit 2; }
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz criu_files_img_fuzz codec_fuzz
-  aws_credentials_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(stream_reader_fuzz net_protocol_fuzz kfd_image_fuzz s3_xml_fuzz seek_index_fuzz
+  criu_files_img_fuzz codec_fuzz aws_credentials_fuzz)
 # The time is a total: small parsers get 5 s each, the other targets equal
 # shares of the rest (at least 5 s).
 small_seconds=5
