@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
 #include "tools/flatten.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
 
 #include "codecs/chunk_codec.h"
 #include "common/sha256.h"
+#include "common/unique_fd.h"
 #include "streamer/decode_ahead.h"
 #include "streamer/memory_budget.h"
 #include "streamer/seek_index.h"
@@ -148,19 +153,84 @@ class FlattenVisitor final : public StreamVisitor {
   uint64_t objects_ = 0, raw_bytes_ = 0, resolved_ = 0;
 };
 
-// How many chunks of the input are base references, from its index when it
-// has one (then DEDUP_REF windows grow by exactly that at most); otherwise
-// the most a window may be.
-uint64_t BaseReferenceCount(const std::string& input, const TransportOptions& transport) {
-  Result<std::unique_ptr<RandomAccessSource>> source = OpenRandomAccess(input, transport);
-  if (!source.ok()) return kMaxDedupWindow;
-  Result<StoredStreamIndex> stored = ReadSeekIndex(**source, 64ull << 20);
-  if (!stored.ok()) return kMaxDedupWindow;
-  uint64_t count = 0;
-  for (const SeekIndexObject& o : stored->index.objects)
-    for (const SeekIndexChunk& c : o.chunks)
-      if (c.kind == FrameKind::kBaseRef || c.kind == FrameKind::kBaseDelta) ++count;
-  return count;
+// Counts the chunk frames that are base references, reading in order.
+class BaseReferenceCounter final : public StreamVisitor {
+ public:
+  Status OnChunk(const ChunkEvent& e) override {
+    const auto kind = static_cast<FrameKind>(e.header.kind);
+    count_ += kind == FrameKind::kBaseRef || kind == FrameKind::kBaseDelta;
+    return Status::Ok();
+  }
+  uint64_t count() const { return count_; }
+
+ private:
+  uint64_t count_ = 0;
+};
+
+// How many chunks of the stored stream `input` are base references (then
+// DEDUP_REF windows grow by exactly that at most): from its index when it
+// has one, else counted in a pass that reads its frames without decoding
+// them, within `budget`.
+Result<uint64_t> BaseReferenceCount(const std::string& input, const TransportOptions& transport, MemoryBudget* budget) {
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> random, OpenRandomAccess(input, transport));
+  Result<StoredStreamIndex> stored = ReadSeekIndex(*random, budget->limit() / 2);
+  if (stored.ok()) {
+    uint64_t count = 0;
+    for (const SeekIndexObject& o : stored->index.objects)
+      for (const SeekIndexChunk& c : o.chunks)
+        if (c.kind == FrameKind::kBaseRef || c.kind == FrameKind::kBaseDelta) ++count;
+    return count;
+  }
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, transport));
+  BaseReferenceCounter counter;
+  const ReadOptions framing{.decode = false, .budget = budget, .check_digests = false};
+  VF_RETURN_IF_ERROR(ReadStream(*source, counter, framing).WithContext("counting the base references of " + input));
+  return counter.count();
+}
+
+// A copy of an input read in order (stdin, a pipe, fd:N), in a file of
+// $TMPDIR (or /tmp) that is removed when this goes: flatten must know how
+// many base references the stream holds before it writes the output's
+// header, and the stream says so only at its end, if at all.
+class SpooledInput {
+ public:
+  ~SpooledInput() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+  Status CopyFrom(ByteSource& source) {
+    const char* dir = std::getenv("TMPDIR");
+    std::string name = std::string(dir && *dir ? dir : "/tmp") + "/vramflow-flatten-XXXXXX";
+    UniqueFd fd(::mkstemp(name.data()));
+    if (!fd.valid()) return Status::FromErrno("creating a temporary copy of the input in " + name, errno);
+    path_ = name;
+    std::vector<uint8_t> buffer(1u << 20);
+    for (;;) {
+      VF_ASSIGN_OR_RETURN(size_t n, source.Read(buffer));
+      if (n == 0) return Status::Ok();
+      for (size_t done = 0; done < n;) {
+        const ssize_t w = ::write(fd.get(), buffer.data() + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return Status::FromErrno("writing the temporary copy of the input " + path_, errno);
+        done += static_cast<size_t>(w);
+      }
+    }
+  }
+
+ private:
+  std::string path_;
+};
+
+// The base references of `input` (BaseReferenceCount), whose stream
+// `source` is open. An input that cannot be read twice (stdin, a pipe) is
+// first copied into `spooled`, and `*copy` then reads that copy.
+Result<uint64_t> CountBaseReferences(const std::string& input, const TransportOptions& transport, ByteSource& source,
+                                     SpooledInput* spooled, std::unique_ptr<ByteSource>* copy, MemoryBudget* budget) {
+  if (OpenRandomAccess(input, transport).ok()) return BaseReferenceCount(input, transport, budget);
+  VF_RETURN_IF_ERROR(spooled->CopyFrom(source));
+  VF_ASSIGN_OR_RETURN(*copy, OpenSource(spooled->path(), transport));
+  return BaseReferenceCount(spooled->path(), transport, budget);
 }
 
 }  // namespace
@@ -170,11 +240,18 @@ Status RunFlatten(const FlattenOptions& options, FlattenReport* report) {
   transport.file.overwrite = options.force;
   uint64_t reader_memory = options.max_memory;
   ShareBudget(options.input, &reader_memory, &transport);
-  const uint64_t extra_window = BaseReferenceCount(options.input, transport);
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.output, transport));
   MemoryBudget budget(reader_memory);
-  FlattenVisitor visitor(sink.get(), extra_window, &budget);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
+  SpooledInput spooled;
+  std::unique_ptr<ByteSource> copy;
+  Result<uint64_t> extra_window = CountBaseReferences(options.input, transport, *source, &spooled, &copy, &budget);
+  if (!extra_window.ok()) {
+    (void)source->Finish(extra_window.status());
+    return extra_window.status();
+  }
+  ByteSource& read_from = copy ? *copy : *source;
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.output, transport));
+  FlattenVisitor visitor(sink.get(), *extra_window, &budget);
   // Checked as unpack checks: every chunk by its own hash, the base's bytes
   // by their SHA-256; the stream's DIGEST_BLOCKs are left to verify. Read
   // through the decode-ahead reader, with one thread for a base in a file,
@@ -183,7 +260,7 @@ Status RunFlatten(const FlattenOptions& options, FlattenReport* report) {
                          .budget = &budget,
                          .open_base = BaseOpenerFor(options.bases, options.input, options.transport),
                          .check_digests = false};
-  Status status = ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{1, read, {}});
+  Status status = ReadStreamDecodingAhead(read_from, visitor, DecodeAheadOptions{1, read, {}});
   (void)source->Finish(status);
   VF_RETURN_IF_ERROR(status);
   if (report) {
