@@ -108,7 +108,9 @@ Status CheckChunk(const SeekIndexChunk& c) {
 // Sorts an object's chunks by object offset, keeping equal offsets in
 // stream order, and its digests (one per chunk, if given) with them.
 void SortByObjectOffset(std::vector<SeekIndexChunk>* chunks, std::vector<Sha256Digest>* digests) {
-  const auto by_offset = [](const SeekIndexChunk& a, const SeekIndexChunk& b) { return a.object_offset < b.object_offset; };
+  const auto by_offset = [](const SeekIndexChunk& a, const SeekIndexChunk& b) {
+    return a.object_offset < b.object_offset;
+  };
   if (std::is_sorted(chunks->begin(), chunks->end(), by_offset)) return;  // as writers write them: no copies
   std::vector<size_t> order(chunks->size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -260,8 +260,9 @@ void EditIndexBlocks(std::vector<uint8_t>* stream,
       ASSERT_TRUE(records.ok()) << records.status().ToString();
       FrameHeader dh;
       uint8_t* digests = nullptr;
-      if (DecodeFrameHeader(stream->data() + next, &dh).ok() && dh.kind == static_cast<uint8_t>(FrameKind::kDigestBlock))
-        digests = stream->data() + next + kFrameHeaderSize;
+      const bool digested =
+          DecodeFrameHeader(stream->data() + next, &dh).ok() && dh.kind == static_cast<uint8_t>(FrameKind::kDigestBlock);
+      if (digested) digests = stream->data() + next + kFrameHeaderSize;
       edit(*records, std::span<uint8_t>(digests, digests ? dh.payload_size : 0));
       std::vector<uint8_t> encoded = EncodeIndexBlock(*records);
       std::copy(encoded.begin(), encoded.end(), payload);
@@ -432,8 +433,8 @@ TEST(IncrementalPackIssue55, FlattenReadsAnIncrementalStreamFromStdin) {
               0);
   for (const char* input : {"c2.vfs", "piped.vfs"}) {
     SCOPED_TRACE(input);
-    CommandResult r = Sh(dir.path(), std::string("rm -rf flat.vfs back && $VF flatten -m 32M - -o flat.vfs --base c1.vfs < ") +
-                                         input);
+    CommandResult r =
+        Sh(dir.path(), std::string("rm -rf flat.vfs back && $VF flatten -m 32M - -o flat.vfs --base c1.vfs < ") + input);
     ASSERT_CODE(r, 0);
     EXPECT_CODE(Sh(dir.path(), "$VF verify -q flat.vfs && $VF unpack -q flat.vfs -o back/ && cmp back/f.bin v2/f.bin"),
                 0);
