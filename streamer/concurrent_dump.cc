@@ -157,6 +157,7 @@ class ConcurrentDump::Engine {
   }
 
   Status Add(ConcurrentInput input) {
+    JoinFinishedReaders();
     std::unique_lock<std::mutex> lock(mu_);
     if (!error_.ok()) return error_;
     if (closing_) return Status::InvalidArgument("input '" + input.metadata.name + "' added after the dump's end");
@@ -177,7 +178,9 @@ class ConcurrentDump::Engine {
     Object* added = objects_.back().get();
     ++reading_;
     try {
-      readers_.emplace_back([this, index, added, in = std::move(input)]() mutable { Read(index, added, std::move(in)); });
+      readers_.emplace(index, std::thread([this, index, added, in = std::move(input)]() mutable {
+                         Read(index, added, std::move(in));
+                       }));
     } catch (const std::exception& e) {
       FailLocked(Status::Internal("starting the reader of '" + added->metadata.name + "': " + e.what()));
       return error_;
@@ -197,13 +200,11 @@ class ConcurrentDump::Engine {
 
   Status Drain(std::vector<ConcurrentObject>* objects) {
     // Every input ends (or the dump fails), then the writer writes the rest.
-    std::vector<std::thread> readers;
     {
       std::lock_guard<std::mutex> lock(mu_);
       closing_ = true;
-      readers.swap(readers_);
     }
-    for (std::thread& reader : readers) reader.join();
+    JoinReaders();
     {
       std::lock_guard<std::mutex> lock(mu_);
       writer_wake_.notify_all();
@@ -401,7 +402,35 @@ class ConcurrentDump::Engine {
     std::lock_guard<std::mutex> lock(mu_);
     if (ended) object.chunk_count = seq;
     --reading_;
+    finished_readers_.push_back(index);  // joined by the next Add (or Drain)
     writer_wake_.notify_one();
+  }
+
+  // Joins the readers that have finished: a dump of many small files one
+  // after another must not keep a thread (a stack) for each until its end.
+  void JoinFinishedReaders() {
+    std::vector<std::thread> finished;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t index : finished_readers_) {
+        auto it = readers_.find(index);
+        if (it == readers_.end()) continue;
+        finished.push_back(std::move(it->second));
+        readers_.erase(it);
+      }
+      finished_readers_.clear();
+    }
+    for (std::thread& reader : finished) reader.join();
+  }
+
+  void JoinReaders() {
+    std::map<size_t, std::thread> readers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      readers.swap(readers_);
+      finished_readers_.clear();
+    }
+    for (auto& [index, reader] : readers) reader.join();
   }
 
   void Work(BaseChunkCoder* coder) {
@@ -570,12 +599,7 @@ class ConcurrentDump::Engine {
   }
 
   void JoinAll() {
-    std::vector<std::thread> readers;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      readers.swap(readers_);
-    }
-    for (std::thread& reader : readers) reader.join();
+    JoinReaders();
     if (write_thread_.joinable()) write_thread_.join();
     StopWorkers();
   }
@@ -612,7 +636,8 @@ class ConcurrentDump::Engine {
   std::condition_variable free_wake_;
   std::condition_variable work_wake_;
   std::condition_variable writer_wake_;
-  std::vector<std::thread> readers_;  // GUARDED_BY(mu_)
+  std::map<size_t, std::thread> readers_;  // GUARDED_BY(mu_): by object, those not joined yet
+  std::vector<size_t> finished_readers_;   // GUARDED_BY(mu_): readers that have finished, to join
   std::vector<std::thread> workers_;
   std::thread write_thread_;
 };
