@@ -604,5 +604,59 @@ TEST(StreamerExtract, CorruptStreamWritesNothing) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.File("out")));
 }
 
+
+// Issue 55, defect 6: extract is all or nothing. A directory in the way of
+// the last file fails it before any file moves: the files already in -D
+// keep their old bytes, no new file appears, nothing is left staged.
+TEST(StreamerExtract, MovesEveryFileOrNone) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("out/pages-2.img"));
+  testing::WriteFileBytes(dir.File("out/inventory.img"), {'o', 'l', 'd'});
+  TestStream stream;
+  stream.File("inventory.img", {1});
+  stream.File("pages-1.img", {2});
+  stream.File("pages-2.img", {3});
+  stream.Finish();
+  testing::WriteFileBytes(dir.File("s.vfs"), stream.all());
+  auto r = RunShell(ShellQuote(testing::VramflowBinary()) + " streamer -D " + ShellQuote(dir.File("out")) +
+                    " extract < " + ShellQuote(dir.File("s.vfs")));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("pages-2.img"), std::string::npos) << r.output;
+  EXPECT_EQ(ReadFileBytes(dir.File("out/inventory.img")), (std::vector<uint8_t>{'o', 'l', 'd'}));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("out/pages-1.img")));
+  EXPECT_TRUE(std::filesystem::is_directory(dir.File("out/pages-2.img")));
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.File("out"))) entries += e.exists();
+  EXPECT_EQ(entries, 2u) << "nothing staged is left behind";
+}
+
+
+// Issue 55, defect 6: a move that fails after every check passed (made to
+// fail here) puts back the files moved before it: the file it replaced has
+// its old bytes again, the new one is gone.
+TEST(StreamerExtract, AMoveThatFailsPutsBackTheFilesMovedBeforeIt) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("out"));
+  testing::WriteFileBytes(dir.File("out/inventory.img"), {'o', 'l', 'd'});
+  TestStream stream;
+  stream.File("inventory.img", {1});
+  stream.File("pages-1.img", {2});
+  stream.File("pages-2.img", {3});
+  stream.Finish();
+  testing::WriteFileBytes(dir.File("s.vfs"), stream.all());
+  auto r = RunShell("LD_PRELOAD=" + ShellQuote(VRAMFLOW_RENAME_FAIL_PRELOAD) + " VRAMFLOW_FAIL_RENAME=pages-2.img " +
+                    ShellQuote(testing::VramflowBinary()) + " streamer -D " + ShellQuote(dir.File("out")) +
+                    " extract < " + ShellQuote(dir.File("s.vfs")));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("Input/output error"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no file was changed"), std::string::npos) << r.output;
+  EXPECT_EQ(ReadFileBytes(dir.File("out/inventory.img")), (std::vector<uint8_t>{'o', 'l', 'd'}));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("out/pages-1.img")));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("out/pages-2.img")));
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.File("out"))) entries += e.exists();
+  EXPECT_EQ(entries, 1u) << "nothing staged is left behind";
+}
+
 }  // namespace
 }  // namespace vramflow

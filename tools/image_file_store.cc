@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -452,12 +453,64 @@ void ImageFileStore::Release(const std::shared_ptr<File>& file) {
 
 Status ImageFileStore::MoveInto(int dir_fd, const std::string& shown) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [name, file] : by_name_) {
-    if (file->state != File::State::kComplete) continue;
-    if (::renameat(spill_fd_.get(), file->spill_name.c_str(), dir_fd, name.c_str()) != 0)
-      return Status::FromErrno("moving image file " + Printable(name) + " into " + Printable(shown), errno);
+  std::vector<const File*> files;
+  for (const auto& [name, file] : by_name_)
+    if (file->state == File::State::kComplete) files.push_back(file.get());
+  // First every place is looked at: a file cannot replace a directory.
+  for (const File* file : files) {
+    struct stat st;
+    if (::fstatat(dir_fd, file->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISDIR(st.st_mode))
+        return Status::AlreadyExists("image file " + Printable(file->name) + " cannot be placed in " +
+                                     Printable(shown) + ": a directory of that name is in the way; no file was moved");
+    } else if (errno != ENOENT) {
+      return Status::FromErrno("looking at " + Printable(file->name) + " in " + Printable(shown) + " (no file was moved)",
+                               errno);
+    }
+  }
+  // Then each moves in, exchanged with what is there: a move that fails
+  // puts back every one before it.
+  std::vector<std::pair<const File*, bool>> moved;  // the file, and whether it was exchanged
+  for (const File* file : files) {
+    Result<bool> exchanged = MoveOneInto(*file, dir_fd, shown);
+    if (!exchanged.ok()) {
+      for (auto it = moved.rbegin(); it != moved.rend(); ++it) MoveOneBack(*it->first, dir_fd, it->second);
+      return exchanged.status().WithContext("no file was changed");
+    }
+    moved.emplace_back(file, *exchanged);
   }
   return Status::Ok();
+}
+
+Result<bool> ImageFileStore::MoveOneInto(const File& file, int dir_fd, const std::string& shown) const {
+  const char* from = file.spill_name.c_str();
+  const char* to = file.name.c_str();
+  const std::string what = "moving image file " + Printable(file.name) + " into " + Printable(shown);
+  if (::renameat2(spill_fd_.get(), from, dir_fd, to, RENAME_NOREPLACE) == 0) return false;
+  if (errno == EINVAL || errno == ENOSYS) {  // a file system without renameat2: checked above, not undone
+    if (::renameat(spill_fd_.get(), from, dir_fd, to) != 0) return Status::FromErrno(what, errno);
+    return false;
+  }
+  if (errno != EEXIST) return Status::FromErrno(what, errno);
+  if (::renameat2(spill_fd_.get(), from, dir_fd, to, RENAME_EXCHANGE) != 0) return Status::FromErrno(what, errno);
+  // What it replaced is kept in the staging directory until the end; a
+  // directory that came since the check goes back.
+  struct stat st;
+  if (::fstatat(spill_fd_.get(), from, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+    MoveOneBack(file, dir_fd, /*exchanged=*/true);
+    return Status::AlreadyExists(what + ": a directory of that name is in the way");
+  }
+  return true;
+}
+
+void ImageFileStore::MoveOneBack(const File& file, int dir_fd, bool exchanged) const {
+  const char* from = file.spill_name.c_str();
+  const char* to = file.name.c_str();
+  if (exchanged) {
+    (void)::renameat2(spill_fd_.get(), from, dir_fd, to, RENAME_EXCHANGE);
+  } else {
+    (void)::renameat(dir_fd, to, spill_fd_.get(), from);
+  }
 }
 
 bool ImageFileStore::has_file_list() const {

@@ -104,7 +104,10 @@ class ImageFileStore {
 
   // ---- extract (spill_all), after Finish(OK) ----
   // Moves every file nobody took into `dir_fd` under its name (replacing
-  // what is there); the caller checked the names.
+  // what is there); the caller checked the names. All or nothing: a
+  // directory in the way fails it before any file moves, and a move that
+  // fails puts back the files moved before it (those they replaced too,
+  // where the file system can exchange two names).
   Status MoveInto(int dir_fd, const std::string& shown) const;
 
   // The file list, once it has arrived (tests, messages).
@@ -122,6 +125,9 @@ class ImageFileStore {
   Status AddFileBytesLocked(File* file, uint64_t offset, std::span<const uint8_t> data);
   Status CheckAgainstListLocked(const std::string& name) const;
   Status TakeFileListLocked(File* file);
+  // MoveInto's steps: true when the file replaced (was exchanged with) one.
+  Result<bool> MoveOneInto(const File& file, int dir_fd, const std::string& shown) const;
+  void MoveOneBack(const File& file, int dir_fd, bool exchanged) const;
   Status RewriteLocked(File* file, const ImageFileRewrite& rewrite);
 
   MemoryBudget* budget_;
