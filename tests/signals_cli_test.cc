@@ -9,10 +9,14 @@
 // "Mid-stream" is reached without sleeps: input comes from a pipe the test
 // feeds, so the command has written part of its output and waits for more.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "common/owner_tag.h"
+#include "common/unique_fd.h"
 #include "tests/cli_child.h"
 #include "tests/test_util.h"
 
@@ -365,6 +370,56 @@ TEST(Signals, GenRemovesItsTemporaryOutput) {
   writing.Kill(SIGINT);
   EXPECT_EQ(writing.Wait(10000ms), 130) << writing.Log();
   EXPECT_EQ(Join(Entries(out.path())), "[]");
+}
+
+// A UNIX socket bound by this test at `path`, not listening: a file that is
+// not the command's.
+UniqueFd BindSocketAt(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  return fd;
+}
+
+// Issue 55, item 14: recv and unpack listening on unix:P remove P when
+// SIGTERM stops them (and when they give up waiting), but not a file put
+// at P since they bound it, which is someone else's.
+TEST(Signals, ListenersRemoveTheirSocketFile) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
+  for (const std::string command : {"recv", "unpack"}) {
+    SCOPED_TRACE(command);
+    const std::string sock = dir.File(command + ".sock");
+    const std::vector<std::string> args = {command, "--listen", "unix:" + sock, "-q", "-o", dir.File("out/" + command)};
+    auto listening = [&](CliChild& child) {
+      return WaitUntil([&] { return fs::exists(fs::symlink_status(sock)) || !child.running(); }) && child.running();
+    };
+    CliChild stopped(VramflowBinary(), args, dir.File(command + ".log"));
+    ASSERT_TRUE(listening(stopped)) << stopped.Log();
+    stopped.Kill(SIGTERM);
+    EXPECT_EQ(stopped.Wait(10000ms), 143) << stopped.Log();
+    EXPECT_FALSE(fs::exists(fs::symlink_status(sock))) << "the socket file stayed after SIGTERM";
+
+    std::vector<std::string> waiting = args;
+    waiting.insert(waiting.end(), {"--accept-timeout", "1"});
+    for (bool signalled : {true, false}) {
+      SCOPED_TRACE(signalled ? "replaced, then SIGTERM" : "replaced, then the wait ends");
+      CliChild replaced(VramflowBinary(), signalled ? args : waiting, dir.File(command + ".log"));
+      ASSERT_TRUE(listening(replaced)) << replaced.Log();
+      fs::rename(sock, sock + ".moved");
+      UniqueFd other = BindSocketAt(sock);
+      if (signalled) replaced.Kill(SIGTERM);
+      EXPECT_EQ(replaced.Wait(10000ms), signalled ? 143 : 1) << replaced.Log();
+      EXPECT_TRUE(fs::is_socket(fs::symlink_status(sock))) << "another's socket file was removed";
+      fs::remove(sock);
+      fs::remove(sock + ".moved");
+    }
+    EXPECT_EQ(Vf(waiting, dir.File(command + ".log")), 1);
+    EXPECT_FALSE(fs::exists(fs::symlink_status(sock))) << "the socket file stayed after the wait ended";
+  }
+  EXPECT_EQ(Join(Entries(dir.File("out"))), "[]");
 }
 
 // SIGKILL runs no handler: the temporary output stays, named after the dead

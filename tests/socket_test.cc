@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -194,6 +195,41 @@ TEST(SocketTest, UnixRoundTripAndSocketFileRemoved) {
     ExchangeBothWays(client->get(), server->get());
   }
   EXPECT_FALSE(Exists(path));
+}
+
+// With a CleanupRegistry, the socket file goes when the registry runs (an
+// interrupted process runs no destructors), and only while the path names
+// the socket bound: a file put there since is someone else's, whoever
+// removes. A registry that is already running refuses a new listener.
+TEST(SocketTest, UnixSocketFileGoesWithTheCleanupButNotAnotherFileAtItsPath) {
+  testing::TempDir dir;
+  const std::string path = dir.File("vf.sock");
+  {
+    CleanupRegistry cleanup;
+    auto listener = Listener::Open(Parse("unix:" + path), FastOptions(), &cleanup);
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    ASSERT_TRUE(Exists(path));
+    cleanup.Run("interrupted by SIGTERM");
+    EXPECT_FALSE(Exists(path));
+    EXPECT_EQ(Listener::Open(Parse("unix:" + path), FastOptions(), &cleanup).status().code(),
+              Status::Code::kCancelled);
+    EXPECT_FALSE(Exists(path));
+  }
+  for (bool by_cleanup : {true, false}) {
+    SCOPED_TRACE(by_cleanup ? "the cleanup" : "the destructor");
+    CleanupRegistry cleanup;
+    std::optional<Result<Listener>> listener(Listener::Open(Parse("unix:" + path), FastOptions(), &cleanup));
+    ASSERT_TRUE(listener->ok()) << listener->status().ToString();
+    std::filesystem::rename(path, path + ".moved");
+    auto other = Listener::Open(Parse("unix:" + path), FastOptions());  // another listener's file
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    if (by_cleanup) cleanup.Run("interrupted by SIGTERM");
+    listener.reset();
+    EXPECT_TRUE(Exists(path)) << "another listener's file was removed";
+    EXPECT_TRUE(Exists(path + ".moved"));
+    std::filesystem::remove(path + ".moved");
+  }
+  EXPECT_FALSE(Exists(path)) << "the other listener removes its own";
 }
 
 // Listener::Adopt (systemd socket activation) takes a socket that already

@@ -827,7 +827,7 @@ Result<std::unique_ptr<NetReceiver>> NetReceiver::Listen(const Endpoint& endpoin
   }
   VF_ASSIGN_OR_RETURN(std::unique_ptr<TlsContext> tls, NetTlsContext(security, options, TlsContext::Role::kServer));
   if (!passed) {
-    VF_ASSIGN_OR_RETURN(passed, Listener::Open(endpoint, options.socket));
+    VF_ASSIGN_OR_RETURN(passed, Listener::Open(endpoint, options.socket, options.cleanup));
   }
   auto core = std::make_shared<Core>(std::move(*passed), options, std::move(tls),
                                      security.kind == Endpoint::Kind::kUnix);

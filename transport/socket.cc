@@ -215,7 +215,9 @@ std::string PeerName(const sockaddr_storage& ss) {
 // can connect the moment it sees it; bound at `path` itself, the file was
 // there a moment before listen() and a quick peer was refused. Where the
 // hidden name would not fit in sun_path, the socket is bound in place.
-Result<UniqueFd> ListenAtUnixPath(const std::string& path, const SocketOptions& options, const std::string& name) {
+// `bound` gets the socket file's identity (device and inode).
+Result<UniqueFd> ListenAtUnixPath(const std::string& path, const SocketOptions& options, const std::string& name,
+                                  struct stat* bound) {
   int err = 0;
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
@@ -232,6 +234,11 @@ Result<UniqueFd> ListenAtUnixPath(const std::string& path, const SocketOptions& 
         BindAndListen(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr), false, options, name, &err);
     if (!fd.ok() && err == EADDRINUSE && attempt < 8) continue;  // the hidden name was taken
     if (!fd.ok()) return fd.status();
+    if (::lstat(hidden.c_str(), bound) != 0) {  // a rename keeps the inode
+      err = errno;
+      ::unlink(hidden.c_str());
+      return Status::FromErrno("listening on " + name + ": the socket file", err);
+    }
     // Not over a file that appeared at `path` since it was found free or
     // stale; plain rename() only where the file system has no NOREPLACE.
     int renamed = ::renameat2(AT_FDCWD, hidden.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
@@ -245,10 +252,36 @@ Result<UniqueFd> ListenAtUnixPath(const std::string& path, const SocketOptions& 
     return fd;
   }
   VF_RETURN_IF_ERROR(UnixAddress(path, &addr));
-  return BindAndListen(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr), false, options, name, &err);
+  VF_ASSIGN_OR_RETURN(UniqueFd fd, BindAndListen(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr),
+                                                 false, options, name, &err));
+  if (::lstat(path.c_str(), bound) != 0) {
+    err = errno;
+    ::unlink(path.c_str());
+    return Status::FromErrno("listening on " + name + ": the socket file", err);
+  }
+  return fd;
 }
 
 }  // namespace
+
+UnixSocketFile::UnixSocketFile(std::string path) : path_(std::move(path)) {}
+
+UnixSocketFile::~UnixSocketFile() { Remove(); }
+
+void UnixSocketFile::Bound(const struct stat& st) {
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+  bound_.store(true, std::memory_order_release);
+}
+
+void UnixSocketFile::Remove() {
+  if (!bound_.load(std::memory_order_acquire) || removed_.exchange(true)) return;
+  struct stat st;
+  // Between the check and the unlink the path could be replaced once more:
+  // no call unlinks by inode, and only this user can write where we bound.
+  if (::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == dev_ && st.st_ino == ino_)
+    ::unlink(path_.c_str());
+}
 
 Result<UniqueFd> ConnectStream(const Endpoint& endpoint, const SocketOptions& options) {
   switch (endpoint.kind) {
@@ -298,7 +331,7 @@ Result<Listener> Listener::Adopt(UniqueFd fd, const SocketOptions& options) {
   return listener;
 }
 
-Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& options) {
+Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& options, CleanupRegistry* cleanup) {
   if (endpoint.kind == Endpoint::Kind::kSystemd) {
     VF_ASSIGN_OR_RETURN(UniqueFd passed, TakeSystemdListenSocket());
     return Adopt(std::move(passed), options);
@@ -376,8 +409,17 @@ Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& o
       if (::unlink(path.c_str()) != 0 && errno != ENOENT)
         return Status::FromErrno("removing the stale socket '" + path + "'", errno);
     }
-    VF_ASSIGN_OR_RETURN(listener.fd_, ListenAtUnixPath(path, options, name));
-    listener.unix_path_ = path;
+    // Created and registered for removal in one step (a signal between the
+    // two would leave the file behind).
+    auto file = std::make_shared<UnixSocketFile>(path);
+    auto bind = [&]() -> Status {
+      struct stat bound;
+      VF_ASSIGN_OR_RETURN(listener.fd_, ListenAtUnixPath(path, options, name, &bound));
+      file->Bound(bound);
+      return Status::Ok();
+    };
+    VF_ASSIGN_OR_RETURN(listener.socket_file_entry_, CleanupEntry::Create(cleanup, bind, [file] { file->Remove(); }));
+    listener.socket_file_ = std::move(file);
     listener.uri_ = name;
     listener.is_unix_ = true;
     return listener;
@@ -389,17 +431,19 @@ Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& o
 Listener::Listener(Listener&& other) noexcept
     : fd_(std::move(other.fd_)),
       wake_(std::move(other.wake_)),
-      unix_path_(std::exchange(other.unix_path_, {})),
+      socket_file_(std::move(other.socket_file_)),
+      socket_file_entry_(std::move(other.socket_file_entry_)),
       uri_(std::move(other.uri_)),
       options_(other.options_),
       is_unix_(other.is_unix_) {}
 
 Listener& Listener::operator=(Listener&& other) noexcept {
   if (this != &other) {
-    if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+    if (socket_file_) socket_file_->Remove();
     fd_ = std::move(other.fd_);
     wake_ = std::move(other.wake_);
-    unix_path_ = std::exchange(other.unix_path_, {});
+    socket_file_ = std::move(other.socket_file_);
+    socket_file_entry_ = std::move(other.socket_file_entry_);
     uri_ = std::move(other.uri_);
     options_ = other.options_;
     is_unix_ = other.is_unix_;
@@ -408,7 +452,7 @@ Listener& Listener::operator=(Listener&& other) noexcept {
 }
 
 Listener::~Listener() {
-  if (!unix_path_.empty()) ::unlink(unix_path_.c_str());
+  if (socket_file_) socket_file_->Remove();
 }
 
 Result<UniqueFd> Listener::Accept(milliseconds timeout, std::string* peer) {

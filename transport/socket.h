@@ -4,11 +4,16 @@
 // timeout instead of hanging on a peer that went away or stopped reading.
 #pragma once
 
+#include <sys/stat.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
+#include "common/cleanup_registry.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "transport/uri.h"
@@ -27,14 +32,44 @@ struct SocketOptions {
 // keepalive, TCP_USER_TIMEOUT, close-on-exec.
 Result<UniqueFd> ConnectStream(const Endpoint& endpoint, const SocketOptions& options);
 
+// The file of a UNIX socket this process bound, known by its path, device
+// and inode: Remove() unlinks the path only while it still names that
+// socket, not a file put there since (another listener's, after this one's
+// was moved away). Removed once, by Remove() or on destruction; Remove() is
+// safe from any thread (a signal's cleanup, tools/interrupt.h).
+class UnixSocketFile {
+ public:
+  explicit UnixSocketFile(std::string path);
+  ~UnixSocketFile();
+  UnixSocketFile(const UnixSocketFile&) = delete;
+  UnixSocketFile& operator=(const UnixSocketFile&) = delete;
+
+  // Records the socket file's identity (lstat of the bound file), before
+  // anything may call Remove(); until then Remove() does nothing.
+  void Bound(const struct stat& st);
+  void Remove();
+  const std::string& path() const { return path_; }
+
+ private:
+  const std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  std::atomic<bool> bound_{false};
+  std::atomic<bool> removed_{false};
+};
+
 // A listening socket. For UNIX sockets the path is created (mode 0600,
-// whatever the umask: only this user may connect) on Open() and
-// removed on destruction; an existing socket file nobody listens on is
-// replaced, any other existing file is an error. A kSystemd endpoint adopts
-// the socket systemd passed (TakeSystemdListenSocket).
+// whatever the umask: only this user may connect) on Open() and removed
+// (UnixSocketFile) when the listener is destroyed or, with a `cleanup`
+// registry, when the process is interrupted (common/cleanup_registry.h:
+// SIGINT, SIGTERM and SIGHUP run no destructors); an existing socket file
+// nobody listens on is replaced, any other existing file is an error. A
+// kSystemd endpoint adopts the socket systemd passed
+// (TakeSystemdListenSocket).
 class Listener {
  public:
-  static Result<Listener> Open(const Endpoint& endpoint, const SocketOptions& options);
+  static Result<Listener> Open(const Endpoint& endpoint, const SocketOptions& options,
+                               CleanupRegistry* cleanup = nullptr);
   // Takes a socket that is already bound and listening (from systemd): it
   // must be a listening TCP or UNIX stream socket, else an error says what it
   // is. Made close-on-exec; a UNIX socket's file is left to its creator.
@@ -60,7 +95,8 @@ class Listener {
   Listener() = default;
   UniqueFd fd_;
   UniqueFd wake_;          // an eventfd: readable once Interrupt() was called
-  std::string unix_path_;  // removed on destruction
+  std::shared_ptr<UnixSocketFile> socket_file_;  // UNIX: removed on destruction, or by the cleanup
+  CleanupEntry socket_file_entry_;               // after socket_file_: released first
   std::string uri_;
   SocketOptions options_;
   bool is_unix_ = false;
