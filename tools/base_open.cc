@@ -11,9 +11,11 @@
 namespace vramflow {
 
 OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std::string& input,
-                               const TransportOptions& transport) {
-  return [bases, input, transport](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+                               const TransportOptions& transport, uint64_t max_index_bytes) {
+  return [bases, input, transport,
+          max_index_bytes](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
     BaseOpenOptions options = CliBaseOpenOptions(transport, {});
+    options.max_index_bytes = max_index_bytes;
     const std::string needs = "this stream is incremental: it needs its base " + HexDigest(d.base_id) + " (" +
                               (d.location.empty() ? std::string("no location recorded") : Printable(d.location)) + ")";
     if (!bases.empty()) {
@@ -32,13 +34,13 @@ OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std:
 
 Result<OpenBaseFunction> ReaderBaseOpener(const std::string& input, const std::vector<std::string>& bases,
                                           const std::string& base_store, TransportOptions* transport,
-                                          const std::string& command) {
+                                          const std::string& command, uint64_t max_index_bytes) {
   Result<Endpoint> from = ParseEndpoint(input);
   if (!(from.ok() && from->is_network())) {
     if (!base_store.empty())
       return Status::InvalidArgument("--base-store offers bases to a sender (--listen); " + Printable(input) +
                                      " is a stored stream");
-    return BaseOpenerFor(bases, input, *transport);
+    return BaseOpenerFor(bases, input, *transport, max_index_bytes);
   }
   return OfferStore(base_store, bases, /*stores=*/false, transport, StderrLog(command));
 }

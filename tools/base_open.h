@@ -20,8 +20,11 @@ namespace vramflow {
 
 using OpenBaseFunction = std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)>;
 
+// `max_index_bytes`: the most the indexes of the base chain may take, the
+// reader's budget (-m): counted from each stream's SEEK_INDEX before its
+// records are read, so that a chain too large for it is refused unread.
 OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std::string& input,
-                               const TransportOptions& transport);
+                               const TransportOptions& transport, uint64_t max_index_bytes = 256ull << 20);
 
 // The open_base of a command that reads `input` (unpack, verify, streamer
 // serve/extract). From the network (--listen) a base comes only from what
@@ -31,9 +34,9 @@ OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std:
 // sender wrote into its BASE frame, which names the sender's machine. Else
 // BaseOpenerFor(bases, input). `command` names the receiver's stderr lines
 // (what its sender is not told). --base-store without --listen, and with
-// --base, is kInvalidArgument.
+// --base, is kInvalidArgument. `max_index_bytes` as for BaseOpenerFor.
 Result<OpenBaseFunction> ReaderBaseOpener(const std::string& input, const std::vector<std::string>& bases,
                                           const std::string& base_store, TransportOptions* transport,
-                                          const std::string& command);
+                                          const std::string& command, uint64_t max_index_bytes = 256ull << 20);
 
 }  // namespace vramflow

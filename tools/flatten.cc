@@ -258,7 +258,7 @@ Status RunFlatten(const FlattenOptions& options, FlattenReport* report) {
   // and as many as a base on S3 asks for to keep its reads in flight.
   const ReadOptions read{.decode = true,
                          .budget = &budget,
-                         .open_base = BaseOpenerFor(options.bases, options.input, options.transport),
+                         .open_base = BaseOpenerFor(options.bases, options.input, options.transport, budget.limit()),
                          .check_digests = false};
   Status status = ReadStreamDecodingAhead(read_from, visitor, DecodeAheadOptions{1, read, {}});
   (void)source->Finish(status);

@@ -379,7 +379,8 @@ Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, cons
   uint64_t reader_memory = max_memory;
   ShareBudget(input, &reader_memory, &shared);
   TransportOptions base_reads = transport;
-  VF_ASSIGN_OR_RETURN(OpenBaseFunction open_base, ReaderBaseOpener(input, bases, base_store, &base_reads, "verify"));
+  VF_ASSIGN_OR_RETURN(OpenBaseFunction open_base,
+                      ReaderBaseOpener(input, bases, base_store, &base_reads, "verify", reader_memory));
   shared.net.base_offer = base_reads.net.base_offer;  // what a sender is offered
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, shared));
   CountingSource counting(source.get());

@@ -625,8 +625,9 @@ Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   // From the network, a base comes only from what the sender was offered
   // (the offer goes with the transport that listens).
   TransportOptions base_reads = options.transport;
+  const uint64_t budget = WithMachineDefaults(pipeline).max_memory;  // the base chain's indexes must fit it
   VF_ASSIGN_OR_RETURN(pipeline.open_base,
-                      ReaderBaseOpener(options.input, options.bases, options.base_store, &base_reads, "unpack"));
+                      ReaderBaseOpener(options.input, options.bases, options.base_store, &base_reads, "unpack", budget));
   transport.net.base_offer = base_reads.net.base_offer;
   if (filter) {
     VF_ASSIGN_OR_RETURN(bool done, UnpackThroughIndex(options, transport, pipeline, report));
