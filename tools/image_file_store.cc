@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "common/hash.h"
@@ -30,10 +31,31 @@ struct ImageFileStore::File {
   bool file_list = false;
   State state = State::kArriving;
   uint64_t size = 0;
-  std::map<uint64_t, Segment> segments;  // by offset
+  std::map<uint64_t, Segment> segments;  // by offset; each charged kSegmentBytes
   uint64_t memory = 0;                   // bytes of kMemory segments
   UniqueFd spill;                        // once spilled
   std::string spill_name;
+  // The spill file's length, and where its last kFile segment ends: a zero
+  // run of a spilled file is a hole in it, so the file may need lengthening
+  // (CoverSpillLocked) before it is read there.
+  uint64_t spill_length = 0;
+  uint64_t spill_needed = 0;
+};
+
+// The stream's list of files, charged to the budget: the names as they came
+// (each followed by a NUL) and where each starts, sorted by name.
+struct ImageFileStore::FileList {
+  MemoryBudget* budget = nullptr;
+  BudgetedBuffer names;
+  std::vector<uint32_t> starts;
+  uint64_t charged = 0;  // for `starts`
+  ~FileList() { budget->Refund(charged); }
+  std::string_view Name(uint32_t start) const { return reinterpret_cast<const char*>(names.data()) + start; }
+  bool Holds(std::string_view name) const {
+    auto it = std::lower_bound(starts.begin(), starts.end(), name,
+                               [this](uint32_t start, std::string_view n) { return Name(start) < n; });
+    return it != starts.end() && Name(*it) == name;
+  }
 };
 
 namespace {
@@ -111,13 +133,23 @@ Status CopyFileRange(int from, uint64_t offset, uint64_t size, int to, const std
 
 uint64_t PageRound(uint64_t n) { return (std::max<uint64_t>(n, 1) + 4095) / 4096 * 4096; }
 
+// What one segment costs in memory (a std::map node with its Segment), and
+// one file beyond its name (the File, its two map entries): charged to the
+// budget, so that a stream of many tiny frames or objects cannot grow past it.
+constexpr uint64_t kSegmentBytes = 96;
+constexpr uint64_t kFileBytes = 320;
+
 }  // namespace
 
 ImageFileStore::ImageFileStore(MemoryBudget* budget, std::string spill_dir, bool spill_all,
                                std::set<std::string> unlisted)
     : budget_(budget), spill_dir_(std::move(spill_dir)), spill_all_(spill_all), unlisted_(std::move(unlisted)) {}
 
-ImageFileStore::~ImageFileStore() = default;
+ImageFileStore::~ImageFileStore() {
+  for (auto& [id, file] : by_id_) ClearSegmentsLocked(file.get());
+  file_list_.reset();
+  budget_->Refund(files_charged_);
+}
 
 Status ImageFileStore::Open() {
   spill_fd_.Reset(::open(spill_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -134,12 +166,12 @@ Status ImageFileStore::RewriteLocked(File* file, const ImageFileRewrite& rewrite
   if (file->size > kMaxRewrittenFile)
     return Status::InvalidArgument("image file " + Printable(file->name) + " is " + FormatSize(file->size) +
                                    ", too large to rewrite (at most " + FormatSize(kMaxRewrittenFile) + ")");
+  VF_RETURN_IF_ERROR(CoverSpillLocked(file));
   std::vector<uint8_t> bytes(static_cast<size_t>(file->size));
   VF_RETURN_IF_ERROR(ReadLocked(*file, 0, bytes));
   Result<std::vector<uint8_t>> rewritten = rewrite(std::move(bytes));
   if (!rewritten.ok()) return rewritten.status().WithContext("rewriting image file " + Printable(file->name));
-  file->segments.clear();
-  file->memory = 0;
+  ClearSegmentsLocked(file);
   file->size = rewritten->size();
   return AddFileBytesLocked(file, 0, *rewritten);
 }
@@ -152,7 +184,7 @@ ImageFileStore::File* ImageFileStore::FindLocked(uint32_t id, const std::string&
 }
 
 Status ImageFileStore::CheckAgainstListLocked(const std::string& name) const {
-  if (file_list_ && !file_list_->count(name) && !unlisted_.count(name))
+  if (file_list_ && !file_list_->Holds(name) && !unlisted_.count(name))
     return Status::Corruption("image file " + Printable(name) +
                               " is in the stream but not in its list of files (which said it is absent)");
   return Status::Ok();
@@ -161,21 +193,40 @@ Status ImageFileStore::CheckAgainstListLocked(const std::string& name) const {
 Status ImageFileStore::Begin(uint32_t id, const std::string& name, bool file_list) {
   std::lock_guard<std::mutex> lock(mu_);
   if (file_list) {
-    for (const auto& [other, f] : by_id_)
-      if (f->file_list) return Status::Corruption("the stream holds two lists of files");
+    if (has_file_list_object_) return Status::Corruption("the stream holds two lists of files");
   } else {
     if (by_name_.count(name))
       return Status::Corruption("image file " + Printable(name) + " is twice in the stream");
     VF_RETURN_IF_ERROR(CheckAgainstListLocked(name));
   }
+  const uint64_t cost = kFileBytes + 2 * name.size();
+  VF_RETURN_IF_ERROR(ChargeLocked(cost, "image file " + Printable(name) + " (" + std::to_string(by_id_.size()) +
+                                            " files before it, " + FormatSize(kFileBytes) + " each beside its name)"));
+  files_charged_ += cost;
   auto file = std::make_shared<File>();
   file->id = id;
   file->name = name;
   file->file_list = file_list;
   if (spill_all_) VF_RETURN_IF_ERROR(OpenSpillFileLocked(file.get()));
   by_id_[id] = file;
+  if (file_list) has_file_list_object_ = true;
   if (!file_list) by_name_[name] = file;
   return Status::Ok();
+}
+
+Status ImageFileStore::ChargeLocked(uint64_t bytes, const std::string& what) {
+  bool fits = false;
+  VF_RETURN_IF_ERROR(MakeRoomLocked(bytes, &fits));
+  if (!fits)
+    return Status::InvalidArgument("no memory left within --max-memory (" + FormatSize(budget_->limit()) + ") for " +
+                                   what + ": give more --max-memory");
+  return budget_->Charge(bytes, what);
+}
+
+void ImageFileStore::ClearSegmentsLocked(File* file) {
+  budget_->Refund(file->segments.size() * kSegmentBytes);
+  file->segments.clear();
+  file->memory = 0;
 }
 
 Status ImageFileStore::OpenSpillFileLocked(File* file) {
@@ -184,6 +235,15 @@ Status ImageFileStore::OpenSpillFileLocked(File* file) {
   if (!file->spill.valid())
     return Status::FromErrno("creating the spill file of " + Printable(file->name) + " in " + Printable(spill_dir_),
                              errno);
+  file->spill_length = file->spill_needed = 0;
+  return Status::Ok();
+}
+
+Status ImageFileStore::CoverSpillLocked(File* file) {
+  if (!file->spill.valid() || file->spill_length >= file->spill_needed) return Status::Ok();
+  if (::ftruncate(file->spill.get(), static_cast<off_t>(file->spill_needed)) != 0)
+    return Status::FromErrno("sizing the spill file of " + Printable(file->name), errno);
+  file->spill_length = file->spill_needed;
   return Status::Ok();
 }
 
@@ -196,16 +256,30 @@ Status ImageFileStore::SpillLocked(File* file) {
     segment.kind = File::Segment::Kind::kFile;
     segment.data = BudgetedBuffer();
     spilled_bytes_ += segment.size;
+    file->spill_length = std::max(file->spill_length, offset + segment.size);
   }
   file->memory = 0;
-  return Status::Ok();
+  // Zero runs become holes of the spill file, and ranges that touch, one.
+  for (auto it = file->segments.begin(); it != file->segments.end();) {
+    it->second.kind = File::Segment::Kind::kFile;
+    file->spill_needed = std::max(file->spill_needed, it->first + it->second.size);
+    auto next = std::next(it);
+    if (next != file->segments.end() && it->first + it->second.size == next->first) {
+      it->second.size += next->second.size;
+      file->segments.erase(next);
+      budget_->Refund(kSegmentBytes);
+    } else {
+      it = next;
+    }
+  }
+  return CoverSpillLocked(file);
 }
 
-Status ImageFileStore::MakeRoomLocked(uint64_t size, bool* fits) {
-  // Spill the files nobody has taken, largest first, until `size` fits
+Status ImageFileStore::MakeRoomLocked(uint64_t bytes, bool* fits) {
+  // Spill the files nobody has taken, largest first, until `bytes` fit
   // beside what the reader keeps for its own buffers.
   const uint64_t limit = budget_->limit() > reserve_ ? budget_->limit() - reserve_ : 0;
-  while (budget_->in_use() + PageRound(size) > limit) {
+  while (budget_->in_use() + bytes > limit) {
     File* victim = nullptr;
     for (const auto& [id, f] : by_id_)
       if ((f->state == File::State::kArriving || f->state == File::State::kComplete) && f->memory > 0 &&
@@ -221,13 +295,60 @@ Status ImageFileStore::MakeRoomLocked(uint64_t size, bool* fits) {
   return Status::Ok();
 }
 
+bool ImageFileStore::MergeRangeLocked(File* file, uint64_t offset, uint64_t size, bool in_spill) {
+  const File::Segment::Kind kind = in_spill ? File::Segment::Kind::kFile : File::Segment::Kind::kZero;
+  auto& segments = file->segments;
+  auto next = segments.lower_bound(offset);
+  const bool joins_next = next != segments.end() && next->first == offset + size && next->second.kind == kind;
+  if (next != segments.begin()) {
+    auto prev = std::prev(next);
+    if (prev->second.kind == kind && prev->first + prev->second.size == offset) {
+      prev->second.size += size;
+      if (joins_next) {
+        prev->second.size += next->second.size;
+        segments.erase(next);
+        budget_->Refund(kSegmentBytes);
+      }
+      return true;
+    }
+  }
+  if (!joins_next) return false;
+  auto node = segments.extract(next);
+  node.key() = offset;
+  node.mapped().size += size;
+  segments.insert(std::move(node));
+  return true;
+}
+
+Status ImageFileStore::AddRangeLocked(File* file, uint64_t offset, uint64_t size, bool in_spill) {
+  if (size == 0) return Status::Ok();
+  for (int tries = 0;; ++tries) {
+    // A zero run of a spilled file is a hole in its spill file.
+    in_spill = in_spill || file->spill.valid();
+    if (in_spill) file->spill_needed = std::max(file->spill_needed, offset + size);
+    if (MergeRangeLocked(file, offset, size, in_spill)) {
+      if (tries > 0) budget_->Refund(kSegmentBytes);
+      return Status::Ok();
+    }
+    if (tries > 0) break;
+    // A range of its own: charged, which may spill this file too (and merge
+    // its ranges): then the range is looked at again.
+    VF_RETURN_IF_ERROR(ChargeLocked(kSegmentBytes, "the " + std::to_string(file->segments.size() + 1) +
+                                                       " separate byte ranges of image file " + Printable(file->name)));
+  }
+  file->segments[offset] =
+      File::Segment{in_spill ? File::Segment::Kind::kFile : File::Segment::Kind::kZero, size, {}};
+  return Status::Ok();
+}
+
 Status ImageFileStore::AddFileBytesLocked(File* file, uint64_t offset, std::span<const uint8_t> data) {
   if (data.empty()) return Status::Ok();
   bool fits = false;
-  if (!file->spill.valid()) VF_RETURN_IF_ERROR(MakeRoomLocked(data.size(), &fits));
+  if (!file->spill.valid()) VF_RETURN_IF_ERROR(MakeRoomLocked(PageRound(data.size()) + kSegmentBytes, &fits));
   if (fits && !file->spill.valid()) {
-    VF_ASSIGN_OR_RETURN(BudgetedBuffer buffer,
-                        BudgetedBuffer::Allocate(budget_, data.size(), "image file " + Printable(file->name)));
+    const std::string what = "image file " + Printable(file->name);
+    VF_ASSIGN_OR_RETURN(BudgetedBuffer buffer, BudgetedBuffer::Allocate(budget_, data.size(), what));
+    VF_RETURN_IF_ERROR(budget_->Charge(kSegmentBytes, what));
     std::memcpy(buffer.data(), data.data(), data.size());
     file->memory += data.size();
     file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, data.size(), std::move(buffer)};
@@ -239,16 +360,8 @@ Status ImageFileStore::AddFileBytesLocked(File* file, uint64_t offset, std::span
   VF_RETURN_IF_ERROR(PwriteAll(file->spill.get(), data.data(), data.size(), offset,
                                "the spill file of " + Printable(file->name)));
   spilled_bytes_ += data.size();
-  // Contiguous with the last file segment: one segment.
-  if (!file->segments.empty()) {
-    auto last = std::prev(file->segments.end());
-    if (last->second.kind == File::Segment::Kind::kFile && last->first + last->second.size == offset) {
-      last->second.size += data.size();
-      return Status::Ok();
-    }
-  }
-  file->segments[offset] = File::Segment{File::Segment::Kind::kFile, data.size(), {}};
-  return Status::Ok();
+  file->spill_length = std::max(file->spill_length, offset + data.size());
+  return AddRangeLocked(file, offset, data.size(), /*in_spill=*/true);
 }
 
 Status ImageFileStore::Write(uint32_t id, uint64_t offset, std::span<const uint8_t> data) {
@@ -262,8 +375,7 @@ Status ImageFileStore::WriteZeros(uint32_t id, uint64_t offset, uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   File* file = FindLocked(id, "zeros");
   if (!file) return Status::Internal("zeros for object " + std::to_string(id) + ", which is not arriving");
-  if (size > 0) file->segments[offset] = File::Segment{File::Segment::Kind::kZero, size, {}};
-  return Status::Ok();
+  return AddRangeLocked(file, offset, size, /*in_spill=*/false);
 }
 
 Status ImageFileStore::ReadLocked(const File& file, uint64_t offset, std::span<uint8_t> out) const {
@@ -301,14 +413,14 @@ Status ImageFileStore::Copy(uint32_t id, uint64_t offset, uint32_t source, uint6
   if (!file) return Status::Internal("a dedup reference for object " + std::to_string(id) + ", which is not arriving");
   auto it = by_id_.find(source);
   if (it == by_id_.end()) return Status::Corruption("dedup reference to unknown object " + std::to_string(source));
-  const File& from = *it->second;
+  File& from = *it->second;
   if (from.state == File::State::kReleased)
     return Status::NotSupported("a dedup reference into image file " + Printable(from.name) +
                                 ", which was already handed over and freed; serve keeps no copy of what it handed "
                                 "over (extract, or a stream without references across files, works)");
   // The referenced bytes pass through one buffer (a chunk, at most 64 MiB).
   bool fits = false;
-  VF_RETURN_IF_ERROR(MakeRoomLocked(size, &fits));
+  VF_RETURN_IF_ERROR(MakeRoomLocked(PageRound(size) + kSegmentBytes, &fits));
   if (!fits)
     return Status::InvalidArgument("no memory left within --max-memory to copy a dedup reference of " +
                                    FormatSize(size) + " into " + Printable(file->name) +
@@ -316,11 +428,13 @@ Status ImageFileStore::Copy(uint32_t id, uint64_t offset, uint32_t source, uint6
   VF_ASSIGN_OR_RETURN(BudgetedBuffer buffer,
                       BudgetedBuffer::Allocate(budget_, size, "a dedup reference into " + Printable(file->name)));
   std::span<uint8_t> bytes(buffer.data(), static_cast<size_t>(size));
+  VF_RETURN_IF_ERROR(CoverSpillLocked(&from));
   VF_RETURN_IF_ERROR(ReadLocked(from, source_offset, bytes));
   if (Hash64(bytes.data(), bytes.size()) != raw_hash)
     return Status::Corruption("the bytes a dedup reference names in " + Printable(from.name) +
                               " do not match its hash (the spill file changed?)");
   if (file->spill.valid()) return AddFileBytesLocked(file, offset, bytes);
+  VF_RETURN_IF_ERROR(budget_->Charge(kSegmentBytes, "a dedup reference into " + Printable(file->name)));
   file->memory += size;
   file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, size, std::move(buffer)};
   return Status::Ok();
@@ -330,28 +444,40 @@ Status ImageFileStore::TakeFileListLocked(File* file) {
   if (file->size > kMaxStreamerFileList)
     return Status::Corruption("the stream's list of files is " + FormatSize(file->size) + " (at most " +
                               FormatSize(kMaxStreamerFileList) + ")");
-  std::vector<uint8_t> bytes(static_cast<size_t>(file->size));
+  // Its bytes, then (once the object's own are freed) where each name starts.
+  const std::string what = "the stream's list of files (" + FormatSize(file->size) + ")";
+  bool fits = false;
+  VF_RETURN_IF_ERROR(MakeRoomLocked(PageRound(file->size), &fits));
+  if (!fits) return Status::InvalidArgument("no memory left within --max-memory for " + what + ": give more --max-memory");
+  auto list = std::make_unique<FileList>();
+  list->budget = budget_;
+  VF_ASSIGN_OR_RETURN(list->names, BudgetedBuffer::Allocate(budget_, static_cast<size_t>(file->size), what));
+  const std::span<uint8_t> bytes(list->names.data(), static_cast<size_t>(file->size));
+  VF_RETURN_IF_ERROR(CoverSpillLocked(file));
   VF_RETURN_IF_ERROR(ReadLocked(*file, 0, bytes));
-  if (!bytes.empty() && bytes.back() != 0)
-    return Status::Corruption("the stream's list of files does not end with a NUL byte");
-  std::set<std::string> names;
-  size_t start = 0;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    if (bytes[i] != 0) continue;
-    names.emplace(reinterpret_cast<const char*>(bytes.data()) + start, i - start);
-    start = i + 1;
-  }
-  for (const auto& [name, f] : by_name_)
-    if (!names.count(name) && !unlisted_.count(name))
-      return Status::Corruption("image file " + Printable(name) + " is in the stream but not in its list of files");
-  file_list_ = std::move(names);
+  ClearSegmentsLocked(file);
   if (file->spill.valid()) {
     file->spill.Reset();
     ::unlinkat(spill_fd_.get(), file->spill_name.c_str(), 0);
   }
-  file->segments.clear();
-  file->memory = 0;
   file->state = File::State::kReleased;
+  if (!bytes.empty() && bytes.back() != 0)
+    return Status::Corruption("the stream's list of files does not end with a NUL byte");
+  const uint64_t count = static_cast<uint64_t>(std::count(bytes.begin(), bytes.end(), uint8_t{0}));
+  VF_RETURN_IF_ERROR(ChargeLocked(count * sizeof(uint32_t), what + ", " + std::to_string(count) + " names"));
+  list->charged = count * sizeof(uint32_t);
+  list->starts.reserve(static_cast<size_t>(count));
+  for (size_t i = 0, start = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != 0) continue;
+    list->starts.push_back(static_cast<uint32_t>(start));
+    start = i + 1;
+  }
+  std::sort(list->starts.begin(), list->starts.end(),
+            [&list](uint32_t a, uint32_t b) { return list->Name(a) < list->Name(b); });
+  for (const auto& [name, f] : by_name_)
+    if (!list->Holds(name) && !unlisted_.count(name))
+      return Status::Corruption("image file " + Printable(name) + " is in the stream but not in its list of files");
+  file_list_ = std::move(list);
   return Status::Ok();
 }
 
@@ -377,6 +503,7 @@ Status ImageFileStore::End(uint32_t id, uint64_t size) {
     size = file->size;
     if (file->spill.valid() && ::ftruncate(file->spill.get(), static_cast<off_t>(size)) != 0)
       return Status::FromErrno("sizing the spill file of " + Printable(file->name), errno);
+    file->spill_length = file->spill_needed = size;
     file->state = File::State::kComplete;
   }
   changed_.notify_all();
@@ -407,7 +534,7 @@ Result<std::shared_ptr<ImageFileStore::File>> ImageFileStore::Take(const std::st
         file.state = File::State::kTaken;
         return it->second;
       }
-    } else if (outcome_ || (file_list_ && !file_list_->count(name))) {
+    } else if (outcome_ || (file_list_ && !file_list_->Holds(name))) {
       return std::shared_ptr<File>();
     }
     changed_.wait(lock);
@@ -442,8 +569,7 @@ Status ImageFileStore::WriteTo(const File& file, int fd, const std::string& what
 
 void ImageFileStore::Release(const std::shared_ptr<File>& file) {
   std::lock_guard<std::mutex> lock(mu_);
-  file->segments.clear();
-  file->memory = 0;
+  ClearSegmentsLocked(file.get());
   if (file->spill.valid()) {
     file->spill.Reset();
     ::unlinkat(spill_fd_.get(), file->spill_name.c_str(), 0);
@@ -515,7 +641,7 @@ void ImageFileStore::MoveOneBack(const File& file, int dir_fd, bool exchanged) c
 
 bool ImageFileStore::has_file_list() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return file_list_.has_value();
+  return file_list_ != nullptr;
 }
 
 uint64_t ImageFileStore::spilled_bytes() const {

@@ -19,6 +19,11 @@
 // bytes go to their file's spill file. So the image is never held whole in
 // memory. With `spill_all` (extract) every file
 // goes to its spill file from its first byte, which becomes the file itself.
+// The bookkeeping is charged too: each file, each of its byte ranges (a
+// range that touches another of the same kind joins it; a zero run of a
+// spilled file is a hole in its spill file) and the file list. A stream of
+// more separate ranges or names than the budget holds fails, naming
+// --max-memory, instead of growing past it.
 //
 // The file list: an object with metadata attribute kStreamerAttribute =
 // kStreamerFileListValue lists every image file of the dump (names, each
@@ -115,19 +120,30 @@ class ImageFileStore {
   uint64_t spilled_bytes() const;
 
  private:
+  struct FileList;
   File* FindLocked(uint32_t id, const std::string& what);
-  // Spills until `size` more bytes fit in memory; `fits` false when even
+  // Spills until `bytes` more fit in the budget; `fits` false when even
   // spilling every untaken file does not make room.
-  Status MakeRoomLocked(uint64_t size, bool* fits);
+  Status MakeRoomLocked(uint64_t bytes, bool* fits);
+  // Charges `bytes` of bookkeeping (spilling to make room); an error naming
+  // --max-memory and `what` when they do not fit.
+  Status ChargeLocked(uint64_t bytes, const std::string& what);
   Status SpillLocked(File* file);
   Status OpenSpillFileLocked(File* file);
+  // Lengthens a spill file over its holes at the end, before it is read.
+  Status CoverSpillLocked(File* file);
+  void ClearSegmentsLocked(File* file);
+  // A zero run, or (`in_spill`) a range of the spill file: joins a range of
+  // the same kind it touches, or is a new (charged) one.
+  Status AddRangeLocked(File* file, uint64_t offset, uint64_t size, bool in_spill);
+  bool MergeRangeLocked(File* file, uint64_t offset, uint64_t size, bool in_spill);
+  // MoveInto's steps: true when the file replaced (was exchanged with) one.
+  Result<bool> MoveOneInto(const File& file, int dir_fd, const std::string& shown) const;
+  void MoveOneBack(const File& file, int dir_fd, bool exchanged) const;
   Status ReadLocked(const File& file, uint64_t offset, std::span<uint8_t> out) const;
   Status AddFileBytesLocked(File* file, uint64_t offset, std::span<const uint8_t> data);
   Status CheckAgainstListLocked(const std::string& name) const;
   Status TakeFileListLocked(File* file);
-  // MoveInto's steps: true when the file replaced (was exchanged with) one.
-  Result<bool> MoveOneInto(const File& file, int dir_fd, const std::string& shown) const;
-  void MoveOneBack(const File& file, int dir_fd, bool exchanged) const;
   Status RewriteLocked(File* file, const ImageFileRewrite& rewrite);
 
   MemoryBudget* budget_;
@@ -141,7 +157,9 @@ class ImageFileStore {
   std::map<std::string, ImageFileRewrite> rewrites_;      // guarded by mu_
   std::map<uint32_t, std::shared_ptr<File>> by_id_;       // guarded by mu_
   std::map<std::string, std::shared_ptr<File>> by_name_;  // guarded by mu_; the file list not included
-  std::optional<std::set<std::string>> file_list_;        // guarded by mu_
+  std::unique_ptr<FileList> file_list_;                   // guarded by mu_
+  bool has_file_list_object_ = false;                     // guarded by mu_
+  uint64_t files_charged_ = 0;                            // guarded by mu_
   std::optional<Status> outcome_;                         // guarded by mu_
   uint64_t spilled_bytes_ = 0;                            // guarded by mu_
   uint64_t reserve_ = 0;                                  // guarded by mu_
