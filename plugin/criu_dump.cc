@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "plugin/criu_dump.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <set>
 
 #include "common/endian.h"
@@ -213,6 +216,27 @@ Status DumpRenderNodeFile(const PluginContext& ctx, int render_fd, int id, uint3
   image.set_drm_render_minor(node->drm_render_minor);
   image.set_num_of_bos(0);  // render-node BOs (criu-dev's DRM path) are not saved; see docs/PLUGIN.md
   return WriteMetadata(*ctx.images, RenderImageName(id), image);
+}
+
+Status RemoveEarlierDumpsImages(int images_dir, const std::set<std::string>& written) {
+  // A directory stream of its own: CRIU's fd keeps its offset.
+  UniqueFd fd(::openat(images_dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(fd.valid() ? ::fdopendir(fd.get()) : nullptr, ::closedir);
+  if (!dir) return Status::FromErrno("listing the images directory for an earlier dump's images", errno);
+  static_cast<void>(fd.Release());  // closedir closes it
+  std::vector<std::string> stale;
+  while (const struct dirent* e = ::readdir(dir.get())) {
+    const std::string name = e->d_name;
+    const bool ours = name.rfind("amdgpu-kfd-", 0) == 0 || name.rfind("amdgpu-renderD-", 0) == 0 ||
+                      name.rfind("amdgpu-vram-", 0) == 0 || name.rfind("amdgpu-pages-", 0) == 0;
+    const bool image = name.size() > 4 && name.compare(name.size() - 4, 4, ".img") == 0;
+    if (ours && image && !written.count(name)) stale.push_back(name);
+  }
+  Status status;
+  for (const std::string& name : stale)
+    if (::unlinkat(::dirfd(dir.get()), name.c_str(), 0) != 0 && errno != ENOENT && status.ok())
+      status = Status::FromErrno("removing " + name + ", an earlier dump's image, from the images directory", errno);
+  return status;
 }
 
 }  // namespace vramflow

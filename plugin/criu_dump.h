@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
+#include <string>
 
 #include "common/status.h"
 #include "common/unique_fd.h"
@@ -45,5 +47,15 @@ Result<KfdDumpResult> DumpKfdFile(const PluginContext& ctx, int kfd_fd, int id, 
 // them, they are not seen, as with upstream's plugin.
 Status DumpRenderNodeFile(const PluginContext& ctx, int render_fd, int id, uint32_t gpu_id,
                           const std::map<uint32_t, uint32_t>& user_gpu_ids);
+
+// After a dump into an images directory (`images_dir`, CRIU's fd of it):
+// removes the plugin's images there that this dump did not write
+// (`written`, by name), an earlier dump's amdgpu-kfd-*, amdgpu-renderD-*,
+// amdgpu-vram-* and upstream's amdgpu-pages-* files. CRIU numbers a dump's
+// files anew (a restored process holds more files than it did), so an
+// earlier dump's KFD image may carry the id of this dump's render-node
+// file, and would be taken for it at restore; and every cycle would add
+// images. Other files (CRIU's, temporary ones) are left alone.
+Status RemoveEarlierDumpsImages(int images_dir, const std::set<std::string>& written);
 
 }  // namespace vramflow

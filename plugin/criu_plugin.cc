@@ -27,6 +27,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "plugin/parallel_restore.h"
 #include "plugin/criu_log.h"
 #include "plugin/kfd_file_list.h"
+#include "plugin/kfd_image.h"
 #include "plugin/plugin_backend.h"
 #include "plugin/restore_progress.h"
 #include "plugin/plugin_options.h"
@@ -75,6 +77,10 @@ struct PluginState {
   std::vector<UniqueFd> paused;
   DumpedBos dumped_bos;  // every process's, to refuse BOs shared between them
   std::vector<int> dumped_kfd_files;  // their CRIU file ids, for the KFD file list
+  // The images this dump wrote, and CRIU's images directory (-1 under
+  // --stream): an earlier dump's images there go at DUMP_DEVICES_LATE.
+  std::set<std::string> written_images;
+  int images_dir = -1;
   // Restore.
   TaskRestoreState task;
   std::unique_ptr<ParallelRestoreServer> parallel;
@@ -163,6 +169,7 @@ Result<const PluginContext*> Context() {
     VF_RETURN_IF_ERROR(s.options.key_error);
     VF_ASSIGN_OR_RETURN(s.vram_target, TargetStore(s.options.target, s.options.transport));
   }
+  s.images_dir = stream ? -1 : dir;
   // Last: a made store means a complete context.
   s.images = stream ? CriuStreamerStore(streamer, dump) : DirectoryStore(ImagesDirPath(dir));
   s.context.backend = s.backend.get();
@@ -390,6 +397,7 @@ int DumpExtFile(int fd, int id) {
     Result<uint32_t> gpu = g_state->backend->RenderNodeGpuId(st);
     if (!gpu.ok()) return Fail("DUMP_EXT_FILE", gpu.status());
     Status s = DumpRenderNodeFile(**ctx, fd, id, *gpu, g_state->user_gpu_ids);
+    if (s.ok()) g_state->written_images.insert(RenderImageName(id));
     return s.ok() ? 0 : Fail("DUMP_EXT_FILE", s);
   }
 #ifdef VRAMFLOW_CRIU_HAS_DUMP_DEVICES_LATE
@@ -400,7 +408,11 @@ int DumpExtFile(int fd, int id) {
   Result<KfdDumpResult> result = DumpKfdFile(**ctx, fd, id, kUnpauseNow);
   if (!result.ok()) return Fail("DUMP_EXT_FILE", result.status());
   LogDump(**ctx, id, *result);
-  for (const auto& [actual, user] : result->user_gpu_ids) g_state->user_gpu_ids[actual] = user;
+  g_state->written_images.insert(KfdImageName(id));
+  for (const auto& [actual, user] : result->user_gpu_ids) {
+    g_state->user_gpu_ids[actual] = user;
+    g_state->written_images.insert(VramStreamName(id, user));
+  }
   g_state->dumped_kfd_files.push_back(id);
   if (!kUnpauseNow) g_state->paused.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   return 0;
@@ -506,6 +518,9 @@ int DumpDevicesLate(int id) {
     Result<const PluginContext*> ctx = Context();
     first = ctx.ok() ? WriteKfdFileList(*(*ctx)->images, {g_state->dumped_kfd_files, (*ctx)->dump_id}) : ctx.status();
   }
+  // Images of an earlier dump into the same directory that this one did not replace.
+  if (first.ok() && !g_state->written_images.empty() && g_state->images_dir >= 0)
+    first = RemoveEarlierDumpsImages(g_state->images_dir, g_state->written_images);
   return first.ok() ? 0 : Fail("DUMP_DEVICES_LATE", first);
 }
 #endif
