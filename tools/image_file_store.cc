@@ -448,7 +448,8 @@ Status ImageFileStore::TakeFileListLocked(File* file) {
   const std::string what = "the stream's list of files (" + FormatSize(file->size) + ")";
   bool fits = false;
   VF_RETURN_IF_ERROR(MakeRoomLocked(PageRound(file->size), &fits));
-  if (!fits) return Status::InvalidArgument("no memory left within --max-memory for " + what + ": give more --max-memory");
+  if (!fits)
+    return Status::InvalidArgument("no memory left within --max-memory for " + what + ": give more --max-memory");
   auto list = std::make_unique<FileList>();
   list->budget = budget_;
   VF_ASSIGN_OR_RETURN(list->names, BudgetedBuffer::Allocate(budget_, static_cast<size_t>(file->size), what));
@@ -590,8 +591,8 @@ Status ImageFileStore::MoveInto(int dir_fd, const std::string& shown) const {
         return Status::AlreadyExists("image file " + Printable(file->name) + " cannot be placed in " +
                                      Printable(shown) + ": a directory of that name is in the way; no file was moved");
     } else if (errno != ENOENT) {
-      return Status::FromErrno("looking at " + Printable(file->name) + " in " + Printable(shown) + " (no file was moved)",
-                               errno);
+      return Status::FromErrno(
+          "looking at " + Printable(file->name) + " in " + Printable(shown) + " (no file was moved)", errno);
     }
   }
   // Then each moves in, exchanged with what is there: a move that fails
