@@ -130,6 +130,37 @@ TEST(CriuRestore, RecreatesTheRocmRuntimesSharedMemoryAndSemaphore) {
   ::sem_close(sem);
 }
 
+// CRIU's find_unused_fd_pid as a restore that has the checkpointed process
+// among its tasks answers it, and as one that does not (-1, "Invalid pid").
+int KnowsEveryPid(int) { return 100; }
+int KnowsNoOtherPid(int pid) { return pid == ::getpid() ? 100 : -1; }
+
+// A KFD image of another task of the restore (a shared /dev/kfd CRIU
+// restores in its holder with the lowest pid) is refused before KFD's
+// RESTORE, naming both processes; a pid that is no task of the restore
+// (outside CRIU, or a harness that restores under new pids) is not checked.
+TEST(CriuRestore, AKfdImageOfAnotherTaskOfTheRestoreIsRefused) {
+  Machine m;
+  AddProcess(m.kfd, kCheckpointed);
+  UniqueFd kfd_file = m.kfd.OpenKfd(kCheckpointed).value();
+  ASSERT_TRUE(DumpKfdFile(m.ctx, kfd_file.get(), 7, /*unpause_now=*/true).ok());
+  m.ctx.find_unused_fd_pid = KnowsEveryPid;
+  TaskRestoreState task;
+  Result<RestoreFileResult> refused = RestoreFile(m.ctx, 7, &task, "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("is process " + std::to_string(kCheckpointed) +
+                                            "'s KFD file, but CRIU restores it in process " +
+                                            std::to_string(::getpid())),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_FALSE(m.kfd.HasProcess(::getpid())) << "KFD's RESTORE ran in the wrong process";
+
+  m.ctx.find_unused_fd_pid = KnowsNoOtherPid;
+  Result<RestoreFileResult> restored = RestoreFile(m.ctx, 7, &task, "");
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_TRUE(m.kfd.HasProcess(::getpid()));
+}
+
 TEST(CriuRestore, RenderNodesWaitForTheirTasksKfdFileAndFilesNotOursAreNotOurs) {
   Machine m;
   AddProcess(m.kfd, kCheckpointed);
