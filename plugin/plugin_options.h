@@ -46,7 +46,8 @@ struct PluginOptions {
   // an incremental stream's base where its BASE frame says.
   std::string base;
   // VRAMFLOW_BASE_REFS_ONLY (pipeline.base_refs_only): match against the
-  // base's digests alone, never reading its chunks (no deltas).
+  // base's digests, reading only the base chunks that become references,
+  // to prove them (no deltas).
   TransportOptions transport;  // key from VRAMFLOW_KEY_FILE
   MapChecks checks;            // KFD_*_CHECK
   // VRAMFLOW_KFD_TOPOLOGY: where KFD's topology is read (tests, containers).

@@ -117,7 +117,7 @@ class ConcurrentDump::Engine {
         options_.base ? BaseChunkCoder::MemoryBytes(*options_.base, options_.chunk_size, options_.base_refs_only) : 0;
     if (options_.base) VF_RETURN_IF_ERROR(budget_.Charge(options_.base->memory_bytes(), "the base's index"));
     const unsigned wanted_threads =
-        ThreadsWithBaseReads(options_.threads, options_.base.get(), !options_.base_refs_only);
+        ThreadsWithBaseReads(options_.threads, options_.base.get(), true);
     VF_ASSIGN_OR_RETURN(plan_,
                         PlanOrderedDump(options_, wanted_threads, coder_bytes, 2ull * wanted_threads + 6, &budget_));
     for (size_t i = 0; i < plan_.items; ++i) {

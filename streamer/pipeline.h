@@ -57,8 +57,9 @@ struct PipelineOptions {
   // reader (relative paths are taken from the new stream's directory,
   // streamer/base_location.h); empty: the one the base was opened from.
   std::string base_location;
-  // Dump with a base: match by the base's stored SHA-256 digests alone,
-  // never reading its chunk frames (the base must have them); no deltas.
+  // Dump with a base: match by the base's stored SHA-256 digests (the base
+  // must have them), reading only the base chunks that become references,
+  // to prove them; no deltas.
   bool base_refs_only = false;
   // Dump: write DIGEST_BLOCKs (FORMAT.md 4.12) so that the stream can be a
   // refs-only base later. Always on for a dump with a base.

@@ -400,7 +400,8 @@ TEST_F(S3Rgw, IncrementalNetBaseStoreOnS3) {
 
 //! An incremental checkpoint whose base is an S3 object, and which is an S3
 //! object itself: pack reads the base by ranges (references only: its index
-//! and digests, no chunk frames), the stream records the base's URI, and
+//! and digests, and the chunk frames it references, to prove them), the
+//! stream records the base's URI, and
 //! unpack and verify fetch the referenced chunks from it.
 TEST_F(S3Rgw, IncrementalPackAndUnpackAgainstABaseOnS3) {
   Work w;

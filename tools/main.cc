@@ -146,8 +146,8 @@ int Main(int argc, char** argv) {
   pack_cmd->add_option("--base-store", pack.base_store,
                        "to a receiver: a directory of earlier streams, candidates after --base, newest first");
   pack_cmd->add_flag("--base-refs-only", pack.base_refs_only,
-                     "match by the base's chunk digests alone (the base must have them: --digests): no base chunk "
-                     "is read, no deltas");
+                     "match by the base's chunk digests (the base must have them: --digests), reading only the base "
+                     "chunks that become references, to prove them; no deltas");
   pack_cmd->add_flag("--digests", pack.digests,
                      "write each chunk's SHA-256 (DIGEST_BLOCKs), so that the stream can be a --base-refs-only base; "
                      "always on with --base");

@@ -114,8 +114,8 @@ void StreamerCommand::Add(CLI::App* app) {
                         "serve, extract with --listen: earlier streams the sender may build its stream on, offered "
                         "to it");
   streamer_->add_flag("--base-refs-only", base_refs_only_,
-                      "capture with --base: match chunks by the base's stored digests alone, reading none of its "
-                      "chunks (no deltas)");
+                      "capture with --base: match chunks by the base's stored digests, reading only the base chunks "
+                      "that become references, to prove them (no deltas)");
   streamer_->add_flag("--digests", digests_,
                       "capture: write each chunk's SHA-256 (DIGEST_BLOCKs), so that the stream can be a "
                       "--base-refs-only base; always on with --base");
