@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "codecs/chunk_codec.h"
+#include "common/cleanup_registry.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "streamer/decode_ahead.h"
@@ -192,6 +193,7 @@ Result<uint64_t> BaseReferenceCount(const std::string& input, const TransportOpt
 // $TMPDIR (or /tmp) that is removed when this goes: flatten must know how
 // many base references the stream holds before it writes the output's
 // header, and the stream says so only at its end, if at all.
+// Registered with `cleanup` (if any), so that an interrupt removes it too.
 class SpooledInput {
  public:
   ~SpooledInput() {
@@ -199,12 +201,17 @@ class SpooledInput {
   }
   const std::string& path() const { return path_; }
 
-  Status CopyFrom(ByteSource& source) {
+  Status CopyFrom(ByteSource& source, CleanupRegistry* cleanup) {
     const char* dir = std::getenv("TMPDIR");
     std::string name = std::string(dir && *dir ? dir : "/tmp") + "/vramflow-flatten-XXXXXX";
-    UniqueFd fd(::mkstemp(name.data()));
-    if (!fd.valid()) return Status::FromErrno("creating a temporary copy of the input in " + name, errno);
-    path_ = name;
+    UniqueFd fd;
+    auto create = [&]() -> Status {
+      fd = UniqueFd(::mkstemp(name.data()));
+      if (!fd.valid()) return Status::FromErrno("creating a temporary copy of the input in " + name, errno);
+      path_ = name;
+      return Status::Ok();
+    };
+    VF_ASSIGN_OR_RETURN(registered_, CleanupEntry::Create(cleanup, create, [this] { ::unlink(path_.c_str()); }));
     std::vector<uint8_t> buffer(1u << 20);
     for (;;) {
       VF_ASSIGN_OR_RETURN(size_t n, source.Read(buffer));
@@ -220,6 +227,7 @@ class SpooledInput {
 
  private:
   std::string path_;
+  CleanupEntry registered_;  // after path_: released (waiting out an undo) before path_ goes
 };
 
 // The base references of `input` (BaseReferenceCount), whose stream
@@ -228,7 +236,7 @@ class SpooledInput {
 Result<uint64_t> CountBaseReferences(const std::string& input, const TransportOptions& transport, ByteSource& source,
                                      SpooledInput* spooled, std::unique_ptr<ByteSource>* copy, MemoryBudget* budget) {
   if (OpenRandomAccess(input, transport).ok()) return BaseReferenceCount(input, transport, budget);
-  VF_RETURN_IF_ERROR(spooled->CopyFrom(source));
+  VF_RETURN_IF_ERROR(spooled->CopyFrom(source, transport.file.cleanup));
   VF_ASSIGN_OR_RETURN(*copy, OpenSource(spooled->path(), transport));
   return BaseReferenceCount(spooled->path(), transport, budget);
 }
