@@ -307,6 +307,9 @@ struct ChainOpener {
 
   Result<std::shared_ptr<const BaseStreamImpl>> Open(Probed probed, const BaseDescriptor* expected, uint32_t level) {
     if (expected) VF_RETURN_IF_ERROR(CheckExpected(probed, *expected));
+    // An id covers the stream's own base's id (FORMAT.md 4.12), so ids along
+    // a chain form a hash chain: the same id met twice is the same stream met
+    // twice, a loop, not two streams alike but for their bases.
     if (std::find(visited.begin(), visited.end(), probed.stored.id) != visited.end())
       return Status::InvalidArgument("wrong base: the chain of bases loops: " + Shown(probed.location) + " (" +
                                      HexDigest(probed.stored.id) + ") is a base of itself");
