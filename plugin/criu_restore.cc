@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -189,12 +190,13 @@ Status CheckImageDumpId(const PluginContext& ctx, const std::string& what, const
 // come back in the wrong process, so the restore is refused. The named
 // process runs no hook of its own for a file it receives, so nothing can
 // restore it there instead. Only a pid that is a task of this restore
-// (CRIU's find_unused_fd_pid knows it) counts; outside CRIU, and for a pid
-// CRIU does not restore, nothing is checked.
+// counts: one that exists (CRIU forks every task before any restores its
+// files) and that CRIU's find_unused_fd_pid knows. Outside CRIU, and for a
+// pid CRIU does not restore, nothing is checked.
 Status CheckRestoringProcess(const PluginContext& ctx, const criu::CriuKfd& image, const std::string& what) {
   const pid_t self = ::getpid(), owner = static_cast<pid_t>(image.pid());
-  if (owner == self || owner <= 0 || !ctx.find_unused_fd_pid || ctx.find_unused_fd_pid(owner) <= 0)
-    return Status::Ok();
+  if (owner == self || owner <= 0 || !ctx.find_unused_fd_pid) return Status::Ok();
+  if ((::kill(owner, 0) != 0 && errno == ESRCH) || ctx.find_unused_fd_pid(owner) <= 0) return Status::Ok();
   return Status::NotSupported(
       what + " is process " + std::to_string(owner) + "'s KFD file, but CRIU restores it in process " +
       std::to_string(self) + ", which holds it too (an inherited /dev/kfd: CRIU restores a shared file in its "

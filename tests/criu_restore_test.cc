@@ -141,14 +141,15 @@ int KnowsNoOtherPid(int pid) { return pid == ::getpid() ? 100 : -1; }
 // (outside CRIU, or a harness that restores under new pids) is not checked.
 TEST(CriuRestore, AKfdImageOfAnotherTaskOfTheRestoreIsRefused) {
   Machine m;
-  AddProcess(m.kfd, kCheckpointed);
-  UniqueFd kfd_file = m.kfd.OpenKfd(kCheckpointed).value();
+  const pid_t other = ::getppid();  // a running process: CRIU's tasks all exist when files are restored
+  AddProcess(m.kfd, other);
+  UniqueFd kfd_file = m.kfd.OpenKfd(other).value();
   ASSERT_TRUE(DumpKfdFile(m.ctx, kfd_file.get(), 7, /*unpause_now=*/true).ok());
   m.ctx.find_unused_fd_pid = KnowsEveryPid;
   TaskRestoreState task;
   Result<RestoreFileResult> refused = RestoreFile(m.ctx, 7, &task, "");
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("is process " + std::to_string(kCheckpointed) +
+  EXPECT_NE(refused.status().message().find("is process " + std::to_string(other) +
                                             "'s KFD file, but CRIU restores it in process " +
                                             std::to_string(::getpid())),
             std::string::npos)
@@ -156,6 +157,20 @@ TEST(CriuRestore, AKfdImageOfAnotherTaskOfTheRestoreIsRefused) {
   EXPECT_FALSE(m.kfd.HasProcess(::getpid())) << "KFD's RESTORE ran in the wrong process";
 
   m.ctx.find_unused_fd_pid = KnowsNoOtherPid;
+  Result<RestoreFileResult> restored = RestoreFile(m.ctx, 7, &task, "");
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_TRUE(m.kfd.HasProcess(::getpid()));
+}
+
+// A pid that no process has is not asked about (CRIU would log "Invalid
+// pid"): every task of a restore exists when its files are restored.
+TEST(CriuRestore, AKfdImageOfAPidNoProcessHasIsRestoredHere) {
+  Machine m;
+  AddProcess(m.kfd, kCheckpointed);
+  UniqueFd kfd_file = m.kfd.OpenKfd(kCheckpointed).value();
+  ASSERT_TRUE(DumpKfdFile(m.ctx, kfd_file.get(), 7, /*unpause_now=*/true).ok());
+  m.ctx.find_unused_fd_pid = KnowsEveryPid;
+  TaskRestoreState task;
   Result<RestoreFileResult> restored = RestoreFile(m.ctx, 7, &task, "");
   ASSERT_TRUE(restored.ok()) << restored.status().ToString();
   EXPECT_TRUE(m.kfd.HasProcess(::getpid()));

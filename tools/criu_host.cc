@@ -86,8 +86,8 @@ static int g_log_fd = STDERR_FILENO;
 // In a restored task, while its fds are restored: the lowest fd number above
 // those still to be restored (CRIU looks the task up by pid; a task here
 // knows only itself). The plugin asks about its own pid, and about the pid
-// a KFD image names when that is another: CRIU's "Invalid pid" for a pid it
-// does not restore, as here, where tasks do not get their dumped pids.
+// a KFD image names when that is another that exists: CRIU's "Invalid pid"
+// for a pid it does not restore (tasks here do not get their dumped pids).
 static vramflow::TaskFdRestore* g_task_fds = nullptr;
 extern "C" __attribute__((visibility("default"))) int find_unused_fd_pid(pid_t pid) {
   if (!g_task_fds || pid != ::getpid()) {
