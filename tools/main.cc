@@ -700,10 +700,10 @@ int Main(int argc, char** argv) {
     Status s = flatten_net.Resolve(&flatten.transport);
     if (!s.ok()) return UsageError("flatten", s);
     if (s = flatten_net.LoadCredentials(&flatten.transport); !s.ok()) return Fail("flatten", s);
+    flatten.transport.s3.cleanup = cleanup;  // an interrupt kills a credential_process, aborts the upload
     flatten.max_memory = flatten_memory.Resolve();
     FlattenReport report;
     s = RunFlatten(flatten, &report);
-    flatten.transport.s3.cleanup = cleanup;  // an interrupt kills a credential_process, aborts the upload
     if (!s.ok()) return Fail("flatten", s);
     std::fprintf(stderr, "flattened %llu object(s), %s (%s from the base), into %s\n",
                  static_cast<unsigned long long>(report.objects), FormatSize(report.raw_bytes).c_str(),
@@ -816,10 +816,10 @@ int Main(int argc, char** argv) {
     interruptible(&sink_options);
     sink_options.file.overwrite = gen_force;
     sink_options.s3.overwrite = gen_force;
+    sink_options.s3.cleanup = cleanup;  // an interrupt kills a credential_process, aborts the upload
     if (Status resolved = gen_s3.Resolve(&sink_options.s3); !resolved.ok()) return UsageError("gen", resolved);
     if (Status loaded = gen_s3.LoadEncryptionKey(&sink_options.s3); !loaded.ok()) return Fail("gen", loaded);
     Result<std::unique_ptr<ByteSink>> sink = OpenSink(gen_output, sink_options);
-    sink_options.s3.cleanup = cleanup;  // an interrupt kills a credential_process, aborts the upload
     if (!sink.ok()) return Fail("gen", sink.status());
     std::vector<uint8_t> buf(4u << 20);
     for (uint64_t offset = 0; offset < size;) {
@@ -839,10 +839,10 @@ int Main(int argc, char** argv) {
     S3Options s3_options;
     if (Status resolved = s3_cleanup_s3.Resolve(&s3_options); !resolved.ok())
       return UsageError("s3 cleanup", resolved);
+    s3_options.cleanup = cleanup;  // an interrupt kills a credential_process
     s3::CleanupReport report = s3::AbortJournaledUploads(dir, s3_options, s3_all);
     std::fprintf(stderr, "vramflow s3 cleanup: aborted %u upload(s); %u of running processes left alone (%s)\n",
                  report.aborted, report.skipped, dir.c_str());
-    s3_options.cleanup = cleanup;  // an interrupt kills a credential_process
     for (const std::string& failure : report.failures)
       std::fprintf(stderr, "vramflow s3 cleanup: not aborted: %s\n", failure.c_str());
     return report.failures.empty() ? 0 : kExitFailure;
