@@ -14,6 +14,7 @@
 #include "criu_amdgpu.pb.h"
 #include "plugin/dumped_bos.h"
 #include "plugin/kfd_devinfo.h"
+#include "plugin/kfd_file_list.h"
 #include "plugin/kfd_image.h"
 #include "plugin/vram_base.h"
 #include "plugin/vram_io.h"
@@ -228,7 +229,8 @@ Status RemoveEarlierDumpsImages(int images_dir, const std::set<std::string>& wri
   while (const struct dirent* e = ::readdir(dir.get())) {
     const std::string name = e->d_name;
     const bool ours = name.rfind("amdgpu-kfd-", 0) == 0 || name.rfind("amdgpu-renderD-", 0) == 0 ||
-                      name.rfind("amdgpu-vram-", 0) == 0 || name.rfind("amdgpu-pages-", 0) == 0;
+                      name.rfind("amdgpu-vram-", 0) == 0 || name.rfind("amdgpu-pages-", 0) == 0 ||
+                      name == kKfdFileListImage;
     const bool image = name.size() > 4 && name.compare(name.size() - 4, 4, ".img") == 0;
     if (ours && image && !written.count(name)) stale.push_back(name);
   }

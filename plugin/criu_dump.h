@@ -51,7 +51,8 @@ Status DumpRenderNodeFile(const PluginContext& ctx, int render_fd, int id, uint3
 // After a dump into an images directory (`images_dir`, CRIU's fd of it):
 // removes the plugin's images there that this dump did not write
 // (`written`, by name), an earlier dump's amdgpu-kfd-*, amdgpu-renderD-*,
-// amdgpu-vram-* and upstream's amdgpu-pages-* files. CRIU numbers a dump's
+// amdgpu-vram-* and upstream's amdgpu-pages-* files, and its KFD file list
+// (a dump without KFD files writes none, and restore would wait for them). CRIU numbers a dump's
 // files anew (a restored process holds more files than it did), so an
 // earlier dump's KFD image may carry the id of this dump's render-node
 // file, and would be taken for it at restore; and every cycle would add

@@ -148,6 +148,19 @@ std::string ImagesDirPath(int dir) {
   return target;
 }
 
+// CRIU's images directory where a dump writes its images there; -1 under
+// --stream or outside CRIU. Needs no context: a dump without GPU files has none.
+int DumpImagesDir() {
+  const PluginState& s = *g_state;
+  if (s.images) return s.images_dir;
+  auto get_dir = CriuSymbol<int (*)()>("criu_get_image_dir");
+  if (!get_dir) return -1;
+  const int dir = get_dir();
+  const bool stream = s.options.criu_stream == Tristate::kOn ||
+                      (s.options.criu_stream == Tristate::kAuto && StreamerSocketPresent(dir, /*dump=*/true));
+  return stream ? -1 : dir;
+}
+
 // The images store and the context, made on first use.
 Result<const PluginContext*> Context() {
   PluginState& s = *g_state;
@@ -517,10 +530,12 @@ int DumpDevicesLate(int id) {
   if (first.ok() && !g_state->dumped_kfd_files.empty()) {
     Result<const PluginContext*> ctx = Context();
     first = ctx.ok() ? WriteKfdFileList(*(*ctx)->images, {g_state->dumped_kfd_files, (*ctx)->dump_id}) : ctx.status();
+    if (first.ok()) g_state->written_images.insert(kKfdFileListImage);
   }
-  // Images of an earlier dump into the same directory that this one did not replace.
-  if (first.ok() && !g_state->written_images.empty() && g_state->images_dir >= 0)
-    first = RemoveEarlierDumpsImages(g_state->images_dir, g_state->written_images);
+  // Images of an earlier dump into the same directory that this one did not
+  // replace: all of them where this dump had no GPU files.
+  const int images_dir = DumpImagesDir();
+  if (first.ok() && images_dir >= 0) first = RemoveEarlierDumpsImages(images_dir, g_state->written_images);
   return first.ok() ? 0 : Fail("DUMP_DEVICES_LATE", first);
 }
 #endif

@@ -2,7 +2,8 @@
 // RealCriu.* for checkpoints taken again and again (issue 49, defects 1 and
 // 2): a second `criu dump` into the same images directory, the same
 // VRAMFLOW_TARGET directory or the same `vramflow recv --output-dir`
-// replaces the first one's images and streams; and a VRAM stream of another
+// replaces the first one's images and streams (and a dump without GPU
+// files removes them); and a VRAM stream of another
 // dump put beside a dump's metadata images is refused at restore, parallel
 // and in the task, naming both dumps' ids.
 //
@@ -147,6 +148,25 @@ TEST_F(RealCriuRepeated, SecondDumpToTheSameReceiverReplacesTheStreams) {
   testing::CommandResult r = Restore("VRAMFLOW_TARGET=" + ShellQuote(received));
   ASSERT_EQ(r.code, 0) << r.output << RestoreLog();
   Check(pid);
+}
+
+// A later dump with no GPU file into the directory of a GPU dump (the
+// application closed /dev/kfd, or another process is checkpointed there):
+// the earlier dump's images go, its KFD file list with them, so the restore
+// neither waits for KFD files CRIU never restores nor finds stale images.
+TEST_F(RealCriuRepeated, DumpWithoutGpuFilesRemovesAnEarlierDumpsImages) {
+  REQUIRE_REAL_CRIU();
+  StartKfd();
+  Dump(StartGpuProcess());
+  ASSERT_GT(CountImages("amdgpu-"), 0);
+  const pid_t plain = StartSleeper("", dir_.File("plain.log"));
+  started_.push_back(plain);
+  Dump(plain);
+  EXPECT_EQ(CountImages("amdgpu-"), 0) << "an earlier dump's images stayed";
+  // Bounded: with the earlier list left, the restore waited for its KFD files.
+  testing::CommandResult r = RunShell("timeout 60 " + Criu("restore", TestPluginDir()) + " -d -o restore.log");
+  ASSERT_EQ(r.code, 0) << r.output << LogTail(images_ + "/restore.log");
+  EXPECT_TRUE(ProcessExists(plain));
 }
 
 // Defect 2: the VRAM streams of an earlier dump of the same process (same
