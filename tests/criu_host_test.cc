@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -310,8 +311,9 @@ std::string FreshS3Prefix(const std::string& tag) {
 //! VRAMFLOW_TARGET=s3://BUCKET/PREFIX/{name} against the local Ceph RGW
 //! (S3Rgw: the rgw fixture; skips, saying why, without one): every GPU's
 //! stream is uploaded as an object and restored from it. A second dump to
-//! the same objects fails naming one, as a second dump into a directory
-//! target that holds the stream files does.
+//! the same objects replaces them (periodic checkpoints to one prefix), as
+//! a second dump into a directory target does: the objects then carry the
+//! second dump's id.
 TEST(S3Rgw, PluginVramStreamsGoToS3) {
   if (std::string missing = RgwMissing(); !missing.empty()) GTEST_SKIP() << missing;
   const std::string prefix = FreshS3Prefix("plugin");
@@ -324,11 +326,22 @@ TEST(S3Rgw, PluginVramStreamsGoToS3) {
   EXPECT_EQ(testing::RunCommand(testing::VramflowBinary() + " verify -q " + prefix + VramStreamName(100, 0x1111), &out),
             0)
       << out;
+  // The dump id an object's stream carries ("dump-id = HEX" in inspect's listing).
+  auto dump_id = [&](const std::string& name) {
+    std::string listing;
+    testing::RunCommand(testing::VramflowBinary() + " inspect " + prefix + name + " 2>&1", &listing);
+    std::smatch m;
+    return std::regex_search(listing, m, std::regex("dump-id = ([0-9a-f]+)")) ? std::string(m[1]) : listing;
+  };
+  const std::string first_id = dump_id(VramStreamName(100, 0x1000));
 
   testing::TempDir again;
   HostRun second = RunHost(again, "--gpus 2", "VRAMFLOW_TARGET=" + prefix + "{name}");
-  EXPECT_NE(second.status, 0) << second.output;
-  EXPECT_TRUE(Has(second.output, prefix + VramStreamName(100, 0x1000) + " exists")) << second.output;
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_TRUE(Has(second.output, "verified: 1 task(s)")) << second.output;
+  const std::string second_id = dump_id(VramStreamName(100, 0x1000));
+  EXPECT_EQ(second_id.size(), 32u) << second_id;
+  EXPECT_NE(second_id, first_id) << "the object was not replaced";
 }
 
 //! VRAMFLOW_S3_SSE_C_KEY_FILE: the plugin writes its s3:// streams with
