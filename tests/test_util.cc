@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "tests/test_util.h"
 
+#include <fcntl.h>
 #include <ftw.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +42,16 @@ std::vector<uint8_t> ReadFileBytes(const std::string& path) {
   if (!f) throw std::runtime_error("cannot read " + path);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
+
+RocmShmLock::RocmShmLock() : fd_(::open("/tmp/vramflow-tests-rocm-shm.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666)) {
+  if (fd_ < 0) throw std::runtime_error(std::string("opening the /dev/shm tests' lock: ") + std::strerror(errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno != EINTR)
+      throw std::runtime_error(std::string("locking the /dev/shm tests' lock: ") + std::strerror(errno));
+  }
+}
+
+RocmShmLock::~RocmShmLock() { ::close(fd_); }
 
 void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream f(path, std::ios::binary);

@@ -26,6 +26,21 @@ class TempDir {
   std::string path_;
 };
 
+// Held by every test that creates or watches the ROCm runtime's /dev/shm
+// files (hsakmt_shared_mem, sem.hsakmt_semaphore): ctest runs tests in
+// parallel processes, and these names are one per host. Blocks until no
+// other such test holds it (flock on a file in /tmp).
+class RocmShmLock {
+ public:
+  RocmShmLock();
+  ~RocmShmLock();
+  RocmShmLock(const RocmShmLock&) = delete;
+  RocmShmLock& operator=(const RocmShmLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 std::vector<uint8_t> ReadFileBytes(const std::string& path);
 void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> ModelBytes(DataKind kind, size_t size, uint64_t seed = 1);
