@@ -189,7 +189,7 @@ TEST(PluginBase, RestoreFromTheNetworkOpensNoBaseTheSenderNames) {
   ASSERT_TRUE(wanted.ok()) << wanted.status().ToString();
   ASSERT_EQ(wanted->location, d.m.dir.File(stream_name)) << "the dump recorded where its base is, on this machine";
   d.m.options.base.clear();
-  for (const std::string target : {"unix:" + d.m.dir.File("{name}.sock"), std::string("tcp://127.0.0.1:7070")}) {
+  for (const std::string& target : {"unix:" + d.m.dir.File("{name}.sock"), std::string("tcp://127.0.0.1:7070")}) {
     SCOPED_TRACE(target);
     d.m.options.target = target;
     Result<std::shared_ptr<const BaseStream>> base = VramBaseOpener(d.m.options, stream_name)(*wanted);

@@ -24,7 +24,10 @@ struct PluginMachine {
     backend = ConnectSimGpuBackend(dir.File("kfd.sock"), dir.File("topology")).value();
     options.pipeline.max_memory = 32 << 20;
     options.pipeline.chunk_size = 256 << 10;
-    ctx = PluginContext{backend.get(), &options, images.get(), images.get()};
+    ctx.backend = backend.get();
+    ctx.options = &options;
+    ctx.images = images.get();
+    ctx.vram = images.get();
   }
 
   testing::TempDir dir;

@@ -68,7 +68,9 @@ class RealCriuRepeated : public RealCriu {
   void Kill(pid_t pid) {
     ::kill(pid, SIGKILL);
     ASSERT_TRUE(WaitGone(pid));
-    if (kfd_->HasProcess(pid)) ASSERT_TRUE(kfd_->RemoveProcess(pid).ok());
+    if (kfd_->HasProcess(pid)) {
+      ASSERT_TRUE(kfd_->RemoveProcess(pid).ok());
+    }
   }
   // Dumps `pid` twice into the same places, the BOs changed in between,
   // and restores: the second dump's contents must come back.

@@ -316,7 +316,9 @@ TEST_F(RealCriu, TenCyclesOfAThreeProcessTreeIntoOneDirectoryStayFlat) {
     Dump(pids[0], env);
     for (pid_t pid : {pids[1], pids[2]}) {
       ASSERT_TRUE(WaitGone(pid));
-      if (kfd_->HasProcess(pid)) ASSERT_TRUE(kfd_->RemoveProcess(pid).ok());
+      if (kfd_->HasProcess(pid)) {
+        ASSERT_TRUE(kfd_->RemoveProcess(pid).ok());
+      }
     }
     testing::CommandResult r = Restore(env);
     ASSERT_EQ(r.code, 0) << "cycle " << cycle << ": " << r.output << LogTail(images_ + "/restore.log");
