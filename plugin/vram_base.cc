@@ -7,19 +7,33 @@
 
 #include "common/sha256.h"
 #include "plugin/image_store.h"
+#include "streamer/pipeline_fit.h"
 #include "transport/open_uri.h"
 #include "transport/uri.h"
 
 namespace vramflow {
 namespace {
 
-BaseOpenOptions OpenOptions(const TransportOptions& transport) {
+// Opens bases through the plugin's transport, their chain's indexes within
+// its memory budget (KFD_MAX_BUFFER_SIZE, or the machine's default):
+// counted from each SEEK_INDEX before any record is read.
+BaseOpenOptions OpenOptions(const PluginOptions& options) {
   BaseOpenOptions open;
-  open.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+  open.open = [transport = options.transport](const std::string& location)
+      -> Result<std::shared_ptr<RandomAccessSource>> {
     VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
     return std::shared_ptr<RandomAccessSource>(std::move(source));
   };
+  open.max_index_bytes = WithMachineDefaults(options.pipeline).max_memory;
   return open;
+}
+
+// `status` of opening a base, saying which setting bounds the index where
+// it did not fit (the reader's message names the CLI's --max-memory).
+Status WithBudgetNote(const Status& status) {
+  if (status.code() != Status::Code::kNotSupported || status.message().find("--max-memory") == std::string::npos)
+    return status;
+  return Status::NotSupported(status.message() + "; for the plugin, its memory budget is KFD_MAX_BUFFER_SIZE");
 }
 
 }  // namespace
@@ -52,9 +66,10 @@ Result<std::string> VramBaseLocation(const PluginOptions& options, const std::st
 
 Result<std::shared_ptr<const BaseStream>> OpenVramBase(const PluginOptions& options, const std::string& stream_name) {
   VF_ASSIGN_OR_RETURN(std::string location, VramBaseLocation(options, stream_name));
-  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, OpenOptions(options.transport));
+  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, OpenOptions(options));
   if (!base.ok())
-    return base.status().WithContext("the base of " + stream_name + " (VRAMFLOW_BASE=" + options.base + "): " + location);
+    return WithBudgetNote(base.status())
+        .WithContext("the base of " + stream_name + " (VRAMFLOW_BASE=" + options.base + "): " + location);
   return base;
 }
 
@@ -79,8 +94,9 @@ std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> 
       return Status::InvalidArgument(stream_name + " is an incremental stream whose BASE frame names no location: set "
                                      "VRAMFLOW_BASE to the checkpoint it was built on");
     Result<std::shared_ptr<const BaseStream>> base =
-        OpenBaseStream(location, OpenOptions(options.transport), &descriptor);
-    if (!base.ok()) return base.status().WithContext("the base of " + stream_name + " (" + from + "): " + location);
+        OpenBaseStream(location, OpenOptions(options), &descriptor);
+    if (!base.ok())
+      return WithBudgetNote(base.status()).WithContext("the base of " + stream_name + " (" + from + "): " + location);
     return base;
   };
 }

@@ -335,11 +335,12 @@ struct ChainOpener {
       }
     }
     if (!found) {
-      if (own.location.empty())
+      const std::string known = options.locate ? options.locate(own.base_id) : std::string();
+      if (known.empty() && own.location.empty())
         return Status::NotFound("base " + Shown(location) + " is incremental: it needs its base " +
                                 HexDigest(own.base_id) +
                                 ", whose location it does not record; give it with --base");
-      const std::string next_location = ResolveBaseLocation(own.location, location);
+      const std::string next_location = known.empty() ? ResolveBaseLocation(own.location, location) : known;
       Result<Probed> probed_next = ProbeCharged(next_location);
       if (!probed_next.ok()) {
         const Status& s = probed_next.status();

@@ -52,8 +52,17 @@ struct BaseOpenOptions {
   // link of the chain is taken from here first (matched by stream id), then
   // from the location its dependent's BASE frame records.
   std::vector<std::string> more_locations;
-  // Most bytes the chain's indexes may take (NotSupported beyond: an index
-  // that large is refused rather than held).
+  // Where a link of the chain is, by its stream id, for a caller that knows
+  // its streams' ids before opening any (a receiver's base store, a sender's
+  // candidates): a location, or empty when unknown. Asked after
+  // more_locations and before the location a BASE frame records; unlike
+  // more_locations (each opened up front), only the links the chain needs
+  // are read.
+  std::function<std::string(const StreamId&)> locate;
+  // Most bytes the chain's indexes may take, counted from each SEEK_INDEX
+  // before its records are read (NotSupported beyond: refused, not held).
+  // Every command sets its memory budget (-m) here; the default serves
+  // tests and callers without one.
   uint64_t max_index_bytes = 256ull << 20;
 };
 

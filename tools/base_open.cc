@@ -14,8 +14,7 @@ OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std:
                                const TransportOptions& transport, uint64_t max_index_bytes) {
   return [bases, input, transport,
           max_index_bytes](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
-    BaseOpenOptions options = CliBaseOpenOptions(transport, {});
-    options.max_index_bytes = max_index_bytes;
+    BaseOpenOptions options = CliBaseOpenOptions(transport, {}, max_index_bytes);
     const std::string needs = "this stream is incremental: it needs its base " + HexDigest(d.base_id) + " (" +
                               (d.location.empty() ? std::string("no location recorded") : Printable(d.location)) + ")";
     if (!bases.empty()) {
@@ -42,7 +41,7 @@ Result<OpenBaseFunction> ReaderBaseOpener(const std::string& input, const std::v
                                      " is a stored stream");
     return BaseOpenerFor(bases, input, *transport, max_index_bytes);
   }
-  return OfferStore(base_store, bases, /*stores=*/false, transport, StderrLog(command));
+  return OfferStore(base_store, bases, /*stores=*/false, transport, StderrLog(command), max_index_bytes);
 }
 
 }  // namespace vramflow

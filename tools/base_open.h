@@ -24,7 +24,7 @@ using OpenBaseFunction = std::function<Result<std::shared_ptr<const BaseStream>>
 // reader's budget (-m): counted from each stream's SEEK_INDEX before its
 // records are read, so that a chain too large for it is refused unread.
 OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std::string& input,
-                               const TransportOptions& transport, uint64_t max_index_bytes = 256ull << 20);
+                               const TransportOptions& transport, uint64_t max_index_bytes);
 
 // The open_base of a command that reads `input` (unpack, verify, streamer
 // serve/extract). From the network (--listen) a base comes only from what
@@ -34,9 +34,10 @@ OpenBaseFunction BaseOpenerFor(const std::vector<std::string>& bases, const std:
 // sender wrote into its BASE frame, which names the sender's machine. Else
 // BaseOpenerFor(bases, input). `command` names the receiver's stderr lines
 // (what its sender is not told). --base-store without --listen, and with
-// --base, is kInvalidArgument. `max_index_bytes` as for BaseOpenerFor.
+// --base, is kInvalidArgument. `max_index_bytes` as for BaseOpenerFor, from
+// a store as from --base.
 Result<OpenBaseFunction> ReaderBaseOpener(const std::string& input, const std::vector<std::string>& bases,
                                           const std::string& base_store, TransportOptions* transport,
-                                          const std::string& command, uint64_t max_index_bytes = 256ull << 20);
+                                          const std::string& command, uint64_t max_index_bytes);
 
 }  // namespace vramflow

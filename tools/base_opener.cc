@@ -7,8 +7,10 @@
 
 namespace vramflow {
 
-BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std::vector<std::string>& locations) {
+BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std::vector<std::string>& locations,
+                                   uint64_t max_index_bytes) {
   BaseOpenOptions options;
+  options.max_index_bytes = max_index_bytes;
   options.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
     VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
     return std::shared_ptr<RandomAccessSource>(std::move(source));
@@ -18,11 +20,11 @@ BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std:
 }
 
 Result<std::shared_ptr<const BaseStream>> OpenCliBase(const std::vector<std::string>& locations,
-                                                      const TransportOptions& transport) {
+                                                      const TransportOptions& transport, uint64_t max_index_bytes) {
   if (locations.empty()) return Status::Internal("OpenCliBase without a location");
   const std::string location = AbsoluteBaseLocation(locations[0]);
   Result<std::shared_ptr<const BaseStream>> base =
-      OpenBaseStream(location, CliBaseOpenOptions(transport, locations));
+      OpenBaseStream(location, CliBaseOpenOptions(transport, locations, max_index_bytes));
   if (!base.ok()) return base.status().WithContext("--base " + locations[0]);
   return base;
 }

@@ -21,13 +21,17 @@
 namespace vramflow {
 
 // Base open options reading through `transport`, with `locations` past the
-// first as more_locations.
-BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std::vector<std::string>& locations);
+// first as more_locations. `max_index_bytes`: the command's memory budget
+// (-m), which the chain's indexes must fit: counted from each SEEK_INDEX
+// before any record is read, so a chain too large is refused unread.
+BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std::vector<std::string>& locations,
+                                   uint64_t max_index_bytes);
 
 // A dump's base: opens locations[0] (which must be given; a path made
-// absolute, as the BASE frame records it).
+// absolute, as the BASE frame records it), its indexes within
+// `max_index_bytes` (as above).
 Result<std::shared_ptr<const BaseStream>> OpenCliBase(const std::vector<std::string>& locations,
-                                                      const TransportOptions& transport);
+                                                      const TransportOptions& transport, uint64_t max_index_bytes);
 
 // The value of --base: a file or s3://BUCKET/KEY (read by ranges); a pipe,
 // stdin, fd:N or a network address is refused, saying why.

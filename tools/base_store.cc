@@ -93,12 +93,13 @@ Result<std::vector<Candidate>> NewestObjects(const Endpoint& store, const S3Opti
   return newest;
 }
 
-// The stream id of the stored stream at `location`, reading only its index.
+// The stream id of the stored stream at `location`, reading only its index,
+// which must fit `max_index_bytes` (and kMaxStoreIndexBytes).
 Result<Sha256Digest> IdOfStoredStream(const std::string& location, const TransportOptions& transport,
-                                      uint64_t* bytes_read) {
+                                      uint64_t* bytes_read, uint64_t max_index_bytes) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> file, OpenRandomAccess(location, transport));
   CountingRandomAccess counting(std::shared_ptr<RandomAccessSource>(std::move(file)));
-  Result<StoredStreamIndex> stored = ReadSeekIndex(counting, kMaxStoreIndexBytes);
+  Result<StoredStreamIndex> stored = ReadSeekIndex(counting, std::min(kMaxStoreIndexBytes, max_index_bytes));
   *bytes_read += counting.bytes();
   if (!stored.ok()) return stored.status();
   return stored->id;
@@ -122,7 +123,8 @@ BaseOffer BaseStore::Offer(bool stores) const {
   return offer;
 }
 
-Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& transport, size_t max_streams) {
+Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& transport, size_t max_streams,
+                                uint64_t max_index_bytes) {
   const size_t max = std::min(max_streams, kMaxStoreStreams);
   BaseStore store;
   store.dir = dir;
@@ -138,7 +140,7 @@ Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& 
   }
   for (const Candidate& candidate : newest) {
     ++store.files_read;
-    Result<Sha256Digest> id = IdOfStoredStream(candidate.location, transport, &store.bytes_read);
+    Result<Sha256Digest> id = IdOfStoredStream(candidate.location, transport, &store.bytes_read, max_index_bytes);
     if (!id.ok()) {
       ++store.skipped;
       store.notes.push_back(Printable(candidate.location) + " is not a base: " + id.status().message());
@@ -160,6 +162,14 @@ Status CannotOpenOffered(const Sha256Digest& id, const std::string& detail, cons
                           " but cannot open it (the receiver's log says why)");
 }
 
+// Why the store's skipped files were not offered (a stream whose index does
+// not fit the budget, say), for the receiver's log: "" when none was.
+std::string SkippedNotes(const BaseStore& store) {
+  std::string notes;
+  for (const std::string& note : store.notes) notes += "; " + note;
+  return notes.empty() ? notes : " (" + std::to_string(store.skipped) + " file(s) skipped" + notes + ")";
+}
+
 // Opens the chain's links from the store's files only: a location a sender
 // wrote into a BASE frame names its own machine and is never opened here.
 BaseOpener StoreOnly(std::shared_ptr<const BaseStore> store, const TransportOptions& transport) {
@@ -177,8 +187,8 @@ BaseOpener StoreOnly(std::shared_ptr<const BaseStore> store, const TransportOpti
 }  // namespace
 
 OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOffer& offered,
-                           const TransportOptions& transport, ReceiverLog log) {
-  return [store = std::move(store), offered, transport, log = std::move(log)](
+                           const TransportOptions& transport, ReceiverLog log, uint64_t max_index_bytes) {
+  return [store = std::move(store), offered, transport, log = std::move(log), max_index_bytes](
              const BaseDescriptor& wanted) -> Result<std::shared_ptr<const BaseStream>> {
     const std::string id = HexDigest(wanted.base_id);
     if (!offered.Holds(wanted.base_id)) {
@@ -186,7 +196,8 @@ OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOff
         log("the sender's stream is built on base " + id + ", not offered: " +
             (store->dir.empty() ? std::string("this receiver has no base store (--base-store DIR)")
                                 : "it offered " + std::to_string(offered.ids.size()) + " from " +
-                                      EscapedText(store->dir)));
+                                      EscapedText(store->dir)) +
+            SkippedNotes(*store));
       return Status::InvalidArgument("the stream is built on base " + id + ", which this receiver never offered " +
                                      "its sender");
     }
@@ -194,15 +205,21 @@ OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOff
     if (!stored) return CannotOpenOffered(wanted.base_id, "offered, but not in " + EscapedText(store->dir), log);
     BaseOpenOptions options;
     options.open = StoreOnly(store, transport);
-    for (const StoredBase& other : store->streams)
-      if (&other != stored) options.more_locations.push_back(other.location);
+    // The chain's links by id from the store, opened only as the chain
+    // needs them: the store's other streams are not read.
+    options.locate = [store](const StreamId& id) {
+      const StoredBase* link = store->Find(id);
+      return link ? link->location : std::string();
+    };
+    options.max_index_bytes = max_index_bytes;
     Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(stored->location, options, &wanted);
     if (!base.ok()) return CannotOpenOffered(wanted.base_id, base.status().ToString(), log);
     return base;
   };
 }
 
-Result<BaseStore> BaseStoreOf(const std::vector<std::string>& locations, const TransportOptions& transport) {
+Result<BaseStore> BaseStoreOf(const std::vector<std::string>& locations, const TransportOptions& transport,
+                              uint64_t max_index_bytes) {
   BaseStore store;
   store.dir = "--base";
   if (locations.size() > kMaxStoreStreams)
@@ -210,7 +227,7 @@ Result<BaseStore> BaseStoreOf(const std::vector<std::string>& locations, const T
                                    std::to_string(kMaxStoreStreams));
   for (const std::string& location : locations) {
     ++store.files_read;
-    Result<Sha256Digest> id = IdOfStoredStream(location, transport, &store.bytes_read);
+    Result<Sha256Digest> id = IdOfStoredStream(location, transport, &store.bytes_read, max_index_bytes);
     if (!id.ok()) return id.status().WithContext("--base " + Printable(location));
     if (!store.Find(*id)) store.streams.push_back(StoredBase{location, *id});
   }
@@ -218,16 +235,16 @@ Result<BaseStore> BaseStoreOf(const std::vector<std::string>& locations, const T
 }
 
 Result<OpenBaseFn> OfferStore(const std::string& dir, const std::vector<std::string>& bases, bool stores,
-                              TransportOptions* transport, ReceiverLog log) {
+                              TransportOptions* transport, ReceiverLog log, uint64_t max_index_bytes) {
   if (!dir.empty() && !bases.empty()) return Status::InvalidArgument("--base and --base-store exclude each other");
   auto store = std::make_shared<BaseStore>();
   if (!dir.empty()) {
-    VF_ASSIGN_OR_RETURN(*store, ScanBaseStore(dir, *transport));
+    VF_ASSIGN_OR_RETURN(*store, ScanBaseStore(dir, *transport, kMaxStoreStreams, max_index_bytes));
   } else if (!bases.empty()) {
-    VF_ASSIGN_OR_RETURN(*store, BaseStoreOf(bases, *transport));
+    VF_ASSIGN_OR_RETURN(*store, BaseStoreOf(bases, *transport, max_index_bytes));
   }
   transport->net.base_offer = store->Offer(stores);
-  return StoreBaseOpener(store, transport->net.base_offer, *transport, std::move(log));
+  return StoreBaseOpener(store, transport->net.base_offer, *transport, std::move(log), max_index_bytes);
 }
 
 ReceiverLog StderrLog(const std::string& command) {

@@ -59,9 +59,11 @@ struct BaseStore {
 };
 
 // Scans `dir` (an existing directory, or s3://BUCKET/PREFIX) as described
-// above, reading through `transport` (its S3 settings).
+// above, reading through `transport` (its S3 settings). A stream whose index
+// does not fit `max_index_bytes` either (the command's budget, -m: it could
+// not be opened as a base within it) is skipped, unread.
 Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& transport,
-                                size_t max_streams = kMaxStoreStreams);
+                                size_t max_streams = kMaxStoreStreams, uint64_t max_index_bytes = kMaxStoreIndexBytes);
 
 // Where a receiver writes what its sender is not told (docs/NETWORK.md,
 // "What a sender learns"): which file a base was offered from, why it does
@@ -79,23 +81,31 @@ using ReceiverLog = std::function<void(const std::string&)>;
 // The error names the base by the id the sender's own stream gave, and
 // nothing of the store (its directory, its files, their ids and sizes): it
 // is what the sender is told. The details go to `log`.
+//
+// Of the store, only the streams of the base's chain are read, their
+// indexes within `max_index_bytes`, the receiver's memory budget (-m):
+// counted before any record is read, so a chain too large for it is refused
+// ("cannot open it"; the log says the size and the budget) unread.
 using OpenBaseFn = std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)>;
 OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOffer& offered,
-                           const TransportOptions& transport, ReceiverLog log);
+                           const TransportOptions& transport, ReceiverLog log, uint64_t max_index_bytes);
 
 // The streams at `locations` (files or s3://, as --base gives them) as a
-// store: each one's id read from its index. A location that is not an
-// indexed stream fails, naming it.
-Result<BaseStore> BaseStoreOf(const std::vector<std::string>& locations, const TransportOptions& transport);
+// store: each one's id read from its index (within `max_index_bytes`, as
+// for ScanBaseStore). A location that is not an indexed stream, or whose
+// index does not fit, fails, naming it.
+Result<BaseStore> BaseStoreOf(const std::vector<std::string>& locations, const TransportOptions& transport,
+                              uint64_t max_index_bytes);
 
 // A receiver of one stream (`unpack`, `verify`, `streamer serve/extract`
 // with --listen, `demo --listen`, `recv -o`): its store is `dir` scanned, or
 // the streams `bases` names (BaseStoreOf), or none when both are empty
 // (both given: kInvalidArgument). Makes the store's offer the receiver's
 // (transport->net.base_offer, with `stores`) and returns the open_base that
-// resolves the arriving stream's base from it, and from nothing else.
+// resolves the arriving stream's base from it, and from nothing else, its
+// indexes within `max_index_bytes` (StoreBaseOpener).
 Result<OpenBaseFn> OfferStore(const std::string& dir, const std::vector<std::string>& bases, bool stores,
-                              TransportOptions* transport, ReceiverLog log);
+                              TransportOptions* transport, ReceiverLog log, uint64_t max_index_bytes);
 
 // A ReceiverLog writing "vramflow COMMAND: LINE" to stderr.
 ReceiverLog StderrLog(const std::string& command);

@@ -14,6 +14,7 @@
 #include "sim/sim_process.h"
 #include "tools/base_store.h"
 #include "sim/training_step.h"
+#include "streamer/pipeline_fit.h"
 #include "tools/base_open.h"
 #include "tools/base_opener.h"
 #include "tools/cli_util.h"
@@ -104,8 +105,8 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   ShareBudget(options.listen, &pipeline.max_memory, &transport);
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT, unix:PATH or systemd:");
-  VF_ASSIGN_OR_RETURN(pipeline.open_base,
-                      OfferStore(options.base_store, {}, /*stores=*/false, &transport, StderrLog("demo")));
+  VF_ASSIGN_OR_RETURN(pipeline.open_base, OfferStore(options.base_store, {}, /*stores=*/false, &transport,
+                                                     StderrLog("demo"), WithMachineDefaults(pipeline).max_memory));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
                       NetReceiver::Listen(endpoint, transport.net));
   std::string security = endpoint.kind == Endpoint::Kind::kUnix    ? "unix socket, mode 0600"
@@ -249,7 +250,9 @@ Status RunIncrementalDemo(const DemoOptions& options, const SimDeviceOptions& de
   const std::vector<std::string> base_location = {base_file.path()};
   PipelineStats dump;
   PipelineOptions second = pipeline;
-  VF_ASSIGN_OR_RETURN(second.base, OpenCliBase(base_location, options.transport));
+  // The base's index within the budget, as pack and unpack hold theirs.
+  const uint64_t index_budget = WithMachineDefaults(pipeline).max_memory;
+  VF_ASSIGN_OR_RETURN(second.base, OpenCliBase(base_location, options.transport, index_budget));
   VF_RETURN_IF_ERROR(DumpToFile(original, file.path(), second, options.transport, options.progress,
                                 "incremental dump", &dump, &report->dump_peak_anon)
                          .WithContext("the incremental dump"));
@@ -260,7 +263,7 @@ Status RunIncrementalDemo(const DemoOptions& options, const SimDeviceOptions& de
   PipelineStats restore;
   {
     PipelineOptions run = pipeline;
-    run.open_base = BaseOpenerFor(base_location, file.path(), options.transport);
+    run.open_base = BaseOpenerFor(base_location, file.path(), options.transport, index_budget);
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(file.path()));
     ProgressBar bar("restore", original.total_bytes(), options.progress);
     run.progress = [&](uint64_t done) { bar.Update(done); };

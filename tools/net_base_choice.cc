@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/net_base_choice.h"
 
+#include <algorithm>
+
 #include "tools/base_opener.h"
 
 #include "tools/base_store.h"
@@ -9,31 +11,32 @@
 namespace vramflow {
 namespace {
 
-struct Candidate {
-  std::string location;
-  Sha256Digest id;
-};
+using Candidate = StoredBase;  // a candidate's location and stream id
 
-// The stream id of the stored stream at `location`, from its index.
-Result<Sha256Digest> IdOf(const std::string& location, const TransportOptions& transport) {
+// The stream id of the stored stream at `location`, from its index, which
+// must fit `max_index_bytes` (and kMaxStoreIndexBytes).
+Result<Sha256Digest> IdOf(const std::string& location, const TransportOptions& transport, uint64_t max_index_bytes) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
-  VF_ASSIGN_OR_RETURN(StoredStreamIndex stored, ReadSeekIndex(*source, kMaxStoreIndexBytes));
+  VF_ASSIGN_OR_RETURN(StoredStreamIndex stored,
+                      ReadSeekIndex(*source, std::min(kMaxStoreIndexBytes, max_index_bytes)));
   return stored.id;
 }
 
-Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, const TransportOptions& transport) {
+Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, const TransportOptions& transport,
+                                              uint64_t max_index_bytes) {
   if (candidates.locations.size() > kMaxStoreStreams)
     return Status::InvalidArgument(std::to_string(candidates.locations.size()) + " --base candidates: at most " +
                                    std::to_string(kMaxStoreStreams));
   std::vector<Candidate> list;
   for (const std::string& location : candidates.locations) {
-    Result<Sha256Digest> id = IdOf(location, transport);
+    Result<Sha256Digest> id = IdOf(location, transport, max_index_bytes);
     if (!id.ok()) return id.status().WithContext("base candidate '" + location + "'");
     list.push_back(Candidate{location, *id});
   }
   if (!candidates.store.empty()) {
     VF_ASSIGN_OR_RETURN(BaseStore store,
-                        ScanBaseStore(candidates.store, transport, kMaxStoreStreams - candidates.locations.size()));
+                        ScanBaseStore(candidates.store, transport, kMaxStoreStreams - candidates.locations.size(),
+                                      max_index_bytes));
     for (const StoredBase& stored : store.streams) list.push_back(Candidate{stored.location, stored.id});
   }
   return list;
@@ -41,19 +44,24 @@ Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, 
 
 }  // namespace
 
-Result<std::shared_ptr<const BaseStream>> OpenCandidateBase(const std::vector<std::string>& locations, size_t chosen,
-                                                            const TransportOptions& transport) {
-  BaseOpenOptions options = CliBaseOpenOptions(transport, {});
-  for (size_t i = 0; i < locations.size(); ++i)
-    if (i != chosen) options.more_locations.push_back(locations[i]);
-  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(locations[chosen], options);
-  if (!base.ok()) return base.status().WithContext("base '" + locations[chosen] + "'");
+Result<std::shared_ptr<const BaseStream>> OpenCandidateBase(const std::vector<StoredBase>& candidates, size_t chosen,
+                                                            const TransportOptions& transport,
+                                                            uint64_t max_index_bytes) {
+  BaseOpenOptions options = CliBaseOpenOptions(transport, {}, max_index_bytes);
+  options.locate = [&candidates](const StreamId& id) {
+    for (const StoredBase& c : candidates)
+      if (c.id == id) return c.location;
+    return std::string();
+  };
+  const std::string& location = candidates[chosen].location;
+  Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, options);
+  if (!base.ok()) return base.status().WithContext("base '" + location + "'");
   return base;
 }
 
 Result<NetSinkWithBase> OpenNetSinkWithBase(const std::string& uri, const TransportOptions& transport,
-                                            const BaseCandidates& candidates) {
-  VF_ASSIGN_OR_RETURN(std::vector<Candidate> list, ListCandidates(candidates, transport));
+                                            const BaseCandidates& candidates, uint64_t max_index_bytes) {
+  VF_ASSIGN_OR_RETURN(std::vector<Candidate> list, ListCandidates(candidates, transport, max_index_bytes));
   NetSinkWithBase out;
   TransportOptions asking = transport;
   asking.net.ask_bases = true;
@@ -72,10 +80,8 @@ Result<NetSinkWithBase> OpenNetSinkWithBase(const std::string& uri, const Transp
                  " candidate bases: sending a full stream";
     return out;
   }
-  std::vector<std::string> locations;
-  for (const Candidate& candidate : list) locations.push_back(candidate.location);
   Result<std::shared_ptr<const BaseStream>> base =
-      OpenCandidateBase(locations, static_cast<size_t>(chosen - list.data()), transport);
+      OpenCandidateBase(list, static_cast<size_t>(chosen - list.data()), transport, max_index_bytes);
   if (!base.ok()) return base.status();
   if ((*base)->id() != chosen->id)
     return Status::InvalidArgument("base '" + chosen->location + "' changed while the receiver was asked about it");

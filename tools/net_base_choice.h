@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "streamer/base_stream.h"
+#include "tools/base_store.h"
 #include "transport/base_offer.h"
 #include "transport/byte_stream.h"
 #include "transport/open_uri.h"
@@ -37,13 +38,18 @@ struct NetSinkWithBase {
 };
 
 // `uri` must be a network destination (tcp://, unix:). The sink is open
-// (the receiver waits for the stream) when this returns OK.
+// (the receiver waits for the stream) when this returns OK. The chosen
+// base's chain must fit `max_index_bytes`, the sender's budget (-m), as
+// OpenCandidateBase says.
 Result<NetSinkWithBase> OpenNetSinkWithBase(const std::string& uri, const TransportOptions& transport,
-                                            const BaseCandidates& candidates);
+                                            const BaseCandidates& candidates, uint64_t max_index_bytes);
 
-// Opens locations[chosen] as a base, the other locations serving as its
-// chain's links (BaseOpenOptions::more_locations), read through `transport`.
-Result<std::shared_ptr<const BaseStream>> OpenCandidateBase(const std::vector<std::string>& locations, size_t chosen,
-                                                            const TransportOptions& transport);
+// Opens candidates[chosen] as a base, read through `transport`, the other
+// candidates serving as its chain's links by stream id
+// (BaseOpenOptions::locate: only the links it needs are read). The chain's
+// indexes must fit `max_index_bytes` (counted before any record is read).
+Result<std::shared_ptr<const BaseStream>> OpenCandidateBase(const std::vector<StoredBase>& candidates, size_t chosen,
+                                                            const TransportOptions& transport,
+                                                            uint64_t max_index_bytes);
 
 }  // namespace vramflow

@@ -152,8 +152,8 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
 // SEEK_INDEX before any chunk record is read, and a chain that does not fit
 // is refused then, not after it was held.
 Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options, const PipelineOptions& pipeline) {
-  BaseOpenOptions open = CliBaseOpenOptions(options.transport, options.bases);
-  open.max_index_bytes = WithMachineDefaults(pipeline).max_memory;
+  const BaseOpenOptions open =
+      CliBaseOpenOptions(options.transport, options.bases, WithMachineDefaults(pipeline).max_memory);
   Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(options.bases.front(), open);
   if (!base.ok()) return base.status().WithContext("base '" + options.bases.front() + "'");
   if (options.base_refs_only && !(*base)->has_digests())
@@ -239,7 +239,8 @@ Status RunPack(const PackOptions& options, PackReport* report) {
   std::unique_ptr<ByteSink> sink;
   if (network) {
     const BaseCandidates candidates{options.bases, options.base_store};
-    VF_ASSIGN_OR_RETURN(NetSinkWithBase chosen, OpenNetSinkWithBase(options.output, transport, candidates));
+    VF_ASSIGN_OR_RETURN(NetSinkWithBase chosen, OpenNetSinkWithBase(options.output, transport, candidates,
+                                                                    WithMachineDefaults(pipeline).max_memory));
     if (!chosen.note.empty()) std::fprintf(stderr, "vramflow pack: %s\n", chosen.note.c_str());
     sink = std::move(chosen.sink);
     pipeline.base = std::move(chosen.base);

@@ -121,7 +121,7 @@ Status StoreStream(const ReceiveDirOptions& options, uint64_t verify_memory, Net
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, file));
     const BaseOffer offered = stream.offered.value_or(store->Offer(/*stores=*/true));
     return CopyVerifiedStream(*stream.source, *sink, "recv " + stream.name, options.progress, verify_memory, &received,
-                              StoreBaseOpener(store, offered, options.transport, StderrLog("recv")));
+                              StoreBaseOpener(store, offered, options.transport, StderrLog("recv"), verify_memory));
   }();
   // Before the sender hears DONE, so that its next stream (the plugin sends
   // one right after) is offered this one.
@@ -154,7 +154,7 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
   net.name.clear();  // any name; checked here
   const std::string store_dir = options.base_store.empty() ? options.dir : options.base_store;
   auto scan = [&]() -> Result<std::shared_ptr<const BaseStore>> {
-    VF_ASSIGN_OR_RETURN(BaseStore store, ScanBaseStore(store_dir, options.transport));
+    VF_ASSIGN_OR_RETURN(BaseStore store, ScanBaseStore(store_dir, options.transport, kMaxStoreStreams, verify_memory));
     if (options.notes)
       std::fprintf(stderr, "vramflow recv: base store %s: %zu stream(s) to offer (%zu newest files read, %s)\n",
                    store_dir.c_str(), store.streams.size(), store.files_read, FormatSize(store.bytes_read).c_str());

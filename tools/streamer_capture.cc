@@ -16,6 +16,7 @@
 
 #include "streamer/concurrent_dump.h"
 #include "streamer/frame_format.h"
+#include "streamer/pipeline_fit.h"
 #include "tools/base_opener.h"
 #include "tools/cli_util.h"
 #include "tools/progress.h"
@@ -157,7 +158,8 @@ Status Capture(const StreamerOptions& options) {
   // --base: an incremental checkpoint, each file coded against the base's
   // file of the same name (ConcurrentDump), its index within the budget.
   if (!options.base.empty()) {
-    VF_ASSIGN_OR_RETURN(pipeline.base, OpenCliBase(options.base, transport));
+    VF_ASSIGN_OR_RETURN(pipeline.base,
+                        OpenCliBase(options.base, transport, WithMachineDefaults(pipeline).max_memory));
     pipeline.base_location = RecordedBaseLocation(options.base.front(), uri);  // as pack records it
   }
   // pipeline.dedup as asked (default on): references within one file only

@@ -170,9 +170,10 @@ class StreamReaderThread {
     // An incremental stream's references are read from its base: --base, or
     // where its BASE frame says; from a sender (--listen), only what it was
     // offered (--base-store, or --base), set on transport_ before it listens.
+    // The base chain's indexes must fit the budget (-m).
     TransportOptions base_reads = transport_;
     Result<OpenBaseFunction> open_base =
-        ReaderBaseOpener(Uri(), options_.base, options_.base_store, &base_reads, ReceiverName());
+        ReaderBaseOpener(Uri(), options_.base, options_.base_store, &base_reads, ReceiverName(), budget_->limit());
     if (!open_base.ok()) return status_ = open_base.status();
     transport_.net.base_offer = base_reads.net.base_offer;
     Result<std::unique_ptr<ByteSource>> source = OpenSource(Uri(), transport_);

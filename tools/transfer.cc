@@ -41,7 +41,7 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   OpenBaseFn open_base;
   if (from.ok() && from->is_network()) {
     VF_ASSIGN_OR_RETURN(open_base, OfferStore(options.base_store, {}, /*stores=*/sink->Seekable(), &transport,
-                                                 StderrLog("recv")));
+                                                 StderrLog("recv"), verify_memory));
   } else if (!options.base_store.empty()) {
     return Status::InvalidArgument("--base-store offers bases to a sender; '" + options.source + "' is no network source");
   }
