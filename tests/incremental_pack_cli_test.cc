@@ -379,29 +379,32 @@ constexpr bool kRssIsMeaningful = true;
 //! (unpack, verify, flatten): a clear error and a peak far below the index
 //! (it was read whole under a fixed 256 MiB cap, and refused only then:
 //! 100 MiB peak for 600K records, 177 MiB for 1.2 M).
+// Writes to `path` a stream of one object "f.bin" of `chunks` one-byte
+// chunks (each one frame, its index record and its digest).
+void WriteBaseOfOneByteChunks(const std::string& path, uint64_t chunks) {
+  MemorySink sink;
+  StreamHeader header;
+  header.chunk_size = 1;
+  header.flags = kStreamFlagSeekIndex;
+  StreamWriter writer(&sink, header);
+  writer.SetChunkDigests(true);
+  ASSERT_TRUE(writer.Start().ok());
+  Result<uint32_t> id = writer.BeginObject(ObjectMetadata{"f.bin", {}}, chunks);
+  ASSERT_TRUE(id.ok());
+  const uint8_t byte = 7;
+  EncodedChunk data;  // one byte, stored raw (zero runs would merge into one frame)
+  data.payload = std::span<const uint8_t>(&byte, 1);
+  data.raw_hash = Hash64(&byte, 1);
+  const Sha256Digest sha256 = Sha256(data.payload);
+  for (uint64_t i = 0; i < chunks; ++i) ASSERT_TRUE(writer.AddChunk(*id, i, 1, data, &sha256).ok());
+  ASSERT_TRUE(writer.EndObject(*id).ok());
+  ASSERT_TRUE(writer.Finish().ok());
+  WriteFileBytes(path, sink.bytes());
+}
+
 TEST(IncrementalPackIssue55, ABaseIndexLargerThanTheBudgetIsRefusedBeforeItIsRead) {
   TempDir dir;
-  {
-    MemorySink sink;
-    StreamHeader header;
-    header.chunk_size = 1;
-    header.flags = kStreamFlagSeekIndex;
-    StreamWriter writer(&sink, header);
-    writer.SetChunkDigests(true);
-    ASSERT_TRUE(writer.Start().ok());
-    constexpr uint64_t kChunks = 400000;
-    Result<uint32_t> id = writer.BeginObject(ObjectMetadata{"f.bin", {}}, kChunks);
-    ASSERT_TRUE(id.ok());
-    const uint8_t byte = 7;
-    EncodedChunk data;  // one byte, stored raw (zero runs would merge into one frame)
-    data.payload = std::span<const uint8_t>(&byte, 1);
-    data.raw_hash = Hash64(&byte, 1);
-    const Sha256Digest sha256 = Sha256(data.payload);
-    for (uint64_t i = 0; i < kChunks; ++i) ASSERT_TRUE(writer.AddChunk(*id, i, 1, data, &sha256).ok());
-    ASSERT_TRUE(writer.EndObject(*id).ok());
-    ASSERT_TRUE(writer.Finish().ok());
-    WriteFileBytes(dir.File("big.vfs"), sink.bytes());
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteBaseOfOneByteChunks(dir.File("big.vfs"), 400000));
   // A stream built on it where the budget allows, for the readers.
   ASSERT_CODE(Sh(dir.path(), "head -c 4096 /dev/urandom > f.bin && $VF pack -q -m 1G --base big.vfs f.bin -o inc.vfs"),
               0);
@@ -423,6 +426,51 @@ TEST(IncrementalPackIssue55, ABaseIndexLargerThanTheBudgetIsRefusedBeforeItIsRea
     }
     const std::string name = command.substr(vf.size() + 1, command.find(' ', vf.size() + 1) - vf.size() - 1);
     std::printf("%s -m 32M over a base of 400K chunk records: peak %llu KiB\n", name.c_str(),
+                static_cast<unsigned long long>(kib));
+  }
+}
+
+//! Defect 10, the other commands that open a base: each holds the chain's
+//! indexes within its own -m, counted before they are read (they kept the
+//! fixed 256 MiB cap): streamer extract and capture with --base refuse the
+//! base of 400K records, naming it and --max-memory; a receiver whose
+//! --base-store holds it does not offer it (its scan counts the index first)
+//! and refuses the stream built on it, saying why in its own log. Before,
+//! each read the index whole and refused it only then, by a budget line
+//! naming neither the base nor --max-memory: peaks of 55, 54 and 55 MiB.
+TEST(IncrementalPackIssue55, StreamerAndReceiversHoldABaseIndexWithinTheirBudget) {
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(WriteBaseOfOneByteChunks(dir.File("big.vfs"), 400000));
+  ASSERT_CODE(Sh(dir.path(), "head -c 4096 /dev/urandom > f.bin && $VF pack -q -m 1G --base big.vfs f.bin -o inc.vfs "
+                             "&& mkdir img cap store && cp big.vfs store/"),
+              0);
+  const std::string vf = "timeout 60 " + Q(VramflowBinary());
+  // recv in the background, the sender once its socket is there; the line's
+  // status is the receiver's.
+  const std::string recv = vf + " recv -m 32M --accept-timeout 30 --listen unix:sock -o stored.vfs " +
+                           "--base-store store & for i in $(seq 400); do [ -S sock ] && break; sleep 0.05; done; " +
+                           vf + " send -q inc.vfs unix:sock; wait $!";
+  struct Case {
+    std::string what, line, says;
+  };
+  for (const Case& c : {Case{"extract", vf + " streamer -D img -i inc.vfs --base big.vfs -m 32M extract", "big.vfs"},
+                        Case{"capture", vf + " streamer -D cap -o cap.vfs --base big.vfs -m 32M capture", "big.vfs"},
+                        Case{"recv", recv, "big.vfs' is not a base"}}) {
+    SCOPED_TRACE(c.what);
+    CommandResult r = Sh(dir.path(), "rm -f sock; " + c.line);
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_NE(r.code, 124) << r.output;  // refused at once, not waiting
+    EXPECT_TRUE(Contains(r.output, c.says)) << r.output;
+    EXPECT_TRUE(Contains(r.output, "--max-memory")) << r.output;
+    EXPECT_FALSE(fs::exists(dir.File("cap.vfs")) || fs::exists(dir.File("stored.vfs")));
+    EXPECT_TRUE(fs::is_empty(dir.File("img")));
+    int code = 0;
+    const uint64_t kib = PeakKib(dir.path(), "rm -f sock; " + c.line, &code);
+    EXPECT_EQ(code, r.code);
+    if (kRssIsMeaningful) {
+      EXPECT_LT(kib, 40u * 1024) << "peak RSS at -m 32M";
+    }
+    std::printf("%s -m 32M with a base of 400K chunk records: peak %llu KiB\n", c.what.c_str(),
                 static_cast<unsigned long long>(kib));
   }
 }
