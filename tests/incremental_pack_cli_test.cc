@@ -13,10 +13,13 @@
 
 #include "common/hash.h"
 #include "common/sha256.h"
+#include "streamer/base_stream.h"
 #include "streamer/seek_index.h"
 #include "streamer/stream_writer.h"
 #include "tests/shell.h"
 #include "tests/test_util.h"
+#include "tools/base_store.h"
+#include "transport/file_random_access.h"
 #include "transport/memory_stream.h"
 
 namespace vramflow {
@@ -473,6 +476,53 @@ TEST(IncrementalPackIssue55, StreamerAndReceiversHoldABaseIndexWithinTheirBudget
     std::printf("%s -m 32M with a base of 400K chunk records: peak %llu KiB\n", c.what.c_str(),
                 static_cast<unsigned long long>(kib));
   }
+}
+
+// The BASE frame of the stream at `path` (what a receiver's open_base gets).
+BaseDescriptor BaseFrameOf(const std::string& path) {
+  Result<std::unique_ptr<RandomAccessSource>> file = OpenFileRandomAccess(path);
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) return {};
+  Result<BaseDescriptor> frame = ReadBaseFrame(**file, path);
+  EXPECT_TRUE(frame.ok()) << frame.status().ToString();
+  return frame.ok() ? *frame : BaseDescriptor{};
+}
+
+//! Defect 10, a receiver's base store: of the store, only the offered
+//! base's chain is read, within the receiver's budget. Beside the chain
+//! ck2 -> ck1, the store holds a stream of 100K chunk records (11 MB of
+//! index): ck2 opens at a 4 MiB budget (every other stream of the store was
+//! read first, as a candidate link, and counted against it: "would take
+//! ..."), and the big stream, offered, is refused at that budget unread,
+//! its sender told nothing of the store, the receiver's log why.
+TEST(IncrementalPackIssue55, AStoreOpensOnlyTheOfferedBasesChainWithinTheBudget) {
+  TempDir dir;
+  fs::create_directories(dir.File("store"));
+  ASSERT_NO_FATAL_FAILURE(WriteBaseOfOneByteChunks(dir.File("store/big.vfs"), 100000));
+  ASSERT_CODE(Sh(dir.path(), "head -c 300000 /dev/urandom > a.bin && $VF pack -q a.bin -o store/ck1.vfs && "
+                             "head -c 1000 /dev/urandom > b.bin && $VF pack -q b.bin --base store/ck1.vfs -o "
+                             "store/ck2.vfs && $VF pack -q a.bin --base store/ck2.vfs -o on-ck2.vfs && "
+                             "$VF pack -q -m 1G b.bin --base store/big.vfs -o on-big.vfs"),
+              0);
+  Result<BaseStore> scanned = ScanBaseStore(dir.File("store"), TransportOptions{});
+  ASSERT_TRUE(scanned.ok()) << scanned.status().ToString();
+  ASSERT_EQ(scanned->streams.size(), 3u);
+  auto store = std::make_shared<const BaseStore>(std::move(*scanned));
+  std::string logged;
+  const OpenBaseFn open = StoreBaseOpener(store, store->Offer(false), TransportOptions{},
+                                          [&logged](const std::string& line) { logged += line + "\n"; }, 4 << 20);
+  const BaseDescriptor on_ck2 = BaseFrameOf(dir.File("on-ck2.vfs"));
+  Result<std::shared_ptr<const BaseStream>> ck2 = open(on_ck2);
+  ASSERT_TRUE(ck2.ok()) << ck2.status().ToString() << "\n" << logged;
+  EXPECT_EQ((*ck2)->id(), on_ck2.base_id);
+  EXPECT_EQ((*ck2)->DescriptorForDependent().chain_length, 2u);
+
+  Result<std::shared_ptr<const BaseStream>> big = open(BaseFrameOf(dir.File("on-big.vfs")));
+  ASSERT_FALSE(big.ok());
+  EXPECT_TRUE(Contains(big.status().message(), "cannot open it")) << big.status().ToString();
+  EXPECT_FALSE(Contains(big.status().message(), "big.vfs")) << big.status().ToString();
+  EXPECT_TRUE(Contains(logged, "big.vfs")) << logged;
+  EXPECT_TRUE(Contains(logged, "more than the 4.00 MiB")) << logged;
 }
 
 //! Defect 15: flatten reads an incremental stream with dedup references
