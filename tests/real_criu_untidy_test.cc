@@ -151,7 +151,8 @@ constexpr char kSem[] = "/dev/shm/sem.hsakmt_semaphore";
 // them; CRIU checks the mode of the files the task maps.
 TEST_F(RealCriu, RocmShmFilesKeepTheirModeAndOwnerUnderAnotherUmask) {
   REQUIRE_REAL_CRIU();
-  testing::RocmShmLock shm_lock;
+  const std::string private_shm = testing::UsePrivateDevShm();  // before any thread starts
+  ASSERT_EQ(private_shm, "") << "a /dev/shm of its own";
   if (::access(kShm, F_OK) == 0 || ::access(kSem, F_OK) == 0)
     GTEST_SKIP() << "this host's ROCm runtime owns " << kShm << " or " << kSem;
   struct Cleanup {
@@ -229,7 +230,8 @@ TEST_F(RealCriu, RenderNodeFdsDoNotPileUpOverDumpRestoreCycles) {
 }
 
 // The /dev/shm entries the plugin could leave: the ROCm runtime's files, the
-// only ones it creates there (other tests' demo streams come and go beside).
+// only ones it creates there (other tests' demo streams come and go beside;
+// the tests that make the runtime's files do so in a /dev/shm of their own).
 std::set<std::string> PluginShmEntries() {
   std::set<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
@@ -297,7 +299,6 @@ std::array<pid_t, 3> StartThreeProcessTree(const std::array<std::string, 3>& nod
 // dumped processes that held no render-node files yet).
 TEST_F(RealCriu, TenCyclesOfAThreeProcessTreeIntoOneDirectoryStayFlat) {
   REQUIRE_REAL_CRIU();
-  testing::RocmShmLock shm_lock;  // /dev/shm is compared across the cycles
   StartKfd();
   const std::array<std::string, 3> nodes = {NewKfdNode("p0"), NewKfdNode("p1"), NewKfdNode("p2")};
   const std::array<pid_t, 3> pids = StartThreeProcessTree(nodes, dir_.File("tree.log"));

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "tests/test_util.h"
 
-#include <fcntl.h>
 #include <ftw.h>
-#include <sys/file.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,15 +43,14 @@ std::vector<uint8_t> ReadFileBytes(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 
-RocmShmLock::RocmShmLock() : fd_(::open("/tmp/vramflow-tests-rocm-shm.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666)) {
-  if (fd_ < 0) throw std::runtime_error(std::string("opening the /dev/shm tests' lock: ") + std::strerror(errno));
-  while (::flock(fd_, LOCK_EX) != 0) {
-    if (errno != EINTR)
-      throw std::runtime_error(std::string("locking the /dev/shm tests' lock: ") + std::strerror(errno));
-  }
+std::string UsePrivateDevShm() {
+  if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return std::string("making the mounts private: ") + std::strerror(errno);
+  if (::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=256m") != 0)
+    return std::string("mounting a tmpfs on /dev/shm: ") + std::strerror(errno);
+  return "";
 }
-
-RocmShmLock::~RocmShmLock() { ::close(fd_); }
 
 void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream f(path, std::ios::binary);

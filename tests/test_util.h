@@ -26,20 +26,13 @@ class TempDir {
   std::string path_;
 };
 
-// Held by every test that creates or watches the ROCm runtime's /dev/shm
-// files (hsakmt_shared_mem, sem.hsakmt_semaphore): ctest runs tests in
-// parallel processes, and these names are one per host. Blocks until no
-// other such test holds it (flock on a file in /tmp).
-class RocmShmLock {
- public:
-  RocmShmLock();
-  ~RocmShmLock();
-  RocmShmLock(const RocmShmLock&) = delete;
-  RocmShmLock& operator=(const RocmShmLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
+// Gives this process, and what it starts, a /dev/shm of its own: a new
+// mount namespace with a tmpfs there. For tests that create the ROCm
+// runtime's files (hsakmt_shared_mem, sem.hsakmt_semaphore), one per host:
+// other tests' dumps running beside them (ctest -j) would record those
+// files, and their restores recreate them after the test removed them.
+// Needs root and a process with one thread. Returns "" or why it could not.
+std::string UsePrivateDevShm();
 
 std::vector<uint8_t> ReadFileBytes(const std::string& path);
 void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes);
