@@ -148,6 +148,7 @@ std::string ImagesDirPath(int dir) {
   return target;
 }
 
+#ifdef VRAMFLOW_CRIU_HAS_DUMP_DEVICES_LATE
 // CRIU's images directory where a dump writes its images there; -1 under
 // --stream or outside CRIU. Needs no context: a dump without GPU files has none.
 int DumpImagesDir() {
@@ -160,6 +161,7 @@ int DumpImagesDir() {
                       (s.options.criu_stream == Tristate::kAuto && StreamerSocketPresent(dir, /*dump=*/true));
   return stream ? -1 : dir;
 }
+#endif
 
 // The images store and the context, made on first use.
 Result<const PluginContext*> Context() {
