@@ -48,6 +48,11 @@ class [[nodiscard]] Status {
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
   static Status Unauthenticated(std::string msg) { return Status(Code::kUnauthenticated, std::move(msg)); }
   static Status NotFound(std::string msg) { return Status(Code::kNotFound, std::move(msg)); }
+  // A status of `code` (one this header names) with `msg`; kOk is Ok(). For
+  // a code that crossed a wire, or a message rewritten for someone else.
+  static Status WithCode(Code code, std::string msg) {
+    return code == Code::kOk ? Status() : Status(code, std::move(msg));
+  }
 
   bool ok() const { return state_ == nullptr; }
   Code code() const { return state_ ? state_->code : Code::kOk; }

@@ -281,21 +281,7 @@ Status StatusFromWire(uint32_t code, std::string message) {
   if (code > kLastCode) {
     return Status::Corruption("simulated KFD reply with unknown status code " + std::to_string(code) + ": " + message);
   }
-  switch (static_cast<Status::Code>(code)) {
-    case Status::Code::kOk: return Status::Ok();
-    case Status::Code::kInvalidArgument: return Status::InvalidArgument(std::move(message));
-    case Status::Code::kCorruption: return Status::Corruption(std::move(message));
-    case Status::Code::kTruncated: return Status::Truncated(std::move(message));
-    case Status::Code::kIoError: return Status::IoError(std::move(message));
-    case Status::Code::kNotSupported: return Status::NotSupported(std::move(message));
-    case Status::Code::kAlreadyExists: return Status::AlreadyExists(std::move(message));
-    case Status::Code::kCancelled: return Status::Cancelled(std::move(message));
-    case Status::Code::kTimedOut: return Status::TimedOut(std::move(message));
-    case Status::Code::kInternal: return Status::Internal(std::move(message));
-    case Status::Code::kUnauthenticated: return Status::Unauthenticated(std::move(message));
-    case Status::Code::kNotFound: return Status::NotFound(std::move(message));
-  }
-  return Status::Internal("unreachable status code " + std::to_string(code));
+  return Status::WithCode(static_cast<Status::Code>(code), std::move(message));
 }
 
 }  // namespace vramflow::sim_wire

@@ -69,25 +69,6 @@ Result<std::string> OutputPath(const std::string& dir, const std::string& name, 
   return path;
 }
 
-// A status of `code` with `message`.
-Status StatusOf(Status::Code code, std::string message) {
-  switch (code) {
-    case Status::Code::kOk: return Status::Ok();
-    case Status::Code::kInvalidArgument: return Status::InvalidArgument(std::move(message));
-    case Status::Code::kCorruption: return Status::Corruption(std::move(message));
-    case Status::Code::kTruncated: return Status::Truncated(std::move(message));
-    case Status::Code::kIoError: return Status::IoError(std::move(message));
-    case Status::Code::kNotSupported: return Status::NotSupported(std::move(message));
-    case Status::Code::kAlreadyExists: return Status::AlreadyExists(std::move(message));
-    case Status::Code::kCancelled: return Status::Cancelled(std::move(message));
-    case Status::Code::kTimedOut: return Status::TimedOut(std::move(message));
-    case Status::Code::kUnauthenticated: return Status::Unauthenticated(std::move(message));
-    case Status::Code::kNotFound: return Status::NotFound(std::move(message));
-    case Status::Code::kInternal: break;
-  }
-  return Status::Internal(std::move(message));
-}
-
 // What the sender of a stream that failed is told: the failure, with the
 // directory it would have been stored in (the base store, by default) not
 // named, nor its base store (docs/NETWORK.md, "What a sender learns"). The
@@ -101,7 +82,7 @@ Status ForSender(const Status& status, const std::vector<std::string>& dirs) {
     for (size_t at = message.find(dir); at != std::string::npos; at = message.find(dir, at + instead.size()))
       message.replace(at, dir.size(), instead);
   }
-  return StatusOf(status.code(), std::move(message));
+  return Status::WithCode(status.code(), std::move(message));
 }
 
 // Stores one stream; its sender learns the outcome.
