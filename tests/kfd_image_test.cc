@@ -163,7 +163,9 @@ TEST(KfdImageSchemaTest, VramflowFieldsAreOptionalAndOutsideUpstreamsNumbers) {
   const Descriptor* kfd = criu::CriuKfd::descriptor();
   for (int i = 0; i < kfd->field_count(); ++i) {
     const FieldDescriptor* f = kfd->field(i);
-    if (f->label() == FieldDescriptor::LABEL_OPTIONAL) EXPECT_GE(f->number(), kFirstVramflowField) << f->name();
+    if (f->label() == FieldDescriptor::LABEL_OPTIONAL) {
+      EXPECT_GE(f->number(), kFirstVramflowField) << f->name();
+    }
   }
   for (int number : {1001, 1002}) {
     const FieldDescriptor* f = kfd->FindFieldByNumber(number);

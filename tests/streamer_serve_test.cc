@@ -746,12 +746,9 @@ TEST(StreamerExtract, TheFileListIsChargedToTheBudget) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.File("out2")));
 }
 
-// Issue 55, defect 6: extract is all or nothing. A directory in the way of
-// the last file fails it before any file moves: the files already in -D
-// keep their old bytes, no new file appears, nothing is left staged.
-TEST(StreamerExtract, MovesEveryFileOrNone) {
-  TempDir dir;
-  std::filesystem::create_directories(dir.File("out/pages-2.img"));
+// For the all-or-nothing tests: out/inventory.img holding "old", and
+// s.vfs, a stream of inventory.img, pages-1.img and pages-2.img for extract.
+void WriteOldInventoryAndThreeImageStream(const TempDir& dir) {
   testing::WriteFileBytes(dir.File("out/inventory.img"), {'o', 'l', 'd'});
   TestStream stream;
   stream.File("inventory.img", {1});
@@ -759,6 +756,22 @@ TEST(StreamerExtract, MovesEveryFileOrNone) {
   stream.File("pages-2.img", {3});
   stream.Finish();
   testing::WriteFileBytes(dir.File("s.vfs"), stream.all());
+}
+
+// How many entries `dir` holds.
+size_t EntriesIn(const std::string& dir) {
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) entries += e.exists();
+  return entries;
+}
+
+// Issue 55, defect 6: extract is all or nothing. A directory in the way of
+// the last file fails it before any file moves: the files already in -D
+// keep their old bytes, no new file appears, nothing is left staged.
+TEST(StreamerExtract, MovesEveryFileOrNone) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("out/pages-2.img"));
+  WriteOldInventoryAndThreeImageStream(dir);
   auto r = RunShell(ShellQuote(testing::VramflowBinary()) + " streamer -D " + ShellQuote(dir.File("out")) +
                     " extract < " + ShellQuote(dir.File("s.vfs")));
   EXPECT_EQ(r.code, 1) << r.output;
@@ -766,11 +779,8 @@ TEST(StreamerExtract, MovesEveryFileOrNone) {
   EXPECT_EQ(ReadFileBytes(dir.File("out/inventory.img")), (std::vector<uint8_t>{'o', 'l', 'd'}));
   EXPECT_FALSE(std::filesystem::exists(dir.File("out/pages-1.img")));
   EXPECT_TRUE(std::filesystem::is_directory(dir.File("out/pages-2.img")));
-  size_t entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.File("out"))) entries += e.exists();
-  EXPECT_EQ(entries, 2u) << "nothing staged is left behind";
+  EXPECT_EQ(EntriesIn(dir.File("out")), 2u) << "nothing staged is left behind";
 }
-
 
 // Issue 55, defect 6: a move that fails after every check passed (made to
 // fail here) puts back the files moved before it: the file it replaced has
@@ -781,13 +791,7 @@ TEST(StreamerExtract, AMoveThatFailsPutsBackTheFilesMovedBeforeIt) {
 #endif
   TempDir dir;
   std::filesystem::create_directories(dir.File("out"));
-  testing::WriteFileBytes(dir.File("out/inventory.img"), {'o', 'l', 'd'});
-  TestStream stream;
-  stream.File("inventory.img", {1});
-  stream.File("pages-1.img", {2});
-  stream.File("pages-2.img", {3});
-  stream.Finish();
-  testing::WriteFileBytes(dir.File("s.vfs"), stream.all());
+  WriteOldInventoryAndThreeImageStream(dir);
   auto r = RunShell("LD_PRELOAD=" + ShellQuote(VRAMFLOW_RENAME_FAIL_PRELOAD) + " VRAMFLOW_FAIL_RENAME=pages-2.img " +
                     ShellQuote(testing::VramflowBinary()) + " streamer -D " + ShellQuote(dir.File("out")) +
                     " extract < " + ShellQuote(dir.File("s.vfs")));
@@ -797,9 +801,7 @@ TEST(StreamerExtract, AMoveThatFailsPutsBackTheFilesMovedBeforeIt) {
   EXPECT_EQ(ReadFileBytes(dir.File("out/inventory.img")), (std::vector<uint8_t>{'o', 'l', 'd'}));
   EXPECT_FALSE(std::filesystem::exists(dir.File("out/pages-1.img")));
   EXPECT_FALSE(std::filesystem::exists(dir.File("out/pages-2.img")));
-  size_t entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.File("out"))) entries += e.exists();
-  EXPECT_EQ(entries, 1u) << "nothing staged is left behind";
+  EXPECT_EQ(EntriesIn(dir.File("out")), 1u) << "nothing staged is left behind";
 }
 
 }  // namespace
