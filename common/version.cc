@@ -12,4 +12,6 @@ std::string VersionString() {
   return version;
 }
 
+std::string ProducerString() { return std::string("vramflow ") + VRAMFLOW_VERSION; }
+
 }  // namespace vramflow

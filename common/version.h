@@ -14,4 +14,7 @@ namespace vramflow {
 // from a git checkout (with changes not committed).
 std::string VersionString();
 
+// "vramflow 0.1.0", as recorded in stream headers.
+std::string ProducerString();
+
 }  // namespace vramflow

@@ -5,7 +5,7 @@
 // (amdgpu-vram-<id>-<gpu_id>.img, in the images directory or at
 // VRAMFLOW_TARGET); a render-node file becomes amdgpu-renderD-<id>.img.
 //
-// KFD's order (plugin/kfd_ops.h): PROCESS_INFO pauses the process's queues,
+// KFD's order (plugin/kfd/kfd_ops.h): PROCESS_INFO pauses the process's queues,
 // CHECKPOINT hands out the BOs' dma-buf fds, the contents move through the
 // dump graph, and UNPAUSE lets the queues run again — at the end of the
 // dump of that file, or later (DUMP_DEVICES_LATE) when the caller keeps the

@@ -35,7 +35,7 @@
 #include "common/version.h"
 #include "plugin/criu_dump.h"
 #include "plugin/criu_restore.h"
-#include "plugin/gpu_backend.h"
+#include "plugin/kfd/gpu_backend.h"
 #include "plugin/image_store.h"
 #include "plugin/parallel_restore.h"
 #include "plugin/criu_log.h"
@@ -44,7 +44,7 @@
 #include "plugin/plugin_backend.h"
 #include "plugin/restore_progress.h"
 #include "plugin/plugin_options.h"
-#include "streamer/tbb_workers.h"
+#include "streamer/machine/tbb_workers.h"
 
 // Everything here is hidden except the descriptor CRIU looks up by name
 // (plugin/amdgpu_plugin.map exports only it).

@@ -19,7 +19,7 @@
 #include "common/endian.h"
 #include "criu_amdgpu.pb.h"
 #include "common/printable.h"
-#include "plugin/kfd_devinfo.h"
+#include "plugin/kfd/kfd_devinfo.h"
 #include "plugin/kfd_file_list.h"
 #include "plugin/kfd_image.h"
 #include "plugin/vram_base.h"

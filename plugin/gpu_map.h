@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "plugin/topology.h"
+#include "plugin/kfd/topology.h"
 
 namespace vramflow {
 

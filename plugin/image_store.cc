@@ -7,8 +7,8 @@
 #include <cerrno>
 
 #include "common/unique_fd.h"
-#include "transport/fd_stream.h"
-#include "transport/uri.h"
+#include "transport/core/fd_stream.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {

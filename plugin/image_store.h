@@ -14,7 +14,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "transport/byte_stream.h"
+#include "transport/core/byte_stream.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

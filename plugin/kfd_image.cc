@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "common/endian.h"
-#include "transport/memory_stream.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -15,7 +15,7 @@
 // oversized content size, never misread.
 //
 // BO contents are not protobuf: upstream keeps them in raw amdgpu-pages files
-// (streamer/amdgpu_pages.h), vramflow in its chunk streams (VramStreamName).
+// (streamer/format/amdgpu_pages.h), vramflow in its chunk streams (VramStreamName).
 //
 // Stateless functions; safe to call from any thread on distinct sinks,
 // sources and messages.
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "transport/byte_stream.h"
+#include "transport/core/byte_stream.h"
 
 namespace google::protobuf {
 class MessageLite;

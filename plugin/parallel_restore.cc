@@ -26,8 +26,8 @@
 
 #include "common/endian.h"
 #include "common/thread_start.h"
-#include "transport/fd_passing.h"
-#include "transport/socket.h"
+#include "transport/net/fd_passing.h"
+#include "transport/net/socket.h"
 
 // Wire format (version 1). Every integer is little-endian; one connection
 // carries one message, from the restored task (client) to the main CRIU
@@ -46,7 +46,7 @@
 //   bo_count BO entries, 16 bytes each, GPU by GPU in the order above:
 //     0  u32 index, 4 u32 reserved (0), 8 u64 size
 //   ceil(bo_count / kMaxFdsPerMessage) fd batches, each one SCM_RIGHTS
-//   message (transport/fd_passing.h) of 4 bytes:
+//   message (transport/net/fd_passing.h) of 4 bytes:
 //     0  u32 fd_count   kMaxFdsPerMessage, the last one the rest; that many
 //                       dma-buf fds ride on it, one per BO entry, in order
 //

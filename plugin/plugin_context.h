@@ -7,7 +7,7 @@
 #include <string>
 
 #include "plugin/dumped_bos.h"
-#include "plugin/gpu_backend.h"
+#include "plugin/kfd/gpu_backend.h"
 #include "plugin/image_store.h"
 #include "plugin/plugin_options.h"
 

@@ -14,8 +14,8 @@
 
 #include "common/units.h"
 #include "streamer/pipeline_fit.h"
-#include "transport/s3_encryption.h"
-#include "transport/shared_key.h"
+#include "transport/s3/s3_encryption.h"
+#include "transport/net/shared_key.h"
 
 namespace vramflow {
 namespace {

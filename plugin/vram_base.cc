@@ -9,7 +9,7 @@
 #include "plugin/image_store.h"
 #include "streamer/pipeline_fit.h"
 #include "transport/open_uri.h"
-#include "transport/uri.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {

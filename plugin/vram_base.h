@@ -19,7 +19,7 @@
 
 #include "common/status.h"
 #include "plugin/plugin_options.h"
-#include "streamer/base_stream.h"
+#include "streamer/format/base_stream.h"
 
 namespace vramflow {
 

@@ -12,7 +12,7 @@
 #include "common/printable.h"
 #include "common/units.h"
 #include "plugin/kfd_file_list.h"
-#include "streamer/amdgpu_pages.h"
+#include "streamer/format/amdgpu_pages.h"
 
 namespace vramflow {
 namespace {

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "streamer/device.h"
+#include "streamer/device/device.h"
 #include "streamer/pipeline.h"
-#include "transport/byte_stream.h"
+#include "transport/core/byte_stream.h"
 
 namespace vramflow {
 

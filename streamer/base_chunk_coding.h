@@ -23,9 +23,9 @@
 #include "codecs/chunk_codec.h"
 #include "common/sha256.h"
 #include "common/status.h"
-#include "streamer/base_stream.h"
-#include "streamer/frame_format.h"
-#include "streamer/memory_budget.h"
+#include "streamer/format/base_stream.h"
+#include "streamer/format/frame_format.h"
+#include "streamer/machine/memory_budget.h"
 #include "streamer/pipeline.h"
 
 namespace vramflow {

@@ -21,10 +21,10 @@
 #include "common/hash.h"
 #include "common/sha256.h"
 #include "streamer/base_chunk_coding.h"
-#include "streamer/memory_budget.h"
+#include "streamer/machine/memory_budget.h"
 #include "streamer/ordered_dump_plan.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/stream_writer.h"
+#include "streamer/format/stream_writer.h"
 
 namespace vramflow {
 namespace {

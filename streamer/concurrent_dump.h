@@ -49,9 +49,9 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "streamer/frame_format.h"
+#include "streamer/format/frame_format.h"
 #include "streamer/pipeline.h"
-#include "transport/byte_stream.h"
+#include "transport/core/byte_stream.h"
 
 namespace vramflow {
 

@@ -18,11 +18,11 @@
 #include "common/hash.h"
 #include "common/sha256.h"
 #include "common/units.h"
-#include "streamer/base_frame.h"
-#include "streamer/digest_block.h"
+#include "streamer/format/base_frame.h"
+#include "streamer/format/digest_block.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/tbb_workers.h"
+#include "streamer/machine/tbb_workers.h"
 
 namespace vramflow {
 namespace {

@@ -19,7 +19,7 @@
 // An incremental stream (its header has kStreamFlagBase) has its base
 // opened by ReadStream at the BASE frame through `read.open_base`; its
 // BASE_REF and BASE_DELTA frames are then resolved against the base on the
-// decoding threads as DATA payloads are decoded (streamer/base_frame.h).
+// decoding threads as DATA payloads are decoded (streamer/format/base_frame.h).
 // With check_digests, a stream's DIGEST_BLOCKs are checked as ReadStream
 // checks them: each chunk's SHA-256 is taken on the decoding threads, and
 // the chunks held are handed on before a DIGEST_BLOCK is checked.
@@ -46,8 +46,8 @@
 #include <functional>
 #include <string>
 
-#include "streamer/memory_budget.h"
-#include "streamer/stream_reader.h"
+#include "streamer/machine/memory_budget.h"
+#include "streamer/format/stream_reader.h"
 
 namespace vramflow {
 

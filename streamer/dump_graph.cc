@@ -17,16 +17,16 @@
 #include "common/hash.h"
 #include "streamer/base_chunk_coding.h"
 #include "common/sha256.h"
-#include "streamer/dedup_window.h"
-#include "streamer/dma_completer.h"
-#include "streamer/lent_slots.h"
-#include "streamer/memory_budget.h"
+#include "streamer/format/dedup_window.h"
+#include "streamer/device/dma_completer.h"
+#include "streamer/device/lent_slots.h"
+#include "streamer/machine/memory_budget.h"
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/slot_pool.h"
-#include "streamer/tbb_workers.h"
-#include "streamer/stream_writer.h"
+#include "streamer/device/slot_pool.h"
+#include "streamer/machine/tbb_workers.h"
+#include "streamer/format/stream_writer.h"
 
 namespace vramflow {
 namespace {

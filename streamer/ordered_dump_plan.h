@@ -12,10 +12,10 @@
 #include <cstdint>
 
 #include "common/status.h"
-#include "streamer/frame_format.h"
-#include "streamer/memory_budget.h"
+#include "streamer/format/frame_format.h"
+#include "streamer/machine/memory_budget.h"
 #include "streamer/pipeline.h"
-#include "transport/byte_stream.h"
+#include "transport/core/byte_stream.h"
 
 namespace vramflow {
 

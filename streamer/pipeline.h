@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "codecs/chunk_codec.h"
-#include "streamer/base_stream.h"
-#include "streamer/device.h"
-#include "streamer/frame_format.h"
-#include "streamer/stream_validator.h"
-#include "transport/byte_stream.h"
+#include "streamer/format/base_stream.h"
+#include "streamer/device/device.h"
+#include "streamer/format/frame_format.h"
+#include "streamer/format/stream_validator.h"
+#include "transport/core/byte_stream.h"
 
 namespace vramflow {
 
@@ -55,7 +55,7 @@ struct PipelineOptions {
   std::shared_ptr<const BaseStream> base;
   // Dump with a base: the location its BASE frame records, a hint for the
   // reader (relative paths are taken from the new stream's directory,
-  // streamer/base_location.h); empty: the one the base was opened from.
+  // streamer/format/base_location.h); empty: the one the base was opened from.
   std::string base_location;
   // Dump with a base: match by the base's stored SHA-256 digests (the base
   // must have them), reading only the base chunks that become references,

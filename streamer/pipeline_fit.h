@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-#include "streamer/machine_limits.h"
+#include "streamer/machine/machine_limits.h"
 #include "streamer/pipeline.h"
 
 namespace vramflow {

@@ -14,12 +14,12 @@
 #include "common/sha256.h"
 #include "common/units.h"
 #include "streamer/base_chunk_coding.h"
-#include "streamer/memory_budget.h"
+#include "streamer/machine/memory_budget.h"
 #include "streamer/ordered_dump_plan.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/stream_writer.h"
-#include "streamer/tbb_workers.h"
+#include "streamer/format/stream_writer.h"
+#include "streamer/machine/tbb_workers.h"
 
 namespace vramflow {
 namespace {

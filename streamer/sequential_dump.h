@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "streamer/pipeline.h"
-#include "transport/byte_stream.h"
+#include "transport/core/byte_stream.h"
 
 namespace vramflow {
 

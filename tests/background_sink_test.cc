@@ -3,7 +3,7 @@
 // lent, lent bytes are read where they are until released, the inner sink's
 // error comes back to the writer, and nothing is committed unless Commit()
 // succeeds.
-#include "transport/background_sink.h"
+#include "transport/core/background_sink.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

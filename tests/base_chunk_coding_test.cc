@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
 // BaseChunkCoder (streamer/base_chunk_coding.h): how one chunk is coded
 // against the base's chunk at its place, on a test-only base
-// (tests/fake_base_stream.h) that counts the chunks it is asked to read.
+// (tests/support/fake_base_stream.h) that counts the chunks it is asked to read.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "streamer/base_chunk_coding.h"
-#include "streamer/stream_writer.h"
-#include "tests/fake_base_stream.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/fake_base_stream.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "common/sha256.h"
-#include "streamer/frame_format.h"
-#include "streamer/stream_writer.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/frame_format.h"
+#include "streamer/format/stream_writer.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

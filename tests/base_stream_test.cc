@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // BaseStream: opening a stored stream as a base (index, id, chain), matching
 // objects, and reading its chunks by reference with every hash checked.
-#include "streamer/base_stream.h"
+#include "streamer/format/base_stream.h"
 
 #include <gtest/gtest.h>
 
@@ -17,12 +17,12 @@
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
 #include "common/sha256.h"
-#include "streamer/base_location.h"
-#include "streamer/base_match.h"
-#include "streamer/stream_writer.h"
-#include "tests/incremental_fixture.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/base_location.h"
+#include "streamer/format/base_match.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/incremental_fixture.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

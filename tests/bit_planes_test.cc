@@ -18,7 +18,7 @@
 #include "codecs/chunk_codec.h"
 #include "codecs/huffman.h"
 #include "common/endian.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "common/cleanup_registry.h"
 #include "common/owner_tag.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

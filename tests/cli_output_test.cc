@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The command line's consistency and machine output, run against the built
 // binary: --force everywhere a file is replaced, destinations checked before
-// the work, one error prefix, the exit statuses of tools/exit_codes.h,
+// the work, one error prefix, the exit statuses of tools/cli/exit_codes.h,
 // --progress=lines for logs and the --json reports (docs/CLI.md).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/shell.h"
-#include "tests/test_util.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {
@@ -105,7 +105,7 @@ TEST_F(CliOutput, ParseErrorsCarryTheCommandPrefix) {
   EXPECT_TRUE(Contains(r.output, "vramflow: error: ")) << r.output;
 }
 
-// Each exit status of tools/exit_codes.h, from the command that gives it.
+// Each exit status of tools/cli/exit_codes.h, from the command that gives it.
 TEST_F(CliOutput, ExitStatusesTellFailuresApart) {
   // 1: a missing input, and a missing key file alike (the key was 2).
   CommandResult missing = Vf("verify nothing.vfs");

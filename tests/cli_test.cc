@@ -15,10 +15,10 @@
 
 #include "common/endian.h"
 #include "common/hash.h"
-#include "streamer/stream_writer.h"
-#include "tests/shell.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

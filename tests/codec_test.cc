@@ -17,7 +17,7 @@
 #include "codecs/chunk_analysis.h"
 #include "common/endian.h"
 #include "common/hash.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

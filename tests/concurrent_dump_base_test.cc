@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "streamer/base_stream.h"
+#include "streamer/format/base_stream.h"
 #include "streamer/concurrent_dump.h"
-#include "streamer/stream_reader.h"
-#include "tests/test_util.h"
-#include "transport/fd_stream.h"
-#include "transport/file_random_access.h"
+#include "streamer/format/stream_reader.h"
+#include "tests/support/test_util.h"
+#include "transport/core/fd_stream.h"
+#include "transport/core/file_random_access.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "streamer/copy_rings.h"
+#include "streamer/device/copy_rings.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>

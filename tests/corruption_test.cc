@@ -14,11 +14,11 @@
 #include "codecs/chunk_codec.h"
 #include "common/endian.h"
 #include "common/hash.h"
-#include "streamer/frame_format.h"
-#include "streamer/stream_reader.h"
-#include "streamer/stream_writer.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/frame_format.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

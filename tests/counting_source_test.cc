@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 // CountingSource: counts what is read through it, in place or copied, and
 // passes reads in place and what is done with on to its source.
-#include "transport/counting_source.h"
+#include "transport/core/counting_source.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "tests/poisoning_source.h"
-#include "transport/memory_stream.h"
+#include "tests/support/poisoning_source.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -21,15 +21,15 @@
 
 #include "common/owner_tag.h"
 #include "criu_amdgpu.pb.h"
-#include "plugin/kfd_devinfo.h"
+#include "plugin/kfd/kfd_devinfo.h"
 #include "plugin/kfd_image.h"
-#include "plugin/kfd_ops.h"
+#include "plugin/kfd/kfd_ops.h"
 #include "plugin/vram_io.h"
-#include "sim/sim_kfd.h"
-#include "streamer/file_device.h"
-#include "tests/shell.h"
-#include "tests/test_util.h"
-#include "transport/fd_stream.h"
+#include "sim/kfd/sim_kfd.h"
+#include "streamer/device/file_device.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
+#include "transport/core/fd_stream.h"
 
 namespace vramflow {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "plugin/kfd_image.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -18,7 +18,7 @@ extern "C" {
 #include <criu/criu-plugin.h>
 }
 
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 // CRIU exports this to its plugins; here it is the root directory, which
 // these tests never write to.

@@ -13,10 +13,10 @@
 #include "plugin/criu_dump.h"
 #include "plugin/criu_restore.h"
 #include "plugin/kfd_image.h"
-#include "sim/sim_kfd.h"
-#include "sim/sim_kfd_service.h"
-#include "tests/plugin_machine.h"
-#include "tests/test_util.h"
+#include "sim/kfd/sim_kfd.h"
+#include "sim/kfd/sim_kfd_service.h"
+#include "tests/support/plugin_machine.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
-// RemapTcpListenPorts (tools/criu_tcp_remap.h) on files.img images written
-// by tests/criu_files_img_builder.h: which sockets move, that nothing else
+// RemapTcpListenPorts (image_streamer/tcp_remap.h) on files.img images written
+// by tests/support/criu_files_img_builder.h: which sockets move, that nothing else
 // changes by a byte, and clear errors for bad remaps and hostile bytes.
 // Real CRIU dumps and restores: tests/real_criu_tcp_remap_test.cc.
-#include "tools/criu_tcp_remap.h"
+#include "image_streamer/tcp_remap.h"
 
 #include <random>
 
 #include "gtest/gtest.h"
-#include "tests/criu_files_img_builder.h"
+#include "tests/support/criu_files_img_builder.h"
 
 namespace vramflow {
 namespace {

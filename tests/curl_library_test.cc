@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
-// libcurl is opened on first use, not linked (transport/curl_library.h):
+// libcurl is opened on first use, not linked (transport/aws/curl_library.h):
 // the table is complete, the programs load without it, and a libcurl that
 // lacks a function fails s3:// with a clear error.
-#include "transport/curl_library.h"
+#include "transport/aws/curl_library.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -16,12 +16,12 @@
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
 #include "common/sha256.h"
-#include "streamer/dedup_window.h"
-#include "streamer/frame_reader.h"
-#include "streamer/stream_writer.h"
-#include "tests/poisoning_source.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/dedup_window.h"
+#include "streamer/format/frame_reader.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/poisoning_source.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -3,7 +3,7 @@
 // DEDUP_REF naming a DATA frame outside the stream's window, in order
 // (the validator) and from the index (ReadSeekIndex); and a sub-stream,
 // whose moved DATA frames can push a kept reference's frame out of the window.
-#include "streamer/dedup_window.h"
+#include "streamer/format/dedup_window.h"
 
 #include <gtest/gtest.h>
 
@@ -15,12 +15,12 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
-#include "streamer/seek_index.h"
-#include "streamer/stream_reader.h"
-#include "streamer/stream_writer.h"
-#include "streamer/sub_stream.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/seek_index.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/format/stream_writer.h"
+#include "streamer/format/sub_stream.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/shell.h"
-#include "tests/test_util.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -7,11 +7,11 @@
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
 #include "common/sha256.h"
-#include "streamer/seek_index.h"
-#include "streamer/stream_reader.h"
-#include "streamer/stream_validator.h"
-#include "streamer/stream_writer.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/seek_index.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/format/stream_validator.h"
+#include "streamer/format/stream_writer.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "streamer/dma_completer.h"
+#include "streamer/device/dma_completer.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "sim/sim_device.h"
+#include "sim/gpu/sim_device.h"
 
 namespace vramflow {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "transport/fd_passing.h"
+#include "transport/net/fd_passing.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // The file device's open files (issue 18, defect 8): files imported by how
 // to open them are opened when a copy runs and a bounded number kept open;
 // a file closed by the cache stays usable by the copy holding it.
-#include "streamer/file_device.h"
+#include "streamer/device/file_device.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "streamer/fd_cache.h"
-#include "tests/test_util.h"
+#include "streamer/device/fd_cache.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {
@@ -68,7 +68,7 @@ TEST(FileDeviceTest, KeepsABoundedNumberOfFilesOpen) {
     ASSERT_TRUE(Copy(device, DmaDirection::kHostToDevice, bos.back(), staging, kSize).ok());
     ASSERT_LE(device.CachedFiles(), 4u);
     // The cache's files, and those whose written ranges wait to be dropped
-    // from the page cache (streamer/write_behind.h).
+    // from the page cache (streamer/device/write_behind.h).
     ASSERT_LE(OpenFds(), before + 4 + WriteBehind::kMaxRanges);
   }
   for (int i = 0; i < kFiles; ++i) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Reading a regular file in place (transport/file_mapping.h through
+// Reading a regular file in place (transport/core/file_mapping.h through
 // FdSource::ReadInPlace): which files are mapped, what in-place and copying
 // reads return when mixed, and that DoneBefore unmaps what lies behind.
-#include "transport/file_mapping.h"
+#include "transport/core/file_mapping.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,8 +15,8 @@
 #include <numeric>
 #include <string>
 
-#include "tests/test_util.h"
-#include "transport/fd_stream.h"
+#include "tests/support/test_util.h"
+#include "transport/core/fd_stream.h"
 
 namespace vramflow {
 namespace {

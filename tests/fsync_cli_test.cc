@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/shell.h"
-#include "tests/test_util.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// ImageFileStore (tools/image_file_store.h) on its own: what Take answers
+// ImageFileStore (image_streamer/image_file_store.h) on its own: what Take answers
 // when, spilling within the budget, the rewrite hook, and the stream's
 // failure reaching a waiting taker.
-#include "tools/image_file_store.h"
+#include "image_streamer/image_file_store.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -15,16 +15,16 @@
 
 #include "common/hash.h"
 #include "common/sha256.h"
-#include "sim/sim_process.h"
-#include "streamer/frame_reader.h"
+#include "sim/gpu/sim_process.h"
+#include "streamer/format/frame_reader.h"
 #include "streamer/pipeline.h"
 #include "streamer/sequential_dump.h"
-#include "streamer/stream_writer.h"
-#include "tests/fake_base_stream.h"
-#include "tests/test_util.h"
-#include "transport/file_random_access.h"
-#include "transport/memory_stream.h"
-#include "transport/random_access.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/fake_base_stream.h"
+#include "tests/support/test_util.h"
+#include "transport/core/file_random_access.h"
+#include "transport/core/memory_stream.h"
+#include "transport/core/random_access.h"
 
 namespace vramflow {
 namespace {

@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/cli_child.h"
-#include "tests/test_util.h"
+#include "tests/support/cli_child.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

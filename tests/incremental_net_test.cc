@@ -19,18 +19,18 @@
 #include <thread>
 #include <vector>
 
-#include "streamer/base_stream.h"
-#include "streamer/seek_index.h"
-#include "tests/test_util.h"
-#include "tools/base_store.h"
+#include "streamer/format/base_stream.h"
+#include "streamer/format/seek_index.h"
+#include "tests/support/test_util.h"
+#include "streamer/base/base_store.h"
 #include "tools/pack.h"
-#include "transport/file_random_access.h"
-#include "transport/net_options.h"
-#include "transport/net_protocol.h"
-#include "transport/net_sink.h"
-#include "transport/net_source.h"
-#include "transport/socket.h"
-#include "transport/uri.h"
+#include "transport/core/file_random_access.h"
+#include "transport/net/net_options.h"
+#include "transport/net/net_protocol.h"
+#include "transport/net/net_sink.h"
+#include "transport/net/net_source.h"
+#include "transport/net/socket.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {

@@ -13,14 +13,14 @@
 
 #include "common/hash.h"
 #include "common/sha256.h"
-#include "streamer/base_stream.h"
-#include "streamer/seek_index.h"
-#include "streamer/stream_writer.h"
-#include "tests/shell.h"
-#include "tests/test_util.h"
-#include "tools/base_store.h"
-#include "transport/file_random_access.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/base_stream.h"
+#include "streamer/format/seek_index.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
+#include "streamer/base/base_store.h"
+#include "transport/core/file_random_access.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -17,16 +17,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "streamer/base_stream.h"
+#include "streamer/format/base_stream.h"
 #include "streamer/decode_ahead.h"
-#include "streamer/file_device.h"
-#include "streamer/memory_budget.h"
+#include "streamer/device/file_device.h"
+#include "streamer/machine/memory_budget.h"
 #include "streamer/pipeline.h"
-#include "streamer/stream_reader.h"
-#include "tests/fake_base_stream.h"
-#include "tests/incremental_fixture.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/stream_reader.h"
+#include "tests/support/fake_base_stream.h"
+#include "tests/support/incremental_fixture.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // JsonObjectWriter writes, member by member, exactly what nlohmann's
 // dump(2) writes for the whole object (inspect --full --json relies on it).
-#include "tools/json_object_writer.h"
+#include "tools/cli/json_object_writer.h"
 
 #include <gtest/gtest.h>
 

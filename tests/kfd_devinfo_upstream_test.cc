@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The topology in a criu_kfd image, written as upstream's topology_to_devinfo
-// writes it (plugin/kfd_devinfo.h): upstream's devinfo_to_topology reads our
+// writes it (plugin/kfd/kfd_devinfo.h): upstream's devinfo_to_topology reads our
 // images, and its rules decide what an entry may hold.
 #include <gtest/gtest.h>
 
 #include <utility>
 #include <vector>
 
-#include "plugin/kfd_devinfo.h"
+#include "plugin/kfd/kfd_devinfo.h"
 
 namespace vramflow {
 namespace {

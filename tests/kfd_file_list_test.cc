@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "common/endian.h"
 #include "criu_amdgpu.pb.h"
-#include "transport/memory_stream.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "plugin/kfd_ops.h"
+#include "plugin/kfd/kfd_ops.h"
 
 namespace vramflow {
 namespace {

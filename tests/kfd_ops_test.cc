@@ -9,7 +9,7 @@
 
 #include "common/endian.h"
 #include "common/unique_fd.h"
-#include "plugin/kfd_ops.h"
+#include "plugin/kfd/kfd_ops.h"
 
 namespace vramflow {
 namespace {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Legacy CRIU amdgpu-pages images: name recognition, and pack -> unpack
 // reproducing the file byte for byte while the stream holds only the content.
-#include "streamer/amdgpu_pages.h"
+#include "streamer/format/amdgpu_pages.h"
 
 #include <gtest/gtest.h>
 
@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "common/endian.h"
-#include "streamer/stream_reader.h"
-#include "streamer/stream_writer.h"
-#include "tests/test_util.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/test_util.h"
 #include "tools/pack.h"
 #include "tools/unpack.h"
-#include "transport/memory_stream.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

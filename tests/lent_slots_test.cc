@@ -2,7 +2,7 @@
 // LentSlots: a slot lent to the sink comes back only once the sink has
 // released it, oldest first; past the limit the write stage waits for the
 // oldest; the sink is told to drop lent bytes when the stage is gone.
-#include "streamer/lent_slots.h"
+#include "streamer/device/lent_slots.h"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "codecs/chunk_codec.h"
-#include "streamer/machine_limits.h"
+#include "streamer/machine/machine_limits.h"
 #include "streamer/pipeline_fit.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

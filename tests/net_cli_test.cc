@@ -29,13 +29,13 @@
 #include <vector>
 
 #include "common/unique_fd.h"
-#include "tests/cli_child.h"
-#include "tests/test_util.h"
-#include "tests/tls_test_files.h"
-#include "transport/net_options.h"
-#include "transport/net_source.h"
-#include "transport/shared_key.h"
-#include "transport/uri.h"
+#include "tests/support/cli_child.h"
+#include "tests/support/test_util.h"
+#include "tests/support/tls_test_files.h"
+#include "transport/net/net_options.h"
+#include "transport/net/net_source.h"
+#include "transport/net/shared_key.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -87,7 +87,7 @@ std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
-// A `vramflow` process of this build (tests/cli_child.h); Kill() defaults to
+// A `vramflow` process of this build (tests/support/cli_child.h); Kill() defaults to
 // SIGKILL here.
 class Child : public testing::CliChild {
  public:
@@ -272,7 +272,7 @@ bool WaitForBytes(const std::string& dir, const std::string& prefix, uint64_t by
 std::string Tcp(uint16_t port) { return "tcp://127.0.0.1:" + std::to_string(port); }
 
 // TCP needs TLS credentials (or --insecure): a shared key file both ends of
-// a test transfer give (tests/tls_test_files.h).
+// a test transfer give (tests/support/tls_test_files.h).
 std::string KeyFile() { return testing::Files().File("vf.key"); }
 SharedKey TestKey() {
   Result<SharedKey> key = LoadKeyFile(KeyFile());
@@ -914,7 +914,7 @@ TEST(NetCli, RecvOutputDirReplacesOnlyPluginStreamsAndRefusesTemporaryNames) {
 
 // SIGTERM while a stream arrives: the partial stream is discarded (no
 // temporary file left), the sender fails saying why, recv exits 143 (as
-// every command does: tools/interrupt.h). SIGINT while idle: recv exits 130.
+// every command does: tools/cli/interrupt.h). SIGINT while idle: recv exits 130.
 TEST(NetCli, RecvOutputDirStopsOnSignalsWithoutLeftovers) {
   TempDir dir;
   // The first 3 MiB of a stream: recv takes it, then waits for the rest.

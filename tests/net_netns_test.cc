@@ -12,8 +12,8 @@
 #include <string>
 #include <thread>
 
-#include "tests/netns_pair.h"
-#include "tests/test_util.h"
+#include "tests/support/netns_pair.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "transport/net_options.h"
-#include "transport/net_protocol.h"
-#include "transport/net_source.h"
-#include "transport/socket.h"
-#include "transport/uri.h"
+#include "transport/net/net_options.h"
+#include "transport/net/net_protocol.h"
+#include "transport/net/net_source.h"
+#include "transport/net/socket.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {

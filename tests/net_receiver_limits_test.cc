@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Issue 18: what an unauthenticated or hostile peer can make a network
-// receiver hold is bounded (transport/connection_threads.h, the session
-// memory in transport/net_source.cc, docs/NETWORK.md "Limits"). Senders
+// receiver hold is bounded (transport/net/connection_threads.h, the session
+// memory in transport/net/net_source.cc, docs/NETWORK.md "Limits"). Senders
 // here are raw: hand-made hellos and messages through the protocol's own
 // Channel, so they can do what vramflow's sender never would. Every test
 // runs in seconds on loopback TCP.
@@ -22,14 +22,14 @@
 #include <thread>
 #include <vector>
 
-#include "transport/connection_threads.h"
-#include "transport/net_options.h"
-#include "transport/net_protocol.h"
-#include "transport/net_sink.h"
-#include "transport/net_source.h"
-#include "transport/refusal_log.h"
-#include "transport/socket.h"
-#include "transport/uri.h"
+#include "transport/net/connection_threads.h"
+#include "transport/net/net_options.h"
+#include "transport/net/net_protocol.h"
+#include "transport/net/net_sink.h"
+#include "transport/net/net_source.h"
+#include "transport/net/refusal_log.h"
+#include "transport/net/socket.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {

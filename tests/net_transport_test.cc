@@ -35,17 +35,17 @@
 #include <vector>
 
 #include "common/endian.h"
-#include "tests/test_util.h"
-#include "tests/tls_test_files.h"
+#include "tests/support/test_util.h"
+#include "tests/support/tls_test_files.h"
 #include "tools/transfer.h"
-#include "transport/net_options.h"
-#include "transport/net_protocol.h"
-#include "transport/net_sink.h"
-#include "transport/net_source.h"
+#include "transport/net/net_options.h"
+#include "transport/net/net_protocol.h"
+#include "transport/net/net_sink.h"
+#include "transport/net/net_source.h"
 #include "transport/open_uri.h"
-#include "transport/shared_key.h"
-#include "transport/socket.h"
-#include "transport/uri.h"
+#include "transport/net/shared_key.h"
+#include "transport/net/socket.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -179,7 +179,7 @@ NetOptions Insecure(NetOptions options) {
 }
 
 // `options` with mutual TLS: this end's certificate `name` ("server",
-// "client", ...) signed by `ca` (tests/tls_test_files.h).
+// "client", ...) signed by `ca` (tests/support/tls_test_files.h).
 NetOptions WithCertificate(NetOptions options, const std::string& name, const std::string& ca = "ca") {
   options.tls = TlsCredentials{};
   options.tls.cert_file = testing::Files().File(name + ".pem");

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "common/endian.h"
-#include "transport/fd_passing.h"
+#include "transport/net/fd_passing.h"
 
 namespace vramflow {
 namespace {

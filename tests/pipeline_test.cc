@@ -8,13 +8,13 @@
 #include <memory>
 #include <thread>
 
-#include "sim/sim_process.h"
-#include "streamer/dedup_window.h"
+#include "sim/gpu/sim_process.h"
+#include "streamer/format/dedup_window.h"
 #include "streamer/pipeline.h"
-#include "tests/poisoning_source.h"
-#include "tests/test_util.h"
-#include "transport/background_sink.h"
-#include "transport/memory_stream.h"
+#include "tests/support/poisoning_source.h"
+#include "tests/support/test_util.h"
+#include "transport/core/background_sink.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "streamer/file_device.h"
-#include "tests/test_util.h"
+#include "streamer/device/file_device.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

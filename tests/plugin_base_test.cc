@@ -15,9 +15,9 @@
 #include "plugin/image_store.h"
 #include "plugin/kfd_image.h"
 #include "plugin/vram_base.h"
-#include "tests/plugin_machine.h"
-#include "tests/test_util.h"
-#include "transport/file_random_access.h"
+#include "tests/support/plugin_machine.h"
+#include "tests/support/test_util.h"
+#include "transport/core/file_random_access.h"
 
 namespace vramflow {
 namespace {

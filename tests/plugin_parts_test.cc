@@ -11,17 +11,17 @@
 
 #include "common/endian.h"
 #include "plugin/image_store.h"
-#include "plugin/kfd_devinfo.h"
+#include "plugin/kfd/kfd_devinfo.h"
 #include "plugin/plugin_options.h"
 #include "plugin/vram_base.h"
 #include "plugin/vram_io.h"
-#include "sim/sim_device.h"
-#include "sim/sim_kfd.h"
-#include "streamer/amdgpu_pages.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
-#include "transport/net_source.h"
-#include "transport/uri.h"
+#include "sim/gpu/sim_device.h"
+#include "sim/kfd/sim_kfd.h"
+#include "streamer/format/amdgpu_pages.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
+#include "transport/net/net_source.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "plugin/plugin_options.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Reading at offsets: RangeReader (transport/range_reader.h) returns the
+// Reading at offsets: RangeReader (transport/core/range_reader.h) returns the
 // ranges it is given, in their order, as one stream, in pieces of
 // request_size with no more in flight than the concurrency and the memory
 // budget allow; errors are named and sticky, and destroying it cancels what
 // is in flight. The file source (pread) and OpenRandomAccess by URI.
-#include "transport/range_reader.h"
+#include "transport/core/range_reader.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "tests/test_util.h"
-#include "transport/file_random_access.h"
+#include "tests/support/test_util.h"
+#include "transport/core/file_random_access.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Issue 18: a reader facing a hostile stream. Each test names the defect it
-// guards; the streams come from tests/hostile_stream.h or from pack itself,
+// guards; the streams come from tests/support/hostile_stream.h or from pack itself,
 // and the built `vramflow` binary reads them.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,9 +10,9 @@
 #include <string>
 
 #include "common/printable.h"
-#include "tests/hostile_stream.h"
-#include "tests/shell.h"
-#include "tests/test_util.h"
+#include "tests/support/hostile_stream.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/real_criu_fixture.h"
+#include "tests/support/real_criu_fixture.h"
 
 namespace vramflow {
 namespace real_criu {

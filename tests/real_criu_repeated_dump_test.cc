@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "tests/real_criu_fixture.h"
+#include "tests/support/real_criu_fixture.h"
 
 namespace vramflow {
 namespace real_criu {

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "tests/real_criu_fixture.h"
+#include "tests/support/real_criu_fixture.h"
 
 namespace vramflow {
 namespace real_criu {

@@ -9,7 +9,7 @@
 // --stream`, or through `extract` + a plain `criu restore -D`. The process
 // is the fixture's float holder, whose array is checked after the restore.
 // real_criu_streamer_test.cc runs capture and serve together.
-#include "tests/real_criu_fixture.h"
+#include "tests/support/real_criu_fixture.h"
 
 namespace vramflow {
 namespace real_criu {

@@ -19,8 +19,8 @@
 #include <string>
 #include <thread>
 
-#include "tests/netns_pair.h"
-#include "tests/real_criu_fixture.h"
+#include "tests/support/netns_pair.h"
+#include "tests/support/real_criu_fixture.h"
 
 namespace vramflow {
 namespace real_criu {

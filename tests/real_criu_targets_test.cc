@@ -22,8 +22,8 @@
 #include <thread>
 
 #include "plugin/kfd_image.h"
-#include "tests/real_criu_fixture.h"
-#include "tests/tls_test_files.h"
+#include "tests/support/real_criu_fixture.h"
+#include "tests/support/tls_test_files.h"
 
 namespace vramflow {
 namespace real_criu {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // RealCriu.StreamerTcpListenRemap*: --tcp-listen-remap's rewrite of
-// files.img (tools/criu_tcp_remap.h) on real CRIU 4.2 dumps of a Python
+// files.img (image_streamer/tcp_remap.h) on real CRIU 4.2 dumps of a Python
 // server: the restored server listens where the rewrite says, and the
 // rewrite is byte for byte what the real criu-image-streamer's serve hands
 // CRIU (but moves every socket on the port, where it moves the first).
@@ -11,8 +11,8 @@
 
 #include <algorithm>
 
-#include "tests/real_criu_fixture.h"
-#include "tools/criu_tcp_remap.h"
+#include "tests/support/real_criu_fixture.h"
+#include "image_streamer/tcp_remap.h"
 
 namespace vramflow {
 namespace real_criu {

@@ -6,7 +6,7 @@
 // The processes are real: `sleep`s that CRIU dumps and restores. What they
 // hold as /dev/kfd is a stand-in, since this machine has no AMD GPU: a
 // private character device node (c 10:237, loop-control, which opening
-// does nothing to) that the simulated KFD (sim/sim_kfd.h) adopts as the
+// does nothing to) that the simulated KFD (sim/kfd/sim_kfd.h) adopts as the
 // process's KFD file. CRIU hands such a file to the plugin's DUMP_EXT_FILE
 // and installs what its RESTORE_EXT_FILE returns, exactly as for /dev/kfd.
 // The simulated KFD runs in this test process and is served to the plugin
@@ -14,7 +14,7 @@
 //
 // Without root or without the built CRIU these tests skip and say why;
 // VRAMFLOW_CRIU_REQUIRED=1 (CI) turns a skip into a failure.
-#include "tests/real_criu_fixture.h"
+#include "tests/support/real_criu_fixture.h"
 
 namespace vramflow {
 namespace real_criu {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/real_criu_fixture.h"
+#include "tests/support/real_criu_fixture.h"
 
 namespace vramflow {
 namespace real_criu {

@@ -20,8 +20,8 @@
 #include <cstring>
 
 #include "criu-amdgpu.pb.h"  // upstream's schema (no package: criu_kfd, kfd_bo_entry, ...)
-#include "plugin/kfd_ops.h"
-#include "tests/real_criu_fixture.h"
+#include "plugin/kfd/kfd_ops.h"
+#include "tests/support/real_criu_fixture.h"
 
 namespace vramflow {
 namespace real_criu {

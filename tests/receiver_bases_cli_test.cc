@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "tests/cli_child.h"
-#include "tests/shell.h"
-#include "tests/test_util.h"
+#include "tests/support/cli_child.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

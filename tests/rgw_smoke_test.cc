@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/rgw_env.h"
-#include "tests/test_util.h"
+#include "tests/support/rgw_env.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

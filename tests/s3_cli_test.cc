@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "tests/s3_fault_proxy.h"
-#include "tests/s3_rgw_fixture.h"
-#include "tests/shell.h"
-#include "transport/s3_client.h"
-#include "transport/s3_xml.h"
+#include "tests/support/s3_fault_proxy.h"
+#include "tests/support/s3_rgw_fixture.h"
+#include "tests/support/shell.h"
+#include "transport/s3/s3_client.h"
+#include "transport/aws/xml.h"
 
 namespace vramflow {
 namespace {

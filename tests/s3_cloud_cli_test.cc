@@ -2,7 +2,7 @@
 // The CLI's S3 settings as the aws CLI has them (S3Rgw.*, the RGW fixture),
 // side by side with Debian's `aws` (2.9) on the same endpoint:
 // an HTTPS endpoint with a private CA (socat in front of RGW,
-// tests/s3_tls_front.h) needs --ca-bundle or AWS_CA_BUNDLE for both; the
+// tests/support/s3_tls_front.h) needs --ca-bundle or AWS_CA_BUNDLE for both; the
 // --endpoint-url, --region and --profile flags, and --profile outranking the
 // environment's keys.
 #include <gtest/gtest.h>
@@ -13,9 +13,9 @@
 #include <iterator>
 #include <string>
 
-#include "tests/s3_rgw_fixture.h"
-#include "tests/s3_tls_front.h"
-#include "tests/shell.h"
+#include "tests/support/s3_rgw_fixture.h"
+#include "tests/support/s3_tls_front.h"
+#include "tests/support/shell.h"
 
 namespace vramflow {
 namespace {
@@ -118,7 +118,7 @@ TEST_F(S3Rgw, ProfileFlagOutranksTheEnvironmentsKeys) {
   const std::string gen = Q(VRAMFLOW_BINARY) + " gen -s 64K -o " + Q(Uri("profile.bin")) + endpoint;
 
   CommandResult env_keys = Sh(env + "AWS_PROFILE=rgw " + gen);
-  EXPECT_CODE(env_keys, 4);  // S3 refused the keys: authentication (tools/exit_codes.h)
+  EXPECT_CODE(env_keys, 4);  // S3 refused the keys: authentication (tools/cli/exit_codes.h)
   EXPECT_TRUE(Contains(env_keys.output, "InvalidAccessKeyId")) << env_keys.output;
   CommandResult profile = Sh(env + gen + " --profile rgw --region us-east-1");
   EXPECT_CODE(profile, 0);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The credential chain (transport/aws_credential_chain.h) end to end:
+// The credential chain (transport/aws/credential_chain.h) end to end:
 // credentials from a fake STS, container endpoint and instance metadata
-// (tests/aws_fake_endpoints.h) sign real uploads to FakeS3, which accepts
+// (tests/support/aws_fake_endpoints.h) sign real uploads to FakeS3, which accepts
 // only the keys those fakes issued, signed correctly, with their session
 // token, before they expire. Environments are injected (S3Options::getenv).
 #include <gtest/gtest.h>
@@ -17,17 +17,17 @@
 #include <thread>
 #include <vector>
 
-#include "tests/aws_fake_endpoints.h"
-#include "tests/cli_child.h"
-#include "tests/s3_fake_server.h"
-#include "tests/shell.h"
-#include "transport/aws_credential_process.h"
-#include "transport/aws_credentials.h"
-#include "transport/aws_metadata.h"
-#include "transport/aws_sts.h"
-#include "transport/s3_client.h"
-#include "transport/s3_config.h"
-#include "transport/s3_sink.h"
+#include "tests/support/aws_fake_endpoints.h"
+#include "tests/support/cli_child.h"
+#include "tests/support/s3_fake_server.h"
+#include "tests/support/shell.h"
+#include "transport/aws/credential_process.h"
+#include "transport/aws/credentials.h"
+#include "transport/aws/metadata.h"
+#include "transport/aws/sts.h"
+#include "transport/s3/s3_client.h"
+#include "transport/s3/s3_config.h"
+#include "transport/s3/s3_sink.h"
 
 namespace vramflow {
 namespace {

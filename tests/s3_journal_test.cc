@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The multipart upload journal (transport/s3_journal.h): records survive
+// The multipart upload journal (transport/s3/s3_journal.h): records survive
 // any key, malformed ones are reported and kept, live writers' uploads are
 // left alone, and a dead writer's is aborted at the fake S3.
-#include "transport/s3_journal.h"
+#include "transport/s3/s3_journal.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -13,10 +13,10 @@
 #include <string>
 
 #include "common/owner_tag.h"
-#include "tests/s3_fake_server.h"
-#include "transport/s3_client.h"
-#include "transport/s3_config.h"
-#include "transport/s3_xml.h"
+#include "tests/support/s3_fake_server.h"
+#include "transport/s3/s3_client.h"
+#include "transport/s3/s3_config.h"
+#include "transport/aws/xml.h"
 
 namespace vramflow::s3 {
 namespace {

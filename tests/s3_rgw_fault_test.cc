@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The s3:// sink against a real Ceph RGW through FaultProxy
-// (tests/s3_fault_proxy.h), which answers chosen UploadPart requests with
+// (tests/support/s3_fault_proxy.h), which answers chosen UploadPart requests with
 // 500 InternalError or 503 SlowDown instead of forwarding them: retried
 // parts, a given-up upload that is aborted, and parts that grow when a
 // stream outruns max_parts at the minimum part size; and a Complete whose
@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "tests/s3_fault_proxy.h"
-#include "tests/s3_rgw_fixture.h"
+#include "tests/support/s3_fault_proxy.h"
+#include "tests/support/s3_rgw_fixture.h"
 #include "transport/open_uri.h"
-#include "transport/s3_client.h"
-#include "transport/s3_part_plan.h"
+#include "transport/s3/s3_client.h"
+#include "transport/s3/s3_part_plan.h"
 
 namespace vramflow {
 namespace {

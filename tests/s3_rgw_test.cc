@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/s3_rgw_fixture.h"
+#include "tests/support/s3_rgw_fixture.h"
 #include "transport/open_uri.h"
-#include "transport/s3_client.h"
+#include "transport/s3/s3_client.h"
 
 namespace vramflow {
 namespace {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/s3_rgw_fixture.h"
-#include "tests/shell.h"
+#include "tests/support/s3_rgw_fixture.h"
+#include "tests/support/shell.h"
 
 namespace vramflow {
 namespace {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // s3:// over HTTPS with a private CA: FakeS3 behind `socat OPENSSL-LISTEN`
-// (tests/s3_tls_front.h). Without the CA the upload fails, saying what to
+// (tests/support/s3_tls_front.h). Without the CA the upload fails, saying what to
 // set; with it from --ca-bundle (S3Options::ca_bundle), AWS_CA_BUNDLE, the
 // profile's ca_bundle or SSL_CERT_FILE it works.
 #include <gtest/gtest.h>
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/s3_fake_server.h"
-#include "tests/s3_tls_front.h"
-#include "transport/s3_config.h"
-#include "transport/s3_sink.h"
+#include "tests/support/s3_fake_server.h"
+#include "tests/support/s3_tls_front.h"
+#include "transport/s3/s3_config.h"
+#include "transport/s3/s3_sink.h"
 
 namespace vramflow {
 namespace {

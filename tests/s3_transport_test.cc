@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The s3:// sink and source against FakeS3 (tests/s3_fake_server.h):
+// The s3:// sink and source against FakeS3 (tests/support/s3_fake_server.h):
 // multipart round trips, retries, aborts, growing parts, ranged reads.
 // Limits and timeouts are shrunk so every test runs in well under a second
 // or two.
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "tests/s3_fake_server.h"
-#include "transport/s3_client.h"
-#include "transport/s3_part_plan.h"
-#include "transport/s3_sink.h"
-#include "transport/s3_source.h"
+#include "tests/support/s3_fake_server.h"
+#include "transport/s3/s3_client.h"
+#include "transport/s3/s3_part_plan.h"
+#include "transport/s3/s3_sink.h"
+#include "transport/s3/s3_source.h"
 
 namespace vramflow {
 namespace {

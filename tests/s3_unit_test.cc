@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "transport/s3_config.h"
-#include "transport/s3_encryption.h"
-#include "transport/s3_part_plan.h"
-#include "transport/s3_signer.h"
-#include "transport/s3_xml.h"
-#include "transport/uri.h"
+#include "transport/s3/s3_config.h"
+#include "transport/s3/s3_encryption.h"
+#include "transport/s3/s3_part_plan.h"
+#include "transport/aws/sigv4.h"
+#include "transport/aws/xml.h"
+#include "transport/core/uri.h"
 
 namespace vramflow::s3 {
 namespace {

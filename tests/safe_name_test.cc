@@ -6,7 +6,7 @@
 #include <string>
 
 #include "common/printable.h"
-#include "tools/safe_path.h"
+#include "common/safe_path.h"
 
 namespace vramflow {
 namespace {

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-// The BO list of one SDMA copy (plugin/sdma_packets.h, CopySubmissionBos):
+// The BO list of one SDMA copy (plugin/amdgpu/sdma_packets.h, CopySubmissionBos):
 // the kernel validates every BO of a submission's list, so a copy lists the
 // IB buffer, its source and its destination, and nothing else of the device.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "plugin/sdma_packets.h"
+#include "plugin/amdgpu/sdma_packets.h"
 
 namespace vramflow {
 namespace {

@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "plugin/amdgpu_device.h"
-#include "plugin/sdma_packets.h"
-#include "tests/test_util.h"
+#include "plugin/amdgpu/amdgpu_device.h"
+#include "plugin/amdgpu/sdma_packets.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -2,7 +2,7 @@
 // The SEEK_INDEX frame: what the writer records, its byte encoding, the
 // validator's check against the frames, and ReadSeekIndex from a stream's
 // two ends.
-#include "streamer/seek_index.h"
+#include "streamer/format/seek_index.h"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +11,10 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
-#include "streamer/stream_reader.h"
-#include "streamer/stream_writer.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

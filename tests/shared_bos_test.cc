@@ -13,11 +13,11 @@
 #include "criu_amdgpu.pb.h"
 #include "plugin/criu_dump.h"
 #include "plugin/kfd_image.h"
-#include "sim/sim_kfd.h"
-#include "sim/sim_kfd_service.h"
-#include "tests/plugin_machine.h"
-#include "tests/test_util.h"
-#include "transport/fd_stream.h"
+#include "sim/kfd/sim_kfd.h"
+#include "sim/kfd/sim_kfd_service.h"
+#include "tests/support/plugin_machine.h"
+#include "tests/support/test_util.h"
+#include "transport/core/fd_stream.h"
 
 namespace vramflow {
 namespace {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Loading and making the shared key (transport/shared_key.h).
-#include "transport/shared_key.h"
+// Loading and making the shared key (transport/net/shared_key.h).
+#include "transport/net/shared_key.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

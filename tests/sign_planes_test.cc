@@ -17,7 +17,7 @@
 #include "codecs/chunk_analysis.h"
 #include "codecs/chunk_codec.h"
 #include "common/endian.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// SIGINT, SIGTERM and SIGHUP on the `vramflow` commands (tools/interrupt.h),
+// SIGINT, SIGTERM and SIGHUP on the `vramflow` commands (tools/cli/interrupt.h),
 // sent at several moments: before any input, mid-stream, around the final
 // move. Each time: the exit status a shell would show (130, 143, 129), no
 // temporary file, no staging directory, and a network peer that fails at
@@ -26,8 +26,8 @@
 
 #include "common/owner_tag.h"
 #include "common/unique_fd.h"
-#include "tests/cli_child.h"
-#include "tests/test_util.h"
+#include "tests/support/cli_child.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {
@@ -92,7 +92,7 @@ bool WaitUntil(const std::function<bool()>& done, ChildStdin* input = nullptr, c
 
 // Whether process `pid` has installed its signal handling: SIGINT, SIGTERM
 // and SIGHUP blocked in its main thread (/proc/PID/status, SigBlk), as
-// tools/interrupt.h does first thing. Before that a signal's default action
+// tools/cli/interrupt.h does first thing. Before that a signal's default action
 // would end it, which is not what these tests are about.
 bool HandlesSignals(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The simulated KFD as a service (sim/sim_kfd_service.h): KFD's CRIU ops,
+// The simulated KFD as a service (sim/kfd/sim_kfd_service.h): KFD's CRIU ops,
 // files and classification through a GpuBackend in this process and in a
 // forked one, with fds crossing the socket; a server that survives broken
 // clients; the server's errors arriving intact.
-#include "sim/sim_kfd_service.h"
+#include "sim/kfd/sim_kfd_service.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -24,8 +24,8 @@
 #include <thread>
 
 #include "common/endian.h"
-#include "sim/sim_kfd_wire.h"
-#include "tests/test_util.h"
+#include "sim/kfd/sim_kfd_wire.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

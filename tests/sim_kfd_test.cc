@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The simulated KFD (sim/sim_kfd.h): KFD's CRIU op sequence, its order rules
+// The simulated KFD (sim/kfd/sim_kfd.h): KFD's CRIU op sequence, its order rules
 // and errors, dma-buf fds on the BOs' memory, restore onto other gpu_ids,
 // private-data checks, the sysfs topology it writes, fault injection.
-#include "sim/sim_kfd.h"
+#include "sim/kfd/sim_kfd.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "datagen/model_data.h"
-#include "plugin/topology.h"
-#include "tests/test_util.h"
+#include "plugin/kfd/topology.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

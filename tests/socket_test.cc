@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "transport/socket.h"
+#include "transport/net/socket.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "tests/test_util.h"
-#include "transport/deadline.h"
+#include "tests/support/test_util.h"
+#include "transport/net/deadline.h"
 
 namespace vramflow {
 namespace {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// `vramflow streamer capture` (tools/streamer_capture.cc) and its engine
+// `vramflow streamer capture` (image_streamer/capture.cc) and its engine
 // (streamer/concurrent_dump.h), with CRIU played by the protocol stand-in
-// (tools/criu_streamer_protocol.h: CriuStreamerClient). The real CRIU runs in
+// (sim/criu/criu_streamer_protocol.h: CriuStreamerClient). The real CRIU runs in
 // real_criu_streamer_capture_test.cc.
 #include <fcntl.h>
 #include <poll.h>
@@ -19,13 +19,13 @@
 
 #include "gtest/gtest.h"
 #include "streamer/concurrent_dump.h"
-#include "streamer/stream_reader.h"
-#include "tests/cli_child.h"
-#include "tests/shell.h"
-#include "tests/test_util.h"
-#include "tools/criu_streamer_protocol.h"
-#include "tools/streamer_capture.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/stream_reader.h"
+#include "tests/support/cli_child.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
+#include "sim/criu/criu_streamer_protocol.h"
+#include "image_streamer/capture.h"
+#include "transport/core/memory_stream.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

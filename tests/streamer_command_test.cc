@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: MIT
 // `vramflow streamer`'s command line (criu-image-streamer's options, parsed
 // as it parses them, plus vramflow's own) and the messages of CRIU's
-// --stream socket (transport/criu_image_socket.h), decoded as hostile input.
+// --stream socket (image_streamer/criu_image_socket.h), decoded as hostile input.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "tests/shell.h"
-#include "tests/test_util.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
 #include "tools/streamer_command.h"
-#include "transport/criu_image_socket.h"
+#include "image_streamer/criu_image_socket.h"
 
 namespace vramflow {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// `vramflow streamer serve` and `extract` (tools/streamer_serve.cc) against
+// `vramflow streamer serve` and `extract` (image_streamer/serve.cc) against
 // CRIU's side of the --stream protocol played by CriuStreamerClient: what is
 // answered when, files pushed in any order, memory beyond -m spilled, and
 // corrupt or truncated streams that must never reach CRIU. The real CRIU
@@ -22,17 +22,17 @@
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
 #include "gtest/gtest.h"
-#include "streamer/stream_writer.h"
-#include "tests/cli_child.h"
-#include "tests/criu_files_img_builder.h"
-#include "tests/hostile_stream.h"
-#include "tests/shell.h"
-#include "tests/test_util.h"
-#include "tools/criu_streamer_protocol.h"
-#include "tools/criu_tcp_remap.h"
-#include "tools/image_file_store.h"
-#include "transport/fd_stream.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/cli_child.h"
+#include "tests/support/criu_files_img_builder.h"
+#include "tests/support/hostile_stream.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
+#include "sim/criu/criu_streamer_protocol.h"
+#include "image_streamer/tcp_remap.h"
+#include "image_streamer/image_file_store.h"
+#include "transport/core/fd_stream.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

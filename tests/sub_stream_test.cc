@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// OpenSubStream (streamer/sub_stream.h) over a stream in memory: the
+// OpenSubStream (streamer/format/sub_stream.h) over a stream in memory: the
 // selected objects come out as a valid stream of their own, read by the
 // reference reader with every check, fetching only their frames; DEDUP_REFs
 // naming a DATA frame outside the selection carry that frame instead, those
 // within it stay; a damaged header or payload in the selection, and a seek
 // index that does not match the frames, fail naming the object and frame.
-#include "streamer/sub_stream.h"
+#include "streamer/format/sub_stream.h"
 
 #include <gtest/gtest.h>
 
@@ -18,11 +18,11 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
-#include "streamer/seek_index.h"
-#include "streamer/stream_reader.h"
-#include "streamer/stream_writer.h"
-#include "tests/test_util.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/seek_index.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/test_util.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // CpuUse: the DMA rings' CPU time is told apart from the rest of the process.
-#include "tools/thread_cpu.h"
+#include "tools/cli/thread_cpu.h"
 
 #include <gtest/gtest.h>
 #include <time.h>
 
-#include "streamer/copy_rings.h"
+#include "streamer/device/copy_rings.h"
 
 namespace vramflow {
 namespace {

@@ -12,8 +12,8 @@
 
 #include <string>
 
-#include "tests/shell.h"
-#include "tests/test_util.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {
@@ -109,7 +109,7 @@ TEST(ThreadLimitCli, NetworkTransferFailsCleanlyWhenThreadsCannotStart) {
     if (!sent) {
       EXPECT_TRUE(Contains(r.output, "thread")) << r.output;
     }
-    // The first thread of every command takes its signals (tools/interrupt.h);
+    // The first thread of every command takes its signals (tools/cli/interrupt.h);
     // the receiver's next is its accept loop.
     if (max_threads == 0) {
       EXPECT_FALSE(sent) << r.output;

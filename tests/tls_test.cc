@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The TLS layer (transport/tls.h) against an independent peer: `openssl
+// The TLS layer (transport/net/tls.h) against an independent peer: `openssl
 // s_client` and `openssl s_server` play the other end of every handshake, so
 // a mistake shared by both of our ends cannot pass. Then our two ends
 // together: data both ways at once, deadlines, shutdown, SIGPIPE.
-#include "transport/tls.h"
+#include "transport/net/tls.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -19,11 +19,11 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/shell.h"
-#include "tests/test_util.h"
-#include "tests/tls_test_files.h"
-#include "transport/socket.h"
-#include "transport/uri.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
+#include "tests/support/tls_test_files.h"
+#include "transport/net/socket.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {

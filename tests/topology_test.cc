@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// KFD topology parsing (plugin/topology.h) from sysfs trees built in a temp dir.
-#include "plugin/topology.h"
+// KFD topology parsing (plugin/kfd/topology.h) from sysfs trees built in a temp dir.
+#include "plugin/kfd/topology.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 namespace vramflow {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "transport/uri.h"
+#include "transport/core/uri.h"
 
 #include <gtest/gtest.h>
 

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "common/unique_fd.h"
-#include "streamer/write_behind.h"
-#include "tests/shell.h"
-#include "tests/test_util.h"
-#include "transport/fd_stream.h"
-#include "transport/writeback_window.h"
+#include "streamer/device/write_behind.h"
+#include "tests/support/shell.h"
+#include "tests/support/test_util.h"
+#include "transport/core/fd_stream.h"
+#include "transport/core/writeback_window.h"
 
 namespace vramflow {
 namespace {

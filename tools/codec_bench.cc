@@ -15,7 +15,7 @@
 
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
-#include "tools/cli_util.h"
+#include "tools/cli/cli_util.h"
 
 namespace vramflow {
 namespace {
@@ -108,7 +108,7 @@ Result<std::string> RunCapture(const std::vector<std::string>& argv) {
   if (pid < 0) return Status::FromErrno("fork", errno);
   if (pid == 0) {
     // The peer tool takes signals as usual: the command blocks them in its
-    // threads (tools/interrupt.h), and a blocked mask survives exec.
+    // threads (tools/cli/interrupt.h), and a blocked mask survives exec.
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -19,11 +19,11 @@
 #include "common/unique_fd.h"
 #include "criu_amdgpu.pb.h"
 #include "plugin/kfd_image.h"
-#include "plugin/kfd_ops.h"
+#include "plugin/kfd/kfd_ops.h"
 #include "plugin/vram_io.h"
-#include "streamer/amdgpu_pages.h"
-#include "streamer/file_device.h"
-#include "transport/fd_stream.h"
+#include "streamer/format/amdgpu_pages.h"
+#include "streamer/device/file_device.h"
+#include "transport/core/fd_stream.h"
 #include "common/units.h"
 
 namespace vramflow {

@@ -11,18 +11,18 @@
 
 #include "common/owner_tag.h"
 #include "common/units.h"
-#include "sim/sim_process.h"
-#include "tools/base_store.h"
-#include "sim/training_step.h"
+#include "sim/gpu/sim_process.h"
+#include "streamer/base/base_store.h"
+#include "sim/gpu/training_step.h"
 #include "streamer/pipeline_fit.h"
-#include "tools/base_open.h"
-#include "tools/base_opener.h"
-#include "tools/cli_util.h"
+#include "streamer/base/base_open.h"
+#include "streamer/base/base_opener.h"
+#include "tools/cli/cli_util.h"
 #include "tools/json_report.h"
-#include "tools/progress.h"
-#include "transport/fd_stream.h"
-#include "transport/net_source.h"
-#include "transport/uri.h"
+#include "common/progress.h"
+#include "transport/core/fd_stream.h"
+#include "transport/net/net_source.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 

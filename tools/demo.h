@@ -23,7 +23,7 @@
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
-#include "tools/progress.h"
+#include "common/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -39,14 +39,14 @@ struct DemoOptions {
   std::string destination;
   std::string listen;  // receive the stream here and restore it instead of dumping
   // With --listen: earlier streams the sender may build its stream on
-  // (tools/base_store.h; docs/NETWORK.md, "Bases"), offered and resolved here.
+  // (streamer/base/base_store.h; docs/NETWORK.md, "Bases"), offered and resolved here.
   std::string base_store;
   TransportOptions transport;
   ProgressStyle progress = ProgressStyle(true);
   bool json = false;
   bool force = false;  // --to: replace an existing file or S3 object
   // --base: an incremental checkpoint. A full checkpoint first (with chunk
-  // digests), a simulated training step (sim/training_step.h), then a
+  // digests), a simulated training step (sim/gpu/training_step.h), then a
   // checkpoint against the first, restored with it into fresh GPUs and
   // checked; both streams are temporary. Not with --to or --listen.
   bool incremental = false;

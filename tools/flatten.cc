@@ -14,12 +14,12 @@
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "streamer/decode_ahead.h"
-#include "streamer/memory_budget.h"
-#include "streamer/seek_index.h"
-#include "streamer/stream_reader.h"
-#include "streamer/stream_writer.h"
-#include "tools/base_open.h"
-#include "tools/cli_util.h"
+#include "streamer/machine/memory_budget.h"
+#include "streamer/format/seek_index.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/format/stream_writer.h"
+#include "streamer/base/base_open.h"
+#include "tools/cli/cli_util.h"
 
 namespace vramflow {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "common/printable.h"
 #include "common/units.h"
-#include "tools/cli_util.h"
+#include "tools/cli/cli_util.h"
 #include "tools/json_report.h"
 
 namespace vramflow {

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "streamer/base_stream.h"
-#include "streamer/seek_index.h"
+#include "streamer/format/base_stream.h"
+#include "streamer/format/seek_index.h"
 
 namespace vramflow {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "common/printable.h"
-#include "tools/exit_status.h"
+#include "tools/cli/exit_status.h"
 
 namespace vramflow {
 namespace {

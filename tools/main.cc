@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The `vramflow` command line: one subcommand per job, each with --help.
 //
-// Exit status (tools/exit_codes.h, docs/CLI.md): 0 success, 1 the job
+// Exit status (tools/cli/exit_codes.h, docs/CLI.md): 0 success, 1 the job
 // failed (the message says what and where), 2 the command line was wrong,
 // 3 the stream is corrupt or incomplete, 4 authentication failed,
-// 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM (tools/interrupt.h; its
+// 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM (tools/cli/interrupt.h; its
 // temporary files removed).
 #include <CLI/CLI.hpp>
 #include <unistd.h>
@@ -20,32 +20,33 @@
 #include "common/units.h"
 #include "common/version.h"
 #include "datagen/model_data.h"
-#include "streamer/frame_format.h"
-#include "streamer/machine_limits.h"
+#include "streamer/format/frame_format.h"
+#include "streamer/machine/machine_limits.h"
 #include "streamer/pipeline_fit.h"
 #include "tools/flatten.h"
-#include "tools/cli_uri.h"
-#include "tools/cli_util.h"
+#include "tools/cli/cli_uri.h"
+#include "tools/cli/cli_util.h"
 #include "tools/codec_bench.h"
-#include "tools/command_flags.h"
+#include "tools/cli/command_flags.h"
+#include "tools/command.h"
 #include "tools/criu_export.h"
 #include "tools/demo.h"
-#include "tools/exit_codes.h"
-#include "tools/exit_status.h"
+#include "tools/cli/exit_codes.h"
+#include "tools/cli/exit_status.h"
 #include "tools/pipeline_bench.h"
 #include "tools/inspect.h"
-#include "tools/interrupt.h"
+#include "tools/cli/interrupt.h"
 #include "tools/json_report.h"
 #include "tools/pack.h"
 #include "tools/receive_dir.h"
-#include "tools/shell_completion.h"
+#include "tools/cli/shell_completion.h"
 #include "tools/streamer_command.h"
 #include "tools/transfer.h"
-#include "tools/transport_flags.h"
+#include "tools/cli/transport_flags.h"
 #include "tools/unpack.h"
-#include "transport/fd_stream.h"
-#include "transport/s3_journal.h"
-#include "transport/uri.h"
+#include "transport/core/fd_stream.h"
+#include "transport/s3/s3_journal.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -57,7 +58,7 @@ std::string& JsonCommand() {
   return command;
 }
 
-// The command's signal handling (tools/interrupt.h), once it is installed.
+// The command's signal handling (tools/cli/interrupt.h), once it is installed.
 const Interrupts* interrupts = nullptr;
 
 int Fail(const std::string& command, const Status& status) {
@@ -97,6 +98,14 @@ int UsageError(const std::string& command, const Status& status) {
   return kExitUsage;
 }
 
+// Resolves and runs the chosen command (tools/command.h): its exit status.
+int RunCommand(Command& command, const CommandContext& context) {
+  if (command.json()) JsonCommand() = command.name();
+  if (Status s = command.Resolve(); !s.ok()) return UsageError(command.name(), s);
+  Status s = command.Run(context);
+  return s.ok() ? kExitOk : Fail(command.name(), s);
+}
+
 // STREAM or --listen URI, exactly one (CLI11 refuses both): the URI the
 // command opens. A positional network address is refused: only --listen
 // listens.
@@ -122,6 +131,8 @@ int Main(int argc, char** argv) {
   app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line, 3 the stream "
              "is corrupt or incomplete, 4 authentication failed (key, certificate, peer), 129/130/143 stopped by "
              "SIGHUP/SIGINT/SIGTERM (temporary files removed, uploads aborted).");
+  // The commands, each a class of its own (tools/command.h), added in the order --help lists them.
+  std::vector<std::unique_ptr<Command>> commands;
 
   // pack
   PackOptions pack;
@@ -471,7 +482,7 @@ int Main(int argc, char** argv) {
       ->delimiter(',');
   pbench_flags.Add(bench_pipeline_cmd);
 
-  // completion (hidden): the shell completion script, from this very tree (tools/shell_completion.h)
+  // completion (hidden): the shell completion script, from this very tree (tools/cli/shell_completion.h)
   std::string completion_shell;
   CLI::App* completion_cmd = app.add_subcommand("completion", "Print the shell completion script for bash or zsh");
   completion_cmd->group("");
@@ -498,7 +509,7 @@ int Main(int argc, char** argv) {
     return std::cout ? 0 : Fail("completion", Status::IoError("writing the script to stdout"));
   }
 
-  // SIGINT, SIGTERM, SIGHUP: before any thread starts (tools/interrupt.h).
+  // SIGINT, SIGTERM, SIGHUP: before any thread starts (tools/cli/interrupt.h).
   std::string command_name;
   for (const CLI::App* cmd = &app; !cmd->get_subcommands().empty();) {
     cmd = cmd->get_subcommands().front();
@@ -519,6 +530,9 @@ int Main(int argc, char** argv) {
                                     &send.transport, &recv.transport})
     interruptible(options);
   export_upstream.cleanup = cleanup;
+  const CommandContext context{cleanup, journal_dir};
+  for (const std::unique_ptr<Command>& command : commands)
+    if (command->chosen()) return RunCommand(*command, context);
 
   if (streamer.chosen()) {
     StreamerOptions options;

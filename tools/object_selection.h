@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "streamer/frame_format.h"
-#include "streamer/seek_index.h"
+#include "streamer/format/frame_format.h"
+#include "streamer/format/seek_index.h"
 
 namespace vramflow {
 

@@ -12,22 +12,22 @@
 #include <map>
 #include <memory>
 
-#include "streamer/amdgpu_pages.h"
-#include "streamer/base_stream.h"
-#include "streamer/file_device.h"
-#include "streamer/machine_limits.h"
+#include "streamer/format/amdgpu_pages.h"
+#include "streamer/format/base_stream.h"
+#include "streamer/device/file_device.h"
+#include "streamer/machine/machine_limits.h"
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_fit.h"
 #include "streamer/sequential_dump.h"
-#include "streamer/stream_writer.h"
-#include "tools/cli_util.h"
+#include "streamer/format/stream_writer.h"
+#include "tools/cli/cli_util.h"
 #include "tools/planned_file.h"
-#include "tools/progress.h"
-#include "tools/base_opener.h"
-#include "tools/safe_path.h"
-#include "transport/fd_stream.h"
+#include "common/progress.h"
+#include "streamer/base/base_opener.h"
+#include "common/safe_path.h"
+#include "transport/core/fd_stream.h"
 #include "transport/open_uri.h"
-#include "transport/uri.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -92,7 +92,7 @@ ObjectMetadata MetadataFor(const std::string& name, bool legacy) {
 }
 
 // Where a CPU is spare beside the workers, a local output (a file, stdout,
-// fd:N) is written on a thread of its own (transport/background_sink.h):
+// fd:N) is written on a thread of its own (transport/core/background_sink.h):
 // writing a file costs about as much CPU as coding fp32 weights, and on the
 // workers' thread it made `pack -j 1` a fifth slower on 2 CPUs. Its two
 // buffers (a sixteenth of the budget each, 4 MiB at most) come out of the

@@ -20,8 +20,8 @@
 
 #include "common/status.h"
 #include "streamer/pipeline.h"
-#include "tools/net_base_choice.h"
-#include "tools/progress.h"
+#include "streamer/base/net_base_choice.h"
+#include "common/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

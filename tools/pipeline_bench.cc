@@ -9,11 +9,11 @@
 #include <ostream>
 
 #include "common/units.h"
-#include "sim/sim_process.h"
-#include "tools/cli_util.h"
-#include "tools/progress.h"
-#include "tools/thread_cpu.h"
-#include "transport/fd_stream.h"
+#include "sim/gpu/sim_process.h"
+#include "tools/cli/cli_util.h"
+#include "common/progress.h"
+#include "tools/cli/thread_cpu.h"
+#include "transport/core/fd_stream.h"
 
 namespace vramflow {
 namespace {

@@ -14,13 +14,13 @@
 
 #include "common/printable.h"
 #include "common/units.h"
-#include "tools/base_store.h"
-#include "tools/cli_util.h"
-#include "tools/safe_path.h"
-#include "tools/verified_copy.h"
-#include "transport/fd_stream.h"
-#include "transport/net_source.h"
-#include "transport/uri.h"
+#include "streamer/base/base_store.h"
+#include "tools/cli/cli_util.h"
+#include "common/safe_path.h"
+#include "streamer/format/verified_copy.h"
+#include "transport/core/fd_stream.h"
+#include "transport/net/net_source.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -143,7 +143,7 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
   };
   VF_ASSIGN_OR_RETURN(std::shared_ptr<const BaseStore> store, scan());
   net.base_offer = store->Offer(/*stores=*/true);
-  // SIGINT, SIGTERM and SIGHUP are the command's (tools/interrupt.h): the
+  // SIGINT, SIGTERM and SIGHUP are the command's (tools/cli/interrupt.h): the
   // stream being received tells its sender, and its temporary file goes.
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver, NetReceiver::Listen(endpoint, net));
   if (options.notes)

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "tools/progress.h"
+#include "common/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

@@ -4,11 +4,11 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "tools/base_opener.h"
-#include "tools/cli_uri.h"
-#include "tools/cli_util.h"
-#include "tools/streamer_capture.h"
-#include "tools/streamer_serve.h"
+#include "streamer/base/base_opener.h"
+#include "tools/cli/cli_uri.h"
+#include "tools/cli/cli_util.h"
+#include "image_streamer/capture.h"
+#include "image_streamer/serve.h"
 
 namespace vramflow {
 namespace {

@@ -7,12 +7,12 @@
 
 #include <vector>
 
-#include "tools/base_store.h"
-#include "tools/cli_util.h"
-#include "tools/progress.h"
-#include "tools/verified_copy.h"
-#include "transport/shared_key.h"
-#include "transport/uri.h"
+#include "streamer/base/base_store.h"
+#include "tools/cli/cli_util.h"
+#include "common/progress.h"
+#include "streamer/format/verified_copy.h"
+#include "transport/net/shared_key.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 

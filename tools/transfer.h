@@ -8,7 +8,7 @@
 
 #include "common/cleanup_registry.h"
 #include "common/status.h"
-#include "tools/progress.h"
+#include "common/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

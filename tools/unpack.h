@@ -18,7 +18,7 @@
 // selected objects become files. A stored stream with a seek index (a file,
 // an s3:// object) is then read through it: only the selected objects'
 // frames are fetched, in parallel ranges, as a sub-stream that the restore
-// graph checks as fully as a whole stream (streamer/sub_stream.h). Any other
+// graph checks as fully as a whole stream (streamer/format/sub_stream.h). Any other
 // stream is read whole (`note` says so): every object is restored into the
 // staging area, so that references into unselected objects resolve, and
 // only the selected ones are moved into place.
@@ -32,7 +32,7 @@
 #include "common/status.h"
 #include "streamer/pipeline.h"
 #include "tools/object_selection.h"
-#include "tools/progress.h"
+#include "common/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -58,7 +58,7 @@ struct UnpackOptions {
   // from here. Empty: none.
   std::string base_store;
   // The base of an incremental stream and links of its chain (--base,
-  // tools/base_open.h); empty: the location its BASE frame records.
+  // streamer/base/base_open.h); empty: the location its BASE frame records.
   std::vector<std::string> bases;
   // Told (once, before reading) when a selection has to read the whole stream.
   std::function<void(const std::string&)> note;

@@ -7,13 +7,13 @@
 
 #include <algorithm>
 
-#include "transport/background_sink.h"
-#include "transport/file_random_access.h"
-#include "transport/net_sink.h"
-#include "transport/net_source.h"
-#include "transport/s3_sink.h"
-#include "transport/s3_source.h"
-#include "transport/uri.h"
+#include "transport/core/background_sink.h"
+#include "transport/core/file_random_access.h"
+#include "transport/net/net_sink.h"
+#include "transport/net/net_source.h"
+#include "transport/s3/s3_sink.h"
+#include "transport/s3/s3_source.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {

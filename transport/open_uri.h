@@ -8,11 +8,11 @@
 #include <memory>
 #include <string>
 
-#include "transport/byte_stream.h"
-#include "transport/fd_stream.h"
-#include "transport/net_options.h"
-#include "transport/random_access.h"
-#include "transport/s3_options.h"
+#include "transport/core/byte_stream.h"
+#include "transport/core/fd_stream.h"
+#include "transport/net/net_options.h"
+#include "transport/core/random_access.h"
+#include "transport/s3/s3_options.h"
 
 namespace vramflow {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target: what AWS credential sources send, as vramflow parses it
-// (transport/aws_credentials.h, aws_credential_process.h, aws_sts.h): the
+// (transport/aws/credentials.h, aws_credential_process.h, aws_sts.h): the
 // JSON of the container endpoint and instance metadata, a
 // credential_process's output, STS's XML replies (credentials and errors),
 // and the Expiration time in all of them. The first byte picks the parser,
@@ -18,9 +18,9 @@
 #include <string>
 #include <string_view>
 
-#include "transport/aws_credential_process.h"
-#include "transport/aws_credentials.h"
-#include "transport/aws_sts.h"
+#include "transport/aws/credential_process.h"
+#include "transport/aws/credentials.h"
+#include "transport/aws/sts.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target: untrusted files.img bytes through --tcp-listen-remap's
-// rewrite (tools/criu_tcp_remap.h), what `streamer serve` does to a
+// rewrite (image_streamer/tcp_remap.h), what `streamer serve` does to a
 // checkpoint it did not write.
 //
 // The input's first 4 bytes are a remap OLD:NEW (two little-endian u16),
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/criu_files_img_builder.h"
-#include "tools/criu_tcp_remap.h"
+#include "tests/support/criu_files_img_builder.h"
+#include "image_streamer/tcp_remap.h"
 
 namespace vramflow {
 namespace {

@@ -2,7 +2,7 @@
 // libFuzzer target: the CRIU plugin's metadata images, as restore reads them
 // from a checkpoint it did not write: the 8-byte size header and protobuf
 // body (plugin/kfd_image.h), then the topology rebuilt from a criu_kfd
-// message (plugin/kfd_devinfo.h), and the dump's KFD file list
+// message (plugin/kfd/kfd_devinfo.h), and the dump's KFD file list
 // (plugin/kfd_file_list.h). The first byte picks which, modulo 3.
 //
 // With VRAMFLOW_FUZZ_WRITE_SEEDS=DIR the binary writes valid images of
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "criu_amdgpu.pb.h"
-#include "plugin/kfd_devinfo.h"
+#include "plugin/kfd/kfd_devinfo.h"
 #include "plugin/kfd_file_list.h"
 #include "plugin/kfd_image.h"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target: untrusted bytes from the network through the protocol
-// parsers (transport/net_protocol.h). These are the bytes a peer sends
-// after TLS (transport/tls.h, fuzzed by OpenSSL's own targets) or, with
+// parsers (transport/net/net_protocol.h). These are the bytes a peer sends
+// after TLS (transport/net/tls.h, fuzzed by OpenSSL's own targets) or, with
 // --insecure and on UNIX sockets, as they are: a peer that passed the
 // handshake is still untrusted input.
 //
@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/net_protocol.h"
+#include "transport/net/net_protocol.h"
 
 namespace vramflow {
 namespace {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target: S3's and STS's XML replies as vramflow parses them
-// (transport/s3_xml.h on expat: UploadId, ETag, keys, error code and message,
+// (transport/aws/xml.h on expat: UploadId, ETag, keys, error code and message,
 // STS credentials).
 //
 // With VRAMFLOW_FUZZ_WRITE_SEEDS=DIR the binary writes typical replies into
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "transport/s3_xml.h"
+#include "transport/aws/xml.h"
 
 namespace {
 

@@ -31,11 +31,11 @@
 #include "common/hash.h"
 #include "common/sha256.h"
 #include "datagen/model_data.h"
-#include "streamer/seek_index.h"
-#include "streamer/stream_reader.h"
-#include "streamer/sub_stream.h"
-#include "streamer/stream_writer.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/seek_index.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/format/sub_stream.h"
+#include "streamer/format/stream_writer.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {

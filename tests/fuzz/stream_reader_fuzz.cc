@@ -48,12 +48,12 @@
 #include "common/hash.h"
 #include "datagen/model_data.h"
 #include "streamer/decode_ahead.h"
-#include "streamer/frame_format.h"
-#include "streamer/stream_reader.h"
-#include "streamer/stream_writer.h"
-#include "tests/poisoning_source.h"
-#include "tools/safe_path.h"
-#include "transport/memory_stream.h"
+#include "streamer/format/frame_format.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/format/stream_writer.h"
+#include "tests/support/poisoning_source.h"
+#include "common/safe_path.h"
+#include "transport/core/memory_stream.h"
 
 namespace vramflow {
 namespace {
