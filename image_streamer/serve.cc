@@ -27,7 +27,7 @@
 #include "codecs/chunk_codec.h"
 #include "common/thread_start.h"
 #include "streamer/format/stream_reader.h"
-#include "streamer/base/base_open.h"
+#include "streamer/base/base_opener.h"
 #include "image_streamer/tcp_remap.h"
 #include "image_streamer/image_file_store.h"
 #include "common/safe_path.h"
@@ -172,7 +172,7 @@ class StreamReaderThread {
     // offered (--base-store, or --base), set on transport_ before it listens.
     // The base chain's indexes must fit the budget (-m).
     TransportOptions base_reads = transport_;
-    Result<OpenBaseFunction> open_base =
+    Result<OpenBaseFn> open_base =
         ReaderBaseOpener(Uri(), options_.base, options_.base_store, &base_reads, ReceiverName(), budget_->limit());
     if (!open_base.ok()) return status_ = open_base.status();
     transport_.net.base_offer = base_reads.net.base_offer;

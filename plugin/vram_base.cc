@@ -7,25 +7,18 @@
 
 #include "common/sha256.h"
 #include "plugin/image_store.h"
+#include "streamer/base/base_opener.h"
 #include "streamer/pipeline_fit.h"
-#include "transport/open_uri.h"
 #include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
 
-// Opens bases through the plugin's transport, their chain's indexes within
-// its memory budget (KFD_MAX_BUFFER_SIZE, or the machine's default):
-// counted from each SEEK_INDEX before any record is read.
+// The one base opener's options (streamer/base/base_opener.h) for the
+// plugin: its transport, its chain's indexes within its memory budget
+// (KFD_MAX_BUFFER_SIZE, or the machine's default).
 BaseOpenOptions OpenOptions(const PluginOptions& options) {
-  BaseOpenOptions open;
-  open.open = [transport = options.transport](const std::string& location)
-      -> Result<std::shared_ptr<RandomAccessSource>> {
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
-    return std::shared_ptr<RandomAccessSource>(std::move(source));
-  };
-  open.max_index_bytes = WithMachineDefaults(options.pipeline).max_memory;
-  return open;
+  return BaseOpenOptionsFor(options.transport, WithMachineDefaults(options.pipeline).max_memory);
 }
 
 // `status` of opening a base, saying which setting bounds the index where
@@ -73,8 +66,7 @@ Result<std::shared_ptr<const BaseStream>> OpenVramBase(const PluginOptions& opti
   return base;
 }
 
-std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> VramBaseOpener(
-    const PluginOptions& options, const std::string& stream_name) {
+OpenBaseFn VramBaseOpener(const PluginOptions& options, const std::string& stream_name) {
   return [options, stream_name](const BaseDescriptor& descriptor) -> Result<std::shared_ptr<const BaseStream>> {
     // From a network sender (a restore listening on VRAMFLOW_TARGET), the
     // BASE frame's location is the sender's word: never opened here.

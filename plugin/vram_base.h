@@ -38,7 +38,6 @@ Result<std::shared_ptr<const BaseStream>> OpenVramBase(const PluginOptions& opti
 // Restore: PipelineOptions::open_base for stream `stream_name`: the base at
 // VRAMFLOW_BASE when set, else where the stream's BASE frame says; either
 // way it must be the stream the BASE frame names.
-std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)> VramBaseOpener(
-    const PluginOptions& options, const std::string& stream_name);
+OpenBaseFn VramBaseOpener(const PluginOptions& options, const std::string& stream_name);
 
 }  // namespace vramflow

@@ -15,7 +15,6 @@
 #include "streamer/base/base_store.h"
 #include "sim/gpu/training_step.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/base/base_open.h"
 #include "streamer/base/base_opener.h"
 #include "tools/cli/cli_util.h"
 #include "tools/json_report.h"

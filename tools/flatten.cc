@@ -18,7 +18,7 @@
 #include "streamer/format/seek_index.h"
 #include "streamer/format/stream_reader.h"
 #include "streamer/format/stream_writer.h"
-#include "streamer/base/base_open.h"
+#include "streamer/base/base_opener.h"
 #include "tools/cli/cli_util.h"
 
 namespace vramflow {

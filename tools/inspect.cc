@@ -17,7 +17,7 @@
 #include "streamer/pipeline_fit.h"
 #include "streamer/format/seek_index.h"
 #include "streamer/format/stream_reader.h"
-#include "streamer/base/base_open.h"
+#include "streamer/base/base_opener.h"
 #include "tools/cli/cli_util.h"
 #include "tools/inspect_index.h"
 #include "tools/cli/json_object_writer.h"
@@ -379,7 +379,7 @@ Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, cons
   uint64_t reader_memory = max_memory;
   ShareBudget(input, &reader_memory, &shared);
   TransportOptions base_reads = transport;
-  VF_ASSIGN_OR_RETURN(OpenBaseFunction open_base,
+  VF_ASSIGN_OR_RETURN(OpenBaseFn open_base,
                       ReaderBaseOpener(input, bases, base_store, &base_reads, "verify", reader_memory));
   shared.net.base_offer = base_reads.net.base_offer;  // what a sender is offered
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, shared));

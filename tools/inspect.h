@@ -49,7 +49,7 @@ struct VerifyReport {
 // A network sender learns the verdict. `max_memory` bounds the reader's
 // buffers and records (and a network receiver's window), as --max-memory.
 // `bases`: the base of an incremental stream and links of its chain
-// (--base, streamer/base/base_open.h); empty: the location its BASE frame records.
+// (--base, streamer/base/base_opener.h); empty: the location its BASE frame records.
 // From the network (--listen) the bases come only from what the sender was
 // offered: `base_store` (--base-store DIR) or `bases` (ReaderBaseOpener).
 // `threads` decode and hash (streamer/decode_ahead.h), 0: the CPUs this

@@ -27,7 +27,7 @@
 #include "streamer/format/seek_index.h"
 #include "streamer/format/stream_reader.h"
 #include "streamer/format/sub_stream.h"
-#include "streamer/base/base_open.h"
+#include "streamer/base/base_opener.h"
 #include "tools/cli/cli_util.h"
 #include "tools/output_limit.h"
 #include "common/progress.h"

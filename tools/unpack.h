@@ -58,7 +58,7 @@ struct UnpackOptions {
   // from here. Empty: none.
   std::string base_store;
   // The base of an incremental stream and links of its chain (--base,
-  // streamer/base/base_open.h); empty: the location its BASE frame records.
+  // streamer/base/base_opener.h); empty: the location its BASE frame records.
   std::vector<std::string> bases;
   // Told (once, before reading) when a selection has to read the whole stream.
   std::function<void(const std::string&)> note;

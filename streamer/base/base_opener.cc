@@ -3,18 +3,26 @@
 
 #include <filesystem>
 
+#include "common/printable.h"
+#include "streamer/base/base_store.h"
+#include "streamer/format/base_location.h"
 #include "transport/core/uri.h"
 
 namespace vramflow {
 
-BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std::vector<std::string>& locations,
-                                   uint64_t max_index_bytes) {
+BaseOpenOptions BaseOpenOptionsFor(const TransportOptions& transport, uint64_t max_index_bytes) {
   BaseOpenOptions options;
   options.max_index_bytes = max_index_bytes;
   options.open = [transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
     VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
     return std::shared_ptr<RandomAccessSource>(std::move(source));
   };
+  return options;
+}
+
+BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std::vector<std::string>& locations,
+                                   uint64_t max_index_bytes) {
+  BaseOpenOptions options = BaseOpenOptionsFor(transport, max_index_bytes);
   if (locations.size() > 1) options.more_locations.assign(locations.begin() + 1, locations.end());
   return options;
 }
@@ -54,6 +62,37 @@ std::string AbsoluteBaseLocation(const std::string& location) {
   std::error_code ec;
   std::filesystem::path absolute = std::filesystem::absolute(endpoint->path, ec);
   return ec ? location : absolute.lexically_normal().string();
+}
+
+OpenBaseFn BaseOpenerFor(const std::vector<std::string>& bases, const std::string& input,
+                         const TransportOptions& transport, uint64_t max_index_bytes) {
+  return [bases, input, transport,
+          max_index_bytes](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+    const BaseOpenOptions options = CliBaseOpenOptions(transport, bases, max_index_bytes);
+    const std::string needs = "this stream is incremental: it needs its base " + HexDigest(d.base_id) + " (" +
+                              (d.location.empty() ? std::string("no location recorded") : Printable(d.location)) + ")";
+    if (!bases.empty()) return OpenBaseStream(bases.front(), options, &d);
+    if (d.location.empty()) return Status::NotFound(needs + "; give it with --base");
+    const std::string location = ResolveBaseLocation(d.location, input);
+    Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, options, &d);
+    if (!base.ok() && (base.status().code() == Status::Code::kIoError || base.status().code() == Status::Code::kNotFound))
+      return Status::NotFound(needs + ", which cannot be opened at " + Printable(location) + " (" +
+                              base.status().ToString() + "); give it with --base");
+    return base;
+  };
+}
+
+Result<OpenBaseFn> ReaderBaseOpener(const std::string& input, const std::vector<std::string>& bases,
+                                    const std::string& base_store, TransportOptions* transport,
+                                    const std::string& command, uint64_t max_index_bytes) {
+  Result<Endpoint> from = ParseEndpoint(input);
+  if (!(from.ok() && from->is_network())) {
+    if (!base_store.empty())
+      return Status::InvalidArgument("--base-store offers bases to a sender (--listen); " + Printable(input) +
+                                     " is a stored stream");
+    return BaseOpenerFor(bases, input, *transport, max_index_bytes);
+  }
+  return OfferStore(base_store, bases, /*stores=*/false, transport, StderrLog(command), max_index_bytes);
 }
 
 }  // namespace vramflow

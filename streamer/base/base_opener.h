@@ -1,15 +1,25 @@
 // SPDX-License-Identifier: MIT
-// Opening the base of an incremental dump from the command line (--base
-// LOCATION, repeatable): every location is a stored stream, a file or
-// s3://, read by ranges through the command's transport options. (Readers
-// open theirs with BaseOpenerFor, streamer/base/base_open.h.)
+// The one base opener: every base vramflow opens, whoever opens it (pack and
+// the other commands, the plugin through plugin/vram_base.h, a receiver's
+// base store and a sender's candidates through base_store.h and
+// net_base_choice.h), opens with BaseOpenOptionsFor: each stream of its chain
+// read by ranges through the opener's transports (a file, or s3:// with its
+// S3 settings), the chain's indexes within the opener's memory budget,
+// counted from each SEEK_INDEX before any record is read, so that a chain
+// too large for it is refused unread.
 //
-// The first location is the base; more are links of its chain (a base's own
-// base), taken by stream id before the locations the BASE frames record
-// (BaseOpenOptions::more_locations).
+// On it, the command line's bases:
+// - a dump's (--base LOCATION, repeatable): every location a stored stream,
+//   a file or s3://; the first is the base, any more are links of its chain,
+//   taken by stream id before the locations the BASE frames record
+//   (BaseOpenOptions::more_locations);
+// - a reader's (unpack, verify, flatten, streamer serve/extract): from
+//   --base, or, without one, from the location the stream's BASE frame
+//   records (relative to the directory of the stream read); a stream from
+//   the network is another matter: ReaderBaseOpener.
 #pragma once
 
-#include <functional>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,10 +30,14 @@
 
 namespace vramflow {
 
-// Base open options reading through `transport`, with `locations` past the
-// first as more_locations. `max_index_bytes`: the command's memory budget
-// (-m), which the chain's indexes must fit: counted from each SEEK_INDEX
-// before any record is read, so a chain too large is refused unread.
+// The base open options every opener starts from: each location opened by
+// ranges through `transport`; `max_index_bytes`, the opener's memory budget
+// (-m; the plugin's KFD_MAX_BUFFER_SIZE), bounds the chain's indexes.
+// Callers add only what is theirs: more_locations, locate, or a narrower
+// `open` around this one (a receiver's store opens its own files only).
+BaseOpenOptions BaseOpenOptionsFor(const TransportOptions& transport, uint64_t max_index_bytes);
+
+// BaseOpenOptionsFor, with `locations` past the first as more_locations.
 BaseOpenOptions CliBaseOpenOptions(const TransportOptions& transport, const std::vector<std::string>& locations,
                                    uint64_t max_index_bytes);
 
@@ -46,5 +60,25 @@ std::string RecordedBaseLocation(const std::string& base, const std::string& out
 // A local path as an absolute one (what a BASE frame records, so that the
 // base is found from anywhere); URIs as they are.
 std::string AbsoluteBaseLocation(const std::string& location);
+
+// The open_base of a command that reads the stored stream `input`: its base
+// from `bases` (--base, as for a dump) or the location its BASE frame
+// records, its indexes within `max_index_bytes`.
+OpenBaseFn BaseOpenerFor(const std::vector<std::string>& bases, const std::string& input,
+                         const TransportOptions& transport, uint64_t max_index_bytes);
+
+// The open_base of a command that reads `input` (unpack, verify, streamer
+// serve/extract). From the network (--listen) a base comes only from what
+// the command offered its sender: its `base_store` (--base-store DIR) or its
+// `bases` (--base), none without either (OfferStore, streamer/base/base_store.h,
+// which also sets transport->net.base_offer); never from a location the
+// sender wrote into its BASE frame, which names the sender's machine. Else
+// BaseOpenerFor(bases, input). `command` names the receiver's stderr lines
+// (what its sender is not told). --base-store without --listen, and with
+// --base, is kInvalidArgument. `max_index_bytes` as for BaseOpenerFor, from
+// a store as from --base.
+Result<OpenBaseFn> ReaderBaseOpener(const std::string& input, const std::vector<std::string>& bases,
+                                    const std::string& base_store, TransportOptions* transport,
+                                    const std::string& command, uint64_t max_index_bytes);
 
 }  // namespace vramflow

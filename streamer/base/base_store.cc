@@ -13,6 +13,7 @@
 
 #include "common/printable.h"
 #include "common/unique_fd.h"
+#include "streamer/base/base_opener.h"
 #include "transport/core/fd_stream.h"
 #include "transport/core/random_access.h"
 #include "transport/s3/s3_client.h"
@@ -93,19 +94,17 @@ Result<std::vector<Candidate>> NewestObjects(const Endpoint& store, const S3Opti
   return newest;
 }
 
-// The stream id of the stored stream at `location`, reading only its index,
-// which must fit `max_index_bytes` (and kMaxStoreIndexBytes).
-Result<Sha256Digest> IdOfStoredStream(const std::string& location, const TransportOptions& transport,
-                                      uint64_t* bytes_read, uint64_t max_index_bytes) {
+}  // namespace
+
+Result<Sha256Digest> StoredStreamId(const std::string& location, const TransportOptions& transport,
+                                    uint64_t max_index_bytes, uint64_t* bytes_read) {
   VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> file, OpenRandomAccess(location, transport));
   CountingRandomAccess counting(std::shared_ptr<RandomAccessSource>(std::move(file)));
   Result<StoredStreamIndex> stored = ReadSeekIndex(counting, std::min(kMaxStoreIndexBytes, max_index_bytes));
-  *bytes_read += counting.bytes();
+  if (bytes_read) *bytes_read += counting.bytes();
   if (!stored.ok()) return stored.status();
   return stored->id;
 }
-
-}  // namespace
 
 const StoredBase* BaseStore::Find(const Sha256Digest& id) const {
   for (const StoredBase& stored : streams)
@@ -140,7 +139,7 @@ Result<BaseStore> ScanBaseStore(const std::string& dir, const TransportOptions& 
   }
   for (const Candidate& candidate : newest) {
     ++store.files_read;
-    Result<Sha256Digest> id = IdOfStoredStream(candidate.location, transport, &store.bytes_read, max_index_bytes);
+    Result<Sha256Digest> id = StoredStreamId(candidate.location, transport, max_index_bytes, &store.bytes_read);
     if (!id.ok()) {
       ++store.skipped;
       store.notes.push_back(Printable(candidate.location) + " is not a base: " + id.status().message());
@@ -170,18 +169,28 @@ std::string SkippedNotes(const BaseStore& store) {
   return notes.empty() ? notes : " (" + std::to_string(store.skipped) + " file(s) skipped" + notes + ")";
 }
 
-// Opens the chain's links from the store's files only: a location a sender
+// The base open options of a receiver's store: the one opener's
+// (BaseOpenOptionsFor), narrowed to the store's files: a location a sender
 // wrote into a BASE frame names its own machine and is never opened here.
-BaseOpener StoreOnly(std::shared_ptr<const BaseStore> store, const TransportOptions& transport) {
-  return [store, transport](const std::string& location) -> Result<std::shared_ptr<RandomAccessSource>> {
+// The chain's links are found by id in the store, opened only as the chain
+// needs them: the store's other streams are not read.
+BaseOpenOptions StoreOnly(std::shared_ptr<const BaseStore> store, const TransportOptions& transport,
+                          uint64_t max_index_bytes) {
+  BaseOpenOptions options = BaseOpenOptionsFor(transport, max_index_bytes);
+  options.open = [store, open = std::move(options.open)](const std::string& location) {
     bool in_store = false;
     for (const StoredBase& s : store->streams) in_store |= s.location == location;
     if (!in_store)
-      return Status::NotFound("base " + Printable(location) + " (named by a stream's BASE frame) is not in this "
-                              "receiver's store " + EscapedText(store->dir));
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
-    return std::shared_ptr<RandomAccessSource>(std::move(source));
+      return Result<std::shared_ptr<RandomAccessSource>>(
+          Status::NotFound("base " + Printable(location) + " (named by a stream's BASE frame) is not in this "
+                           "receiver's store " + EscapedText(store->dir)));
+    return open(location);
   };
+  options.locate = [store](const StreamId& id) {
+    const StoredBase* link = store->Find(id);
+    return link ? link->location : std::string();
+  };
+  return options;
 }
 
 }  // namespace
@@ -203,16 +212,8 @@ OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOff
     }
     const StoredBase* stored = store->Find(wanted.base_id);
     if (!stored) return CannotOpenOffered(wanted.base_id, "offered, but not in " + EscapedText(store->dir), log);
-    BaseOpenOptions options;
-    options.open = StoreOnly(store, transport);
-    // The chain's links by id from the store, opened only as the chain
-    // needs them: the store's other streams are not read.
-    options.locate = [store](const StreamId& id) {
-      const StoredBase* link = store->Find(id);
-      return link ? link->location : std::string();
-    };
-    options.max_index_bytes = max_index_bytes;
-    Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(stored->location, options, &wanted);
+    Result<std::shared_ptr<const BaseStream>> base =
+        OpenBaseStream(stored->location, StoreOnly(store, transport, max_index_bytes), &wanted);
     if (!base.ok()) return CannotOpenOffered(wanted.base_id, base.status().ToString(), log);
     return base;
   };
@@ -227,7 +228,7 @@ Result<BaseStore> BaseStoreOf(const std::vector<std::string>& locations, const T
                                    std::to_string(kMaxStoreStreams));
   for (const std::string& location : locations) {
     ++store.files_read;
-    Result<Sha256Digest> id = IdOfStoredStream(location, transport, &store.bytes_read, max_index_bytes);
+    Result<Sha256Digest> id = StoredStreamId(location, transport, max_index_bytes, &store.bytes_read);
     if (!id.ok()) return id.status().WithContext("--base " + Printable(location));
     if (!store.Find(*id)) store.streams.push_back(StoredBase{location, *id});
   }

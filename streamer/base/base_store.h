@@ -58,6 +58,12 @@ struct BaseStore {
   BaseOffer Offer(bool stores) const;
 };
 
+// The stream id of the stored stream at `location` (a file or s3://), read
+// through `transport` from its index only, which must fit `max_index_bytes`
+// (and kMaxStoreIndexBytes); adds the bytes read to `*bytes_read` if given.
+Result<Sha256Digest> StoredStreamId(const std::string& location, const TransportOptions& transport,
+                                    uint64_t max_index_bytes, uint64_t* bytes_read = nullptr);
+
 // Scans `dir` (an existing directory, or s3://BUCKET/PREFIX) as described
 // above, reading through `transport` (its S3 settings). A stream whose index
 // does not fit `max_index_bytes` either (the command's budget, -m: it could
@@ -86,7 +92,6 @@ using ReceiverLog = std::function<void(const std::string&)>;
 // indexes within `max_index_bytes`, the receiver's memory budget (-m):
 // counted before any record is read, so a chain too large for it is refused
 // ("cannot open it"; the log says the size and the budget) unread.
-using OpenBaseFn = std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)>;
 OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOffer& offered,
                            const TransportOptions& transport, ReceiverLog log, uint64_t max_index_bytes);
 

@@ -4,23 +4,12 @@
 #include <algorithm>
 
 #include "streamer/base/base_opener.h"
-
 #include "streamer/base/base_store.h"
-#include "transport/core/random_access.h"
 
 namespace vramflow {
 namespace {
 
 using Candidate = StoredBase;  // a candidate's location and stream id
-
-// The stream id of the stored stream at `location`, from its index, which
-// must fit `max_index_bytes` (and kMaxStoreIndexBytes).
-Result<Sha256Digest> IdOf(const std::string& location, const TransportOptions& transport, uint64_t max_index_bytes) {
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessSource> source, OpenRandomAccess(location, transport));
-  VF_ASSIGN_OR_RETURN(StoredStreamIndex stored,
-                      ReadSeekIndex(*source, std::min(kMaxStoreIndexBytes, max_index_bytes)));
-  return stored.id;
-}
 
 Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, const TransportOptions& transport,
                                               uint64_t max_index_bytes) {
@@ -29,7 +18,7 @@ Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, 
                                    std::to_string(kMaxStoreStreams));
   std::vector<Candidate> list;
   for (const std::string& location : candidates.locations) {
-    Result<Sha256Digest> id = IdOf(location, transport, max_index_bytes);
+    Result<Sha256Digest> id = StoredStreamId(location, transport, max_index_bytes);
     if (!id.ok()) return id.status().WithContext("base candidate '" + location + "'");
     list.push_back(Candidate{location, *id});
   }
@@ -47,7 +36,7 @@ Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, 
 Result<std::shared_ptr<const BaseStream>> OpenCandidateBase(const std::vector<StoredBase>& candidates, size_t chosen,
                                                             const TransportOptions& transport,
                                                             uint64_t max_index_bytes) {
-  BaseOpenOptions options = CliBaseOpenOptions(transport, {}, max_index_bytes);
+  BaseOpenOptions options = BaseOpenOptionsFor(transport, max_index_bytes);
   options.locate = [&candidates](const StreamId& id) {
     for (const StoredBase& c : candidates)
       if (c.id == id) return c.location;

@@ -41,10 +41,17 @@
 
 namespace vramflow {
 
+class BaseStream;
+
 // Opens a base (or a base of a base) named by a location: a path or URI as the
 // user or a BASE frame gave it. The CLI supplies one that knows every
 // transport (file, s3://) and its flags; tests supply files.
 using BaseOpener = std::function<Result<std::shared_ptr<RandomAccessSource>>(const std::string& location)>;
+
+// Opens the base a stream's BASE frame names (PipelineOptions::open_base, a
+// reader's): how a command, the plugin or a receiver's store finds it is
+// theirs (streamer/base/base_opener.h); what it returns must be that base.
+using OpenBaseFn = std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)>;
 
 struct BaseOpenOptions {
   BaseOpener open;

@@ -34,7 +34,6 @@ namespace vramflow {
 // `open_base` opens the base of an incremental stream (the receiver's store,
 // base_store.h), so that its references are checked against the base's
 // bytes too; unset, such a stream fails ("needs its base").
-using OpenBaseFn = std::function<Result<std::shared_ptr<const BaseStream>>(const BaseDescriptor&)>;
 Status CopyVerifiedStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress,
                           uint64_t max_memory, uint64_t* bytes, const OpenBaseFn& open_base = {});
 
