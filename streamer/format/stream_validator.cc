@@ -127,36 +127,35 @@ Status StreamValidator::CheckRange(ObjectState& object, const FrameHeader& h) {
   return charged;
 }
 
+namespace {
+
+// The codec and transform of a DATA or BASE_DELTA frame.
+Status CheckCodec(const FrameHeader& h) {
+  if (!IsKnownCodec(h.codec)) return Status::Corruption("unknown codec id " + std::to_string(h.codec));
+  if (!IsKnownTransform(h.transform)) return Status::Corruption("unknown transform id " + std::to_string(h.transform));
+  bool planar = h.codec == static_cast<uint8_t>(CodecId::kPlanar);
+  if (planar != (h.transform != 0))
+    return Status::Corruption("codec " + CodecName(static_cast<CodecId>(h.codec)) + " does not go with transform " +
+                              TransformName(static_cast<TransformId>(h.transform)));
+  return Status::Ok();
+}
+
+Status CheckChunkLimit(const FrameHeader& h) {
+  if (h.raw_size > kMaxChunkSize)
+    return Status::Corruption("chunk of " + std::to_string(h.raw_size) + " bytes exceeds the format limit of " +
+                              std::to_string(kMaxChunkSize));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset, FrameAction* action) {
   *action = FrameAction::kProcess;
   DropEndedObject();
-  if (complete_) return Status::Corruption("frame after STREAM_END");
-  if (h.sequence != next_sequence_)
-    return Status::Corruption("frame sequence number " + std::to_string(h.sequence) + ", expected " +
-                              std::to_string(next_sequence_) + " (a frame is missing, repeated or reordered)");
-  ++next_sequence_;
-  frame_offset_ = stream_offset;
+  uint32_t block_before = 0;
+  VF_RETURN_IF_ERROR(CheckPlace(h, stream_offset, &block_before));
   auto kind = static_cast<FrameKind>(h.kind);
-  if (index_seen_ && kind != FrameKind::kStreamEnd)
-    return Status::Corruption("frame after SEEK_INDEX: the index must be the last frame before STREAM_END");
   bool known = kind >= FrameKind::kObjectBegin && kind <= FrameKind::kDigestBlock;
-  // The frame after an INDEX_BLOCK decides, the first time, whether the
-  // stream has DIGEST_BLOCKs; after that every INDEX_BLOCK has one or none does.
-  const uint32_t block_before = std::exchange(block_just_listed_, 0);
-  if (kind == FrameKind::kDigestBlock) {
-    if (block_before == 0) return Status::Corruption("DIGEST_BLOCK that does not follow an INDEX_BLOCK");
-    if (digests_ == false)
-      return Status::Corruption("DIGEST_BLOCK after an INDEX_BLOCK, though the stream's first INDEX_BLOCK had none");
-    digests_ = true;
-  } else if (block_before != 0) {
-    if (digests_ == true)
-      return Status::Corruption("no DIGEST_BLOCK after the INDEX_BLOCK of object " + std::to_string(block_before) +
-                                ", though the stream's other INDEX_BLOCKs have one");
-    digests_ = false;
-  }
-  if ((stream_flags_ & kStreamFlagBase) && h.sequence == 0 && kind != FrameKind::kBase)
-    return Status::Corruption("the stream header announces a base, but the first frame is " + FrameKindName(h.kind) +
-                              ", not a BASE frame");
   if (!known) {
     if (h.flags & kFlagSkippable) {
       ++totals_.frame_count;
@@ -174,220 +173,259 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
   ++totals_.frame_count;
 
   switch (kind) {
-    case FrameKind::kObjectBegin: {
-      if (h.object_id == 0) return Status::Corruption("object id 0 is reserved");
-      if (objects_.count(h.object_id) || ended_ids_.Contains(h.object_id))
-        return Status::Corruption("object id " + std::to_string(h.object_id) + " begun twice");
-      if (h.offset != 0) return Status::Corruption("OBJECT_BEGIN with a non-zero offset");
-      if (h.raw_size != kUnknownObjectSize && h.raw_size > kMaxObjectSize)
-        return Status::Corruption("object size " + std::to_string(h.raw_size) + " exceeds the format limit");
-      if (h.payload_size == 0 || h.payload_size > kMaxMetadataSize)
-        return Status::Corruption("object metadata size " + std::to_string(h.payload_size) + " is out of range");
-      // Charged before the payload is read: the metadata while the object is
-      // open, and with index blocks its index entry until the end.
-      const uint64_t entry = index_blocks() ? kSeekIndexObjectEntryBytes + h.payload_size : 0;
-      VF_RETURN_IF_ERROR(ChargeRecords(static_cast<int64_t>(entry), "the index entry of object " +
-                                                                        std::to_string(h.object_id)));
-      VF_RETURN_IF_ERROR(ChargeRecords(static_cast<int64_t>(kObjectRecordBytes + h.payload_size),
-                                       "object " + std::to_string(h.object_id) + " and its " +
-                                           std::to_string(h.payload_size) + " bytes of metadata"));
-      ObjectState& o = objects_[h.object_id];
-      o.id = h.object_id;
-      o.size = h.raw_size;
-      o.metadata_bytes = h.payload_size;
-      ++open_objects_;
-      ++totals_.object_count;
-      return Status::Ok();
-    }
-    case FrameKind::kData: {
-      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
-      if (!IsKnownCodec(h.codec)) return Status::Corruption("unknown codec id " + std::to_string(h.codec));
-      if (!IsKnownTransform(h.transform)) return Status::Corruption("unknown transform id " + std::to_string(h.transform));
-      bool planar = h.codec == static_cast<uint8_t>(CodecId::kPlanar);
-      if (planar != (h.transform != 0))
-        return Status::Corruption("codec " + CodecName(static_cast<CodecId>(h.codec)) + " does not go with transform " +
-                                  TransformName(static_cast<TransformId>(h.transform)));
-      if (h.raw_size > kMaxChunkSize)
-        return Status::Corruption("chunk of " + std::to_string(h.raw_size) + " bytes exceeds the format limit of " +
-                                  std::to_string(kMaxChunkSize));
-      if (h.payload_size > h.raw_size)
-        return Status::Corruption("payload of " + std::to_string(h.payload_size) + " bytes is larger than the " +
-                                  std::to_string(h.raw_size) + " raw bytes it encodes");
-      if (h.codec == static_cast<uint8_t>(CodecId::kRaw) && h.payload_size != h.raw_size)
-        return Status::Corruption("raw payload of " + std::to_string(h.payload_size) + " bytes for " +
-                                  std::to_string(h.raw_size) + " raw bytes");
-      VF_RETURN_IF_ERROR(CheckRange(*o, h));
-      o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
-      if (stream_flags_ & kStreamFlagDedup) data_frames_.Add({h.object_id, h.offset}, {h.raw_size, h.raw_hash});
-      return ListChunk(h.object_id, {stream_offset, h.offset, h.raw_size, h.payload_size, FrameKind::kData});
-    }
-    case FrameKind::kDedupRef: {
-      if (!(stream_flags_ & kStreamFlagDedup))
-        return Status::Corruption("DEDUP_REF in a stream whose header does not announce dedup");
-      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
-      if (h.payload_size != kDedupRefPayloadSize)
-        return Status::Corruption("DEDUP_REF payload is " + std::to_string(h.payload_size) + " bytes, expected 32");
-      if (h.raw_size > kMaxChunkSize) return Status::Corruption("DEDUP_REF larger than the chunk limit");
-      VF_RETURN_IF_ERROR(CheckRange(*o, h));
-      o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
-      return Status::Ok();
-    }
-    case FrameKind::kBase: {
-      if (!(stream_flags_ & kStreamFlagBase))
-        return Status::Corruption("BASE frame in a stream whose header does not announce a base");
-      if (h.sequence != 0) return Status::Corruption("BASE frame that is not the stream's first frame");
-      if (h.object_id != 0 || h.offset != 0 || h.raw_size != 0)
-        return Status::Corruption("BASE frame with object, offset or size fields set");
-      if (h.payload_size < kBaseDescriptorFixedSize || h.payload_size > kBaseDescriptorFixedSize + kMaxBaseLocationBytes)
-        return Status::Corruption("BASE payload is " + std::to_string(h.payload_size) + " bytes, not 56 .. 4152");
-      return Status::Ok();
-    }
+    case FrameKind::kObjectBegin: return CheckObjectBeginHeader(h);
+    case FrameKind::kData: return CheckDataHeader(h, stream_offset);
+    case FrameKind::kDedupRef: return CheckDedupRefHeader(h);
+    case FrameKind::kBase: return CheckBaseHeader(h);
     case FrameKind::kBaseRef:
-    case FrameKind::kBaseDelta: {
-      if (!(stream_flags_ & kStreamFlagBase))
-        return Status::Corruption(FrameKindName(h.kind) + " in a stream whose header does not announce a base");
-      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
-      if (h.raw_size > kMaxChunkSize)
-        return Status::Corruption("chunk of " + std::to_string(h.raw_size) + " bytes exceeds the format limit of " +
-                                  std::to_string(kMaxChunkSize));
-      if (kind == FrameKind::kBaseRef && h.payload_size != kBaseChunkRefSize)
-        return Status::Corruption("BASE_REF payload is " + std::to_string(h.payload_size) + " bytes, expected 48");
-      if (kind == FrameKind::kBaseDelta) {
-        if (!IsKnownCodec(h.codec)) return Status::Corruption("unknown codec id " + std::to_string(h.codec));
-        if (!IsKnownTransform(h.transform))
-          return Status::Corruption("unknown transform id " + std::to_string(h.transform));
-        bool planar = h.codec == static_cast<uint8_t>(CodecId::kPlanar);
-        if (planar != (h.transform != 0))
-          return Status::Corruption("codec " + CodecName(static_cast<CodecId>(h.codec)) +
-                                    " does not go with transform " + TransformName(static_cast<TransformId>(h.transform)));
-        if (h.payload_size <= kBaseChunkRefSize || h.payload_size - kBaseChunkRefSize > h.raw_size)
-          return Status::Corruption("BASE_DELTA payload of " + std::to_string(h.payload_size) + " bytes is not 49 .. 48 + " +
-                                    std::to_string(h.raw_size));
-        if (h.codec == static_cast<uint8_t>(CodecId::kRaw) && h.payload_size != kBaseChunkRefSize + h.raw_size)
-          return Status::Corruption("raw BASE_DELTA payload of " + std::to_string(h.payload_size) + " bytes for " +
-                                    std::to_string(h.raw_size) + " raw bytes");
-      }
-      VF_RETURN_IF_ERROR(CheckRange(*o, h));
-      o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
-      return Status::Ok();  // listed in Apply, with the base chunk it names
-    }
-    case FrameKind::kDigestBlock: {
-      if (h.offset != 0 || h.raw_size != 0) return Status::Corruption("DIGEST_BLOCK with offset or size fields set");
-      if (h.object_id != block_before)
-        return Status::Corruption("DIGEST_BLOCK of object " + std::to_string(h.object_id) +
-                                  " after the INDEX_BLOCK of object " + std::to_string(block_before));
-      if (h.payload_size != last_block_records_.size() * kDigestEntrySize)
-        return Status::Corruption("DIGEST_BLOCK payload is " + std::to_string(h.payload_size) + " bytes; the " +
-                                  std::to_string(last_block_records_.size()) + " records of its INDEX_BLOCK make " +
-                                  std::to_string(last_block_records_.size() * kDigestEntrySize));
-      return Status::Ok();
-    }
-    case FrameKind::kZeroRun: {
-      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
-      if (h.payload_size != 0) return Status::Corruption("ZERO_RUN with a payload");
-      if (h.raw_hash != 0) return Status::Corruption("ZERO_RUN with a non-zero hash field");
-      VF_RETURN_IF_ERROR(CheckRange(*o, h));
-      o->digest += ObjectDigestTerm(h.offset, h.raw_size, 0);
-      return ListChunk(h.object_id, {stream_offset, h.offset, h.raw_size, 0, FrameKind::kZeroRun});
-    }
-    case FrameKind::kObjectEnd: {
-      VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
-      if (h.payload_size != 0 || h.offset != 0) return Status::Corruption("OBJECT_END with a payload or offset");
-      if (o->size == kUnknownObjectSize) {
-        if (h.raw_size > kMaxObjectSize)
-          return Status::Corruption("OBJECT_END size " + std::to_string(h.raw_size) + " exceeds the format limit");
-        o->size = h.raw_size;
-      }
-      if (h.raw_size != o->size)
-        return Status::Corruption("OBJECT_END gives size " + std::to_string(h.raw_size) + ", OBJECT_BEGIN gave " +
-                                  std::to_string(o->size));
-      if (o->covered.End() > o->size)
-        return Status::Corruption("a chunk ends at " + std::to_string(o->covered.End()) +
-                                  ", past the object size " + std::to_string(o->size));
-      uint64_t gap_begin, gap_end;
-      if (o->covered.FirstGap(o->size, &gap_begin, &gap_end))
-        return Status::Corruption("object ends with bytes [" + std::to_string(gap_begin) + ", " +
-                                  std::to_string(gap_end) + ") missing");
-      if (h.raw_hash != o->digest)
-        return Status::Corruption("object digest mismatch (stored " + HexHash(h.raw_hash) + ", computed " +
-                                  HexHash(o->digest) + ")");
-      if (index_blocks() && !index_.Unlisted(h.object_id).empty())
-        return Status::Corruption("object ends with " + std::to_string(index_.Unlisted(h.object_id).size()) +
-                                  " chunk frames that no INDEX_BLOCK lists");
-      o->ended = true;
-      just_ended_ = h.object_id;
-      --open_objects_;
-      totals_.raw_bytes += o->size;
-      if (index_blocks()) index_.ObjectEnd(h.object_id, o->size, o->digest, stream_offset);
-      return Status::Ok();
-    }
-    case FrameKind::kStreamEnd: {
-      if (h.object_id != 0 || h.offset != 0 || h.raw_size != 0)
-        return Status::Corruption("STREAM_END with object, offset or size fields set");
-      if (h.payload_size != kStreamEndPayloadSize)
-        return Status::Corruption("STREAM_END payload is " + std::to_string(h.payload_size) + " bytes, expected 32");
-      if (open_objects_ != 0) {
-        for (const auto& [id, o] : objects_)
-          if (!o.ended)
-            return Status::Corruption("stream ends while object " + std::to_string(id) + " " + Printable(o.metadata.name) +
-                                      " is still open");
-      }
-      if (indexed() && !index_seen_)
-        return Status::Corruption("the stream header announces a seek index, but the stream ends without one");
-      totals_.frame_count -= 1;  // totals count the frames before STREAM_END
-      totals_.stream_bytes = stream_offset;
-      return Status::Ok();
-    }
-    case FrameKind::kSeekIndex: {
-      if (!indexed()) return Status::Corruption("SEEK_INDEX in a stream whose header does not announce one");
-      if (h.object_id != 0 || h.offset != 0 || h.raw_size != 0)
-        return Status::Corruption("SEEK_INDEX with object, offset or size fields set");
-      for (const auto& [id, o] : objects_)
-        if (!o.ended)
-          return Status::Corruption("SEEK_INDEX while object " + std::to_string(id) + " " + Printable(o.metadata.name) +
-                                    " is still open: the index must come after every object");
-      index_seen_ = true;
-      if (!index_blocks()) {
-        // The version 1 index of an earlier writer: as large as 48 bytes per
-        // chunk, and not used by this reader, so it is passed over unread.
-        *action = FrameAction::kSkip;
-        return Status::Ok();
-      }
-      // The frames fix the index's size, so a wrong size is caught before
-      // the payload is read.
-      expected_index_ = index_.Build();
-      Result<std::vector<uint8_t>> expected = EncodeSeekIndex(expected_index_);
-      if (!expected.ok()) return expected.status();
-      if (h.payload_size != expected->size())
-        return Status::Corruption("SEEK_INDEX payload is " + std::to_string(h.payload_size) +
-                                  " bytes; the frames of this stream make an index of " +
-                                  std::to_string(expected->size()));
-      // The entries are charged already; the encoding and the stored payload
-      // beside it are not.
-      VF_RETURN_IF_ERROR(ChargeRecords(2 * static_cast<int64_t>(h.payload_size), "the SEEK_INDEX frame"));
-      expected_index_bytes_ = std::move(*expected);
-      return Status::Ok();
-    }
-    case FrameKind::kIndexBlock: {
-      if (!index_blocks())
-        return Status::Corruption("INDEX_BLOCK in a stream whose header does not announce index blocks");
-      if (h.offset != 0 || h.raw_size != 0) return Status::Corruption("INDEX_BLOCK with offset or size fields set");
-      VF_RETURN_IF_ERROR(OpenObject(h).status());
-      // Its records are the object's chunk frames since its last block, so
-      // the frames fix the payload size too.
-      const size_t records = index_.Unlisted(h.object_id).size();
-      if (records == 0)
-        return Status::Corruption("INDEX_BLOCK of object " + std::to_string(h.object_id) +
-                                  ", which has no chunk frames since its last one");
-      if (h.payload_size != records * kChunkRecordSize)
-        return Status::Corruption("INDEX_BLOCK payload is " + std::to_string(h.payload_size) + " bytes; the " +
-                                  std::to_string(records) + " chunk frames it must list make " +
-                                  std::to_string(records * kChunkRecordSize));
-      return Status::Ok();
-    }
+    case FrameKind::kBaseDelta: return CheckBaseChunkHeader(h);
+    case FrameKind::kDigestBlock: return CheckDigestBlockHeader(h, block_before);
+    case FrameKind::kZeroRun: return CheckZeroRunHeader(h, stream_offset);
+    case FrameKind::kObjectEnd: return CheckObjectEndHeader(h, stream_offset);
+    case FrameKind::kStreamEnd: return CheckStreamEndHeader(h, stream_offset);
+    case FrameKind::kSeekIndex: return CheckSeekIndexHeader(h, action);
+    case FrameKind::kIndexBlock: return CheckIndexBlockHeader(h);
     default: break;
   }
   return Status::Internal("unhandled frame kind");
+}
+
+Status StreamValidator::CheckPlace(const FrameHeader& h, uint64_t stream_offset, uint32_t* block_before) {
+  if (complete_) return Status::Corruption("frame after STREAM_END");
+  if (h.sequence != next_sequence_)
+    return Status::Corruption("frame sequence number " + std::to_string(h.sequence) + ", expected " +
+                              std::to_string(next_sequence_) + " (a frame is missing, repeated or reordered)");
+  ++next_sequence_;
+  frame_offset_ = stream_offset;
+  auto kind = static_cast<FrameKind>(h.kind);
+  if (index_seen_ && kind != FrameKind::kStreamEnd)
+    return Status::Corruption("frame after SEEK_INDEX: the index must be the last frame before STREAM_END");
+  // The frame after an INDEX_BLOCK decides, the first time, whether the
+  // stream has DIGEST_BLOCKs; after that every INDEX_BLOCK has one or none does.
+  *block_before = std::exchange(block_just_listed_, 0);
+  if (kind == FrameKind::kDigestBlock) {
+    if (*block_before == 0) return Status::Corruption("DIGEST_BLOCK that does not follow an INDEX_BLOCK");
+    if (digests_ == false)
+      return Status::Corruption("DIGEST_BLOCK after an INDEX_BLOCK, though the stream's first INDEX_BLOCK had none");
+    digests_ = true;
+  } else if (*block_before != 0) {
+    if (digests_ == true)
+      return Status::Corruption("no DIGEST_BLOCK after the INDEX_BLOCK of object " + std::to_string(*block_before) +
+                                ", though the stream's other INDEX_BLOCKs have one");
+    digests_ = false;
+  }
+  if ((stream_flags_ & kStreamFlagBase) && h.sequence == 0 && kind != FrameKind::kBase)
+    return Status::Corruption("the stream header announces a base, but the first frame is " + FrameKindName(h.kind) +
+                              ", not a BASE frame");
+  return Status::Ok();
+}
+
+Status StreamValidator::CheckObjectBeginHeader(const FrameHeader& h) {
+  if (h.object_id == 0) return Status::Corruption("object id 0 is reserved");
+  if (objects_.count(h.object_id) || ended_ids_.Contains(h.object_id))
+    return Status::Corruption("object id " + std::to_string(h.object_id) + " begun twice");
+  if (h.offset != 0) return Status::Corruption("OBJECT_BEGIN with a non-zero offset");
+  if (h.raw_size != kUnknownObjectSize && h.raw_size > kMaxObjectSize)
+    return Status::Corruption("object size " + std::to_string(h.raw_size) + " exceeds the format limit");
+  if (h.payload_size == 0 || h.payload_size > kMaxMetadataSize)
+    return Status::Corruption("object metadata size " + std::to_string(h.payload_size) + " is out of range");
+  // Charged before the payload is read: the metadata while the object is
+  // open, and with index blocks its index entry until the end.
+  const uint64_t entry = index_blocks() ? kSeekIndexObjectEntryBytes + h.payload_size : 0;
+  VF_RETURN_IF_ERROR(ChargeRecords(static_cast<int64_t>(entry), "the index entry of object " +
+                                                                    std::to_string(h.object_id)));
+  VF_RETURN_IF_ERROR(ChargeRecords(static_cast<int64_t>(kObjectRecordBytes + h.payload_size),
+                                   "object " + std::to_string(h.object_id) + " and its " +
+                                       std::to_string(h.payload_size) + " bytes of metadata"));
+  ObjectState& o = objects_[h.object_id];
+  o.id = h.object_id;
+  o.size = h.raw_size;
+  o.metadata_bytes = h.payload_size;
+  ++open_objects_;
+  ++totals_.object_count;
+  return Status::Ok();
+}
+
+Status StreamValidator::CheckDataHeader(const FrameHeader& h, uint64_t stream_offset) {
+  VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+  VF_RETURN_IF_ERROR(CheckCodec(h));
+  VF_RETURN_IF_ERROR(CheckChunkLimit(h));
+  if (h.payload_size > h.raw_size)
+    return Status::Corruption("payload of " + std::to_string(h.payload_size) + " bytes is larger than the " +
+                              std::to_string(h.raw_size) + " raw bytes it encodes");
+  if (h.codec == static_cast<uint8_t>(CodecId::kRaw) && h.payload_size != h.raw_size)
+    return Status::Corruption("raw payload of " + std::to_string(h.payload_size) + " bytes for " +
+                              std::to_string(h.raw_size) + " raw bytes");
+  VF_RETURN_IF_ERROR(CheckRange(*o, h));
+  o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
+  if (stream_flags_ & kStreamFlagDedup) data_frames_.Add({h.object_id, h.offset}, {h.raw_size, h.raw_hash});
+  return ListChunk(h.object_id, {stream_offset, h.offset, h.raw_size, h.payload_size, FrameKind::kData});
+}
+
+Status StreamValidator::CheckDedupRefHeader(const FrameHeader& h) {
+  if (!(stream_flags_ & kStreamFlagDedup))
+    return Status::Corruption("DEDUP_REF in a stream whose header does not announce dedup");
+  VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+  if (h.payload_size != kDedupRefPayloadSize)
+    return Status::Corruption("DEDUP_REF payload is " + std::to_string(h.payload_size) + " bytes, expected 32");
+  if (h.raw_size > kMaxChunkSize) return Status::Corruption("DEDUP_REF larger than the chunk limit");
+  VF_RETURN_IF_ERROR(CheckRange(*o, h));
+  o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
+  return Status::Ok();
+}
+
+Status StreamValidator::CheckBaseHeader(const FrameHeader& h) {
+  if (!(stream_flags_ & kStreamFlagBase))
+    return Status::Corruption("BASE frame in a stream whose header does not announce a base");
+  if (h.sequence != 0) return Status::Corruption("BASE frame that is not the stream's first frame");
+  if (h.object_id != 0 || h.offset != 0 || h.raw_size != 0)
+    return Status::Corruption("BASE frame with object, offset or size fields set");
+  if (h.payload_size < kBaseDescriptorFixedSize || h.payload_size > kBaseDescriptorFixedSize + kMaxBaseLocationBytes)
+    return Status::Corruption("BASE payload is " + std::to_string(h.payload_size) + " bytes, not 56 .. 4152");
+  return Status::Ok();
+}
+
+// BASE_REF and BASE_DELTA.
+Status StreamValidator::CheckBaseChunkHeader(const FrameHeader& h) {
+  auto kind = static_cast<FrameKind>(h.kind);
+  if (!(stream_flags_ & kStreamFlagBase))
+    return Status::Corruption(FrameKindName(h.kind) + " in a stream whose header does not announce a base");
+  VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+  VF_RETURN_IF_ERROR(CheckChunkLimit(h));
+  if (kind == FrameKind::kBaseRef && h.payload_size != kBaseChunkRefSize)
+    return Status::Corruption("BASE_REF payload is " + std::to_string(h.payload_size) + " bytes, expected 48");
+  if (kind == FrameKind::kBaseDelta) {
+    VF_RETURN_IF_ERROR(CheckCodec(h));
+    if (h.payload_size <= kBaseChunkRefSize || h.payload_size - kBaseChunkRefSize > h.raw_size)
+      return Status::Corruption("BASE_DELTA payload of " + std::to_string(h.payload_size) +
+                                " bytes is not 49 .. 48 + " + std::to_string(h.raw_size));
+    if (h.codec == static_cast<uint8_t>(CodecId::kRaw) && h.payload_size != kBaseChunkRefSize + h.raw_size)
+      return Status::Corruption("raw BASE_DELTA payload of " + std::to_string(h.payload_size) + " bytes for " +
+                                std::to_string(h.raw_size) + " raw bytes");
+  }
+  VF_RETURN_IF_ERROR(CheckRange(*o, h));
+  o->digest += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
+  return Status::Ok();  // listed in Apply, with the base chunk it names
+}
+
+Status StreamValidator::CheckDigestBlockHeader(const FrameHeader& h, uint32_t block_before) {
+  if (h.offset != 0 || h.raw_size != 0) return Status::Corruption("DIGEST_BLOCK with offset or size fields set");
+  if (h.object_id != block_before)
+    return Status::Corruption("DIGEST_BLOCK of object " + std::to_string(h.object_id) +
+                              " after the INDEX_BLOCK of object " + std::to_string(block_before));
+  if (h.payload_size != last_block_records_.size() * kDigestEntrySize)
+    return Status::Corruption("DIGEST_BLOCK payload is " + std::to_string(h.payload_size) + " bytes; the " +
+                              std::to_string(last_block_records_.size()) + " records of its INDEX_BLOCK make " +
+                              std::to_string(last_block_records_.size() * kDigestEntrySize));
+  return Status::Ok();
+}
+
+Status StreamValidator::CheckZeroRunHeader(const FrameHeader& h, uint64_t stream_offset) {
+  VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+  if (h.payload_size != 0) return Status::Corruption("ZERO_RUN with a payload");
+  if (h.raw_hash != 0) return Status::Corruption("ZERO_RUN with a non-zero hash field");
+  VF_RETURN_IF_ERROR(CheckRange(*o, h));
+  o->digest += ObjectDigestTerm(h.offset, h.raw_size, 0);
+  return ListChunk(h.object_id, {stream_offset, h.offset, h.raw_size, 0, FrameKind::kZeroRun});
+}
+
+Status StreamValidator::CheckObjectEndHeader(const FrameHeader& h, uint64_t stream_offset) {
+  VF_ASSIGN_OR_RETURN(ObjectState * o, OpenObject(h));
+  if (h.payload_size != 0 || h.offset != 0) return Status::Corruption("OBJECT_END with a payload or offset");
+  if (o->size == kUnknownObjectSize) {
+    if (h.raw_size > kMaxObjectSize)
+      return Status::Corruption("OBJECT_END size " + std::to_string(h.raw_size) + " exceeds the format limit");
+    o->size = h.raw_size;
+  }
+  if (h.raw_size != o->size)
+    return Status::Corruption("OBJECT_END gives size " + std::to_string(h.raw_size) + ", OBJECT_BEGIN gave " +
+                              std::to_string(o->size));
+  if (o->covered.End() > o->size)
+    return Status::Corruption("a chunk ends at " + std::to_string(o->covered.End()) +
+                              ", past the object size " + std::to_string(o->size));
+  uint64_t gap_begin, gap_end;
+  if (o->covered.FirstGap(o->size, &gap_begin, &gap_end))
+    return Status::Corruption("object ends with bytes [" + std::to_string(gap_begin) + ", " +
+                              std::to_string(gap_end) + ") missing");
+  if (h.raw_hash != o->digest)
+    return Status::Corruption("object digest mismatch (stored " + HexHash(h.raw_hash) + ", computed " +
+                              HexHash(o->digest) + ")");
+  if (index_blocks() && !index_.Unlisted(h.object_id).empty())
+    return Status::Corruption("object ends with " + std::to_string(index_.Unlisted(h.object_id).size()) +
+                              " chunk frames that no INDEX_BLOCK lists");
+  o->ended = true;
+  just_ended_ = h.object_id;
+  --open_objects_;
+  totals_.raw_bytes += o->size;
+  if (index_blocks()) index_.ObjectEnd(h.object_id, o->size, o->digest, stream_offset);
+  return Status::Ok();
+}
+
+Status StreamValidator::CheckStreamEndHeader(const FrameHeader& h, uint64_t stream_offset) {
+  if (h.object_id != 0 || h.offset != 0 || h.raw_size != 0)
+    return Status::Corruption("STREAM_END with object, offset or size fields set");
+  if (h.payload_size != kStreamEndPayloadSize)
+    return Status::Corruption("STREAM_END payload is " + std::to_string(h.payload_size) + " bytes, expected 32");
+  if (open_objects_ != 0) {
+    for (const auto& [id, o] : objects_)
+      if (!o.ended)
+        return Status::Corruption("stream ends while object " + std::to_string(id) + " " + Printable(o.metadata.name) +
+                                  " is still open");
+  }
+  if (indexed() && !index_seen_)
+    return Status::Corruption("the stream header announces a seek index, but the stream ends without one");
+  totals_.frame_count -= 1;  // totals count the frames before STREAM_END
+  totals_.stream_bytes = stream_offset;
+  return Status::Ok();
+}
+
+Status StreamValidator::CheckSeekIndexHeader(const FrameHeader& h, FrameAction* action) {
+  if (!indexed()) return Status::Corruption("SEEK_INDEX in a stream whose header does not announce one");
+  if (h.object_id != 0 || h.offset != 0 || h.raw_size != 0)
+    return Status::Corruption("SEEK_INDEX with object, offset or size fields set");
+  for (const auto& [id, o] : objects_)
+    if (!o.ended)
+      return Status::Corruption("SEEK_INDEX while object " + std::to_string(id) + " " + Printable(o.metadata.name) +
+                                " is still open: the index must come after every object");
+  index_seen_ = true;
+  if (!index_blocks()) {
+    // The version 1 index of an earlier writer: as large as 48 bytes per
+    // chunk, and not used by this reader, so it is passed over unread.
+    *action = FrameAction::kSkip;
+    return Status::Ok();
+  }
+  // The frames fix the index's size, so a wrong size is caught before
+  // the payload is read.
+  expected_index_ = index_.Build();
+  Result<std::vector<uint8_t>> expected = EncodeSeekIndex(expected_index_);
+  if (!expected.ok()) return expected.status();
+  if (h.payload_size != expected->size())
+    return Status::Corruption("SEEK_INDEX payload is " + std::to_string(h.payload_size) +
+                              " bytes; the frames of this stream make an index of " +
+                              std::to_string(expected->size()));
+  // The entries are charged already; the encoding and the stored payload
+  // beside it are not.
+  VF_RETURN_IF_ERROR(ChargeRecords(2 * static_cast<int64_t>(h.payload_size), "the SEEK_INDEX frame"));
+  expected_index_bytes_ = std::move(*expected);
+  return Status::Ok();
+}
+
+Status StreamValidator::CheckIndexBlockHeader(const FrameHeader& h) {
+  if (!index_blocks())
+    return Status::Corruption("INDEX_BLOCK in a stream whose header does not announce index blocks");
+  if (h.offset != 0 || h.raw_size != 0) return Status::Corruption("INDEX_BLOCK with offset or size fields set");
+  VF_RETURN_IF_ERROR(OpenObject(h).status());
+  // Its records are the object's chunk frames since its last block, so
+  // the frames fix the payload size too.
+  const size_t records = index_.Unlisted(h.object_id).size();
+  if (records == 0)
+    return Status::Corruption("INDEX_BLOCK of object " + std::to_string(h.object_id) +
+                              ", which has no chunk frames since its last one");
+  if (h.payload_size != records * kChunkRecordSize)
+    return Status::Corruption("INDEX_BLOCK payload is " + std::to_string(h.payload_size) + " bytes; the " +
+                              std::to_string(records) + " chunk frames it must list make " +
+                              std::to_string(records * kChunkRecordSize));
+  return Status::Ok();
 }
 
 Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> payload, DedupRef* ref_out,

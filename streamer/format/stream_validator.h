@@ -121,6 +121,24 @@ class StreamValidator {
   std::string Describe(const FrameHeader& header, uint64_t stream_offset) const;
 
  private:
+  // CheckHeader's checks of where a frame stands, whatever its kind: after
+  // STREAM_END or SEEK_INDEX, its sequence number, a DIGEST_BLOCK right after
+  // each INDEX_BLOCK or after none, a BASE frame first. *block_before gets
+  // the object of the INDEX_BLOCK just before (0: the frame before was none).
+  Status CheckPlace(const FrameHeader& header, uint64_t stream_offset, uint32_t* block_before);
+  // CheckHeader for each frame kind, once the checks common to all passed.
+  Status CheckObjectBeginHeader(const FrameHeader& header);
+  Status CheckDataHeader(const FrameHeader& header, uint64_t stream_offset);
+  Status CheckDedupRefHeader(const FrameHeader& header);
+  Status CheckBaseHeader(const FrameHeader& header);
+  Status CheckBaseChunkHeader(const FrameHeader& header);  // BASE_REF and BASE_DELTA
+  Status CheckDigestBlockHeader(const FrameHeader& header, uint32_t block_before);
+  Status CheckZeroRunHeader(const FrameHeader& header, uint64_t stream_offset);
+  Status CheckObjectEndHeader(const FrameHeader& header, uint64_t stream_offset);
+  Status CheckStreamEndHeader(const FrameHeader& header, uint64_t stream_offset);
+  Status CheckSeekIndexHeader(const FrameHeader& header, FrameAction* action);
+  Status CheckIndexBlockHeader(const FrameHeader& header);
+
   Result<ObjectState*> OpenObject(const FrameHeader& header);
   Status CheckRange(ObjectState& object, const FrameHeader& header);
   bool indexed() const { return (stream_flags_ & kStreamFlagSeekIndex) != 0; }
