@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "common/hash.h"
@@ -125,68 +124,56 @@ void SortByObjectOffset(std::vector<SeekIndexChunk>* chunks, std::vector<Sha256D
   *digests = std::move(sorted_digests);
 }
 
-// Checks the index as a whole: each object covered exactly by its chunks,
-// every frame inside the stream before `limit` and none overlapping another,
-// DEDUP_REF sources naming earlier DATA frames of the same size, within the
-// stream's dedup window (0: any earlier one).
-Status CheckIndex(const SeekIndex& index, uint64_t limit, uint32_t dedup_window) {
-  struct Extent {
-    uint64_t begin, end;
-    const SeekIndexObject* object;
-  };
-  std::vector<Extent> extents;
-  size_t frames = 0;
-  for (const SeekIndexObject& o : index.objects) frames += 2 + o.blocks.size() + o.chunks.size();
-  extents.reserve(frames);  // charged by ReadSeekIndex (kCheckBytesPerChunk)
-  std::unordered_map<uint32_t, const SeekIndexObject*> by_id;
-  for (const SeekIndexObject& o : index.objects) {
-    if (o.id == 0) return Status::Corruption("seek index: object id 0");
-    if (!by_id.emplace(o.id, &o).second) return Status::Corruption("seek index: " + ObjectName(o) + " listed twice");
-    if (o.size > kMaxObjectSize) return Status::Corruption("seek index: " + ObjectName(o) + " is larger than the format allows");
-    if (o.begin_payload_size == 0 || o.begin_payload_size > kMaxMetadataSize)
-      return Status::Corruption("seek index: " + ObjectName(o) + " has a metadata size out of range");
-    // Offsets stay far from 2^64, so the sums below cannot wrap.
-    constexpr uint64_t kMaxOffset = uint64_t{1} << 62;
-    if (o.begin_offset < kStreamHeaderSize || o.end_offset <= o.begin_offset || o.end_offset > kMaxOffset)
-      return Status::Corruption("seek index: " + ObjectName(o) + " begins at " + std::to_string(o.begin_offset) +
-                                " and ends at " + std::to_string(o.end_offset));
-    extents.push_back({o.begin_offset, o.begin_offset + kFrameHeaderSize + o.begin_payload_size, &o});
-    extents.push_back({o.end_offset, o.end_offset + kFrameHeaderSize, &o});
-    for (const IndexBlockRef& b : o.blocks) {
-      if (b.stream_offset <= o.begin_offset || b.stream_offset >= o.end_offset)
-        return Status::Corruption("seek index: an INDEX_BLOCK of " + ObjectName(o) + " at stream offset " +
-                                  std::to_string(b.stream_offset) + " lies outside its object's frames");
-      extents.push_back({b.stream_offset, b.stream_offset + b.frame_bytes(), &o});
-    }
-    uint64_t covered = 0;
-    for (const SeekIndexChunk& c : o.chunks) {
-      Status s = CheckChunk(c);
-      if (!s.ok()) return s.WithContext("seek index: " + ChunkName(o, c));
-      if (c.object_offset != covered)
-        return Status::Corruption("seek index: " + ChunkName(o, c) + " does not start where the previous chunk ended (" +
-                                  std::to_string(covered) + ")");
-      if (c.raw_size > o.size - covered)
-        return Status::Corruption("seek index: " + ChunkName(o, c) + " runs past the object size " +
-                                  std::to_string(o.size));
-      covered += c.raw_size;
-      if (c.stream_offset <= o.begin_offset || c.stream_offset >= o.end_offset)
-        return Status::Corruption("seek index: " + ChunkName(o, c) + " lies outside its object's frames");
-      extents.push_back({c.stream_offset, c.stream_offset + c.frame_bytes(), &o});
-    }
-    if (covered != o.size)
-      return Status::Corruption("seek index: the chunks of " + ObjectName(o) + " cover " + std::to_string(covered) +
-                                " of " + std::to_string(o.size) + " bytes");
+// A frame's bytes in the stream, for CheckIndex.
+struct Extent {
+  uint64_t begin, end;
+  const SeekIndexObject* object;
+};
+
+// CheckIndex for one object's entry: its fields, its INDEX_BLOCKs inside its
+// frames, its chunks covering it exactly. Adds the extents of its frames.
+Status CheckObjectEntry(const SeekIndexObject& o, std::vector<Extent>* extents) {
+  if (o.size > kMaxObjectSize)
+    return Status::Corruption("seek index: " + ObjectName(o) + " is larger than the format allows");
+  if (o.begin_payload_size == 0 || o.begin_payload_size > kMaxMetadataSize)
+    return Status::Corruption("seek index: " + ObjectName(o) + " has a metadata size out of range");
+  // Offsets stay far from 2^64, so the sums below cannot wrap.
+  constexpr uint64_t kMaxOffset = uint64_t{1} << 62;
+  if (o.begin_offset < kStreamHeaderSize || o.end_offset <= o.begin_offset || o.end_offset > kMaxOffset)
+    return Status::Corruption("seek index: " + ObjectName(o) + " begins at " + std::to_string(o.begin_offset) +
+                              " and ends at " + std::to_string(o.end_offset));
+  extents->push_back({o.begin_offset, o.begin_offset + kFrameHeaderSize + o.begin_payload_size, &o});
+  extents->push_back({o.end_offset, o.end_offset + kFrameHeaderSize, &o});
+  for (const IndexBlockRef& b : o.blocks) {
+    if (b.stream_offset <= o.begin_offset || b.stream_offset >= o.end_offset)
+      return Status::Corruption("seek index: an INDEX_BLOCK of " + ObjectName(o) + " at stream offset " +
+                                std::to_string(b.stream_offset) + " lies outside its object's frames");
+    extents->push_back({b.stream_offset, b.stream_offset + b.frame_bytes(), &o});
   }
-  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
-  for (size_t i = 0; i < extents.size(); ++i) {
-    if (extents[i].end > limit)
-      return Status::Corruption("seek index: a frame of " + ObjectName(*extents[i].object) + " at stream offset " +
-                                std::to_string(extents[i].begin) + " runs past the index itself (" +
-                                std::to_string(limit) + ")");
-    if (i > 0 && extents[i].begin < extents[i - 1].end)
-      return Status::Corruption("seek index: frames at stream offsets " + std::to_string(extents[i - 1].begin) +
-                                " and " + std::to_string(extents[i].begin) + " overlap");
+  uint64_t covered = 0;
+  for (const SeekIndexChunk& c : o.chunks) {
+    Status s = CheckChunk(c);
+    if (!s.ok()) return s.WithContext("seek index: " + ChunkName(o, c));
+    if (c.object_offset != covered)
+      return Status::Corruption("seek index: " + ChunkName(o, c) + " does not start where the previous chunk ended (" +
+                                std::to_string(covered) + ")");
+    if (c.raw_size > o.size - covered)
+      return Status::Corruption("seek index: " + ChunkName(o, c) + " runs past the object size " +
+                                std::to_string(o.size));
+    covered += c.raw_size;
+    if (c.stream_offset <= o.begin_offset || c.stream_offset >= o.end_offset)
+      return Status::Corruption("seek index: " + ChunkName(o, c) + " lies outside its object's frames");
+    extents->push_back({c.stream_offset, c.stream_offset + c.frame_bytes(), &o});
   }
+  if (covered != o.size)
+    return Status::Corruption("seek index: the chunks of " + ObjectName(o) + " cover " + std::to_string(covered) +
+                              " of " + std::to_string(o.size) + " bytes");
+  return Status::Ok();
+}
+
+// CheckIndex for DEDUP_REFs: each names an earlier DATA frame of its size,
+// within the stream's dedup window (0: any earlier one).
+Status CheckDedupSources(const SeekIndex& index, uint32_t dedup_window) {
   std::vector<uint64_t> data_offsets;  // of every DATA frame, in stream order; only to check a window
   if (dedup_window != 0) {
     for (const SeekIndexObject& o : index.objects)
@@ -211,11 +198,40 @@ Status CheckIndex(const SeekIndex& index, uint64_t limit, uint32_t dedup_window)
       if (back > dedup_window)
         return Status::Corruption("seek index: " + ChunkName(o, c) + " names the DATA frame of object " +
                                   std::to_string(c.source_object_id) + " offset " + std::to_string(c.source_offset) +
-                                  ", " + std::to_string(back) + " DATA frames back, outside the stream's dedup window of " +
+                                  ", " + std::to_string(back) +
+                                  " DATA frames back, outside the stream's dedup window of " +
                                   std::to_string(dedup_window));
     }
   }
   return Status::Ok();
+}
+
+// Checks the index as a whole: each object covered exactly by its chunks,
+// every frame inside the stream before `limit` and none overlapping another,
+// DEDUP_REF sources naming earlier DATA frames of the same size, within the
+// stream's dedup window (0: any earlier one).
+Status CheckIndex(const SeekIndex& index, uint64_t limit, uint32_t dedup_window) {
+  std::vector<Extent> extents;
+  size_t frames = 0;
+  for (const SeekIndexObject& o : index.objects) frames += 2 + o.blocks.size() + o.chunks.size();
+  extents.reserve(frames);  // charged by ReadSeekIndex (kCheckBytesPerChunk)
+  std::unordered_set<uint32_t> ids;
+  for (const SeekIndexObject& o : index.objects) {
+    if (o.id == 0) return Status::Corruption("seek index: object id 0");
+    if (!ids.insert(o.id).second) return Status::Corruption("seek index: " + ObjectName(o) + " listed twice");
+    VF_RETURN_IF_ERROR(CheckObjectEntry(o, &extents));
+  }
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  for (size_t i = 0; i < extents.size(); ++i) {
+    if (extents[i].end > limit)
+      return Status::Corruption("seek index: a frame of " + ObjectName(*extents[i].object) + " at stream offset " +
+                                std::to_string(extents[i].begin) + " runs past the index itself (" +
+                                std::to_string(limit) + ")");
+    if (i > 0 && extents[i].begin < extents[i - 1].end)
+      return Status::Corruption("seek index: frames at stream offsets " + std::to_string(extents[i - 1].begin) +
+                                " and " + std::to_string(extents[i].begin) + " overlap");
+  }
+  return CheckDedupSources(index, dedup_window);
 }
 
 }  // namespace
@@ -435,132 +451,193 @@ void SeekIndexBuilder::ObjectEnd(uint32_t id, uint64_t size, uint64_t digest, ui
   open_.erase(it);
 }
 
-Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIndexReadOptions& options) {
-  const uint64_t max_bytes = options.max_bytes;
-  StoredStreamIndex result;
-  const uint64_t size = source.Size();
-  result.stream_size = size;
-  auto read = [&](uint64_t offset, uint64_t length, std::vector<uint8_t>* out) -> Status {
-    out->resize(length);
-    VF_ASSIGN_OR_RETURN(size_t n, source.ReadAt(offset, *out));
-    result.bytes_read += n;
-    if (n != length)
-      return Status::Truncated(source.Describe() + ": " + std::to_string(length) + " bytes at offset " +
-                               std::to_string(offset) + " ran past the end");
-    return Status::Ok();
-  };
-  constexpr uint64_t kEndBytes = kFrameHeaderSize + kStreamEndPayloadSize;
-  if (size < kStreamHeaderSize + kEndBytes)
-    return Status::Truncated(source.Describe() + " is " + std::to_string(size) + " bytes, too short for a chunk stream");
+namespace {
 
-  // The tail first: with a small index, one read gets all of it.
-  const uint64_t tail_offset = size - std::min(size, kTailGuess);
-  std::vector<uint8_t> tail;
-  VF_RETURN_IF_ERROR(read(tail_offset, size - tail_offset, &tail));
-  std::vector<uint8_t> head;
-  if (tail_offset == 0) {
-    head.assign(tail.begin(), tail.begin() + kStreamHeaderSize);
-  } else {
-    VF_RETURN_IF_ERROR(read(0, kStreamHeaderSize, &head));
+// STREAM_END: its frame header and totals, the last bytes of every stream.
+constexpr uint64_t kStreamEndBytes = kFrameHeaderSize + kStreamEndPayloadSize;
+
+// One ReadSeekIndex, step by step: the tail and the stream header, STREAM_END,
+// the SEEK_INDEX frame, where its INDEX_BLOCKs lie, the blocks themselves,
+// and the checks of the whole. Holds what was read and what holding the
+// index costs so far (`held_`, against options.max_bytes).
+class SeekIndexReading {
+ public:
+  SeekIndexReading(RandomAccessSource& source, const SeekIndexReadOptions& options)
+      : source_(source), options_(options), size_(source.Size()) {
+    result_.stream_size = size_;
   }
-  VF_RETURN_IF_ERROR(DecodeStreamHeader(head.data(), &result.header).WithContext(source.Describe()));
-  if (!(result.header.flags & kStreamFlagSeekIndex))
-    return Status::NotSupported(source.Describe() + " has no seek index (it was written to a pipe or socket, or "
-                                "by an older vramflow)");
-  if (!(result.header.flags & kStreamFlagIndexBlocks))
-    return Status::NotSupported(source.Describe() + " has a version 1 seek index, written by a vramflow before index "
-                                "blocks, which this one does not use");
+  Result<StoredStreamIndex> Run();
 
+ private:
+  // Reads exactly `length` bytes at `offset`, counting them.
+  Status Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* out);
+  std::string Where(uint64_t offset) const {
+    return source_.Describe() + ", stream offset " + std::to_string(offset);
+  }
+  Status TooLarge(uint64_t bytes, const std::string& what) const {
+    return Status::NotSupported(source_.Describe() + ": its seek index (" + what + ") would take " +
+                                FormatSize(bytes) + ", more than the " + FormatSize(options_.max_bytes) +
+                                " its reader may hold (a share of --max-memory)");
+  }
+  // The STREAM_END frame, inside the tail read.
+  const uint8_t* StreamEnd() const { return tail_.data() + (end_offset_ - tail_offset_); }
+  Status ReadTailAndHeader();
+  Status ReadStreamEnd();
+  // The footer before STREAM_END, then the SEEK_INDEX frame it sizes.
+  Status ReadIndexFrame();
+  std::span<const uint8_t> IndexPayload() const {
+    return std::span<const uint8_t>(frame_).subspan(kFrameHeaderSize);
+  }
+  // The stream id's first parts: the header, the base's id, the SEEK_INDEX payload.
+  Status HashHeadAndIndex();
+  // Charges the blocks' records and checks that the blocks lie apart.
+  Status CheckBlockPlaces();
+  // What a block takes to read: its frame and, for digests, the room its
+  // DIGEST_BLOCK would take after it.
+  uint64_t BlockReadBytes(const IndexBlockRef& b) const;
+  Status ReadBlocks();
+  Status ReadBlock(SeekIndexObject& o, const IndexBlockRef& b, ByteSource& blocks,
+                   std::vector<Sha256Digest>* digests);
+  Status CheckTotals() const;
+
+  RandomAccessSource& source_;
+  const SeekIndexReadOptions& options_;
+  const uint64_t size_;
+  StoredStreamIndex result_;
+  uint64_t tail_offset_ = 0;
+  std::vector<uint8_t> tail_;   // the stream from tail_offset_ to its end
+  std::vector<uint8_t> head_;   // the stream header
+  std::vector<uint8_t> frame_;  // the SEEK_INDEX frame
+  uint64_t end_offset_ = 0;     // STREAM_END's
+  uint64_t held_ = 0;
+  Sha256Hasher id_;
+  std::vector<uint8_t> block_;  // the block read last
+  bool first_block_ = true;
+};
+
+Status SeekIndexReading::Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* out) {
+  out->resize(length);
+  VF_ASSIGN_OR_RETURN(size_t n, source_.ReadAt(offset, *out));
+  result_.bytes_read += n;
+  if (n != length)
+    return Status::Truncated(source_.Describe() + ": " + std::to_string(length) + " bytes at offset " +
+                             std::to_string(offset) + " ran past the end");
+  return Status::Ok();
+}
+
+Status SeekIndexReading::ReadTailAndHeader() {
+  // The tail first: with a small index, one read gets all of it.
+  tail_offset_ = size_ - std::min(size_, kTailGuess);
+  VF_RETURN_IF_ERROR(Read(tail_offset_, size_ - tail_offset_, &tail_));
+  if (tail_offset_ == 0) {
+    head_.assign(tail_.begin(), tail_.begin() + kStreamHeaderSize);
+  } else {
+    VF_RETURN_IF_ERROR(Read(0, kStreamHeaderSize, &head_));
+  }
+  VF_RETURN_IF_ERROR(DecodeStreamHeader(head_.data(), &result_.header).WithContext(source_.Describe()));
+  if (!(result_.header.flags & kStreamFlagSeekIndex))
+    return Status::NotSupported(source_.Describe() + " has no seek index (it was written to a pipe or socket, or "
+                                "by an older vramflow)");
+  if (!(result_.header.flags & kStreamFlagIndexBlocks))
+    return Status::NotSupported(source_.Describe() + " has a version 1 seek index, written by a vramflow before index "
+                                "blocks, which this one does not use");
+  return Status::Ok();
+}
+
+Status SeekIndexReading::ReadStreamEnd() {
   // STREAM_END: the last 96 bytes.
-  const uint64_t end_offset = size - kEndBytes;
-  const uint8_t* end = tail.data() + (end_offset - tail_offset);
-  auto where = [&](uint64_t offset) { return source.Describe() + ", stream offset " + std::to_string(offset); };
+  end_offset_ = size_ - kStreamEndBytes;
+  const uint8_t* end = StreamEnd();
   FrameHeader eh;
   Status end_status = DecodeFrameHeader(end, &eh);
   if (!end_status.ok())
-    return Status::Corruption(where(end_offset) + ": the last 96 bytes are not a STREAM_END frame (" +
+    return Status::Corruption(Where(end_offset_) + ": the last 96 bytes are not a STREAM_END frame (" +
                               end_status.ToString() + "): the stream is incomplete or has bytes appended");
   if (eh.kind != static_cast<uint8_t>(FrameKind::kStreamEnd) || eh.payload_size != kStreamEndPayloadSize)
-    return Status::Corruption(where(end_offset) + ": the stream does not end with a STREAM_END frame (found " +
+    return Status::Corruption(Where(end_offset_) + ": the stream does not end with a STREAM_END frame (found " +
                               FrameKindName(eh.kind) + "): it is incomplete or has bytes appended");
   if (Hash64(end + kFrameHeaderSize, kStreamEndPayloadSize) != eh.raw_hash)
-    return Status::Corruption(where(end_offset) + ": STREAM_END payload hash mismatch");
-  result.totals = DecodeStreamTotals(end + kFrameHeaderSize);
-  if (result.totals.stream_bytes != end_offset)
-    return Status::Corruption(where(end_offset) + ": STREAM_END says it is at offset " +
-                              std::to_string(result.totals.stream_bytes));
+    return Status::Corruption(Where(end_offset_) + ": STREAM_END payload hash mismatch");
+  result_.totals = DecodeStreamTotals(end + kFrameHeaderSize);
+  if (result_.totals.stream_bytes != end_offset_)
+    return Status::Corruption(Where(end_offset_) + ": STREAM_END says it is at offset " +
+                              std::to_string(result_.totals.stream_bytes));
+  return Status::Ok();
+}
 
+Status SeekIndexReading::ReadIndexFrame() {
   // The index footer ends where STREAM_END begins and gives the payload size.
-  if (end_offset < kStreamHeaderSize + kFrameHeaderSize + kIndexHeaderBytes + kFooterBytes)
-    return Status::Corruption(where(end_offset) + ": no room for a seek index before STREAM_END");
-  const uint8_t* footer = end - kFooterBytes;
+  if (end_offset_ < kStreamHeaderSize + kFrameHeaderSize + kIndexHeaderBytes + kFooterBytes)
+    return Status::Corruption(Where(end_offset_) + ": no room for a seek index before STREAM_END");
+  const uint8_t* footer = StreamEnd() - kFooterBytes;
   if (std::memcmp(footer + 8, kFooterMagic.data(), kFooterMagic.size()) != 0)
-    return Status::Corruption(where(end_offset - kFooterBytes) +
+    return Status::Corruption(Where(end_offset_ - kFooterBytes) +
                               ": the stream announces a seek index but none ends before STREAM_END");
   const uint64_t payload_size = Get64(footer);
   if (payload_size < kIndexHeaderBytes + kFooterBytes || payload_size > UINT32_MAX ||
-      payload_size + kFrameHeaderSize > end_offset - kStreamHeaderSize)
-    return Status::Corruption(where(end_offset - kFooterBytes) + ": seek index size " + std::to_string(payload_size) +
+      payload_size + kFrameHeaderSize > end_offset_ - kStreamHeaderSize)
+    return Status::Corruption(Where(end_offset_ - kFooterBytes) + ": seek index size " + std::to_string(payload_size) +
                               " does not fit the stream");
   // What holding the index costs, checked before anything is read: the
   // payload, and its decoded objects at most as much again.
-  auto too_large = [&](uint64_t bytes, const std::string& what) {
-    return Status::NotSupported(source.Describe() + ": its seek index (" + what + ") would take " +
-                                FormatSize(bytes) + ", more than the " + FormatSize(max_bytes) +
-                                " its reader may hold (a share of --max-memory)");
-  };
-  uint64_t held = 2 * (kFrameHeaderSize + payload_size);
-  if (held > max_bytes) return too_large(held, "the SEEK_INDEX frame");
-  result.index_offset = end_offset - payload_size - kFrameHeaderSize;
-  std::vector<uint8_t> frame;
-  if (result.index_offset >= tail_offset) {
-    const uint8_t* p = tail.data() + (result.index_offset - tail_offset);
-    frame.assign(p, p + kFrameHeaderSize + payload_size);
+  held_ = 2 * (kFrameHeaderSize + payload_size);
+  if (held_ > options_.max_bytes) return TooLarge(held_, "the SEEK_INDEX frame");
+  const uint64_t at = end_offset_ - payload_size - kFrameHeaderSize;
+  result_.index_offset = at;
+  if (at >= tail_offset_) {
+    const uint8_t* p = tail_.data() + (at - tail_offset_);
+    frame_.assign(p, p + kFrameHeaderSize + payload_size);
   } else {
-    VF_RETURN_IF_ERROR(read(result.index_offset, kFrameHeaderSize + payload_size, &frame));
+    VF_RETURN_IF_ERROR(Read(at, kFrameHeaderSize + payload_size, &frame_));
   }
   FrameHeader ih;
-  VF_RETURN_IF_ERROR(DecodeFrameHeader(frame.data(), &ih).WithContext(where(result.index_offset)));
+  VF_RETURN_IF_ERROR(DecodeFrameHeader(frame_.data(), &ih).WithContext(Where(at)));
   if (ih.kind != static_cast<uint8_t>(FrameKind::kSeekIndex) || ih.payload_size != payload_size || ih.flags != 0 ||
       ih.object_id != 0 || ih.offset != 0 || ih.raw_size != 0 || ih.codec != 0 || ih.transform != 0)
-    return Status::Corruption(where(result.index_offset) + ": expected the SEEK_INDEX frame, found " +
-                              FrameKindName(ih.kind));
-  if (ih.sequence + 1 != result.totals.frame_count)
-    return Status::Corruption(where(result.index_offset) + ": SEEK_INDEX is frame " + std::to_string(ih.sequence) +
-                              ", but STREAM_END counts " + std::to_string(result.totals.frame_count) + " frames");
-  std::span<const uint8_t> payload(frame.data() + kFrameHeaderSize, payload_size);
+    return Status::Corruption(Where(at) + ": expected the SEEK_INDEX frame, found " + FrameKindName(ih.kind));
+  if (ih.sequence + 1 != result_.totals.frame_count)
+    return Status::Corruption(Where(at) + ": SEEK_INDEX is frame " + std::to_string(ih.sequence) +
+                              ", but STREAM_END counts " + std::to_string(result_.totals.frame_count) + " frames");
+  std::span<const uint8_t> payload = IndexPayload();
   if (Hash64(payload.data(), payload.size()) != ih.raw_hash)
-    return Status::Corruption(where(result.index_offset) + ": SEEK_INDEX payload hash mismatch");
+    return Status::Corruption(Where(at) + ": SEEK_INDEX payload hash mismatch");
   Result<SeekIndex> index = DecodeSeekIndex(payload);
-  if (!index.ok()) return index.status().WithContext(where(result.index_offset));
-  result.index = std::move(*index);
+  if (!index.ok()) return index.status().WithContext(Where(at));
+  result_.index = std::move(*index);
+  return Status::Ok();
+}
+
+Status SeekIndexReading::HashHeadAndIndex() {
   // The stream id covers what is read here (FORMAT.md 4.12): the header,
   // an incremental stream's base id, the SEEK_INDEX payload, the INDEX_BLOCK
   // payloads in index order, STREAM_END. With the base's id in it, streams
   // alike but for their base have ids of their own, so equal ids along a
   // chain of bases mean the same stream.
-  Sha256Hasher id;
-  id.Update(head);
-  if (result.header.flags & kStreamFlagBase) {
-    VF_ASSIGN_OR_RETURN(BaseDescriptor base, ReadBaseFrame(source, source.Describe()));
-    result.bytes_read += kFrameHeaderSize + kBaseDescriptorFixedSize + base.location.size();
-    id.Update(base.base_id.data(), base.base_id.size());
+  id_.Update(head_);
+  if (result_.header.flags & kStreamFlagBase) {
+    VF_ASSIGN_OR_RETURN(BaseDescriptor base, ReadBaseFrame(source_, source_.Describe()));
+    result_.bytes_read += kFrameHeaderSize + kBaseDescriptorFixedSize + base.location.size();
+    id_.Update(base.base_id.data(), base.base_id.size());
   }
-  id.Update(payload);
+  id_.Update(IndexPayload());
+  return Status::Ok();
+}
 
+Status SeekIndexReading::CheckBlockPlaces() {
   // The chunk records, from the INDEX_BLOCK frames the index names. The
   // blocks are checked to lie apart inside the stream first, so what is read
   // (and held) is bounded by the stream's size.
+  const uint64_t index_offset = result_.index_offset;
   std::vector<std::pair<uint64_t, uint64_t>> block_extents;
-  for (const SeekIndexObject& o : result.index.objects) {
+  for (const SeekIndexObject& o : result_.index.objects) {
     for (const IndexBlockRef& b : o.blocks) {
-      held += uint64_t{b.chunk_count} * (sizeof(SeekIndexChunk) + kCheckBytesPerChunk +
-                                         (options.digests ? sizeof(Sha256Digest) : 0)) +
-              sizeof(b);
-      if (held > max_bytes) return too_large(held, "with the chunk records of its INDEX_BLOCK frames");
-      if (b.stream_offset < kStreamHeaderSize || b.stream_offset > result.index_offset ||
-          b.frame_bytes() > result.index_offset - b.stream_offset)
-        return Status::Corruption(where(result.index_offset) + ": the seek index names an INDEX_BLOCK of " +
+      held_ += uint64_t{b.chunk_count} * (sizeof(SeekIndexChunk) + kCheckBytesPerChunk +
+                                          (options_.digests ? sizeof(Sha256Digest) : 0)) +
+               sizeof(b);
+      if (held_ > options_.max_bytes) return TooLarge(held_, "with the chunk records of its INDEX_BLOCK frames");
+      if (b.stream_offset < kStreamHeaderSize || b.stream_offset > index_offset ||
+          b.frame_bytes() > index_offset - b.stream_offset)
+        return Status::Corruption(Where(index_offset) + ": the seek index names an INDEX_BLOCK of " +
                                   ObjectName(o) + " at stream offset " + std::to_string(b.stream_offset) +
                                   ", outside the frames before it");
       block_extents.emplace_back(b.stream_offset, b.stream_offset + b.frame_bytes());
@@ -569,96 +646,130 @@ Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIn
   std::sort(block_extents.begin(), block_extents.end());
   for (size_t i = 1; i < block_extents.size(); ++i)
     if (block_extents[i].first < block_extents[i - 1].second)
-      return Status::Corruption(where(result.index_offset) + ": the seek index names INDEX_BLOCK frames at stream "
+      return Status::Corruption(Where(index_offset) + ": the seek index names INDEX_BLOCK frames at stream "
                                 "offsets " + std::to_string(block_extents[i - 1].first) + " and " +
                                 std::to_string(block_extents[i].first) + ", which overlap");
-  // What each block takes to read: its frame and, for digests, the room its
-  // DIGEST_BLOCK would take after it. A block inside the tail read is taken
-  // from it; the others are read in index order, several at once where the
-  // source asks for it, so that on S3 a large index costs one round trip
-  // per `concurrency` blocks.
-  auto read_bytes = [&](const IndexBlockRef& b) {
-    const uint64_t block_end = b.stream_offset + b.frame_bytes();
-    return b.frame_bytes() + (options.digests ? DigestBlockReadBytes(block_end, b.chunk_count, result.index_offset) : 0);
-  };
+  return Status::Ok();
+}
+
+uint64_t SeekIndexReading::BlockReadBytes(const IndexBlockRef& b) const {
+  const uint64_t block_end = b.stream_offset + b.frame_bytes();
+  return b.frame_bytes() +
+         (options_.digests ? DigestBlockReadBytes(block_end, b.chunk_count, result_.index_offset) : 0);
+}
+
+Status SeekIndexReading::ReadBlocks() {
+  // A block inside the tail read is taken from it; the others are read in
+  // index order, several at once where the source asks for it, so that on S3
+  // a large index costs one round trip per `concurrency` blocks.
   std::vector<ByteRange> outside_tail;
-  for (const SeekIndexObject& o : result.index.objects)
+  for (const SeekIndexObject& o : result_.index.objects)
     for (const IndexBlockRef& b : o.blocks)
-      if (b.stream_offset < tail_offset) outside_tail.push_back({b.stream_offset, read_bytes(b)});
+      if (b.stream_offset < tail_offset_) outside_tail.push_back({b.stream_offset, BlockReadBytes(b)});
   RangeReaderOptions fetch;
   fetch.memory_budget = kBlockReadBudget;
   fetch.request_size = kBlockReadBudget;
-  fetch.concurrency = options.concurrency ? options.concurrency : source.ConcurrentReads();
+  fetch.concurrency = options_.concurrency ? options_.concurrency : source_.ConcurrentReads();
   std::unique_ptr<ByteSource> blocks =
-      NewRangeReader(std::shared_ptr<RandomAccessSource>(std::shared_ptr<void>(), &source), outside_tail, fetch);
+      NewRangeReader(std::shared_ptr<RandomAccessSource>(std::shared_ptr<void>(), &source_), outside_tail, fetch);
 
-  std::vector<uint8_t> block;
-  bool first_block = true;
   std::vector<std::vector<Sha256Digest>> all_digests;
-  for (SeekIndexObject& o : result.index.objects) {
+  for (SeekIndexObject& o : result_.index.objects) {
     std::vector<Sha256Digest> digests;  // in stream order, as o.chunks before sorting
     // Sized once, from the counts charged above (the blocks' counts add up
     // to it, DecodeSeekIndex checked): no vector grows past them.
     o.chunks.reserve(o.chunk_count);
-    if (options.digests) digests.reserve(o.chunk_count);
-    for (const IndexBlockRef& b : o.blocks) {
-      const uint64_t length = read_bytes(b);
-      if (b.stream_offset >= tail_offset) {
-        const uint8_t* p = tail.data() + (b.stream_offset - tail_offset);
-        block.assign(p, p + length);
-      } else {
-        block.resize(length);
-        VF_ASSIGN_OR_RETURN(size_t n, ReadFully(*blocks, block));
-        result.bytes_read += n;
-        if (n != length) return Status::Internal(where(b.stream_offset) + ": the block reader ended early");
-      }
-      FrameHeader bh;
-      VF_RETURN_IF_ERROR(DecodeFrameHeader(block.data(), &bh).WithContext(where(b.stream_offset)));
-      if (bh.kind != static_cast<uint8_t>(FrameKind::kIndexBlock) || bh.object_id != o.id ||
-          bh.payload_size != b.frame_bytes() - kFrameHeaderSize || bh.flags != 0 || bh.offset != 0 ||
-          bh.raw_size != 0 || bh.codec != 0 || bh.transform != 0)
-        return Status::Corruption(where(b.stream_offset) + ": expected an INDEX_BLOCK of " + ObjectName(o) + " with " +
-                                  std::to_string(b.chunk_count) + " records, found " + FrameKindName(bh.kind) +
-                                  " of object " + std::to_string(bh.object_id) + " with a payload of " +
-                                  std::to_string(bh.payload_size) + " bytes");
-      std::span<const uint8_t> records(block.data() + kFrameHeaderSize, bh.payload_size);
-      if (Hash64(records.data(), records.size()) != bh.raw_hash)
-        return Status::Corruption(where(b.stream_offset) + ": INDEX_BLOCK payload hash mismatch");
-      id.Update(records);
-      Result<std::vector<SeekIndexChunk>> chunks = DecodeIndexBlock(records);
-      if (!chunks.ok()) return chunks.status().WithContext(where(b.stream_offset));
-      o.chunks.insert(o.chunks.end(), chunks->begin(), chunks->end());
-      if (!options.digests) continue;
-
-      const uint64_t block_end = b.stream_offset + b.frame_bytes();
-      VF_ASSIGN_OR_RETURN(bool has, TakeDigestBlock(std::span<const uint8_t>(block).subspan(b.frame_bytes()), bh,
-                                                    *chunks, where(block_end), &digests));
-      if (first_block) {
-        result.has_digests = has;
-        first_block = false;
-      } else if (has != result.has_digests) {
-        return Status::Corruption(where(block_end) + ": " +
-                                  (has ? "a DIGEST_BLOCK follows this INDEX_BLOCK but not the first one"
-                                       : "no DIGEST_BLOCK follows the INDEX_BLOCK of " + ObjectName(o) +
-                                             ", though the first one has one"));
-      }
-    }
+    if (options_.digests) digests.reserve(o.chunk_count);
+    for (const IndexBlockRef& b : o.blocks) VF_RETURN_IF_ERROR(ReadBlock(o, b, *blocks, &digests));
     SortByObjectOffset(&o.chunks, digests.empty() ? nullptr : &digests);
     all_digests.push_back(std::move(digests));
   }
-  if (result.has_digests) result.digests = std::move(all_digests);
-  id.Update(end + kFrameHeaderSize, kStreamEndPayloadSize);
-  result.id = id.Final();
-  VF_RETURN_IF_ERROR(CheckIndex(result.index, result.index_offset, result.header.dedup_window)
-                         .WithContext(where(result.index_offset)));
+  if (result_.has_digests) result_.digests = std::move(all_digests);
+  return Status::Ok();
+}
+
+// One INDEX_BLOCK (and with digests its DIGEST_BLOCK): checked, hashed into
+// the stream id, its records added to the object's chunks.
+Status SeekIndexReading::ReadBlock(SeekIndexObject& o, const IndexBlockRef& b, ByteSource& blocks,
+                                   std::vector<Sha256Digest>* digests) {
+  const uint64_t length = BlockReadBytes(b);
+  if (b.stream_offset >= tail_offset_) {
+    const uint8_t* p = tail_.data() + (b.stream_offset - tail_offset_);
+    block_.assign(p, p + length);
+  } else {
+    block_.resize(length);
+    VF_ASSIGN_OR_RETURN(size_t n, ReadFully(blocks, block_));
+    result_.bytes_read += n;
+    if (n != length) return Status::Internal(Where(b.stream_offset) + ": the block reader ended early");
+  }
+  FrameHeader bh;
+  VF_RETURN_IF_ERROR(DecodeFrameHeader(block_.data(), &bh).WithContext(Where(b.stream_offset)));
+  if (bh.kind != static_cast<uint8_t>(FrameKind::kIndexBlock) || bh.object_id != o.id ||
+      bh.payload_size != b.frame_bytes() - kFrameHeaderSize || bh.flags != 0 || bh.offset != 0 ||
+      bh.raw_size != 0 || bh.codec != 0 || bh.transform != 0)
+    return Status::Corruption(Where(b.stream_offset) + ": expected an INDEX_BLOCK of " + ObjectName(o) + " with " +
+                              std::to_string(b.chunk_count) + " records, found " + FrameKindName(bh.kind) +
+                              " of object " + std::to_string(bh.object_id) + " with a payload of " +
+                              std::to_string(bh.payload_size) + " bytes");
+  std::span<const uint8_t> records(block_.data() + kFrameHeaderSize, bh.payload_size);
+  if (Hash64(records.data(), records.size()) != bh.raw_hash)
+    return Status::Corruption(Where(b.stream_offset) + ": INDEX_BLOCK payload hash mismatch");
+  id_.Update(records);
+  Result<std::vector<SeekIndexChunk>> chunks = DecodeIndexBlock(records);
+  if (!chunks.ok()) return chunks.status().WithContext(Where(b.stream_offset));
+  o.chunks.insert(o.chunks.end(), chunks->begin(), chunks->end());
+  if (!options_.digests) return Status::Ok();
+
+  const uint64_t block_end = b.stream_offset + b.frame_bytes();
+  VF_ASSIGN_OR_RETURN(bool has, TakeDigestBlock(std::span<const uint8_t>(block_).subspan(b.frame_bytes()), bh,
+                                                *chunks, Where(block_end), digests));
+  if (first_block_) {
+    result_.has_digests = has;
+    first_block_ = false;
+  } else if (has != result_.has_digests) {
+    return Status::Corruption(Where(block_end) + ": " +
+                              (has ? "a DIGEST_BLOCK follows this INDEX_BLOCK but not the first one"
+                                   : "no DIGEST_BLOCK follows the INDEX_BLOCK of " + ObjectName(o) +
+                                         ", though the first one has one"));
+  }
+  return Status::Ok();
+}
+
+Status SeekIndexReading::CheckTotals() const {
   uint64_t raw_bytes = 0;
-  for (const SeekIndexObject& o : result.index.objects) raw_bytes += o.size;
-  if (result.index.objects.size() != result.totals.object_count || raw_bytes != result.totals.raw_bytes)
-    return Status::Corruption(where(result.index_offset) + ": the seek index lists " +
-                              std::to_string(result.index.objects.size()) + " objects of " + std::to_string(raw_bytes) +
-                              " bytes, STREAM_END counts " + std::to_string(result.totals.object_count) + " of " +
-                              std::to_string(result.totals.raw_bytes));
-  return result;
+  for (const SeekIndexObject& o : result_.index.objects) raw_bytes += o.size;
+  if (result_.index.objects.size() != result_.totals.object_count || raw_bytes != result_.totals.raw_bytes)
+    return Status::Corruption(Where(result_.index_offset) + ": the seek index lists " +
+                              std::to_string(result_.index.objects.size()) + " objects of " +
+                              std::to_string(raw_bytes) + " bytes, STREAM_END counts " +
+                              std::to_string(result_.totals.object_count) + " of " +
+                              std::to_string(result_.totals.raw_bytes));
+  return Status::Ok();
+}
+
+Result<StoredStreamIndex> SeekIndexReading::Run() {
+  if (size_ < kStreamHeaderSize + kStreamEndBytes)
+    return Status::Truncated(source_.Describe() + " is " + std::to_string(size_) +
+                             " bytes, too short for a chunk stream");
+  VF_RETURN_IF_ERROR(ReadTailAndHeader());
+  VF_RETURN_IF_ERROR(ReadStreamEnd());
+  VF_RETURN_IF_ERROR(ReadIndexFrame());
+  VF_RETURN_IF_ERROR(HashHeadAndIndex());
+  VF_RETURN_IF_ERROR(CheckBlockPlaces());
+  VF_RETURN_IF_ERROR(ReadBlocks());
+  id_.Update(StreamEnd() + kFrameHeaderSize, kStreamEndPayloadSize);
+  result_.id = id_.Final();
+  VF_RETURN_IF_ERROR(CheckIndex(result_.index, result_.index_offset, result_.header.dedup_window)
+                         .WithContext(Where(result_.index_offset)));
+  VF_RETURN_IF_ERROR(CheckTotals());
+  return std::move(result_);
+}
+
+}  // namespace
+
+Result<StoredStreamIndex> ReadSeekIndex(RandomAccessSource& source, const SeekIndexReadOptions& options) {
+  SeekIndexReading reading(source, options);
+  return reading.Run();
 }
 
 }  // namespace vramflow
