@@ -34,9 +34,10 @@ Status StreamWriter::Start() {
   return WriteFrame(h, *payload);
 }
 
-Status StreamWriter::WriteFrame(FrameHeader header, std::span<const uint8_t> payload, uint64_t* lent) {
+Status StreamWriter::WriteFrame(FrameHeader header, std::span<const uint8_t> payload, uint64_t* lent,
+                                std::span<const uint8_t> more) {
   header.sequence = sequence_++;
-  header.payload_size = static_cast<uint32_t>(payload.size());
+  header.payload_size = static_cast<uint32_t>(payload.size() + more.size());
   uint8_t buf[kFrameHeaderSize];
   EncodeFrameHeader(header, buf);
   Status s = sink_->Write(buf);
@@ -49,8 +50,9 @@ Status StreamWriter::WriteFrame(FrameHeader header, std::span<const uint8_t> pay
       s = sink_->Write(payload);
     }
   }
+  if (s.ok() && !more.empty()) s = sink_->Write(more);
   if (!s.ok()) return Fail(s.WithContext("writing frame " + std::to_string(header.sequence)));
-  bytes_written_ += sizeof(buf) + payload.size();
+  bytes_written_ += sizeof(buf) + header.payload_size;
   ++totals_.frame_count;
   return Status::Ok();
 }
@@ -191,53 +193,68 @@ Status StreamWriter::AddChunk(uint32_t object_id, uint64_t offset, uint64_t raw_
                    sha256 ? *sha256 : Sha256Digest{});
 }
 
-Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
-                                 const DedupRef& ref, const Sha256Digest* sha256) {
-  if (!(header_.flags & kStreamFlagDedup)) return Status::Internal("DEDUP_REF in a stream without the dedup flag");
-  VF_RETURN_IF_ERROR(NeedDigest(sha256, "dedup reference"));
-  VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "dedup reference"));
+Status StreamWriter::AddRefFrame(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
+                                 const RefFrame& frame) {
+  VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, frame.what));
   OpenObject& object = *placed;
   VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
-  uint8_t payload[kDedupRefPayloadSize];
-  EncodeDedupRef(ref, payload);
   FrameHeader h;
-  h.kind = static_cast<uint8_t>(FrameKind::kDedupRef);
+  h.kind = static_cast<uint8_t>(frame.kind);
+  std::span<const uint8_t> delta;
+  if (frame.delta) {
+    h.codec = static_cast<uint8_t>(frame.delta->codec);
+    h.transform = static_cast<uint8_t>(frame.delta->transform);
+    delta = frame.delta->payload;
+  }
   h.object_id = object_id;
   h.offset = offset;
   h.raw_size = raw_size;
   h.raw_hash = raw_hash;
-  object.digest += ObjectDigestTerm(offset, raw_size, raw_hash);
-  ++stats_.dedup_frames;
-  stats_.dedup_bytes += raw_size;
   const uint64_t at = bytes_written_;
-  VF_RETURN_IF_ERROR(WriteFrame(h, payload));
+  VF_RETURN_IF_ERROR(WriteFrame(h, frame.ref, nullptr, delta));
+  object.digest += ObjectDigestTerm(offset, raw_size, raw_hash);
+  switch (frame.kind) {
+    case FrameKind::kDedupRef:
+      ++stats_.dedup_frames;
+      stats_.dedup_bytes += raw_size;
+      break;
+    case FrameKind::kBaseRef:
+      ++stats_.base_ref_frames;
+      stats_.base_ref_bytes += raw_size;
+      break;
+    default:
+      ++stats_.base_delta_frames;
+      stats_.base_delta_bytes += raw_size;
+      stats_.stored_payload_bytes += delta.size();
+      break;
+  }
+  const auto payload_size = static_cast<uint32_t>(frame.ref.size() + delta.size());
   return ListChunk(object_id,
-                   {at, offset, raw_size, kDedupRefPayloadSize, FrameKind::kDedupRef, ref.source_object_id, ref.source_offset},
-                   sha256 ? *sha256 : Sha256Digest{});
+                   {at, offset, raw_size, payload_size, frame.kind, frame.source_object_id, frame.source_offset},
+                   frame.sha256);
+}
+
+Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
+                                 const DedupRef& ref, const Sha256Digest* sha256) {
+  if (!(header_.flags & kStreamFlagDedup)) return Status::Internal("DEDUP_REF in a stream without the dedup flag");
+  VF_RETURN_IF_ERROR(NeedDigest(sha256, "dedup reference"));
+  uint8_t payload[kDedupRefPayloadSize];
+  EncodeDedupRef(ref, payload);
+  return AddRefFrame(object_id, offset, raw_size, raw_hash,
+                     {.kind = FrameKind::kDedupRef, .what = "dedup reference", .ref = payload,
+                      .source_object_id = ref.source_object_id, .source_offset = ref.source_offset,
+                      .sha256 = sha256 ? *sha256 : Sha256Digest{}});
 }
 
 Status StreamWriter::AddBaseRef(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
                                 const BaseChunkRef& ref) {
   if (!(header_.flags & kStreamFlagBase)) return Status::Internal("BASE_REF in a stream without a base");
-  VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "base reference"));
-  OpenObject& object = *placed;
-  VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
   uint8_t payload[kBaseChunkRefSize];
   EncodeBaseChunkRef(ref, payload);
-  FrameHeader h;
-  h.kind = static_cast<uint8_t>(FrameKind::kBaseRef);
-  h.object_id = object_id;
-  h.offset = offset;
-  h.raw_size = raw_size;
-  h.raw_hash = raw_hash;
-  object.digest += ObjectDigestTerm(offset, raw_size, raw_hash);
-  ++stats_.base_ref_frames;
-  stats_.base_ref_bytes += raw_size;
-  const uint64_t at = bytes_written_;
-  VF_RETURN_IF_ERROR(WriteFrame(h, payload));
-  return ListChunk(object_id, {at, offset, raw_size, kBaseChunkRefSize, FrameKind::kBaseRef, ref.base_object_id,
-                               ref.base_offset},
-                   ref.base_sha256);
+  return AddRefFrame(object_id, offset, raw_size, raw_hash,
+                     {.kind = FrameKind::kBaseRef, .what = "base reference", .ref = payload,
+                      .source_object_id = ref.base_object_id, .source_offset = ref.base_offset,
+                      .sha256 = ref.base_sha256});
 }
 
 Status StreamWriter::AddBaseDelta(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash,
@@ -246,38 +263,13 @@ Status StreamWriter::AddBaseDelta(uint32_t object_id, uint64_t offset, uint64_t 
   VF_RETURN_IF_ERROR(NeedDigest(sha256, "base delta"));
   if (delta.zero_run || delta.payload.empty() || delta.payload.size() > raw_size)
     return Status::Internal("a base delta needs a coded delta of 1 .. raw_size bytes");
-  VF_ASSIGN_OR_RETURN(OpenObject * placed, PlaceChunk(object_id, offset, raw_size, "base delta"));
-  OpenObject& object = *placed;
-  VF_RETURN_IF_ERROR(FlushZeroRun(object_id, object));
   // The payload is the reference, then the coded delta: one write each.
   uint8_t head[kBaseChunkRefSize];
   EncodeBaseChunkRef(ref, head);
-  FrameHeader h;
-  h.kind = static_cast<uint8_t>(FrameKind::kBaseDelta);
-  h.codec = static_cast<uint8_t>(delta.codec);
-  h.transform = static_cast<uint8_t>(delta.transform);
-  h.object_id = object_id;
-  h.offset = offset;
-  h.raw_size = raw_size;
-  h.raw_hash = raw_hash;
-  h.sequence = sequence_++;
-  h.payload_size = static_cast<uint32_t>(kBaseChunkRefSize + delta.payload.size());
-  uint8_t buf[kFrameHeaderSize];
-  EncodeFrameHeader(h, buf);
-  const uint64_t at = bytes_written_;
-  Status s = sink_->Write(buf);
-  if (s.ok()) s = sink_->Write(head);
-  if (s.ok()) s = sink_->Write(delta.payload);
-  if (!s.ok()) return Fail(s.WithContext("writing frame " + std::to_string(h.sequence)));
-  bytes_written_ += sizeof(buf) + h.payload_size;
-  ++totals_.frame_count;
-  object.digest += ObjectDigestTerm(offset, raw_size, raw_hash);
-  ++stats_.base_delta_frames;
-  stats_.base_delta_bytes += raw_size;
-  stats_.stored_payload_bytes += delta.payload.size();
-  return ListChunk(object_id, {at, offset, raw_size, h.payload_size, FrameKind::kBaseDelta, ref.base_object_id,
-                               ref.base_offset},
-                   sha256 ? *sha256 : Sha256Digest{});
+  return AddRefFrame(object_id, offset, raw_size, raw_hash,
+                     {.kind = FrameKind::kBaseDelta, .what = "base delta", .ref = head, .delta = &delta,
+                      .source_object_id = ref.base_object_id, .source_offset = ref.base_offset,
+                      .sha256 = sha256 ? *sha256 : Sha256Digest{}});
 }
 
 Status StreamWriter::EndObject(uint32_t object_id) {

@@ -110,8 +110,23 @@ class StreamWriter {
   };
 
   // Writes a frame; with `lent`, its payload through WriteBorrowed (*lent:
-  // the ticket).
-  Status WriteFrame(FrameHeader header, std::span<const uint8_t> payload, uint64_t* lent = nullptr);
+  // the ticket). `more`, if any, ends the payload, in a write of its own.
+  Status WriteFrame(FrameHeader header, std::span<const uint8_t> payload, uint64_t* lent = nullptr,
+                    std::span<const uint8_t> more = {});
+  // A chunk frame that names another chunk: DEDUP_REF (an earlier DATA
+  // frame), BASE_REF and BASE_DELTA (a chunk of the base).
+  struct RefFrame {
+    FrameKind kind;
+    const char* what;                     // for errors: "dedup reference", ...
+    std::span<const uint8_t> ref;         // the encoded reference, the payload's start
+    const EncodedChunk* delta = nullptr;  // BASE_DELTA: the coded delta after it
+    uint32_t source_object_id = 0;        // for the index
+    uint64_t source_offset = 0;
+    Sha256Digest sha256{};
+  };
+  // What AddDedupRef, AddBaseRef and AddBaseDelta share once their own
+  // checks passed: places the chunk, writes the frame, counts and lists it.
+  Status AddRefFrame(uint32_t object_id, uint64_t offset, uint64_t raw_size, uint64_t raw_hash, const RefFrame& frame);
   // Records a chunk frame just written in the index (and its SHA-256 with
   // chunk_digests()), and writes an INDEX_BLOCK when kMaxUnlistedChunks
   // frames are unlisted.
