@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 namespace vramflow {
 
@@ -38,6 +39,54 @@ Result<bool> WaitFor(int fd, short events, const Deadline& deadline, const std::
     }
     if (errno != EINTR) return Status::FromErrno(what + ": poll", errno);
   }
+}
+
+Status SendWithDeadline(int fd, std::span<const uint8_t> data, milliseconds timeout, const std::string& what,
+                        const SendStep& send) {
+  size_t done = 0;
+  std::optional<Deadline> deadline;  // started when the socket first has no room; reset by progress
+  while (done < data.size()) {
+    VF_ASSIGN_OR_RETURN(ssize_t n, send(data.subspan(done)));
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      deadline.reset();
+      continue;
+    }
+    if (n == -EINTR) continue;
+    if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK) return Status::FromErrno(what, static_cast<int>(-n));
+    if (!deadline) deadline.emplace(timeout);
+    VF_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLOUT, *deadline, what));
+    if (!ready)
+      return Status::TimedOut(what + ": peer accepted no data for " + FormatSeconds(timeout) + " (stopped reading?)");
+  }
+  return Status::Ok();
+}
+
+Status ReceiveWithDeadline(int fd, std::span<uint8_t> data, milliseconds timeout, const std::string& what,
+                           const ReceiveStep& receive) {
+  size_t done = 0;
+  std::optional<Deadline> deadline;  // started when nothing is there; reset by progress
+  while (done < data.size()) {
+    VF_ASSIGN_OR_RETURN(ssize_t n, receive(data.subspan(done)));
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      deadline.reset();
+      continue;
+    }
+    if (n == 0)
+      return Status::Truncated(what + ": peer closed the connection after " + std::to_string(done) + " of " +
+                               std::to_string(data.size()) + " bytes");
+    if (n == -EINTR) continue;
+    if (n != -EAGAIN && n != -EWOULDBLOCK) return Status::FromErrno(what, static_cast<int>(-n));
+    if (!deadline) deadline.emplace(timeout);
+    VF_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLIN, *deadline, what));
+    if (!ready) {
+      std::string progress =
+          done > 0 ? " (after " + std::to_string(done) + " of " + std::to_string(data.size()) + " bytes)" : "";
+      return Status::TimedOut(what + ": nothing received for " + FormatSeconds(timeout) + progress);
+    }
+  }
+  return Status::Ok();
 }
 
 std::string FormatSeconds(milliseconds timeout) {

@@ -21,7 +21,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <thread>
 #include <utility>
 
@@ -494,49 +493,17 @@ void Listener::Interrupt() {
 }
 
 Status SendAll(int fd, std::span<const uint8_t> data, milliseconds timeout, const std::string& what) {
-  size_t done = 0;
-  std::optional<Deadline> deadline;  // started when the socket first has no room; reset by progress
-  while (done < data.size()) {
-    ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      deadline.reset();
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return Status::FromErrno(what, errno);
-    if (!deadline) deadline.emplace(timeout);
-    VF_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLOUT, *deadline, what));
-    if (!ready)
-      return Status::TimedOut(what + ": peer accepted no data for " + FormatSeconds(timeout) + " (stopped reading?)");
-  }
-  return Status::Ok();
+  return SendWithDeadline(fd, data, timeout, what, [fd](std::span<const uint8_t> rest) -> Result<ssize_t> {
+    ssize_t n = ::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n < 0 ? -errno : n;
+  });
 }
 
 Status RecvAll(int fd, std::span<uint8_t> data, milliseconds timeout, const std::string& what) {
-  size_t done = 0;
-  std::optional<Deadline> deadline;
-  while (done < data.size()) {
-    ssize_t n = ::recv(fd, data.data() + done, data.size() - done, MSG_DONTWAIT);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      deadline.reset();
-      continue;
-    }
-    if (n == 0)
-      return Status::Truncated(what + ": peer closed the connection after " + std::to_string(done) + " of " +
-                               std::to_string(data.size()) + " bytes");
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return Status::FromErrno(what, errno);
-    if (!deadline) deadline.emplace(timeout);
-    VF_ASSIGN_OR_RETURN(bool ready, WaitFor(fd, POLLIN, *deadline, what));
-    if (!ready) {
-      std::string progress =
-          done > 0 ? " (after " + std::to_string(done) + " of " + std::to_string(data.size()) + " bytes)" : "";
-      return Status::TimedOut(what + ": nothing received for " + FormatSeconds(timeout) + progress);
-    }
-  }
-  return Status::Ok();
+  return ReceiveWithDeadline(fd, data, timeout, what, [fd](std::span<uint8_t> rest) -> Result<ssize_t> {
+    ssize_t n = ::recv(fd, rest.data(), rest.size(), MSG_DONTWAIT);
+    return n < 0 ? -errno : n;
+  });
 }
 
 }  // namespace vramflow
