@@ -949,11 +949,7 @@ int CriuProcessMain(const HostOptions& o, const std::string& role) {
   return role == "dump" ? DumpMain(o, *tasks) : RestoreMain(o, *tasks);
 }
 
-int Main(int argc, char** argv) {
-  HostOptions o;
-  std::string bytes = "32M";
-  std::string role;
-  CLI::App app{"Plays CRIU for amdgpu_plugin.so on simulated GPUs: dump, restore, verify"};
+void AddHostOptions(CLI::App& app, HostOptions& o, std::string& bytes, std::string& role) {
   app.add_option("--plugin", o.plugin, "amdgpu_plugin.so to load")->required();
   app.add_option("--work", o.work, "directory for images, sockets and topology trees (created)")->required();
   app.add_option("--gpus", o.gpus, "GPUs of the checkpointed machine")->capture_default_str();
@@ -978,6 +974,165 @@ int Main(int argc, char** argv) {
   app.add_option("--role", role, "internal: run as the dump or restore process")
       ->check(CLI::IsMember({"dump", "restore"}))
       ->group("");  // hidden
+}
+
+// The checkpointed machine (src) and the restoring one (dst): a simulated
+// KFD each, with its sysfs topology tree and the server the plugin reaches
+// it through. The servers go before the KFDs they serve.
+struct Machines {
+  std::unique_ptr<SimKfd> src, dst;
+  std::string src_topology, dst_topology;
+  std::unique_ptr<SimKfdServer> src_server, dst_server;
+};
+
+int StartMachines(const HostOptions& o, Machines* m) {
+  SimKfdOptions src_options;
+  src_options.gpus = o.gpus;
+  m->src = std::make_unique<SimKfd>(src_options);
+  SimKfdOptions dst_options = src_options;
+  if (o.restore_first_gpu_id) dst_options.first_gpu_id = o.restore_first_gpu_id;
+  if (o.restore_gpus) dst_options.gpus = o.restore_gpus;
+  dst_options.first_render_minor = 130;  // render minors differ on the restoring machine
+  m->dst = std::make_unique<SimKfd>(dst_options);
+  m->src_topology = o.work + "/topology-src";
+  m->dst_topology = o.work + "/topology-dst";
+  std::error_code ec;
+  for (auto [kfd, root] : {std::pair{m->src.get(), m->src_topology}, std::pair{m->dst.get(), m->dst_topology}}) {
+    fs::remove_all(root, ec);
+    Status s = kfd->WriteSysfsTopology(root);
+    if (!s.ok()) return Fail(s.ToString());
+  }
+  Result<std::unique_ptr<SimKfdServer>> src_server = SimKfdServer::Start(m->src.get(), o.work + "/kfd-src.sock");
+  Result<std::unique_ptr<SimKfdServer>> dst_server = SimKfdServer::Start(m->dst.get(), o.work + "/kfd-dst.sock");
+  if (!src_server.ok()) return Fail(src_server.status().ToString());
+  if (!dst_server.ok()) return Fail(dst_server.status().ToString());
+  m->src_server = std::move(*src_server);
+  m->dst_server = std::move(*dst_server);
+  return 0;
+}
+
+// Under --stream: the images the capturing streamer took, written to `files`
+// once it is gone (the images directory itself must be left empty).
+int KeepCaptured(std::unique_ptr<ImageStreamer> capture, const std::string& images, const std::string& files) {
+  Result<std::map<std::string, std::vector<uint8_t>>> captured = capture->Finish();
+  if (!captured.ok()) return Fail(captured.status().ToString());
+  capture.reset();
+  for (const auto& entry : fs::directory_iterator(images))
+    return Fail("--stream: the dump left " + entry.path().string() + " in the images directory");
+  std::error_code ec;
+  fs::remove_all(files, ec);
+  fs::create_directories(files, ec);
+  for (const auto& [name, bytes] : *captured) {
+    FILE* f = std::fopen((files + "/" + name).c_str(), "wb");
+    if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0)
+      return Fail("cannot keep " + name);
+  }
+  return 0;
+}
+
+// criu dump on the checkpointed machine; with --incremental a full dump
+// first, kept in WORK/base-images, and a change to the BOs. *files gets the
+// directory that holds the images (WORK/captured under --stream).
+int DumpPhase(const HostOptions& o, Machines& m, const std::vector<Task>& tasks, std::string* files) {
+  const std::string images = ImagesDir(o);
+  std::error_code ec;
+  ::setenv("VRAMFLOW_SIM_KFD", m.src_server->socket_path().c_str(), 1);
+  ::setenv("VRAMFLOW_KFD_TOPOLOGY", m.src_topology.c_str(), 1);
+  std::unique_ptr<ImageStreamer> capture;
+  if (o.stream) {
+    Result<std::unique_ptr<ImageStreamer>> s = ImageStreamer::Start(images, /*capture=*/true);
+    if (!s.ok()) return Fail(s.status().ToString());
+    capture = std::move(*s);
+  }
+  if (o.incremental) {
+    if (o.stream) return Fail("--incremental does not combine with --stream");
+    if (RunDump(o, *m.src, tasks) != 0) return Fail("the full dump failed");
+    fs::remove_all(BaseImagesDir(o), ec);
+    fs::rename(images, BaseImagesDir(o), ec);
+    if (ec || !fs::create_directories(images, ec)) return Fail("cannot keep the full dump in " + BaseImagesDir(o));
+    Status changed = ChangeBos(*m.src, tasks);
+    if (!changed.ok()) return Fail(changed.ToString());
+    ::setenv("VRAMFLOW_BASE", BaseImagesDir(o).c_str(), 1);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  if (RunDump(o, *m.src, tasks) != 0) return Fail("the dump failed");
+  const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Under --stream the images live in the streamer; they are kept in a
+  // directory of their own here so the same tools can damage or convert them.
+  *files = o.stream ? o.work + "/captured" : images;
+  if (o.stream) {
+    if (int rc = KeepCaptured(std::move(capture), images, *files); rc != 0) return rc;
+  }
+  for (const Task& t : tasks) {
+    Result<SimKfdProcessState> state = m.src->ProcessState(t.pid);
+    if (!state.ok() || *state != SimKfdProcessState::kRunning)
+      return Fail("process " + std::to_string(t.pid) + " was left paused after the dump");
+  }
+  uint64_t stored = 0;
+  for (const auto& entry : fs::directory_iterator(*files)) stored += entry.file_size();
+  std::printf("dumped: %zu process(es) on %u GPU(s) in %.2f s, images %s\n", tasks.size(), o.gpus, dump_s,
+              FormatSize(stored).c_str());
+  if (o.incremental)
+    std::printf("incremental: VRAM streams %llu bytes, the base's %llu bytes\n",
+                static_cast<unsigned long long>(VramStreamBytes(*files)),
+                static_cast<unsigned long long>(VramStreamBytes(BaseImagesDir(o))));
+  return 0;
+}
+
+// Under --stream: a streamer that serves the images in `files` to the restore.
+int StartServing(const std::string& images, const std::string& files, std::unique_ptr<ImageStreamer>* serve) {
+  std::map<std::string, std::vector<uint8_t>> served;
+  for (const auto& entry : fs::directory_iterator(files)) {
+    std::vector<uint8_t>& bytes = served[entry.path().filename().string()];
+    bytes.resize(entry.file_size());
+    FILE* f = std::fopen(entry.path().c_str(), "rb");
+    if (!f || std::fread(bytes.data(), 1, bytes.size(), f) != bytes.size())
+      return Fail("cannot read " + entry.path().string());
+    std::fclose(f);
+  }
+  Result<std::unique_ptr<ImageStreamer>> s = ImageStreamer::Start(images, /*capture=*/false, std::move(served));
+  if (!s.ok()) return Fail(s.status().ToString());
+  *serve = std::move(*s);
+  return 0;
+}
+
+// criu restore, on the other machine, and the checks of what it restored
+// (or, with --expect-restore-failure, that it failed cleanly).
+int RestorePhase(const HostOptions& o, Machines& m, const std::vector<Task>& tasks, ImageStreamer* serve) {
+  ::setenv("VRAMFLOW_SIM_KFD", m.dst_server->socket_path().c_str(), 1);
+  ::setenv("VRAMFLOW_KFD_TOPOLOGY", m.dst_topology.c_str(), 1);
+  if (!o.restore_target.empty()) ::setenv("VRAMFLOW_TARGET", o.restore_target.c_str(), 1);
+  if (o.restore_base == "none") ::unsetenv("VRAMFLOW_BASE");
+  else if (o.restore_base != "(as dumped)") ::setenv("VRAMFLOW_BASE", o.restore_base.c_str(), 1);
+  const std::string report = ReportPath(o);
+  std::error_code ec;
+  fs::remove(report, ec);
+  auto t0 = std::chrono::steady_clock::now();
+  const int restored = RunRestore(o, tasks);
+  const double restore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (serve) {
+    Result<std::map<std::string, std::vector<uint8_t>>> left = serve->Finish();
+    if (!left.ok() && restored == 0) return Fail(left.status().ToString());
+  }
+  if (o.expect_restore_failure) {
+    if (restored == 0) return Fail("the restore succeeded, but it was expected to fail");
+    Status s = CheckNothingResumed(*m.dst, report);
+    if (!s.ok()) return Fail(s.ToString());
+    std::printf("restore failed as expected; no process was resumed\n");
+    return 0;
+  }
+  if (restored != 0) return Fail("the restore failed");
+  std::printf("restored in %.2f s\n", restore_s);
+  Status checked = CheckRestored(*m.src, *m.dst, tasks, report);
+  return checked.ok() ? 0 : Fail(checked.ToString());
+}
+
+int Main(int argc, char** argv) {
+  HostOptions o;
+  std::string bytes = "32M";
+  std::string role;
+  CLI::App app{"Plays CRIU for amdgpu_plugin.so on simulated GPUs: dump, restore, verify"};
+  AddHostOptions(app, o, bytes, role);
   CLI11_PARSE(app, argc, argv);
   ::signal(SIGPIPE, SIG_IGN);  // a peer that went away is an error, not a death
   if (!role.empty()) return CriuProcessMain(o, role);
@@ -989,129 +1144,24 @@ int Main(int argc, char** argv) {
   std::error_code ec;
   fs::create_directories(images, ec);
   if (ec) return Fail("cannot create " + images);
-
-  SimKfdOptions src_options;
-  src_options.gpus = o.gpus;
-  SimKfd src(src_options);
-  SimKfdOptions dst_options = src_options;
-  if (o.restore_first_gpu_id) dst_options.first_gpu_id = o.restore_first_gpu_id;
-  if (o.restore_gpus) dst_options.gpus = o.restore_gpus;
-  dst_options.first_render_minor = 130;  // render minors differ on the restoring machine
-  SimKfd dst(dst_options);
-  const std::string src_topology = o.work + "/topology-src", dst_topology = o.work + "/topology-dst";
-  for (auto [kfd, root] : {std::pair{&src, src_topology}, std::pair{&dst, dst_topology}}) {
-    fs::remove_all(root, ec);
-    Status s = kfd->WriteSysfsTopology(root);
-    if (!s.ok()) return Fail(s.ToString());
-  }
-  Result<std::unique_ptr<SimKfdServer>> src_server = SimKfdServer::Start(&src, o.work + "/kfd-src.sock");
-  Result<std::unique_ptr<SimKfdServer>> dst_server = SimKfdServer::Start(&dst, o.work + "/kfd-dst.sock");
-  if (!src_server.ok()) return Fail(src_server.status().ToString());
-  if (!dst_server.ok()) return Fail(dst_server.status().ToString());
-
+  Machines machines;
+  if (int rc = StartMachines(o, &machines); rc != 0) return rc;
   std::vector<Task> tasks;
-  Status built = BuildProcesses(src, o, &tasks);
+  Status built = BuildProcesses(*machines.src, o, &tasks);
   if (!built.ok()) return Fail(built.ToString());
 
-  // criu dump
-  ::setenv("VRAMFLOW_SIM_KFD", (*src_server)->socket_path().c_str(), 1);
-  ::setenv("VRAMFLOW_KFD_TOPOLOGY", src_topology.c_str(), 1);
-  std::unique_ptr<ImageStreamer> capture;
-  if (o.stream) {
-    Result<std::unique_ptr<ImageStreamer>> s = ImageStreamer::Start(images, /*capture=*/true);
-    if (!s.ok()) return Fail(s.status().ToString());
-    capture = std::move(*s);
-  }
-  if (o.incremental) {
-    if (o.stream) return Fail("--incremental does not combine with --stream");
-    if (RunDump(o, src, tasks) != 0) return Fail("the full dump failed");
-    fs::remove_all(BaseImagesDir(o), ec);
-    fs::rename(images, BaseImagesDir(o), ec);
-    if (ec || !fs::create_directories(images, ec)) return Fail("cannot keep the full dump in " + BaseImagesDir(o));
-    Status changed = ChangeBos(src, tasks);
-    if (!changed.ok()) return Fail(changed.ToString());
-    ::setenv("VRAMFLOW_BASE", BaseImagesDir(o).c_str(), 1);
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  if (RunDump(o, src, tasks) != 0) return Fail("the dump failed");
-  const double dump_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Under --stream the images live in the streamer; they are kept in a
-  // directory of their own here so the same tools can damage or convert them.
-  const std::string files = o.stream ? o.work + "/captured" : images;
-  if (o.stream) {
-    Result<std::map<std::string, std::vector<uint8_t>>> captured = capture->Finish();
-    if (!captured.ok()) return Fail(captured.status().ToString());
-    capture.reset();
-    for (const auto& entry : fs::directory_iterator(images))
-      return Fail("--stream: the dump left " + entry.path().string() + " in the images directory");
-    fs::remove_all(files, ec);
-    fs::create_directories(files, ec);
-    for (const auto& [name, bytes] : *captured) {
-      FILE* f = std::fopen((files + "/" + name).c_str(), "wb");
-      if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f) != 0)
-        return Fail("cannot keep " + name);
-    }
-  }
-  for (const Task& t : tasks) {
-    Result<SimKfdProcessState> state = src.ProcessState(t.pid);
-    if (!state.ok() || *state != SimKfdProcessState::kRunning)
-      return Fail("process " + std::to_string(t.pid) + " was left paused after the dump");
-  }
-  uint64_t stored = 0;
-  for (const auto& entry : fs::directory_iterator(files)) stored += entry.file_size();
-  std::printf("dumped: %zu process(es) on %u GPU(s) in %.2f s, images %s\n", tasks.size(), o.gpus, dump_s,
-              FormatSize(stored).c_str());
-  if (o.incremental)
-    std::printf("incremental: VRAM streams %llu bytes, the base's %llu bytes\n",
-                static_cast<unsigned long long>(VramStreamBytes(files)),
-                static_cast<unsigned long long>(VramStreamBytes(BaseImagesDir(o))));
-
+  std::string files;
+  if (int rc = DumpPhase(o, machines, tasks, &files); rc != 0) return rc;
   Status prepared;
-  if (o.legacy_pages) prepared = WriteLegacyPages(src, tasks, files);
+  if (o.legacy_pages) prepared = WriteLegacyPages(*machines.src, tasks, files);
   if (prepared.ok() && (o.corrupt_stream || o.truncate_stream))
-    prepared = DamageStream(tasks[0], src.GpuIds().back(), files, o.truncate_stream);
+    prepared = DamageStream(tasks[0], machines.src->GpuIds().back(), files, o.truncate_stream);
   if (!prepared.ok()) return Fail(prepared.ToString());
   std::unique_ptr<ImageStreamer> serve;
   if (o.stream) {
-    std::map<std::string, std::vector<uint8_t>> served;
-    for (const auto& entry : fs::directory_iterator(files)) {
-      std::vector<uint8_t>& bytes = served[entry.path().filename().string()];
-      bytes.resize(entry.file_size());
-      FILE* f = std::fopen(entry.path().c_str(), "rb");
-      if (!f || std::fread(bytes.data(), 1, bytes.size(), f) != bytes.size()) return Fail("cannot read " + entry.path().string());
-      std::fclose(f);
-    }
-    Result<std::unique_ptr<ImageStreamer>> s = ImageStreamer::Start(images, /*capture=*/false, std::move(served));
-    if (!s.ok()) return Fail(s.status().ToString());
-    serve = std::move(*s);
+    if (int rc = StartServing(images, files, &serve); rc != 0) return rc;
   }
-
-  // criu restore, on the other machine
-  ::setenv("VRAMFLOW_SIM_KFD", (*dst_server)->socket_path().c_str(), 1);
-  ::setenv("VRAMFLOW_KFD_TOPOLOGY", dst_topology.c_str(), 1);
-  if (!o.restore_target.empty()) ::setenv("VRAMFLOW_TARGET", o.restore_target.c_str(), 1);
-  if (o.restore_base == "none") ::unsetenv("VRAMFLOW_BASE");
-  else if (o.restore_base != "(as dumped)") ::setenv("VRAMFLOW_BASE", o.restore_base.c_str(), 1);
-  const std::string report = ReportPath(o);
-  fs::remove(report, ec);
-  t0 = std::chrono::steady_clock::now();
-  const int restored = RunRestore(o, tasks);
-  const double restore_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (serve) {
-    Result<std::map<std::string, std::vector<uint8_t>>> left = serve->Finish();
-    if (!left.ok() && restored == 0) return Fail(left.status().ToString());
-  }
-  if (o.expect_restore_failure) {
-    if (restored == 0) return Fail("the restore succeeded, but it was expected to fail");
-    Status s = CheckNothingResumed(dst, report);
-    if (!s.ok()) return Fail(s.ToString());
-    std::printf("restore failed as expected; no process was resumed\n");
-    return 0;
-  }
-  if (restored != 0) return Fail("the restore failed");
-  std::printf("restored in %.2f s\n", restore_s);
-  Status checked = CheckRestored(src, dst, tasks, report);
-  return checked.ok() ? 0 : Fail(checked.ToString());
+  return RestorePhase(o, machines, tasks, serve.get());
 }
 
 }  // namespace
