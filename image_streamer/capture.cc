@@ -18,6 +18,7 @@
 #include "streamer/format/frame_format.h"
 #include "streamer/pipeline_fit.h"
 #include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "common/version.h"
 #include "common/progress.h"
 #include "common/safe_path.h"
@@ -153,13 +154,12 @@ Status Capture(const StreamerOptions& options) {
   // A checkpoint is durable once capture says it is complete.
   transport.file.fsync = true;
   PipelineOptions pipeline = options.pipeline;
-  ShareBudget(uri, &pipeline.max_memory, &transport);
+  const BudgetPlan budget = PlanPipelineBudget(&pipeline, uri, &transport);
   pipeline.producer = ProducerString();
   // --base: an incremental checkpoint, each file coded against the base's
   // file of the same name (ConcurrentDump), its index within the budget.
   if (!options.base.empty()) {
-    VF_ASSIGN_OR_RETURN(pipeline.base,
-                        OpenCliBase(options.base, transport, WithMachineDefaults(pipeline).max_memory));
+    VF_ASSIGN_OR_RETURN(pipeline.base, OpenCliBase(options.base, transport, budget.base_index));
     pipeline.base_location = RecordedBaseLocation(options.base.front(), uri);  // as pack records it
   }
   // pipeline.dedup as asked (default on): references within one file only

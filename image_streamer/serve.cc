@@ -28,6 +28,7 @@
 #include "common/thread_start.h"
 #include "streamer/format/stream_reader.h"
 #include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "image_streamer/tcp_remap.h"
 #include "image_streamer/image_file_store.h"
 #include "common/safe_path.h"
@@ -335,9 +336,9 @@ Status CreateImagesDir(const std::string& dir) {
 // The memory budget (all of serve's file buffers and the reader's), after a
 // network source took its share.
 uint64_t ServeMemory(const StreamerOptions& options, TransportOptions* transport) {
-  uint64_t memory = options.pipeline.max_memory ? options.pipeline.max_memory : kDefaultServeMemory;
-  if (!options.stream_uri.empty()) ShareBudget(options.stream_uri, &memory, transport);
-  return memory;
+  const uint64_t memory = options.pipeline.max_memory ? options.pipeline.max_memory : kDefaultServeMemory;
+  if (options.stream_uri.empty()) return memory;
+  return PlanReaderBudget(memory, options.stream_uri, transport).pipeline;
 }
 
 // Answers CRIU's requests until it closes the connection.

@@ -16,6 +16,7 @@
 #include "sim/gpu/training_step.h"
 #include "streamer/pipeline_fit.h"
 #include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "tools/cli/cli_util.h"
 #include "tools/json_report.h"
 #include "common/progress.h"
@@ -101,11 +102,11 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   VF_RETURN_IF_ERROR(restored.Allocate(layout));
   PipelineOptions pipeline = options.pipeline;
   TransportOptions transport = options.transport;
-  ShareBudget(options.listen, &pipeline.max_memory, &transport);
+  const BudgetPlan budget = PlanPipelineBudget(&pipeline, options.listen, &transport);
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(options.listen));
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT, unix:PATH or systemd:");
   VF_ASSIGN_OR_RETURN(pipeline.open_base, OfferStore(options.base_store, {}, /*stores=*/false, &transport,
-                                                     StderrLog("demo"), WithMachineDefaults(pipeline).max_memory));
+                                                     StderrLog("demo"), budget.base_index));
   VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
                       NetReceiver::Listen(endpoint, transport.net));
   std::string security = endpoint.kind == Endpoint::Kind::kUnix    ? "unix socket, mode 0600"
@@ -383,7 +384,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     TransportOptions transport = options.transport;
     transport.file.overwrite = options.destination.empty() || options.force;  // our own temporary file
     transport.s3.overwrite = options.force;
-    ShareBudget(path, &run.max_memory, &transport);
+    const BudgetPlan budget = PlanPipelineBudget(&run, path, &transport);
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(path, transport));
     ProgressBar bar(restore_here ? "dump" : "send", original.total_bytes(), options.progress);
     run.progress = [&](uint64_t done) { bar.Update(done); };
@@ -391,8 +392,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     VF_RETURN_IF_ERROR(rss.status());
     Stopwatch delivered;
     VF_RETURN_IF_ERROR(
-        ExplainBudgetShare(RunDump(sources, sink.get(), run, &dump), pipeline.max_memory, run.max_memory, path)
-            .WithContext("dump"));
+        budget.Explain(RunDump(sources, sink.get(), run, &dump)).WithContext("dump"));
     VF_RETURN_IF_ERROR(sink->Commit());
     // Sent elsewhere or uploaded, the dump is done when the receiver or the store has everything.
     if (!IsLocalFile(path)) dump.seconds = delivered.Seconds();
@@ -408,7 +408,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     // An S3 object is read back (parallel ranged GETs within a share of the budget).
     PipelineOptions run = pipeline;
     TransportOptions transport = options.transport;
-    ShareBudget(path, &run.max_memory, &transport);
+    const BudgetPlan budget = PlanPipelineBudget(&run, path, &transport);
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source,
                         IsS3(path) ? OpenSource(path, transport) : OpenFileSource(path));
     ProgressBar bar("restore", original.total_bytes(), options.progress);
@@ -416,8 +416,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     RssAnonSampler rss;
     VF_RETURN_IF_ERROR(rss.status());
     VF_RETURN_IF_ERROR(
-        ExplainBudgetShare(RunRestore(source.get(), restored.devices(), restored.Resolver(), run, &restore),
-                           pipeline.max_memory, run.max_memory, path)
+        budget.Explain(RunRestore(source.get(), restored.devices(), restored.Resolver(), run, &restore))
             .WithContext("restore"));
     bar.Update(restore.raw_bytes);
     report->restore_peak_anon = rss.peak_bytes();

@@ -19,6 +19,7 @@
 #include "streamer/format/stream_reader.h"
 #include "streamer/format/stream_writer.h"
 #include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "tools/cli/cli_util.h"
 
 namespace vramflow {
@@ -246,9 +247,8 @@ Result<uint64_t> CountBaseReferences(const std::string& input, const TransportOp
 Status RunFlatten(const FlattenOptions& options, FlattenReport* report) {
   TransportOptions transport = options.transport;
   transport.file.overwrite = options.force;
-  uint64_t reader_memory = options.max_memory;
-  ShareBudget(options.input, &reader_memory, &transport);
-  MemoryBudget budget(reader_memory);
+  const BudgetPlan plan = PlanReaderBudget(options.max_memory, options.input, &transport);
+  MemoryBudget budget(plan.pipeline);
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
   SpooledInput spooled;
   std::unique_ptr<ByteSource> copy;
@@ -266,7 +266,7 @@ Status RunFlatten(const FlattenOptions& options, FlattenReport* report) {
   // and as many as a base on S3 asks for to keep its reads in flight.
   const ReadOptions read{.decode = true,
                          .budget = &budget,
-                         .open_base = BaseOpenerFor(options.bases, options.input, options.transport, budget.limit()),
+                         .open_base = BaseOpenerFor(options.bases, options.input, options.transport, plan.base_index),
                          .check_digests = false};
   Status status = ReadStreamDecodingAhead(read_from, visitor, DecodeAheadOptions{1, read, {}});
   (void)source->Finish(status);

@@ -18,6 +18,7 @@
 #include "streamer/format/seek_index.h"
 #include "streamer/format/stream_reader.h"
 #include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "tools/cli/cli_util.h"
 #include "tools/inspect_index.h"
 #include "tools/cli/json_object_writer.h"
@@ -336,8 +337,7 @@ Status RunInspect(const InspectOptions& options, std::ostream& out, bool* report
     if (done) return Status::Ok();
   }
   TransportOptions transport = options.transport;
-  uint64_t reader_memory = options.max_memory;
-  ShareBudget(options.input, &reader_memory, &transport);
+  const uint64_t reader_memory = PlanReaderBudget(options.max_memory, options.input, &transport).pipeline;
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
   CountingSource counting(source.get());
   MemoryBudget budget(reader_memory);
@@ -376,11 +376,11 @@ Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, cons
                  std::ostream& out, VerifyReport* report, const std::vector<std::string>& bases, unsigned threads,
                  const std::string& base_store) {
   TransportOptions shared = transport;
-  uint64_t reader_memory = max_memory;
-  ShareBudget(input, &reader_memory, &shared);
+  const BudgetPlan plan = PlanReaderBudget(max_memory, input, &shared);
+  const uint64_t reader_memory = plan.pipeline;
   TransportOptions base_reads = transport;
   VF_ASSIGN_OR_RETURN(OpenBaseFn open_base,
-                      ReaderBaseOpener(input, bases, base_store, &base_reads, "verify", reader_memory));
+                      ReaderBaseOpener(input, bases, base_store, &base_reads, "verify", plan.base_index));
   shared.net.base_offer = base_reads.net.base_offer;  // what a sender is offered
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(input, shared));
   CountingSource counting(source.get());

@@ -24,6 +24,7 @@
 #include "tools/planned_file.h"
 #include "common/progress.h"
 #include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "common/safe_path.h"
 #include "transport/core/fd_stream.h"
 #include "transport/open_uri.h"
@@ -91,26 +92,6 @@ ObjectMetadata MetadataFor(const std::string& name, bool legacy) {
   return meta;
 }
 
-// Where a CPU is spare beside the workers, a local output (a file, stdout,
-// fd:N) is written on a thread of its own (transport/core/background_sink.h):
-// writing a file costs about as much CPU as coding fp32 weights, and on the
-// workers' thread it made `pack -j 1` a fifth slower on 2 CPUs. Its two
-// buffers (a sixteenth of the budget each, 4 MiB at most) come out of the
-// pipeline's budget (with `-m auto`, 4 MiB each, out of the 64 MiB an auto
-// budget keeps beyond the pipeline's needs); chunk payloads are lent to it
-// from their slots, not copied. Where no CPU is spare the thread would only
-// take CPU from the workers (-j 2 on 2 CPUs: 17% slower when it copied
-// payloads, still 20 to 30% slower without the copy), so the workers write.
-void WriteInTheBackgroundWhereACpuIsSpare(PipelineOptions* pipeline, TransportOptions* transport) {
-  const MachineLimits machine = ReadMachineLimits();
-  PipelineOptions resolved = *pipeline;
-  ResolveMachineDefaults(&resolved, machine);
-  if (resolved.threads >= DefaultThreads(machine)) return;
-  const uint64_t buffer = std::min<uint64_t>(resolved.max_memory / 16, 4ull << 20);
-  transport->background_write_buffer = buffer;
-  if (pipeline->max_memory != 0) pipeline->max_memory -= 2 * buffer;
-}
-
 // What a dump's figures say in the pack's report (either engine).
 void ReportStats(const PipelineStats& stats, PackReport* report) {
   report->objects = stats.objects;
@@ -151,9 +132,8 @@ Status PackFiles(std::vector<FileInput>& inputs, ByteSink* sink, const PipelineO
 // fit the pack's memory budget: their sizes are counted from each stream's
 // SEEK_INDEX before any chunk record is read, and a chain that does not fit
 // is refused then, not after it was held.
-Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options, const PipelineOptions& pipeline) {
-  const BaseOpenOptions open =
-      CliBaseOpenOptions(options.transport, options.bases, WithMachineDefaults(pipeline).max_memory);
+Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options, uint64_t max_index_bytes) {
+  const BaseOpenOptions open = CliBaseOpenOptions(options.transport, options.bases, max_index_bytes);
   Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(options.bases.front(), open);
   if (!base.ok()) return base.status().WithContext("base '" + options.bases.front() + "'");
   if (options.base_refs_only && !(*base)->has_digests())
@@ -220,17 +200,15 @@ Status RunPack(const PackOptions& options, PackReport* report) {
   transport.file.overwrite = options.force;
   transport.s3.overwrite = options.force;  // an existing object is refused as a file is
   transport.file.fsync = options.fsync;
-  ShareBudget(options.output, &pipeline.max_memory, &transport);
+  const BudgetPlan budget = PlanPipelineBudget(&pipeline, options.output, &transport, /*write_behind=*/true);
   Result<Endpoint> destination = ParseEndpoint(options.output);
   const bool network = destination.ok() && destination->is_network();
-  if (destination.ok() && !network && destination->kind != Endpoint::Kind::kS3)
-    WriteInTheBackgroundWhereACpuIsSpare(&pipeline, &transport);
   if (!network && !options.base_store.empty())
     return Status::InvalidArgument("--base-store picks a base that a network receiver holds; '" + options.output +
                                    "' is not one (tcp://, unix:)");
   if (!network && !options.bases.empty()) {
     // Opened before the output, so that a base that cannot serve leaves nothing behind.
-    VF_ASSIGN_OR_RETURN(pipeline.base, OpenBase(options, pipeline));
+    VF_ASSIGN_OR_RETURN(pipeline.base, OpenBase(options, budget.base_index));
     pipeline.base_location = RecordedBaseLocation(options.bases.front(), options.output);
   }
   pipeline.base_refs_only = options.base_refs_only;
@@ -239,8 +217,8 @@ Status RunPack(const PackOptions& options, PackReport* report) {
   std::unique_ptr<ByteSink> sink;
   if (network) {
     const BaseCandidates candidates{options.bases, options.base_store};
-    VF_ASSIGN_OR_RETURN(NetSinkWithBase chosen, OpenNetSinkWithBase(options.output, transport, candidates,
-                                                                    WithMachineDefaults(pipeline).max_memory));
+    VF_ASSIGN_OR_RETURN(NetSinkWithBase chosen,
+                        OpenNetSinkWithBase(options.output, transport, candidates, budget.base_index));
     if (!chosen.note.empty()) std::fprintf(stderr, "vramflow pack: %s\n", chosen.note.c_str());
     sink = std::move(chosen.sink);
     pipeline.base = std::move(chosen.base);
@@ -263,12 +241,10 @@ Status RunPack(const PackOptions& options, PackReport* report) {
     for (const FileInput& in : files) total += in.size;
     ProgressBar bar("pack", total, options.progress);
     pipeline.progress = [&](uint64_t done) { bar.Update(done); };
-    VF_RETURN_IF_ERROR(ExplainBudgetShare(PackFiles(files, sink.get(), pipeline, report),
-                                          options.pipeline.max_memory, pipeline.max_memory, options.output));
+    VF_RETURN_IF_ERROR(budget.Explain(PackFiles(files, sink.get(), pipeline, report)));
   } else {
     report->sequential = true;
-    VF_RETURN_IF_ERROR(ExplainBudgetShare(PackSequential(options, sink.get(), pipeline, report),
-                                          options.pipeline.max_memory, pipeline.max_memory, options.output));
+    VF_RETURN_IF_ERROR(budget.Explain(PackSequential(options, sink.get(), pipeline, report)));
   }
   VF_RETURN_IF_ERROR(sink->Commit());
   report->seconds = clock.Seconds();

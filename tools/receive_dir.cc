@@ -15,6 +15,7 @@
 #include "common/printable.h"
 #include "common/units.h"
 #include "streamer/base/base_store.h"
+#include "streamer/budget_plan.h"
 #include "tools/cli/cli_util.h"
 #include "common/safe_path.h"
 #include "streamer/format/verified_copy.h"
@@ -128,8 +129,8 @@ Status RunReceiveDirectory(const ReceiveDirOptions& options, ReceiveDirReport* r
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT, unix:PATH or systemd:");
 
   TransportOptions transport = options.transport;
-  uint64_t verify_memory = options.max_memory;
-  ShareBudget(options.listen, &verify_memory, &transport);  // the receive window
+  // The receive window's share; the rest verifies, and bounds a base chain's indexes.
+  const uint64_t verify_memory = PlanReaderBudget(options.max_memory, options.listen, &transport).pipeline;
   NetOptions net = transport.net;
   net.sessions = 0;  // one after another, as many as arrive
   net.name.clear();  // any name; checked here

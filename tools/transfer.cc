@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "streamer/base/base_store.h"
+#include "streamer/budget_plan.h"
 #include "tools/cli/cli_util.h"
 #include "common/progress.h"
 #include "streamer/format/verified_copy.h"
@@ -35,7 +36,8 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   TransportOptions transport = options.transport;
   uint64_t verify_memory = options.max_memory;
   Result<Endpoint> from = ParseEndpoint(options.source);
-  if (from.ok() && from->is_network()) ShareBudget(options.source, &verify_memory, &transport);  // the receive window
+  if (from.ok() && from->is_network())  // the receive window's share
+    verify_memory = PlanReaderBudget(options.max_memory, options.source, &transport).pipeline;
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenSink(options.sink, transport));
   // recv: the bases offered to the sender, and what its stream may be built on.
   OpenBaseFn open_base;

@@ -18,8 +18,8 @@ struct TransferOptions {
   std::string sink;    // URI
   TransportOptions transport;
   ProgressStyle progress = ProgressStyle(true);
-  // --max-memory: a network source's receive window (ShareBudget) and the
-  // verification of a stream stored here (the rest).
+  // --max-memory: a network source's receive window (its share, streamer/budget_plan.h)
+  // and the verification of a stream stored here (the rest).
   uint64_t max_memory = 256ull << 20;
   // recv: earlier streams a sender may build its stream on (base_store.h;
   // docs/NETWORK.md, "Bases"); empty: none offered. A receiver whose output

@@ -28,6 +28,7 @@
 #include "streamer/format/stream_reader.h"
 #include "streamer/format/sub_stream.h"
 #include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "tools/cli/cli_util.h"
 #include "tools/output_limit.h"
 #include "common/progress.h"
@@ -544,7 +545,7 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
 }
 
 // How the selected objects' frames are fetched: an s3:// object within the
-// share of the budget ShareBudget() gave it, a file within a share taken
+// share of the budget the plan gave it (streamer/budget_plan.h), a file within a share taken
 // here from the pipeline's budget (an eighth, 2 to 32 MiB).
 SubStreamOptions FetchOptions(const std::string& uri, const TransportOptions& transport, uint64_t* pipeline_budget) {
   SubStreamOptions sub;
@@ -571,9 +572,10 @@ SubStreamOptions FetchOptions(const std::string& uri, const TransportOptions& tr
 
 // A selection from a stored stream with a seek index: only the selected
 // objects' frames are fetched. Returns false (after a note) when the stream
-// has to be read whole instead.
+// has to be read whole instead. `budget`: the command's plan, which explains
+// an error about the fetch ahead's cut of it.
 Result<bool> UnpackThroughIndex(const UnpackOptions& options, const TransportOptions& transport,
-                                PipelineOptions pipeline, UnpackReport* report) {
+                                PipelineOptions pipeline, const BudgetPlan& budget, UnpackReport* report) {
   auto note = [&](const std::string& why) {
     if (options.note)
       options.note(why + ": reading the whole stream to restore " + options.select.Describe() +
@@ -602,8 +604,7 @@ Result<bool> UnpackThroughIndex(const UnpackOptions& options, const TransportOpt
   if (status.code() == Status::Code::kCorruption || status.code() == Status::Code::kTruncated)
     status = status.WithContext(source->Describe() + "; frame numbers and stream offsets count in that selection");
   else
-    status = ExplainBudgetShare(status, options.pipeline.max_memory, pipeline.max_memory,
-                                options.input + " (the selected frames, fetched ahead)");
+    status = budget.Explain(status, pipeline.max_memory, options.input + " (the selected frames, fetched ahead)");
   report->through_index = true;
   report->stream_bytes = stored->stream_size;
   report->bytes_read = counting->bytes();
@@ -620,22 +621,20 @@ Result<bool> UnpackThroughIndex(const UnpackOptions& options, const TransportOpt
 Status RunUnpack(const UnpackOptions& options, UnpackReport* report) {
   TransportOptions transport = options.transport;
   PipelineOptions pipeline = options.pipeline;
-  ShareBudget(options.input, &pipeline.max_memory, &transport);
+  const BudgetPlan plan = PlanPipelineBudget(&pipeline, options.input, &transport);
   const ObjectSelector* filter = options.select.all() ? nullptr : &options.select;
   // From the network, a base comes only from what the sender was offered
   // (the offer goes with the transport that listens).
   TransportOptions base_reads = options.transport;
-  const uint64_t budget = WithMachineDefaults(pipeline).max_memory;  // the base chain's indexes must fit it
-  VF_ASSIGN_OR_RETURN(pipeline.open_base,
-                      ReaderBaseOpener(options.input, options.bases, options.base_store, &base_reads, "unpack", budget));
+  VF_ASSIGN_OR_RETURN(pipeline.open_base, ReaderBaseOpener(options.input, options.bases, options.base_store,
+                                                           &base_reads, "unpack", plan.base_index));
   transport.net.base_offer = base_reads.net.base_offer;
   if (filter) {
-    VF_ASSIGN_OR_RETURN(bool done, UnpackThroughIndex(options, transport, pipeline, report));
+    VF_ASSIGN_OR_RETURN(bool done, UnpackThroughIndex(options, transport, pipeline, plan, report));
     if (done) return Status::Ok();
   }
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.input, transport));
-  Status status = ExplainBudgetShare(UnpackFrom(*source, options, pipeline, filter, report),
-                                     options.pipeline.max_memory, pipeline.max_memory, options.input);
+  Status status = plan.Explain(UnpackFrom(*source, options, pipeline, filter, report));
   Status told = source->Finish(status);
   VF_RETURN_IF_ERROR(status);
   return told.WithContext("the files are in place, but telling " + source->Describe() + " failed");

@@ -53,23 +53,6 @@ class ReceivedSource final : public ByteSource {
 
 }  // namespace
 
-void ShareBudget(const std::string& uri, uint64_t* budget, TransportOptions* options) {
-  Result<Endpoint> endpoint = ParseEndpoint(uri);
-  if (endpoint.ok() && endpoint->kind == Endpoint::Kind::kS3) {
-    uint64_t share = std::min<uint64_t>(*budget / 4, 256ull << 20);
-    share = std::max<uint64_t>(share, 2 * options->s3.limits.min_part_size);
-    options->s3.memory_budget = share;
-    *budget = *budget > share ? *budget - share : 0;
-    return;
-  }
-  if (!endpoint.ok() || !endpoint->is_network()) return;
-  NetOptions& net = options->net;
-  uint64_t window = std::min<uint64_t>(*budget / 4, 64ull << 20);
-  window = std::max<uint64_t>(window, 2ull * net.segment_bytes);
-  net.window_bytes = window;
-  *budget = *budget > window ? *budget - window : 0;
-}
-
 Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const TransportOptions& options) {
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
   switch (endpoint.kind) {

@@ -43,12 +43,4 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const Tra
 // such streams can only be read in order, with OpenSource().
 Result<std::unique_ptr<RandomAccessSource>> OpenRandomAccess(const std::string& uri, const TransportOptions& options);
 
-// When `uri` is a network address, gives its window (the unacknowledged
-// bytes a sender keeps, the reorder buffer of a receiver) a share of the
-// memory budget: a quarter, at most 64 MiB, at least two segments. The
-// pipeline keeps the rest, so one budget still covers every buffer. An
-// s3:// URI gets a quarter too, at most 256 MiB, at least two 5 MiB parts,
-// as its S3Options::memory_budget.
-void ShareBudget(const std::string& uri, uint64_t* budget, TransportOptions* options);
-
 }  // namespace vramflow

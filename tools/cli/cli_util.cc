@@ -14,15 +14,6 @@ std::string FormatRatio(uint64_t raw, uint64_t stored) {
   return buf;
 }
 
-Status ExplainBudgetShare(const Status& status, uint64_t max_memory, uint64_t pipeline_budget, const std::string& uri) {
-  if (status.ok() || status.code() != Status::Code::kInvalidArgument || pipeline_budget >= max_memory ||
-      status.message().find("memory budget") == std::string::npos)
-    return status;
-  return status.WithContext("--max-memory " + FormatSize(max_memory) + " less " +
-                            FormatSize(max_memory - pipeline_budget) + " for the buffers of " + uri +
-                            " leaves the pipeline " + FormatSize(pipeline_budget));
-}
-
 std::string FormatRate(uint64_t bytes, double seconds) {
   char buf[32];
   if (seconds <= 0) return "-";

@@ -16,11 +16,6 @@ std::string FormatRatio(uint64_t raw, uint64_t stored);
 // "812.3 MB/s" (decimal megabytes, like zstd and lz4 print).
 std::string FormatRate(uint64_t bytes, double seconds);
 
-// After ShareBudget() gave part of --max-memory to a transport (S3 part
-// buffers, a network window): a pipeline error about its smaller budget says
-// how --max-memory was split. Other statuses pass through.
-Status ExplainBudgetShare(const Status& status, uint64_t max_memory, uint64_t pipeline_budget, const std::string& uri);
-
 class Stopwatch {
  public:
   Stopwatch() : start_(std::chrono::steady_clock::now()) {}
