@@ -65,9 +65,8 @@ Status MeasureOnce(const std::vector<SimBoSpec>& layout, SimProcess& original, c
   return restored.Compare(original).WithContext("verify");
 }
 
-}  // namespace
-
-Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) {
+// The bench's simulated BOs: the demo's model layout, or one zero-filled BO per GPU.
+Result<std::vector<SimBoSpec>> BenchLayout(const PipelineBenchOptions& options) {
   std::vector<SimBoSpec> layout;
   if (options.layout == "model") {
     layout = DemoLayout(options.gpus, options.bytes_per_gpu);
@@ -77,6 +76,11 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
   } else {
     return Status::InvalidArgument("unknown layout '" + options.layout + "' (use model or zeros)");
   }
+  return layout;
+}
+
+// The simulated devices' options: --dma-cpus, each a CPU of this machine.
+Result<SimDeviceOptions> BenchDeviceOptions(const PipelineBenchOptions& options) {
   SimDeviceOptions device_options;
   const long cpus_configured = ::sysconf(_SC_NPROCESSORS_CONF);
   for (int cpu : options.dma_cpus)
@@ -84,29 +88,45 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
       return Status::InvalidArgument("--dma-cpus: no CPU " + std::to_string(cpu) + " on this machine (0.." +
                                      std::to_string(cpus_configured - 1) + ")");
   device_options.ring_cpus = options.dma_cpus;
-  SimProcess original(options.gpus, device_options);
-  VF_RETURN_IF_ERROR(original.Allocate(layout));
-  original.Fill();
+  return device_options;
+}
 
-  if (!options.export_raw.empty()) {
-    FileSinkOptions sink_options;
-    sink_options.overwrite = true;
-    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(options.export_raw, sink_options));
-    for (size_t i = 0; i < layout.size(); ++i) VF_RETURN_IF_ERROR(sink->Write(original.bytes(i)));
-    VF_RETURN_IF_ERROR(sink->Commit());
+// --export-raw: every BO's bytes, one after another, for the peer tools.
+Status ExportRaw(SimProcess& process, size_t bos, const std::string& path) {
+  FileSinkOptions sink_options;
+  sink_options.overwrite = true;
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, sink_options));
+  for (size_t i = 0; i < bos; ++i) VF_RETURN_IF_ERROR(sink->Write(process.bytes(i)));
+  return sink->Commit();
+}
+
+// Where the stream goes: --work-dir, else /dev/shm where writable, else $TMPDIR or /tmp.
+std::string BenchWorkDir(const PipelineBenchOptions& options) {
+  if (!options.work_dir.empty()) return options.work_dir;
+  const char* tmp = std::getenv("TMPDIR");
+  return ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
+}
+
+// Keeps in `best` the faster dump and the faster restore of `run` and `best`
+// (`first`: `best` holds nothing yet).
+void KeepBest(const Run& run, bool first, Run* best) {
+  if (first || run.dump.seconds < best->dump.seconds) {
+    best->dump = run.dump;
+    best->dump_rss_anon = run.dump_rss_anon;
+    best->dump_cpu = run.dump_cpu;
   }
-
-  std::string dir = options.work_dir;
-  if (dir.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
+  if (first || run.restore.seconds < best->restore.seconds) {
+    best->restore = run.restore;
+    best->restore_rss_anon = run.restore_rss_anon;
+    best->restore_cpu = run.restore_cpu;
   }
-  std::string path = dir + "/vramflow-bench-" + std::to_string(::getpid()) + ".vfs";
-  struct RemoveTemp {
-    std::string path;
-    ~RemoveTemp() { ::unlink(path.c_str()); }
-  } remove_temp{path};
+}
 
+// The best of --repeat runs with 1 thread (unless --no-scaling) and with N:
+// one Run per thread count, in that order.
+Result<std::vector<Run>> MeasureBest(const std::vector<SimBoSpec>& layout, SimProcess& original,
+                                     const SimDeviceOptions& device_options, const PipelineBenchOptions& options,
+                                     const std::string& path) {
   std::vector<unsigned> thread_counts;
   unsigned threads = options.pipeline.threads ? options.pipeline.threads : std::thread::hardware_concurrency();
   if (options.single_thread_too && threads > 1) thread_counts.push_back(1);
@@ -122,25 +142,22 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
       pipeline.producer = ProducerString();
       Run run;
       VF_RETURN_IF_ERROR(MeasureOnce(layout, original, device_options, pipeline, path, &run));
-      Run& best = runs[k];
-      if (i == 0 || run.dump.seconds < best.dump.seconds) {
-        best.dump = run.dump;
-        best.dump_rss_anon = run.dump_rss_anon;
-        best.dump_cpu = run.dump_cpu;
-      }
-      if (i == 0 || run.restore.seconds < best.restore.seconds) {
-        best.restore = run.restore;
-        best.restore_rss_anon = run.restore_rss_anon;
-        best.restore_cpu = run.restore_cpu;
-      }
-      best.threads = thread_counts[k];
+      KeepBest(run, i == 0, &runs[k]);
+      runs[k].threads = thread_counts[k];
     }
   }
+  return runs;
+}
 
-  auto gbps = [](uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0; };
+double Gbps(uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0; }
+
+// The heading, then one line of throughput, ratio and memory per run; the
+// same figures (and the CPU ones) as the JSON report's "runs".
+nlohmann::ordered_json PrintThroughput(const PipelineBenchOptions& options, uint64_t raw_bytes, const std::string& dir,
+                                       const std::vector<Run>& runs, std::ostream& out) {
   char line[200];
   out << "vramflow pipeline on " << options.gpus << " simulated GPUs, layout " << options.layout << ", "
-      << FormatSize(original.total_bytes()) << " of VRAM, codec " << DescribeOptions(options.pipeline.encoder)
+      << FormatSize(raw_bytes) << " of VRAM, codec " << DescribeOptions(options.pipeline.encoder)
       << ", budget " << FormatSize(options.pipeline.max_memory) << ", stream in " << dir << "; best of "
       << std::max(1u, options.repeat) << " runs\n";
   if (!options.dma_cpus.empty()) {
@@ -158,7 +175,7 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const Run& r : runs) {
     std::snprintf(line, sizeof(line), "%-8u %5.2f GB/s %5.2f GB/s %8s %12s %12s %14s %14s\n", r.threads,
-                  gbps(r.dump.raw_bytes, r.dump.seconds), gbps(r.restore.raw_bytes, r.restore.seconds),
+                  Gbps(r.dump.raw_bytes, r.dump.seconds), Gbps(r.restore.raw_bytes, r.restore.seconds),
                   FormatRatio(r.dump.raw_bytes, r.dump.stream_bytes).c_str(), FormatSize(r.dump.dedup_bytes).c_str(),
                   FormatSize(r.dump.zero_bytes).c_str(), FormatSize(r.dump_rss_anon).c_str(),
                   FormatSize(r.restore_rss_anon).c_str());
@@ -168,8 +185,8 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
                     {"stream_bytes", r.dump.stream_bytes},
                     {"dump_seconds", r.dump.seconds},
                     {"restore_seconds", r.restore.seconds},
-                    {"dump_gbps", gbps(r.dump.raw_bytes, r.dump.seconds)},
-                    {"restore_gbps", gbps(r.restore.raw_bytes, r.restore.seconds)},
+                    {"dump_gbps", Gbps(r.dump.raw_bytes, r.dump.seconds)},
+                    {"restore_gbps", Gbps(r.restore.raw_bytes, r.restore.seconds)},
                     {"dedup_bytes", r.dump.dedup_bytes},
                     {"zero_bytes", r.dump.zero_bytes},
                     {"dump_rss_anon", r.dump_rss_anon},
@@ -182,10 +199,13 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
                     {"dump_writer_seconds", r.dump.serial_seconds},
                     {"restore_reader_seconds", r.restore.serial_seconds}});
   }
+  return rows;
+}
 
-  // Where the CPU went: the simulated device's DMA rings copy with CPU
-  // threads (real SDMA would not), and they run beside the worker threads.
-  const unsigned cpus = UsableCpus();
+// Where the CPU went: the simulated device's DMA rings copy with CPU
+// threads (real SDMA would not), and they run beside the worker threads.
+void PrintCpu(const std::vector<Run>& runs, std::ostream& out) {
+  char line[200];
   out << "CPU seconds (user + system) of the fastest runs; DMA: the simulated rings' copy threads, which real SDMA "
          "does not need\n";
   out << "and how busy each graph's serial stage was (dump: the ordered writer; restore: the frame reader)\n";
@@ -201,57 +221,90 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
                   percent(r.restore.serial_seconds, r.restore.seconds));
     out << line;
   }
-  nlohmann::ordered_json scaling = nullptr;
-  if (runs.size() == 2) {
-    // With N threads on `cpus` CPUs a run takes about its CPU seconds /
-    // cpus, so the 1-thread time over that estimates the scaling these CPU
-    // costs leave room for; without the rings' CPU, with hardware DMA. An
-    // estimate, not a bound: the CPU window also holds oneTBB's workers
-    // spinning before they sleep, which the graph's own clock does not.
-    const Run& one = runs[0];
-    const Run& many = runs[1];
-    auto room = [&](double one_seconds, double cpu_seconds) {
-      return cpu_seconds > 0 ? one_seconds * cpus / cpu_seconds : 0.0;
-    };
-    const double dump_x = one.dump.seconds / many.dump.seconds;
-    const double restore_x = one.restore.seconds / many.restore.seconds;
-    const double dump_room = room(one.dump.seconds, many.dump_cpu.total_seconds);
-    const double restore_room = room(one.restore.seconds, many.restore_cpu.total_seconds);
-    const double dump_room_hw =
-        room(one.dump.seconds, many.dump_cpu.total_seconds - many.dump_cpu.dma_ring_seconds);
-    const double restore_room_hw =
-        room(one.restore.seconds, many.restore_cpu.total_seconds - many.restore_cpu.dma_ring_seconds);
-    std::snprintf(line, sizeof(line), "scaling 1 -> %u threads: dump x%.2f, restore x%.2f\n", many.threads, dump_x,
-                  restore_x);
-    out << line;
-    std::snprintf(line, sizeof(line),
-                  "  room these CPU costs leave on %u CPUs (1-thread seconds x CPUs / N-thread CPU seconds, "
-                  "approximate): dump x%.2f, restore x%.2f; without the rings' copying (hardware DMA): dump x%.2f, "
-                  "restore x%.2f\n",
-                  cpus, dump_room, restore_room, dump_room_hw, restore_room_hw);
-    out << line;
-    scaling = {{"threads", many.threads},
-               {"usable_cpus", cpus},
-               {"dump", dump_x},
-               {"restore", restore_x},
-               {"dump_cpu_estimate", dump_room},
-               {"restore_cpu_estimate", restore_room},
-               {"dump_cpu_estimate_without_dma", dump_room_hw},
-               {"restore_cpu_estimate_without_dma", restore_room_hw}};
-  }
-  if (!options.json_path.empty()) {
-    nlohmann::ordered_json j = {{"gpus", options.gpus},
-                                {"layout", options.layout},
-                                {"raw_bytes", original.total_bytes()},
-                                {"max_memory", options.pipeline.max_memory},
-                                {"chunk_size", options.pipeline.chunk_size},
-                                {"dma_cpus", options.dma_cpus},
-                                {"runs", rows},
-                                {"scaling", scaling}};
-    std::ofstream f(options.json_path);
-    f << j.dump(2) << "\n";
-    if (!f) return Status::IoError("writing '" + options.json_path + "'");
-  }
+}
+
+// With a 1-thread run and an N-thread one: the speed-up, and the room the
+// N-thread run's CPU costs leave on `cpus` CPUs; the JSON report's "scaling"
+// (null without the 1-thread run).
+nlohmann::ordered_json PrintScaling(const std::vector<Run>& runs, unsigned cpus, std::ostream& out) {
+  if (runs.size() != 2) return nullptr;
+  char line[200];
+  // With N threads on `cpus` CPUs a run takes about its CPU seconds /
+  // cpus, so the 1-thread time over that estimates the scaling these CPU
+  // costs leave room for; without the rings' CPU, with hardware DMA. An
+  // estimate, not a bound: the CPU window also holds oneTBB's workers
+  // spinning before they sleep, which the graph's own clock does not.
+  const Run& one = runs[0];
+  const Run& many = runs[1];
+  auto room = [&](double one_seconds, double cpu_seconds) {
+    return cpu_seconds > 0 ? one_seconds * cpus / cpu_seconds : 0.0;
+  };
+  const double dump_x = one.dump.seconds / many.dump.seconds;
+  const double restore_x = one.restore.seconds / many.restore.seconds;
+  const double dump_room = room(one.dump.seconds, many.dump_cpu.total_seconds);
+  const double restore_room = room(one.restore.seconds, many.restore_cpu.total_seconds);
+  const double dump_room_hw = room(one.dump.seconds, many.dump_cpu.total_seconds - many.dump_cpu.dma_ring_seconds);
+  const double restore_room_hw =
+      room(one.restore.seconds, many.restore_cpu.total_seconds - many.restore_cpu.dma_ring_seconds);
+  std::snprintf(line, sizeof(line), "scaling 1 -> %u threads: dump x%.2f, restore x%.2f\n", many.threads, dump_x,
+                restore_x);
+  out << line;
+  std::snprintf(line, sizeof(line),
+                "  room these CPU costs leave on %u CPUs (1-thread seconds x CPUs / N-thread CPU seconds, "
+                "approximate): dump x%.2f, restore x%.2f; without the rings' copying (hardware DMA): dump x%.2f, "
+                "restore x%.2f\n",
+                cpus, dump_room, restore_room, dump_room_hw, restore_room_hw);
+  out << line;
+  return {{"threads", many.threads},
+          {"usable_cpus", cpus},
+          {"dump", dump_x},
+          {"restore", restore_x},
+          {"dump_cpu_estimate", dump_room},
+          {"restore_cpu_estimate", restore_room},
+          {"dump_cpu_estimate_without_dma", dump_room_hw},
+          {"restore_cpu_estimate_without_dma", restore_room_hw}};
+}
+
+// --json: the options, every run's figures and the scaling, to options.json_path.
+Status WriteJsonReport(const PipelineBenchOptions& options, uint64_t raw_bytes, const nlohmann::ordered_json& rows,
+                       const nlohmann::ordered_json& scaling) {
+  nlohmann::ordered_json j = {{"gpus", options.gpus},
+                              {"layout", options.layout},
+                              {"raw_bytes", raw_bytes},
+                              {"max_memory", options.pipeline.max_memory},
+                              {"chunk_size", options.pipeline.chunk_size},
+                              {"dma_cpus", options.dma_cpus},
+                              {"runs", rows},
+                              {"scaling", scaling}};
+  std::ofstream f(options.json_path);
+  f << j.dump(2) << "\n";
+  if (!f) return Status::IoError("writing '" + options.json_path + "'");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) {
+  VF_ASSIGN_OR_RETURN(std::vector<SimBoSpec> layout, BenchLayout(options));
+  VF_ASSIGN_OR_RETURN(SimDeviceOptions device_options, BenchDeviceOptions(options));
+  SimProcess original(options.gpus, device_options);
+  VF_RETURN_IF_ERROR(original.Allocate(layout));
+  original.Fill();
+  if (!options.export_raw.empty()) VF_RETURN_IF_ERROR(ExportRaw(original, layout.size(), options.export_raw));
+
+  const std::string dir = BenchWorkDir(options);
+  const std::string path = dir + "/vramflow-bench-" + std::to_string(::getpid()) + ".vfs";
+  struct RemoveTemp {
+    std::string path;
+    ~RemoveTemp() { ::unlink(path.c_str()); }
+  } remove_temp{path};
+  VF_ASSIGN_OR_RETURN(std::vector<Run> runs, MeasureBest(layout, original, device_options, options, path));
+
+  const nlohmann::ordered_json rows = PrintThroughput(options, original.total_bytes(), dir, runs, out);
+  const unsigned cpus = UsableCpus();
+  PrintCpu(runs, out);
+  const nlohmann::ordered_json scaling = PrintScaling(runs, cpus, out);
+  if (!options.json_path.empty()) VF_RETURN_IF_ERROR(WriteJsonReport(options, original.total_bytes(), rows, scaling));
   return Status::Ok();
 }
 
