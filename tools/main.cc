@@ -426,8 +426,8 @@ int Main(int argc, char** argv) {
   export_flags.Add(export_cmd);
 
   // streamer (criu-image-streamer's drop-in)
-  StreamerCommand streamer;
-  streamer.Add(&app);
+  commands.push_back(std::make_unique<StreamerCommand>());
+  commands.back()->Add(&app);
 
   // s3 cleanup
   CLI::App* s3_cmd = app.add_subcommand("s3", "Work on S3 state that vramflow left behind");
@@ -534,16 +534,6 @@ int Main(int argc, char** argv) {
   for (const std::unique_ptr<Command>& command : commands)
     if (command->chosen()) return RunCommand(*command, context);
 
-  if (streamer.chosen()) {
-    StreamerOptions options;
-    Status s = streamer.Resolve(&options);
-    if (!s.ok()) return UsageError(streamer.name(), s);
-    interruptible(&options.transport);
-    options.cleanup = cleanup;
-    if (s = streamer.LoadCredentials(&options); !s.ok()) return Fail(streamer.name(), s);
-    s = RunStreamer(options);
-    return s.ok() ? 0 : Fail(streamer.name(), s);
-  }
   if (*pack_cmd) {
     if (pack_out.json) JsonCommand() = "pack";
     Status s = pack_flags.Resolve(&pack.pipeline);

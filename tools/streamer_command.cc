@@ -72,8 +72,8 @@ Result<std::vector<std::pair<uint16_t, uint16_t>>> ParsePortRemap(const std::str
   return remap;
 }
 
-void StreamerCommand::Add(CLI::App* app) {
-  streamer_ = app->add_subcommand(
+void StreamerCommand::Add(CLI::App* parent) {
+  streamer_ = parent->add_subcommand(
       "streamer",
       "A drop-in for criu-image-streamer (criu dump/restore --stream): the whole checkpoint as one vramflow stream. "
       "Also runs as `criu-image-streamer` (a link to vramflow of that name)");
@@ -140,7 +140,8 @@ std::string StreamerCommand::name() const {
   return "streamer";
 }
 
-Status StreamerCommand::Resolve(StreamerOptions* options) const {
+Status StreamerCommand::Resolve() {
+  StreamerOptions* options = &options_;
   options->mode = capture_->parsed() ? StreamerOptions::Mode::kCapture
                   : serve_->parsed() ? StreamerOptions::Mode::kServe
                                      : StreamerOptions::Mode::kExtract;
@@ -203,9 +204,12 @@ Status StreamerCommand::Resolve(StreamerOptions* options) const {
   return Status::Ok();
 }
 
-Status StreamerCommand::LoadCredentials(StreamerOptions* options) const {
-  if (options->stream_uri.empty() && options->base.empty()) return Status::Ok();
-  return net_.LoadCredentials(&options->transport);
+Status StreamerCommand::Run(const CommandContext& context) {
+  context.MakeInterruptible(&options_.transport);
+  options_.cleanup = context.cleanup;
+  if (!options_.stream_uri.empty() || !options_.base.empty())
+    VF_RETURN_IF_ERROR(net_.LoadCredentials(&options_.transport));
+  return RunStreamer(options_);
 }
 
 Status RunStreamer(const StreamerOptions& options) {

@@ -22,24 +22,27 @@
 #include "image_streamer/options.h"
 #include "tools/cli/command_flags.h"
 #include "tools/cli/transport_flags.h"
+#include "tools/command.h"
 
 namespace vramflow {
 
-// The subcommand's flags, added to `app` as "streamer"; Resolve() after
-// parsing gives the options.
-class StreamerCommand {
+// The command (tools/command.h), added as "streamer" with its subcommands
+// capture, serve and extract.
+class StreamerCommand : public Command {
  public:
-  void Add(CLI::App* app);
+  void Add(CLI::App* parent) override;
   // Was `vramflow streamer ...` the command given?
-  bool chosen() const;
+  bool chosen() const override;
   // "streamer capture", ... for messages.
-  std::string name() const;
+  std::string name() const override;
   // A bad command line (exit status 2).
-  Status Resolve(StreamerOptions* options) const;
-  // Keys and certificates (a failure of the job, exit status 1).
-  Status LoadCredentials(StreamerOptions* options) const;
+  Status Resolve() override;
+  // Loads keys and certificates (a failure of the job, exit status 1), then
+  // runs the subcommand given (RunStreamer).
+  Status Run(const CommandContext& context) override;
 
  private:
+  StreamerOptions options_;
   CLI::App* streamer_ = nullptr;
   CLI::App* capture_ = nullptr;
   CLI::App* serve_ = nullptr;
