@@ -68,9 +68,9 @@ nlohmann::ordered_json JsonShape(const DemoOptions& options, size_t bos, const P
 
 // The JSON report's timings and memory, after the run's own fields.
 nlohmann::ordered_json JsonTimings(const DemoReport& report) {
-  return nlohmann::ordered_json{{"dump_seconds", report.dump_seconds},
+  return nlohmann::ordered_json{{"dump_seconds", report.seconds},
                                 {"restore_seconds", report.restore_seconds},
-                                {"dump_gbps", Gbps(report.raw_bytes, report.dump_seconds)},
+                                {"dump_gbps", Gbps(report.raw_bytes, report.seconds)},
                                 {"restore_gbps", Gbps(report.raw_bytes, report.restore_seconds)},
                                 {"dump_peak_rss_anon", report.dump_peak_anon},
                                 {"restore_peak_rss_anon", report.restore_peak_anon},
@@ -79,11 +79,7 @@ nlohmann::ordered_json JsonTimings(const DemoReport& report) {
 
 // The report's figures from the dump and the restore that ran.
 void TakeFigures(const PipelineStats& dump, const PipelineStats& restore, DemoReport* report) {
-  report->raw_bytes = dump.raw_bytes;
-  report->stream_bytes = dump.stream_bytes;
-  report->zero_bytes = dump.zero_bytes;
-  report->dedup_bytes = dump.dedup_bytes;
-  report->dump_seconds = dump.seconds;
+  static_cast<StreamFigures&>(*report) = FiguresOf(dump);
   report->restore_seconds = restore.seconds;
   report->budget_peak = std::max(dump.budget_peak, restore.budget_peak);
   report->threads = dump.threads;
@@ -281,8 +277,6 @@ Status RunIncrementalDemo(const DemoOptions& options, const SimDeviceOptions& de
   report->budget_peak = std::max(report->budget_peak, full.budget_peak);
   report->base_stream_bytes = full.stream_bytes;
   report->base_dump_seconds = full.seconds;
-  report->base_ref_bytes = dump.base_ref_bytes;
-  report->base_delta_bytes = dump.base_delta_bytes;
   report->changed_bytes = step.perturbed_bytes + step.rewritten_bytes;
 
   if (options.json) {
@@ -446,7 +440,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   row("raw VRAM", FormatSize(report->raw_bytes));
   row("stream", FormatSize(report->stream_bytes) + " (" + path + (options.destination.empty() ? ", removed" : "") + ")");
   if (!restore_here) {
-    row("dump and send", Rate(report->raw_bytes, report->dump_seconds));
+    row("dump and send", Rate(report->raw_bytes, report->seconds));
     row("ratio", FormatRatio(report->raw_bytes, report->stream_bytes));
     row("dedup savings", FormatSize(report->dedup_bytes));
     row("peak RSS, private (dump)", FormatSize(report->dump_peak_anon));
@@ -457,7 +451,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   row("ratio", FormatRatio(report->raw_bytes, report->stream_bytes));
   row("zero runs", FormatSize(report->zero_bytes));
   row("dedup savings", FormatSize(report->dedup_bytes) + " (replicated chunks written once)");
-  row("dump", Rate(report->raw_bytes, report->dump_seconds));
+  row("dump", Rate(report->raw_bytes, report->seconds));
   row("restore", Rate(report->raw_bytes, report->restore_seconds));
   row("peak RSS, private (dump)", FormatSize(report->dump_peak_anon));
   row("peak RSS, private (restore)", FormatSize(report->restore_peak_anon));

@@ -24,6 +24,7 @@
 #include "common/status.h"
 #include "streamer/pipeline.h"
 #include "common/progress.h"
+#include "tools/stream_figures.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -52,24 +53,18 @@ struct DemoOptions {
   bool incremental = false;
 };
 
-struct DemoReport {
-  uint64_t raw_bytes = 0;
-  uint64_t stream_bytes = 0;
-  uint64_t zero_bytes = 0;
-  uint64_t dedup_bytes = 0;
-  double dump_seconds = 0;
+// The dump's stream figures (StreamFigures; its seconds are the dump's), and:
+struct DemoReport : StreamFigures {
   double restore_seconds = 0;
   uint64_t dump_peak_anon = 0;     // RssAnon peak while dumping
   uint64_t restore_peak_anon = 0;  // RssAnon peak while restoring
   uint64_t budget_peak = 0;
   unsigned threads = 0;
   bool restored_here = false;  // false when the stream went to another process
-  // --base: the full checkpoint (the base), and what the incremental one
-  // (the fields above) took from it.
+  // --base: the full checkpoint (the base); StreamFigures has what the
+  // incremental one took from it.
   uint64_t base_stream_bytes = 0;
   double base_dump_seconds = 0;
-  uint64_t base_ref_bytes = 0;
-  uint64_t base_delta_bytes = 0;
   uint64_t changed_bytes = 0;  // bytes the training step perturbed or rewrote
 };
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "tools/stream_figures.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -30,11 +31,9 @@ struct FlattenOptions {
   TransportOptions transport;
 };
 
-struct FlattenReport {
-  uint64_t objects = 0;
-  uint64_t raw_bytes = 0;
-  uint64_t stream_bytes = 0;      // written
-  uint64_t resolved_bytes = 0;    // raw bytes that came from the base
+// The objects, their raw bytes and the bytes written (StreamFigures), and:
+struct FlattenReport : StreamFigures {
+  uint64_t resolved_bytes = 0;  // raw bytes that came from the base
 };
 
 Status RunFlatten(const FlattenOptions& options, FlattenReport* report);

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "tools/stream_figures.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -36,13 +37,10 @@ struct InspectOptions {
 // printed (with json, it then carries the failure: nothing else is due).
 Status RunInspect(const InspectOptions& options, std::ostream& out, bool* reported = nullptr);
 
-// What verify found, for --json.
-struct VerifyReport {
-  uint64_t objects = 0;
-  uint64_t raw_bytes = 0;
+// What verify found, for --json: the objects, their raw bytes, the
+// stream's bytes and the seconds (StreamFigures), and the frames read.
+struct VerifyReport : StreamFigures {
   uint64_t frames = 0;
-  uint64_t stream_bytes = 0;
-  double seconds = 0;
 };
 
 // Prints a one-line verdict ("OK: ..." on success); returns the Status.

@@ -36,23 +36,30 @@ nlohmann::ordered_json JsonReportHead(const std::string& command, const Status& 
   return j;
 }
 
+void PutFigures(const StreamFigures& figures, unsigned fields, nlohmann::json* j) {
+  nlohmann::json& report = *j;
+  report["objects"] = figures.objects;
+  report["raw_bytes"] = figures.raw_bytes;
+  report["seconds"] = figures.seconds;
+  if (fields & kStreamBytesField) report["stream_bytes"] = figures.stream_bytes;
+  if (fields & kSavingsFields) {
+    report["zero_bytes"] = figures.zero_bytes;
+    report["dedup_bytes"] = figures.dedup_bytes;
+  }
+  if (fields & kBaseFields) {
+    report["base_ref_bytes"] = figures.base_ref_bytes;
+    report["base_delta_bytes"] = figures.base_delta_bytes;
+    report["new_bytes"] = figures.NewBytes();
+  }
+}
+
 nlohmann::json PackJson(const PackReport& report, const std::string& output) {
   nlohmann::json j = JsonSuccess("pack");
   j["output"] = output;
-  j["objects"] = report.objects;
-  j["raw_bytes"] = report.raw_bytes;
-  j["stream_bytes"] = report.stream_bytes;
-  j["dedup_bytes"] = report.dedup_bytes;
-  j["zero_bytes"] = report.zero_bytes;
+  PutFigures(report, kStreamBytesField | kSavingsFields | (report.incremental ? kBaseFields : 0u), &j);
   j["legacy_images"] = report.legacy_images;
   j["sequential"] = report.sequential;
-  j["seconds"] = report.seconds;
-  if (report.incremental) {
-    j["base_id"] = report.base_id;
-    j["base_ref_bytes"] = report.base_ref_bytes;
-    j["base_delta_bytes"] = report.base_delta_bytes;
-    j["new_bytes"] = report.NewBytes();
-  }
+  if (report.incremental) j["base_id"] = report.base_id;
   return j;
 }
 
@@ -60,12 +67,9 @@ nlohmann::json UnpackJson(const UnpackReport& report, const std::string& input, 
   nlohmann::json j = JsonSuccess("unpack");
   j["input"] = input;
   j["output"] = output;
-  j["objects"] = report.objects;
-  j["raw_bytes"] = report.raw_bytes;
-  j["seconds"] = report.seconds;
+  PutFigures(report, report.through_index ? kStreamBytesField : 0u, &j);
   j["through_index"] = report.through_index;
   if (report.through_index) {
-    j["stream_bytes"] = report.stream_bytes;
     j["bytes_read"] = report.bytes_read;
     j["stream_objects"] = report.stream_objects;
   }
@@ -76,11 +80,8 @@ nlohmann::json UnpackJson(const UnpackReport& report, const std::string& input, 
 nlohmann::json VerifyJson(const VerifyReport& report, const std::string& input) {
   nlohmann::json j = JsonSuccess("verify");
   j["input"] = input;
-  j["objects"] = report.objects;
-  j["raw_bytes"] = report.raw_bytes;
-  j["stream_bytes"] = report.stream_bytes;
+  PutFigures(report, kStreamBytesField, &j);
   j["frames"] = report.frames;
-  j["seconds"] = report.seconds;
   return j;
 }
 

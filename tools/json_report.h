@@ -12,6 +12,7 @@
 #include "tools/inspect.h"
 #include "tools/pack.h"
 #include "tools/receive_dir.h"
+#include "tools/stream_figures.h"
 #include "tools/transfer.h"
 #include "tools/unpack.h"
 
@@ -30,6 +31,16 @@ nlohmann::json JsonFailure(const std::string& command, const Status& status, int
 // own field order (inspect, demo): JsonSuccess's when `status` is OK,
 // JsonFailure's (with ExitStatusFor(status)) when not.
 nlohmann::ordered_json JsonReportHead(const std::string& command, const Status& status);
+
+// Which of a report's StreamFigures its JSON states besides objects,
+// raw_bytes and seconds, which every one states: those the command knows.
+enum FigureFields : unsigned {
+  kStreamBytesField = 1u << 0,  // stream_bytes
+  kSavingsFields = 1u << 1,     // zero_bytes, dedup_bytes
+  kBaseFields = 1u << 2,        // base_ref_bytes, base_delta_bytes, new_bytes
+};
+// Puts `figures` into the report `j` under the names every command uses.
+void PutFigures(const StreamFigures& figures, unsigned fields, nlohmann::json* j);
 
 nlohmann::json PackJson(const PackReport& report, const std::string& output);
 nlohmann::json UnpackJson(const UnpackReport& report, const std::string& input, const std::string& output);

@@ -93,16 +93,11 @@ ObjectMetadata MetadataFor(const std::string& name, bool legacy) {
 }
 
 // What a dump's figures say in the pack's report (either engine).
+// (RunPack's clock then gives the seconds: the whole command's.)
 void ReportStats(const PipelineStats& stats, PackReport* report) {
-  report->objects = stats.objects;
-  report->raw_bytes = stats.raw_bytes;
-  report->stream_bytes = stats.stream_bytes;
-  report->dedup_bytes = stats.dedup_bytes;
-  report->zero_bytes = stats.zero_bytes;
+  static_cast<StreamFigures&>(*report) = FiguresOf(stats);
   report->writer_seconds = stats.serial_seconds;
   report->threads = stats.threads;
-  report->base_ref_bytes = stats.base_ref_bytes;
-  report->base_delta_bytes = stats.base_delta_bytes;
 }
 
 // Regular files: the dump graph, with the files as a device.

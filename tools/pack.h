@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "streamer/pipeline.h"
 #include "streamer/base/net_base_choice.h"
+#include "tools/stream_figures.h"
 #include "common/progress.h"
 #include "transport/open_uri.h"
 
@@ -48,26 +49,16 @@ struct PackOptions {
   bool digests = false;         // write DIGEST_BLOCKs (always with a base)
 };
 
-struct PackReport {
-  uint64_t objects = 0;
-  uint64_t raw_bytes = 0;
-  uint64_t stream_bytes = 0;
-  uint64_t dedup_bytes = 0;
-  uint64_t zero_bytes = 0;  // raw bytes stored as zero runs
+// The stream's figures (zero_bytes, dedup_bytes and the base's bytes included), and:
+struct PackReport : StreamFigures {
   uint64_t legacy_images = 0;
   bool sequential = false;  // inputs read in order (stdin, pipe or s3:// inputs), without dedup
   unsigned threads = 0;     // encoding threads used
-  double seconds = 0;
   double writer_seconds = 0;  // the ordered writer (PipelineStats::serial_seconds)
-  // With a base: its stream id, and the raw bytes taken from it as they are
-  // and coded as deltas against it.
+  // With a base: its stream id (StreamFigures has the raw bytes taken from
+  // it as they are and coded as deltas against it).
   bool incremental = false;
   std::string base_id;  // hex
-  uint64_t base_ref_bytes = 0;
-  uint64_t base_delta_bytes = 0;
-  // The raw bytes the stream stores as DATA frames: neither from the base,
-  // nor zero runs, nor dedup references (inspect's `new`).
-  uint64_t NewBytes() const { return raw_bytes - base_ref_bytes - base_delta_bytes - zero_bytes - dedup_bytes; }
 };
 
 Status RunPack(const PackOptions& options, PackReport* report);

@@ -32,6 +32,7 @@
 #include "common/status.h"
 #include "streamer/pipeline.h"
 #include "tools/object_selection.h"
+#include "tools/stream_figures.h"
 #include "common/progress.h"
 #include "transport/open_uri.h"
 
@@ -64,15 +65,12 @@ struct UnpackOptions {
   std::function<void(const std::string&)> note;
 };
 
-struct UnpackReport {
-  uint64_t objects = 0;
-  uint64_t raw_bytes = 0;
+// The objects written, their raw bytes and the seconds (StreamFigures), and:
+struct UnpackReport : StreamFigures {
   std::vector<std::string> written;  // final paths
-  double seconds = 0;
-  // A selection read through a seek index: what the stored stream is and
-  // what was fetched of it (the index included).
+  // A selection read through a seek index: what the stored stream is
+  // (stream_bytes) and what was fetched of it (the index included).
   bool through_index = false;
-  uint64_t stream_bytes = 0;
   uint64_t bytes_read = 0;
   uint64_t index_bytes = 0;
   uint64_t stream_objects = 0;
