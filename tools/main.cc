@@ -23,7 +23,6 @@
 #include "streamer/format/frame_format.h"
 #include "streamer/machine/machine_limits.h"
 #include "streamer/pipeline_fit.h"
-#include "tools/flatten.h"
 #include "tools/cli/cli_uri.h"
 #include "tools/cli/cli_util.h"
 #include "tools/codec_bench.h"
@@ -31,19 +30,20 @@
 #include "tools/command.h"
 #include "tools/criu_export.h"
 #include "tools/demo.h"
+#include "tools/flatten_command.h"
 #include "tools/cli/exit_codes.h"
 #include "tools/cli/exit_status.h"
+#include "tools/inspect_command.h"
 #include "tools/pipeline_bench.h"
-#include "tools/inspect.h"
 #include "tools/cli/interrupt.h"
 #include "tools/json_report.h"
-#include "tools/pack.h"
+#include "tools/pack_command.h"
 #include "tools/receive_dir.h"
 #include "tools/cli/shell_completion.h"
 #include "tools/streamer_command.h"
 #include "tools/transfer.h"
+#include "tools/unpack_command.h"
 #include "tools/cli/transport_flags.h"
-#include "tools/unpack.h"
 #include "transport/core/fd_stream.h"
 #include "transport/s3/s3_journal.h"
 #include "transport/core/uri.h"
@@ -103,26 +103,9 @@ int RunCommand(Command& command, const CommandContext& context) {
   if (command.json()) JsonCommand() = command.name();
   if (Status s = command.Resolve(); !s.ok()) return UsageError(command.name(), s);
   Status s = command.Run(context);
+  if (!command.json()) JsonCommand().clear();  // a report the run printed carries its failure
   return s.ok() ? kExitOk : Fail(command.name(), s);
 }
-
-// STREAM or --listen URI, exactly one (CLI11 refuses both): the URI the
-// command opens. A positional network address is refused: only --listen
-// listens.
-Status PickSource(const std::string& command, const std::string& stream, const std::string& listen,
-                  std::string* uri) {
-  if (!listen.empty()) {
-    VF_RETURN_IF_ERROR(CheckListenUri(listen));
-    *uri = listen;
-    return Status::Ok();
-  }
-  if (stream.empty())
-    return Status::InvalidArgument("missing the stream to read: give STREAM, or --listen tcp://HOST:PORT or unix:PATH to receive one");
-  VF_RETURN_IF_ERROR(CheckReadUri(stream, "vramflow " + command));
-  *uri = stream;
-  return Status::Ok();
-}
-
 
 int Main(int argc, char** argv) {
   CLI::App app{"vramflow: checkpoint, migrate and restore GPU memory as compressed, checksummed chunk streams"};
@@ -135,82 +118,12 @@ int Main(int argc, char** argv) {
   std::vector<std::unique_ptr<Command>> commands;
 
   // pack
-  PackOptions pack;
-  DumpFlags pack_flags;
-  CLI::App* pack_cmd = app.add_subcommand("pack", "Pack files (or - for stdin) into one chunk stream");
-  pack_cmd->add_option("inputs", pack.inputs, "files to pack; - reads stdin, s3://BUCKET/KEY an S3 object; legacy CRIU "
-                                              "amdgpu-pages-*.img images are recognised and restored byte for byte by "
-                                              "unpack")
-      ->required();
-  pack_cmd->add_option("-o,--output,--to", pack.output,
-                       "where the stream goes: a file, - (stdout), fd:N, tcp://HOST:PORT or unix:PATH (connects to a "
-                       "vramflow receiver there), or s3://BUCKET/KEY (an S3 object, uploaded in parallel parts)")
-      ->required();
-  pack_cmd->add_option("--name", pack.stdin_name, "object name for stdin")->capture_default_str();
-  pack_cmd->add_flag("-f,--force", pack.force, "overwrite an existing output file or S3 object");
-  pack_cmd->add_option("--base", pack.bases,
-                       "an incremental stream against this stored, indexed stream (a file or s3://BUCKET/KEY): chunks "
-                       "it holds become references, changed ones deltas; repeat to name further streams of the "
-                       "base's own chain. To a receiver (tcp://, unix:): candidates, preferred first, of which the "
-                       "first the receiver holds is used (none: a full stream)")
-      ->allow_extra_args(false);  // one stream per --base: the inputs follow
-  pack_cmd->add_option("--base-store", pack.base_store,
-                       "to a receiver: a directory of earlier streams, candidates after --base, newest first");
-  pack_cmd->add_flag("--base-refs-only", pack.base_refs_only,
-                     "match by the base's chunk digests (the base must have them: --digests), reading only the base "
-                     "chunks that become references, to prove them; no deltas");
-  pack_cmd->add_flag("--digests", pack.digests,
-                     "write each chunk's SHA-256 (DIGEST_BLOCKs), so that the stream can be a --base-refs-only base; "
-                     "always on with --base");
-  FsyncFlags pack_fsync;
-  pack_fsync.Add(pack_cmd, "off; with --to a receiver, the receiver's own setting counts");
-  pack_flags.Add(pack_cmd);
-  TransportFlags pack_net;
-  pack_net.Add(pack_cmd, /*sending=*/true, /*receiving=*/false);
-  OutputFlags pack_out;
-  pack_out.Add(pack_cmd, /*with_json=*/true);
+  commands.push_back(std::make_unique<PackCommand>());
+  commands.back()->Add(&app);
 
   // unpack
-  UnpackOptions unpack;
-  CLI::App* unpack_cmd = app.add_subcommand(
-      "unpack",
-      "Unpack a chunk stream into files. OUT ending in / or an existing directory receives every object; otherwise a "
-      "one-object stream becomes the file OUT and a stream of several objects the directory OUT. Files appear only "
-      "once the whole stream has been verified and written. With -o - the single object is written to stdout as it "
-      "is read (a failure then leaves partial output and a non-zero exit status)");
-  std::string unpack_stream, unpack_listen;
-  CLI::Option* unpack_stream_option =
-      unpack_cmd->add_option("stream", unpack_stream, "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY");
-  unpack_cmd
-      ->add_option("--listen", unpack_listen,
-                   "instead of STREAM: listen on tcp://HOST:PORT or unix:PATH and unpack what a sender sends, as it "
-                   "arrives")
-      ->excludes(unpack_stream_option);
-  unpack_cmd->add_option("-o,--output", unpack.output, "directory, file, or - (stdout, one object)")->required();
-  unpack_cmd->add_option("--object", unpack.select.names,
-                         "restore only the object of this name (repeatable); a file or s3:// stream with a seek "
-                         "index is then read only where those objects' frames are");
-  unpack_cmd->add_option("--gpu", unpack.select.gpus,
-                         "restore only the objects of this GPU (attribute gpu, or gpu-id; repeatable), as --object");
-  unpack_cmd->add_flag("-f,--force", unpack.force, "overwrite existing files");
-  unpack_cmd->add_option("--base-store", unpack.base_store,
-                         "with --listen: earlier streams the sender may build its stream on, offered to it");
-  unpack_cmd->add_option("--base", unpack.bases,
-                         "the base of an incremental stream (a file or s3://); repeatable: more are links of its "
-                         "chain. Default: where the stream's BASE frame says its base was");
-  std::string unpack_max_output;
-  unpack_cmd->add_option("--max-output", unpack_max_output,
-                         "refuse a stream whose objects declare more than SIZE bytes in all (they must also fit in "
-                         "the free space where files are written)")
-      ->check(SizeValidator());
-  FsyncFlags unpack_fsync;
-  unpack_fsync.Add(unpack_cmd, "on with --listen (the sender is told the files are safe), else off");
-  OutputFlags unpack_out;
-  unpack_out.Add(unpack_cmd, /*with_json=*/true);
-  RunFlags unpack_flags;
-  unpack_flags.Add(unpack_cmd);
-  TransportFlags unpack_net;
-  unpack_net.Add(unpack_cmd, /*sending=*/false, /*receiving=*/true);
+  commands.push_back(std::make_unique<UnpackCommand>());
+  commands.back()->Add(&app);
 
   // demo
   DemoOptions demo;
@@ -251,77 +164,16 @@ int Main(int argc, char** argv) {
   demo_net.Add(demo_cmd, /*sending=*/true, /*receiving=*/true);
 
   // inspect
-  InspectOptions inspect;
-  CLI::App* inspect_cmd = app.add_subcommand(
-      "inspect", "Show a stream's objects, chunks, codec mix, ratio and detected word sizes (framing is checked; add "
-                 "--decode to check payloads too). A file or s3:// stream with a seek index: its objects from the "
-                 "index alone, reading only the stream's ends (--full reads every frame)");
-  std::string inspect_stream, inspect_listen;
-  CLI::Option* inspect_stream_option =
-      inspect_cmd->add_option("stream", inspect_stream, "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY");
-  inspect_cmd
-      ->add_option("--listen", inspect_listen,
-                   "instead of STREAM: listen on tcp://HOST:PORT or unix:PATH and inspect what a sender sends")
-      ->excludes(inspect_stream_option);
-  TransportFlags inspect_net;
-  inspect_net.Add(inspect_cmd, /*sending=*/false, /*receiving=*/true);
-  inspect_cmd->add_flag("--json", inspect.json, "print JSON");
-  inspect_cmd->add_flag("--full", inspect.full,
-                        "read every frame (codec mix, word sizes) even when the stream has a seek index; without it "
-                        "a file or s3:// stream with an index is read only at its ends");
-  inspect_cmd->add_flag("--decode", inspect.decode, "also decode every payload and check its hash (implies --full)");
-  MemoryFlag inspect_memory;
-  inspect_memory.Add(inspect_cmd, "reading every frame: the reader's buffers and records, the report's summary of each "
-                                  "object, a network receive window");
+  commands.push_back(std::make_unique<InspectCommand>());
+  commands.back()->Add(&app);
 
   // verify
-  OutputFlags verify_out;
-  CLI::App* verify_cmd = app.add_subcommand(
-      "verify", "Check a stream completely: framing, checksums, ranges, payload hashes, object digests, totals. Exit "
-                "status 0 means the stream is complete and intact");
-  std::string verify_stream, verify_listen;
-  CLI::Option* verify_stream_option =
-      verify_cmd->add_option("stream", verify_stream, "stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY");
-  verify_cmd
-      ->add_option("--listen", verify_listen,
-                   "instead of STREAM: listen on tcp://HOST:PORT or unix:PATH and verify what a sender sends")
-      ->excludes(verify_stream_option);
-  TransportFlags verify_net;
-  verify_net.Add(verify_cmd, /*sending=*/false, /*receiving=*/true);
-  verify_out.Add(verify_cmd, /*with_json=*/true);
-  MemoryFlag verify_memory;
-  verify_memory.Add(verify_cmd, "the reader's buffers and records, and a network receive window");
-  std::vector<std::string> verify_bases;
-  verify_cmd->add_option("--base", verify_bases,
-                         "the base of an incremental stream (a file or s3://), whose bytes are then checked too; "
-                         "repeatable, as for unpack");
-  std::string verify_base_store;
-  verify_cmd->add_option("--base-store", verify_base_store,
-                         "with --listen: earlier streams the sender may build its stream on, offered to it");
-  unsigned verify_threads = 0;
-  verify_cmd
-      ->add_option("-j,--threads", verify_threads,
-                   "threads decoding and hashing, a few frames ahead of the checks made in order (0: the CPUs this "
-                   "process may use: affinity mask and cgroup CPU quota)")
-      ->capture_default_str();
+  commands.push_back(std::make_unique<VerifyCommand>());
+  commands.back()->Add(&app);
 
   // flatten
-  FlattenOptions flatten;
-  CLI::App* flatten_cmd = app.add_subcommand(
-      "flatten", "Write an incremental stream as a self-contained one: every chunk its base holds is read from the "
-                 "base, checked, and stored in the output, which needs no base");
-  flatten_cmd->add_option("stream", flatten.input, "incremental stream to read: a file, - (stdin), fd:N, s3://BUCKET/KEY")
-      ->required();
-  flatten_cmd->add_option("--base", flatten.bases,
-                          "the base (a file or s3://); repeatable: more are links of its chain. Default: where the "
-                          "stream's BASE frame says its base was");
-  flatten_cmd->add_option("-o,--output", flatten.output, "where the flat stream goes: a file, s3://BUCKET/KEY or -")
-      ->required();
-  flatten_cmd->add_flag("-f,--force", flatten.force, "overwrite an existing output file");
-  TransportFlags flatten_net;
-  flatten_net.Add(flatten_cmd, /*sending=*/true, /*receiving=*/false);
-  MemoryFlag flatten_memory;
-  flatten_memory.Add(flatten_cmd, "the reader's buffers and records");
+  commands.push_back(std::make_unique<FlattenCommand>());
+  commands.back()->Add(&app);
 
   // send
   TransferOptions send;
@@ -526,109 +378,13 @@ int Main(int argc, char** argv) {
     options->s3.cleanup = cleanup;
     options->s3.journal_dir = journal_dir;
   };
-  for (TransportOptions* options : {&pack.transport, &unpack.transport, &demo.transport, &inspect.transport,
-                                    &send.transport, &recv.transport})
+  for (TransportOptions* options : {&demo.transport, &send.transport, &recv.transport})
     interruptible(options);
   export_upstream.cleanup = cleanup;
   const CommandContext context{cleanup, journal_dir};
   for (const std::unique_ptr<Command>& command : commands)
     if (command->chosen()) return RunCommand(*command, context);
 
-  if (*pack_cmd) {
-    if (pack_out.json) JsonCommand() = "pack";
-    Status s = pack_flags.Resolve(&pack.pipeline);
-    if (s.ok()) s = pack_out.CheckStdout(pack.output);
-    for (const std::string& input : pack.inputs)
-      if (s.ok()) s = CheckReadUri(input, "vramflow recv");
-    for (const std::string& base : pack.bases)
-      if (s.ok()) s = CheckReadUri(base, "vramflow recv");
-    if (s.ok() && pack.base_refs_only && pack.bases.empty())
-      s = Status::InvalidArgument("--base-refs-only needs --base");
-    if (s.ok()) s = CheckWriteUri(pack.output);
-    if (s.ok()) s = pack_net.Resolve(&pack.transport);
-    if (!s.ok()) return UsageError("pack", s);
-    s = CheckDestination(pack.output, pack.force);
-    if (s.ok()) s = pack_net.LoadCredentials(&pack.transport);
-    if (!s.ok()) return Fail("pack", s);
-    pack.fsync = pack_fsync.Resolve(false);
-    pack.progress = pack_out.Style();
-    PackReport report;
-    s = RunPack(pack, &report);
-    if (!s.ok()) return Fail("pack", s);
-    if (pack_out.json) PrintJson(PackJson(report, pack.output));
-    if (pack_out.summary()) {
-      // How much of the time the ordered writer was busy: near 100% means the
-      // destination (or the copy into it), not compression, set the pace.
-      char writer[64] = "";
-      if (report.seconds > 0)
-        std::snprintf(writer, sizeof writer, " (writer busy %.0f%%)", 100.0 * report.writer_seconds / report.seconds);
-      const std::string in_order =
-          " read in order (stdin, pipe or s3:// input) on " + std::to_string(report.threads) + " thread(s)";
-      std::fprintf(stderr, "packed %llu object(s)%s%s: %s -> %s (ratio %s) in %.2f s, %s%s\n",
-                   static_cast<unsigned long long>(report.objects),
-                   report.legacy_images ? " (legacy amdgpu-pages images recognised)" : "",
-                   report.sequential ? in_order.c_str() : "",
-                   FormatSize(report.raw_bytes).c_str(), FormatSize(report.stream_bytes).c_str(),
-                   FormatRatio(report.raw_bytes, report.stream_bytes).c_str(), report.seconds,
-                   FormatRate(report.raw_bytes, report.seconds).c_str(), writer);
-      if (report.incremental) {
-        // What is neither from the base nor new, said where there is any.
-        std::string rest;
-        if (report.zero_bytes) rest += ", " + FormatSize(report.zero_bytes) + " zeros";
-        if (report.dedup_bytes) rest += ", " + FormatSize(report.dedup_bytes) + " deduplicated";
-        std::fprintf(stderr, "against base %s: %s new, %s referenced, %s delta-coded%s\n",
-                     report.base_id.substr(0, 16).c_str(), FormatSize(report.NewBytes()).c_str(),
-                     FormatSize(report.base_ref_bytes).c_str(), FormatSize(report.base_delta_bytes).c_str(),
-                     rest.c_str());
-      }
-    }
-    return 0;
-  }
-  if (*unpack_cmd) {
-    if (unpack_out.json) JsonCommand() = "unpack";
-    Status s = PickSource("unpack", unpack_stream, unpack_listen, &unpack.input);
-    if (s.ok()) s = unpack_out.CheckStdout(unpack.output);
-    if (s.ok()) s = unpack_flags.Resolve(&unpack.pipeline);
-    if (s.ok()) s = unpack_net.Resolve(&unpack.transport);
-    if (s.ok() && !unpack_max_output.empty()) {
-      Result<uint64_t> max_output = ParseSize(unpack_max_output);
-      s = max_output.status();
-      if (max_output.ok()) unpack.max_output = *max_output;
-    }
-    if (!s.ok()) return UsageError("unpack", s);
-    Result<Endpoint> out = ParseEndpoint(unpack.output);
-    if (!out.ok()) return UsageError("unpack", out.status());
-    if (out->kind == Endpoint::Kind::kS3 || out->is_network() || out->kind == Endpoint::Kind::kFd)
-      return UsageError("unpack", Status::InvalidArgument(
-                                      "-o '" + unpack.output + "': unpack writes files (a directory, a file or -); to "
-                                      "store a stream as it is, use `vramflow send STREAM " + unpack.output + "`"));
-    if (s = unpack_net.LoadCredentials(&unpack.transport); !s.ok()) return Fail("unpack", s);
-    unpack.fsync = unpack_fsync.Resolve(/*default_on=*/!unpack_listen.empty());
-    unpack.progress = unpack_out.Style();
-    unpack.note = [](const std::string& note) { std::fprintf(stderr, "vramflow unpack: %s\n", note.c_str()); };
-    UnpackReport report;
-    s = RunUnpack(unpack, &report);
-    if (!s.ok()) return Fail("unpack", s);
-    if (unpack_out.json) PrintJson(UnpackJson(report, unpack.input, unpack.output));
-    if (unpack_out.summary()) {
-      std::fprintf(stderr, "unpacked %llu object(s), %s, verified\n", static_cast<unsigned long long>(report.objects),
-                   FormatSize(report.raw_bytes).c_str());
-      if (report.through_index)
-        std::fprintf(stderr,
-                     "  read %s of the %s stream (%.1f%%, %llu of %llu bytes): its seek index and the frames of %llu "
-                     "of its %llu objects%s, in %llu ranges\n",
-                     FormatSize(report.bytes_read).c_str(), FormatSize(report.stream_bytes).c_str(),
-                     report.stream_bytes ? 100.0 * report.bytes_read / report.stream_bytes : 0.0,
-                     static_cast<unsigned long long>(report.bytes_read),
-                     static_cast<unsigned long long>(report.stream_bytes),
-                     static_cast<unsigned long long>(report.objects),
-                     static_cast<unsigned long long>(report.stream_objects),
-                     report.moved_refs ? " (with the DATA frames their dedup references name)" : "",
-                     static_cast<unsigned long long>(report.ranges));
-      for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", EscapedText(path).c_str());
-    }
-    return 0;
-  }
   if (*demo_cmd) {
     if (demo.json) JsonCommand() = "demo";
     Status s = demo_flags.Resolve(&demo.pipeline);
@@ -686,50 +442,6 @@ int Main(int argc, char** argv) {
     s = RunPipelineBench(pbench, std::cout);
     std::cout.flush();
     return s.ok() ? 0 : Fail("bench pipeline", s);
-  }
-  if (*inspect_cmd) {
-    if (inspect.json) JsonCommand() = "inspect";
-    Status s = PickSource("inspect", inspect_stream, inspect_listen, &inspect.input);
-    if (s.ok()) s = inspect_net.Resolve(&inspect.transport);
-    if (!s.ok()) return UsageError("inspect", s);
-    if (s = inspect_net.LoadCredentials(&inspect.transport); !s.ok()) return Fail("inspect", s);
-    inspect.max_memory = inspect_memory.Resolve();
-    bool reported = false;
-    s = RunInspect(inspect, std::cout, &reported);
-    std::cout.flush();
-    if (reported) JsonCommand().clear();  // the report carries the failure
-    return s.ok() ? 0 : Fail("inspect", s);
-  }
-  if (*flatten_cmd) {
-    Status s = flatten_net.Resolve(&flatten.transport);
-    if (!s.ok()) return UsageError("flatten", s);
-    if (s = flatten_net.LoadCredentials(&flatten.transport); !s.ok()) return Fail("flatten", s);
-    flatten.transport.s3.cleanup = cleanup;  // an interrupt kills a credential_process, aborts the upload
-    flatten.max_memory = flatten_memory.Resolve();
-    FlattenReport report;
-    s = RunFlatten(flatten, &report);
-    if (!s.ok()) return Fail("flatten", s);
-    std::fprintf(stderr, "flattened %llu object(s), %s (%s from the base), into %s\n",
-                 static_cast<unsigned long long>(report.objects), FormatSize(report.raw_bytes).c_str(),
-                 FormatSize(report.resolved_bytes).c_str(), FormatSize(report.stream_bytes).c_str());
-    return 0;
-  }
-  if (*verify_cmd) {
-    if (verify_out.json) JsonCommand() = "verify";
-    TransportOptions transport;
-    std::string verify_input;
-    interruptible(&transport);
-    Status s = PickSource("verify", verify_stream, verify_listen, &verify_input);
-    if (s.ok()) s = verify_net.Resolve(&transport);
-    if (!s.ok()) return UsageError("verify", s);
-    if (s = verify_net.LoadCredentials(&transport); !s.ok()) return Fail("verify", s);
-    VerifyReport report;
-    s = RunVerify(verify_input, !verify_out.summary(), verify_memory.Resolve(), transport, std::cout, &report,
-                  verify_bases, verify_threads, verify_base_store);
-    std::cout.flush();
-    if (!s.ok()) return Fail("verify", s);
-    if (verify_out.json) PrintJson(VerifyJson(report, verify_input));
-    return 0;
   }
   if (*send_cmd || *recv_cmd) {
     const char* name = *send_cmd ? "send" : "recv";
