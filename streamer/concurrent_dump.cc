@@ -23,6 +23,7 @@
 #include "streamer/base_chunk_coding.h"
 #include "streamer/machine/memory_budget.h"
 #include "streamer/ordered_dump_plan.h"
+#include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
 #include "streamer/format/stream_writer.h"
 
@@ -223,22 +224,15 @@ class ConcurrentDump::Engine {
     if (!drained_) return Status::Internal("ConcurrentDump::Finish before Drain");
     const auto finish_began = std::chrono::steady_clock::now();
     VF_RETURN_IF_ERROR(writer_->Finish().WithContext("ending the stream on " + sink_->Describe()));
-    write_seconds_ += Since(finish_began);
-    if (stats) {
-      stats->objects = objects_.size();
-      stats->raw_bytes = done_bytes_;
-      stats->stream_bytes = writer_->bytes_written();
-      stats->zero_bytes = writer_->stats().zero_bytes;
-      stats->dedup_bytes = writer_->stats().dedup_bytes;
-      stats->base_ref_bytes = writer_->stats().base_ref_bytes;
-      stats->base_delta_bytes = writer_->stats().base_delta_bytes;
-      stats->data_chunks = writer_->stats().data_frames;
-      stats->slots = plan_.items;
-      stats->budget_peak = budget_.peak();
-      stats->threads = plan_.threads;
-      stats->seconds = Since(start_);
-      stats->serial_seconds = write_seconds_;
-    }
+    write_seconds_ += SecondsSince(finish_began);
+    if (stats)
+      FillPipelineStats(WrittenFigures(*writer_, objects_.size(), done_bytes_),
+                        EngineFigures{.slots = plan_.items,
+                                      .budget_peak = budget_.peak(),
+                                      .threads = plan_.threads,
+                                      .start = start_,
+                                      .serial_seconds = write_seconds_},
+                        stats);
     return Status::Ok();
   }
 
@@ -254,10 +248,6 @@ class ConcurrentDump::Engine {
     std::map<uint64_t, Item*> encoded;    // chunks ready to write, by seq
     uint64_t size = 0;
   };
-
-  static double Since(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  }
 
   void FailLocked(const Status& status) {
     if (status.ok() || !error_.ok()) return;
@@ -569,7 +559,7 @@ class ConcurrentDump::Engine {
         case Step::kNone:
           break;
       }
-      write_seconds_ += Since(began);
+      write_seconds_ += SecondsSince(began);
       lock.lock();
       switch (step.kind) {
         case Step::kBegin: object.begun = true; break;

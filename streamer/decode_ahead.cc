@@ -235,9 +235,8 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (budget_ && threads_ < caller_threads_ && note_) note_(ThreadCapNote(caller_threads_, threads_, budget_->limit()));
     window_ = 2 * size_t{threads_};
     if (threads_ == 1) return Status::Ok();  // the reading thread decodes each frame as ReadStream does (PassOn)
-    allow_threads_ = AllowTbbThreads(threads_);
-    VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads_ - 1).WithContext("decoding ahead on " +
-                                                                     std::to_string(threads_) + " threads"));
+    VF_RETURN_IF_ERROR(
+        ReadyTbbThreads(threads_, "decoding ahead on " + std::to_string(threads_) + " threads", &allow_threads_));
     arena_.emplace(static_cast<int>(threads_));
     return Status::Ok();
   }

@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: MIT
-// Pieces shared by the dump and restore graphs (internal to streamer/).
+// Pieces shared by the dump and restore engines (internal to streamer/).
 #pragma once
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include "common/status.h"
+#include "streamer/format/stream_writer.h"
+#include "streamer/machine/tbb_workers.h"
+#include "streamer/pipeline.h"
 
 namespace vramflow {
 
@@ -47,6 +52,75 @@ inline std::unique_ptr<oneapi::tbb::global_control> AllowTbbThreads(unsigned thr
   if (threads > static_cast<unsigned>(oneapi::tbb::info::default_concurrency()) || threads > allowed)
     return std::make_unique<oneapi::tbb::global_control>(oneapi::tbb::global_control::max_allowed_parallelism, threads);
   return nullptr;
+}
+
+// Readies oneTBB to run an engine on `threads` threads: raises its limit
+// where needed (AllowTbbThreads; held in `*allowed` while they run), then,
+// since oneTBB cannot report a worker it fails to start (it aborts or
+// stalls), checks first that the workers can start. `context` names the
+// engine and its threads in the error.
+inline Status ReadyTbbThreads(unsigned threads, const std::string& context,
+                              std::unique_ptr<oneapi::tbb::global_control>* allowed) {
+  *allowed = AllowTbbThreads(threads);
+  return CheckWorkersCanStart(threads - 1).WithContext(context);
+}
+
+// Seconds from `start` until now.
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// What a stream holds, as a dump's writer or a restore's reader counted it:
+// the stream's side of PipelineStats.
+struct StreamFigures {
+  uint64_t objects = 0;
+  uint64_t raw_bytes = 0;
+  uint64_t stream_bytes = 0;
+  uint64_t zero_bytes = 0;
+  uint64_t dedup_bytes = 0;
+  uint64_t data_chunks = 0;
+  uint64_t base_ref_bytes = 0;
+  uint64_t base_delta_bytes = 0;
+};
+
+// What `writer` has written: `objects` objects of `raw_bytes` in all.
+inline StreamFigures WrittenFigures(const StreamWriter& writer, uint64_t objects, uint64_t raw_bytes) {
+  const WriterStats& w = writer.stats();
+  return StreamFigures{.objects = objects,
+                       .raw_bytes = raw_bytes,
+                       .stream_bytes = writer.bytes_written(),
+                       .zero_bytes = w.zero_bytes,
+                       .dedup_bytes = w.dedup_bytes,
+                       .data_chunks = w.data_frames,
+                       .base_ref_bytes = w.base_ref_bytes,
+                       .base_delta_bytes = w.base_delta_bytes};
+}
+
+// How an engine ran: the machine's side of PipelineStats.
+struct EngineFigures {
+  uint64_t slots = 0;  // chunk buffers (slots, items) it had
+  uint64_t budget_peak = 0;
+  unsigned threads = 0;
+  std::chrono::steady_clock::time_point start;  // when it began: `seconds` runs from here to the fill
+  double serial_seconds = 0;
+};
+
+// Every engine's one way to fill its PipelineStats (all of it but a
+// restore's reference_batches, which it sets itself).
+inline void FillPipelineStats(const StreamFigures& stream, const EngineFigures& engine, PipelineStats* stats) {
+  stats->objects = stream.objects;
+  stats->raw_bytes = stream.raw_bytes;
+  stats->stream_bytes = stream.stream_bytes;
+  stats->zero_bytes = stream.zero_bytes;
+  stats->dedup_bytes = stream.dedup_bytes;
+  stats->data_chunks = stream.data_chunks;
+  stats->base_ref_bytes = stream.base_ref_bytes;
+  stats->base_delta_bytes = stream.base_delta_bytes;
+  stats->slots = engine.slots;
+  stats->budget_peak = engine.budget_peak;
+  stats->threads = engine.threads;
+  stats->seconds = SecondsSince(engine.start);
+  stats->serial_seconds = engine.serial_seconds;
 }
 
 }  // namespace vramflow
