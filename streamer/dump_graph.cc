@@ -185,60 +185,81 @@ uint32_t DefaultDedupWindow(uint64_t max_memory) {
 
 namespace {
 
-Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& requested,
-            PipelineStats* stats) {
-  const auto start = std::chrono::steady_clock::now();
-  const PipelineOptions options = WithMachineDefaults(requested);
+// What a dump runs with, decided before it charges or writes anything.
+struct DumpPlan {
+  PipelineOptions options;  // with the machine's defaults
+  std::vector<Device*> devices;
+  uint32_t rings = 0;  // of every device
+  const BaseStream* base = nullptr;
+  // Every base chunk the stream will name is read, as a restore reads it,
+  // before the dump can succeed. Full mode also reads the chunks it compares
+  // and codes deltas; refs-only matches by the base's digests and reads only
+  // the chunks they say are equal.
+  bool read_base = false;
+  bool deltas = false;
+  uint32_t dedup_window = 0;
+  uint64_t codec_state = 0;  // per thread
+  uint64_t base_index = 0;   // the base's index, held throughout
+  size_t slot_scratch = 0;   // per slot
+  unsigned threads = 0;
+};
+
+// Checks the options and sources, and sizes the dump: as many threads as the
+// budget feeds (said through options.note when fewer than asked for).
+Result<DumpPlan> PlanDump(const std::vector<DumpSource>& sources, const PipelineOptions& requested) {
+  DumpPlan plan;
+  plan.options = WithMachineDefaults(requested);
+  const PipelineOptions& options = plan.options;
   const uint32_t chunk = options.chunk_size;
   if (chunk == 0 || chunk > kMaxChunkSize) return Status::InvalidArgument("chunk size must be 1 byte .. 64 MiB");
 
-  std::vector<Device*> devices;
-  uint32_t rings = 0;
   for (const DumpSource& s : sources) {
     if (!s.device) return Status::InvalidArgument("dump source '" + s.metadata.name + "' has no device");
-    if (std::find(devices.begin(), devices.end(), s.device) == devices.end()) {
-      devices.push_back(s.device);
-      rings += s.device->RingCount();
+    if (std::find(plan.devices.begin(), plan.devices.end(), s.device) == plan.devices.end()) {
+      plan.devices.push_back(s.device);
+      plan.rings += s.device->RingCount();
     }
   }
 
   VF_RETURN_IF_ERROR(CheckDumpBase(options));
   const BaseStream* base = options.base.get();
-  // Every base chunk the stream will name is read, as a restore reads it,
-  // before the dump can succeed. Full mode also reads the chunks it compares
-  // and codes deltas; refs-only matches by the base's digests and reads only
-  // the chunks they say are equal.
-  const bool read_base = base != nullptr;
-  const bool deltas = base && !options.base_refs_only;
+  plan.base = base;
+  plan.read_base = base != nullptr;
+  plan.deltas = base && !options.base_refs_only;
   const uint32_t chain_streams = base ? base->DescriptorForDependent().chain_length : 0;  // the base and its own bases
 
-  uint32_t dedup_window = 0;
   if (options.dedup) {
-    VF_ASSIGN_OR_RETURN(dedup_window, ChooseDedupWindow(sources, options));
+    VF_ASSIGN_OR_RETURN(plan.dedup_window, ChooseDedupWindow(sources, options));
   }
   // As many threads as the budget feeds: codec state and a slot each. A
   // full-mode incremental dump needs, per thread, room to read base chunks,
   // and per slot a base chunk and its delta's payload (the slot's scratch).
-  const uint64_t codec_state =
-      ChunkEncoder::MemoryBytes(options.encoder, chunk) + (read_base ? BaseReadBytes(chunk, chain_streams) : 0);
-  const uint64_t base_index = base ? base->memory_bytes() : 0;
-  const size_t slot_scratch = read_base ? chunk + (deltas ? ChunkEncoder::MaxPayloadSize(chunk) : 0) : 0;
+  plan.codec_state =
+      ChunkEncoder::MemoryBytes(options.encoder, chunk) + (plan.read_base ? BaseReadBytes(chunk, chain_streams) : 0);
+  plan.base_index = base ? base->memory_bytes() : 0;
+  plan.slot_scratch = plan.read_base ? chunk + (plan.deltas ? ChunkEncoder::MaxPayloadSize(chunk) : 0) : 0;
   // A thread coding against a base on S3 waits for its chunk: as many
   // threads as the base asks to keep reads in flight.
-  const unsigned threads = ThreadsTheBudgetFeeds(
-      ThreadsWithBaseReads(options.threads, base, read_base), options.max_memory,
-      uint64_t{dedup_window} * kDedupWindowEntryBytes + base_index, codec_state,
-      chunk + ChunkEncoder::MaxPayloadSize(chunk) + 8192 + (slot_scratch ? slot_scratch + 4096 : 0));
-  if (threads < options.threads && options.note) options.note(ThreadCapNote(options.threads, threads, options.max_memory));
+  plan.threads = ThreadsTheBudgetFeeds(
+      ThreadsWithBaseReads(options.threads, base, plan.read_base), options.max_memory,
+      uint64_t{plan.dedup_window} * kDedupWindowEntryBytes + plan.base_index, plan.codec_state,
+      chunk + ChunkEncoder::MaxPayloadSize(chunk) + 8192 + (plan.slot_scratch ? plan.slot_scratch + 4096 : 0));
+  if (plan.threads < options.threads && options.note)
+    options.note(ThreadCapNote(options.threads, plan.threads, options.max_memory));
+  return plan;
+}
 
-  MemoryBudget budget(options.max_memory);
-  if (base) VF_RETURN_IF_ERROR(budget.Charge(base_index, "the base's index"));
-  VF_RETURN_IF_ERROR(budget.Charge(uint64_t{threads} * codec_state,
-                                   "codec state for " + std::to_string(threads) + " threads"));
+// Charges the plan's fixed costs to `budget`, then makes the slot pool of
+// what is left.
+Result<std::unique_ptr<SlotPool>> CreateDumpPool(const DumpPlan& plan, MemoryBudget* budget) {
+  const uint32_t chunk = plan.options.chunk_size;
+  if (plan.base) VF_RETURN_IF_ERROR(budget->Charge(plan.base_index, "the base's index"));
+  VF_RETURN_IF_ERROR(budget->Charge(uint64_t{plan.threads} * plan.codec_state,
+                                    "codec state for " + std::to_string(plan.threads) + " threads"));
   // Charged before the pool, which takes what is left.
-  if (options.dedup)
-    VF_RETURN_IF_ERROR(budget.Charge(uint64_t{dedup_window} * kDedupWindowEntryBytes,
-                                     "dedup window of " + std::to_string(dedup_window) + " chunks"));
+  if (plan.options.dedup)
+    VF_RETURN_IF_ERROR(budget->Charge(uint64_t{plan.dedup_window} * kDedupWindowEntryBytes,
+                                      "dedup window of " + std::to_string(plan.dedup_window) + " chunks"));
   // Two slots per ring (one copying, one queued behind it) and two per
   // thread (one being coded, one coded and waiting for its turn to be
   // written). More only spreads the chunks in flight over more memory: each
@@ -246,303 +267,415 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   // again (pack -j 2 on 2 CPUs: 2-8% faster with 8 slots than with the 14 of
   // three per thread and four spare).
   Result<std::unique_ptr<SlotPool>> created = SlotPool::Create(
-      &budget, devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
-      /*max_slots=*/2 * rings + 2 * threads, slot_scratch);
+      budget, plan.devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
+      /*max_slots=*/2 * plan.rings + 2 * plan.threads, plan.slot_scratch);
   if (!created.ok() && created.status().code() == Status::Code::kInvalidArgument)
     return Status::InvalidArgument(created.status().message() + " (raise --max-memory or lower --chunk-size)");
-  if (!created.ok()) return created.status();
-  std::unique_ptr<SlotPool> pool = std::move(*created);
+  return created;
+}
+
+// The stream's header for the plan, written to `sink`.
+StreamHeader DumpHeader(const DumpPlan& plan, const ByteSink& sink) {
+  const PipelineOptions& options = plan.options;
+  StreamHeader header;
+  header.chunk_size = options.chunk_size;
+  header.zstd_level = static_cast<int8_t>(std::clamp(options.encoder.zstd_level, -128, 127));
+  header.producer = options.producer;
+  header.flags = (options.dedup ? kStreamFlagDedup : 0) |
+                 (options.seek_index && sink.Seekable() ? kStreamFlagSeekIndex : 0) | (plan.base ? kStreamFlagBase : 0);
+  header.dedup_window = plan.dedup_window;
+  return header;
+}
+
+// Names the base (if any) and turns on chunk digests where wanted, then
+// writes the stream's start.
+Status StartDumpStream(const DumpPlan& plan, StreamWriter* writer) {
+  if (plan.base) {
+    BaseDescriptor descriptor = plan.base->DescriptorForDependent();
+    if (!plan.options.base_location.empty()) descriptor.location = plan.options.base_location;
+    writer->SetBase(std::move(descriptor));
+  }
+  // An incremental stream carries digests too, so that it can be a base.
+  writer->SetChunkDigests(plan.options.chunk_digests || plan.base);
+  return writer->Start();
+}
+
+// The codec state of the graph's parallel stages, one per thread, made
+// inside the graph's arena.
+struct StageCoders {
+  explicit StageCoders(const EncoderOptions& encoder) : encoders(encoder) {}
+  oneapi::tbb::enumerable_thread_specific<ChunkEncoder> encoders;
+  oneapi::tbb::enumerable_thread_specific<BaseScratch> base_scratch;
+};
+
+// The dump graph (pipeline.h): its shared state, and each node's body as a
+// method that RunGraph() wires to the others. The members that only one
+// serial stage touches say which.
+class DumpGraph {
+ public:
+  // Everything given must outlive the graph; the writer has started.
+  DumpGraph(const std::vector<DumpSource>& sources, ByteSink* sink, const DumpPlan& plan, SlotPool* pool,
+            StreamWriter* writer, LentSlots* lent)
+      : sources_(sources),
+        sink_(sink),
+        plan_(plan),
+        options_(plan.options),
+        chunk_(plan.options.chunk_size),
+        pool_(pool),
+        writer_(writer),
+        lent_(lent),
+        // Each non-zero chunk's SHA-256, computed once: for the digests, and
+        // for comparing with or naming a base chunk.
+        hash_chunks_(writer->chunk_digests() || plan.base),
+        generator_(sources, chunk_),
+        object_ids_(sources.size(), 0),
+        first_copies_(plan.dedup_window),
+        completer_(plan.options.dma_timeout) {
+    device_index_.resize(sources.size());
+    for (size_t i = 0; i < sources.size(); ++i) device_index_[i] = pool->DeviceIndex(sources[i].device);
+    if (plan.base) base_objects_ = MatchBaseObjects(*plan.base, sources);
+  }
+
+  // Runs every source through the graph on the plan's threads; the first
+  // error, if any.
+  Status Run();
+  uint64_t done_bytes() const { return done_bytes_; }
+  double write_seconds() const { return write_seconds_; }  // inside the serial write stage
+
+ private:
+  using DmaNode = flow::async_node<DumpJob, DumpJob>;
+  using WriteNode = flow::multifunction_node<DumpJob, std::tuple<uint32_t>>;
+
+  void RunGraph(StageCoders& coders);
+  DumpJob Generate(oneapi::tbb::flow_control& fc);
+  void StartDma(const DumpJob& job, DmaNode::gateway_type& gateway);
+  DumpJob Analyze(DumpJob job, StageCoders& coders);
+  Status CompareWithBase(DumpJob& job, std::span<const uint8_t> data, StageCoders& coders);
+  Status TryDelta(DumpJob& job, std::span<const uint8_t> data, StageCoders& coders);
+  DumpJob Dedup(DumpJob job);
+  DumpJob Encode(DumpJob job, StageCoders& coders);
+  void Write(const DumpJob& job, WriteNode::output_ports_type& ports);
+  Status WriteFrame(const DumpJob& job, uint64_t* ticket);
+
+  const std::vector<DumpSource>& sources_;
+  ByteSink* const sink_;
+  const DumpPlan& plan_;
+  const PipelineOptions& options_;
+  const uint32_t chunk_;
+  SlotPool* const pool_;
+  StreamWriter* const writer_;
+  LentSlots* const lent_;  // the write stage's
+  const bool hash_chunks_;
+  std::vector<size_t> device_index_;                   // per source: its device's in the pool
+  std::vector<const SeekIndexObject*> base_objects_;  // per source: its base object, or null
+  ErrorLatch errors_;
+  JobGenerator generator_;            // the input node's (serial)
+  std::vector<uint32_t> object_ids_;  // the write stage's
+  FirstCopies first_copies_;          // the dedup stage's (serial)
+  uint64_t done_bytes_ = 0;           // the write stage's
+  double write_seconds_ = 0;          // the write stage's
+  // Last: destroyed first, waiting for every watched fence, whose callbacks
+  // use the members above.
+  DmaCompleter completer_;
+  std::unique_ptr<oneapi::tbb::global_control> allow_threads_;
+};
+
+Status DumpGraph::Run() {
+  const unsigned threads = plan_.threads;
+  VF_RETURN_IF_ERROR(
+      ReadyTbbThreads(threads, "the dump graph with " + std::to_string(threads) + " threads", &allow_threads_));
+  oneapi::tbb::task_arena arena(static_cast<int>(threads));
+  arena.execute([this] {
+    StageCoders coders(options_.encoder);
+    RunGraph(coders);
+  });
+  return errors_.status();
+}
+
+// Wires the stages (see pipeline.h) and runs them until every job is
+// written: a job takes a free slot, is read from its device into it,
+// analysed, deduplicated and encoded, then written in order, and the slot
+// goes back.
+void DumpGraph::RunGraph(StageCoders& coders) {
+  flow::graph g;
+  flow::input_node<DumpJob> generate(g, [this](oneapi::tbb::flow_control& fc) { return Generate(fc); });
+  flow::queue_node<uint32_t> free_slots(g);
+  flow::join_node<std::tuple<DumpJob, uint32_t>, flow::reserving> take_slot(g);
+  flow::function_node<std::tuple<DumpJob, uint32_t>, DumpJob> attach(
+      g, flow::unlimited, [](const std::tuple<DumpJob, uint32_t>& t) {
+        DumpJob job = std::get<0>(t);
+        job.slot = std::get<1>(t);
+        return job;
+      });
+  DmaNode dma(g, flow::unlimited, [this](const DumpJob& job, DmaNode::gateway_type& gw) { StartDma(job, gw); });
+  flow::function_node<DumpJob, DumpJob> analyze(
+      g, flow::unlimited, [this, &coders](DumpJob job) { return Analyze(std::move(job), coders); });
+  flow::sequencer_node<DumpJob> order_for_dedup(g, [](const DumpJob& job) { return job.seq; });
+  flow::function_node<DumpJob, DumpJob> dedup(g, flow::serial, [this](DumpJob job) { return Dedup(std::move(job)); });
+  flow::function_node<DumpJob, DumpJob> encode(g, flow::unlimited,
+                                               [this, &coders](DumpJob job) { return Encode(std::move(job), coders); });
+  flow::sequencer_node<DumpJob> order_for_write(g, [](const DumpJob& job) { return job.seq; });
+  WriteNode write(g, flow::serial,
+                  [this](const DumpJob& job, WriteNode::output_ports_type& ports) { Write(job, ports); });
+
+  flow::make_edge(generate, flow::input_port<0>(take_slot));
+  flow::make_edge(free_slots, flow::input_port<1>(take_slot));
+  flow::make_edge(take_slot, attach);
+  flow::make_edge(attach, dma);
+  flow::make_edge(dma, analyze);
+  flow::make_edge(analyze, order_for_dedup);
+  flow::make_edge(order_for_dedup, dedup);
+  flow::make_edge(dedup, encode);
+  flow::make_edge(encode, order_for_write);
+  flow::make_edge(order_for_write, write);
+  flow::make_edge(flow::output_port<0>(write), free_slots);
+
+  for (uint32_t i = 0; i < pool_->size(); ++i) free_slots.try_put(i);
+  generate.activate();
+  g.wait_for_all();
+}
+
+// The input node: the next job in stream order, until every source is done
+// or the dump failed.
+DumpJob DumpGraph::Generate(oneapi::tbb::flow_control& fc) {
+  DumpJob job;
+  if (errors_.failed() || !generator_.Next(&job)) fc.stop();
+  return job;
+}
+
+// The DMA stage: copies a chunk from its device into its slot's staging,
+// passing the job on once the copy is over (from the completer's thread).
+void DumpGraph::StartDma(const DumpJob& job, DmaNode::gateway_type& gateway) {
+  if (job.kind != DumpJob::kChunk || errors_.failed()) {
+    gateway.try_put(job);
+    return;
+  }
+  const DumpSource& s = sources_[job.source];
+  Slot& slot = pool_->slot(job.slot);
+  Result<DmaFence> fence = s.device->SubmitCopy(job.ring, DmaDirection::kDeviceToHost, s.bo, job.offset,
+                                                slot.staging_handles[device_index_[job.source]], 0, job.size);
+  if (!fence.ok()) {
+    errors_.Set(fence.status().WithContext("DMA read of " + Where(s, job)));
+    gateway.try_put(job);
+    return;
+  }
+  gateway.reserve_wait();
+  Status watching = completer_.Watch(s.device, *fence, [this, job, gw = &gateway](Status status) {
+    if (!status.ok()) errors_.Set(status.WithContext("DMA read of " + Where(sources_[job.source], job)));
+    gw->try_put(job);
+    gw->release_wait();
+  });
+  if (!watching.ok()) {
+    // Nobody else waits for this copy: wait here (bounded by the DMA
+    // timeout), so that it is over before its slot is reused or freed.
+    (void)s.device->WaitFence(*fence, options_.dma_timeout);
+    errors_.Set(watching.WithContext("DMA read of " + Where(s, job)));
+    gateway.try_put(job);
+    gateway.release_wait();
+  }
+}
+
+// The analyze stage (parallel): zero check, content hash, SHA-256, the
+// comparison with the base, and a changed chunk's coding both ways.
+DumpJob DumpGraph::Analyze(DumpJob job, StageCoders& coders) {
+  if (job.kind != DumpJob::kChunk || errors_.failed()) return job;
+  std::span<const uint8_t> data(pool_->slot(job.slot).staging.data(), job.size);
+  job.zero = options_.encoder.detect_zero_runs && IsAllZero(data);
+  if (job.zero) return job;
+  if (options_.dedup) {
+    ChunkHashes h = HashChunk(data.data(), data.size());  // one pass: dedup key and frame hash
+    job.content = h.content;
+    job.raw_hash = h.hash64;
+  }
+  if (hash_chunks_) job.sha256 = Sha256(data);
+  if (plan_.base) {
+    Status s = CompareWithBase(job, data, coders);
+    if (!s.ok()) errors_.Set(s.WithContext("comparing " + Where(sources_[job.source], job) + " with the base"));
+  }
+  // A changed chunk is coded here, both ways, so that the dedup stage
+  // knows whether it becomes a DATA frame (which a DEDUP_REF may name)
+  // or a BASE_DELTA (which it may not).
+  if (job.base_differs && !errors_.failed()) {
+    Slot& slot = pool_->slot(job.slot);
+    Status s = coders.encoders.local().EncodeInto(data, std::span<uint8_t>(slot.payload.data(), slot.payload.size()),
+                                                  &job.encoded, job.raw_hash);
+    if (s.ok()) s = TryDelta(job, data, coders);
+    if (!s.ok()) errors_.Set(s.WithContext("encoding " + Where(sources_[job.source], job)));
+  }
+  return job;
+}
+
+// Compares a chunk with the base chunk at its place, if there is one: equal
+// bytes become a BASE_REF; in full mode different ones leave the base
+// chunk's bytes in the slot's scratch for a delta. The base's stored SHA-256
+// (where it has them) finds equal chunks, but only the base chunk's bytes,
+// read and checked as a restore reads them, prove it: a digest or index that
+// lies fails the dump, naming the base, instead of a stream no restore can
+// read. Refs-only reads no changed chunk.
+Status DumpGraph::CompareWithBase(DumpJob& job, std::span<const uint8_t> data, StageCoders& coders) {
+  const BaseStream* base = plan_.base;
+  const SeekIndexObject* object = base_objects_[job.source];
+  if (!object || !base->ChunkAt(object->id, job.offset, job.size)) return Status::Ok();
+  job.base_object = object->id;
+  const std::optional<Sha256Digest> stored = base->StoredDigest(object->id, job.offset);
+  const bool stored_equal = stored && *stored == job.sha256;
+  if (!stored_equal && !plan_.deltas) return Status::Ok();  // refs-only: stored whole
+  std::span<uint8_t> base_bytes(pool_->slot(job.slot).scratch.data(), job.size);
+  if (stored_equal) {
+    VF_RETURN_IF_ERROR(base->ReadChunk(object->id, job.offset, base_bytes, coders.base_scratch.local(), &job.sha256)
+                           .WithContext("the base's chunk that its digest says is equal"));
+    job.base_equal = true;
+    job.base_sha256 = job.sha256;
+    return Status::Ok();
+  }
+  // A delta names the base chunk by its digest: a stored one is checked.
+  VF_RETURN_IF_ERROR(base->ReadChunk(object->id, job.offset, base_bytes, coders.base_scratch.local(),
+                                     stored ? &*stored : nullptr));
+  if (std::memcmp(base_bytes.data(), data.data(), data.size()) == 0) {
+    job.base_equal = true;
+    job.base_sha256 = job.sha256;
+    return Status::Ok();
+  }
+  job.base_differs = true;
+  job.base_sha256 = stored ? *stored : Sha256(base_bytes);
+  return Status::Ok();
+}
+
+// Codes a changed chunk as the XOR with its base chunk too, and keeps that
+// when it is smaller than the plain chunk with the 48 bytes of the base
+// reference added.
+Status DumpGraph::TryDelta(DumpJob& job, std::span<const uint8_t> data, StageCoders& coders) {
+  Slot& slot = pool_->slot(job.slot);
+  uint8_t* x = slot.scratch.data();  // the base chunk's bytes, XORed in place
+  XorInto(std::span<uint8_t>(x, data.size()), data);
+  std::span<uint8_t> delta_payload(slot.scratch.data() + chunk_, slot.scratch.size() - chunk_);
+  // The frame's raw_hash is the chunk's own; the delta's hash is not used.
+  VF_RETURN_IF_ERROR(coders.encoders.local().EncodeInto(std::span<const uint8_t>(x, data.size()), delta_payload,
+                                                        &job.delta, /*known_raw_hash=*/uint64_t{0}));
+  job.use_delta = !job.delta.zero_run && job.delta.payload.size() <= data.size() &&
+                  job.delta.payload.size() + kBaseChunkRefSize < job.encoded.payload.size();
+  return Status::Ok();
+}
+
+// The dedup stage, in stream order, so that which chunks become references,
+// and which DATA frames leave the window, is the same in every run. A
+// reference names only a DATA frame, and the window counts only those: a
+// chunk that becomes a BASE_REF or a BASE_DELTA is never a first copy
+// (though it may itself repeat one).
+DumpJob DumpGraph::Dedup(DumpJob job) {
+  if (job.kind != DumpJob::kChunk || job.zero || job.base_equal || !options_.dedup || errors_.failed()) return job;
+  if (const auto* first = first_copies_.Find(job.content)) {
+    const auto& [ref_source, ref_offset] = *first;
+    uint64_t ref_size = std::min<uint64_t>(chunk_, sources_[ref_source].size - ref_offset);
+    if (ref_size == job.size) {
+      job.duplicate = true;
+      job.use_delta = false;  // 32 bytes beat a delta
+      job.ref_source = ref_source;
+      job.ref_offset = ref_offset;
+      return job;
+    }
+  }
+  if (job.use_delta) return job;
+  first_copies_.Add(job.content, {job.source, job.offset});  // written as a DATA frame
+  return job;
+}
+
+// The encode stage (parallel): codes what becomes a DATA frame, unless the
+// analyze stage did.
+DumpJob DumpGraph::Encode(DumpJob job, StageCoders& coders) {
+  if (job.kind != DumpJob::kChunk || errors_.failed()) return job;
+  Slot& slot = pool_->slot(job.slot);
+  std::span<const uint8_t> data(slot.staging.data(), job.size);
+  if (job.zero) {
+    job.encoded.zero_run = true;
+  } else if (job.duplicate || job.base_equal) {
+    job.encoded.raw_hash = job.raw_hash ? *job.raw_hash : Hash64(data.data(), data.size());
+  } else if (!job.base_differs) {  // a changed chunk was coded in the analyze stage
+    Status s = coders.encoders.local().EncodeInto(data, std::span<uint8_t>(slot.payload.data(), slot.payload.size()),
+                                                  &job.encoded, job.raw_hash);
+    if (!s.ok()) errors_.Set(s.WithContext("encoding " + Where(sources_[job.source], job)));
+  }
+  return job;
+}
+
+// The write stage, in stream order: writes the job's frames and gives its
+// slot back to the pool; a DATA frame's payload is lent to the sink, and
+// its slot given back once the sink is done with it.
+void DumpGraph::Write(const DumpJob& job, WriteNode::output_ports_type& ports) {
+  const auto give_back = [&](uint32_t slot) { std::get<0>(ports).try_put(slot); };
+  uint64_t ticket = 0;  // under which the sink holds the payload, if it does
+  if (errors_.failed()) {
+    lent_->Return(job.slot, ticket, give_back);
+    return;
+  }
+  const auto began = std::chrono::steady_clock::now();
+  Status status = WriteFrame(job, &ticket);
+  if (!status.ok())
+    errors_.Set(status.WithContext("writing " + Where(sources_[job.source], job) + " to " + sink_->Describe()));
+  lent_->Return(job.slot, ticket, give_back);
+  write_seconds_ += SecondsSince(began);
+}
+
+// One job's frame: an object's start or end, or a chunk as a BASE_REF,
+// DEDUP_REF, BASE_DELTA or DATA frame (`ticket`: the payload lent to the
+// sink, if it was).
+Status DumpGraph::WriteFrame(const DumpJob& job, uint64_t* ticket) {
+  const DumpSource& s = sources_[job.source];
+  switch (job.kind) {
+    case DumpJob::kBegin: {
+      Result<uint32_t> id = writer_->BeginObject(s.metadata, s.size);
+      if (id.ok()) object_ids_[job.source] = *id;
+      return id.status();
+    }
+    case DumpJob::kChunk: {
+      const Sha256Digest* sha256 = hash_chunks_ ? &job.sha256 : nullptr;
+      const BaseChunkRef base_ref{job.base_object, job.offset, job.base_sha256};
+      const uint32_t id = object_ids_[job.source];
+      Status status;
+      if (job.base_equal) {
+        status = writer_->AddBaseRef(id, job.offset, job.size, job.encoded.raw_hash, base_ref);
+      } else if (job.duplicate) {
+        DedupRef ref{object_ids_[job.ref_source], job.ref_offset, job.content};
+        status = writer_->AddDedupRef(id, job.offset, job.size, job.encoded.raw_hash, ref, sha256);
+      } else if (job.use_delta) {
+        status = writer_->AddBaseDelta(id, job.offset, job.size, job.encoded.raw_hash, base_ref, job.delta, sha256);
+      } else {
+        status = writer_->AddChunk(id, job.offset, job.size, job.encoded, sha256, ticket);
+      }
+      done_bytes_ += job.size;
+      if (options_.progress) options_.progress(done_bytes_);
+      return status;
+    }
+    case DumpJob::kEnd:
+      return writer_->EndObject(object_ids_[job.source]);
+  }
+  return Status::Ok();
+}
+
+Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const PipelineOptions& requested,
+            PipelineStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  VF_ASSIGN_OR_RETURN(const DumpPlan plan, PlanDump(sources, requested));
+  MemoryBudget budget(plan.options.max_memory);
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<SlotPool> pool, CreateDumpPool(plan, &budget));
   // Payloads lent to the sink from their slots (after the pool: the sink is
   // done with them before the slots go).
   LentSlots lent(sink, std::max<size_t>(1, pool->size() / 4));
-  std::vector<size_t> device_index(sources.size());
-  for (size_t i = 0; i < sources.size(); ++i) device_index[i] = pool->DeviceIndex(sources[i].device);
+  StreamWriter writer(sink, DumpHeader(plan, *sink));
+  VF_RETURN_IF_ERROR(StartDumpStream(plan, &writer));
 
-  StreamHeader header;
-  header.chunk_size = chunk;
-  header.zstd_level = static_cast<int8_t>(std::clamp(options.encoder.zstd_level, -128, 127));
-  header.producer = options.producer;
-  header.flags = (options.dedup ? kStreamFlagDedup : 0) | (options.seek_index && sink->Seekable() ? kStreamFlagSeekIndex : 0) |
-                 (base ? kStreamFlagBase : 0);
-  header.dedup_window = dedup_window;
-  StreamWriter writer(sink, header);
-  if (base) {
-    BaseDescriptor descriptor = base->DescriptorForDependent();
-    if (!options.base_location.empty()) descriptor.location = options.base_location;
-    writer.SetBase(std::move(descriptor));
-  }
-  // An incremental stream carries digests too, so that it can be a base.
-  writer.SetChunkDigests(options.chunk_digests || base);
-  // Each non-zero chunk's SHA-256, computed once: for the digests, and for
-  // comparing with or naming a base chunk.
-  const bool hash_chunks = writer.chunk_digests() || base;
-  std::vector<const SeekIndexObject*> base_objects;
-  if (base) base_objects = MatchBaseObjects(*base, sources);
-  VF_RETURN_IF_ERROR(writer.Start());
-
-  ErrorLatch errors;
-  JobGenerator generator(sources, chunk);
-  std::vector<uint32_t> object_ids(sources.size(), 0);
-  FirstCopies first_copies(dedup_window);
-  uint64_t done_bytes = 0;
-  double write_seconds = 0;  // inside the serial write stage
-  DmaCompleter completer(options.dma_timeout);
-
-  std::unique_ptr<oneapi::tbb::global_control> allow_threads = AllowTbbThreads(threads);
-  // oneTBB cannot report a worker it fails to start (it aborts or stalls):
-  // find out first whether they can start.
-  VF_RETURN_IF_ERROR(CheckWorkersCanStart(threads - 1).WithContext("the dump graph with " + std::to_string(threads) +
-                                                                   " threads"));
-  oneapi::tbb::task_arena arena(static_cast<int>(threads));
-  arena.execute([&] {
-    oneapi::tbb::enumerable_thread_specific<ChunkEncoder> encoders(options.encoder);
-    oneapi::tbb::enumerable_thread_specific<BaseScratch> base_scratch;
-
-    // Compares a chunk with the base chunk at its place, if there is one:
-    // equal bytes become a BASE_REF; in full mode different ones leave the
-    // base chunk's bytes in the slot's scratch for a delta. The base's
-    // stored SHA-256 (where it has them) finds equal chunks, but only the
-    // base chunk's bytes, read and checked as a restore reads them, prove
-    // it: a digest or index that lies fails the dump, naming the base,
-    // instead of a stream no restore can read. Refs-only reads no changed
-    // chunk.
-    auto compare_with_base = [&](DumpJob& job, std::span<const uint8_t> data) -> Status {
-      const SeekIndexObject* object = base_objects[job.source];
-      if (!object || !base->ChunkAt(object->id, job.offset, job.size)) return Status::Ok();
-      job.base_object = object->id;
-      const std::optional<Sha256Digest> stored = base->StoredDigest(object->id, job.offset);
-      const bool stored_equal = stored && *stored == job.sha256;
-      if (!stored_equal && !deltas) return Status::Ok();  // refs-only: stored whole
-      std::span<uint8_t> base_bytes(pool->slot(job.slot).scratch.data(), job.size);
-      if (stored_equal) {
-        VF_RETURN_IF_ERROR(base->ReadChunk(object->id, job.offset, base_bytes, base_scratch.local(), &job.sha256)
-                               .WithContext("the base's chunk that its digest says is equal"));
-        job.base_equal = true;
-        job.base_sha256 = job.sha256;
-        return Status::Ok();
-      }
-      // A delta names the base chunk by its digest: a stored one is checked.
-      VF_RETURN_IF_ERROR(base->ReadChunk(object->id, job.offset, base_bytes, base_scratch.local(),
-                                         stored ? &*stored : nullptr));
-      if (std::memcmp(base_bytes.data(), data.data(), data.size()) == 0) {
-        job.base_equal = true;
-        job.base_sha256 = job.sha256;
-        return Status::Ok();
-      }
-      job.base_differs = true;
-      job.base_sha256 = stored ? *stored : Sha256(base_bytes);
-      return Status::Ok();
-    };
-    // Codes a changed chunk as the XOR with its base chunk too, and keeps
-    // that when it is smaller than the plain chunk with the 48 bytes of the
-    // base reference added.
-    auto try_delta = [&](DumpJob& job, std::span<const uint8_t> data) -> Status {
-      Slot& slot = pool->slot(job.slot);
-      uint8_t* x = slot.scratch.data();  // the base chunk's bytes, XORed in place
-      XorInto(std::span<uint8_t>(x, data.size()), data);
-      std::span<uint8_t> delta_payload(slot.scratch.data() + chunk, slot.scratch.size() - chunk);
-      // The frame's raw_hash is the chunk's own; the delta's hash is not used.
-      VF_RETURN_IF_ERROR(encoders.local().EncodeInto(std::span<const uint8_t>(x, data.size()), delta_payload,
-                                                     &job.delta, /*known_raw_hash=*/uint64_t{0}));
-      job.use_delta = !job.delta.zero_run && job.delta.payload.size() <= data.size() &&
-                      job.delta.payload.size() + kBaseChunkRefSize < job.encoded.payload.size();
-      return Status::Ok();
-    };
-    flow::graph g;
-
-    flow::input_node<DumpJob> generate(g, [&](oneapi::tbb::flow_control& fc) {
-      DumpJob job;
-      if (errors.failed() || !generator.Next(&job)) fc.stop();
-      return job;
-    });
-    flow::queue_node<uint32_t> free_slots(g);
-    flow::join_node<std::tuple<DumpJob, uint32_t>, flow::reserving> take_slot(g);
-    flow::function_node<std::tuple<DumpJob, uint32_t>, DumpJob> attach(
-        g, flow::unlimited, [](const std::tuple<DumpJob, uint32_t>& t) {
-          DumpJob job = std::get<0>(t);
-          job.slot = std::get<1>(t);
-          return job;
-        });
-
-    using DmaNode = flow::async_node<DumpJob, DumpJob>;
-    DmaNode dma(g, flow::unlimited, [&](const DumpJob& job, DmaNode::gateway_type& gateway) {
-      if (job.kind != DumpJob::kChunk || errors.failed()) {
-        gateway.try_put(job);
-        return;
-      }
-      const DumpSource& s = sources[job.source];
-      Slot& slot = pool->slot(job.slot);
-      Result<DmaFence> fence = s.device->SubmitCopy(job.ring, DmaDirection::kDeviceToHost, s.bo, job.offset,
-                                                    slot.staging_handles[device_index[job.source]], 0, job.size);
-      if (!fence.ok()) {
-        errors.Set(fence.status().WithContext("DMA read of " + Where(s, job)));
-        gateway.try_put(job);
-        return;
-      }
-      gateway.reserve_wait();
-      Status watching = completer.Watch(s.device, *fence, [&, job, gw = &gateway](Status status) {
-        if (!status.ok()) errors.Set(status.WithContext("DMA read of " + Where(sources[job.source], job)));
-        gw->try_put(job);
-        gw->release_wait();
-      });
-      if (!watching.ok()) {
-        // Nobody else waits for this copy: wait here (bounded by the DMA
-        // timeout), so that it is over before its slot is reused or freed.
-        (void)s.device->WaitFence(*fence, options.dma_timeout);
-        errors.Set(watching.WithContext("DMA read of " + Where(s, job)));
-        gateway.try_put(job);
-        gateway.release_wait();
-      }
-    });
-
-    flow::function_node<DumpJob, DumpJob> analyze(g, flow::unlimited, [&](DumpJob job) {
-      if (job.kind != DumpJob::kChunk || errors.failed()) return job;
-      std::span<const uint8_t> data(pool->slot(job.slot).staging.data(), job.size);
-      job.zero = options.encoder.detect_zero_runs && IsAllZero(data);
-      if (job.zero) return job;
-      if (options.dedup) {
-        ChunkHashes h = HashChunk(data.data(), data.size());  // one pass: dedup key and frame hash
-        job.content = h.content;
-        job.raw_hash = h.hash64;
-      }
-      if (hash_chunks) job.sha256 = Sha256(data);
-      if (base) {
-        Status s = compare_with_base(job, data);
-        if (!s.ok()) errors.Set(s.WithContext("comparing " + Where(sources[job.source], job) + " with the base"));
-      }
-      // A changed chunk is coded here, both ways, so that the dedup stage
-      // knows whether it becomes a DATA frame (which a DEDUP_REF may name)
-      // or a BASE_DELTA (which it may not).
-      if (job.base_differs && !errors.failed()) {
-        Slot& slot = pool->slot(job.slot);
-        Status s = encoders.local().EncodeInto(data, std::span<uint8_t>(slot.payload.data(), slot.payload.size()),
-                                               &job.encoded, job.raw_hash);
-        if (s.ok()) s = try_delta(job, data);
-        if (!s.ok()) errors.Set(s.WithContext("encoding " + Where(sources[job.source], job)));
-      }
-      return job;
-    });
-    flow::sequencer_node<DumpJob> order_for_dedup(g, [](const DumpJob& job) { return job.seq; });
-    // In stream order, so that which chunks become references, and which
-    // DATA frames leave the window, is the same in every run. A reference
-    // names only a DATA frame, and the window counts only those: a chunk
-    // that becomes a BASE_REF or a BASE_DELTA is never a first copy (though
-    // it may itself repeat one).
-    flow::function_node<DumpJob, DumpJob> dedup(g, flow::serial, [&](DumpJob job) {
-      if (job.kind != DumpJob::kChunk || job.zero || job.base_equal || !options.dedup || errors.failed()) return job;
-      if (const auto* first = first_copies.Find(job.content)) {
-        const auto& [ref_source, ref_offset] = *first;
-        uint64_t ref_size = std::min<uint64_t>(chunk, sources[ref_source].size - ref_offset);
-        if (ref_size == job.size) {
-          job.duplicate = true;
-          job.use_delta = false;  // 32 bytes beat a delta
-          job.ref_source = ref_source;
-          job.ref_offset = ref_offset;
-          return job;
-        }
-      }
-      if (job.use_delta) return job;
-      first_copies.Add(job.content, {job.source, job.offset});  // written as a DATA frame
-      return job;
-    });
-    flow::function_node<DumpJob, DumpJob> encode(g, flow::unlimited, [&](DumpJob job) {
-      if (job.kind != DumpJob::kChunk || errors.failed()) return job;
-      Slot& slot = pool->slot(job.slot);
-      std::span<const uint8_t> data(slot.staging.data(), job.size);
-      if (job.zero) {
-        job.encoded.zero_run = true;
-      } else if (job.duplicate || job.base_equal) {
-        job.encoded.raw_hash = job.raw_hash ? *job.raw_hash : Hash64(data.data(), data.size());
-      } else if (!job.base_differs) {  // a changed chunk was coded in the analyze stage
-        Status s = encoders.local().EncodeInto(data, std::span<uint8_t>(slot.payload.data(), slot.payload.size()),
-                                               &job.encoded, job.raw_hash);
-        if (!s.ok()) errors.Set(s.WithContext("encoding " + Where(sources[job.source], job)));
-      }
-      return job;
-    });
-    flow::sequencer_node<DumpJob> order_for_write(g, [](const DumpJob& job) { return job.seq; });
-    // Gives each job's slot back to the pool; a DATA frame's payload is lent
-    // to the sink, and its slot given back once the sink is done with it.
-    using WriteNode = flow::multifunction_node<DumpJob, std::tuple<uint32_t>>;
-    WriteNode write(g, flow::serial, [&](const DumpJob& job, WriteNode::output_ports_type& ports) {
-      const auto give_back = [&](uint32_t slot) { std::get<0>(ports).try_put(slot); };
-      uint64_t ticket = 0;  // under which the sink holds the payload, if it does
-      if (errors.failed()) {
-        lent.Return(job.slot, ticket, give_back);
-        return;
-      }
-      const auto began = std::chrono::steady_clock::now();
-      const DumpSource& s = sources[job.source];
-      Status status;
-      switch (job.kind) {
-        case DumpJob::kBegin: {
-          Result<uint32_t> id = writer.BeginObject(s.metadata, s.size);
-          if (id.ok()) object_ids[job.source] = *id;
-          status = id.status();
-          break;
-        }
-        case DumpJob::kChunk: {
-          const Sha256Digest* sha256 = hash_chunks ? &job.sha256 : nullptr;
-          const BaseChunkRef base_ref{job.base_object, job.offset, job.base_sha256};
-          if (job.base_equal) {
-            status = writer.AddBaseRef(object_ids[job.source], job.offset, job.size, job.encoded.raw_hash, base_ref);
-          } else if (job.duplicate) {
-            DedupRef ref{object_ids[job.ref_source], job.ref_offset, job.content};
-            status = writer.AddDedupRef(object_ids[job.source], job.offset, job.size, job.encoded.raw_hash, ref, sha256);
-          } else if (job.use_delta) {
-            status = writer.AddBaseDelta(object_ids[job.source], job.offset, job.size, job.encoded.raw_hash, base_ref,
-                                         job.delta, sha256);
-          } else {
-            status = writer.AddChunk(object_ids[job.source], job.offset, job.size, job.encoded, sha256, &ticket);
-          }
-          done_bytes += job.size;
-          if (options.progress) options.progress(done_bytes);
-          break;
-        }
-        case DumpJob::kEnd:
-          status = writer.EndObject(object_ids[job.source]);
-          break;
-      }
-      if (!status.ok()) errors.Set(status.WithContext("writing " + Where(s, job) + " to " + sink->Describe()));
-      lent.Return(job.slot, ticket, give_back);
-      write_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    });
-
-    flow::make_edge(generate, flow::input_port<0>(take_slot));
-    flow::make_edge(free_slots, flow::input_port<1>(take_slot));
-    flow::make_edge(take_slot, attach);
-    flow::make_edge(attach, dma);
-    flow::make_edge(dma, analyze);
-    flow::make_edge(analyze, order_for_dedup);
-    flow::make_edge(order_for_dedup, dedup);
-    flow::make_edge(dedup, encode);
-    flow::make_edge(encode, order_for_write);
-    flow::make_edge(order_for_write, write);
-    flow::make_edge(flow::output_port<0>(write), free_slots);
-
-    for (uint32_t i = 0; i < pool->size(); ++i) free_slots.try_put(i);
-    generate.activate();
-    g.wait_for_all();
-  });
-
-  VF_RETURN_IF_ERROR(errors.status());
+  DumpGraph graph(sources, sink, plan, pool.get(), &writer, &lent);
+  VF_RETURN_IF_ERROR(graph.Run());
   const auto finish_began = std::chrono::steady_clock::now();
   VF_RETURN_IF_ERROR(writer.Finish());
   lent.WaitAll();
-  write_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - finish_began).count();
-  stats->objects = sources.size();
-  stats->raw_bytes = done_bytes;
-  stats->stream_bytes = writer.bytes_written();
-  stats->zero_bytes = writer.stats().zero_bytes;
-  stats->dedup_bytes = writer.stats().dedup_bytes;
-  stats->data_chunks = writer.stats().data_frames;
-  stats->base_ref_bytes = writer.stats().base_ref_bytes;
-  stats->base_delta_bytes = writer.stats().base_delta_bytes;
-  stats->slots = pool->size();
-  stats->budget_peak = budget.peak();
-  stats->threads = threads;
-  stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stats->serial_seconds = write_seconds;
+  FillPipelineStats(WrittenFigures(writer, sources.size(), graph.done_bytes()),
+                    EngineFigures{.slots = pool->size(),
+                                  .budget_peak = budget.peak(),
+                                  .threads = plan.threads,
+                                  .start = start,
+                                  .serial_seconds = graph.write_seconds() + SecondsSince(finish_began)},
+                    stats);
   return Status::Ok();
 }
 
