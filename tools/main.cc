@@ -29,19 +29,19 @@
 #include "tools/cli/command_flags.h"
 #include "tools/command.h"
 #include "tools/criu_export.h"
-#include "tools/demo.h"
+#include "tools/demo_command.h"
 #include "tools/flatten_command.h"
 #include "tools/cli/exit_codes.h"
 #include "tools/cli/exit_status.h"
+#include "tools/gen_command.h"
 #include "tools/inspect_command.h"
 #include "tools/pipeline_bench.h"
 #include "tools/cli/interrupt.h"
 #include "tools/json_report.h"
 #include "tools/pack_command.h"
-#include "tools/receive_dir.h"
 #include "tools/cli/shell_completion.h"
 #include "tools/streamer_command.h"
-#include "tools/transfer.h"
+#include "tools/transfer_command.h"
 #include "tools/unpack_command.h"
 #include "tools/cli/transport_flags.h"
 #include "transport/core/fd_stream.h"
@@ -126,42 +126,8 @@ int Main(int argc, char** argv) {
   commands.back()->Add(&app);
 
   // demo
-  DemoOptions demo;
-  DumpFlags demo_flags;
-  std::string demo_size = "1G";
-  bool demo_quiet = false;
-  std::string demo_progress = "auto";
-  CLI::App* demo_cmd = app.add_subcommand(
-      "demo", "Dump a simulated GPU process (model-like BOs on several simulated GPUs) through the pipeline, restore it "
-              "into fresh simulated GPUs and check every byte");
-  demo_cmd->add_option("-g,--gpus", demo.gpus, "simulated GPUs")->capture_default_str();
-  demo_cmd->add_option("-s,--size", demo_size, "VRAM per GPU")->capture_default_str()->check(SizeValidator());
-  demo_cmd->add_option("--rings", demo.rings, "simulated SDMA rings per GPU")->capture_default_str();
-  demo_cmd->add_option("--to", demo.destination,
-                       "where the stream goes: a file or s3://BUCKET/KEY (kept, read back and restored here), or "
-                       "tcp://HOST:PORT / unix:PATH where `vramflow demo --listen` restores it (default: a temporary "
-                       "file, removed)");
-  demo_cmd->add_option("--listen", demo.listen,
-                       "be the receiving end: restore a stream sent by `demo --to` into fresh simulated GPUs (same "
-                       "--gpus and --size) as it arrives, and check every byte");
-  demo_cmd->add_option("--base-store", demo.base_store,
-                       "with --listen: earlier streams the sender may build its stream on, offered to it");
-  demo_cmd->add_flag("--base", demo.incremental,
-                     "an incremental checkpoint: a full checkpoint, a simulated training step (low mantissa bits of "
-                     "fp32 weights and Adam state change, activations and scratch are rewritten, bf16 weights stay), "
-                     "then a checkpoint against the first, restored with it and checked; prints both (not with --to "
-                     "or --listen)");
-  demo_cmd->add_flag("--json", demo.json, "print the results as JSON");
-  demo_cmd->add_flag("-f,--force", demo.force, "with --to: overwrite an existing file or S3 object");
-  demo_cmd->add_flag("-q,--quiet", demo_quiet, "no progress (as --progress none)");
-  demo_cmd
-      ->add_option("--progress", demo_progress,
-                   "auto (a bar on a terminal, else lines), bar, lines (a line every 5 s, for logs) or none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
-  demo_flags.Add(demo_cmd);
-  TransportFlags demo_net;
-  demo_net.Add(demo_cmd, /*sending=*/true, /*receiving=*/true);
+  commands.push_back(std::make_unique<DemoCommand>());
+  commands.back()->Add(&app);
 
   // inspect
   commands.push_back(std::make_unique<InspectCommand>());
@@ -176,87 +142,20 @@ int Main(int argc, char** argv) {
   commands.back()->Add(&app);
 
   // send
-  TransferOptions send;
-  TransportFlags send_net;
-  bool send_force = false;
-  OutputFlags send_out;
-  FsyncFlags send_fsync;
-  std::string send_name;
-  CLI::App* send_cmd = app.add_subcommand(
-      "send", "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
-              "Succeeds only once the receiver has stored the whole stream");
-  send_cmd->add_option("source", send.source, "a file, - (stdin), fd:N or s3://BUCKET/KEY")->required();
-  send_cmd->add_option("destination", send.sink,
-                       "tcp://HOST:PORT or unix:PATH (connects to a receiver there), s3://BUCKET/KEY, or any other "
-                       "sink URI (a file, - for stdout, fd:N)")
-      ->required();
-  send_out.Add(send_cmd, /*with_json=*/true);
-  send_cmd->add_flag("-f,--force", send_force, "overwrite an existing destination file or S3 object");
-  send_cmd->add_option("--name", send_name,
-                       "name the stream (network destinations): `recv --output-dir` stores it under this name");
-  send_fsync.Add(send_cmd, "off; to a receiver, the receiver's own setting counts");
-  send_net.Add(send_cmd, /*sending=*/true, /*receiving=*/false);
+  commands.push_back(std::make_unique<SendCommand>());
+  commands.back()->Add(&app);
 
   // recv
-  TransferOptions recv;
-  TransportFlags recv_net;
-  bool recv_force = false;
-  OutputFlags recv_out;
-  FsyncFlags recv_fsync;
-  std::string recv_dir;
-  unsigned recv_count = 0;
-  CLI::App* recv_cmd = app.add_subcommand(
-      "recv", "Receive a stream from a sender (send, pack --to, demo --to, the plugin) and store it at -o OUT, or "
-              "streams one after another into --output-dir DIR, each under the name its sender gave it (the plugin "
-              "names each GPU's stream after its image). Output appears only once a whole stream has arrived; other "
-              "senders are refused while one is active. "
-              "(To restore as it arrives instead, give the address to `unpack` or `demo --listen`.)");
-  recv_cmd->add_option("--listen", recv.source, "address to listen on: tcp://HOST:PORT (HOST may be empty) or unix:PATH")
-      ->required();
-  CLI::Option* recv_output =
-      recv_cmd->add_option("-o,--output", recv.sink, "where to store the stream: a file, - (stdout), fd:N, s3://BUCKET/KEY");
-  CLI::Option* recv_dir_option = recv_cmd->add_option(
-      "-d,--output-dir", recv_dir,
-      "take streams one after another and store each in this existing directory under the name its sender gave it");
-  recv_output->excludes(recv_dir_option);
-  std::string recv_base_store;
-  recv_cmd->add_option("--base-store", recv_base_store,
-                       "earlier streams a sender may build its stream on, offered to it (default with --output-dir: "
-                       "that directory)");
-  recv_cmd->add_option("--count", recv_count, "with --output-dir: stop after storing N streams (default: at SIGINT/SIGTERM)")
-      ->needs(recv_dir_option)
-      ->check(CLI::PositiveNumber);
-  recv_cmd->add_flag("-f,--force", recv_force, "overwrite an existing output file or S3 object");
-  recv_fsync.Add(recv_cmd, "on: the sender is told DONE only once the stream is durable");
-  recv_out.Add(recv_cmd, /*with_json=*/true);
-  recv_net.Add(recv_cmd, /*sending=*/false, /*receiving=*/true);
-  MemoryFlag recv_memory;
-  recv_memory.Add(recv_cmd, "the receive window (a quarter, at most 64M) and the verification of the stream");
+  commands.push_back(std::make_unique<RecvCommand>());
+  commands.back()->Add(&app);
 
   // keygen
-  std::string keygen_output;
-  CLI::App* keygen_cmd = app.add_subcommand(
-      "keygen", "Write a new random shared key (for --key-file / VRAMFLOW_KEY_FILE); copy it to the other host securely");
-  keygen_cmd->add_option("-o,--output", keygen_output, "key file to create (mode 0600; never overwritten), or - for stdout")
-      ->required();
+  commands.push_back(std::make_unique<KeygenCommand>());
+  commands.back()->Add(&app);
 
   // gen
-  std::string gen_kind = "bf16", gen_size = "64M", gen_output;
-  uint64_t gen_seed = 1;
-  CLI::App* gen_cmd = app.add_subcommand("gen", "Write model-like test data (see docs/DATA.md)");
-  gen_cmd->add_option("-k,--kind", gen_kind, "fp32, bf16, fp16, fp8, adam-m, adam-v, zeros or random")->capture_default_str();
-  gen_cmd->add_option("-s,--size", gen_size, "bytes to write")->capture_default_str()->check(SizeValidator());
-  gen_cmd->add_option("--seed", gen_seed, "seed; same seed, same bytes")->capture_default_str();
-  uint32_t gen_step = 0;
-  gen_cmd->add_option("--step", gen_step,
-                      "the training state after this many AdamW steps (fp32, bf16, fp16, adam-m, adam-v; 0: as generated)")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 100000u));
-  gen_cmd->add_option("-o,--output", gen_output, "file to write; - for stdout; s3://BUCKET/KEY")->required();
-  bool gen_force = false;
-  gen_cmd->add_flag("-f,--force", gen_force, "overwrite an existing output file or S3 object");
-  S3Flags gen_s3;
-  gen_s3.Add(gen_cmd);
+  commands.push_back(std::make_unique<GenCommand>());
+  commands.back()->Add(&app);
 
   // criu export-upstream
   CLI::App* criu_cmd = app.add_subcommand("criu", "Work on the CRIU amdgpu plugin's images");
@@ -372,43 +271,11 @@ int Main(int argc, char** argv) {
   interrupts = &signal_handling;
   CleanupRegistry* cleanup = signal_handling.cleanup();
   const std::string journal_dir = s3::DefaultJournalDir(nullptr);
-  auto interruptible = [&](TransportOptions* options) {
-    options->file.cleanup = cleanup;
-    options->net.cleanup = cleanup;
-    options->s3.cleanup = cleanup;
-    options->s3.journal_dir = journal_dir;
-  };
-  for (TransportOptions* options : {&demo.transport, &send.transport, &recv.transport})
-    interruptible(options);
   export_upstream.cleanup = cleanup;
   const CommandContext context{cleanup, journal_dir};
   for (const std::unique_ptr<Command>& command : commands)
     if (command->chosen()) return RunCommand(*command, context);
 
-  if (*demo_cmd) {
-    if (demo.json) JsonCommand() = "demo";
-    Status s = demo_flags.Resolve(&demo.pipeline);
-    if (s.ok() && !demo.listen.empty()) s = CheckListenUri(demo.listen);
-    if (s.ok() && !demo.destination.empty()) s = CheckWriteUri(demo.destination);
-    if (s.ok() && demo.destination == "-")
-      s = Status::InvalidArgument("--to -: demo reads its stream back to restore it; give a file, s3:// or a receiver");
-    if (s.ok() && demo.incremental && (!demo.listen.empty() || !demo.destination.empty()))
-      s = Status::InvalidArgument("--base keeps both checkpoints here, in temporary files: it does not combine with "
-                                  "--to or --listen");
-    if (s.ok()) s = demo_net.Resolve(&demo.transport);
-    if (!s.ok()) return UsageError("demo", s);
-    if (!demo.destination.empty()) s = CheckDestination(demo.destination, demo.force);
-    if (s.ok() && (!demo.listen.empty() || !demo.destination.empty())) s = demo_net.LoadCredentials(&demo.transport);
-    if (!s.ok()) return Fail("demo", s);
-    demo.bytes_per_gpu = ParseSize(demo_size).value();
-    demo.progress = demo_quiet || demo.json ? ProgressStyle()
-                                            : ProgressStyle(ParseProgressMode(demo_progress).value_or(
-                                                  ProgressStyle::Mode::kNone));
-    DemoReport report;
-    s = RunDemo(demo, std::cout, &report);
-    std::cout.flush();
-    return s.ok() ? 0 : Fail("demo", s);
-  }
   if (*export_cmd) {
     Status s = export_flags.Resolve(&export_upstream.pipeline);
     if (s.ok()) s = RefuseDash("DIR", export_upstream.dir);
@@ -442,111 +309,6 @@ int Main(int argc, char** argv) {
     s = RunPipelineBench(pbench, std::cout);
     std::cout.flush();
     return s.ok() ? 0 : Fail("bench pipeline", s);
-  }
-  if (*send_cmd || *recv_cmd) {
-    const char* name = *send_cmd ? "send" : "recv";
-    TransferOptions& options = *send_cmd ? send : recv;
-    const OutputFlags& out = *send_cmd ? send_out : recv_out;
-    if (out.json) JsonCommand() = name;
-    Status s = *send_cmd ? CheckReadUri(send.source, "vramflow recv")
-                         : CheckListenUri(recv.source);
-    if (s.ok() && !options.sink.empty()) s = CheckWriteUri(options.sink);
-    if (s.ok() && *recv_cmd) s = RefuseDash("--output-dir", recv_dir);
-    if (s.ok()) s = out.CheckStdout(options.sink);
-    if (s.ok()) s = (*send_cmd ? send_net : recv_net).Resolve(&options.transport);
-    if (!s.ok()) return UsageError(name, s);
-    const bool force = *send_cmd ? send_force : recv_force;
-    if (!options.sink.empty()) s = CheckDestination(options.sink, force);
-    if (s.ok()) s = (*send_cmd ? send_net : recv_net).LoadCredentials(&options.transport);
-    if (!s.ok()) return Fail(name, s);
-    options.transport.file.overwrite = force;
-    options.transport.s3.overwrite = force;
-    options.transport.file.fsync = *send_cmd ? send_fsync.Resolve(false) : recv_fsync.Resolve(/*default_on=*/true);
-    const bool quiet = out.quiet;
-    options.progress = out.Style();
-    if (*recv_cmd) options.max_memory = recv_memory.Resolve();
-    if (*send_cmd && !send_name.empty()) {
-      Result<Endpoint> endpoint = ParseEndpoint(send.sink);
-      if (endpoint.ok() && !endpoint->is_network())
-        return UsageError(name, Status::InvalidArgument("--name names a stream sent to tcp:// or unix:, not " + send.sink));
-      options.transport.net.name = send_name;
-    }
-    if (*recv_cmd && !recv_dir.empty()) {
-      ReceiveDirOptions dir_options;
-      dir_options.listen = recv.source;
-      dir_options.dir = recv_dir;
-      dir_options.count = recv_count;
-      dir_options.transport = options.transport;
-      dir_options.progress = out.Style();
-      dir_options.notes = !quiet;
-      dir_options.max_memory = options.max_memory;
-      dir_options.base_store = recv_base_store;
-      ReceiveDirReport report;
-      s = RunReceiveDirectory(dir_options, &report);
-      if (s.ok() && out.json) PrintJson(ReceiveDirJson(report, recv.source, recv_dir));
-      if (out.summary() && (s.ok() || report.stored > 0))  // not after a failure to start
-        std::fprintf(stderr, "vramflow recv: stored %u stream(s), %s, in %s\n", report.stored,
-                     FormatSize(report.bytes).c_str(), recv_dir.c_str());
-      return s.ok() ? 0 : Fail(name, s);
-    }
-    if (*recv_cmd && recv.sink.empty())
-      return UsageError(name, Status::InvalidArgument("give -o OUT (one stream) or --output-dir DIR (streams by name)"));
-    if (*recv_cmd) {
-      // Only once bound (after the output could be opened), with the real port.
-      if (!quiet)
-        options.transport.on_listening = [](const std::string& uri) {
-          std::fprintf(stderr, "vramflow recv: listening on %s\n", uri.c_str());
-        };
-    }
-    if (*recv_cmd) options.base_store = recv_base_store;
-    TransferReport report;
-    s = RunTransfer(options, *send_cmd ? "send" : "recv", &report);
-    if (!s.ok()) return Fail(name, s);
-    if (out.json) PrintJson(TransferJson(name, report, options.source, options.sink));
-    if (out.summary())
-      std::fprintf(stderr, "%s %s %s %s in %.2f s (%s)%s\n", *send_cmd ? "sent" : "received",
-                   FormatSize(report.bytes).c_str(), *send_cmd ? "to" : "from",
-                   *send_cmd ? send.sink.c_str() : report.peer.c_str(), report.seconds,
-                   FormatRate(report.bytes, report.seconds).c_str(),
-                   *send_cmd ? "; the receiver stored all of it" : (", stored in " + recv.sink).c_str());
-    return 0;
-  }
-  if (*keygen_cmd) {
-    Result<Endpoint> out = ParseEndpoint(keygen_output);
-    if (!out.ok()) return UsageError("keygen", out.status());
-    if (out->kind != Endpoint::Kind::kPath && out->kind != Endpoint::Kind::kStdio)
-      return UsageError("keygen", Status::InvalidArgument("-o '" + keygen_output + "': give a file to create, or - for stdout"));
-    Status s = RunKeygen(keygen_output, cleanup);
-    if (!s.ok()) return Fail("keygen", s);
-    if (keygen_output != "-")
-      std::fprintf(stderr, "wrote a new key to %s (keep it secret; both ends need it)\n", keygen_output.c_str());
-    return 0;
-  }
-  if (*gen_cmd) {
-    std::optional<DataKind> kind = ParseDataKind(gen_kind);
-    if (!kind) return UsageError("gen", Status::InvalidArgument("unknown data kind '" + gen_kind + "'"));
-    uint64_t size = ParseSize(gen_size).value();
-    if (Status checked = CheckWriteUri(gen_output); !checked.ok()) return UsageError("gen", checked);
-    if (Status checked = CheckDestination(gen_output, gen_force); !checked.ok()) return Fail("gen", checked);
-    TransportOptions sink_options;  // a file, -, fd:N or s3://BUCKET/KEY
-    interruptible(&sink_options);
-    sink_options.file.overwrite = gen_force;
-    sink_options.s3.overwrite = gen_force;
-    sink_options.s3.cleanup = cleanup;  // an interrupt kills a credential_process, aborts the upload
-    if (Status resolved = gen_s3.Resolve(&sink_options.s3); !resolved.ok()) return UsageError("gen", resolved);
-    if (Status loaded = gen_s3.LoadEncryptionKey(&sink_options.s3); !loaded.ok()) return Fail("gen", loaded);
-    Result<std::unique_ptr<ByteSink>> sink = OpenSink(gen_output, sink_options);
-    if (!sink.ok()) return Fail("gen", sink.status());
-    std::vector<uint8_t> buf(4u << 20);
-    for (uint64_t offset = 0; offset < size;) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - offset));
-      GenerateTrainingState(*kind, gen_seed, gen_step, offset, std::span<uint8_t>(buf.data(), n));
-      Status s = (*sink)->Write(std::span<const uint8_t>(buf.data(), n));
-      if (!s.ok()) return Fail("gen", s);
-      offset += n;
-    }
-    Status s = (*sink)->Commit();
-    return s.ok() ? 0 : Fail("gen", s);
   }
   if (*s3_cleanup_cmd) {
     const std::string dir = s3_journal.empty() ? journal_dir : s3_journal;
