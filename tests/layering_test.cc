@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The layering stated at the top of CMakeLists.txt, checked on the sources and
 // on the built binaries (issue 52): a folder includes headers of its own
-// library and of the libraries listed above it only, and the shipped binaries
-// carry none of the tests' stand-ins (amdgpu_plugin.so no simulator, vramflow
-// no simulated KFD and no CRIU stand-in; the demo's simulated GPU stays).
+// library and of the libraries listed above it only, its library links only
+// those, and the shipped binaries carry none of the tests' stand-ins
+// (amdgpu_plugin.so no simulator, vramflow no simulated KFD and no CRIU
+// stand-in; the demo's simulated GPU stays).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -159,6 +160,40 @@ TEST_F(Layering, SourcesIncludeOnlyLibrariesAboveThem) {
     for (const std::string& violation : IncludeViolations(table_, root_, file, ReadText(root_ + "/" + file)))
       ADD_FAILURE() << violation;
   }
+}
+
+// CMakeLists.txt's links keep the order too: a library of the table links
+// only libraries listed above it, and none its row excludes.
+TEST_F(Layering, LibrariesLinkOnlyLibrariesAboveThem) {
+  const std::string cmake_lists = ReadText(root_ + "/CMakeLists.txt");
+  static const std::regex kLink(R"(target_link_libraries\((vramflow_\w+)([^)]*)\))");
+  static const std::regex kName(R"(vramflow_\w+)");
+  auto row_named = [&](const std::string& name) {
+    for (size_t i = 0; i < table_.size(); ++i) {
+      if (table_[i].name == name) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  int links = 0;
+  const std::sregex_iterator end;
+  for (std::sregex_iterator link(cmake_lists.begin(), cmake_lists.end(), kLink); link != end; ++link) {
+    const int own = row_named((*link)[1]);
+    if (own < 0) continue;
+    ++links;
+    const std::string used = (*link)[2];
+    for (std::sregex_iterator name(used.begin(), used.end(), kName); name != end; ++name) {
+      const int theirs = row_named(name->str());
+      if (theirs < 0) continue;
+      EXPECT_LT(theirs, own) << table_[own].name << " links " << name->str()
+                             << ", listed below it in CMakeLists.txt's table";
+      for (const std::string& denied : table_[own].denied) {
+        EXPECT_FALSE(StartsWith(table_[theirs].folder, denied))
+            << table_[own].name << " links " << name->str() << ": its row in CMakeLists.txt's table excludes "
+            << denied;
+      }
+    }
+  }
+  EXPECT_GE(links, static_cast<int>(table_.size())) << "CMakeLists.txt links fewer libraries than its table lists";
 }
 
 // The check itself: an include from a library below, from one the row
