@@ -50,7 +50,10 @@ class Command {
   virtual bool json() const { return false; }
   // Checks and resolves the parsed flags; a failure is a bad command line.
   virtual Status Resolve() = 0;
-  // Does the job and prints its summary or report; a failure is the job's.
+  // Does the job and prints its summary or report; a failure is the job's. A
+  // failure with an empty message is one the command has reported itself (s3
+  // cleanup lists every upload it could not abort): main.cc then prints no
+  // error line, only exits with its status.
   virtual Status Run(const CommandContext& context) = 0;
 };
 
