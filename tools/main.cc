@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The `vramflow` command line: one subcommand per job, each with --help.
+// The `vramflow` command line: one subcommand per job, each with --help and
+// each a class of its own (tools/command.h). Here only: the commands added in
+// --help's order, the parse, the signal handling, the chosen command resolved
+// and run, and its status turned into the exit status.
 //
 // Exit status (tools/cli/exit_codes.h, docs/CLI.md): 0 success, 1 the job
 // failed (the message says what and where), 2 the command line was wrong,
@@ -9,44 +12,32 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
-#include "codecs/chunk_codec.h"
-#include "common/printable.h"
-#include "common/units.h"
 #include "common/version.h"
-#include "datagen/model_data.h"
-#include "streamer/format/frame_format.h"
-#include "streamer/machine/machine_limits.h"
-#include "streamer/pipeline_fit.h"
-#include "tools/cli/cli_uri.h"
-#include "tools/cli/cli_util.h"
 #include "tools/bench_command.h"
-#include "tools/cli/command_flags.h"
+#include "tools/cli/exit_codes.h"
+#include "tools/cli/exit_status.h"
+#include "tools/cli/interrupt.h"
 #include "tools/command.h"
 #include "tools/completion_command.h"
 #include "tools/criu_export_command.h"
 #include "tools/demo_command.h"
 #include "tools/flatten_command.h"
-#include "tools/cli/exit_codes.h"
-#include "tools/cli/exit_status.h"
 #include "tools/gen_command.h"
 #include "tools/inspect_command.h"
-#include "tools/cli/interrupt.h"
 #include "tools/json_report.h"
 #include "tools/pack_command.h"
 #include "tools/s3_cleanup_command.h"
 #include "tools/streamer_command.h"
 #include "tools/transfer_command.h"
 #include "tools/unpack_command.h"
-#include "tools/cli/transport_flags.h"
-#include "transport/core/fd_stream.h"
 #include "transport/s3/s3_journal.h"
-#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -109,84 +100,43 @@ int RunCommand(Command& command, const CommandContext& context) {
   return s.ok() ? kExitOk : Fail(command.name(), s);
 }
 
-int Main(int argc, char** argv) {
-  CLI::App app{"vramflow: checkpoint, migrate and restore GPU memory as compressed, checksummed chunk streams"};
-  app.set_version_flag("--version", "vramflow " + VersionString());
-  app.require_subcommand(1);
-  app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line, 3 the stream "
-             "is corrupt or incomplete, 4 authentication failed (key, certificate, peer), 129/130/143 stopped by "
-             "SIGHUP/SIGINT/SIGTERM (temporary files removed, uploads aborted).");
-  // The commands, each a class of its own (tools/command.h), added in the order --help lists them.
+// The commands, each a class of its own (tools/command.h), added to `app` in
+// the order --help lists them; criu, s3 and bench are groups of subcommands.
+std::vector<std::unique_ptr<Command>> AddCommands(CLI::App* app) {
   std::vector<std::unique_ptr<Command>> commands;
+  auto add = [&](CLI::App* parent, std::unique_ptr<Command> command) {
+    command->Add(parent);
+    commands.push_back(std::move(command));
+  };
+  auto group = [&](const std::string& name, const std::string& description) {
+    CLI::App* group = app->add_subcommand(name, description);
+    group->require_subcommand(1);
+    return group;
+  };
+  add(app, std::make_unique<PackCommand>());
+  add(app, std::make_unique<UnpackCommand>());
+  add(app, std::make_unique<DemoCommand>());
+  add(app, std::make_unique<InspectCommand>());
+  add(app, std::make_unique<VerifyCommand>());
+  add(app, std::make_unique<FlattenCommand>());
+  add(app, std::make_unique<SendCommand>());
+  add(app, std::make_unique<RecvCommand>());
+  add(app, std::make_unique<KeygenCommand>());
+  add(app, std::make_unique<GenCommand>());
+  add(group("criu", "Work on the CRIU amdgpu plugin's images"), std::make_unique<ExportUpstreamCommand>());
+  add(app, std::make_unique<StreamerCommand>());  // criu-image-streamer's drop-in
+  add(group("s3", "Work on S3 state that vramflow left behind"), std::make_unique<S3CleanupCommand>());
+  CLI::App* bench = group("bench", "Benchmarks");
+  add(bench, std::make_unique<CodecBenchCommand>());
+  add(bench, std::make_unique<PipelineBenchCommand>());
+  // Hidden: the shell completion script, from this very tree (tools/cli/shell_completion.h).
+  add(app, std::make_unique<CompletionCommand>(app));
+  return commands;
+}
 
-  // pack
-  commands.push_back(std::make_unique<PackCommand>());
-  commands.back()->Add(&app);
-
-  // unpack
-  commands.push_back(std::make_unique<UnpackCommand>());
-  commands.back()->Add(&app);
-
-  // demo
-  commands.push_back(std::make_unique<DemoCommand>());
-  commands.back()->Add(&app);
-
-  // inspect
-  commands.push_back(std::make_unique<InspectCommand>());
-  commands.back()->Add(&app);
-
-  // verify
-  commands.push_back(std::make_unique<VerifyCommand>());
-  commands.back()->Add(&app);
-
-  // flatten
-  commands.push_back(std::make_unique<FlattenCommand>());
-  commands.back()->Add(&app);
-
-  // send
-  commands.push_back(std::make_unique<SendCommand>());
-  commands.back()->Add(&app);
-
-  // recv
-  commands.push_back(std::make_unique<RecvCommand>());
-  commands.back()->Add(&app);
-
-  // keygen
-  commands.push_back(std::make_unique<KeygenCommand>());
-  commands.back()->Add(&app);
-
-  // gen
-  commands.push_back(std::make_unique<GenCommand>());
-  commands.back()->Add(&app);
-
-  // criu export-upstream
-  CLI::App* criu_cmd = app.add_subcommand("criu", "Work on the CRIU amdgpu plugin's images");
-  criu_cmd->require_subcommand(1);
-  commands.push_back(std::make_unique<ExportUpstreamCommand>());
-  commands.back()->Add(criu_cmd);
-
-  // streamer (criu-image-streamer's drop-in)
-  commands.push_back(std::make_unique<StreamerCommand>());
-  commands.back()->Add(&app);
-
-  // s3 cleanup
-  CLI::App* s3_cmd = app.add_subcommand("s3", "Work on S3 state that vramflow left behind");
-  s3_cmd->require_subcommand(1);
-  commands.push_back(std::make_unique<S3CleanupCommand>());
-  commands.back()->Add(s3_cmd);
-
-  // bench
-  CLI::App* bench_cmd = app.add_subcommand("bench", "Benchmarks");
-  bench_cmd->require_subcommand(1);
-  commands.push_back(std::make_unique<CodecBenchCommand>());
-  commands.back()->Add(bench_cmd);
-  commands.push_back(std::make_unique<PipelineBenchCommand>());
-  commands.back()->Add(bench_cmd);
-
-  // completion (hidden): the shell completion script, from this very tree (tools/cli/shell_completion.h)
-  commands.push_back(std::make_unique<CompletionCommand>(&app));
-  commands.back()->Add(&app);
-
+// Parses the command line: nothing when a command is to run, else the exit
+// status (--help and --version: 0; a command line that did not parse: 2).
+std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -201,22 +151,37 @@ int Main(int argc, char** argv) {
                  command.c_str(), e.what());
     return kExitUsage;
   }
+  return std::nullopt;
+}
 
-  // SIGINT, SIGTERM, SIGHUP: before any thread starts (tools/cli/interrupt.h).
-  std::string command_name;
+// "pack", "bench codecs": the command that parsed, for the signal handling's messages.
+std::string ChosenPath(const CLI::App& app) {
+  std::string path;
   for (const CLI::App* cmd = &app; !cmd->get_subcommands().empty();) {
     cmd = cmd->get_subcommands().front();
-    command_name += (command_name.empty() ? "" : " ") + cmd->get_name();
+    path += (path.empty() ? "" : " ") + cmd->get_name();
   }
+  return path;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"vramflow: checkpoint, migrate and restore GPU memory as compressed, checksummed chunk streams"};
+  app.set_version_flag("--version", "vramflow " + VersionString());
+  app.require_subcommand(1);
+  app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line, 3 the stream "
+             "is corrupt or incomplete, 4 authentication failed (key, certificate, peer), 129/130/143 stopped by "
+             "SIGHUP/SIGINT/SIGTERM (temporary files removed, uploads aborted).");
+  const std::vector<std::unique_ptr<Command>> commands = AddCommands(&app);
+  if (std::optional<int> exit_status = Parse(app, argc, argv)) return *exit_status;
+
+  // SIGINT, SIGTERM, SIGHUP: before any thread starts (tools/cli/interrupt.h).
+  const std::string command_name = ChosenPath(app);
   Interrupts signal_handling(command_name);
   if (!signal_handling.status().ok()) return Fail(command_name, signal_handling.status());
   interrupts = &signal_handling;
-  CleanupRegistry* cleanup = signal_handling.cleanup();
-  const std::string journal_dir = s3::DefaultJournalDir(nullptr);
-  const CommandContext context{cleanup, journal_dir};
+  const CommandContext context{signal_handling.cleanup(), s3::DefaultJournalDir(nullptr)};
   for (const std::unique_ptr<Command>& command : commands)
     if (command->chosen()) return RunCommand(*command, context);
-
   return kExitUsage;
 }
 
