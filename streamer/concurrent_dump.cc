@@ -226,7 +226,7 @@ class ConcurrentDump::Engine {
     VF_RETURN_IF_ERROR(writer_->Finish().WithContext("ending the stream on " + sink_->Describe()));
     write_seconds_ += SecondsSince(finish_began);
     if (stats)
-      FillPipelineStats(WrittenFigures(*writer_, objects_.size(), done_bytes_),
+      FillPipelineStats(WrittenStats(*writer_, objects_.size(), done_bytes_),
                         EngineFigures{.slots = plan_.items,
                                       .budget_peak = budget_.peak(),
                                       .threads = plan_.threads,

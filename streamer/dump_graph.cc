@@ -669,7 +669,7 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   const auto finish_began = std::chrono::steady_clock::now();
   VF_RETURN_IF_ERROR(writer.Finish());
   lent.WaitAll();
-  FillPipelineStats(WrittenFigures(writer, sources.size(), graph.done_bytes()),
+  FillPipelineStats(WrittenStats(writer, sources.size(), graph.done_bytes()),
                     EngineFigures{.slots = pool->size(),
                                   .budget_peak = budget.peak(),
                                   .threads = plan.threads,

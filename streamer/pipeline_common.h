@@ -70,23 +70,11 @@ inline double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// What a stream holds, as a dump's writer or a restore's reader counted it:
-// the stream's side of PipelineStats.
-struct StreamFigures {
-  uint64_t objects = 0;
-  uint64_t raw_bytes = 0;
-  uint64_t stream_bytes = 0;
-  uint64_t zero_bytes = 0;
-  uint64_t dedup_bytes = 0;
-  uint64_t data_chunks = 0;
-  uint64_t base_ref_bytes = 0;
-  uint64_t base_delta_bytes = 0;
-};
-
-// What `writer` has written: `objects` objects of `raw_bytes` in all.
-inline StreamFigures WrittenFigures(const StreamWriter& writer, uint64_t objects, uint64_t raw_bytes) {
+// What `writer` has written, `objects` objects of `raw_bytes` in all: the
+// stream's side of a dump's PipelineStats (the engine's left zero).
+inline PipelineStats WrittenStats(const StreamWriter& writer, uint64_t objects, uint64_t raw_bytes) {
   const WriterStats& w = writer.stats();
-  return StreamFigures{.objects = objects,
+  return PipelineStats{.objects = objects,
                        .raw_bytes = raw_bytes,
                        .stream_bytes = writer.bytes_written(),
                        .zero_bytes = w.zero_bytes,
@@ -105,9 +93,11 @@ struct EngineFigures {
   double serial_seconds = 0;
 };
 
-// Every engine's one way to fill its PipelineStats (all of it but a
-// restore's reference_batches, which it sets itself).
-inline void FillPipelineStats(const StreamFigures& stream, const EngineFigures& engine, PipelineStats* stats) {
+// Every engine's one way to fill its PipelineStats: the stream's figures
+// from `stream` (as a writer or a reader counted them: WrittenStats), the
+// rest from `engine`; all but a restore's reference_batches, which it sets
+// itself.
+inline void FillPipelineStats(const PipelineStats& stream, const EngineFigures& engine, PipelineStats* stats) {
   stats->objects = stream.objects;
   stats->raw_bytes = stream.raw_bytes;
   stats->stream_bytes = stream.stream_bytes;

@@ -151,9 +151,10 @@ class FrameSource {
   std::vector<PendingRef> TakeRefs() { return std::exchange(refs_, {}); }
   const std::map<uint32_t, RestoreTarget>& targets() const { return targets_; }
   uint64_t raw_bytes() const { return validator_.totals().raw_bytes; }
-  // What the frames read so far hold.
-  StreamFigures figures() const {
-    return StreamFigures{.objects = validator_.totals().object_count,
+  // What the frames read so far hold: the stream's side of the restore's
+  // PipelineStats (the engine's left zero).
+  PipelineStats figures() const {
+    return PipelineStats{.objects = validator_.totals().object_count,
                          .raw_bytes = raw_bytes(),
                          .stream_bytes = reader_.offset(),
                          .zero_bytes = zero_bytes_,

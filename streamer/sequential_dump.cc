@@ -312,7 +312,7 @@ Status SequentialDump(const std::vector<SequentialInput>& inputs, ByteSink* sink
   VF_RETURN_IF_ERROR(stages.Run(plan.threads, plan.items));
   const auto finish_began = std::chrono::steady_clock::now();
   VF_RETURN_IF_ERROR(writer.Finish());
-  FillPipelineStats(WrittenFigures(writer, inputs.size(), stages.done_bytes()),
+  FillPipelineStats(WrittenStats(writer, inputs.size(), stages.done_bytes()),
                     EngineFigures{.slots = plan.items,
                                   .budget_peak = budget.peak(),
                                   .threads = plan.threads,
