@@ -123,20 +123,28 @@ void UnpackGroups(const uint8_t* in, size_t groups, const Runs& runs, uint64_t c
 template <unsigned kWidth>
 size_t PackWidth(const uint8_t* in, size_t groups, const Runs& runs, uint8_t* out) {
   switch (runs.count) {
-    case 1: return PackGroups<kWidth, 1>(in, groups, runs, out);
-    case 2: return PackGroups<kWidth, 2>(in, groups, runs, out);
-    case 3: return PackGroups<kWidth, 3>(in, groups, runs, out);
-    default: return PackGroups<kWidth, 4>(in, groups, runs, out);
+    case 1:
+      return PackGroups<kWidth, 1>(in, groups, runs, out);
+    case 2:
+      return PackGroups<kWidth, 2>(in, groups, runs, out);
+    case 3:
+      return PackGroups<kWidth, 3>(in, groups, runs, out);
+    default:
+      return PackGroups<kWidth, 4>(in, groups, runs, out);
   }
 }
 
 template <unsigned kWidth>
 void UnpackWidth(const uint8_t* in, size_t groups, const Runs& runs, uint64_t constant, uint8_t* out) {
   switch (runs.count) {
-    case 1: return UnpackGroups<kWidth, 1>(in, groups, runs, constant, out);
-    case 2: return UnpackGroups<kWidth, 2>(in, groups, runs, constant, out);
-    case 3: return UnpackGroups<kWidth, 3>(in, groups, runs, constant, out);
-    default: return UnpackGroups<kWidth, 4>(in, groups, runs, constant, out);
+    case 1:
+      return UnpackGroups<kWidth, 1>(in, groups, runs, constant, out);
+    case 2:
+      return UnpackGroups<kWidth, 2>(in, groups, runs, constant, out);
+    case 3:
+      return UnpackGroups<kWidth, 3>(in, groups, runs, constant, out);
+    default:
+      return UnpackGroups<kWidth, 4>(in, groups, runs, constant, out);
   }
 }
 
@@ -144,8 +152,7 @@ void UnpackWidth(const uint8_t* in, size_t groups, const Runs& runs, uint64_t co
 // The varying bits of a group of eight bytes are, in order, what PEXT takes
 // out of the group's 64-bit word with `varying` in every byte: the format's
 // bit stream as it is. PDEP puts them back.
-__attribute__((target("bmi2"))) size_t PackGroupsBmi2(const uint8_t* in, size_t groups, uint8_t varying,
-                                                        uint8_t* out) {
+__attribute__((target("bmi2"))) size_t PackGroupsBmi2(const uint8_t* in, size_t groups, uint8_t varying, uint8_t* out) {
   const uint64_t mask = varying * 0x0101010101010101ull;
   const unsigned width = std::popcount(varying);
   for (size_t g = 0; g < groups; ++g, in += 8, out += width) StoreLE64(out, _pext_u64(LoadLE64(in), mask));
@@ -153,7 +160,7 @@ __attribute__((target("bmi2"))) size_t PackGroupsBmi2(const uint8_t* in, size_t 
 }
 
 __attribute__((target("bmi2"))) void UnpackGroupsBmi2(const uint8_t* in, size_t groups, uint8_t varying,
-                                                       uint64_t constant, uint8_t* out) {
+                                                      uint64_t constant, uint8_t* out) {
   const uint64_t mask = varying * 0x0101010101010101ull;
   const unsigned width = std::popcount(varying);
   for (size_t g = 0; g < groups; ++g, in += width, out += 8) StoreLE64(out, _pdep_u64(LoadLE64(in), mask) | constant);
@@ -166,15 +173,24 @@ size_t Pack(unsigned width, const uint8_t* in, size_t groups, uint8_t varying, u
 #endif
   const Runs runs = VaryingRuns(varying);
   switch (width) {
-    case 1: return PackWidth<1>(in, groups, runs, out);
-    case 2: return PackWidth<2>(in, groups, runs, out);
-    case 3: return PackWidth<3>(in, groups, runs, out);
-    case 4: return PackWidth<4>(in, groups, runs, out);
-    case 5: return PackWidth<5>(in, groups, runs, out);
-    case 6: return PackWidth<6>(in, groups, runs, out);
-    case 7: return PackWidth<7>(in, groups, runs, out);
-    case 8: return PackWidth<8>(in, groups, runs, out);
-    default: return 0;  // width 0: nothing to store
+    case 1:
+      return PackWidth<1>(in, groups, runs, out);
+    case 2:
+      return PackWidth<2>(in, groups, runs, out);
+    case 3:
+      return PackWidth<3>(in, groups, runs, out);
+    case 4:
+      return PackWidth<4>(in, groups, runs, out);
+    case 5:
+      return PackWidth<5>(in, groups, runs, out);
+    case 6:
+      return PackWidth<6>(in, groups, runs, out);
+    case 7:
+      return PackWidth<7>(in, groups, runs, out);
+    case 8:
+      return PackWidth<8>(in, groups, runs, out);
+    default:
+      return 0;  // width 0: nothing to store
   }
 }
 
@@ -186,15 +202,24 @@ void Unpack(unsigned width, const uint8_t* in, size_t groups, uint8_t varying, u
 #endif
   const Runs runs = VaryingRuns(varying);
   switch (width) {
-    case 1: return UnpackWidth<1>(in, groups, runs, constant, out);
-    case 2: return UnpackWidth<2>(in, groups, runs, constant, out);
-    case 3: return UnpackWidth<3>(in, groups, runs, constant, out);
-    case 4: return UnpackWidth<4>(in, groups, runs, constant, out);
-    case 5: return UnpackWidth<5>(in, groups, runs, constant, out);
-    case 6: return UnpackWidth<6>(in, groups, runs, constant, out);
-    case 7: return UnpackWidth<7>(in, groups, runs, constant, out);
-    case 8: return UnpackWidth<8>(in, groups, runs, constant, out);
-    default: return;
+    case 1:
+      return UnpackWidth<1>(in, groups, runs, constant, out);
+    case 2:
+      return UnpackWidth<2>(in, groups, runs, constant, out);
+    case 3:
+      return UnpackWidth<3>(in, groups, runs, constant, out);
+    case 4:
+      return UnpackWidth<4>(in, groups, runs, constant, out);
+    case 5:
+      return UnpackWidth<5>(in, groups, runs, constant, out);
+    case 6:
+      return UnpackWidth<6>(in, groups, runs, constant, out);
+    case 7:
+      return UnpackWidth<7>(in, groups, runs, constant, out);
+    case 8:
+      return UnpackWidth<8>(in, groups, runs, constant, out);
+    default:
+      return;
   }
 }
 
@@ -273,7 +298,8 @@ size_t BitPackTopBits(std::span<const uint8_t> src, std::span<uint8_t> dst) {
   size_t i = 0;
 #if defined(__SSE2__)
   for (; i + 16 <= n; i += 16) {
-    const unsigned bits = static_cast<unsigned>(_mm_movemask_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+    const unsigned bits =
+        static_cast<unsigned>(_mm_movemask_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
     any_set |= bits;
     any_clear |= ~bits & 0xffff;
     StoreLE16(out + i / 8, static_cast<uint16_t>(bits));

@@ -56,7 +56,6 @@ size_t BitPackTopBits(std::span<const uint8_t> src, std::span<uint8_t> dst);
 // Unpacks `src` into exactly dst.size() bytes; a payload of the wrong size,
 // constant bits outside the mask or non-zero padding bits are corruption.
 // `kernel` as for BitPackCompress, with PDEP.
-Status BitPackDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst,
-                         IsaKernel kernel = IsaKernel::kAuto);
+Status BitPackDecompress(std::span<const uint8_t> src, std::span<uint8_t> dst, IsaKernel kernel = IsaKernel::kAuto);
 
 }  // namespace vramflow

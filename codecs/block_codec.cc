@@ -20,11 +20,14 @@ BlockCompressor::BlockCompressor() : zstd_(ZSTD_createCCtx()) {
 BlockCompressor::~BlockCompressor() { ZSTD_freeCCtx(zstd_); }
 
 size_t BlockCompressor::Bound(size_t size) {
-  size_t lz4 = size <= static_cast<size_t>(LZ4_MAX_INPUT_SIZE) ? static_cast<size_t>(LZ4_compressBound(static_cast<int>(size))) : 0;
+  size_t lz4 = size <= static_cast<size_t>(LZ4_MAX_INPUT_SIZE)
+                   ? static_cast<size_t>(LZ4_compressBound(static_cast<int>(size)))
+                   : 0;
   return std::max({lz4, ZSTD_compressBound(size), HuffmanBound(size), BitPackBound(size)}) + 64;
 }
 
-Result<size_t> BlockCompressor::Compress(CodecId codec, int level, std::span<const uint8_t> src, std::span<uint8_t> dst) {
+Result<size_t> BlockCompressor::Compress(CodecId codec, int level, std::span<const uint8_t> src,
+                                         std::span<uint8_t> dst) {
   switch (codec) {
     case CodecId::kLz4: {
       if (src.size() > static_cast<size_t>(LZ4_MAX_INPUT_SIZE))

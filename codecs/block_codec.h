@@ -5,7 +5,6 @@
 // thread. Raw is handled by callers (it is a copy, or no copy at all).
 #pragma once
 
-
 #include <cstddef>
 
 #include <zstd.h>
@@ -33,7 +32,7 @@ class BlockCompressor {
 
  private:
   ZSTD_CCtx* zstd_ = nullptr;
-  int zstd_level_ = 0;  // level last set on zstd_, 0 = not yet set
+  int zstd_level_ = 0;      // level last set on zstd_, 0 = not yet set
   HuffmanEncoder huffman_;  // keeps its pair table from plane to plane
 };
 

@@ -60,8 +60,7 @@ void Ungroup2(const uint8_t* p0, const uint8_t* p1, size_t words, uint8_t* dst) 
   }
 }
 
-void Ungroup4(const uint8_t* p0, const uint8_t* p1, const uint8_t* p2, const uint8_t* p3, size_t words,
-              uint8_t* dst) {
+void Ungroup4(const uint8_t* p0, const uint8_t* p1, const uint8_t* p2, const uint8_t* p3, size_t words, uint8_t* dst) {
   size_t i = 0;
 #if defined(__SSE2__)
   for (; i + 16 <= words; i += 16) {
@@ -80,8 +79,8 @@ void Ungroup4(const uint8_t* p0, const uint8_t* p1, const uint8_t* p2, const uin
   }
 #endif
   for (; i < words; ++i) {
-    uint32_t w = static_cast<uint32_t>(p0[i]) | static_cast<uint32_t>(p1[i]) << 8 |
-                 static_cast<uint32_t>(p2[i]) << 16 | static_cast<uint32_t>(p3[i]) << 24;
+    uint32_t w = static_cast<uint32_t>(p0[i]) | static_cast<uint32_t>(p1[i]) << 8 | static_cast<uint32_t>(p2[i]) << 16 |
+                 static_cast<uint32_t>(p3[i]) << 24;
     StoreLE32(dst + 4 * i, w);
   }
 }

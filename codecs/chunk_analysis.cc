@@ -81,9 +81,9 @@ static_assert(2 * (kAnalysisSampleBytes / 4) <= UINT16_MAX);
 constexpr unsigned kUncountedBits = 4;
 
 struct PlanePair {
-  double entropy[2];  // low byte, high byte of the rotated half
-  double bits;        // estimated coded bits for both bytes
-  unsigned coded;     // how many of the two are entropy coded (not raw)
+  double entropy[2];                    // low byte, high byte of the rotated half
+  double bits;                          // estimated coded bits for both bytes
+  unsigned coded;                       // how many of the two are entropy coded (not raw)
   std::array<uint64_t, 256> counts[2];  // low byte, high byte
 };
 
@@ -124,7 +124,8 @@ void RotatedPlanes(const SeenHalves& seen, unsigned r, PlanePair* pair) {
 // reaches kIncompressibleBitsPerByte, coded with Huffman otherwise. Never
 // below entropy[0] + entropy[1] (no code is shorter than the entropy).
 void PricePlanes(PlanePair* pair) {
-  double low_bits = pair->entropy[0] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(pair->counts[0]) + kUncountedBits;
+  double low_bits =
+      pair->entropy[0] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(pair->counts[0]) + kUncountedBits;
   double high_bits = pair->entropy[1] >= kIncompressibleBitsPerByte ? 8.0 : HuffmanBitsPerSymbol(pair->counts[1]);
   pair->bits = std::min(8.0, low_bits) + std::min(8.0, high_bits);
   pair->coded = (low_bits < 8.0) + (high_bits < 8.0);
@@ -272,8 +273,8 @@ ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
   // r = 0 is never ruled out by the policy, and the loop stops early only
   // once it has a choice: best_rotation is set.
   const PlanePair& best_pair = pairs[best_rotation];
-  a.best_transform = best_rotation == 0 ? static_cast<TransformId>(a.best_word)
-                                        : BitPlanesTransform(a.best_word, best_rotation);
+  a.best_transform =
+      best_rotation == 0 ? static_cast<TransformId>(a.best_word) : BitPlanesTransform(a.best_word, best_rotation);
   if (best_rotation == 0) {  // the exact entropies of the byte planes
     if (a.best_word == 2) a.plane_entropy = {a.entropy_mod2[0], a.entropy_mod2[1], 0, 0};
     else a.plane_entropy = a.entropy_mod4;

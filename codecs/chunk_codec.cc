@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <optional>
 #include <cstring>
+#include <optional>
 
 #include "codecs/bit_pack.h"
 #include "codecs/bit_planes.h"
@@ -89,7 +89,9 @@ Status ParseCodecSpec(std::string_view spec, EncoderOptions* options) {
   else if (name == "lz4") options->codec = CodecChoice::kLz4;
   else if (name == "zstd") options->codec = CodecChoice::kZstd;
   else if (name == "huffman") options->codec = CodecChoice::kHuffman;
-  else return Status::InvalidArgument("unknown codec '" + std::string(spec) + "' (use auto, raw, lz4, zstd, zstd:LEVEL or huffman)");
+  else
+    return Status::InvalidArgument("unknown codec '" + std::string(spec) +
+                                   "' (use auto, raw, lz4, zstd, zstd:LEVEL or huffman)");
   if (spec.size() > name.size()) {
     if (options->codec != CodecChoice::kZstd && options->codec != CodecChoice::kAuto)
       return Status::InvalidArgument("codec '" + std::string(name) + "' takes no level");
@@ -109,8 +111,9 @@ Status ParseTransformSpec(std::string_view spec, EncoderOptions* options) {
     options->transform = TransformChoice::kBitPlanes;
     options->bit_planes = *t;
   } else {
-    return Status::InvalidArgument("unknown transform '" + std::string(spec) +
-                                   "' (use auto, auto-fast, none, bytegroup2, bytegroup4, signplanes1, bitplanes2rR or bitplanes4rR with R 1..7)");
+    return Status::InvalidArgument(
+        "unknown transform '" + std::string(spec) +
+        "' (use auto, auto-fast, none, bytegroup2, bytegroup4, signplanes1, bitplanes2rR or bitplanes4rR with R 1..7)");
   }
   return Status::Ok();
 }
@@ -118,11 +121,21 @@ Status ParseTransformSpec(std::string_view spec, EncoderOptions* options) {
 std::string DescribeOptions(const EncoderOptions& o) {
   std::string codec;
   switch (o.codec) {
-    case CodecChoice::kAuto: codec = "auto (zstd " + std::to_string(o.zstd_level) + ")"; break;
-    case CodecChoice::kRaw: codec = "raw"; break;
-    case CodecChoice::kLz4: codec = "lz4"; break;
-    case CodecChoice::kZstd: codec = "zstd " + std::to_string(o.zstd_level); break;
-    case CodecChoice::kHuffman: codec = "huffman"; break;
+    case CodecChoice::kAuto:
+      codec = "auto (zstd " + std::to_string(o.zstd_level) + ")";
+      break;
+    case CodecChoice::kRaw:
+      codec = "raw";
+      break;
+    case CodecChoice::kLz4:
+      codec = "lz4";
+      break;
+    case CodecChoice::kZstd:
+      codec = "zstd " + std::to_string(o.zstd_level);
+      break;
+    case CodecChoice::kHuffman:
+      codec = "huffman";
+      break;
   }
   std::string transform = "auto";
   if (o.transform == TransformChoice::kNone) transform = "none";
@@ -138,7 +151,8 @@ size_t ChunkEncoder::MaxPayloadSize(size_t raw_size) {
   size_t whole = BlockCompressor::Bound(raw_size);
   size_t group2 = kPlaneEntryBytes * 2 + 2 * BlockCompressor::Bound(raw_size / 2) + 1;
   size_t group4 = kPlaneEntryBytes * 4 + 4 * BlockCompressor::Bound(raw_size / 4) + 3;
-  size_t sign_planes = kPlaneEntryBytes * 2 + BlockCompressor::Bound(raw_size);  // signs packed within (EncodeSignPlanes)
+  size_t sign_planes =
+      kPlaneEntryBytes * 2 + BlockCompressor::Bound(raw_size);  // signs packed within (EncodeSignPlanes)
   return std::max({whole, group2, group4, sign_planes});
 }
 
@@ -178,19 +192,27 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
   ChunkAnalysis analysis;
   bool analysed = false;
   switch (options_.transform) {
-    case TransformChoice::kNone: break;
-    case TransformChoice::kByteGroup2: transform = TransformId::kByteGroup2; break;
-    case TransformChoice::kByteGroup4: transform = TransformId::kByteGroup4; break;
+    case TransformChoice::kNone:
+      break;
+    case TransformChoice::kByteGroup2:
+      transform = TransformId::kByteGroup2;
+      break;
+    case TransformChoice::kByteGroup4:
+      transform = TransformId::kByteGroup4;
+      break;
     case TransformChoice::kBitPlanes:
       if (!IsKnownTransform(static_cast<uint8_t>(options_.bit_planes)) || RotationBits(options_.bit_planes) == 0)
-        return Status::InvalidArgument("transform " + TransformName(options_.bit_planes) + " is not a bit-plane transform");
+        return Status::InvalidArgument("transform " + TransformName(options_.bit_planes) +
+                                       " is not a bit-plane transform");
       transform = options_.bit_planes;
       break;
-    case TransformChoice::kSignPlanes1: transform = TransformId::kSignPlanes1; break;
+    case TransformChoice::kSignPlanes1:
+      transform = TransformId::kSignPlanes1;
+      break;
     case TransformChoice::kAuto:
     case TransformChoice::kAutoFast:
-      analysis = AnalyzeChunk(raw, options_.transform == TransformChoice::kAutoFast ? PlanePolicy::kKeepSpeed
-                                                                                      : PlanePolicy::kSmallest);
+      analysis = AnalyzeChunk(
+          raw, options_.transform == TransformChoice::kAutoFast ? PlanePolicy::kKeepSpeed : PlanePolicy::kSmallest);
       analysed = true;
       transform = analysis.best_transform;
       break;

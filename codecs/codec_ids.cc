@@ -34,23 +34,34 @@ unsigned RotationBits(TransformId t) {
 
 std::string CodecName(CodecId id) {
   switch (id) {
-    case CodecId::kRaw: return "raw";
-    case CodecId::kLz4: return "lz4";
-    case CodecId::kZstd: return "zstd";
-    case CodecId::kHuffman: return "huffman";
-    case CodecId::kBitPack: return "bitpack";
-    case CodecId::kPlanar: return "planar";
+    case CodecId::kRaw:
+      return "raw";
+    case CodecId::kLz4:
+      return "lz4";
+    case CodecId::kZstd:
+      return "zstd";
+    case CodecId::kHuffman:
+      return "huffman";
+    case CodecId::kBitPack:
+      return "bitpack";
+    case CodecId::kPlanar:
+      return "planar";
   }
   return "codec#" + std::to_string(static_cast<int>(id));
 }
 
 std::string TransformName(TransformId id) {
   switch (id) {
-    case TransformId::kNone: return "none";
-    case TransformId::kByteGroup2: return "bytegroup2";
-    case TransformId::kByteGroup4: return "bytegroup4";
-    case TransformId::kSignPlanes1: return "signplanes1";
-    default: break;
+    case TransformId::kNone:
+      return "none";
+    case TransformId::kByteGroup2:
+      return "bytegroup2";
+    case TransformId::kByteGroup4:
+      return "bytegroup4";
+    case TransformId::kSignPlanes1:
+      return "signplanes1";
+    default:
+      break;
   }
   if (IsKnownTransform(static_cast<uint8_t>(id)))
     return "bitplanes" + std::to_string(WordSize(id)) + "r" + std::to_string(RotationBits(id));

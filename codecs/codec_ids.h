@@ -31,9 +31,9 @@ enum class CodecId : uint8_t {
 // neighbouring mantissa bits (docs/FORMAT.md, section 8.3).
 enum class TransformId : uint8_t {
   kNone = 0,
-  kByteGroup2 = 2,  // bf16 / fp16: planes of low and high bytes
-  kByteGroup4 = 4,  // fp32: four planes, one per byte position
-  kSignPlanes1 = 0x10,  // fp8: plane 0 the low seven bits of each byte, plane 1 its top (sign) bit, 0 or 1
+  kByteGroup2 = 2,       // bf16 / fp16: planes of low and high bytes
+  kByteGroup4 = 4,       // fp32: four planes, one per byte position
+  kSignPlanes1 = 0x10,   // fp8: plane 0 the low seven bits of each byte, plane 1 its top (sign) bit, 0 or 1
   kBitPlanes2R1 = 0x21,  // 2-byte words rotated left by 1 (bf16: exponent byte, sign+mantissa byte) ... R7 = 0x27
   kBitPlanes4R1 = 0x41,  // 4-byte words, upper half rotated left by 1 (fp32: exponent byte) ... R7 = 0x47
 };

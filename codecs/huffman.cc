@@ -334,8 +334,8 @@ size_t StreamBound(size_t count) { return (count * kHuffmanMaxCodeLength + 7) / 
 // filled pair table (kByPairs) the rounds look symbols up two at a time.
 template <bool kByPairs>
 [[gnu::always_inline]] inline void EncodeTwoStreams(const uint8_t* a, size_t na, const uint8_t* b, size_t nb,
-                                                     const std::array<uint16_t, 256>& codes, const Lengths& lengths,
-                                                     const uint32_t* pairs, BitWriter& wa, BitWriter& wb) {
+                                                    const std::array<uint16_t, 256>& codes, const Lengths& lengths,
+                                                    const uint32_t* pairs, BitWriter& wa, BitWriter& wb) {
   const size_t common = std::min(na, nb) & ~size_t{3};
   if constexpr (kByPairs) {
     // b's symbols at a fixed distance from a's: one pointer fewer to keep
@@ -383,14 +383,14 @@ template <bool kByPairs>
     const uint32_t* pairs, uint8_t* out, const size_t* start) {
   static_assert(kStreams == 4);
   BitWriter w[kStreams] = {{out + start[0]}, {out + start[1]}, {out + start[2]}, {out + start[3]}};
-  EncodeTwoStreams<kByPairs>(src + split.begin[0], split.count[0], src + split.begin[2], split.count[2], codes,
-                             lengths, pairs, w[0], w[2]);
+  EncodeTwoStreams<kByPairs>(src + split.begin[0], split.count[0], src + split.begin[2], split.count[2], codes, lengths,
+                             pairs, w[0], w[2]);
   w[0].Finish();
   w[2].Finish();
   uint8_t stream2_head[8];
   std::memcpy(stream2_head, out + start[2], sizeof(stream2_head));
-  EncodeTwoStreams<kByPairs>(src + split.begin[1], split.count[1], src + split.begin[3], split.count[3], codes,
-                             lengths, pairs, w[1], w[3]);
+  EncodeTwoStreams<kByPairs>(src + split.begin[1], split.count[1], src + split.begin[3], split.count[3], codes, lengths,
+                             pairs, w[1], w[3]);
   w[1].Finish();
   w[3].Finish();
   std::memcpy(out + start[2], stream2_head, sizeof(stream2_head));
@@ -453,8 +453,8 @@ void FillPairCodesBaseline(const uint8_t* present, int n, const std::array<uint1
 // The same entries, eight a at a time (VPSLLVD shifts each lane by its own
 // count): 1.7 us for 100 symbols, 9.7 us for 256.
 __attribute__((target("avx2"))) void FillPairCodesAvx2(const uint8_t* present, int n,
-                                                        const std::array<uint16_t, 256>& codes, const Lengths& lengths,
-                                                        uint32_t* pairs) {
+                                                       const std::array<uint16_t, 256>& codes, const Lengths& lengths,
+                                                       uint32_t* pairs) {
   const int low = present[0], high = present[n - 1];
   // Per a: the part of the entry a alone gives, and the shift of b's code.
   alignas(32) uint32_t own[256];
@@ -585,8 +585,7 @@ void HuffmanEncoder::ClearPairCodes() {
   } else if (rows > 0) {
     // FillPairCodes wrote each coded row from coded_low_ to coded_high_.
     for (int b = 0; b < 256; ++b)
-      if (coded_[b])
-        std::fill(pairs_.begin() + (b << 8) + coded_low_, pairs_.begin() + (b << 8) + coded_high_ + 1, 0);
+      if (coded_[b]) std::fill(pairs_.begin() + (b << 8) + coded_low_, pairs_.begin() + (b << 8) + coded_high_ + 1, 0);
   }
   coded_.fill(false);
   coded_low_ = 255;
@@ -759,7 +758,8 @@ Status HuffmanDecoder::Decompress(std::span<const uint8_t> src, std::span<uint8_
   size_t pos = kHeaderBytes;
   const size_t data_end = src.size() - kPaddingBytes;
   for (size_t k = 0; k < kStreams; ++k) {
-    size_t bytes = k + 1 < kStreams ? LoadLE32(base + 1 + kLengthTableBytes + 4 * k) : data_end - std::min(pos, data_end);
+    size_t bytes =
+        k + 1 < kStreams ? LoadLE32(base + 1 + kLengthTableBytes + 4 * k) : data_end - std::min(pos, data_end);
     if (pos > data_end || bytes > data_end - pos) return Status::Corruption("huffman stream sizes exceed the payload");
     stream_begin[k] = pos;
     stream_end[k] = pos + bytes;

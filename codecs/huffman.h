@@ -116,7 +116,7 @@ class HuffmanDecoder {
   Status BuildTable(std::span<const uint8_t, kHuffmanLengthTableBytes> packed_lengths);
 
   std::vector<uint32_t> table_;
-  std::array<uint8_t, 256> lengths_{};                                // of the code table_ decodes
+  std::array<uint8_t, 256> lengths_{};                              // of the code table_ decodes
   std::array<uint8_t, kHuffmanLengthTableBytes> packed_lengths_{};  // as the payload gave them
   bool built_ = false;
   bool bmi2_;       // the decoding loop built for BMI2

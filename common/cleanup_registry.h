@@ -54,10 +54,10 @@ class CleanupRegistry {
 
  private:
   mutable std::mutex mu_;
-  std::mutex run_mu_;  // held while Run() runs the undos; after mu_
-  bool running_ = false;  // guarded by mu_
-  std::string reason_;    // guarded by mu_
-  Id next_ = 1;           // guarded by mu_
+  std::mutex run_mu_;                          // held while Run() runs the undos; after mu_
+  bool running_ = false;                       // guarded by mu_
+  std::string reason_;                         // guarded by mu_
+  Id next_ = 1;                                // guarded by mu_
   std::map<Id, std::pair<Kind, Undo>> undos_;  // guarded by mu_
 };
 

@@ -65,9 +65,7 @@ ChunkHashes HashChunk(const void* data, size_t size) {
   return h;
 }
 
-uint32_t HeaderChecksum(const void* data, size_t size) {
-  return static_cast<uint32_t>(XXH3_64bits(data, size));
-}
+uint32_t HeaderChecksum(const void* data, size_t size) { return static_cast<uint32_t>(XXH3_64bits(data, size)); }
 
 std::string HexHash(uint64_t h) {
   char buf[24];

@@ -22,8 +22,13 @@ std::optional<ProgressStyle::Mode> ParseProgressMode(const std::string& text) {
 }
 
 ProgressBar::ProgressBar(std::string label, uint64_t total, ProgressStyle style)
-    : label_(std::move(label)), total_(total), style_(style), enabled_(static_cast<bool>(style)),
-      tty_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : label_(std::move(label)),
+      total_(total),
+      style_(style),
+      enabled_(static_cast<bool>(style)),
+      tty_(::isatty(STDERR_FILENO) == 1),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 ProgressBar::~ProgressBar() {
   if (enabled_ && style_.mode == ProgressStyle::Mode::kBar) Draw(last_done_, true);

@@ -45,7 +45,7 @@ std::optional<ProgressStyle::Mode> ParseProgressMode(const std::string& text);
 class ProgressBar {
  public:
   ProgressBar(std::string label, uint64_t total, ProgressStyle style = ProgressStyle(true));
-  ~ProgressBar();  // finishes the line
+  ~ProgressBar();              // finishes the line
   void Update(uint64_t done);  // thread-compatible: call from one thread at a time
 
  private:

@@ -42,8 +42,8 @@ Status CheckSafeFileName(std::string_view name) {
   if (name.size() > kMaxBytes) return refuse("longer than " + std::to_string(kMaxBytes) + " bytes");
   if (name.front() == '.' || name.front() == '-') return refuse("starts with '" + std::string(1, name.front()) + "'");
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!ok) return refuse(c == '/' ? "contains '/'" : "contains a byte other than A-Z a-z 0-9 . _ -");
   }
   return Status::Ok();

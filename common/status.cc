@@ -16,18 +16,30 @@ const std::string& Status::message() const {
 
 const char* CodeName(Status::Code code) {
   switch (code) {
-    case Status::Code::kOk: return "ok";
-    case Status::Code::kInvalidArgument: return "invalid argument";
-    case Status::Code::kCorruption: return "corruption";
-    case Status::Code::kTruncated: return "truncated";
-    case Status::Code::kIoError: return "I/O error";
-    case Status::Code::kNotSupported: return "not supported";
-    case Status::Code::kAlreadyExists: return "already exists";
-    case Status::Code::kCancelled: return "cancelled";
-    case Status::Code::kTimedOut: return "timed out";
-    case Status::Code::kInternal: return "internal error";
-    case Status::Code::kUnauthenticated: return "authentication failed";
-    case Status::Code::kNotFound: return "not found";
+    case Status::Code::kOk:
+      return "ok";
+    case Status::Code::kInvalidArgument:
+      return "invalid argument";
+    case Status::Code::kCorruption:
+      return "corruption";
+    case Status::Code::kTruncated:
+      return "truncated";
+    case Status::Code::kIoError:
+      return "I/O error";
+    case Status::Code::kNotSupported:
+      return "not supported";
+    case Status::Code::kAlreadyExists:
+      return "already exists";
+    case Status::Code::kCancelled:
+      return "cancelled";
+    case Status::Code::kTimedOut:
+      return "timed out";
+    case Status::Code::kInternal:
+      return "internal error";
+    case Status::Code::kUnauthenticated:
+      return "authentication failed";
+    case Status::Code::kNotFound:
+      return "not found";
   }
   return "unknown";
 }

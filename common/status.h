@@ -107,9 +107,9 @@ class [[nodiscard]] Result {
 }  // namespace vramflow
 
 // Return early from the enclosing function when `expr` yields a non-OK Status.
-#define VF_RETURN_IF_ERROR(expr)            \
-  do {                                      \
-    ::vramflow::Status vf_status_ = (expr); \
+#define VF_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::vramflow::Status vf_status_ = (expr);  \
     if (!vf_status_.ok()) return vf_status_; \
   } while (0)
 

@@ -32,7 +32,7 @@ class NormalTable {
     }
   }
   double Sample(uint64_t r) const {
-    uint64_t index = r >> 52;                                        // 12 bits
+    uint64_t index = r >> 52;  // 12 bits
     double frac = static_cast<double>((r >> 12) & ((1ULL << 40) - 1)) * (1.0 / (1ULL << 40));
     return q_[index] + (q_[index + 1] - q_[index]) * frac;
   }
@@ -66,12 +66,14 @@ float ElementValue(DataKind kind, uint64_t seed, uint64_t index) {
   uint64_t r = Mix64(seed ^ KindSalt(source) ^ Mix64(index));
   double z = Normal().Sample(r);
   switch (source) {
-    case DataKind::kAdamM: return static_cast<float>(z * 1e-3);
+    case DataKind::kAdamM:
+      return static_cast<float>(z * 1e-3);
     case DataKind::kAdamV: {
       double g = z * 1e-3;
       return static_cast<float>(g * g);
     }
-    default: return static_cast<float>(z * 0.02);
+    default:
+      return static_cast<float>(z * 0.02);
   }
 }
 
@@ -105,20 +107,27 @@ float ElementValueAtStep(DataKind kind, uint64_t seed, uint32_t step, uint64_t i
     w -= kLearningRate * (update + kWeightDecay * w);
   }
   switch (kind) {
-    case DataKind::kAdamM: return m;
-    case DataKind::kAdamV: return v;
-    default: return w;
+    case DataKind::kAdamM:
+      return m;
+    case DataKind::kAdamV:
+      return v;
+    default:
+      return w;
   }
 }
 
 unsigned ElementSize(DataKind kind) {
   switch (kind) {
     case DataKind::kBf16Weights:
-    case DataKind::kFp16Weights: return 2;
-    case DataKind::kFp8Weights: return 1;
+    case DataKind::kFp16Weights:
+      return 2;
+    case DataKind::kFp8Weights:
+      return 1;
     case DataKind::kZeros:
-    case DataKind::kRandom: return 8;
-    default: return 4;
+    case DataKind::kRandom:
+      return 8;
+    default:
+      return 4;
   }
 }
 
@@ -127,7 +136,7 @@ unsigned ElementSize(DataKind kind) {
 uint16_t FloatToBf16(float f) {
   uint32_t bits = std::bit_cast<uint32_t>(f);
   if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
-  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);  // round to nearest even
+  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);                                          // round to nearest even
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
@@ -160,7 +169,7 @@ uint8_t FloatToFp8E4M3(float f) {
   const uint32_t abs = bits & 0x7fffffff;
   if (abs > 0x7f800000) return sign | 0x7f;   // NaN
   if (abs >= 0x43e00000) return sign | 0x7e;  // >= 448 (and infinity): saturated
-  if (abs >= 0x3c800000) {  // >= 2^-6, a normal e4m3: rebias the exponent, round to nearest even
+  if (abs >= 0x3c800000) {                    // >= 2^-6, a normal e4m3: rebias the exponent, round to nearest even
     uint32_t m = abs - ((127u - 7u) << 23);
     m += 0x7ffff + ((m >> 20) & 1);
     return static_cast<uint8_t>(sign | (m >> 20));  // below 448, so at most 448 after rounding
@@ -177,14 +186,22 @@ std::vector<DataKind> AllDataKinds() {
 
 std::string DataKindName(DataKind kind) {
   switch (kind) {
-    case DataKind::kFp32Weights: return "fp32";
-    case DataKind::kBf16Weights: return "bf16";
-    case DataKind::kFp16Weights: return "fp16";
-    case DataKind::kFp8Weights: return "fp8";
-    case DataKind::kAdamM: return "adam-m";
-    case DataKind::kAdamV: return "adam-v";
-    case DataKind::kZeros: return "zeros";
-    case DataKind::kRandom: return "random";
+    case DataKind::kFp32Weights:
+      return "fp32";
+    case DataKind::kBf16Weights:
+      return "bf16";
+    case DataKind::kFp16Weights:
+      return "fp16";
+    case DataKind::kFp8Weights:
+      return "fp8";
+    case DataKind::kAdamM:
+      return "adam-m";
+    case DataKind::kAdamV:
+      return "adam-v";
+    case DataKind::kZeros:
+      return "zeros";
+    case DataKind::kRandom:
+      return "random";
   }
   return "?";
 }
@@ -212,7 +229,8 @@ void GenerateTrainingState(DataKind kind, uint64_t seed, uint32_t step, uint64_t
     uint8_t element[8];
     if (kind == DataKind::kRandom) StoreLE64(element, Mix64(seed ^ KindSalt(kind) ^ Mix64(index)));
     else if (size == 1) element[0] = static_cast<uint8_t>(FloatBits(kind, ElementValueAtStep(kind, seed, step, index)));
-    else if (size == 2) StoreLE16(element, static_cast<uint16_t>(FloatBits(kind, ElementValueAtStep(kind, seed, step, index))));
+    else if (size == 2)
+      StoreLE16(element, static_cast<uint16_t>(FloatBits(kind, ElementValueAtStep(kind, seed, step, index))));
     else StoreLE32(element, FloatBits(kind, ElementValueAtStep(kind, seed, step, index)));
     size_t take = std::min<size_t>(size - skip, out.size() - pos);
     std::memcpy(out.data() + pos, element + skip, take);

@@ -14,16 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "common/progress.h"
+#include "common/safe_path.h"
+#include "common/version.h"
+#include "image_streamer/criu_image_socket.h"
+#include "image_streamer/file_list.h"
+#include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "streamer/concurrent_dump.h"
 #include "streamer/format/frame_format.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/base/base_opener.h"
-#include "streamer/budget_plan.h"
-#include "common/version.h"
-#include "common/progress.h"
-#include "common/safe_path.h"
-#include "image_streamer/file_list.h"
-#include "image_streamer/criu_image_socket.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -57,7 +57,8 @@ bool IsPagesImage(const std::string& name) {
 }
 
 bool StartsWithStreamMagic(std::span<const uint8_t> bytes) {
-  return bytes.size() >= kStreamMagic.size() && std::memcmp(bytes.data(), kStreamMagic.data(), kStreamMagic.size()) == 0;
+  return bytes.size() >= kStreamMagic.size() &&
+         std::memcmp(bytes.data(), kStreamMagic.data(), kStreamMagic.size()) == 0;
 }
 
 // The first bytes of inventory.img, kept by its storage choice for the
@@ -146,8 +147,9 @@ Status Capture(const StreamerOptions& options) {
     ext_files.emplace_back(name, UniqueFd(fd));
   }
 
-  const std::string uri = !options.stream_uri.empty() ? options.stream_uri
-                          : "fd:" + std::to_string(options.shard_fds.empty() ? 1 : options.shard_fds[0]);
+  const std::string uri = !options.stream_uri.empty()
+                              ? options.stream_uri
+                              : "fd:" + std::to_string(options.shard_fds.empty() ? 1 : options.shard_fds[0]);
   TransportOptions transport = options.transport;
   transport.file.overwrite = options.force;
   transport.s3.overwrite = options.force;

@@ -95,8 +95,7 @@ Result<std::optional<std::vector<uint8_t>>> RecvImageMessage(int socket, std::ch
   return std::optional<std::vector<uint8_t>>(std::move(body));
 }
 
-Result<CriuImageSocket> CriuImageSocket::Listen(const std::string& images_dir, bool capture,
-                                                CleanupRegistry* cleanup) {
+Result<CriuImageSocket> CriuImageSocket::Listen(const std::string& images_dir, bool capture, CleanupRegistry* cleanup) {
   CriuImageSocket s;
   s.capture_ = capture;
   s.path_ = ImageStreamerSocketPath(images_dir, capture);
@@ -156,7 +155,8 @@ Result<UniqueFd> CriuImageSocket::ReceivePipe(const std::string& filename) {
                               " (expected one pipe)");
   struct stat st;
   if (::fstat(fds[0].get(), &st) != 0) return Status::FromErrno("fstat of image file " + filename + "'s pipe", errno);
-  if (!S_ISFIFO(st.st_mode)) return Status::Corruption("CRIU sent image file " + filename + " on an fd that is not a pipe");
+  if (!S_ISFIFO(st.st_mode))
+    return Status::Corruption("CRIU sent image file " + filename + " on an fd that is not a pipe");
   return std::move(fds[0]);
 }
 

@@ -195,8 +195,7 @@ Status ImageFileStore::Begin(uint32_t id, const std::string& name, bool file_lis
   if (file_list) {
     if (has_file_list_object_) return Status::Corruption("the stream holds two lists of files");
   } else {
-    if (by_name_.count(name))
-      return Status::Corruption("image file " + Printable(name) + " is twice in the stream");
+    if (by_name_.count(name)) return Status::Corruption("image file " + Printable(name) + " is twice in the stream");
     VF_RETURN_IF_ERROR(CheckAgainstListLocked(name));
   }
   const uint64_t cost = kFileBytes + 2 * name.size();
@@ -336,8 +335,7 @@ Status ImageFileStore::AddRangeLocked(File* file, uint64_t offset, uint64_t size
     VF_RETURN_IF_ERROR(ChargeLocked(kSegmentBytes, "the " + std::to_string(file->segments.size() + 1) +
                                                        " separate byte ranges of image file " + Printable(file->name)));
   }
-  file->segments[offset] =
-      File::Segment{in_spill ? File::Segment::Kind::kFile : File::Segment::Kind::kZero, size, {}};
+  file->segments[offset] = File::Segment{in_spill ? File::Segment::Kind::kFile : File::Segment::Kind::kZero, size, {}};
   return Status::Ok();
 }
 
@@ -357,8 +355,8 @@ Status ImageFileStore::AddFileBytesLocked(File* file, uint64_t offset, std::span
   // Spilled, or no room in memory even after spilling the rest (the files
   // taken and being pushed hold it): to its spill file.
   if (!file->spill.valid()) VF_RETURN_IF_ERROR(SpillLocked(file));
-  VF_RETURN_IF_ERROR(PwriteAll(file->spill.get(), data.data(), data.size(), offset,
-                               "the spill file of " + Printable(file->name)));
+  VF_RETURN_IF_ERROR(
+      PwriteAll(file->spill.get(), data.data(), data.size(), offset, "the spill file of " + Printable(file->name)));
   spilled_bytes_ += data.size();
   file->spill_length = std::max(file->spill_length, offset + data.size());
   return AddRangeLocked(file, offset, data.size(), /*in_spill=*/true);
@@ -384,11 +382,13 @@ Status ImageFileStore::ReadLocked(const File& file, uint64_t offset, std::span<u
     const uint64_t at = offset + done;
     auto it = file.segments.upper_bound(at);
     if (it == file.segments.begin())
-      return Status::Corruption("bytes at offset " + std::to_string(at) + " of " + Printable(file.name) + " are not there");
+      return Status::Corruption("bytes at offset " + std::to_string(at) + " of " + Printable(file.name) +
+                                " are not there");
     --it;
     const uint64_t into = at - it->first;
     if (into >= it->second.size)
-      return Status::Corruption("bytes at offset " + std::to_string(at) + " of " + Printable(file.name) + " are not there");
+      return Status::Corruption("bytes at offset " + std::to_string(at) + " of " + Printable(file.name) +
+                                " are not there");
     const size_t n = static_cast<size_t>(std::min<uint64_t>(it->second.size - into, out.size() - done));
     switch (it->second.kind) {
       case File::Segment::Kind::kMemory:
@@ -398,7 +398,8 @@ Status ImageFileStore::ReadLocked(const File& file, uint64_t offset, std::span<u
         std::memset(out.data() + done, 0, n);
         break;
       case File::Segment::Kind::kFile:
-        VF_RETURN_IF_ERROR(PreadAll(file.spill.get(), out.data() + done, n, at, "the spill file of " + Printable(file.name)));
+        VF_RETURN_IF_ERROR(
+            PreadAll(file.spill.get(), out.data() + done, n, at, "the spill file of " + Printable(file.name)));
         break;
     }
     done += n;

@@ -47,11 +47,10 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "streamer/machine/memory_budget.h"
 #include "image_streamer/file_list.h"
+#include "streamer/machine/memory_budget.h"
 
 namespace vramflow {
-
 
 // Rewrites one image file once it has arrived, before it can be taken
 // (serve's --tcp-listen-remap rewrites files.img): the file's bytes in, the
@@ -89,8 +88,7 @@ class ImageFileStore {
   // A dedup reference: `size` bytes of object `source` at `source_offset`,
   // checked against `raw_hash` (XXH3-64) once copied. Fails when `source`
   // was already handed over and released.
-  Status Copy(uint32_t id, uint64_t offset, uint32_t source, uint64_t source_offset, uint64_t size,
-              uint64_t raw_hash);
+  Status Copy(uint32_t id, uint64_t offset, uint32_t source, uint64_t source_offset, uint64_t size, uint64_t raw_hash);
   // The object's OBJECT_END was verified: the file is complete.
   Status End(uint32_t id, uint64_t size);
   // The stream ended: OK at its verified end, else its error. Wakes every Take.

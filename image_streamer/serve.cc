@@ -21,19 +21,19 @@
 #include <thread>
 #include <vector>
 
+#include "codecs/chunk_codec.h"
 #include "common/cleanup_registry.h"
 #include "common/printable.h"
 #include "common/private_directory.h"
-#include "codecs/chunk_codec.h"
+#include "common/safe_path.h"
 #include "common/thread_start.h"
-#include "streamer/format/stream_reader.h"
+#include "image_streamer/criu_image_socket.h"
+#include "image_streamer/image_file_store.h"
+#include "image_streamer/tcp_remap.h"
 #include "streamer/base/base_opener.h"
 #include "streamer/budget_plan.h"
-#include "image_streamer/tcp_remap.h"
-#include "image_streamer/image_file_store.h"
-#include "common/safe_path.h"
+#include "streamer/format/stream_reader.h"
 #include "transport/core/counting_source.h"
-#include "image_streamer/criu_image_socket.h"
 
 namespace vramflow {
 namespace {
@@ -313,7 +313,8 @@ Status StartExtFiles(const StreamerOptions& options, ImageFileStore* store, Push
     VF_RETURN_IF_ERROR(pushers->Start([store, name = name, fd = fd]() -> Status {
       UniqueFd out(fd);
       VF_ASSIGN_OR_RETURN(std::shared_ptr<ImageFileStore::File> file, store->Take(name));
-      if (!file) return Status::InvalidArgument("ext file " + Printable(name) + " (--ext-file-fds) is not in the stream");
+      if (!file)
+        return Status::InvalidArgument("ext file " + Printable(name) + " (--ext-file-fds) is not in the stream");
       return Push(store, file, std::move(out), "ext file " + Printable(name) + " into fd " + std::to_string(fd));
     }));
   }
@@ -383,12 +384,13 @@ Status RunStreamerServe(const StreamerOptions& options) {
   // a stream without files.img cannot have the ports asked for.
   auto remapped = std::make_shared<std::atomic<bool>>(false);
   if (!options.tcp_listen_remap.empty())
-    store.SetRewrite(kCriuFilesImage, [remap = options.tcp_listen_remap, remapped](std::vector<uint8_t> bytes)
-                                          -> Result<std::vector<uint8_t>> {
-      VF_ASSIGN_OR_RETURN(TcpListenRemapResult result, RemapTcpListenPorts(bytes, remap));
-      *remapped = true;
-      return std::move(result.files_img);
-    });
+    store.SetRewrite(
+        kCriuFilesImage,
+        [remap = options.tcp_listen_remap, remapped](std::vector<uint8_t> bytes) -> Result<std::vector<uint8_t>> {
+          VF_ASSIGN_OR_RETURN(TcpListenRemapResult result, RemapTcpListenPorts(bytes, remap));
+          *remapped = true;
+          return std::move(result.files_img);
+        });
 
   VF_ASSIGN_OR_RETURN(CriuImageSocket socket,
                       CriuImageSocket::Listen(options.images_dir, /*capture=*/false, options.cleanup));

@@ -67,7 +67,8 @@ class WireReader {
     f.number = static_cast<uint32_t>(tag >> 3);
     f.wire_type = static_cast<uint8_t>(tag & 7);
     f.tag_end = pos_;
-    if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return Error(f.start, "field number " + std::to_string(tag >> 3) + " is not valid");
+    if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+      return Error(f.start, "field number " + std::to_string(tag >> 3) + " is not valid");
     switch (f.wire_type) {
       case kVarint: {
         f.value_start = pos_;
@@ -85,8 +86,9 @@ class WireReader {
       case kLengthDelimited: {
         VF_ASSIGN_OR_RETURN(uint64_t length, Varint());
         if (length > end_ - pos_)
-          return Error(pos_, "field " + std::to_string(f.number) + " claims " + std::to_string(length) + " bytes, " +
-                                 std::to_string(end_ - pos_) + " are left",
+          return Error(pos_,
+                       "field " + std::to_string(f.number) + " claims " + std::to_string(length) + " bytes, " +
+                           std::to_string(end_ - pos_) + " are left",
                        true);
         f.value_start = pos_;
         pos_ += static_cast<size_t>(length);
@@ -142,7 +144,8 @@ void AppendVarint(std::vector<uint8_t>* out, uint64_t v) {
 }
 
 void AppendBytes(std::vector<uint8_t>* out, std::span<const uint8_t> image, size_t from, size_t to) {
-  out->insert(out->end(), image.begin() + static_cast<std::ptrdiff_t>(from), image.begin() + static_cast<std::ptrdiff_t>(to));
+  out->insert(out->end(), image.begin() + static_cast<std::ptrdiff_t>(from),
+              image.begin() + static_cast<std::ptrdiff_t>(to));
 }
 
 void AppendU32(std::vector<uint8_t>* out, uint32_t v) {
@@ -172,11 +175,24 @@ Result<InetSocket> ReadInetSocket(std::span<const uint8_t> image, const WireFiel
     std::optional<uint64_t>* slot = nullptr;
     const char* name = "";
     switch (f->number) {
-      case kIskFamilyField: slot = &socket.family; name = "family"; break;
-      case kIskProtoField: slot = &socket.proto; name = "proto"; break;
-      case kIskStateField: slot = &socket.state; name = "state"; break;
-      case kIskSrcPortField: slot = &socket.src_port; name = "src_port"; break;
-      default: continue;
+      case kIskFamilyField:
+        slot = &socket.family;
+        name = "family";
+        break;
+      case kIskProtoField:
+        slot = &socket.proto;
+        name = "proto";
+        break;
+      case kIskStateField:
+        slot = &socket.state;
+        name = "state";
+        break;
+      case kIskSrcPortField:
+        slot = &socket.src_port;
+        name = "src_port";
+        break;
+      default:
+        continue;
     }
     if (f->wire_type != kVarint) return reader.WrongType(*f, name);
     *slot = f->varint & 0xffffffffu;  // uint32 fields: decoders keep the low 32 bits
@@ -253,8 +269,9 @@ Result<TcpListenRemapResult> RemapTcpListenPorts(std::span<const uint8_t> image,
       } else if (f->number == kFileEntryIskField) {
         if (f->wire_type != kLengthDelimited) return reader.WrongType(*f, "isk");
         // Decoders merge a repeated sub-message; CRIU never writes one twice.
-        if (isk) return Status::Corruption("files.img entry " + std::to_string(entry) + " at offset " +
-                                           std::to_string(f->start) + ": a second inet socket (field 4) in one entry");
+        if (isk)
+          return Status::Corruption("files.img entry " + std::to_string(entry) + " at offset " +
+                                    std::to_string(f->start) + ": a second inet socket (field 4) in one entry");
         isk = f;
       }
     }
@@ -300,9 +317,9 @@ Result<TcpListenRemapResult> RemapTcpListenPorts(std::span<const uint8_t> image,
     ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
     std::string listening;
     for (uint16_t p : ports) listening += (listening.empty() ? "" : ", ") + std::to_string(p);
-    return Status::InvalidArgument("--tcp-listen-remap: no listening TCP socket on port " + missing +
-                                   " in files.img (its listening TCP ports: " +
-                                   (listening.empty() ? "none" : listening) + ")");
+    return Status::InvalidArgument(
+        "--tcp-listen-remap: no listening TCP socket on port " + missing +
+        " in files.img (its listening TCP ports: " + (listening.empty() ? "none" : listening) + ")");
   }
   return result;
 }

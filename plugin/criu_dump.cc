@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/endian.h"
+#include "common/units.h"
 #include "criu_amdgpu.pb.h"
 #include "plugin/dumped_bos.h"
 #include "plugin/kfd/kfd_devinfo.h"
@@ -18,7 +19,6 @@
 #include "plugin/kfd_image.h"
 #include "plugin/vram_base.h"
 #include "plugin/vram_io.h"
-#include "common/units.h"
 
 namespace vramflow {
 namespace {
@@ -114,7 +114,8 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
     const KfdNode* gpu = nullptr;
     for (const KfdDevice& device : checkpoint.devices)
       if (device.user_gpu_id == bo.gpu_id) gpu = topology.FindGpu(device.actual_gpu_id);
-    if (!gpu) return Status::Internal("BO " + std::to_string(i) + " is on GPU " + Hex(bo.gpu_id) + ", none of the process's");
+    if (!gpu)
+      return Status::Internal("BO " + std::to_string(i) + " is on GPU " + Hex(bo.gpu_id) + ", none of the process's");
     Result<uint32_t> handle = ctx.backend->GemHandle(*gpu, bo.dmabuf_fd);
     if (!handle.ok()) return handle.status().WithContext("BO " + std::to_string(i) + " at GPU VA " + Hex(bo.addr));
     e->set_handle(*handle);
@@ -146,7 +147,8 @@ Status DumpPaused(const PluginContext& ctx, int kfd_fd, int id, const KfdProcess
     if (!ctx.options->base.empty()) {
       // Each GPU's base is its own stream: one location for several is the wrong base for all but one.
       if (NamesOneImage(ctx.options->base) && checkpoint.devices.size() > 1)
-        return Status::InvalidArgument("VRAMFLOW_BASE=" + ctx.options->base + " names one stream, but the process has " +
+        return Status::InvalidArgument("VRAMFLOW_BASE=" + ctx.options->base +
+                                       " names one stream, but the process has " +
                                        std::to_string(checkpoint.devices.size()) +
                                        " GPUs, each with a stream of its own: put {name} in it, or name a directory");
       VF_ASSIGN_OR_RETURN(pipeline.base, OpenVramBase(*ctx.options, name));
@@ -203,12 +205,13 @@ Status DumpRenderNodeFile(const PluginContext& ctx, int render_fd, int id, uint3
       bytes += bo.size;
       imported += bo.imported ? 1 : 0;
     }
-    return Status::NotSupported(
-        "render node renderD" + std::to_string(node->drm_render_minor) + " (file " + std::to_string(id) + ") holds " +
-        std::to_string(drm_bos->size()) + " BOs allocated through DRM, not KFD (" + std::to_string(imported) +
-        " imported from dma-bufs, " + std::to_string(bytes) + " bytes in all; GEM handle " +
-        std::to_string(drm_bos->front().handle) + " first). vramflow saves only KFD BOs, so the dump is refused "
-        "rather than lose their contents; upstream's plugin saves DRM BOs");
+    return Status::NotSupported("render node renderD" + std::to_string(node->drm_render_minor) + " (file " +
+                                std::to_string(id) + ") holds " + std::to_string(drm_bos->size()) +
+                                " BOs allocated through DRM, not KFD (" + std::to_string(imported) +
+                                " imported from dma-bufs, " + std::to_string(bytes) + " bytes in all; GEM handle " +
+                                std::to_string(drm_bos->front().handle) +
+                                " first). vramflow saves only KFD BOs, so the dump is refused "
+                                "rather than lose their contents; upstream's plugin saves DRM BOs");
   }
   auto it = user_gpu_ids.find(gpu_id);
   criu::CriuRenderNode image;

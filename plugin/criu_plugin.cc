@@ -19,10 +19,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -34,16 +34,16 @@
 
 #include "common/version.h"
 #include "plugin/criu_dump.h"
-#include "plugin/criu_restore.h"
-#include "plugin/kfd/gpu_backend.h"
-#include "plugin/image_store.h"
-#include "plugin/parallel_restore.h"
 #include "plugin/criu_log.h"
+#include "plugin/criu_restore.h"
+#include "plugin/image_store.h"
+#include "plugin/kfd/gpu_backend.h"
 #include "plugin/kfd_file_list.h"
 #include "plugin/kfd_image.h"
+#include "plugin/parallel_restore.h"
 #include "plugin/plugin_backend.h"
-#include "plugin/restore_progress.h"
 #include "plugin/plugin_options.h"
+#include "plugin/restore_progress.h"
 #include "streamer/machine/tbb_workers.h"
 
 // Everything here is hidden except the descriptor CRIU looks up by name
@@ -75,7 +75,7 @@ struct PluginState {
   // files left paused until DUMP_DEVICES_LATE.
   std::map<uint32_t, uint32_t> user_gpu_ids;
   std::vector<UniqueFd> paused;
-  DumpedBos dumped_bos;  // every process's, to refuse BOs shared between them
+  DumpedBos dumped_bos;               // every process's, to refuse BOs shared between them
   std::vector<int> dumped_kfd_files;  // their CRIU file ids, for the KFD file list
   // The images this dump wrote, and CRIU's images directory (-1 under
   // --stream): an earlier dump's images there go at DUMP_DEVICES_LATE.
@@ -211,8 +211,8 @@ Status PrepareParallelRestore() {
   s.expected_kfd_files = files->ids.size();
   // The worker refuses streams of another dump; the tasks, KFD images of one.
   s.context.dump_id = files->dump_id;
-  Log().Info("restoring dump " + (files->dump_id.empty() ? std::string("(no id: an older vramflow's)")
-                                                          : files->dump_id));
+  Log().Info("restoring dump " +
+             (files->dump_id.empty() ? std::string("(no id: an older vramflow's)") : files->dump_id));
   VF_ASSIGN_OR_RETURN(s.progress, RestoreProgress::Create());
   return Status::Ok();
 }
@@ -249,8 +249,8 @@ Status WaitForKfdFiles() {
     for (pid_t child : children)
       if (Exited(child))
         return Status::Cancelled("process " + std::to_string(child) + " of the restore exited after " +
-                                 std::to_string(s.progress->done()) + " of " +
-                                 std::to_string(s.expected_kfd_files) + " KFD files were restored");
+                                 std::to_string(s.progress->done()) + " of " + std::to_string(s.expected_kfd_files) +
+                                 " KFD files were restored");
     if (std::chrono::steady_clock::now() > deadline)
       return Status::TimedOut(std::to_string(s.progress->done()) + " of " + std::to_string(s.expected_kfd_files) +
                               " KFD files restored after " + std::to_string(kParallelRestoreTimeout.count()) + " h");
@@ -310,14 +310,15 @@ std::string Percent(double part, double whole) {
 void LogDump(const PluginContext& ctx, int id, const KfdDumpResult& r) {
   const PipelineStats& st = r.stats;
   char line[512];
-  std::snprintf(line, sizeof line,
-                "KFD file %d: %zu GPUs, %llu BOs, %.1f MiB of VRAM/GTT into %.1f MiB (ratio %.3f), %.2f s (%.0f MB/s), to %s",
-                id, r.user_gpu_ids.size(), static_cast<unsigned long long>(st.objects), st.raw_bytes / 1048576.0,
-                st.stream_bytes / 1048576.0, st.stream_bytes ? double(st.raw_bytes) / double(st.stream_bytes) : 0.0,
-                st.seconds, st.seconds > 0 ? st.raw_bytes / st.seconds / 1e6 : 0.0, ctx.vram->Describe().c_str());
+  std::snprintf(
+      line, sizeof line,
+      "KFD file %d: %zu GPUs, %llu BOs, %.1f MiB of VRAM/GTT into %.1f MiB (ratio %.3f), %.2f s (%.0f MB/s), to %s", id,
+      r.user_gpu_ids.size(), static_cast<unsigned long long>(st.objects), st.raw_bytes / 1048576.0,
+      st.stream_bytes / 1048576.0, st.stream_bytes ? double(st.raw_bytes) / double(st.stream_bytes) : 0.0, st.seconds,
+      st.seconds > 0 ? st.raw_bytes / st.seconds / 1e6 : 0.0, ctx.vram->Describe().c_str());
   Log().Info(line);
-  Log().Debug("KFD file " + std::to_string(id) + ": zero runs " + Percent(st.zero_bytes, st.raw_bytes) +
-                     "%, dedup " + Percent(st.dedup_bytes, st.raw_bytes) + "% of the bytes");
+  Log().Debug("KFD file " + std::to_string(id) + ": zero runs " + Percent(st.zero_bytes, st.raw_bytes) + "%, dedup " +
+              Percent(st.dedup_bytes, st.raw_bytes) + "% of the bytes");
   if (!ctx.options->base.empty())
     Log().Info("KFD file " + std::to_string(id) + ": incremental against VRAMFLOW_BASE=" + ctx.options->base + ": " +
                Percent(st.base_ref_bytes, st.raw_bytes) + "% of the bytes referenced, " +
@@ -326,8 +327,8 @@ void LogDump(const PluginContext& ctx, int id, const KfdDumpResult& r) {
 
 Status Init(int stage) {
   const CriuLog& log = Log();
-  log.Info("vramflow " + VersionString() + " (built for CRIU's plugin ABI with " +
-           std::to_string(CR_PLUGIN_HOOK__MAX) + " hooks), stage " + std::to_string(stage));
+  log.Info("vramflow " + VersionString() + " (built for CRIU's plugin ABI with " + std::to_string(CR_PLUGIN_HOOK__MAX) +
+           " hooks), stage " + std::to_string(stage));
   if (stage == CR_PLUGIN_STAGE__RESTORE && !ClaimInventoryEntry()) {
     // Every hook then answers -ENOTSUP (g_state stays null), as upstream's plugin does.
     log.Info("the images were dumped without amdgpu_plugin (CRIU's inventory does not list it): disabled");
@@ -470,8 +471,7 @@ int RestoreExtFile(int id) {
   return -EINVAL;
 }
 
-int UpdateVmaMap(const char* path, const uint64_t addr, const uint64_t old_pgoff, uint64_t* new_pgoff,
-                 int* plugin_fd) {
+int UpdateVmaMap(const char* path, const uint64_t addr, const uint64_t old_pgoff, uint64_t* new_pgoff, int* plugin_fd) {
   if (!g_state || !path || !new_pgoff || !plugin_fd) return -ENOTSUP;
   Result<std::optional<VmaUpdate>> update = UpdateVma(g_state->task, path, addr, old_pgoff);
   if (!update.ok()) return Fail("UPDATE_VMA_MAP", update.status());

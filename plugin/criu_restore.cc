@@ -17,13 +17,13 @@
 #include <cstring>
 
 #include "common/endian.h"
-#include "criu_amdgpu.pb.h"
 #include "common/printable.h"
+#include "common/units.h"
+#include "criu_amdgpu.pb.h"
 #include "plugin/kfd/kfd_devinfo.h"
 #include "plugin/kfd_file_list.h"
 #include "plugin/kfd_image.h"
 #include "plugin/vram_base.h"
-#include "common/units.h"
 
 namespace vramflow {
 namespace {
@@ -53,8 +53,9 @@ bool HasErrno(const Status& s, int err) {
 // mode of a new file depends on the restoring process's umask.
 Status SetRecordedOwnerAndMode(int fd, const std::string& path, const criu::VramflowShmFile& recorded) {
   if (::fchown(fd, recorded.uid(), recorded.gid()) != 0)
-    return Status::FromErrno("giving " + path + " its owner " + std::to_string(recorded.uid()) + ":" +
-                             std::to_string(recorded.gid()), errno);
+    return Status::FromErrno(
+        "giving " + path + " its owner " + std::to_string(recorded.uid()) + ":" + std::to_string(recorded.gid()),
+        errno);
   if (::fchmod(fd, recorded.mode() & 07777) != 0)
     return Status::FromErrno("giving " + path + " its mode " + Octal(recorded.mode() & 07777), errno);
   return Status::Ok();
@@ -197,12 +198,13 @@ Status CheckRestoringProcess(const PluginContext& ctx, const criu::CriuKfd& imag
   const pid_t self = ::getpid(), owner = static_cast<pid_t>(image.pid());
   if (owner == self || owner <= 0 || !ctx.find_unused_fd_pid) return Status::Ok();
   if ((::kill(owner, 0) != 0 && errno == ESRCH) || ctx.find_unused_fd_pid(owner) <= 0) return Status::Ok();
-  return Status::NotSupported(
-      what + " is process " + std::to_string(owner) + "'s KFD file, but CRIU restores it in process " +
-      std::to_string(self) + ", which holds it too (an inherited /dev/kfd: CRIU restores a shared file in its "
-      "holder with the lowest pid). KFD would give process " + std::to_string(self) + " the GPU state of process " +
-      std::to_string(owner) + ", so the restore is refused; it works when the process that opened /dev/kfd has "
-      "the lowest pid of those holding it");
+  return Status::NotSupported(what + " is process " + std::to_string(owner) +
+                              "'s KFD file, but CRIU restores it in process " + std::to_string(self) +
+                              ", which holds it too (an inherited /dev/kfd: CRIU restores a shared file in its "
+                              "holder with the lowest pid). KFD would give process " +
+                              std::to_string(self) + " the GPU state of process " + std::to_string(owner) +
+                              ", so the restore is refused; it works when the process that opened /dev/kfd has "
+                              "the lowest pid of those holding it");
 }
 
 Result<RestoreFileResult> RestoreKfd(const PluginContext& ctx, int id, ByteSource& source, TaskRestoreState* task,
@@ -303,8 +305,10 @@ Result<RestoreFileResult> RestoreKfd(const PluginContext& ctx, int id, ByteSourc
     if (sent.ok()) {
       handed_over = true;
     } else {
-      std::fprintf(stderr, "vramflow amdgpu_plugin: %s: the main CRIU process cannot take the BO contents (%s); "
-                   "restoring them in this task\n", what.c_str(), sent.ToString().c_str());
+      std::fprintf(stderr,
+                   "vramflow amdgpu_plugin: %s: the main CRIU process cannot take the BO contents (%s); "
+                   "restoring them in this task\n",
+                   what.c_str(), sent.ToString().c_str());
     }
   }
   if (!handed_over) {
@@ -390,9 +394,9 @@ Status RestoreGpuContents(const PluginContext& ctx, int id, uint32_t image_gpu_i
   const std::string pages_name = PagesImageName(id, image_gpu_id);
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> pages, ctx.images->Open(pages_name));
   if (pages) return RestoreRawPages(*device, bos, *pages, ctx.options->pipeline);
-  return Status::InvalidArgument("no BO contents for GPU " + Hex(image_gpu_id) + " of KFD file " +
-                                 std::to_string(id) + ": neither " + stream_name + " in " + ctx.vram->Describe() +
-                                 " nor " + pages_name + " in " + ctx.images->Describe());
+  return Status::InvalidArgument("no BO contents for GPU " + Hex(image_gpu_id) + " of KFD file " + std::to_string(id) +
+                                 ": neither " + stream_name + " in " + ctx.vram->Describe() + " nor " + pages_name +
+                                 " in " + ctx.images->Describe());
 }
 
 Status RunParallelRestoreJob(const PluginContext& ctx, ParallelRestoreJob job) {
@@ -400,8 +404,8 @@ Status RunParallelRestoreJob(const PluginContext& ctx, ParallelRestoreJob job) {
   // restored tasks (still with CRIU's credentials at this stage) may hand us
   // fds to write checkpoint contents into.
   if (job.peer_uid != ::geteuid())
-    return Status::InvalidArgument("a parallel-restore job came from uid " + std::to_string(job.peer_uid) +
-                                   " (pid " + std::to_string(job.peer_pid) + "), not from CRIU's uid " +
+    return Status::InvalidArgument("a parallel-restore job came from uid " + std::to_string(job.peer_uid) + " (pid " +
+                                   std::to_string(job.peer_pid) + "), not from CRIU's uid " +
                                    std::to_string(::geteuid()) + "; refused");
   VF_ASSIGN_OR_RETURN(Topology local, ctx.backend->LocalTopology());
   for (const ParallelRestoreGpu& gpu : job.gpus) {

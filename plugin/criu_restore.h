@@ -51,7 +51,7 @@ struct RestoredRenderNode {
 
 // What one restored task keeps between its hooks.
 struct TaskRestoreState {
-  std::optional<GpuMap> gpu_map;  // image gpu_id -> local gpu_id, once a KFD image was restored
+  std::optional<GpuMap> gpu_map;                        // image gpu_id -> local gpu_id, once a KFD image was restored
   std::map<uint32_t, RestoredRenderNode> render_nodes;  // local gpu_id -> its render node
   std::vector<RestoredVma> vmas;
   int next_kept_fd = -1;  // where the next fd the plugin keeps goes (KeepAboveTaskFds); -1: not known yet
@@ -59,9 +59,9 @@ struct TaskRestoreState {
 
 struct RestoreFileResult {
   enum class Outcome {
-    kNotOurs,  // no image of ours has this id: -ENOTSUP
-    kRestored, // `fd` is the file for CRIU to install
-    kRetry,    // needs a KFD image of the task restored first
+    kNotOurs,   // no image of ours has this id: -ENOTSUP
+    kRestored,  // `fd` is the file for CRIU to install
+    kRetry,     // needs a KFD image of the task restored first
   };
   Outcome outcome = Outcome::kNotOurs;
   UniqueFd fd;

@@ -159,7 +159,8 @@ class UriStore final : public ImageStore {
 
 class TemplateStore final : public ImageStore {
  public:
-  TemplateStore(std::string target, TransportOptions options) : target_(std::move(target)), options_(std::move(options)) {}
+  TemplateStore(std::string target, TransportOptions options)
+      : target_(std::move(target)), options_(std::move(options)) {}
 
   Result<std::unique_ptr<ByteSink>> Create(const std::string& name) override {
     return OpenSink(Uri(name), Named(name));
@@ -204,8 +205,7 @@ Result<std::unique_ptr<ImageStore>> TargetStore(const std::string& target, const
   TransportOptions options = given;
   options.file.overwrite = true;
   options.s3.overwrite = true;
-  if (HasNamePlaceholder(target))
-    return std::unique_ptr<ImageStore>(std::make_unique<TemplateStore>(target, options));
+  if (HasNamePlaceholder(target)) return std::unique_ptr<ImageStore>(std::make_unique<TemplateStore>(target, options));
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(target));
   if (endpoint.kind == Endpoint::Kind::kPath) {
     FileSinkOptions file = options.file;

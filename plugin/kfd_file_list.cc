@@ -100,8 +100,8 @@ Result<KfdFileList> ParseKfdFileList(std::string_view text) {
     if (line_no == 1) {
       v2 = line == kHeaderV2;
       if (!v2 && line != kHeaderV1)
-        return Status::Corruption(std::string(kKfdFileListImage) + ": does not start with '" +
-                                  std::string(kHeaderV2) + "' or '" + std::string(kHeaderV1) + "'");
+        return Status::Corruption(std::string(kKfdFileListImage) + ": does not start with '" + std::string(kHeaderV2) +
+                                  "' or '" + std::string(kHeaderV1) + "'");
     } else if (line_no == 2 && v2) {
       if (line.substr(0, kDumpIdPrefix.size()) != kDumpIdPrefix || !IsDumpId(line.substr(kDumpIdPrefix.size())))
         return LineError(line_no, "is not 'dump-id' and 32 lowercase hex digits");

@@ -70,10 +70,10 @@ Status DecodeImage(std::span<const uint8_t> image, google::protobuf::MessageLite
 // Image file names, exactly as upstream formats them. `id` is CRIU's
 // external-file id (an int in the plugin hooks, printed with %d); gpu ids are
 // printed with %04x: at least four lower-case hex digits, never truncated.
-std::string KfdImageName(int id);                          // amdgpu-kfd-<id>.img
-std::string PagesImageName(int id, uint32_t gpu_id);       // amdgpu-pages-<id>-<gpu_id>.img
-std::string RenderImageName(int id);                       // amdgpu-renderD-<id>.img
-std::string DmabufImageName(int id);                       // amdgpu-dmabuf_<id>.img
+std::string KfdImageName(int id);                     // amdgpu-kfd-<id>.img
+std::string PagesImageName(int id, uint32_t gpu_id);  // amdgpu-pages-<id>-<gpu_id>.img
+std::string RenderImageName(int id);                  // amdgpu-renderD-<id>.img
+std::string DmabufImageName(int id);                  // amdgpu-dmabuf_<id>.img
 // One raw file per render-node BO (criu-dev): render minor in decimal, BO
 // index in %04x.
 std::string DrmPagesImageName(int id, uint32_t render_minor, uint32_t bo_index);

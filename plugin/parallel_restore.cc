@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "plugin/parallel_restore.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -422,8 +422,7 @@ std::string UniqueParallelRestoreName() {
   uint64_t random = 0;
   if (::getrandom(&random, sizeof(random), GRND_NONBLOCK) != sizeof(random)) {
     // No entropy yet (early boot): time and an address still make a clash unlikely.
-    random = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
-             reinterpret_cast<uintptr_t>(&random);
+    random = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^ reinterpret_cast<uintptr_t>(&random);
   }
   char text[64];
   std::snprintf(text, sizeof(text), "vramflow-amdgpu-%d-%016llx", static_cast<int>(::getpid()),
@@ -604,7 +603,8 @@ Status SendParallelRestoreJob(const std::string& name, const ParallelRestoreJob&
   uint8_t ack[kAckSize];
   Status acked = RecvAll(conn.get(), ack, deadline.Left(), what + ": waiting for the acknowledgement");
   if (acked.code() == Status::Code::kTruncated)
-    return Status::IoError(what + ": the server closed the connection without acknowledging the job (it refused "
+    return Status::IoError(what +
+                           ": the server closed the connection without acknowledging the job (it refused "
                            "it or stopped; the main CRIU process reports why)");
   VF_RETURN_IF_ERROR(acked);
   if (LoadLE32(ack) != kAckMagic) return Status::Corruption(what + ": the server answered with a wrong word");

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "plugin/dumped_bos.h"
-#include "plugin/kfd/gpu_backend.h"
 #include "plugin/image_store.h"
+#include "plugin/kfd/gpu_backend.h"
 #include "plugin/plugin_options.h"
 
 namespace vramflow {

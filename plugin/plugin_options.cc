@@ -14,8 +14,8 @@
 
 #include "common/units.h"
 #include "streamer/pipeline_fit.h"
-#include "transport/s3/s3_encryption.h"
 #include "transport/net/shared_key.h"
+#include "transport/s3/s3_encryption.h"
 
 namespace vramflow {
 namespace {
@@ -80,12 +80,21 @@ std::optional<uint64_t> ParseUpstreamSize(const char* value, std::string* why, s
   }
   int shift = 0;
   switch (*end) {
-    case '\0': break;
+    case '\0':
+      break;
     case 'k':
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    default: *why = std::string("invalid size suffix '") + end + "', expecting k/K, M or G"; return std::nullopt;
+    case 'K':
+      shift = 10;
+      break;
+    case 'M':
+      shift = 20;
+      break;
+    case 'G':
+      shift = 30;
+      break;
+    default:
+      *why = std::string("invalid size suffix '") + end + "', expecting k/K, M or G";
+      return std::nullopt;
   }
   if (shift != 0 && end[1] != '\0' && std::strcmp(end + 1, "B") != 0 && std::strcmp(end + 1, "iB") != 0) {
     *note = std::string("'") + (end + 1) + "' after the suffix ignored, as upstream does";
@@ -131,7 +140,8 @@ void ReadThreads(const char* v, PluginOptions* options) {
   errno = 0;
   unsigned long n = std::strtoul(v, &end, 10);
   if (!std::isdigit(static_cast<unsigned char>(*v)) || *end != '\0' || errno != 0 || n > 1024) {
-    options->warnings.push_back(Ignored("VRAMFLOW_THREADS", v, "not a thread count 0..1024 (0 = the CPUs this process may use)"));
+    options->warnings.push_back(
+        Ignored("VRAMFLOW_THREADS", v, "not a thread count 0..1024 (0 = the CPUs this process may use)"));
     return;
   }
   options->pipeline.threads = static_cast<unsigned>(n);
@@ -182,9 +192,12 @@ void ReadTristate(const char* name, const char* v, Tristate* out, std::vector<st
 
 const char* TristateName(Tristate t) {
   switch (t) {
-    case Tristate::kAuto: return "auto";
-    case Tristate::kOff: return "0";
-    case Tristate::kOn: return "1";
+    case Tristate::kAuto:
+      return "auto";
+    case Tristate::kOff:
+      return "0";
+    case Tristate::kOn:
+      return "1";
   }
   return "?";
 }
@@ -252,8 +265,9 @@ std::vector<std::string> PluginOptions::ParamLines() const {
   };
   // What 0s mean on this machine now (a graph reads the limits again when it runs).
   const PipelineOptions fitted = WithMachineDefaults(pipeline);
-  param("KFD_MAX_BUFFER_SIZE", pipeline.max_memory ? Hex(pipeline.max_memory) + " (" + FormatSize(pipeline.max_memory) + ")"
-                                                   : "0 (auto: " + FormatSize(fitted.max_memory) + ")");
+  param("KFD_MAX_BUFFER_SIZE", pipeline.max_memory
+                                   ? Hex(pipeline.max_memory) + " (" + FormatSize(pipeline.max_memory) + ")"
+                                   : "0 (auto: " + FormatSize(fitted.max_memory) + ")");
   for (const CheckSwitch& sw : kCheckSwitches) param(sw.variable, checks.*sw.check ? "Y" : "N");
   param("VRAMFLOW_CODEC", DescribeOptions(pipeline.encoder));
   param("VRAMFLOW_THREADS",
@@ -267,9 +281,7 @@ std::vector<std::string> PluginOptions::ParamLines() const {
   param("VRAMFLOW_TLS_KEY", file(tls.key_file));
   param("VRAMFLOW_TLS_CA", file(tls.ca_file));
   param("VRAMFLOW_INSECURE", transport.net.insecure ? "Y" : "N");
-  param("VRAMFLOW_KEY_FILE", tls.key                   ? tls.key->origin
-                             : !key_error.ok()         ? "(unusable)"
-                                                       : "(none)");
+  param("VRAMFLOW_KEY_FILE", tls.key ? tls.key->origin : !key_error.ok() ? "(unusable)" : "(none)");
   const S3Encryption& sse = transport.s3.encryption;
   param("VRAMFLOW_S3_SSE", sse.sse.empty() ? "(as the bucket says)" : sse.sse);
   param("VRAMFLOW_S3_SSE_KMS_KEY_ID", sse.kms_key_id.empty() ? "(none)" : sse.kms_key_id);

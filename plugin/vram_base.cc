@@ -39,7 +39,8 @@ Status RefuseBaseAsTarget(const PluginOptions& options, const std::string& writt
                                         a.st_dev == b.st_dev && a.st_ino == b.st_ino);
   if (!same) return Status::Ok();
   return Status::InvalidArgument("VRAMFLOW_BASE=" + options.base + " names " + base + ", where this dump writes " +
-                                 stream_name + ": the new stream would replace its own base. Dump an incremental "
+                                 stream_name +
+                                 ": the new stream would replace its own base. Dump an incremental "
                                  "checkpoint into another directory than its base");
 }
 
@@ -83,10 +84,10 @@ OpenBaseFn VramBaseOpener(const PluginOptions& options, const std::string& strea
       from = "VRAMFLOW_BASE=" + options.base;
     }
     if (location.empty())
-      return Status::InvalidArgument(stream_name + " is an incremental stream whose BASE frame names no location: set "
+      return Status::InvalidArgument(stream_name +
+                                     " is an incremental stream whose BASE frame names no location: set "
                                      "VRAMFLOW_BASE to the checkpoint it was built on");
-    Result<std::shared_ptr<const BaseStream>> base =
-        OpenBaseStream(location, OpenOptions(options), &descriptor);
+    Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, OpenOptions(options), &descriptor);
     if (!base.ok())
       return WithBudgetNote(base.status()).WithContext("the base of " + stream_name + " (" + from + "): " + location);
     return base;

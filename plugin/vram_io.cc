@@ -61,7 +61,8 @@ Status CheckDumpId(const std::string& what, const ObjectMetadata& metadata, cons
                                    "tool; refused");
   if (*found != dump_id)
     return Status::InvalidArgument(what + " is of dump " + (IsDumpId(*found) ? *found : Printable(*found)) +
-                                   ", but the images are of dump " + dump_id + ": a stream of another checkpoint; "
+                                   ", but the images are of dump " + dump_id +
+                                   ": a stream of another checkpoint; "
                                    "refused");
   return Status::Ok();
 }
@@ -198,9 +199,8 @@ Status RestoreRawPages(Device& device, const std::vector<VramBo>& bos, ByteSourc
         return Status::Truncated(what + ": ends at byte " + std::to_string(position + read) + " inside BO " +
                                  std::to_string(bos[i].index) + "; the header promised " +
                                  std::to_string(kAmdgpuPagesHeaderSize + total));
-      Result<DmaFence> fence =
-          device.SubmitCopy(next % device.RingCount(), DmaDirection::kHostToDevice, imported.handle(i), offset,
-                            st.handle, 0, n);
+      Result<DmaFence> fence = device.SubmitCopy(next % device.RingCount(), DmaDirection::kHostToDevice,
+                                                 imported.handle(i), offset, st.handle, 0, n);
       if (!fence.ok()) return fence.status().WithContext(what + ", BO " + std::to_string(bos[i].index));
       st.fence = *fence;
       offset += n;

@@ -22,10 +22,10 @@ namespace vramflow {
 
 // One BO with contents (VRAM or GTT).
 struct VramBo {
-  uint32_t index = 0;   // position among the image's bo_entries
+  uint32_t index = 0;  // position among the image's bo_entries
   uint64_t size = 0;
-  uint64_t addr = 0;    // GPU virtual address, kept in the stream for inspection
-  int dmabuf_fd = -1;   // borrowed: KFD's dma-buf fd of the BO
+  uint64_t addr = 0;   // GPU virtual address, kept in the stream for inspection
+  int dmabuf_fd = -1;  // borrowed: KFD's dma-buf fd of the BO
 };
 
 // The stream object name of BO `index` ("bo-7").

@@ -31,14 +31,15 @@ Status CheckDumpBase(const PipelineOptions& options) {
   }
   const BaseDescriptor descriptor = options.base->DescriptorForDependent();
   if (descriptor.chain_length > kMaxBaseChain)
-    return Status::InvalidArgument("a stream built on the base '" + descriptor.location + "' would rest on a chain of " +
-                                   std::to_string(descriptor.chain_length) + " streams, more than the " +
-                                   std::to_string(kMaxBaseChain) +
+    return Status::InvalidArgument("a stream built on the base '" + descriptor.location +
+                                   "' would rest on a chain of " + std::to_string(descriptor.chain_length) +
+                                   " streams, more than the " + std::to_string(kMaxBaseChain) +
                                    " allowed (write a self-contained base with `vramflow flatten`)");
   if (options.base_refs_only && !options.base->has_digests())
-    return Status::InvalidArgument("the base '" + descriptor.location +
-                                   "' has no chunk digests (DIGEST_BLOCKs), which references-only matching needs: write it with --digests, "
-                                   "or match by reading its chunks (no --base-refs-only)");
+    return Status::InvalidArgument(
+        "the base '" + descriptor.location +
+        "' has no chunk digests (DIGEST_BLOCKs), which references-only matching needs: write it with --digests, "
+        "or match by reading its chunks (no --base-refs-only)");
   return Status::Ok();
 }
 
@@ -139,7 +140,8 @@ Status EncodeChunkWithBase(std::span<const uint8_t> raw, uint64_t offset, std::s
   VF_RETURN_IF_ERROR(encoder.EncodeInto(raw, payload, &out->encoded));
   if (want_sha256 && !out->sha256 && !out->encoded.zero_run) out->sha256 = Sha256(raw);
   if (!against_base || !may_delta || out->encoded.zero_run) return Status::Ok();
-  VF_ASSIGN_OR_RETURN(BaseCoding coding, coder->Delta(base_object->id, offset, raw, out->encoded.payload.size(), encoder));
+  VF_ASSIGN_OR_RETURN(BaseCoding coding,
+                      coder->Delta(base_object->id, offset, raw, out->encoded.payload.size(), encoder));
   if (coding.kind != BaseCoding::Kind::kDelta) return Status::Ok();
   // The delta's payload replaces the chunk's own in `payload`.
   const uint64_t raw_hash = out->encoded.raw_hash;

@@ -41,7 +41,7 @@ void XorInto(std::span<uint8_t> out, std::span<const uint8_t> in);
 struct BaseCoding {
   enum class Kind { kOwn, kRef, kDelta };
   Kind kind = Kind::kOwn;
-  BaseChunkRef ref;    // kRef, kDelta: the base chunk
+  BaseChunkRef ref;  // kRef, kDelta: the base chunk
   // kDelta: the XOR's coding; its payload is in the coder's buffer (or its
   // XOR buffer, for codec raw), valid until the coder's next Code().
   EncodedChunk delta;
@@ -109,7 +109,8 @@ class BaseChunkCoder {
   // Reads the base's chunk into base_bytes_ (checked against `stored` when
   // given) unless it is there already.
   Status Load(uint32_t base_object_id, uint64_t offset, size_t size, const std::optional<Sha256Digest>& stored);
-  BaseChunkCoder(std::shared_ptr<const BaseStream> base, bool refs_only) : base_(std::move(base)), refs_only_(refs_only) {}
+  BaseChunkCoder(std::shared_ptr<const BaseStream> base, bool refs_only)
+      : base_(std::move(base)), refs_only_(refs_only) {}
 
   std::shared_ptr<const BaseStream> base_;
   bool refs_only_;

@@ -21,11 +21,11 @@
 #include "common/hash.h"
 #include "common/sha256.h"
 #include "streamer/base_chunk_coding.h"
+#include "streamer/format/stream_writer.h"
 #include "streamer/machine/memory_budget.h"
 #include "streamer/ordered_dump_plan.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/format/stream_writer.h"
 
 namespace vramflow {
 namespace {
@@ -102,10 +102,10 @@ class ConcurrentDump::Engine {
       // what is left.
       const uint64_t window = options_.dedup_window ? options_.dedup_window : DefaultDedupWindow(options_.max_memory);
       if (window > kMaxDedupWindow)
-        return Status::InvalidArgument("dedup window of " + std::to_string(window) + " chunks is more than the format's " +
-                                       std::to_string(kMaxDedupWindow));
-      VF_RETURN_IF_ERROR(budget_.Charge(window * kDedupWindowEntryBytes,
-                                        "dedup window of " + std::to_string(window) + " chunks"));
+        return Status::InvalidArgument("dedup window of " + std::to_string(window) +
+                                       " chunks is more than the format's " + std::to_string(kMaxDedupWindow));
+      VF_RETURN_IF_ERROR(
+          budget_.Charge(window * kDedupWindowEntryBytes, "dedup window of " + std::to_string(window) + " chunks"));
       first_copies_.emplace(static_cast<uint32_t>(window));
     }
     VF_RETURN_IF_ERROR(CheckDumpBase(options_));
@@ -117,23 +117,24 @@ class ConcurrentDump::Engine {
     const uint64_t coder_bytes =
         options_.base ? BaseChunkCoder::MemoryBytes(*options_.base, options_.chunk_size, options_.base_refs_only) : 0;
     if (options_.base) VF_RETURN_IF_ERROR(budget_.Charge(options_.base->memory_bytes(), "the base's index"));
-    const unsigned wanted_threads =
-        ThreadsWithBaseReads(options_.threads, options_.base.get(), true);
+    const unsigned wanted_threads = ThreadsWithBaseReads(options_.threads, options_.base.get(), true);
     VF_ASSIGN_OR_RETURN(plan_,
                         PlanOrderedDump(options_, wanted_threads, coder_bytes, 2ull * wanted_threads + 6, &budget_));
     for (size_t i = 0; i < plan_.items; ++i) {
       auto item = std::make_unique<Item>();
       VF_ASSIGN_OR_RETURN(item->raw, BudgetedBuffer::Allocate(&budget_, options_.chunk_size, "chunk buffer"));
-      VF_ASSIGN_OR_RETURN(item->payload, BudgetedBuffer::Allocate(&budget_, ChunkEncoder::MaxPayloadSize(options_.chunk_size),
-                                                                  "payload buffer"));
+      VF_ASSIGN_OR_RETURN(
+          item->payload,
+          BudgetedBuffer::Allocate(&budget_, ChunkEncoder::MaxPayloadSize(options_.chunk_size), "payload buffer"));
       free_.push_back(item.get());
       items_.push_back(std::move(item));
     }
     if (options_.base) {
       budget_.Refund(uint64_t{plan_.threads} * coder_bytes);
       for (unsigned i = 0; i < plan_.threads; ++i) {
-        VF_ASSIGN_OR_RETURN(std::unique_ptr<BaseChunkCoder> coder,
-                            BaseChunkCoder::Create(options_.base, options_.chunk_size, options_.base_refs_only, &budget_));
+        VF_ASSIGN_OR_RETURN(
+            std::unique_ptr<BaseChunkCoder> coder,
+            BaseChunkCoder::Create(options_.base, options_.chunk_size, options_.base_refs_only, &budget_));
         coders_.push_back(std::move(coder));
       }
     }
@@ -240,7 +241,7 @@ class ConcurrentDump::Engine {
   struct Object {
     ObjectMetadata metadata;
     ChunkStorage storage = ChunkStorage::kEncoded;  // set before its first chunk is queued
-    const SeekIndexObject* base_object = nullptr;    // the base's object of the same name, if any
+    const SeekIndexObject* base_object = nullptr;   // the base's object of the same name, if any
     uint32_t stream_id = 0;
     bool begun = false;
     uint64_t next_seq = 0;                // the next chunk to write
@@ -562,14 +563,19 @@ class ConcurrentDump::Engine {
       write_seconds_ += SecondsSince(began);
       lock.lock();
       switch (step.kind) {
-        case Step::kBegin: object.begun = true; break;
+        case Step::kBegin:
+          object.begun = true;
+          break;
         case Step::kChunk:
           ++object.next_seq;
           free_.push_back(step.item);
           free_wake_.notify_one();
           break;
-        case Step::kEnd: open_.erase(step.object); break;
-        case Step::kNone: break;
+        case Step::kEnd:
+          open_.erase(step.object);
+          break;
+        case Step::kNone:
+          break;
       }
       if (!s.ok()) {
         FailLocked(s.WithContext("writing '" + object.metadata.name + "' to " + sink_->Describe()));
@@ -609,8 +615,8 @@ class ConcurrentDump::Engine {
   std::vector<std::unique_ptr<BaseChunkCoder>> coders_;
   uint64_t dedup_bytes_ = 0;
   std::chrono::steady_clock::time_point start_;
-  uint64_t done_bytes_ = 0;     // the writer thread's
-  double write_seconds_ = 0;    // the writer thread's
+  uint64_t done_bytes_ = 0;   // the writer thread's
+  double write_seconds_ = 0;  // the writer thread's
 
   mutable std::mutex mu_;
   Status error_;                                  // GUARDED_BY(mu_)

@@ -20,9 +20,9 @@
 #include "common/units.h"
 #include "streamer/format/base_frame.h"
 #include "streamer/format/digest_block.h"
+#include "streamer/machine/tbb_workers.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/machine/tbb_workers.h"
 
 namespace vramflow {
 namespace {
@@ -42,7 +42,7 @@ struct HeldChunk {
   std::vector<uint8_t> data;  // DATA, BASE_REF, BASE_DELTA: decoded by whichever thread claims it
   DedupRef ref;
   bool has_ref = false;
-  BaseChunkRef base_ref;  // BASE_REF, BASE_DELTA: the base's chunk they name
+  BaseChunkRef base_ref;      // BASE_REF, BASE_DELTA: the base's chunk they name
   bool wants_digest = false;  // ChunkEvent::digest_wanted: `sha256` is taken with the decoding
   Sha256Digest sha256{};
   std::atomic<int> state{kDone};
@@ -121,7 +121,8 @@ class DecodeAheadVisitor final : public StreamVisitor {
     const bool from_base = FromBase(e.header.kind);
     if (from_base && (!base_ || !e.base_ref)) return Status::Internal("a base frame without the base opened");
     if (kind != FrameKind::kData && kind != FrameKind::kZeroRun && kind != FrameKind::kDedupRef && !from_base)
-      return Status::NotSupported(FrameKindName(e.header.kind) + " frames are not decoded ahead (read with one thread)");
+      return Status::NotSupported(FrameKindName(e.header.kind) +
+                                  " frames are not decoded ahead (read with one thread)");
     const bool decoded = kind == FrameKind::kData || from_base;
     if (decoded && threads_ == 0) VF_RETURN_IF_ERROR(StartThreads(e.header));
     if (threads_ == 1) return PassOn(e, decoded);
@@ -172,12 +173,10 @@ class DecodeAheadVisitor final : public StreamVisitor {
     chunk.stream_offset = e.stream_offset;
     chunk.object = &e.object;
     chunk.in_place.reset();
-    if (e.payload_in_place)
-      chunk.in_place = e.payload;
+    if (e.payload_in_place) chunk.in_place = e.payload;
     else if (e.header.kind == static_cast<uint8_t>(FrameKind::kData) && e.payload_buffer)
       std::swap(chunk.payload, *e.payload_buffer);  // taken, not copied (chunk's has as much room)
-    else
-      chunk.payload.assign(e.payload.begin(), e.payload.end());
+    else chunk.payload.assign(e.payload.begin(), e.payload.end());
     chunk.has_ref = e.dedup != nullptr;
     if (e.dedup) chunk.ref = *e.dedup;
     if (from_base) chunk.base_ref = *e.base_ref;
@@ -197,12 +196,12 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (!decoded) return inner_->OnChunk(e);
     const FrameHeader& h = e.header;
     const bool from_base = FromBase(h.kind);
-    const uint64_t need = ChunkDecoder::MemoryBytes(h.raw_size) +
-                          (from_base ? h.raw_size + BaseFrameBufferBytes(h.raw_size) : 0);
+    const uint64_t need =
+        ChunkDecoder::MemoryBytes(h.raw_size) + (from_base ? h.raw_size + BaseFrameBufferBytes(h.raw_size) : 0);
     if (budget_ && need > alone_charged_) {
-      VF_RETURN_IF_ERROR(budget_->Charge(
-          need - alone_charged_,
-          from_base ? "the reader's decode buffers for a base chunk" : "the reader's decode buffer"));
+      VF_RETURN_IF_ERROR(budget_->Charge(need - alone_charged_, from_base
+                                                                    ? "the reader's decode buffers for a base chunk"
+                                                                    : "the reader's decode buffer"));
       charged_ += need - alone_charged_;
       alone_charged_ = need;
     }
@@ -228,11 +227,11 @@ class DecodeAheadVisitor final : public StreamVisitor {
     threads_ = wanted;
     if (budget_ && wanted > 1) {
       const uint64_t raw = std::max<uint64_t>(h.raw_size, std::min<uint64_t>(chunk_size_hint_, kMaxChunkSize));
-      const uint64_t base_buffers =
-          base_ ? BaseFrameBufferBytes(raw, base_chain_) : 0;
+      const uint64_t base_buffers = base_ ? BaseFrameBufferBytes(raw, base_chain_) : 0;
       threads_ = ThreadsTheBudgetFeeds(wanted, budget_->limit(), budget_->in_use(), ThreadBytes(raw, base_buffers), 0);
     }
-    if (budget_ && threads_ < caller_threads_ && note_) note_(ThreadCapNote(caller_threads_, threads_, budget_->limit()));
+    if (budget_ && threads_ < caller_threads_ && note_)
+      note_(ThreadCapNote(caller_threads_, threads_, budget_->limit()));
     window_ = 2 * size_t{threads_};
     if (threads_ == 1) return Status::Ok();  // the reading thread decodes each frame as ReadStream does (PassOn)
     VF_RETURN_IF_ERROR(
@@ -364,9 +363,8 @@ class DecodeAheadVisitor final : public StreamVisitor {
     if (note_)
       note_("decoding on " + std::to_string(threads_) + (threads_ == 1 ? " thread" : " threads") + " from frame " +
             std::to_string(h.sequence) + " on: its " + std::to_string(h.raw_size) + " raw bytes" +
-            (h.raw_size > chunk_size_hint_ ? ", larger than the stream header's chunk size," : "") +
-            " do not fit " + std::to_string(before) + " threads in a memory budget of " +
-            FormatSize(budget_->limit()));
+            (h.raw_size > chunk_size_hint_ ? ", larger than the stream header's chunk size," : "") + " do not fit " +
+            std::to_string(before) + " threads in a memory budget of " + FormatSize(budget_->limit()));
     return Status::Ok();
   }
 
@@ -394,9 +392,9 @@ class DecodeAheadVisitor final : public StreamVisitor {
 
   StreamVisitor* inner_;
   const unsigned asked_threads_;
-  unsigned threads_ = 0;  // decoding, the reading thread's included; 0 until StartThreads
+  unsigned threads_ = 0;          // decoding, the reading thread's included; 0 until StartThreads
   uint32_t chunk_size_hint_ = 0;  // the stream header's chunk_size (only to fit threads to the budget)
-  size_t window_;         // chunks held at most
+  size_t window_;                 // chunks held at most
   MemoryBudget* budget_;
   const unsigned caller_threads_;
   const std::function<void(const std::string&)> note_;
@@ -413,7 +411,7 @@ class DecodeAheadVisitor final : public StreamVisitor {
   // task started for a chunk may still be pending when the chunk has been
   // handed on (it then finds the chunk claimed, or claims its next use).
   std::vector<std::unique_ptr<HeldChunk>> chunks_;
-  std::deque<HeldChunk*> held_;    // in stream order
+  std::deque<HeldChunk*> held_;            // in stream order
   const HeldChunk* delivering_ = nullptr;  // the chunk of the reader's OnChunk call under way
   // The digests of the chunks handed on that no DIGEST_BLOCK has covered
   // yet. Those taken before the stream showed it has none stay, a block's
@@ -479,8 +477,8 @@ Status ReadStreamDecodingAhead(ByteSource& source, StreamVisitor& visitor, const
   if (decodes && budget && threads > 1) {
     const uint64_t raw = header.chunk_size > 0 ? std::min<uint64_t>(header.chunk_size, kMaxChunkSize) : kMaxChunkSize;
     // ReadStream's records take an eighth of the budget.
-    threads = ThreadsTheBudgetFeeds(threads, budget->limit(), budget->in_use() + budget->limit() / 8,
-                                    ThreadBytes(raw, 0), 0);
+    threads =
+        ThreadsTheBudgetFeeds(threads, budget->limit(), budget->in_use() + budget->limit() / 8, ThreadBytes(raw, 0), 0);
   }
   if (!decodes || (threads <= 1 && !(header.flags & kStreamFlagBase)) ||
       ((header.flags & kStreamFlagBase) && !options.read.open_base)) {

@@ -46,8 +46,8 @@
 #include <functional>
 #include <string>
 
-#include "streamer/machine/memory_budget.h"
 #include "streamer/format/stream_reader.h"
+#include "streamer/machine/memory_budget.h"
 
 namespace vramflow {
 

@@ -9,24 +9,24 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <thread>
 #include <optional>
+#include <thread>
 
 #include "codecs/chunk_analysis.h"
 #include "common/exception_boundary.h"
 #include "common/hash.h"
-#include "streamer/base_chunk_coding.h"
 #include "common/sha256.h"
-#include "streamer/format/dedup_window.h"
+#include "streamer/base_chunk_coding.h"
 #include "streamer/device/dma_completer.h"
 #include "streamer/device/lent_slots.h"
+#include "streamer/device/slot_pool.h"
+#include "streamer/format/dedup_window.h"
+#include "streamer/format/stream_writer.h"
 #include "streamer/machine/memory_budget.h"
+#include "streamer/machine/tbb_workers.h"
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/device/slot_pool.h"
-#include "streamer/machine/tbb_workers.h"
-#include "streamer/format/stream_writer.h"
 
 namespace vramflow {
 namespace {
@@ -266,9 +266,9 @@ Result<std::unique_ptr<SlotPool>> CreateDumpPool(const DumpPlan& plan, MemoryBud
   // slot is touched afresh and falls out of the cache before it comes round
   // again (pack -j 2 on 2 CPUs: 2-8% faster with 8 slots than with the 14 of
   // three per thread and four spare).
-  Result<std::unique_ptr<SlotPool>> created = SlotPool::Create(
-      budget, plan.devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
-      /*max_slots=*/2 * plan.rings + 2 * plan.threads, plan.slot_scratch);
+  Result<std::unique_ptr<SlotPool>> created =
+      SlotPool::Create(budget, plan.devices, chunk, ChunkEncoder::MaxPayloadSize(chunk), /*min_slots=*/2,
+                       /*max_slots=*/2 * plan.rings + 2 * plan.threads, plan.slot_scratch);
   if (!created.ok() && created.status().code() == Status::Code::kInvalidArgument)
     return Status::InvalidArgument(created.status().message() + " (raise --max-memory or lower --chunk-size)");
   return created;
@@ -366,7 +366,7 @@ class DumpGraph {
   StreamWriter* const writer_;
   LentSlots* const lent_;  // the write stage's
   const bool hash_chunks_;
-  std::vector<size_t> device_index_;                   // per source: its device's in the pool
+  std::vector<size_t> device_index_;                  // per source: its device's in the pool
   std::vector<const SeekIndexObject*> base_objects_;  // per source: its base object, or null
   ErrorLatch errors_;
   JobGenerator generator_;            // the input node's (serial)
@@ -401,12 +401,12 @@ void DumpGraph::RunGraph(StageCoders& coders) {
   flow::input_node<DumpJob> generate(g, [this](oneapi::tbb::flow_control& fc) { return Generate(fc); });
   flow::queue_node<uint32_t> free_slots(g);
   flow::join_node<std::tuple<DumpJob, uint32_t>, flow::reserving> take_slot(g);
-  flow::function_node<std::tuple<DumpJob, uint32_t>, DumpJob> attach(
-      g, flow::unlimited, [](const std::tuple<DumpJob, uint32_t>& t) {
-        DumpJob job = std::get<0>(t);
-        job.slot = std::get<1>(t);
-        return job;
-      });
+  flow::function_node<std::tuple<DumpJob, uint32_t>, DumpJob> attach(g, flow::unlimited,
+                                                                     [](const std::tuple<DumpJob, uint32_t>& t) {
+                                                                       DumpJob job = std::get<0>(t);
+                                                                       job.slot = std::get<1>(t);
+                                                                       return job;
+                                                                     });
   DmaNode dma(g, flow::unlimited, [this](const DumpJob& job, DmaNode::gateway_type& gw) { StartDma(job, gw); });
   flow::function_node<DumpJob, DumpJob> analyze(
       g, flow::unlimited, [this, &coders](DumpJob job) { return Analyze(std::move(job), coders); });
@@ -529,8 +529,8 @@ Status DumpGraph::CompareWithBase(DumpJob& job, std::span<const uint8_t> data, S
     return Status::Ok();
   }
   // A delta names the base chunk by its digest: a stored one is checked.
-  VF_RETURN_IF_ERROR(base->ReadChunk(object->id, job.offset, base_bytes, coders.base_scratch.local(),
-                                     stored ? &*stored : nullptr));
+  VF_RETURN_IF_ERROR(
+      base->ReadChunk(object->id, job.offset, base_bytes, coders.base_scratch.local(), stored ? &*stored : nullptr));
   if (std::memcmp(base_bytes.data(), data.data(), data.size()) == 0) {
     job.base_equal = true;
     job.base_sha256 = job.sha256;

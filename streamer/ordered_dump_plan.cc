@@ -10,8 +10,8 @@
 
 namespace vramflow {
 
-Result<OrderedDumpPlan> PlanOrderedDump(const PipelineOptions& options, unsigned wanted_threads,
-                                        uint64_t thread_extra, size_t wanted_items, MemoryBudget* budget) {
+Result<OrderedDumpPlan> PlanOrderedDump(const PipelineOptions& options, unsigned wanted_threads, uint64_t thread_extra,
+                                        size_t wanted_items, MemoryBudget* budget) {
   const uint32_t chunk = options.chunk_size;
   if (chunk == 0 || chunk > kMaxChunkSize) return Status::InvalidArgument("chunk size must be 1 byte .. 64 MiB");
   OrderedDumpPlan plan;
@@ -24,9 +24,9 @@ Result<OrderedDumpPlan> PlanOrderedDump(const PipelineOptions& options, unsigned
   VF_RETURN_IF_ERROR(budget->Charge(uint64_t{plan.threads} * plan.codec_state,
                                     "codec state for " + std::to_string(plan.threads) + " threads"));
   if (thread_extra > 0)
-    VF_RETURN_IF_ERROR(budget->Charge(uint64_t{plan.threads} * thread_extra,
-                                      "reading and coding against the base's chunks on " +
-                                          std::to_string(plan.threads) + " threads"));
+    VF_RETURN_IF_ERROR(
+        budget->Charge(uint64_t{plan.threads} * thread_extra,
+                       "reading and coding against the base's chunks on " + std::to_string(plan.threads) + " threads"));
   const uint64_t affordable = (budget->limit() - budget->in_use()) / plan.item_bytes;
   plan.items = static_cast<size_t>(std::min<uint64_t>(wanted_items, affordable));
   if (plan.items < 2)

@@ -34,8 +34,8 @@ struct OrderedDumpPlan {
 // `threads × thread_extra` as it builds what they are for), then picks
 // `wanted_items` chunk buffers or as many as the rest of the budget holds;
 // fails when it holds fewer than two.
-Result<OrderedDumpPlan> PlanOrderedDump(const PipelineOptions& options, unsigned wanted_threads,
-                                        uint64_t thread_extra, size_t wanted_items, MemoryBudget* budget);
+Result<OrderedDumpPlan> PlanOrderedDump(const PipelineOptions& options, unsigned wanted_threads, uint64_t thread_extra,
+                                        size_t wanted_items, MemoryBudget* budget);
 
 // The stream header of such a dump: options' chunk size, zstd level and
 // producer; a seek index when asked for and `sink` is Seekable().

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "codecs/chunk_codec.h"
-#include "streamer/format/base_stream.h"
 #include "streamer/device/device.h"
+#include "streamer/format/base_stream.h"
 #include "streamer/format/frame_format.h"
 #include "streamer/format/stream_validator.h"
 #include "transport/core/byte_stream.h"
@@ -42,12 +42,12 @@ struct PipelineOptions {
   // Worker threads; 0 = the CPUs this process may use (pipeline_fit.h). A
   // graph runs fewer when its budget cannot feed them, and says so in `note`.
   unsigned threads = 0;
-  bool dedup = true;                   // dump: identical chunks become references
+  bool dedup = true;  // dump: identical chunks become references
   // Dump: how many of the latest DATA frames a reference may name (FORMAT.md
   // 4.6); 0 picks DefaultDedupWindow(max_memory). Never more than the dump's
   // chunks. Costs kDedupWindowEntryBytes per frame on each side.
   uint32_t dedup_window = 0;
-  bool seek_index = true;              // dump: end with a seek index when the sink is Seekable()
+  bool seek_index = true;  // dump: end with a seek index when the sink is Seekable()
   // Dump: the stream an incremental dump is built on (base_stream.h), or
   // null for a full stream. Chunks equal to the base's chunk at the same
   // place of the matched object become BASE_REFs; changed ones BASE_DELTAs

@@ -29,7 +29,8 @@ uint64_t SlotBytes(const PipelineOptions& options) {
 
 uint64_t DefaultMemoryBudget(const MachineLimits& limits, const PipelineOptions& options, unsigned threads) {
   const uint64_t wanted = std::max<uint64_t>(
-      kMinDefaultBudget, uint64_t{threads} * (CodecStateBytesPerThread(options) + 2 * SlotBytes(options)) + (64ull << 20));
+      kMinDefaultBudget,
+      uint64_t{threads} * (CodecStateBytesPerThread(options) + 2 * SlotBytes(options)) + (64ull << 20));
   uint64_t ceiling = UINT64_MAX;
   if (limits.mem_available) ceiling = std::min(ceiling, *limits.mem_available / 4);
   if (limits.cgroup_memory) ceiling = std::min(ceiling, *limits.cgroup_memory / 4);

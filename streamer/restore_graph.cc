@@ -9,25 +9,25 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <thread>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "common/exception_boundary.h"
 #include "common/hash.h"
 #include "common/printable.h"
 #include "common/units.h"
+#include "streamer/device/dma_completer.h"
+#include "streamer/device/slot_pool.h"
 #include "streamer/format/base_frame.h"
 #include "streamer/format/dedup_window.h"
-#include "streamer/device/dma_completer.h"
 #include "streamer/format/frame_reader.h"
+#include "streamer/format/stream_reader.h"
 #include "streamer/machine/memory_budget.h"
+#include "streamer/machine/tbb_workers.h"
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/device/slot_pool.h"
-#include "streamer/machine/tbb_workers.h"
-#include "streamer/format/stream_reader.h"
 
 namespace vramflow {
 namespace {
@@ -342,7 +342,7 @@ class FrameSource {
   std::map<uint32_t, std::shared_ptr<const std::string>> names_;  // of the open objects
   std::vector<PendingRef> refs_;
   std::vector<uint8_t> small_;
-  std::vector<const uint8_t*> in_place_;  // per slot: its job's payload when read in place
+  std::vector<const uint8_t*> in_place_;   // per slot: its job's payload when read in place
   const uint8_t* in_place_end_ = nullptr;  // one past the newest payload read in place
   RestoreJob zero_job_;
   uint64_t zero_left_ = 0;
@@ -371,11 +371,10 @@ Status CopyReferences(const std::vector<PendingRef>& refs, const std::map<uint32
         const RestoreTarget& side = pass == 0 ? from : ref.target;
         uint32_t staging = pool.slot(static_cast<uint32_t>(i)).staging_handles[pool.DeviceIndex(side.device)];
         uint32_t ring = static_cast<uint32_t>(i % side.device->RingCount());
-        Result<DmaFence> fence =
-            pass == 0 ? side.device->SubmitCopy(ring, DmaDirection::kDeviceToHost, side.bo, ref.source_offset, staging,
-                                                0, ref.size)
-                      : side.device->SubmitCopy(ring, DmaDirection::kHostToDevice, side.bo, ref.offset, staging, 0,
-                                                ref.size);
+        Result<DmaFence> fence = pass == 0 ? side.device->SubmitCopy(ring, DmaDirection::kDeviceToHost, side.bo,
+                                                                     ref.source_offset, staging, 0, ref.size)
+                                           : side.device->SubmitCopy(ring, DmaDirection::kHostToDevice, side.bo,
+                                                                     ref.offset, staging, 0, ref.size);
         if (!fence.ok())
           return fence.status().WithContext("copying a deduplicated chunk to offset " + std::to_string(ref.offset));
         fences[i] = *fence;
@@ -411,8 +410,8 @@ struct RestorePlan {
 
 // Sizes the restore: as many threads as the budget feeds (said through
 // options.note when fewer than asked for).
-RestorePlan PlanRestore(const PipelineOptions& options, const std::vector<Device*>& devices,
-                        const StreamHeader& header, const BaseStream* base) {
+RestorePlan PlanRestore(const PipelineOptions& options, const std::vector<Device*>& devices, const StreamHeader& header,
+                        const BaseStream* base) {
   RestorePlan plan;
   plan.options = options;
   for (Device* d : devices) plan.rings += d->RingCount();
@@ -425,17 +424,17 @@ RestorePlan PlanRestore(const PipelineOptions& options, const std::vector<Device
   plan.slot_size = std::clamp<uint32_t>(options.chunk_size, 1, kMaxChunkSize);
   // As many threads as the budget feeds: decoder state and a slot each, for
   // chunks of slot_size.
-  const uint64_t dedup_charge = (header.flags & kStreamFlagDedup)
-                                    ? uint64_t{header.dedup_window} * kDedupWindowEntryBytes +
-                                          kMaxPendingReferences * sizeof(PendingRef)
-                                    : 0;
+  const uint64_t dedup_charge =
+      (header.flags & kStreamFlagDedup)
+          ? uint64_t{header.dedup_window} * kDedupWindowEntryBytes + kMaxPendingReferences * sizeof(PendingRef)
+          : 0;
   // A thread resolving a base frame waits for the base's reads where it lies
   // on S3: then as many threads as it asks to keep reads in flight.
   const unsigned wanted_threads = ThreadsWithBaseReads(options.threads, base, true);
-  plan.threads = ThreadsTheBudgetFeeds(wanted_threads, options.max_memory,
-                                       options.max_memory / 8 + dedup_charge + plan.slot_size,
-                                       ChunkDecoder::MemoryBytes(plan.slot_size) + plan.BaseThreadBytes(plan.slot_size),
-                                       2 * uint64_t{plan.slot_size} + 8192);
+  plan.threads =
+      ThreadsTheBudgetFeeds(wanted_threads, options.max_memory, options.max_memory / 8 + dedup_charge + plan.slot_size,
+                            ChunkDecoder::MemoryBytes(plan.slot_size) + plan.BaseThreadBytes(plan.slot_size),
+                            2 * uint64_t{plan.slot_size} + 8192);
   if (plan.threads < options.threads && options.note)
     options.note(ThreadCapNote(options.threads, plan.threads, options.max_memory));
   return plan;
@@ -450,9 +449,9 @@ Status ChargeReaderRecords(const RestorePlan& plan, const StreamHeader& header, 
   VF_RETURN_IF_ERROR(budget->Charge(record_limit, "the reader's records (object metadata, byte ranges, the index)"));
   if (plan.base) VF_RETURN_IF_ERROR(budget->Charge(plan.base->memory_bytes(), "the index of the stream's base chain"));
   if (header.flags & kStreamFlagDedup) {
-    VF_RETURN_IF_ERROR(budget->Charge(uint64_t{header.dedup_window} * kDedupWindowEntryBytes,
-                                      "the stream's dedup window of " + std::to_string(header.dedup_window) +
-                                          " DATA frames"));
+    VF_RETURN_IF_ERROR(
+        budget->Charge(uint64_t{header.dedup_window} * kDedupWindowEntryBytes,
+                       "the stream's dedup window of " + std::to_string(header.dedup_window) + " DATA frames"));
     VF_RETURN_IF_ERROR(budget->Charge(kMaxPendingReferences * sizeof(PendingRef), "dedup references to copy"));
   }
   return Status::Ok();
@@ -657,8 +656,8 @@ RestoreJob RestoreGraph::Decode(RestoreJob job) {
   if (job.kind == RestoreJob::kData) {
     s = decoders_.local().Decode(codec, transform, payload, dst);
     if (s.ok() && Hash64(dst.data(), dst.size()) != job.raw_hash)
-      s = Status::Corruption("payload hash mismatch: decoded bytes hash to " +
-                             HexHash(Hash64(dst.data(), dst.size())) + ", frame says " + HexHash(job.raw_hash));
+      s = Status::Corruption("payload hash mismatch: decoded bytes hash to " + HexHash(Hash64(dst.data(), dst.size())) +
+                             ", frame says " + HexHash(job.raw_hash));
   } else {
     s = ResolveBaseFrame(*plan_.base, job.kind == RestoreJob::kBaseRef ? FrameKind::kBaseRef : FrameKind::kBaseDelta,
                          codec, transform, job.raw_hash, payload, job.base_ref, decoders_.local(),
@@ -677,7 +676,7 @@ void RestoreGraph::StartDma(const RestoreJob& job, DmaNode::gateway_type& gatewa
     return;
   }
   uint32_t staging = job.kind == RestoreJob::kZero ? zero_staging_.handle(job.device_index)
-                                                    : pool_->slot(job.slot).staging_handles[job.device_index];
+                                                   : pool_->slot(job.slot).staging_handles[job.device_index];
   Result<DmaFence> fence = job.target.device->SubmitCopy(job.ring, DmaDirection::kHostToDevice, job.target.bo,
                                                          job.offset, staging, 0, job.size);
   if (!fence.ok()) {
@@ -728,11 +727,12 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
   VF_RETURN_IF_ERROR(graph.Prepare());
   VF_RETURN_IF_ERROR(graph.Run());
 
-  FillPipelineStats(frames.figures(), EngineFigures{.slots = graph.slots(),
-                                                    .budget_peak = budget.peak(),
-                                                    .threads = plan.threads,
-                                                    .start = start,
-                                                    .serial_seconds = graph.read_seconds()},
+  FillPipelineStats(frames.figures(),
+                    EngineFigures{.slots = graph.slots(),
+                                  .budget_peak = budget.peak(),
+                                  .threads = plan.threads,
+                                  .start = start,
+                                  .serial_seconds = graph.read_seconds()},
                     stats);
   stats->reference_batches = graph.reference_batches();
   return Status::Ok();

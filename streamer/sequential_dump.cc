@@ -14,12 +14,12 @@
 #include "common/sha256.h"
 #include "common/units.h"
 #include "streamer/base_chunk_coding.h"
+#include "streamer/format/stream_writer.h"
 #include "streamer/machine/memory_budget.h"
+#include "streamer/machine/tbb_workers.h"
 #include "streamer/ordered_dump_plan.h"
 #include "streamer/pipeline_common.h"
 #include "streamer/pipeline_fit.h"
-#include "streamer/format/stream_writer.h"
-#include "streamer/machine/tbb_workers.h"
 
 namespace vramflow {
 namespace {
@@ -229,10 +229,10 @@ Item* SequentialStages::Encode(Item* item, Encoders& encoders) {
     errors_.Set(Status::Internal("packing in order: no free base coder"));
     return item;
   }
-  Status s = EncodeChunkWithBase(std::span<const uint8_t>(item->raw.data(), item->size), item->offset,
-                                 std::span<uint8_t>(item->payload.data(), item->payload.size()), encoders.local(),
-                                 coder, base_objects_[item->input], /*may_delta=*/true, writer_->chunk_digests(),
-                                 &item->coded);
+  Status s =
+      EncodeChunkWithBase(std::span<const uint8_t>(item->raw.data(), item->size), item->offset,
+                          std::span<uint8_t>(item->payload.data(), item->payload.size()), encoders.local(), coder,
+                          base_objects_[item->input], /*may_delta=*/true, writer_->chunk_digests(), &item->coded);
   if (coder) buffers_->free_coders.Put(coder);
   if (!s.ok()) errors_.Set(s.WithContext("encoding " + Where(*item)));
   return item;
@@ -266,10 +266,9 @@ Status SequentialStages::WriteFrame(const Item& item) {
       if (coded.kind == BaseCoding::Kind::kRef)
         status = writer_->AddBaseRef(id, item.offset, item.size, coded.encoded.raw_hash, coded.ref);
       else if (coded.kind == BaseCoding::Kind::kDelta)
-        status = writer_->AddBaseDelta(id, item.offset, item.size, coded.encoded.raw_hash, coded.ref, coded.encoded,
-                                       sha256);
-      else
-        status = writer_->AddChunk(id, item.offset, item.size, coded.encoded, sha256);
+        status =
+            writer_->AddBaseDelta(id, item.offset, item.size, coded.encoded.raw_hash, coded.ref, coded.encoded, sha256);
+      else status = writer_->AddChunk(id, item.offset, item.size, coded.encoded, sha256);
       done_bytes_ += item.size;
       if (options_.progress) options_.progress(done_bytes_);
       return status;

@@ -72,8 +72,7 @@ TEST_F(BaseChunkCoding, WithoutDigestsTheBaseChunkIsReadOnceForReferenceAndDelta
   auto base = MakeBase(bytes, /*digests=*/false);
   auto coder = BaseChunkCoder::Create(base, kChunk, false, &budget).value();
   const uint32_t object = base->index().index.objects[0].id;
-  EXPECT_EQ(coder->Reference(object, 0, Chunk(bytes, 0), Sha256(Chunk(bytes, 0))).value().kind,
-            BaseCoding::Kind::kRef);
+  EXPECT_EQ(coder->Reference(object, 0, Chunk(bytes, 0), Sha256(Chunk(bytes, 0))).value().kind, BaseCoding::Kind::kRef);
   EXPECT_EQ(base->chunk_reads.load(), 1u);
 
   std::vector<uint8_t> changed = bytes;

@@ -57,8 +57,7 @@ TEST(BaseFormat, BaseDescriptorRoundTripsAndRefusesWhatTheFormatForbids) {
   EXPECT_EQ(DecodeBaseDescriptor(no_chain, &back).code(), Status::Code::kCorruption);
   std::vector<uint8_t> cut(bytes->begin(), bytes->end() - 1);  // location shorter than its length says
   EXPECT_EQ(DecodeBaseDescriptor(cut, &back).code(), Status::Code::kCorruption);
-  EXPECT_EQ(DecodeBaseDescriptor(std::span<const uint8_t>(bytes->data(), 55), &back).code(),
-            Status::Code::kCorruption);
+  EXPECT_EQ(DecodeBaseDescriptor(std::span<const uint8_t>(bytes->data(), 55), &back).code(), Status::Code::kCorruption);
 
   BaseDescriptor bad = SomeBase();
   bad.location = std::string(kMaxBaseLocationBytes + 1, 'x');
@@ -112,7 +111,8 @@ TEST(BaseFormat, WriterStartsAnIncrementalStreamWithItsBaseFrame) {
   EXPECT_EQ(first.sequence, 0u);
   ASSERT_EQ(bytes.size(), kStreamHeaderSize + kFrameHeaderSize + first.payload_size);
   BaseDescriptor back;
-  ASSERT_TRUE(DecodeBaseDescriptor(std::span<const uint8_t>(bytes).subspan(kStreamHeaderSize + kFrameHeaderSize), &back).ok());
+  ASSERT_TRUE(
+      DecodeBaseDescriptor(std::span<const uint8_t>(bytes).subspan(kStreamHeaderSize + kFrameHeaderSize), &back).ok());
   EXPECT_EQ(back, SomeBase());
   EXPECT_EQ(first.raw_hash, Hash64(bytes.data() + kStreamHeaderSize + kFrameHeaderSize, first.payload_size));
 

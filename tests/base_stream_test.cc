@@ -381,8 +381,9 @@ TEST(BaseStream, BrokenDigestBlocksAreCorruption) {
   Result<StoredStreamIndex> stored = ReadSeekIndex(at);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   // The DIGEST_BLOCK after the (only) INDEX_BLOCK of object `i` (1 is o0).
-  auto digest_offset = [&](size_t i) { return stored->index.objects[i].blocks.at(0).stream_offset +
-                                              stored->index.objects[i].blocks.at(0).frame_bytes(); };
+  auto digest_offset = [&](size_t i) {
+    return stored->index.objects[i].blocks.at(0).stream_offset + stored->index.objects[i].blocks.at(0).frame_bytes();
+  };
   auto expect = [](std::vector<uint8_t> bytes, const std::string& needle) {
     Result<std::shared_ptr<const BaseStream>> base = OpenFromMemory(std::make_shared<MemoryRandomAccess>(bytes));
     ASSERT_FALSE(base.ok()) << needle;
@@ -416,9 +417,8 @@ TEST(BaseStream, BrokenDigestBlocksAreCorruption) {
   }
   {  // o3's block has none where the first has one (the frame is another kind)
     std::vector<uint8_t> bytes = stream.bytes;
-    ASSERT_NO_FATAL_FAILURE(rewrite(bytes, digest_offset(4), [](FrameHeader& h) {
-      h.kind = static_cast<uint8_t>(FrameKind::kObjectEnd);
-    }));
+    ASSERT_NO_FATAL_FAILURE(
+        rewrite(bytes, digest_offset(4), [](FrameHeader& h) { h.kind = static_cast<uint8_t>(FrameKind::kObjectEnd); }));
     expect(bytes, "no DIGEST_BLOCK follows the INDEX_BLOCK of object 5 'o3', though the first one has one");
   }
 }

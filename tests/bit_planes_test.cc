@@ -53,9 +53,10 @@ void ExpectSplitAndJoinMatchTheDefinition(IsaKernel kernel, std::mt19937_64& rng
     const unsigned word = WordSize(t);
     // Lengths around the 16- and 32-word SIMD steps and odd ones, not
     // multiples of the word.
-    for (size_t n : {0, 1, 2, 3, 5, 7, 31, 32, 33, 63, 64, 65, 66, 127, 128, 129, 130, 191, 255, 256, 257, 1001, 4099}) {
-      const std::string what = TransformName(t) + (kernel == IsaKernel::kAvx2 ? " avx2" : " baseline") + " n " +
-                               std::to_string(n);
+    for (size_t n :
+         {0, 1, 2, 3, 5, 7, 31, 32, 33, 63, 64, 65, 66, 127, 128, 129, 130, 191, 255, 256, 257, 1001, 4099}) {
+      const std::string what =
+          TransformName(t) + (kernel == IsaKernel::kAvx2 ? " avx2" : " baseline") + " n " + std::to_string(n);
       std::vector<uint8_t> src(n);
       for (auto& b : src) b = static_cast<uint8_t>(rng());
       const size_t words = n / word;
@@ -65,7 +66,8 @@ void ExpectSplitAndJoinMatchTheDefinition(IsaKernel kernel, std::mt19937_64& rng
       SplitPlanes(t, src.data(), n, ptrs, kernel);
       for (unsigned p = 0; p < word; ++p) {
         for (size_t i = 0; i < words; ++i)
-          ASSERT_EQ(planes[p][i], ExpectedPlaneByte(t, src.data() + i * word, p)) << what << " plane " << p << " i " << i;
+          ASSERT_EQ(planes[p][i], ExpectedPlaneByte(t, src.data() + i * word, p))
+              << what << " plane " << p << " i " << i;
         EXPECT_EQ(planes[p][words], 0xEE) << what << ": wrote past plane " << p;
       }
       std::vector<uint8_t> dst(n + 1, 0x5A);
@@ -90,8 +92,8 @@ TEST(BitPlanesTest, RotationByOneGivesTheExponentAByteOfItsOwn) {
   uint8_t low = 0, high = 0;
   uint8_t* planes2[2] = {&low, &high};
   SplitPlanes(BitPlanesTransform(2, 1), bf16, 2, planes2);
-  EXPECT_EQ(high, 127);                 // the exponent alone
-  EXPECT_EQ(low, (0x40 << 1) | 1);      // mantissa, then the sign in bit 0
+  EXPECT_EQ(high, 127);             // the exponent alone
+  EXPECT_EQ(low, (0x40 << 1) | 1);  // mantissa, then the sign in bit 0
   // fp32 -1.5f = 0xBFC00000.
   const uint8_t fp32[4] = {0x00, 0x00, 0xC0, 0xBF};
   uint8_t p[4] = {};
@@ -109,8 +111,8 @@ std::vector<uint32_t> EdgeWords(unsigned word) {
     return {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x00800000, 0x7f7fffff, 0xff7fffff, 0x7f800000,
             0xff800000, 0x7fc00000, 0xffc00001, 0x7f800001, 0x7fbfffff, 0xffffffff, 0x3f800000, 0xbf800000};
   // bf16 and fp16 edges together (the transform does not know which it has).
-  return {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x7f7f, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81,  // bf16
-          0x03ff, 0x8001, 0x0400, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x7c01, 0xffff, 0x3c00}; // fp16
+  return {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x7f7f, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81,   // bf16
+          0x03ff, 0x8001, 0x0400, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x7c01, 0xffff, 0x3c00};  // fp16
 }
 
 std::vector<uint8_t> EdgeChunk(unsigned word, size_t n, uint64_t seed, bool all_equal) {
@@ -138,8 +140,8 @@ TEST(BitPlanesTest, EdgeValuesRoundTripBitExactlyThroughEveryCodec) {
       for (size_t n : {1, 2, 3, 5, 9, 33, 255, 4096, 4097, 65535}) {
         for (bool all_equal : {false, true}) {
           std::vector<uint8_t> raw = EdgeChunk(word, n, n, all_equal);
-          const std::string what = TransformName(t) + " " + codec + " n " + std::to_string(n) +
-                                   (all_equal ? " all equal" : " mixed");
+          const std::string what =
+              TransformName(t) + " " + codec + " n " + std::to_string(n) + (all_equal ? " all equal" : " mixed");
           EncodedChunk chunk;
           ASSERT_TRUE(encoder.Encode(raw, &chunk).ok()) << what;
           if (chunk.transform != TransformId::kNone) {
@@ -162,9 +164,9 @@ TEST(BitPlanesTest, AutoPicksBitPlanesForModelFloatsAndTheyBeatByteGrouping) {
     double min_gain;  // at least this much smaller than byte grouping
   };
   // Measured gains: bf16 1.9%, fp32 0.7%, Adam moments 0.2-0.8%, fp16 0.01% (kept for equality).
-  for (const Case& c : {Case{DataKind::kBf16Weights, "bytegroup2", 0.01}, Case{DataKind::kFp32Weights, "bytegroup4", 0.004},
-                        Case{DataKind::kAdamM, "bytegroup4", 0.001}, Case{DataKind::kAdamV, "bytegroup4", 0.001},
-                        Case{DataKind::kFp16Weights, "bytegroup2", 0.0}}) {
+  for (const Case& c : {Case{DataKind::kBf16Weights, "bytegroup2", 0.01},
+                        Case{DataKind::kFp32Weights, "bytegroup4", 0.004}, Case{DataKind::kAdamM, "bytegroup4", 0.001},
+                        Case{DataKind::kAdamV, "bytegroup4", 0.001}, Case{DataKind::kFp16Weights, "bytegroup2", 0.0}}) {
     std::vector<uint8_t> data = testing::ModelBytes(c.kind, 1 << 20, 3);
     auto encoded_size = [&](const char* transform, TransformId* chosen) {
       EncoderOptions o;
@@ -235,7 +237,8 @@ TEST(BitPlanesTest, UnknownTransformIdsAreRefusedByName) {
     EXPECT_NE(s.ToString().find("unknown transform id " + std::to_string(id)), std::string::npos) << s.ToString();
   }
   EXPECT_EQ(known, 4 + 14);  // none, bytegroup2, bytegroup4, signplanes1, bitplanes2r1..7, bitplanes4r1..7
-  for (int id : {0x20, 0x28, 0x2f, 0x40, 0x48, 0x31, 0x81, 0x11, 0x18, 0x1f}) EXPECT_FALSE(IsKnownTransform(static_cast<uint8_t>(id)));
+  for (int id : {0x20, 0x28, 0x2f, 0x40, 0x48, 0x31, 0x81, 0x11, 0x18, 0x1f})
+    EXPECT_FALSE(IsKnownTransform(static_cast<uint8_t>(id)));
 }
 
 TEST(BitPlanesTest, TransformNamesParseBack) {
@@ -268,7 +271,8 @@ TEST(HuffmanLengthsTest, LimitedCodeOfAnExponentLikeDistributionStaysNearTheEntr
   EXPECT_GE(bits, entropy);
   // And the code the compressor builds from such data decodes.
   std::vector<uint8_t> data;
-  for (int s = 0; s < 30; ++s) data.insert(data.end(), std::max<size_t>(1, (size_t{1} << 16) >> s), static_cast<uint8_t>(s));
+  for (int s = 0; s < 30; ++s)
+    data.insert(data.end(), std::max<size_t>(1, (size_t{1} << 16) >> s), static_cast<uint8_t>(s));
   std::vector<uint8_t> payload(HuffmanBound(data.size()));
   Result<size_t> n = HuffmanCompress(data, payload);
   ASSERT_TRUE(n.ok());

@@ -33,7 +33,8 @@ bool Exists(const std::string& path) {
 TEST(CleanupRegistry, RunsLocalUndosFirstNewestFirstAndOnlyOnce) {
   CleanupRegistry registry;
   std::vector<std::string> ran;
-  CleanupEntry remote(&registry, [&] { ran.push_back("remote " + registry.reason()); }, CleanupRegistry::Kind::kRemote);
+  CleanupEntry remote(
+      &registry, [&] { ran.push_back("remote " + registry.reason()); }, CleanupRegistry::Kind::kRemote);
   CleanupEntry a(&registry, [&] { ran.push_back("a"); });
   CleanupEntry b(&registry, [&] { ran.push_back("b"); });
   CleanupEntry gone(&registry, [&] { ran.push_back("released"); });
@@ -171,7 +172,7 @@ TEST(OwnerTag, SweepRemovesOnlyDeadWritersLeftovers) {
   ASSERT_EQ(::mkdir(dir.File(".out.vf-unpack-" + dead + "-Xy12Ab").c_str(), 0700), 0);
   ASSERT_EQ(::mkdir(dir.File(".out.vf-unpack-" + dead + "-Xy12Ab/sub").c_str(), 0700), 0);
   WriteFileBytes(dir.File(".out.vf-unpack-" + dead + "-Xy12Ab/sub/f"), {3});
-  WriteFileBytes(dir.File("c.vfs.vf-tmp-12ab34cd"), {4});  // an old-style name: no owner, left alone
+  WriteFileBytes(dir.File("c.vfs.vf-tmp-12ab34cd"), {4});       // an old-style name: no owner, left alone
   WriteFileBytes(dir.File("d.vfs.vf-tmp-" + dead + "x"), {5});  // not followed by '-' or '.': not a tag
   EXPECT_EQ(SweepDeadTemporaries(dir.path(), ".vf-tmp-"), 1);
   EXPECT_EQ(SweepDeadTemporaries(dir.path(), ".vf-unpack-"), 1);

@@ -18,10 +18,10 @@ namespace vramflow {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CommandResult;
 using ::vramflow::testing::RunCommand;
 using ::vramflow::testing::TempDir;
 using ::vramflow::testing::VramflowBinary;
-using testing::CommandResult;
 constexpr auto& Q = testing::ShellQuote;
 
 // Runs `vramflow <args>` in `cwd`; stdout and stderr together.
@@ -128,9 +128,9 @@ TEST_F(CliGrammar, DashIsStdioOrRefused) {
   ASSERT_EQ(key.code, 0) << key.output;
   EXPECT_EQ(key.output.size(), 65u) << key.output;
   EXPECT_EQ(key.output.find_first_not_of("0123456789abcdef"), 64u) << key.output;
-  const std::vector<std::string> refused = {
-      "demo -s 1M --to -", "send s.vfs tcp://127.0.0.1:1 --key-file -", "recv --listen unix:sock -d -",
-      "criu export-upstream -", "keygen -o tcp://127.0.0.1:1"};
+  const std::vector<std::string> refused = {"demo -s 1M --to -", "send s.vfs tcp://127.0.0.1:1 --key-file -",
+                                            "recv --listen unix:sock -d -", "criu export-upstream -",
+                                            "keygen -o tcp://127.0.0.1:1"};
   for (const std::string& args : refused) {
     CommandResult r = Vf(args, dir_.path());
     EXPECT_EQ(r.code, 2) << args << "\n" << r.output;

@@ -18,10 +18,10 @@ namespace vramflow {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CommandResult;
 using ::vramflow::testing::RunCommand;
 using ::vramflow::testing::TempDir;
 using ::vramflow::testing::VramflowBinary;
-using testing::CommandResult;
 constexpr auto& Q = testing::ShellQuote;
 
 bool Contains(const std::string& haystack, const std::string& needle) {
@@ -58,8 +58,8 @@ class CliOutput : public ::testing::Test {
 TEST_F(CliOutput, EveryWriterRefusesToReplaceWithoutForce) {
   ASSERT_EQ(Vf("gen -s 1K -o keep.bin").code, 0);
   const auto before = fs::file_size(dir_.File("keep.bin"));
-  for (const std::string args : {"gen -s 2K -o keep.bin", "demo -g 1 -s 4M -q --to keep.bin",
-                                 "pack in.bin -o keep.bin", "send s.vfs keep.bin"}) {
+  for (const std::string args : {"gen -s 2K -o keep.bin", "demo -g 1 -s 4M -q --to keep.bin", "pack in.bin -o keep.bin",
+                                 "send s.vfs keep.bin"}) {
     CommandResult r = Vf(args);
     EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
     EXPECT_TRUE(Contains(r.output, "exists (use --force to overwrite)")) << args << "\n" << r.output;
@@ -77,8 +77,8 @@ TEST_F(CliOutput, EveryWriterRefusesToReplaceWithoutForce) {
 // (no temporary file) is left beside it.
 TEST_F(CliOutput, DirectoryDestinationIsRefusedBeforeTheWork) {
   ASSERT_EQ(::mkdir(dir_.File("restored").c_str(), 0755), 0);
-  for (const std::string args : {"pack in.bin -o restored --force", "send s.vfs restored -f", "gen -s 1M -o restored -f",
-                                 "demo -g 1 -s 64M -q --to restored -f"}) {
+  for (const std::string args : {"pack in.bin -o restored --force", "send s.vfs restored -f",
+                                 "gen -s 1M -o restored -f", "demo -g 1 -s 64M -q --to restored -f"}) {
     CommandResult r = Vf(args);
     EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
     EXPECT_TRUE(Contains(r.output, "'restored' is a directory")) << args << "\n" << r.output;
@@ -119,19 +119,21 @@ TEST_F(CliOutput, ExitStatusesTellFailuresApart) {
   ASSERT_EQ(Sh("head -c 100000 s.vfs > cut.vfs").code, 0);
   CommandResult cut = Vf("verify cut.vfs");
   EXPECT_EQ(cut.code, 3) << cut.output;
-  ASSERT_EQ(Sh("cp s.vfs flipped.vfs && printf '\\377' | dd of=flipped.vfs bs=1 seek=5000 conv=notrunc 2>/dev/null").code, 0);
+  ASSERT_EQ(
+      Sh("cp s.vfs flipped.vfs && printf '\\377' | dd of=flipped.vfs bs=1 seek=5000 conv=notrunc 2>/dev/null").code, 0);
   CommandResult flipped = Vf("unpack flipped.vfs -o out/");
   EXPECT_EQ(flipped.code, 3) << flipped.output;
   EXPECT_FALSE(fs::exists(dir_.File("out")));
   // 4: a receiver with another key refuses the sender's TLS handshake.
   ASSERT_EQ(Vf("keygen -o ka").code, 0);
   ASSERT_EQ(Vf("keygen -o kb").code, 0);
-  CommandResult auth = Sh(
-      "($VF recv --listen tcp://127.0.0.1:0 -o got.vfs --key-file ka --accept-timeout 20 2>recv.log & echo $! > recv.pid); "
-      "for i in $(seq 200); do grep -q 'listening on' recv.log && break; sleep 0.05; done; "
-      "port=$(sed -n 's|.*listening on tcp://127.0.0.1:\\([0-9]*\\).*|\\1|p' recv.log); "
-      "$VF send -q s.vfs tcp://127.0.0.1:$port --key-file kb --retries 0; rc=$?; "
-      "kill $(cat recv.pid); exit $rc");
+  CommandResult auth =
+      Sh("($VF recv --listen tcp://127.0.0.1:0 -o got.vfs --key-file ka --accept-timeout 20 2>recv.log & echo $! > "
+         "recv.pid); "
+         "for i in $(seq 200); do grep -q 'listening on' recv.log && break; sleep 0.05; done; "
+         "port=$(sed -n 's|.*listening on tcp://127.0.0.1:\\([0-9]*\\).*|\\1|p' recv.log); "
+         "$VF send -q s.vfs tcp://127.0.0.1:$port --key-file kb --retries 0; rc=$?; "
+         "kill $(cat recv.pid); exit $rc");
   EXPECT_EQ(auth.code, 4) << auth.output;
   EXPECT_TRUE(Contains(auth.output, "vramflow send: error: authentication failed")) << auth.output;
   EXPECT_FALSE(fs::exists(dir_.File("got.vfs")));
@@ -228,11 +230,11 @@ TEST_F(CliOutput, JsonReportsShareTheirFieldNames) {
   EXPECT_EQ(inspect["raw_bytes"], pack["raw_bytes"]);
   EXPECT_EQ(full["raw_bytes"], pack["raw_bytes"]);
   EXPECT_EQ(demo["command"], "demo");
-  for (const std::string args : {"inspect in.bin --json", "inspect missing.vfs --json", "demo -g 1 -s 1M --to nodir/x.vfs --json",
-                                 "inspect tcp://127.0.0.1:1 --json",
-                                 // a path that is not UTF-8, quoted in the message
-                                 "inspect \"$(printf 'x\\377.vfs')\" --json",
-                                 "verify \"$(printf 'x\\377.vfs')\" --json"}) {
+  for (const std::string args :
+       {"inspect in.bin --json", "inspect missing.vfs --json", "demo -g 1 -s 1M --to nodir/x.vfs --json",
+        "inspect tcp://127.0.0.1:1 --json",
+        // a path that is not UTF-8, quoted in the message
+        "inspect \"$(printf 'x\\377.vfs')\" --json", "verify \"$(printf 'x\\377.vfs')\" --json"}) {
     nlohmann::json f = Json(args, &code);
     EXPECT_NE(code, 0) << args;
     EXPECT_EQ(f["schema_version"], 1) << args << ": " << f.dump();

@@ -93,7 +93,8 @@ TEST(CliTest, HelpForAppAndEverySubcommand) {
   const std::vector<Case> cases = {
       {"--help", {"pack", "unpack", "inspect", "verify", "gen", "bench", "demo", "Exit status"}},
       {"pack --help",
-       {"--output", "--name", "--force", "--codec", "--transform", "--chunk-size", "--quiet", "--no-dedup", "--threads"}},
+       {"--output", "--name", "--force", "--codec", "--transform", "--chunk-size", "--quiet", "--no-dedup",
+        "--threads"}},
       {"unpack --help", {"--output", "--force", "--quiet", "--threads", "stream"}},
       {"demo --help", {"--gpus", "--size", "--codec", "--json"}},
       {"inspect --help", {"--json", "--decode", "stream"}},
@@ -101,12 +102,14 @@ TEST(CliTest, HelpForAppAndEverySubcommand) {
       {"gen --help", {"--kind", "--size", "--seed", "--output"}},
       {"bench --help", {"codecs", "pipeline"}},
       {"bench pipeline --help", {"--gpus", "--json", "--threads"}},
-      {"bench codecs --help", {"--size", "--chunk-size", "--kinds", "--codecs", "--min-seconds", "--no-peers", "--json"}},
+      {"bench codecs --help",
+       {"--size", "--chunk-size", "--kinds", "--codecs", "--min-seconds", "--no-peers", "--json"}},
   };
   for (const Case& c : cases) {
     CommandResult r = Vf(c.args);
     EXPECT_EQ(r.code, 0) << c.args << "\n" << r.output;
-    for (const std::string& m : c.mentions) EXPECT_TRUE(Contains(r.output, m)) << c.args << " lacks " << m << "\n" << r.output;
+    for (const std::string& m : c.mentions)
+      EXPECT_TRUE(Contains(r.output, m)) << c.args << " lacks " << m << "\n" << r.output;
   }
   CommandResult v = Vf("--version");
   EXPECT_CODE(v, 0);
@@ -265,7 +268,8 @@ TEST_F(CliRoundTripTest, PackToStdoutPipesIntoVerify) {
 }
 
 TEST_F(CliRoundTripTest, PackFromStdinRoundTrips) {
-  CommandResult p = Sh("cd " + Q(dir_.path()) + " && cat a.bin | $VF pack - --name weights.bf16 -o in.vfs --chunk-size 32K");
+  CommandResult p =
+      Sh("cd " + Q(dir_.path()) + " && cat a.bin | $VF pack - --name weights.bf16 -o in.vfs --chunk-size 32K");
   EXPECT_CODE(p, 0);
   EXPECT_CODE(Run("verify in.vfs"), 0);
   CommandResult j = Run("inspect --json in.vfs");
@@ -320,7 +324,8 @@ TEST_F(CliRoundTripTest, UnpackWritesIntoDevicesAndNamedPipesWithoutReplacingThe
 
   // A named pipe: the object flows through it, and the pipe stays a pipe.
   ASSERT_EQ(::mkfifo(File("fifo").c_str(), 0600), 0);
-  CommandResult r = Sh("cd " + Q(dir_.path()) + " && { cat fifo > from-fifo.bin & $VF unpack one.vfs -o fifo; s=$?; wait; exit $s; }");
+  CommandResult r = Sh("cd " + Q(dir_.path()) +
+                       " && { cat fifo > from-fifo.bin & $VF unpack one.vfs -o fifo; s=$?; wait; exit $s; }");
   EXPECT_CODE(r, 0);
   EXPECT_TRUE(Same("b.bin", "from-fifo.bin"));
   EXPECT_EQ(fs::symlink_status(File("fifo")).type(), fs::file_type::fifo);
@@ -418,7 +423,8 @@ TEST_F(CliRoundTripTest, PackOfAMissingInputFailsAndWritesNothing) {
 
 TEST(CliUntrustedNamesTest, BadNamesAreRefusedAndNothingIsCreated) {
   TempDir dir;
-  const std::vector<std::string> bad = {"../evil", "/abs/path", "a/../../b", "a//b", ".", "..", "a/./b", "x/", "../../../tmp/vf-evil"};
+  const std::vector<std::string> bad = {"../evil", "/abs/path", "a/../../b",           "a//b", ".", "..",
+                                        "a/./b",   "x/",        "../../../tmp/vf-evil"};
   const std::vector<uint8_t> bytes = ModelBytes(DataKind::kBf16Weights, 10000);
   for (size_t i = 0; i < bad.size(); ++i) {
     SCOPED_TRACE(bad[i]);
@@ -466,8 +472,8 @@ TEST(CliUntrustedNamesTest, NestedNameIsCreatedInsideTheOutputDirectory) {
   EXPECT_EQ(ReadFileBytes(dir.File("out/sub/dir/file")), one);
   EXPECT_EQ(ReadFileBytes(dir.File("out/sub/other")), two);
   EXPECT_EQ(ReadFileBytes(dir.File("out/top")), two);
-  EXPECT_EQ(Tree(dir.path()), (std::vector<std::string>{"nested.vfs", "out", "out/sub", "out/sub/dir", "out/sub/dir/file",
-                                                        "out/sub/other", "out/top"}));
+  EXPECT_EQ(Tree(dir.path()), (std::vector<std::string>{"nested.vfs", "out", "out/sub", "out/sub/dir",
+                                                        "out/sub/dir/file", "out/sub/other", "out/top"}));
 }
 
 TEST(CliUntrustedNamesTest, PlantedSymlinksAreNotFollowed) {
@@ -568,9 +574,8 @@ TEST_F(CliCorruptTest, VerifyChecksEveryDigestWithAnyThreads) {
 
 TEST_F(CliCorruptTest, VerifyReportsAFlippedPayloadBit) {
   // One object of one raw chunk: a byte in the middle of the stream is payload.
-  std::vector<uint8_t> raw_stream =
-      PackToMemory({{"a.bin", a_}}, EncoderOptions{.codec = CodecChoice::kRaw, .transform = TransformChoice::kNone},
-                   1u << 20);
+  std::vector<uint8_t> raw_stream = PackToMemory(
+      {{"a.bin", a_}}, EncoderOptions{.codec = CodecChoice::kRaw, .transform = TransformChoice::kNone}, 1u << 20);
   raw_stream[raw_stream.size() / 2] ^= 0x10;
   WriteFileBytes(dir_.File("flip-raw.vfs"), raw_stream);
   CommandResult r = Run("verify flip-raw.vfs");
@@ -679,8 +684,7 @@ TEST(CliDecodeAheadTest, FramesLargerThanTheHeaderSaysGetTheVerdictOfOneThread) 
     uint8_t* start = content.data() + frame * kFrame;
     for (size_t i = 0; i < 4099; ++i, x = x * 6364136223846793005ull + 1442695040888963407ull)
       start[i] = static_cast<uint8_t>(x >> 56);
-    for (size_t done = 4099; done < kFrame; done *= 2)
-      std::memcpy(start + done, start, std::min(done, kFrame - done));
+    for (size_t done = 4099; done < kFrame; done *= 2) std::memcpy(start + done, start, std::min(done, kFrame - done));
   }
   MemorySink sink;
   StreamHeader header;
@@ -737,8 +741,7 @@ std::vector<uint8_t> MakeDedupStream(std::vector<uint8_t>* a, std::vector<uint8_
     check(encoder.Encode(raw, &chunk));
     check(writer.AddChunk(id, offset, raw.size(), chunk));
   };
-  auto ref = [&](uint32_t id, uint64_t offset, uint32_t source, uint64_t source_offset,
-                 std::span<const uint8_t> raw) {
+  auto ref = [&](uint32_t id, uint64_t offset, uint32_t source, uint64_t source_offset, std::span<const uint8_t> raw) {
     DedupRef r{source, source_offset, HashContent128(raw.data(), raw.size())};
     check(writer.AddDedupRef(id, offset, raw.size(), Hash64(raw.data(), raw.size()), r));
   };
@@ -857,8 +860,8 @@ TEST(CliLegacyTest, AmdgpuPagesImageRoundTripsWithItsHeader) {
 
 TEST(CliBenchTest, CodecsBenchWritesTableAndJson) {
   TempDir dir;
-  CommandResult r = Vf("bench codecs --size 1M --min-seconds 0.01 --no-peers --kinds bf16,zeros --json bench.json",
-                       dir.path());
+  CommandResult r =
+      Vf("bench codecs --size 1M --min-seconds 0.01 --no-peers --kinds bf16,zeros --json bench.json", dir.path());
   EXPECT_CODE(r, 0);
   EXPECT_TRUE(Contains(r.output, "ratio")) << r.output;
   EXPECT_TRUE(Contains(r.output, "bf16")) << r.output;

@@ -31,8 +31,9 @@ const std::vector<std::string>& CodecSpecs() {
   return specs;
 }
 const std::vector<std::string>& TransformSpecs() {
-  static const std::vector<std::string> specs = {"none", "bytegroup2", "bytegroup4", "bitplanes2r1", "bitplanes2r7",
-                                                 "bitplanes4r3", "bitplanes4r7", "fp8", "auto-fast", "auto"};
+  static const std::vector<std::string> specs = {"none",         "bytegroup2",   "bytegroup4",   "bitplanes2r1",
+                                                 "bitplanes2r7", "bitplanes4r3", "bitplanes4r7", "fp8",
+                                                 "auto-fast",    "auto"};
   return specs;
 }
 
@@ -48,11 +49,16 @@ EncoderOptions Options(const std::string& codec, const std::string& transform) {
 // The codec a fixed codec choice must use (or fall back to raw); nullopt for auto.
 std::optional<CodecId> ForcedCodec(CodecChoice c) {
   switch (c) {
-    case CodecChoice::kRaw: return CodecId::kRaw;
-    case CodecChoice::kLz4: return CodecId::kLz4;
-    case CodecChoice::kZstd: return CodecId::kZstd;
-    case CodecChoice::kHuffman: return CodecId::kHuffman;
-    default: return std::nullopt;
+    case CodecChoice::kRaw:
+      return CodecId::kRaw;
+    case CodecChoice::kLz4:
+      return CodecId::kLz4;
+    case CodecChoice::kZstd:
+      return CodecId::kZstd;
+    case CodecChoice::kHuffman:
+      return CodecId::kHuffman;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -97,7 +103,8 @@ void ExpectRoundTrip(ChunkEncoder& encoder, ChunkDecoder& decoder, std::span<con
             << what << ": plane codec " << CodecName(planes[i].codec);
       }
     } else {
-      EXPECT_TRUE(chunk.codec == *forced || chunk.codec == CodecId::kRaw) << what << ": codec " << CodecName(chunk.codec);
+      EXPECT_TRUE(chunk.codec == *forced || chunk.codec == CodecId::kRaw)
+          << what << ": codec " << CodecName(chunk.codec);
     }
   }
   if (chunk.transform != TransformId::kNone) {
@@ -317,7 +324,8 @@ TEST(ByteGroupTest, GroupAndUngroupAreInversesWithTails) {
       for (unsigned p = 0; p < word; ++p) {
         for (size_t i = 0; i < words; ++i)
           ASSERT_EQ(planes[p][i], src[i * word + p]) << "word " << word << " n " << n << " plane " << p << " i " << i;
-        EXPECT_EQ(planes[p][words], 0xEE) << "GroupBytes wrote past plane " << p << " (word " << word << ", n " << n << ")";
+        EXPECT_EQ(planes[p][words], 0xEE)
+            << "GroupBytes wrote past plane " << p << " (word " << word << ", n " << n << ")";
       }
       std::vector<uint8_t> dst(n + 1, 0x5A);
       const uint8_t* cptrs[4] = {};
@@ -410,7 +418,8 @@ TEST(PlanarPayloadTest, TruncatedPlaneTableIsCorruption) {
     HandPlanar h = MakeRawPlanar(word, 100, 1);
     for (size_t keep = 0; keep < kPlaneEntryBytes * word; ++keep) {
       std::vector<uint8_t> bad(h.payload.begin(), h.payload.begin() + static_cast<ptrdiff_t>(keep));
-      ExpectCorruption(DecodePlanar(word, bad, h.raw.size()), "word " + std::to_string(word) + " keep " + std::to_string(keep));
+      ExpectCorruption(DecodePlanar(word, bad, h.raw.size()),
+                       "word " + std::to_string(word) + " keep " + std::to_string(keep));
     }
   }
 }
@@ -420,7 +429,8 @@ TEST(PlanarPayloadTest, EveryTruncationIsCorruption) {
     HandPlanar h = MakeRawPlanar(word, 64, word - 1);
     for (size_t keep = 0; keep < h.payload.size(); ++keep) {
       std::vector<uint8_t> bad(h.payload.begin(), h.payload.begin() + static_cast<ptrdiff_t>(keep));
-      ExpectCorruption(DecodePlanar(word, bad, h.raw.size()), "word " + std::to_string(word) + " keep " + std::to_string(keep));
+      ExpectCorruption(DecodePlanar(word, bad, h.raw.size()),
+                       "word " + std::to_string(word) + " keep " + std::to_string(keep));
     }
   }
 }
@@ -477,7 +487,8 @@ TEST(PlanarPayloadTest, StoredSizesMustSumToThePayloadSize) {
       std::vector<uint8_t> bad = good;
       uint32_t stored = LoadLE32(bad.data() + p * kPlaneEntryBytes + 4);
       StoreLE32(bad.data() + p * kPlaneEntryBytes + 4, static_cast<uint32_t>(stored + delta));
-      ExpectCorruption(DecodePlanar(4, bad, data.size()), "plane " + std::to_string(p) + " delta " + std::to_string(delta));
+      ExpectCorruption(DecodePlanar(4, bad, data.size()),
+                       "plane " + std::to_string(p) + " delta " + std::to_string(delta));
     }
     std::vector<uint8_t> bad = good;
     StoreLE32(bad.data() + p * kPlaneEntryBytes + 4, 0xffffffffu);
@@ -521,7 +532,8 @@ TEST(PlanarPayloadTest, GarbageInACompressedPlaneIsCorruption) {
     bool any = false;
     for (const PlaneInfo& p : planes) {
       if (p.codec != CodecId::kRaw) {
-        std::fill(bad.begin() + static_cast<ptrdiff_t>(pos), bad.begin() + static_cast<ptrdiff_t>(pos + p.stored_bytes), 0xFF);
+        std::fill(bad.begin() + static_cast<ptrdiff_t>(pos), bad.begin() + static_cast<ptrdiff_t>(pos + p.stored_bytes),
+                  0xFF);
         any = true;
         break;
       }
@@ -541,7 +553,8 @@ TEST(PlanarPayloadTest, CodecAndTransformMustAgree) {
   ExpectCorruption(decoder.Decode(CodecId::kRaw, TransformId::kByteGroup4, h.payload, out), "raw with bytegroup4");
   ExpectCorruption(decoder.Decode(static_cast<CodecId>(9), TransformId::kNone, h.payload, out), "unknown codec 9");
   std::vector<PlaneInfo> planes;
-  ExpectCorruption(ReadPlaneTable(TransformId::kNone, h.payload, h.raw.size(), &planes), "plane table without transform");
+  ExpectCorruption(ReadPlaneTable(TransformId::kNone, h.payload, h.raw.size(), &planes),
+                   "plane table without transform");
 }
 
 TEST(PlanarPayloadTest, RandomDamageToThePlaneTableNeverCrashes) {
@@ -563,7 +576,6 @@ TEST(PlanarPayloadTest, RandomDamageToThePlaneTableNeverCrashes) {
     ExpectCorruption(s, "flip in table byte " + std::to_string(at));
   }
 }
-
 
 TEST(BlockPayloadTest, CorruptedCompressedPayloadsAreCorruption) {
   const std::vector<uint8_t> data = TextBytes(20000);

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "streamer/format/base_stream.h"
 #include "streamer/concurrent_dump.h"
+#include "streamer/format/base_stream.h"
 #include "streamer/format/stream_reader.h"
 #include "tests/support/test_util.h"
 #include "transport/core/fd_stream.h"
@@ -103,8 +103,8 @@ Result<std::map<std::string, std::vector<uint8_t>>> ReadThroughChain(const std::
     bytes.assign(o.size, 0);
     for (const SeekIndexChunk& c : o.chunks) {
       if (c.kind == FrameKind::kZeroRun) continue;
-      VF_RETURN_IF_ERROR(
-          stream->ReadChunk(o.id, c.object_offset, std::span<uint8_t>(bytes.data() + c.object_offset, c.raw_size), scratch));
+      VF_RETURN_IF_ERROR(stream->ReadChunk(o.id, c.object_offset,
+                                           std::span<uint8_t>(bytes.data() + c.object_offset, c.raw_size), scratch));
     }
   }
   return objects;
@@ -123,9 +123,9 @@ class ConcurrentDumpBase : public ::testing::Test {
     pages = testing::ModelBytes(DataKind::kFp32Weights, 8 * kChunk, 3);
     core = testing::TextBytes(3000);
     PipelineStats stats;
-    ASSERT_TRUE(DumpFile(base_path, {{"pages-1.img", pages}, {"core-1.img", core, true}, {"gone.img", core}}, Options(),
-                         &stats)
-                    .ok());
+    ASSERT_TRUE(
+        DumpFile(base_path, {{"pages-1.img", pages}, {"core-1.img", core, true}, {"gone.img", core}}, Options(), &stats)
+            .ok());
     // The next checkpoint: chunk 2 changed in the low bits of some words (a
     // delta pays), chunk 5 rewritten (nothing to gain), the rest as it was;
     // core-1.img the same; new.img not in the base.

@@ -24,8 +24,8 @@ namespace vramflow {
 namespace {
 
 using testing::ModelBytes;
-using testing::TextBytes;
 using testing::TestObject;
+using testing::TextBytes;
 using testing::UnpackFromMemory;
 
 constexpr uint32_t kChunk = 4096;
@@ -36,7 +36,6 @@ constexpr uint32_t kRawObject = 2;     // random bytes: raw chunks
 constexpr uint32_t kMixedObject = 3;   // zeros, one zstd chunk, zeros
 constexpr uint32_t kEmptyObject = 4;   // no chunks
 constexpr uint32_t kDedupObject = 5;   // a DEDUP_REF to planar.bin's first chunk, then a raw chunk
-
 
 struct Source {
   std::vector<TestObject> objects;
@@ -500,7 +499,8 @@ TEST(SemanticCorruptionTest, PayloadHashMismatch) {
 }
 
 TEST(SemanticCorruptionTest, DecodeFailureNamesTheFrame) {
-  RunSemanticCase({"zstd payload cut short", [](Frames& f) { f[Find(f, FrameKind::kData, kMixedObject)].payload.pop_back(); },
+  RunSemanticCase({"zstd payload cut short",
+                   [](Frames& f) { f[Find(f, FrameKind::kData, kMixedObject)].payload.pop_back(); },
                    Status::Code::kCorruption, "zstd"});
   RunSemanticCase({"planar payload with an extra byte",
                    [](Frames& f) { f[Find(f, FrameKind::kData, kPlanarObject)].payload.push_back(0); },
@@ -535,15 +535,18 @@ TEST(SemanticCorruptionTest, OverlappingRanges) {
 }
 
 TEST(SemanticCorruptionTest, MissingRange) {
-  RunSemanticCase({"DATA frame dropped",
-                   [](Frames& f) { f.erase(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kData, kPlanarObject, 1))); },
-                   Status::Code::kCorruption, "missing"});
-  RunSemanticCase({"last DATA frame dropped",
-                   [](Frames& f) { f.erase(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kData, kRawObject, 1))); },
-                   Status::Code::kCorruption, "[4096, 8192) missing"});
-  RunSemanticCase({"ZERO_RUN dropped",
-                   [](Frames& f) { f.erase(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kZeroRun, kMixedObject))); },
-                   Status::Code::kCorruption, "[0, 12288) missing"});
+  RunSemanticCase(
+      {"DATA frame dropped",
+       [](Frames& f) { f.erase(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kData, kPlanarObject, 1))); },
+       Status::Code::kCorruption, "missing"});
+  RunSemanticCase(
+      {"last DATA frame dropped",
+       [](Frames& f) { f.erase(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kData, kRawObject, 1))); },
+       Status::Code::kCorruption, "[4096, 8192) missing"});
+  RunSemanticCase(
+      {"ZERO_RUN dropped",
+       [](Frames& f) { f.erase(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kZeroRun, kMixedObject))); },
+       Status::Code::kCorruption, "[0, 12288) missing"});
 }
 
 TEST(SemanticCorruptionTest, ChunkPastTheObjectSize) {
@@ -562,7 +565,8 @@ TEST(SemanticCorruptionTest, ChunkPastTheObjectSize) {
   RunSemanticCase({"chunk in the empty object",
                    [](Frames& f) {
                      size_t end = Find(f, FrameKind::kObjectEnd, kEmptyObject);
-                     f.insert(f.begin() + static_cast<ptrdiff_t>(end), MakeFrame(FrameKind::kZeroRun, kEmptyObject, 0, 1));
+                     f.insert(f.begin() + static_cast<ptrdiff_t>(end),
+                              MakeFrame(FrameKind::kZeroRun, kEmptyObject, 0, 1));
                    },
                    Status::Code::kCorruption, "past the object size"});
 }
@@ -585,9 +589,10 @@ TEST(SemanticCorruptionTest, ObjectLifetime) {
   RunSemanticCase({"object begun twice",
                    [](Frames& f) { f.push_back(f[Find(f, FrameKind::kObjectBegin, kRawObject)]); },
                    Status::Code::kCorruption, "begun twice"});
-  RunSemanticCase({"OBJECT_END dropped",
-                   [](Frames& f) { f.erase(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kObjectEnd, kPlanarObject))); },
-                   Status::Code::kCorruption, "still open"});
+  RunSemanticCase(
+      {"OBJECT_END dropped",
+       [](Frames& f) { f.erase(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kObjectEnd, kPlanarObject))); },
+       Status::Code::kCorruption, "still open"});
   RunSemanticCase({"object digest",
                    [](Frames& f) { f[Find(f, FrameKind::kObjectEnd, kMixedObject)].header.raw_hash += 1; },
                    Status::Code::kCorruption, "digest mismatch"});
@@ -604,7 +609,9 @@ TEST(SemanticCorruptionTest, ObjectLifetime) {
 
 TEST(SemanticCorruptionTest, FrameFieldsThatMustBeZero) {
   RunSemanticCase({"ZERO_RUN with a payload",
-                   [](Frames& f) { f[Find(f, FrameKind::kZeroRun, kMixedObject)].payload = {0, 0, 0}; },
+                   [](Frames& f) {
+                     f[Find(f, FrameKind::kZeroRun, kMixedObject)].payload = {0, 0, 0};
+                   },
                    Status::Code::kCorruption, "ZERO_RUN with a payload"});
   RunSemanticCase({"ZERO_RUN with a hash",
                    [](Frames& f) { f[Find(f, FrameKind::kZeroRun, kMixedObject)].header.raw_hash = 5; },
@@ -612,7 +619,8 @@ TEST(SemanticCorruptionTest, FrameFieldsThatMustBeZero) {
   RunSemanticCase({"zero-length chunk",
                    [](Frames& f) {
                      size_t end = Find(f, FrameKind::kObjectEnd, kEmptyObject);
-                     f.insert(f.begin() + static_cast<ptrdiff_t>(end), MakeFrame(FrameKind::kZeroRun, kEmptyObject, 0, 0));
+                     f.insert(f.begin() + static_cast<ptrdiff_t>(end),
+                              MakeFrame(FrameKind::kZeroRun, kEmptyObject, 0, 0));
                    },
                    Status::Code::kCorruption, "zero length"});
   RunSemanticCase({"skippable flag on a known kind",
@@ -789,12 +797,14 @@ TEST(DedupRefTest, DedupRefWithoutTheStreamFlagIsCorruption) {
 }
 
 TEST(DedupRefTest, ReferenceMustNameAnEarlierDataFrame) {
-  RunSemanticCase({"source offset with no DATA frame",
-                   [](Frames& f) { ChangeRef(f[Find(f, FrameKind::kDedupRef)], [](DedupRef& r) { r.source_offset = 1; }); },
-                   Status::Code::kCorruption, "no earlier DATA frame"});
-  RunSemanticCase({"source object that does not exist",
-                   [](Frames& f) { ChangeRef(f[Find(f, FrameKind::kDedupRef)], [](DedupRef& r) { r.source_object_id = 99; }); },
-                   Status::Code::kCorruption, "no earlier DATA frame"});
+  RunSemanticCase(
+      {"source offset with no DATA frame",
+       [](Frames& f) { ChangeRef(f[Find(f, FrameKind::kDedupRef)], [](DedupRef& r) { r.source_offset = 1; }); },
+       Status::Code::kCorruption, "no earlier DATA frame"});
+  RunSemanticCase(
+      {"source object that does not exist",
+       [](Frames& f) { ChangeRef(f[Find(f, FrameKind::kDedupRef)], [](DedupRef& r) { r.source_object_id = 99; }); },
+       Status::Code::kCorruption, "no earlier DATA frame"});
   RunSemanticCase({"source is a ZERO_RUN",
                    [](Frames& f) {
                      ChangeRef(f[Find(f, FrameKind::kDedupRef)], [](DedupRef& r) {
@@ -816,19 +826,17 @@ TEST(DedupRefTest, ReferenceMustNameAnEarlierDataFrame) {
 TEST(DedupRefTest, ReferenceMustMatchItsSource) {
   RunSemanticCase({"hash differs", [](Frames& f) { f[Find(f, FrameKind::kDedupRef)].header.raw_hash ^= 1; },
                    Status::Code::kCorruption, "differs from the DATA frame"});
-  RunSemanticCase({"points at a different chunk of the same size",
-                   [](Frames& f) {
-                     ChangeRef(f[Find(f, FrameKind::kDedupRef)], [](DedupRef& r) { r.source_offset = kChunk; });
-                   },
-                   Status::Code::kCorruption, "differs from the DATA frame"});
+  RunSemanticCase(
+      {"points at a different chunk of the same size",
+       [](Frames& f) { ChangeRef(f[Find(f, FrameKind::kDedupRef)], [](DedupRef& r) { r.source_offset = kChunk; }); },
+       Status::Code::kCorruption, "differs from the DATA frame"});
   RunSemanticCase({"payload of 31 bytes", [](Frames& f) { f[Find(f, FrameKind::kDedupRef)].payload.pop_back(); },
                    Status::Code::kCorruption, "expected 32"});
-  RunSemanticCase({"payload checksum",
-                   [](Frames& f) { f[Find(f, FrameKind::kDedupRef)].payload[20] ^= 1; },
+  RunSemanticCase({"payload checksum", [](Frames& f) { f[Find(f, FrameKind::kDedupRef)].payload[20] ^= 1; },
                    Status::Code::kCorruption, "DEDUP_REF payload checksum mismatch"});
   RunSemanticCase({"range overlaps the next chunk",
-                   [](Frames& f) { f[Find(f, FrameKind::kDedupRef)].header.offset = 1; },
-                   Status::Code::kCorruption, "overlaps"});
+                   [](Frames& f) { f[Find(f, FrameKind::kDedupRef)].header.offset = 1; }, Status::Code::kCorruption,
+                   "overlaps"});
   RunSemanticCase({"DEDUP_REF dropped",
                    [](Frames& f) { f.erase(f.begin() + static_cast<ptrdiff_t>(Find(f, FrameKind::kDedupRef))); },
                    Status::Code::kCorruption, "[0, 4096) missing"});

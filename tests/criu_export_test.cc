@@ -10,9 +10,9 @@
 #include "tools/criu_export.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
@@ -22,8 +22,8 @@
 #include "common/owner_tag.h"
 #include "criu_amdgpu.pb.h"
 #include "plugin/kfd/kfd_devinfo.h"
-#include "plugin/kfd_image.h"
 #include "plugin/kfd/kfd_ops.h"
+#include "plugin/kfd_image.h"
 #include "plugin/vram_io.h"
 #include "sim/kfd/sim_kfd.h"
 #include "streamer/device/file_device.h"
@@ -55,9 +55,9 @@ class ExportDir {
     SimKfd kfd(SimKfdOptions{});
     gpus_ = kfd.GpuIds();
     // GPU 1: VRAM, a doorbell (no contents), GTT, VRAM. GPU 2: VRAM only.
-    bos_ = {{gpus_[0], kKfdBoVram, 3u << 20},      {gpus_[0], kKfdBoDoorbell, 8u << 10},
-            {gpus_[1], kKfdBoVram, 1u << 20},      {gpus_[0], kKfdBoGtt, 256u << 10},
-            {gpus_[0], kKfdBoVram, 64u << 10},     {gpus_[1], kKfdBoVram, (2u << 20) + 4096}};
+    bos_ = {{gpus_[0], kKfdBoVram, 3u << 20},  {gpus_[0], kKfdBoDoorbell, 8u << 10},
+            {gpus_[1], kKfdBoVram, 1u << 20},  {gpus_[0], kKfdBoGtt, 256u << 10},
+            {gpus_[0], kKfdBoVram, 64u << 10}, {gpus_[1], kKfdBoVram, (2u << 20) + 4096}};
     for (size_t i = 0; i < bos_.size(); ++i)
       contents_.push_back(KfdBoHasContents(bos_[i].alloc_flags)
                               ? testing::ModelBytes(DataKind::kBf16Weights, bos_[i].size, 50 + i)
@@ -160,10 +160,10 @@ TEST(CriuExportTest, WritesUpstreamPagesLayoutAndKeepsStreams) {
   EXPECT_EQ(report.gpus[0].bytes, (3u << 20) + (256u << 10) + (64u << 10));
   EXPECT_EQ(report.gpus[1].bos, 2u);
   EXPECT_TRUE(report.removed.empty());
-  EXPECT_EQ(images.Names(), (std::set<std::string>{KfdImageName(kId), VramStreamName(kId, images.gpus()[0]),
-                                                   VramStreamName(kId, images.gpus()[1]),
-                                                   PagesImageName(kId, images.gpus()[0]),
-                                                   PagesImageName(kId, images.gpus()[1])}));
+  EXPECT_EQ(images.Names(),
+            (std::set<std::string>{KfdImageName(kId), VramStreamName(kId, images.gpus()[0]),
+                                   VramStreamName(kId, images.gpus()[1]), PagesImageName(kId, images.gpus()[0]),
+                                   PagesImageName(kId, images.gpus()[1])}));
 }
 
 TEST(CriuExportTest, RemoveStreamsLeavesOnlyUpstreamsLayout) {
@@ -291,7 +291,8 @@ TEST(CriuExportTest, CommandLineExitStatus) {
   std::vector<uint8_t> bad = good;
   bad[bad.size() / 3] ^= 0x01;
   WriteFileBytes(stream, bad);
-  const std::string command = std::string(VRAMFLOW_BINARY) + " criu export-upstream " + testing::ShellQuote(images.dir());
+  const std::string command =
+      std::string(VRAMFLOW_BINARY) + " criu export-upstream " + testing::ShellQuote(images.dir());
   testing::CommandResult r = testing::RunShell(command);
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_NE(r.output.find("vramflow criu export-upstream: error: "), std::string::npos) << r.output;
@@ -317,8 +318,8 @@ TEST(CriuExportTest, SweepsADeadExportsTemporaryFilesAndHonoursInterrupts) {
   if (child == 0) ::_exit(0);
   int status;
   ::waitpid(child, &status, 0);
-  const std::string dead = "." + PagesImageName(kId, images.gpus()[0]) + ".vf-export-" + std::to_string(child) +
-                           ".42-AbC123";
+  const std::string dead =
+      "." + PagesImageName(kId, images.gpus()[0]) + ".vf-export-" + std::to_string(child) + ".42-AbC123";
   const std::string live = "." + PagesImageName(kId, images.gpus()[1]) + ".vf-export-" + OwnerTag() + "-AbC123";
   WriteFileBytes(images.Path(dead), {1, 2, 3});
   WriteFileBytes(images.Path(live), {4, 5, 6});

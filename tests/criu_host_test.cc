@@ -31,8 +31,8 @@ struct HostRun {
 // Runs the host on a fresh work directory; `env` is prepended ("A=1 B=2").
 HostRun RunHost(const testing::TempDir& dir, const std::string& args, const std::string& env = "") {
   HostRun run;
-  const std::string command = "env " + env + " " + VRAMFLOW_CRIU_HOST + " --plugin " + VRAMFLOW_PLUGIN +
-                              " --work " + dir.path() + " --size 4M " + args;
+  const std::string command = "env " + env + " " + VRAMFLOW_CRIU_HOST + " --plugin " + VRAMFLOW_PLUGIN + " --work " +
+                              dir.path() + " --size 4M " + args;
   run.status = testing::RunCommand("timeout 120 " + command, &run.output);
   return run;
 }
@@ -93,7 +93,8 @@ TEST(CriuHost, TwoGpusTwoProcessesRestoredTheDefaultWay) {
 
 TEST(CriuHost, TwoGpusRestoredInTheTasks) {
   testing::TempDir dir;
-  HostRun run = RunHost(dir, "--gpus 2 --procs 2", "VRAMFLOW_PARALLEL_RESTORE=0 VRAMFLOW_THREADS=1 VRAMFLOW_CODEC=zstd");
+  HostRun run =
+      RunHost(dir, "--gpus 2 --procs 2", "VRAMFLOW_PARALLEL_RESTORE=0 VRAMFLOW_THREADS=1 VRAMFLOW_CODEC=zstd");
   ASSERT_EQ(run.status, 0) << run.output;
   EXPECT_TRUE(Has(run.output, "verified: 2 task(s)")) << run.output;
 }
@@ -270,12 +271,12 @@ TEST(CriuHost, VramCrossesTheNetworkBothWays) {
   testing::TempDir net;
   const std::string vf = testing::VramflowBinary();
   const std::string stored = net.File(VramStreamName(100, 0x1000));
-  const std::string script =
-      "(" + vf + " recv --listen unix:" + net.File("dump.sock") + " -o " + stored + " --accept-timeout 60 && " +
-      // The restore's socket appears only once the host restores: try until a send succeeds.
-      "for i in $(seq 600); do " + vf + " send " + stored + " unix:" + net.File("restore.sock") +
-      " --connect-timeout 2 2>/dev/null && touch " + net.File("sent") + " && break; sleep 0.05; done) > " +
-      net.File("net.log") + " 2>&1 &";
+  const std::string script = "(" + vf + " recv --listen unix:" + net.File("dump.sock") + " -o " + stored +
+                             " --accept-timeout 60 && " +
+                             // The restore's socket appears only once the host restores: try until a send succeeds.
+                             "for i in $(seq 600); do " + vf + " send " + stored + " unix:" + net.File("restore.sock") +
+                             " --connect-timeout 2 2>/dev/null && touch " + net.File("sent") +
+                             " && break; sleep 0.05; done) > " + net.File("net.log") + " 2>&1 &";
   std::string out;
   ASSERT_EQ(testing::RunCommand(script, &out), 0) << out;
   // The dump connects once, at once: wait until recv listens (its socket file
@@ -361,18 +362,17 @@ TEST(S3Rgw, PluginVramStreamsGoToS3UnderSseC) {
   EXPECT_TRUE(Has(run.output, "verified: 1 task(s)")) << run.output;
   const std::string stream = prefix + VramStreamName(100, 0x1000);
   std::string out;
-  EXPECT_EQ(testing::RunCommand(testing::VramflowBinary() + " verify -q " + stream + " --sse-c-key " +
-                                    keys.File("sse-c.key"),
-                                &out),
+  EXPECT_EQ(testing::RunCommand(
+                testing::VramflowBinary() + " verify -q " + stream + " --sse-c-key " + keys.File("sse-c.key"), &out),
             0)
       << out;
   EXPECT_NE(testing::RunCommand(testing::VramflowBinary() + " verify -q " + stream, &out), 0) << out;
   EXPECT_TRUE(Has(out, "--sse-c-key")) << out;
 
   testing::TempDir unusable;
-  HostRun refused = RunHost(unusable, "--gpus 1",
-                            "VRAMFLOW_TARGET=" + prefix + "again-{name} VRAMFLOW_S3_SSE_C_KEY_FILE=" +
-                                keys.File("absent.key"));
+  HostRun refused =
+      RunHost(unusable, "--gpus 1",
+              "VRAMFLOW_TARGET=" + prefix + "again-{name} VRAMFLOW_S3_SSE_C_KEY_FILE=" + keys.File("absent.key"));
   EXPECT_NE(refused.status, 0) << refused.output;
   EXPECT_TRUE(Has(refused.output, "VRAMFLOW_S3_SSE_C_KEY_FILE")) << refused.output;
 }

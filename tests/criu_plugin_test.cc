@@ -4,9 +4,9 @@
 // criu-plugin.h it was built against, and answering -ENOTSUP for what is
 // not its own.
 #include <dlfcn.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -131,15 +131,17 @@ TEST(CriuPlugin, AnswersNotSupportedForWhatIsNotItsOwn) {
   struct stat regular;
   ASSERT_EQ(::fstat(fd, &regular), 0);
   EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__DUMP_EXT_FILE_t>(CR_PLUGIN_HOOK__DUMP_EXT_FILE)(fd, 1), -ENOTSUP);
-  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(fd, &regular), -ENOTSUP);
+  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(fd, &regular),
+            -ENOTSUP);
   ::close(fd);
   struct stat dev_null;
   ASSERT_EQ(::stat("/dev/null", &dev_null), 0);
-  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(-1, &dev_null), -ENOTSUP);
+  EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA_t>(CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA)(-1, &dev_null),
+            -ENOTSUP);
   uint64_t new_pgoff = 0;
   int plugin_fd = -1;
   EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__UPDATE_VMA_MAP_t>(CR_PLUGIN_HOOK__UPDATE_VMA_MAP)("/dev/zero", 0x1000, 0,
-                                                                                        &new_pgoff, &plugin_fd),
+                                                                                          &new_pgoff, &plugin_fd),
             -ENOTSUP);
   EXPECT_EQ(plugin.hook<CR_PLUGIN_HOOK__RESUME_DEVICES_LATE_t>(CR_PLUGIN_HOOK__RESUME_DEVICES_LATE)(12345), -ENOTSUP);
 }

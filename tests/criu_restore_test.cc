@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The plugin's dump and restore code without the hooks: against a simulated
 // KFD served in this process, with this process as the restored task.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <semaphore.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,7 +37,8 @@ void AddProcess(SimKfd& kfd, pid_t pid) {
   }
   ASSERT_TRUE(kfd.AddProcess(pid, bos).ok());
   for (size_t i = 0; i < bos.size(); ++i)
-    if (KfdBoHasContents(bos[i].alloc_flags)) GenerateModelData(DataKind::kBf16Weights, i, 0, kfd.BoBytes(pid, i).value());
+    if (KfdBoHasContents(bos[i].alloc_flags))
+      GenerateModelData(DataKind::kBf16Weights, i, 0, kfd.BoBytes(pid, i).value());
 }
 
 TEST(CriuRestore, FallsBackToTheTaskWhenTheMainProcessIsUnreachable) {
@@ -150,10 +151,10 @@ TEST(CriuRestore, AKfdImageOfAnotherTaskOfTheRestoreIsRefused) {
   TaskRestoreState task;
   Result<RestoreFileResult> refused = RestoreFile(m.ctx, 7, &task, "");
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("is process " + std::to_string(other) +
-                                            "'s KFD file, but CRIU restores it in process " +
-                                            std::to_string(::getpid())),
-            std::string::npos)
+  EXPECT_NE(
+      refused.status().message().find("is process " + std::to_string(other) +
+                                      "'s KFD file, but CRIU restores it in process " + std::to_string(::getpid())),
+      std::string::npos)
       << refused.status().ToString();
   EXPECT_FALSE(m.kfd.HasProcess(::getpid())) << "KFD's RESTORE ran in the wrong process";
 

@@ -36,7 +36,7 @@ std::vector<PbMessage> MixedEntries(uint32_t listen_8080_becomes = 8080) {
   return {RegularFileEntry(1, "/usr/lib/python3.11/os.py"),
           InetSocketEntry(Socket(2, 2, 6, 10, listen_8080_becomes)),
           InetSocketEntry(Socket(3, 10, 6, 10, listen_8080_becomes)),
-          InetSocketEntry(Socket(4, 2, 6, 1, 8080)),  // TCP_ESTABLISHED
+          InetSocketEntry(Socket(4, 2, 6, 1, 8080)),   // TCP_ESTABLISHED
           InetSocketEntry(Socket(5, 2, 17, 7, 8080)),  // UDP (TCP_CLOSE)
           InetSocketEntry(Socket(6, 2, 6, 10, 9000))};
 }
@@ -77,10 +77,10 @@ TEST(CriuTcpRemap, LongerAndShorterPortsReencodeTheLengthsAroundThem) {
 
 TEST(CriuTcpRemap, APortWithNoListenerIsAnErrorNamingIt) {
   // 8080 has sockets, but not one listening TCP socket among those asked.
-  auto r = RemapTcpListenPorts(FilesImage({InetSocketEntry(Socket(4, 2, 6, 1, 8080)),
-                                           InetSocketEntry(Socket(5, 2, 17, 7, 8080)),
-                                           InetSocketEntry(Socket(6, 2, 6, 10, 9000))}),
-                               {{9000, 9001}, {8080, 8081}, {7, 8}});
+  auto r = RemapTcpListenPorts(
+      FilesImage({InetSocketEntry(Socket(4, 2, 6, 1, 8080)), InetSocketEntry(Socket(5, 2, 17, 7, 8080)),
+                  InetSocketEntry(Socket(6, 2, 6, 10, 9000))}),
+      {{9000, 9001}, {8080, 8081}, {7, 8}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(r.status().message().find("no listening TCP socket on port 7, 8080 in files.img"), std::string::npos)
@@ -204,7 +204,8 @@ TEST(CriuTcpRemap, RandomDamageIsHandled) {
   for (int round = 0; round < 2000; ++round) {
     std::vector<uint8_t> damaged = image;
     const int flips = 1 + static_cast<int>(rng() % 4);
-    for (int i = 0; i < flips; ++i) damaged[8 + rng() % (damaged.size() - 8)] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    for (int i = 0; i < flips; ++i)
+      damaged[8 + rng() % (damaged.size() - 8)] ^= static_cast<uint8_t>(1u << (rng() % 8));
     auto r = RemapTcpListenPorts(damaged, {});
     if (r.ok()) {
       EXPECT_EQ(r->files_img, damaged);

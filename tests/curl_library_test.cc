@@ -43,11 +43,13 @@ TEST(CurlLibrary, ALibcurlWithoutItsFunctionsFailsS3Clearly) {
   const std::string dir = ::testing::TempDir() + "/curl-library-test";
   std::string out;
   ASSERT_EQ(testing::RunCommand("mkdir -p '" + dir + "' && head -c 4096 /dev/urandom > '" + dir + "/in'", &out), 0);
-  const int rc = testing::RunCommand(
-      "env LD_LIBRARY_PATH='" VRAMFLOW_FAKE_CURL_DIR "' AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret "
-      "AWS_ENDPOINT_URL=http://127.0.0.1:9 AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null "
-      "AWS_SHARED_CREDENTIALS_FILE=/dev/null '" VRAMFLOW_BINARY "' pack '" + dir + "/in' -o s3://bucket/key -q",
-      &out);
+  const int rc =
+      testing::RunCommand("env LD_LIBRARY_PATH='" VRAMFLOW_FAKE_CURL_DIR
+                          "' AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret "
+                          "AWS_ENDPOINT_URL=http://127.0.0.1:9 AWS_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null "
+                          "AWS_SHARED_CREDENTIALS_FILE=/dev/null '" VRAMFLOW_BINARY "' pack '" +
+                              dir + "/in' -o s3://bucket/key -q",
+                          &out);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("libcurl.so.4 has no curl_global_init"), std::string::npos) << out;
   // A plain pack does not open libcurl, so the broken one does not matter.

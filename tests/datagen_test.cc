@@ -174,24 +174,24 @@ TEST(ModelDataTest, Fp8KindIsScaledRoundedFp32Weights) {
 float FromBits(uint32_t bits) { return std::bit_cast<float>(bits); }
 
 TEST(FloatConversionTest, Fp8E4M3KnownValues) {
-  EXPECT_EQ(FloatToFp8E4M3(1.0f), 0x38);    // exponent 7 (bias 7), mantissa 0
+  EXPECT_EQ(FloatToFp8E4M3(1.0f), 0x38);  // exponent 7 (bias 7), mantissa 0
   EXPECT_EQ(FloatToFp8E4M3(-1.0f), 0xb8);
   EXPECT_EQ(FloatToFp8E4M3(0.0f), 0x00);
   EXPECT_EQ(FloatToFp8E4M3(-0.0f), 0x80);
-  EXPECT_EQ(FloatToFp8E4M3(1.125f), 0x39);  // one mantissa step
-  EXPECT_EQ(FloatToFp8E4M3(448.0f), 0x7e);  // largest finite
+  EXPECT_EQ(FloatToFp8E4M3(1.125f), 0x39);   // one mantissa step
+  EXPECT_EQ(FloatToFp8E4M3(448.0f), 0x7e);   // largest finite
   EXPECT_EQ(FloatToFp8E4M3(1000.0f), 0x7e);  // saturated
   EXPECT_EQ(FloatToFp8E4M3(-std::numeric_limits<float>::infinity()), 0xfe);
   EXPECT_EQ(FloatToFp8E4M3(std::numeric_limits<float>::quiet_NaN()) & 0x7f, 0x7f);
-  EXPECT_EQ(FloatToFp8E4M3(0.015625f), 0x08);  // 2^-6, smallest normal
-  EXPECT_EQ(FloatToFp8E4M3(0.001953125f), 0x01);  // 2^-9, smallest subnormal
+  EXPECT_EQ(FloatToFp8E4M3(0.015625f), 0x08);      // 2^-6, smallest normal
+  EXPECT_EQ(FloatToFp8E4M3(0.001953125f), 0x01);   // 2^-9, smallest subnormal
   EXPECT_EQ(FloatToFp8E4M3(0.0009765625f), 0x00);  // half of it: a tie, to even (zero)
   EXPECT_EQ(FloatToFp8E4M3(0.0029296875f), 0x02);  // 1.5 units: a tie, to even (2)
   // Ties between normals go to the even mantissa.
-  EXPECT_EQ(FloatToFp8E4M3(1.0625f), 0x38);   // between 1 and 1.125
-  EXPECT_EQ(FloatToFp8E4M3(1.1875f), 0x3a);   // between 1.125 and 1.25
+  EXPECT_EQ(FloatToFp8E4M3(1.0625f), 0x38);        // between 1 and 1.125
+  EXPECT_EQ(FloatToFp8E4M3(1.1875f), 0x3a);        // between 1.125 and 1.25
   EXPECT_EQ(FloatToFp8E4M3(0.0146484375f), 0x08);  // 7.5 subnormal units rounds up to the smallest normal
-  EXPECT_EQ(FloatToFp8E4M3(432.0f), 0x7e);    // tie between 416 and 448, to even (448)
+  EXPECT_EQ(FloatToFp8E4M3(432.0f), 0x7e);         // tie between 416 and 448, to even (448)
   EXPECT_EQ(FloatToFp8E4M3(431.0f), 0x7d);
 }
 
@@ -204,13 +204,13 @@ TEST(FloatConversionTest, Bf16KnownValues) {
   EXPECT_EQ(FloatToBf16(std::numeric_limits<float>::infinity()), 0x7f80);
   EXPECT_EQ(FloatToBf16(-std::numeric_limits<float>::infinity()), 0xff80);
   // Round to nearest, ties to even.
-  EXPECT_EQ(FloatToBf16(FromBits(0x3f808000)), 0x3f80);  // tie, down to even
-  EXPECT_EQ(FloatToBf16(FromBits(0x3f818000)), 0x3f82);  // tie, up to even
-  EXPECT_EQ(FloatToBf16(FromBits(0x3f808001)), 0x3f81);  // above the tie
-  EXPECT_EQ(FloatToBf16(FromBits(0x3f807fff)), 0x3f80);  // below the tie
+  EXPECT_EQ(FloatToBf16(FromBits(0x3f808000)), 0x3f80);               // tie, down to even
+  EXPECT_EQ(FloatToBf16(FromBits(0x3f818000)), 0x3f82);               // tie, up to even
+  EXPECT_EQ(FloatToBf16(FromBits(0x3f808001)), 0x3f81);               // above the tie
+  EXPECT_EQ(FloatToBf16(FromBits(0x3f807fff)), 0x3f80);               // below the tie
   EXPECT_EQ(FloatToBf16(std::numeric_limits<float>::max()), 0x7f80);  // rounds up to infinity
-  EXPECT_EQ(FloatToBf16(FromBits(0x00000001)), 0x0000);  // smallest subnormal rounds to zero
-  EXPECT_EQ(FloatToBf16(FromBits(0x00018000)), 0x0002);  // subnormal tie to even
+  EXPECT_EQ(FloatToBf16(FromBits(0x00000001)), 0x0000);               // smallest subnormal rounds to zero
+  EXPECT_EQ(FloatToBf16(FromBits(0x00018000)), 0x0002);               // subnormal tie to even
 }
 
 bool Bf16IsNan(uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x007f) != 0; }
@@ -233,9 +233,9 @@ TEST(FloatConversionTest, Fp16KnownValues) {
   EXPECT_EQ(FloatToFp16(0.0f), 0x0000);
   EXPECT_EQ(FloatToFp16(-0.0f), 0x8000);
   EXPECT_EQ(FloatToFp16(0.1f), 0x2e66);
-  EXPECT_EQ(FloatToFp16(65504.0f), 0x7bff);   // largest half
-  EXPECT_EQ(FloatToFp16(65519.0f), 0x7bff);   // below the midpoint to 65536
-  EXPECT_EQ(FloatToFp16(65520.0f), 0x7c00);   // the midpoint rounds to even: infinity
+  EXPECT_EQ(FloatToFp16(65504.0f), 0x7bff);  // largest half
+  EXPECT_EQ(FloatToFp16(65519.0f), 0x7bff);  // below the midpoint to 65536
+  EXPECT_EQ(FloatToFp16(65520.0f), 0x7c00);  // the midpoint rounds to even: infinity
   EXPECT_EQ(FloatToFp16(-1e6f), 0xfc00);
   EXPECT_EQ(FloatToFp16(std::numeric_limits<float>::infinity()), 0x7c00);
   EXPECT_EQ(FloatToFp16(-std::numeric_limits<float>::infinity()), 0xfc00);
@@ -247,15 +247,15 @@ TEST(FloatConversionTest, Fp16KnownValues) {
 
 TEST(FloatConversionTest, Fp16SubnormalsRoundToNearestEven) {
   const float unit = std::ldexp(1.0f, -24);  // smallest fp16 subnormal
-  EXPECT_EQ(FloatToFp16(1e-8f), 0x0000);      // 0.17 units: rounds to zero
+  EXPECT_EQ(FloatToFp16(1e-8f), 0x0000);     // 0.17 units: rounds to zero
   EXPECT_EQ(FloatToFp16(-1e-8f), 0x8000);
-  EXPECT_EQ(FloatToFp16(1e-7f), 0x0002);      // 1.68 units
+  EXPECT_EQ(FloatToFp16(1e-7f), 0x0002);  // 1.68 units
   EXPECT_EQ(FloatToFp16(unit), 0x0001);
-  EXPECT_EQ(FloatToFp16(0.5f * unit), 0x0000);   // tie: to even (0)
+  EXPECT_EQ(FloatToFp16(0.5f * unit), 0x0000);  // tie: to even (0)
   EXPECT_EQ(FloatToFp16(0.75f * unit), 0x0001);
-  EXPECT_EQ(FloatToFp16(1.5f * unit), 0x0002);   // tie: to even (2)
-  EXPECT_EQ(FloatToFp16(2.5f * unit), 0x0002);   // tie: to even (2)
-  EXPECT_EQ(FloatToFp16(1023 * unit), 0x03ff);   // largest subnormal
+  EXPECT_EQ(FloatToFp16(1.5f * unit), 0x0002);     // tie: to even (2)
+  EXPECT_EQ(FloatToFp16(2.5f * unit), 0x0002);     // tie: to even (2)
+  EXPECT_EQ(FloatToFp16(1023 * unit), 0x03ff);     // largest subnormal
   EXPECT_EQ(FloatToFp16(1023.5f * unit), 0x0400);  // tie rounds up into the normals
   EXPECT_EQ(FloatToFp16(-3 * unit), 0x8003);
   EXPECT_EQ(FloatToFp16(FromBits(0x00000001)), 0x0000);  // fp32 subnormal
@@ -267,7 +267,7 @@ uint16_t ReferenceFp16(float f) {
   uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   if (a >= 65520.0) return sign | 0x7c00;
   int exp;
-  std::frexp(a, &exp);  // a = m * 2^exp, m in [0.5, 1)
+  std::frexp(a, &exp);             // a = m * 2^exp, m in [0.5, 1)
   int e = std::max(exp - 1, -14);  // unbiased exponent of the result (subnormals use -14)
   double ulp = std::ldexp(1.0, e - 10);
   double q = std::nearbyint(a / ulp);  // default rounding mode: nearest, ties to even
@@ -290,7 +290,6 @@ TEST(FloatConversionTest, Fp16MatchesAReferenceOverManyValues) {
     }
   }
 }
-
 
 // Training steps: step 0 is the generated data; each step moves every weight
 // by at most the learning rate (plus decay), copies follow the weights, and
@@ -317,7 +316,8 @@ TEST(TrainingStepsTest, StepZeroIsTheGeneratedData) {
 
 TEST(TrainingStepsTest, AStepMovesEveryWeightALittleAndTheMomentsFollowTheirRules) {
   const size_t n = 16384;
-  const std::vector<uint8_t> w0 = State(DataKind::kFp32Weights, 0, 0, 4 * n), w1 = State(DataKind::kFp32Weights, 1, 0, 4 * n);
+  const std::vector<uint8_t> w0 = State(DataKind::kFp32Weights, 0, 0, 4 * n),
+                             w1 = State(DataKind::kFp32Weights, 1, 0, 4 * n);
   const std::vector<uint8_t> w10 = State(DataKind::kFp32Weights, 10, 0, 4 * n);
   const std::vector<uint8_t> v0 = State(DataKind::kAdamV, 0, 0, 4 * n), v1 = State(DataKind::kAdamV, 1, 0, 4 * n);
   size_t moved = 0;

@@ -108,7 +108,8 @@ WindowStream MakeWindowStream(uint32_t dedup_window) {
     check(encoder.Encode(raw, &chunk));
     check(writer.AddChunk(id, offset, raw.size(), chunk));
   };
-  auto ref = [&](uint32_t id, uint64_t offset, uint32_t source, uint64_t source_offset, const std::vector<uint8_t>& raw) {
+  auto ref = [&](uint32_t id, uint64_t offset, uint32_t source, uint64_t source_offset,
+                 const std::vector<uint8_t>& raw) {
     DedupRef r{source, source_offset, HashContent128(raw.data(), raw.size())};
     check(writer.AddDedupRef(id, offset, raw.size(), Hash64(raw.data(), raw.size()), r));
   };
@@ -152,7 +153,8 @@ TEST(DedupWindowStreamTest, ReadersRejectAReferenceOutsideTheWindow) {
   std::vector<testing::TestObject> objects;
   Status s = testing::UnpackFromMemory(t.bytes, &objects);
   EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
-  EXPECT_TRUE(Contains(s, "DEDUP_REF names object 1 offset 0, which is not one of the last 2 DATA frames")) << s.ToString();
+  EXPECT_TRUE(Contains(s, "DEDUP_REF names object 1 offset 0, which is not one of the last 2 DATA frames"))
+      << s.ToString();
   EXPECT_TRUE(Contains(s, "object 2 'kept', offset 4096")) << s.ToString();
 
   MemoryRandomAccess stored(t.bytes);

@@ -25,8 +25,8 @@ TEST(DemoShmCli, SmallDevShmFallsBackToTmpdir) {
   if (RunShell("unshare -m sh -c 'mount -t tmpfs -o size=8m tmpfs /dev/shm' 2>&1").code != 0)
     GTEST_SKIP() << "cannot mount a tmpfs in a mount namespace here (needs root and unshare)";
   TempDir tmp;
-  const std::string inner = "mount -t tmpfs -o size=8m tmpfs /dev/shm && TMPDIR=" + ShellQuote(tmp.path()) +
-                            " exec " + ShellQuote(VramflowBinary()) + " demo -s 16M --json";
+  const std::string inner = "mount -t tmpfs -o size=8m tmpfs /dev/shm && TMPDIR=" + ShellQuote(tmp.path()) + " exec " +
+                            ShellQuote(VramflowBinary()) + " demo -s 16M --json";
   CommandResult r = RunShell("timeout -s KILL 60 unshare -m sh -c " + ShellQuote(inner) + " 2>&1");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex("vramflow demo: note: /dev/shm has [0-9.]+ MiB free, less than "

@@ -67,7 +67,8 @@ TEST(DmaCompleterTest, EveryFenceCompletesOnceWithItsOutcome) {
   for (size_t i = 0; i < 40; ++i) {
     if (i == 5) {
       EXPECT_FALSE(out.statuses[i].ok());
-      EXPECT_NE(out.statuses[i].message().find("injected copy failure"), std::string::npos) << out.statuses[i].ToString();
+      EXPECT_NE(out.statuses[i].message().find("injected copy failure"), std::string::npos)
+          << out.statuses[i].ToString();
       EXPECT_NE(out.statuses[i].message().find("DMA copy"), std::string::npos) << out.statuses[i].ToString();
     } else {
       EXPECT_TRUE(out.statuses[i].ok()) << i << ": " << out.statuses[i].ToString();
@@ -100,7 +101,8 @@ TEST(DmaCompleterTest, StuckRingTimesOutItsFencesAndNotTheOtherRings) {
   EXPECT_NE(out.statuses[2].message().find("did not signal within 300 ms"), std::string::npos)
       << out.statuses[2].ToString();
   for (size_t i : {4, 6}) EXPECT_FALSE(out.statuses[i].ok()) << "ring 0, fence " << i;
-  for (size_t i : {1, 3, 5, 7}) EXPECT_TRUE(out.statuses[i].ok()) << "ring 1, fence " << i << ": " << out.statuses[i].ToString();
+  for (size_t i : {1, 3, 5, 7})
+    EXPECT_TRUE(out.statuses[i].ok()) << "ring 1, fence " << i << ": " << out.statuses[i].ToString();
   EXPECT_GE(took, 250ms);
   EXPECT_LT(took, 3s);
 }

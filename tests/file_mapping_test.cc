@@ -49,11 +49,11 @@ TEST(FileMappingTest, OnlyFilesThatNoOneButTheirOwnerMayWriteAreMapped) {
   const uint32_t me = 1000;
   EXPECT_TRUE(OnlyOwnerMayWrite(me, 0644, me));
   EXPECT_TRUE(OnlyOwnerMayWrite(me, 0600, me));
-  EXPECT_TRUE(OnlyOwnerMayWrite(0, 0644, me));       // root's
+  EXPECT_TRUE(OnlyOwnerMayWrite(0, 0644, me));  // root's
   EXPECT_TRUE(OnlyOwnerMayWrite(me, 0444, me));
-  EXPECT_FALSE(OnlyOwnerMayWrite(1001, 0644, me));   // another user's: they could change it under us
-  EXPECT_FALSE(OnlyOwnerMayWrite(me, 0664, me));     // group-writable (or an ACL's mask)
-  EXPECT_FALSE(OnlyOwnerMayWrite(me, 0646, me));     // writable by anyone
+  EXPECT_FALSE(OnlyOwnerMayWrite(1001, 0644, me));  // another user's: they could change it under us
+  EXPECT_FALSE(OnlyOwnerMayWrite(me, 0664, me));    // group-writable (or an ACL's mask)
+  EXPECT_FALSE(OnlyOwnerMayWrite(me, 0646, me));    // writable by anyone
   EXPECT_FALSE(OnlyOwnerMayWrite(0, 0666, me));
 }
 

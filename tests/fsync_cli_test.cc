@@ -80,15 +80,19 @@ class FsyncCli : public ::testing::Test {
     const std::string bin = ShellQuote(VramflowBinary()), sock = ShellQuote(dir_.File("sock"));
     const std::string log = dir_.File("fsync.log");
     ::unlink(log.c_str());
-    const std::string send = sender == "pack" ? "pack -q " + ShellQuote(dir_.File("a.bin")) + " " +
-                                                    ShellQuote(dir_.File("b.bin")) + " --to unix:" + sock
-                                              : "send -q --name s.img " + ShellQuote(dir_.File("s.vfs")) + " unix:" +
-                                                    sock;
-    CommandResult r = RunShell(
-        "VRAMFLOW_FSYNC_LOG=" + ShellQuote(log) + " LD_PRELOAD=" + ShellQuote(VRAMFLOW_FSYNC_LOG_PRELOAD) +
-        " timeout 30 " + bin + " " + listener_args + " --accept-timeout 20 -q & listener=$!; "
-        "for i in $(seq 200); do [ -S " + sock + " ] && break; sleep 0.05; done; "
-        "timeout 30 " + bin + " " + send + " || exit 10; wait $listener || exit 11");
+    const std::string send =
+        sender == "pack"
+            ? "pack -q " + ShellQuote(dir_.File("a.bin")) + " " + ShellQuote(dir_.File("b.bin")) + " --to unix:" + sock
+            : "send -q --name s.img " + ShellQuote(dir_.File("s.vfs")) + " unix:" + sock;
+    CommandResult r =
+        RunShell("VRAMFLOW_FSYNC_LOG=" + ShellQuote(log) + " LD_PRELOAD=" + ShellQuote(VRAMFLOW_FSYNC_LOG_PRELOAD) +
+                 " timeout 30 " + bin + " " + listener_args +
+                 " --accept-timeout 20 -q & listener=$!; "
+                 "for i in $(seq 200); do [ -S " +
+                 sock +
+                 " ] && break; sleep 0.05; done; "
+                 "timeout 30 " +
+                 bin + " " + send + " || exit 10; wait $listener || exit 11");
     EXPECT_EQ(r.code, 0) << r.output;
     return Synced(log);
   }
@@ -97,9 +101,9 @@ class FsyncCli : public ::testing::Test {
   std::vector<std::string> Run(const std::string& args) {
     const std::string log = dir_.File("fsync.log");
     ::unlink(log.c_str());
-    CommandResult r = RunShell("VRAMFLOW_FSYNC_LOG=" + ShellQuote(log) + " LD_PRELOAD=" +
-                               ShellQuote(VRAMFLOW_FSYNC_LOG_PRELOAD) + " timeout 30 " +
-                               ShellQuote(VramflowBinary()) + " " + args);
+    CommandResult r =
+        RunShell("VRAMFLOW_FSYNC_LOG=" + ShellQuote(log) + " LD_PRELOAD=" + ShellQuote(VRAMFLOW_FSYNC_LOG_PRELOAD) +
+                 " timeout 30 " + ShellQuote(VramflowBinary()) + " " + args);
     EXPECT_EQ(r.code, 0) << r.output;
     return Synced(log);
   }
@@ -111,19 +115,22 @@ class FsyncCli : public ::testing::Test {
 // the directory it was moved into are synced before that.
 TEST_F(FsyncCli, UnpackFromTheNetworkSyncsFilesAndDirectoriesByDefault) {
   const std::string out = dir_.File("out");
-  std::vector<std::string> synced = Receive("unpack --listen unix:" + ShellQuote(dir_.File("sock")) + " -o " + ShellQuote(out + "/"), "pack");
+  std::vector<std::string> synced =
+      Receive("unpack --listen unix:" + ShellQuote(dir_.File("sock")) + " -o " + ShellQuote(out + "/"), "pack");
   EXPECT_TRUE(SyncedFileEndingIn(synced, "/a.bin")) << Join(synced);
   EXPECT_TRUE(SyncedFileEndingIn(synced, "/b.bin")) << Join(synced);
   EXPECT_TRUE(SyncedPath(synced, out)) << Join(synced);
   EXPECT_TRUE(SyncedPath(synced, dir_.path())) << "the new directory's own entry: " << Join(synced);
 
-  synced = Receive("unpack --no-fsync -f --listen unix:" + ShellQuote(dir_.File("sock")) + " -o " + ShellQuote(out + "/"), "pack");
+  synced = Receive(
+      "unpack --no-fsync -f --listen unix:" + ShellQuote(dir_.File("sock")) + " -o " + ShellQuote(out + "/"), "pack");
   EXPECT_TRUE(synced.empty()) << Join(synced);
 }
 
 // unpack from a file tells nobody: syncing is asked for with --fsync.
 TEST_F(FsyncCli, UnpackFromAFileSyncsOnlyWithFsync) {
-  std::vector<std::string> synced = Run("unpack -q " + ShellQuote(dir_.File("s.vfs")) + " -o " + ShellQuote(dir_.File("plain/")));
+  std::vector<std::string> synced =
+      Run("unpack -q " + ShellQuote(dir_.File("s.vfs")) + " -o " + ShellQuote(dir_.File("plain/")));
   EXPECT_TRUE(synced.empty()) << Join(synced);
   synced = Run("unpack -q --fsync " + ShellQuote(dir_.File("s.vfs")) + " -o " + ShellQuote(dir_.File("synced/")));
   EXPECT_TRUE(SyncedFileEndingIn(synced, "/a.bin")) << Join(synced);
@@ -135,8 +142,10 @@ TEST_F(FsyncCli, UnpackFromAFileSyncsOnlyWithFsync) {
 // its directory before it tells the sender DONE, unless --no-fsync.
 TEST_F(FsyncCli, RecvSyncsTheStoredStreamByDefault) {
   const std::string sock = ShellQuote(dir_.File("sock"));
-  std::vector<std::string> synced = Receive("recv --listen unix:" + sock + " -o " + ShellQuote(dir_.File("r.vfs")), "send");
-  EXPECT_TRUE(SyncedPathStartingWith(synced, dir_.File("r.vfs.vf-tmp-"))) << "the file, before its rename: " << Join(synced);
+  std::vector<std::string> synced =
+      Receive("recv --listen unix:" + sock + " -o " + ShellQuote(dir_.File("r.vfs")), "send");
+  EXPECT_TRUE(SyncedPathStartingWith(synced, dir_.File("r.vfs.vf-tmp-")))
+      << "the file, before its rename: " << Join(synced);
   EXPECT_TRUE(SyncedPath(synced, dir_.path())) << Join(synced);
   ASSERT_EQ(::mkdir(dir_.File("d").c_str(), 0755), 0);
   synced = Receive("recv --listen unix:" + sock + " -d " + ShellQuote(dir_.File("d")) + " --count 1", "send");

@@ -34,7 +34,8 @@ TEST(HashTest, HashesAreXxh3AtEverySize) {
   std::vector<uint8_t> data((1 << 20) + 7);
   uint64_t x = 0x2545f4914f6cdd1d;
   for (uint8_t& b : data) b = static_cast<uint8_t>((x = x * 6364136223846793005 + 1442695040888963407) >> 56);
-  std::vector<size_t> sizes = {0, 1, 3, 16, 17, 128, 129, 240, 241, 1024, 1025, 4096, 65536 + 5, 1 << 20, (1 << 20) + 7};
+  std::vector<size_t> sizes = {0,   1,    3,    16,   17,        128,     129,          240,
+                               241, 1024, 1025, 4096, 65536 + 5, 1 << 20, (1 << 20) + 7};
   for (size_t n : sizes) {
     for (size_t offset : {0, 1}) {  // unaligned too
       if (offset + n > data.size()) continue;

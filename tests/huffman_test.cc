@@ -143,7 +143,7 @@ TEST(HuffmanTest, ALargePayloadCountedByPairsGetsTheCodeOfItsExactCounts) {
     if (size >= large) {
       for (int k = 0; k < 50; ++k) src[head + 2 * (rng() % ((size - head) / 2))] = 3;      // even offsets only
       for (int k = 0; k < 50; ++k) src[head + 2 * (rng() % ((size - head) / 2)) + 1] = 5;  // odd offsets only
-      src[size - 3] = 250;                                                                   // once, late
+      src[size - 3] = 250;                                                                 // once, late
       if (size % 2) src[size - 1] = 77;  // the unpaired last byte, nowhere else
     }
     std::array<uint64_t, 256> counts{};
@@ -334,7 +334,8 @@ TEST(HuffmanTest, RoundTripsCodesOfTheMaximumLength) {
   for (size_t i = 0; i < 6; ++i) src[i * 30000] = static_cast<uint8_t>(250 + i);
   std::vector<uint8_t> payload = Compress(src);
   unsigned longest = 0;
-  for (int s = 0; s < 256; ++s) longest = std::max<unsigned>(longest, (s & 1) ? payload[1 + s / 2] >> 4 : payload[1 + s / 2] & 15);
+  for (int s = 0; s < 256; ++s)
+    longest = std::max<unsigned>(longest, (s & 1) ? payload[1 + s / 2] >> 4 : payload[1 + s / 2] & 15);
   EXPECT_EQ(longest, kHuffmanMaxCodeLength);
   ExpectRoundTrip(src);
 }
@@ -383,7 +384,8 @@ TEST(HuffmanTest, AgreesWithAReferenceDecoderOnDamagedPayloads) {
         std::vector<uint8_t> bad = good;
         switch (trial % 4) {
           case 0:  // flip bits in the streams
-            for (int f = 0; f < 1 + trial / 4; ++f) bad[141 + rng() % (bad.size() - 149)] ^= static_cast<uint8_t>(1u << rng() % 8);
+            for (int f = 0; f < 1 + trial / 4; ++f)
+              bad[141 + rng() % (bad.size() - 149)] ^= static_cast<uint8_t>(1u << rng() % 8);
             break;
           case 1: {  // move a boundary between streams
             const size_t at = 129 + 4 * (rng() % 3);
@@ -493,7 +495,8 @@ TEST(HuffmanTest, BitsPerSymbolIsTheBestCodeWithinTheLengthLimit) {
     }
     uint64_t total = 0;
     for (uint64_t c : counts) total += c;
-    EXPECT_DOUBLE_EQ(HuffmanBitsPerSymbol(counts), static_cast<double>(LimitedCodeCost(counts)) / static_cast<double>(total))
+    EXPECT_DOUBLE_EQ(HuffmanBitsPerSymbol(counts),
+                     static_cast<double>(LimitedCodeCost(counts)) / static_cast<double>(total))
         << trial;
   }
 }

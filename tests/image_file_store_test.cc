@@ -61,7 +61,8 @@ TEST(ImageFileStore, AnswersOnlyWhatTheStreamProves) {
   EXPECT_EQ(absent.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout) << "nothing proves it absent";
   const std::string list = std::string("a.img") + '\0' + "c.img" + '\0';
   ASSERT_TRUE(store.Begin(2, kStreamerFileListObject, true).ok());
-  ASSERT_TRUE(store.Write(2, 0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(list.data()), list.size())).ok());
+  ASSERT_TRUE(
+      store.Write(2, 0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(list.data()), list.size())).ok());
   ASSERT_TRUE(store.End(2, list.size()).ok());
   auto answer = absent.get();
   ASSERT_TRUE(answer.ok());

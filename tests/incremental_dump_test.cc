@@ -17,9 +17,9 @@
 #include "common/sha256.h"
 #include "sim/gpu/sim_process.h"
 #include "streamer/format/frame_reader.h"
+#include "streamer/format/stream_writer.h"
 #include "streamer/pipeline.h"
 #include "streamer/sequential_dump.h"
-#include "streamer/format/stream_writer.h"
 #include "tests/support/fake_base_stream.h"
 #include "tests/support/test_util.h"
 #include "transport/core/file_random_access.h"
@@ -139,7 +139,7 @@ Status DecodeStream(const std::vector<uint8_t>& stream, const BaseStream* base, 
   VF_RETURN_IF_ERROR(reader.ReadStreamHeader(&header));
   std::map<uint32_t, std::string> names;
   std::set<uint32_t> unsized;
-  std::vector<std::pair<uint32_t, uint64_t>> data_frames;  // in stream order
+  std::vector<std::pair<uint32_t, uint64_t>> data_frames;                      // in stream order
   std::optional<std::pair<uint32_t, std::vector<SeekIndexChunk>>> last_block;  // when the previous frame was one
   ChunkDecoder decoder;
   for (;;) {
@@ -200,7 +200,8 @@ Status DecodeStream(const std::vector<uint8_t>& stream, const BaseStream* base, 
       case FrameKind::kDedupRef: {
         DedupRef ref;
         VF_RETURN_IF_ERROR(DecodeDedupRef(payload.data(), &ref));
-        auto it = std::find(data_frames.begin(), data_frames.end(), std::make_pair(ref.source_object_id, ref.source_offset));
+        auto it =
+            std::find(data_frames.begin(), data_frames.end(), std::make_pair(ref.source_object_id, ref.source_offset));
         if (it == data_frames.end()) return Status::Corruption(where + ": names no DATA frame");
         if (static_cast<uint64_t>(data_frames.end() - it) > header.dedup_window)
           return Status::Corruption(where + ": names a DATA frame outside the window of " +
@@ -397,7 +398,8 @@ TEST(IncrementalDump, ObjectsGrownShrunkMovedOrMissingInTheBase) {
     }
     return *sources;
   };
-  std::vector<DumpSource> old_sources = gpu_sources(*old_process, {"bo-1", "bo-2", "bo-3"}, {"0x1000", "0x2000", "0x3000"});
+  std::vector<DumpSource> old_sources =
+      gpu_sources(*old_process, {"bo-1", "bo-2", "bo-3"}, {"0x1000", "0x2000", "0x3000"});
   auto base = BaseOf(*old_process, true, &old_sources);
 
   auto p = MakeProcess({
@@ -429,7 +431,8 @@ TEST(IncrementalDump, ObjectsGrownShrunkMovedOrMissingInTheBase) {
   EXPECT_EQ(d.base_refs, expected);
   EXPECT_TRUE(d.base_deltas.empty());
   // grows' tail, shrinks' last 100 bytes, new, bo-2 and bo-3: stored.
-  EXPECT_EQ(d.bytes(FrameKind::kData) + d.bytes(FrameKind::kDedupRef), 2 * kChunk + 100 + 2 * kChunk + 3 * kChunk + 2 * kChunk);
+  EXPECT_EQ(d.bytes(FrameKind::kData) + d.bytes(FrameKind::kDedupRef),
+            2 * kChunk + 100 + 2 * kChunk + 3 * kChunk + 2 * kChunk);
   EXPECT_EQ(stats.base_ref_bytes, 12 * kChunk);
 }
 
@@ -648,9 +651,13 @@ TEST(IncrementalDump, InputsReadInOrderGetDigestsAndABase) {
   std::vector<SequentialInput> inputs(2);
   inputs[0].metadata.name = "a";
   inputs[1].metadata.name = "zeros";
-  inputs[0].open = [&]() -> Result<std::unique_ptr<ByteSource>> { return std::unique_ptr<ByteSource>(std::make_unique<MemorySource>(bytes)); };
+  inputs[0].open = [&]() -> Result<std::unique_ptr<ByteSource>> {
+    return std::unique_ptr<ByteSource>(std::make_unique<MemorySource>(bytes));
+  };
   const std::vector<uint8_t> zeros(3 * kChunk, 0);
-  inputs[1].open = [&]() -> Result<std::unique_ptr<ByteSource>> { return std::unique_ptr<ByteSource>(std::make_unique<MemorySource>(zeros)); };
+  inputs[1].open = [&]() -> Result<std::unique_ptr<ByteSource>> {
+    return std::unique_ptr<ByteSource>(std::make_unique<MemorySource>(zeros));
+  };
   PipelineOptions o = Options();
   o.chunk_digests = true;
   StoredSink sink;

@@ -133,9 +133,9 @@ Packed PackTo(const TempDir& dir, const Checkpoint& c, const std::string& socket
 class Restorer {
  public:
   Restorer(const TempDir& dir, const std::string& socket, const std::string& out, const std::string& store)
-      : child_({"unpack", "--listen", "unix:" + socket, "-o", out, "--base-store", store, "-q", "--accept-timeout",
-                "30"},
-               dir.File("unpack-" + std::to_string(++counter_) + ".log")) {
+      : child_(
+            {"unpack", "--listen", "unix:" + socket, "-o", out, "--base-store", store, "-q", "--accept-timeout", "30"},
+            dir.File("unpack-" + std::to_string(++counter_) + ".log")) {
     listening_ = WaitListening(socket, child_);
   }
   bool listening() const { return listening_; }

@@ -10,27 +10,27 @@
 #include <sys/stat.h>
 
 #include <atomic>
-#include <filesystem>
-#include <random>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "streamer/base/base_store.h"
 #include "streamer/format/base_stream.h"
 #include "streamer/format/seek_index.h"
 #include "tests/support/test_util.h"
-#include "streamer/base/base_store.h"
 #include "tools/pack.h"
 #include "transport/core/file_random_access.h"
+#include "transport/core/uri.h"
 #include "transport/net/net_options.h"
 #include "transport/net/net_protocol.h"
 #include "transport/net/net_sink.h"
 #include "transport/net/net_source.h"
 #include "transport/net/socket.h"
-#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {

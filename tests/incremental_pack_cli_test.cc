@@ -7,18 +7,18 @@
 
 #include <filesystem>
 #include <functional>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "common/hash.h"
 #include "common/sha256.h"
+#include "streamer/base/base_store.h"
 #include "streamer/format/base_stream.h"
 #include "streamer/format/seek_index.h"
 #include "streamer/format/stream_writer.h"
 #include "tests/support/shell.h"
 #include "tests/support/test_util.h"
-#include "streamer/base/base_store.h"
 #include "transport/core/file_random_access.h"
 #include "transport/core/memory_stream.h"
 
@@ -54,20 +54,22 @@ bool Contains(const std::string& haystack, const std::string& needle) {
 class IncrementalPack : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_CODE(Sh(dir_.path(), "mkdir v1 v2 && $VF gen -k bf16 -s 8M -o v1/weights.bin && "
-                                "$VF gen -k adam-v -s 6M --seed 3 -o v1/optimizer.bin && "
-                                "$VF gen -k fp32 -s 4M --seed 4 -o v1/master.bin && cp v1/* v2/"),
+    ASSERT_CODE(Sh(dir_.path(),
+                   "mkdir v1 v2 && $VF gen -k bf16 -s 8M -o v1/weights.bin && "
+                   "$VF gen -k adam-v -s 6M --seed 3 -o v1/optimizer.bin && "
+                   "$VF gen -k fp32 -s 4M --seed 4 -o v1/master.bin && cp v1/* v2/"),
                 0);
     ASSERT_CODE(Sh(dir_.path(), "$VF pack -q --digests v1/weights.bin v1/optimizer.bin v1/master.bin -o base.vfs"), 0);
-    ASSERT_CODE(Sh(dir_.path(), "$VF gen -k random -s 1M --seed 9 -o r.bin && "
-                                "dd if=r.bin of=v2/master.bin bs=1M seek=2 conv=notrunc status=none && "
-                                "$VF gen -k adam-v -s 4M --seed 8 -o a.bin && "
-                                "dd if=a.bin of=v2/optimizer.bin bs=1M seek=1 conv=notrunc status=none"),
+    ASSERT_CODE(Sh(dir_.path(),
+                   "$VF gen -k random -s 1M --seed 9 -o r.bin && "
+                   "dd if=r.bin of=v2/master.bin bs=1M seek=2 conv=notrunc status=none && "
+                   "$VF gen -k adam-v -s 4M --seed 8 -o a.bin && "
+                   "dd if=a.bin of=v2/optimizer.bin bs=1M seek=1 conv=notrunc status=none"),
                 0);
   }
   nlohmann::json PackJson(const std::string& flags, const std::string& out) {
-    CommandResult r = Sh(dir_.path(), "$VF pack --json " + flags + " v2/weights.bin v2/optimizer.bin v2/master.bin -o " +
-                                          out + " 2>/dev/null");
+    CommandResult r = Sh(dir_.path(), "$VF pack --json " + flags +
+                                          " v2/weights.bin v2/optimizer.bin v2/master.bin -o " + out + " 2>/dev/null");
     EXPECT_CODE(r, 0);
     return nlohmann::json::parse(r.output, nullptr, false);
   }
@@ -88,7 +90,8 @@ TEST_F(IncrementalPack, StoresOnlyWhatChangedAndReportsIt) {
   EXPECT_EQ(j["base_id"].get<std::string>().size(), 64u);
   EXPECT_LT(Size("inc.vfs") * 2, Size("base.vfs"));
 
-  CommandResult r = Sh(dir_.path(), "$VF pack --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin -o inc2.vfs");
+  CommandResult r =
+      Sh(dir_.path(), "$VF pack --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin -o inc2.vfs");
   ASSERT_CODE(r, 0);
   EXPECT_TRUE(Contains(r.output, "against base " + j["base_id"].get<std::string>().substr(0, 16) + ": ")) << r.output;
   EXPECT_TRUE(Contains(r.output, "13.00 MiB referenced")) << r.output;
@@ -101,11 +104,13 @@ TEST_F(IncrementalPack, StoresOnlyWhatChangedAndReportsIt) {
 //! inspect's, the raw bytes the stream holds as DATA frames. (Pack counted
 //! them as new: 3 MiB more than inspect.)
 TEST_F(IncrementalPack, ZerosAndDuplicatesAreNotCountedAsNew) {
-  ASSERT_CODE(Sh(dir_.path(), "head -c 2M /dev/zero > v2/zeros.bin && $VF gen -k random -s 1M --seed 11 -o r1.bin && "
-                              "cat r1.bin r1.bin > v2/twice.bin"),
+  ASSERT_CODE(Sh(dir_.path(),
+                 "head -c 2M /dev/zero > v2/zeros.bin && $VF gen -k random -s 1M --seed 11 -o r1.bin && "
+                 "cat r1.bin r1.bin > v2/twice.bin"),
               0);
-  CommandResult r = Sh(dir_.path(), "$VF pack --json --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin "
-                                    "v2/zeros.bin v2/twice.bin -o inc.vfs");
+  CommandResult r = Sh(dir_.path(),
+                       "$VF pack --json --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin "
+                       "v2/zeros.bin v2/twice.bin -o inc.vfs");
   ASSERT_CODE(r, 0);
   nlohmann::json pack = nlohmann::json::parse(r.output, nullptr, false);
   ASSERT_TRUE(pack.is_object()) << r.output;
@@ -124,8 +129,9 @@ TEST_F(IncrementalPack, ZerosAndDuplicatesAreNotCountedAsNew) {
   EXPECT_EQ(inspect["base_ref_bytes"], pack["base_ref_bytes"]);
   EXPECT_EQ(inspect["base_delta_bytes"], pack["base_delta_bytes"]);
 
-  r = Sh(dir_.path(), "$VF pack --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin v2/zeros.bin "
-                      "v2/twice.bin -o inc2.vfs");
+  r = Sh(dir_.path(),
+         "$VF pack --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin v2/zeros.bin "
+         "v2/twice.bin -o inc2.vfs");
   ASSERT_CODE(r, 0);
   EXPECT_TRUE(Contains(r.output, "delta-coded, 2.00 MiB zeros, 1.00 MiB deduplicated\n")) << r.output;
 }
@@ -175,9 +181,10 @@ TEST_F(IncrementalPack, BasesThatCannotServeAreClearErrors) {
 TEST_F(IncrementalPack, InputsReadInOrderUseTheBaseToo) {
   nlohmann::json files = PackJson("--base base.vfs", "files.vfs");
   ASSERT_TRUE(files.is_object());
-  CommandResult r = Sh(dir_.path(), "mkfifo opt.fifo && (cat v2/optimizer.bin > opt.fifo &) && "
-                                    "cat v2/weights.bin | $VF pack --json --base base.vfs --name weights.bin - "
-                                    "opt.fifo v2/master.bin -o piped.vfs");
+  CommandResult r = Sh(dir_.path(),
+                       "mkfifo opt.fifo && (cat v2/optimizer.bin > opt.fifo &) && "
+                       "cat v2/weights.bin | $VF pack --json --base base.vfs --name weights.bin - "
+                       "opt.fifo v2/master.bin -o piped.vfs");
   ASSERT_CODE(r, 0);
   nlohmann::json piped = nlohmann::json::parse(r.output, nullptr, false);
   ASSERT_TRUE(piped.is_object()) << r.output;
@@ -190,13 +197,15 @@ TEST_F(IncrementalPack, InputsReadInOrderUseTheBaseToo) {
   EXPECT_GE(piped["new_bytes"].get<uint64_t>(), 6u << 20) << r.output;
   EXPECT_EQ(piped["raw_bytes"], 18u << 20);
 
-  ASSERT_CODE(Sh(dir_.path(), "$VF verify -q piped.vfs && $VF unpack -q piped.vfs -o back/ && "
-                              "cmp back/weights.bin v2/weights.bin && cmp back/opt.fifo v2/optimizer.bin && "
-                              "cmp back/master.bin v2/master.bin"),
+  ASSERT_CODE(Sh(dir_.path(),
+                 "$VF verify -q piped.vfs && $VF unpack -q piped.vfs -o back/ && "
+                 "cmp back/weights.bin v2/weights.bin && cmp back/opt.fifo v2/optimizer.bin && "
+                 "cmp back/master.bin v2/master.bin"),
               0);
 
-  r = Sh(dir_.path(), "cat v2/master.bin | $VF pack --json --base base.vfs --base-refs-only --name master.bin - "
-                      "-o refs.vfs");
+  r = Sh(dir_.path(),
+         "cat v2/master.bin | $VF pack --json --base base.vfs --base-refs-only --name master.bin - "
+         "-o refs.vfs");
   ASSERT_CODE(r, 0);
   nlohmann::json refs = nlohmann::json::parse(r.output, nullptr, false);
   ASSERT_TRUE(refs.is_object()) << r.output;
@@ -211,38 +220,43 @@ TEST_F(IncrementalPack, InputsReadInOrderUseTheBaseToo) {
 //! verify checks it with its base. A refs-only stream and a stream on an
 //! incremental base (a chain of two) unpack exactly too.
 TEST_F(IncrementalPack, UnpacksExactlyWithItsBase) {
-  ASSERT_CODE(Sh(dir_.path(), "mkdir out && $VF pack -q --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin "
-                              "-o out/inc.vfs"),
+  ASSERT_CODE(Sh(dir_.path(),
+                 "mkdir out && $VF pack -q --base base.vfs v2/weights.bin v2/optimizer.bin v2/master.bin "
+                 "-o out/inc.vfs"),
               0);
-  ASSERT_CODE(Sh(dir_.path(), "$VF unpack -q out/inc.vfs -o found/ && cmp found/master.bin v2/master.bin && "
-                              "cmp found/optimizer.bin v2/optimizer.bin && cmp found/weights.bin v2/weights.bin"),
+  ASSERT_CODE(Sh(dir_.path(),
+                 "$VF unpack -q out/inc.vfs -o found/ && cmp found/master.bin v2/master.bin && "
+                 "cmp found/optimizer.bin v2/optimizer.bin && cmp found/weights.bin v2/weights.bin"),
               0);
   ASSERT_CODE(Sh(dir_.path(), "$VF unpack -q --base base.vfs -o named/ out/inc.vfs && diff -r named v2"), 0);
   ASSERT_CODE(Sh(dir_.path(), "$VF verify -q out/inc.vfs"), 0);
   // The directory moves as a whole: the relative location still holds.
-  ASSERT_CODE(Sh(dir_.path(), "mkdir moved && cp base.vfs moved/ && mkdir moved/out && cp out/inc.vfs moved/out/ && "
-                              "mv base.vfs base.vfs.away && $VF unpack -q moved/out/inc.vfs -o moved-files/ && "
-                              "diff -r moved-files v2 && mv base.vfs.away base.vfs"),
+  ASSERT_CODE(Sh(dir_.path(),
+                 "mkdir moved && cp base.vfs moved/ && mkdir moved/out && cp out/inc.vfs moved/out/ && "
+                 "mv base.vfs base.vfs.away && $VF unpack -q moved/out/inc.vfs -o moved-files/ && "
+                 "diff -r moved-files v2 && mv base.vfs.away base.vfs"),
               0);
 
-  ASSERT_CODE(Sh(dir_.path(), "$VF pack -q --base base.vfs --base-refs-only v2/weights.bin v2/optimizer.bin "
-                              "v2/master.bin -o refs.vfs && $VF unpack -q refs.vfs -o refs/ && diff -r refs v2"),
+  ASSERT_CODE(Sh(dir_.path(),
+                 "$VF pack -q --base base.vfs --base-refs-only v2/weights.bin v2/optimizer.bin "
+                 "v2/master.bin -o refs.vfs && $VF unpack -q refs.vfs -o refs/ && diff -r refs v2"),
               0);
 
   // A third checkpoint on the second: 2 MiB of the weights change.
-  ASSERT_CODE(Sh(dir_.path(), "mkdir v3 && cp v2/* v3/ && $VF gen -k bf16 -s 2M --seed 12 -o b.bin && "
-                              "dd if=b.bin of=v3/weights.bin bs=1M seek=3 conv=notrunc status=none"),
+  ASSERT_CODE(Sh(dir_.path(),
+                 "mkdir v3 && cp v2/* v3/ && $VF gen -k bf16 -s 2M --seed 12 -o b.bin && "
+                 "dd if=b.bin of=v3/weights.bin bs=1M seek=3 conv=notrunc status=none"),
               0);
   nlohmann::json j = nlohmann::json::parse(
-      Sh(dir_.path(), "$VF pack --json --base out/inc.vfs v3/weights.bin v3/optimizer.bin v3/master.bin -o third.vfs "
-                      "2>/dev/null")
+      Sh(dir_.path(),
+         "$VF pack --json --base out/inc.vfs v3/weights.bin v3/optimizer.bin v3/master.bin -o third.vfs "
+         "2>/dev/null")
           .output,
       nullptr, false);
   ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j["base_ref_bytes"], 16u << 20);
   ASSERT_CODE(Sh(dir_.path(), "$VF unpack -q third.vfs -o third/ && diff -r third v3"), 0);
 }
-
 
 // Issue 55: bases that lie, chains of unchanged increments, bases too large
 // for the budget, and flatten reading stdin.
@@ -286,9 +300,10 @@ void EditIndexBlocks(std::vector<uint8_t>* stream,
 //! same id), and it unpacks exactly.
 TEST(IncrementalPackIssue55, UnchangedIncrementsHaveIdsOfTheirOwn) {
   TempDir dir;
-  ASSERT_CODE(Sh(dir.path(), "$VF gen -k random -s 256K -o f.bin && $VF pack -q --chunk-size 64K f.bin -o c1.vfs && "
-                             "$VF pack -q --chunk-size 64K --base c1.vfs f.bin -o c2.vfs && "
-                             "$VF pack -q --chunk-size 64K --base c2.vfs f.bin -o c3.vfs"),
+  ASSERT_CODE(Sh(dir.path(),
+                 "$VF gen -k random -s 256K -o f.bin && $VF pack -q --chunk-size 64K f.bin -o c1.vfs && "
+                 "$VF pack -q --chunk-size 64K --base c1.vfs f.bin -o c2.vfs && "
+                 "$VF pack -q --chunk-size 64K --base c2.vfs f.bin -o c3.vfs"),
               0);
   CommandResult r = Sh(dir.path(), "$VF pack -q --chunk-size 64K --base c3.vfs f.bin -o c4.vfs");
   ASSERT_CODE(r, 0);
@@ -312,10 +327,11 @@ TEST(IncrementalPackIssue55, UnchangedIncrementsHaveIdsOfTheirOwn) {
 TEST(IncrementalPackIssue55, ABaseWhoseDigestsOrIndexLieFailsThePack) {
   TempDir dir;
   // v2/f.bin: f.bin with its last 64 KiB chunk changed.
-  ASSERT_CODE(Sh(dir.path(), "$VF gen -k random -s 256K -o f.bin && mkdir v2 && cp f.bin v2/f.bin && "
-                             "$VF gen -k random -s 64K --seed 7 -o new.bin && "
-                             "dd if=new.bin of=v2/f.bin bs=64K seek=3 conv=notrunc status=none && "
-                             "$VF pack -q --digests --chunk-size 64K f.bin -o base.vfs"),
+  ASSERT_CODE(Sh(dir.path(),
+                 "$VF gen -k random -s 256K -o f.bin && mkdir v2 && cp f.bin v2/f.bin && "
+                 "$VF gen -k random -s 64K --seed 7 -o new.bin && "
+                 "dd if=new.bin of=v2/f.bin bs=64K seek=3 conv=notrunc status=none && "
+                 "$VF pack -q --digests --chunk-size 64K f.bin -o base.vfs"),
               0);
   const std::vector<uint8_t> base = ReadFileBytes(dir.File("base.vfs"));
   const std::vector<uint8_t> changed = ReadFileBytes(dir.File("new.bin"));
@@ -340,8 +356,8 @@ TEST(IncrementalPackIssue55, ABaseWhoseDigestsOrIndexLieFailsThePack) {
   });
   ASSERT_EQ(edited, 2);
   WriteFileBytes(dir.File("index-lie.vfs"), index_lie);
-  for (const char* flags : {"--base digests-lie.vfs", "--base digests-lie.vfs --base-refs-only",
-                                   "--base index-lie.vfs", "--base index-lie.vfs --base-refs-only"}) {
+  for (const char* flags : {"--base digests-lie.vfs", "--base digests-lie.vfs --base-refs-only", "--base index-lie.vfs",
+                            "--base index-lie.vfs --base-refs-only"}) {
     SCOPED_TRACE(flags);
     for (const char* input : {"v2/f.bin", "- --name f.bin < v2/f.bin"}) {
       SCOPED_TRACE(input);
@@ -362,10 +378,11 @@ TEST(IncrementalPackIssue55, ABaseWhoseDigestsOrIndexLieFailsThePack) {
 // Peak resident memory (KiB) of a shell line's commands, as the children of
 // a child, and the line's status.
 uint64_t PeakKib(const std::string& dir, const std::string& line, int* code) {
-  CommandResult r = Sh(dir, "python3 -c 'import resource,subprocess,sys; c=subprocess.call(sys.argv[1], shell=True, "
-                            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
-                            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(c)' " +
-                                Q(line));
+  CommandResult r = Sh(dir,
+                       "python3 -c 'import resource,subprocess,sys; c=subprocess.call(sys.argv[1], shell=True, "
+                       "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+                       "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(c)' " +
+                           Q(line));
   *code = r.code;
   return std::stoull(r.output);
 }
@@ -444,8 +461,9 @@ TEST(IncrementalPackIssue55, ABaseIndexLargerThanTheBudgetIsRefusedBeforeItIsRea
 TEST(IncrementalPackIssue55, StreamerAndReceiversHoldABaseIndexWithinTheirBudget) {
   TempDir dir;
   ASSERT_NO_FATAL_FAILURE(WriteBaseOfOneByteChunks(dir.File("big.vfs"), 400000));
-  ASSERT_CODE(Sh(dir.path(), "head -c 4096 /dev/urandom > f.bin && $VF pack -q -m 1G --base big.vfs f.bin -o inc.vfs "
-                             "&& mkdir img cap store && cp big.vfs store/"),
+  ASSERT_CODE(Sh(dir.path(),
+                 "head -c 4096 /dev/urandom > f.bin && $VF pack -q -m 1G --base big.vfs f.bin -o inc.vfs "
+                 "&& mkdir img cap store && cp big.vfs store/"),
               0);
   const std::string vf = "timeout 60 " + Q(VramflowBinary());
   // recv in the background, the sender once its socket is there; the line's
@@ -499,18 +517,20 @@ TEST(IncrementalPackIssue55, AStoreOpensOnlyTheOfferedBasesChainWithinTheBudget)
   TempDir dir;
   fs::create_directories(dir.File("store"));
   ASSERT_NO_FATAL_FAILURE(WriteBaseOfOneByteChunks(dir.File("store/big.vfs"), 100000));
-  ASSERT_CODE(Sh(dir.path(), "head -c 300000 /dev/urandom > a.bin && $VF pack -q a.bin -o store/ck1.vfs && "
-                             "head -c 1000 /dev/urandom > b.bin && $VF pack -q b.bin --base store/ck1.vfs -o "
-                             "store/ck2.vfs && $VF pack -q a.bin --base store/ck2.vfs -o on-ck2.vfs && "
-                             "$VF pack -q -m 1G b.bin --base store/big.vfs -o on-big.vfs"),
+  ASSERT_CODE(Sh(dir.path(),
+                 "head -c 300000 /dev/urandom > a.bin && $VF pack -q a.bin -o store/ck1.vfs && "
+                 "head -c 1000 /dev/urandom > b.bin && $VF pack -q b.bin --base store/ck1.vfs -o "
+                 "store/ck2.vfs && $VF pack -q a.bin --base store/ck2.vfs -o on-ck2.vfs && "
+                 "$VF pack -q -m 1G b.bin --base store/big.vfs -o on-big.vfs"),
               0);
   Result<BaseStore> scanned = ScanBaseStore(dir.File("store"), TransportOptions{});
   ASSERT_TRUE(scanned.ok()) << scanned.status().ToString();
   ASSERT_EQ(scanned->streams.size(), 3u);
   auto store = std::make_shared<const BaseStore>(std::move(*scanned));
   std::string logged;
-  const OpenBaseFn open = StoreBaseOpener(store, store->Offer(false), TransportOptions{},
-                                          [&logged](const std::string& line) { logged += line + "\n"; }, 4 << 20);
+  const OpenBaseFn open = StoreBaseOpener(
+      store, store->Offer(false), TransportOptions{}, [&logged](const std::string& line) { logged += line + "\n"; },
+      4 << 20);
   const BaseDescriptor on_ck2 = BaseFrameOf(dir.File("on-ck2.vfs"));
   Result<std::shared_ptr<const BaseStream>> ck2 = open(on_ck2);
   ASSERT_TRUE(ck2.ok()) << ck2.status().ToString() << "\n" << logged;
@@ -535,8 +555,9 @@ TEST(IncrementalPackIssue55, ASenderChoosingItsBaseReadsOnlyTheChosenChainWithin
   TempDir dir;
   fs::create_directories(dir.File("mine"));
   ASSERT_NO_FATAL_FAILURE(WriteBaseOfOneByteChunks(dir.File("mine/big.vfs"), 400000));
-  ASSERT_CODE(Sh(dir.path(), "head -c 300000 /dev/urandom > a.bin && $VF pack -q a.bin -o mine/ck1.vfs && "
-                             "mkdir theirs && cp mine/ck1.vfs theirs/ && touch mine/big.vfs"),
+  ASSERT_CODE(Sh(dir.path(),
+                 "head -c 300000 /dev/urandom > a.bin && $VF pack -q a.bin -o mine/ck1.vfs && "
+                 "mkdir theirs && cp mine/ck1.vfs theirs/ && touch mine/big.vfs"),
               0);
   const std::string vf = "timeout 60 " + Q(VramflowBinary());
   const std::string line = vf + " recv -q --accept-timeout 30 --listen unix:sock -o got.vfs --base-store theirs & " +
@@ -563,12 +584,13 @@ TEST(IncrementalPackIssue55, FlattenReadsAnIncrementalStreamFromStdin) {
   TempDir dir;
   // v2/f.bin: the first half of f.bin (base references), then a new chunk
   // twice (a DATA frame and a DEDUP_REF).
-  ASSERT_CODE(Sh(dir.path(), "$VF gen -k random -s 256K -o f.bin && $VF gen -k random -s 64K --seed 5 -o n.bin && "
-                             "mkdir v2 && head -c 128K f.bin > v2/f.bin && cat n.bin n.bin >> v2/f.bin && "
-                             "$VF pack -q --chunk-size 64K f.bin -o c1.vfs && "
-                             "$VF pack -q --chunk-size 64K --base c1.vfs v2/f.bin -o c2.vfs && "
-                             "$VF pack -q --chunk-size 64K --base c1.vfs v2/f.bin -o - > piped.vfs && "
-                             "$VF inspect --full c2.vfs | grep -q 'dedup-ref'"),
+  ASSERT_CODE(Sh(dir.path(),
+                 "$VF gen -k random -s 256K -o f.bin && $VF gen -k random -s 64K --seed 5 -o n.bin && "
+                 "mkdir v2 && head -c 128K f.bin > v2/f.bin && cat n.bin n.bin >> v2/f.bin && "
+                 "$VF pack -q --chunk-size 64K f.bin -o c1.vfs && "
+                 "$VF pack -q --chunk-size 64K --base c1.vfs v2/f.bin -o c2.vfs && "
+                 "$VF pack -q --chunk-size 64K --base c1.vfs v2/f.bin -o - > piped.vfs && "
+                 "$VF inspect --full c2.vfs | grep -q 'dedup-ref'"),
               0);
   for (const char* input : {"c2.vfs", "piped.vfs"}) {
     SCOPED_TRACE(input);

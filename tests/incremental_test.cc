@@ -17,12 +17,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "streamer/format/base_stream.h"
 #include "streamer/decode_ahead.h"
 #include "streamer/device/file_device.h"
+#include "streamer/format/base_stream.h"
+#include "streamer/format/stream_reader.h"
 #include "streamer/machine/memory_budget.h"
 #include "streamer/pipeline.h"
-#include "streamer/format/stream_reader.h"
 #include "tests/support/fake_base_stream.h"
 #include "tests/support/incremental_fixture.h"
 #include "tests/support/test_util.h"
@@ -161,8 +161,8 @@ TEST(Incremental, DecodeAheadResolvesBaseFramesOnSeveralThreads) {
     options.check_digests = false;  // as unpack reads (digests are left to verify)
     MemoryBudget budget(64 << 20);
     options.budget = &budget;
-    options.open_base = [&, open = options.open_base](
-                            const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+    options.open_base =
+        [&, open = options.open_base](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
       Result<std::shared_ptr<const BaseStream>> base = open(d);
       if (!base.ok()) return base.status();
       probe = std::make_shared<ConcurrencyProbe>(*base, std::chrono::seconds(2));
@@ -202,8 +202,8 @@ TEST(Incremental, DecodeAheadKeepsAsManyBaseReadsInFlightAsTheBaseAsks) {
     options.check_digests = false;
     MemoryBudget budget(64 << 20);
     options.budget = &budget;
-    options.open_base = [&, open = options.open_base](
-                            const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+    options.open_base =
+        [&, open = options.open_base](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
       Result<std::shared_ptr<const BaseStream>> opened = open(d);
       if (!opened.ok()) return opened.status();
       probe = std::make_shared<ConcurrencyProbe>(*opened, std::chrono::milliseconds(asked > 1 ? 2000 : 20), asked,
@@ -235,8 +235,8 @@ TEST(Incremental, RestoreGraphKeepsAsManyBaseReadsInFlightAsTheBaseAsks) {
     options.threads = 1;
     options.chunk_size = kChunk;
     options.max_memory = 64 << 20;
-    options.open_base = [&, open = WithBase(chain.pb).open_base](
-                            const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
+    options.open_base =
+        [&, open = WithBase(chain.pb).open_base](const BaseDescriptor& d) -> Result<std::shared_ptr<const BaseStream>> {
       Result<std::shared_ptr<const BaseStream>> base = open(d);
       if (!base.ok()) return base.status();
       probe = std::make_shared<ConcurrencyProbe>(*base, std::chrono::milliseconds(asked > 1 ? 2000 : 20), asked);
@@ -359,9 +359,9 @@ TEST(Incremental, UnpackRestoresAChainByteExact) {
   std::filesystem::create_directory(moved);
   std::filesystem::rename(chain.pa, moved + "/a.vfs");
   std::filesystem::rename(chain.pb, moved + "/b.vfs");
-  out = Cli("unpack " + chain.pc + " --base " + moved + "/b.vfs --base " + moved + "/a.vfs -o " +
-                chain.dir.File("out2/"),
-            &rc);
+  out =
+      Cli("unpack " + chain.pc + " --base " + moved + "/b.vfs --base " + moved + "/a.vfs -o " + chain.dir.File("out2/"),
+          &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(ReadFileBytes(chain.dir.File("out2/weights")), chain.c[0].bytes);
   // One object through the seek index (the BASE frame goes along).
@@ -473,9 +473,9 @@ TEST(Incremental, FlattenKeepsEveryChunksDigestForDumpsMatchingByDigests) {
   base[0].bytes = ModelBytes(DataKind::kFp32Weights, 4 * kChunk, 7);
   next[0].metadata = base[0].metadata;
   next[0].bytes = base[0].bytes;
-  next[0].bytes[kChunk + 5] ^= 1;                                          // chunk 1: a delta
+  next[0].bytes[kChunk + 5] ^= 1;                                              // chunk 1: a delta
   for (size_t i = 2 * kChunk; i < 3 * kChunk; i += 13) next[0].bytes[i] ^= 1;  // chunk 2: new
-  std::fill(next[0].bytes.begin() + 3 * kChunk, next[0].bytes.end(), 0);    // chunk 3: zeros
+  std::fill(next[0].bytes.begin() + 3 * kChunk, next[0].bytes.end(), 0);       // chunk 3: zeros
   next[0].chunks = {{Plan::kRef, 1, 0}, {Plan::kDelta, 1, kChunk}};
   next[1].metadata = ObjectMetadata{"dup", {}};
   next[1].bytes = ChunkOf(next, 1, 2 * kChunk, kChunk);

@@ -64,8 +64,7 @@ constexpr int kFirstVramflowField = 100;
 void ExpectFields(const Descriptor* d, std::initializer_list<FieldSpec> specs) {
   SCOPED_TRACE(d->full_name());
   int upstream_fields = 0;
-  for (int i = 0; i < d->field_count(); ++i)
-    upstream_fields += d->field(i)->label() != FieldDescriptor::LABEL_OPTIONAL;
+  for (int i = 0; i < d->field_count(); ++i) upstream_fields += d->field(i)->label() != FieldDescriptor::LABEL_OPTIONAL;
   EXPECT_EQ(upstream_fields, static_cast<int>(specs.size()));
   for (const FieldSpec& spec : specs) {
     const FieldDescriptor* f = d->FindFieldByNumber(spec.number);
@@ -79,39 +78,38 @@ void ExpectFields(const Descriptor* d, std::initializer_list<FieldSpec> specs) {
 
 TEST(KfdImageSchemaTest, MessagesMatchUpstreamFieldTable) {
   ExpectFields(criu::DevIolink::descriptor(), {{"type", 1, kU32, false}, {"node_to_id", 2, kU32, false}});
-  ExpectFields(criu::KfdDeviceEntry::descriptor(),
-               {{"node_id", 1, kU32, false},
-                {"gpu_id", 2, kU32, false},
-                {"cpu_cores_count", 3, kU32, false},
-                {"simd_count", 4, kU32, false},
-                {"mem_banks_count", 5, kU32, false},
-                {"caches_count", 6, kU32, false},
-                {"io_links_count", 7, kU32, false},
-                {"max_waves_per_simd", 8, kU32, false},
-                {"lds_size_in_kb", 9, kU32, false},
-                {"gds_size_in_kb", 10, kU32, false},
-                {"num_gws", 11, kU32, false},
-                {"wave_front_size", 12, kU32, false},
-                {"array_count", 13, kU32, false},
-                {"simd_arrays_per_engine", 14, kU32, false},
-                {"cu_per_simd_array", 15, kU32, false},
-                {"simd_per_cu", 16, kU32, false},
-                {"max_slots_scratch_cu", 17, kU32, false},
-                {"vendor_id", 18, kU32, false},
-                {"device_id", 19, kU32, false},
-                {"domain", 20, kU32, false},
-                {"drm_render_minor", 21, kU32, false},
-                {"hive_id", 22, kU64, false},
-                {"num_sdma_engines", 23, kU32, false},
-                {"num_sdma_xgmi_engines", 24, kU32, false},
-                {"num_sdma_queues_per_engine", 25, kU32, false},
-                {"num_cp_queues", 26, kU32, false},
-                {"fw_version", 27, kU32, false},
-                {"capability", 28, kU32, false},
-                {"sdma_fw_version", 29, kU32, false},
-                {"vram_public", 30, kU32, false},
-                {"vram_size", 31, kU64, false},
-                {"iolinks", 32, kMsg, true}});
+  ExpectFields(criu::KfdDeviceEntry::descriptor(), {{"node_id", 1, kU32, false},
+                                                    {"gpu_id", 2, kU32, false},
+                                                    {"cpu_cores_count", 3, kU32, false},
+                                                    {"simd_count", 4, kU32, false},
+                                                    {"mem_banks_count", 5, kU32, false},
+                                                    {"caches_count", 6, kU32, false},
+                                                    {"io_links_count", 7, kU32, false},
+                                                    {"max_waves_per_simd", 8, kU32, false},
+                                                    {"lds_size_in_kb", 9, kU32, false},
+                                                    {"gds_size_in_kb", 10, kU32, false},
+                                                    {"num_gws", 11, kU32, false},
+                                                    {"wave_front_size", 12, kU32, false},
+                                                    {"array_count", 13, kU32, false},
+                                                    {"simd_arrays_per_engine", 14, kU32, false},
+                                                    {"cu_per_simd_array", 15, kU32, false},
+                                                    {"simd_per_cu", 16, kU32, false},
+                                                    {"max_slots_scratch_cu", 17, kU32, false},
+                                                    {"vendor_id", 18, kU32, false},
+                                                    {"device_id", 19, kU32, false},
+                                                    {"domain", 20, kU32, false},
+                                                    {"drm_render_minor", 21, kU32, false},
+                                                    {"hive_id", 22, kU64, false},
+                                                    {"num_sdma_engines", 23, kU32, false},
+                                                    {"num_sdma_xgmi_engines", 24, kU32, false},
+                                                    {"num_sdma_queues_per_engine", 25, kU32, false},
+                                                    {"num_cp_queues", 26, kU32, false},
+                                                    {"fw_version", 27, kU32, false},
+                                                    {"capability", 28, kU32, false},
+                                                    {"sdma_fw_version", 29, kU32, false},
+                                                    {"vram_public", 30, kU32, false},
+                                                    {"vram_size", 31, kU64, false},
+                                                    {"iolinks", 32, kMsg, true}});
   ExpectFields(criu::KfdBoEntry::descriptor(), {{"addr", 1, kU64, false},
                                                 {"size", 2, kU64, false},
                                                 {"offset", 3, kU64, false},
@@ -138,10 +136,9 @@ TEST(KfdImageSchemaTest, MessagesMatchUpstreamFieldTable) {
                                                 {"is_import", 8, kU32, false},
                                                 {"num_of_vms", 9, kU32, false},
                                                 {"vm_entries", 10, kMsg, true}});
-  ExpectFields(criu::DrmVmEntry::descriptor(), {{"addr", 1, kU64, false},
-                                                {"size", 2, kU64, false},
-                                                {"offset", 3, kU64, false},
-                                                {"flags", 4, kU64, false}});
+  ExpectFields(
+      criu::DrmVmEntry::descriptor(),
+      {{"addr", 1, kU64, false}, {"size", 2, kU64, false}, {"offset", 3, kU64, false}, {"flags", 4, kU64, false}});
   ExpectFields(criu::CriuRenderNode::descriptor(), {{"gpu_id", 1, kU32, false},
                                                     {"id", 2, kU32, false},
                                                     {"drm_render_minor", 3, kU32, false},
@@ -235,17 +232,17 @@ void FillDevice(criu::KfdDeviceEntry* d) {
 }
 
 const Bytes kDeviceBytes = {
-    0x08, 0x01,                                                  // 1 node_id = 1
-    0x10, 0xab, 0x34,                                            // 2 gpu_id = 0x1a2b
-    0x18, 0x03, 0x20, 0x04, 0x28, 0x05, 0x30, 0x06, 0x38, 0x07,  // 3..7: key n << 3, value n
-    0x40, 0x08, 0x48, 0x09, 0x50, 0x0a, 0x58, 0x0b, 0x60, 0x0c,  // 8..12
-    0x68, 0x0d, 0x70, 0x0e, 0x78, 0x0f,                          // 13..15
-    0x80, 0x01, 0x10, 0x88, 0x01, 0x11, 0x90, 0x01, 0x12,        // 16..18: two-byte keys
-    0x98, 0x01, 0x13, 0xa0, 0x01, 0x14, 0xa8, 0x01, 0x15,        // 19..21
-    0xb0, 0x01, 0xef, 0x9b, 0xaf, 0xcd, 0xf8, 0xac, 0xd1, 0x91, 0x01,  // 22 hive_id = 0x0123456789abcdef
+    0x08, 0x01,                                                              // 1 node_id = 1
+    0x10, 0xab, 0x34,                                                        // 2 gpu_id = 0x1a2b
+    0x18, 0x03, 0x20, 0x04, 0x28, 0x05, 0x30, 0x06, 0x38, 0x07,              // 3..7: key n << 3, value n
+    0x40, 0x08, 0x48, 0x09, 0x50, 0x0a, 0x58, 0x0b, 0x60, 0x0c,              // 8..12
+    0x68, 0x0d, 0x70, 0x0e, 0x78, 0x0f,                                      // 13..15
+    0x80, 0x01, 0x10, 0x88, 0x01, 0x11, 0x90, 0x01, 0x12,                    // 16..18: two-byte keys
+    0x98, 0x01, 0x13, 0xa0, 0x01, 0x14, 0xa8, 0x01, 0x15,                    // 19..21
+    0xb0, 0x01, 0xef, 0x9b, 0xaf, 0xcd, 0xf8, 0xac, 0xd1, 0x91, 0x01,        // 22 hive_id = 0x0123456789abcdef
     0xb8, 0x01, 0x17, 0xc0, 0x01, 0x18, 0xc8, 0x01, 0x19, 0xd0, 0x01, 0x1a,  // 23..26
     0xd8, 0x01, 0x1b, 0xe0, 0x01, 0x1c, 0xe8, 0x01, 0x1d, 0xf0, 0x01, 0x1e,  // 27..30
-    0xf8, 0x01, 0x80, 0x80, 0x80, 0x80, 0x40,  // 31 vram_size = 1 << 34
+    0xf8, 0x01, 0x80, 0x80, 0x80, 0x80, 0x40,                                // 31 vram_size = 1 << 34
     0x82, 0x02, 0x04, 0x08, 0x02, 0x10, 0x01,  // 32 iolinks, key (32 << 3) | 2 = 0x102: {type 2, node_to_id 1}
 };
 
@@ -293,18 +290,18 @@ criu::CriuKfd MakeKfd() {
 
 Bytes KfdBytes() {
   return Cat({
-      {0x08, 0x92, 0x21},                       // 1 pid = 4242
-      {0x10, 0x02},                             // 2 num_of_gpus = 2
-      {0x18, 0x01},                             // 3 num_of_cpus = 1
-      Nested(0x22, kDeviceBytes),               // 4 device_entries, (4 << 3) | 2
-      Nested(0x22, kDeviceBytes),               //
-      {0x28, 0x02},                             // 5 num_of_bos = 2
-      Nested(0x32, kBoBytes),                   // 6 bo_entries, (6 << 3) | 2
-      Nested(0x32, kBoBytes),                   //
-      {0x38, 0x07},                             // 7 num_of_objects = 7
-      {0x40, 0x80, 0x80, 0x80, 0x80, 0x20},     // 8 shared_mem_size = 1 << 33
-      {0x48, 0xc3, 0x9e, 0xc9, 0xea, 0x04},     // 9 shared_mem_magic = 0x4d524f43
-      {0x52, 0xac, 0x02},                       // 10 priv_data, (10 << 3) | 2, length 300
+      {0x08, 0x92, 0x21},                    // 1 pid = 4242
+      {0x10, 0x02},                          // 2 num_of_gpus = 2
+      {0x18, 0x01},                          // 3 num_of_cpus = 1
+      Nested(0x22, kDeviceBytes),            // 4 device_entries, (4 << 3) | 2
+      Nested(0x22, kDeviceBytes),            //
+      {0x28, 0x02},                          // 5 num_of_bos = 2
+      Nested(0x32, kBoBytes),                // 6 bo_entries, (6 << 3) | 2
+      Nested(0x32, kBoBytes),                //
+      {0x38, 0x07},                          // 7 num_of_objects = 7
+      {0x40, 0x80, 0x80, 0x80, 0x80, 0x20},  // 8 shared_mem_size = 1 << 33
+      {0x48, 0xc3, 0x9e, 0xc9, 0xea, 0x04},  // 9 shared_mem_magic = 0x4d524f43
+      {0x52, 0xac, 0x02},                    // 10 priv_data, (10 << 3) | 2, length 300
       PrivData(),
   });
 }
@@ -358,16 +355,16 @@ TEST(KfdImageWireTest, RenderNodeAndDmabufEncodeAsUpstream) {
   vm->set_offset(0x30);
   vm->set_flags(uint64_t{1} << 35);
   Bytes vm_bytes = {0x08, 0x10, 0x10, 0x20, 0x18, 0x30, 0x20, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
-  Bytes bo_bytes = Cat({{0x08, 0x80, 0x20},                          // 1 addr = 0x1000
-                        {0x10, 0x80, 0x40},                          // 2 size = 0x2000
-                        {0x18, 0x80, 0x60},                          // 3 offset = 0x3000
-                        {0x20, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20},  // 4 alloc_flags = 1 << 40
-                        {0x28, 0x80, 0x20},                          // 5 alignment = 0x1000
+  Bytes bo_bytes = Cat({{0x08, 0x80, 0x20},                                // 1 addr = 0x1000
+                        {0x10, 0x80, 0x40},                                // 2 size = 0x2000
+                        {0x18, 0x80, 0x60},                                // 3 offset = 0x3000
+                        {0x20, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20},        // 4 alloc_flags = 1 << 40
+                        {0x28, 0x80, 0x20},                                // 5 alignment = 0x1000
                         {0x30, 0x04, 0x38, 0x09, 0x40, 0x01, 0x48, 0x01},  // 6..9
-                        Nested(0x52, vm_bytes)});                    // 10 vm_entries
-  Bytes want = Cat({{0x08, 0xef, 0xfd, 0x02},  // 1 gpu_id = 0xbeef
-                    {0x10, 0x03, 0x18, 0x80, 0x01, 0x20, 0x01},  // 2 id, 3 minor = 128, 4 num_of_bos
-                    Nested(0x2a, bo_bytes)});                    // 5 bo_entries
+                        Nested(0x52, vm_bytes)});                          // 10 vm_entries
+  Bytes want = Cat({{0x08, 0xef, 0xfd, 0x02},                              // 1 gpu_id = 0xbeef
+                    {0x10, 0x03, 0x18, 0x80, 0x01, 0x20, 0x01},            // 2 id, 3 minor = 128, 4 num_of_bos
+                    Nested(0x2a, bo_bytes)});                              // 5 bo_entries
   EXPECT_EQ(Serialized(node), want);
 
   criu::CriuDmabufNode dmabuf;

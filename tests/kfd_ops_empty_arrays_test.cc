@@ -61,7 +61,8 @@ class FakeKfd {
       case KFD_CRIU_OP_RESTORE:
         if (!args->devices || !args->bos || !args->priv_data || !args->priv_data_size) return Fail(EINVAL);
         return 0;
-      default: return 0;
+      default:
+        return 0;
     }
   }
   static int Fail(int err) {

@@ -31,7 +31,7 @@ struct Library {
 
 // The product's folders; tests/ is not product code, and sim/criu/ (the CRIU
 // stand-in, an executable for the tests of no library) may use everything.
-const char* const kProductFolders[] = {"common", "codecs",         "datagen", "transport", "streamer",
+const char* const kProductFolders[] = {"common",         "codecs", "datagen", "transport", "streamer",
                                        "image_streamer", "plugin", "sim",     "tools"};
 const char kFreeFolder[] = "sim/criu/";
 
@@ -262,7 +262,7 @@ TEST_F(Layering, ProductBinariesCarryNoStandIns) {
   const std::string binary = DefinedSymbols(VRAMFLOW_BINARY);
   // Symbol tables there to read (not stripped), or the checks below pass on nothing.
   ASSERT_NE(plugin.find("OpenPluginBackend"), std::string::npos) << VRAMFLOW_PRODUCT_PLUGIN << ":\n"
-                                                                  << plugin.substr(0, 2000);
+                                                                 << plugin.substr(0, 2000);
   ASSERT_NE(binary.find(" main\n"), std::string::npos) << VRAMFLOW_BINARY << ":\n" << binary.substr(0, 2000);
 
   EXPECT_EQ(Carrying(plugin, kSimKfd), none) << VRAMFLOW_PRODUCT_PLUGIN << ": the simulated KFD";

@@ -246,7 +246,8 @@ TEST(LegacyPagesTest, UnpackWritesTheRecordedByteOrder) {
   MemorySink sink;
   StreamWriter writer(&sink, StreamHeader{});
   ASSERT_TRUE(writer.Start().ok());
-  ObjectMetadata meta{"amdgpu-pages-5-f.img", {{kLegacyFormatKey, kLegacyFormatAmdgpuPages}, {kLegacyByteOrderKey, "be"}}};
+  ObjectMetadata meta{"amdgpu-pages-5-f.img",
+                      {{kLegacyFormatKey, kLegacyFormatAmdgpuPages}, {kLegacyByteOrderKey, "be"}}};
   Result<uint32_t> id = writer.BeginObject(meta, content.size());
   ASSERT_TRUE(id.ok());
   ChunkEncoder encoder(EncoderOptions{});

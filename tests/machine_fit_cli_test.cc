@@ -113,7 +113,8 @@ TEST(MachineFitCli, ExplicitThreadsBeyondTheBudgetAreCapped) {
   TempDir dir;
   const std::string in = ShellQuote(dir.File("in.bin"));
   ASSERT_EQ(RunShell(bin + " gen -k fp32 -s 4M -o " + in).code, 0);
-  CommandResult many = RunShell(bin + " pack -q -j 200 -m 64M " + in + " -o " + ShellQuote(dir.File("many.vfs")) + " 2>&1");
+  CommandResult many =
+      RunShell(bin + " pack -q -j 200 -m 64M " + in + " -o " + ShellQuote(dir.File("many.vfs")) + " 2>&1");
   ASSERT_EQ(many.code, 0) << many.output;
   EXPECT_TRUE(std::regex_search(many.output, std::regex("^vramflow pack: note: running [0-9]+ threads, not 200: a "
                                                         "memory budget of 64.00 MiB feeds no more\n$")))
@@ -121,7 +122,8 @@ TEST(MachineFitCli, ExplicitThreadsBeyondTheBudgetAreCapped) {
   ASSERT_EQ(RunShell(bin + " pack -q -j 1 -m 64M " + in + " -o " + ShellQuote(dir.File("one.vfs"))).code, 0);
   EXPECT_EQ(testing::ReadFileBytes(dir.File("many.vfs")), testing::ReadFileBytes(dir.File("one.vfs")));
   // With the budget left to fit them, 200 threads get a budget that feeds them all.
-  CommandResult fitted = RunShell(bin + " pack -q -j 200 " + in + " -o " + ShellQuote(dir.File("fitted.vfs")) + " 2>&1");
+  CommandResult fitted =
+      RunShell(bin + " pack -q -j 200 " + in + " -o " + ShellQuote(dir.File("fitted.vfs")) + " 2>&1");
   ASSERT_EQ(fitted.code, 0) << fitted.output;
   EXPECT_EQ(fitted.output, "");
   EXPECT_EQ(testing::ReadFileBytes(dir.File("fitted.vfs")), testing::ReadFileBytes(dir.File("one.vfs")));
@@ -153,8 +155,8 @@ class ChildCgroup {
     std::ifstream v2("/sys/fs/cgroup/cgroup.subtree_control");
     std::string enabled;
     std::getline(v2, enabled);
-    const std::string parent = Contains(" " + enabled + " ", " " + controller + " ") ? "/sys/fs/cgroup"
-                                                                                    : "/sys/fs/cgroup/" + controller;
+    const std::string parent =
+        Contains(" " + enabled + " ", " " + controller + " ") ? "/sys/fs/cgroup" : "/sys/fs/cgroup/" + controller;
     v2_ = parent == "/sys/fs/cgroup";
     const std::string path = parent + "/vramflow-test-" + std::to_string(::getpid()) + "-" + controller;
     if (::mkdir(path.c_str(), 0755) == 0) path_ = path;

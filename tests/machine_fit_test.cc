@@ -129,8 +129,7 @@ TEST(PipelineFit, BudgetScalesWithThreadsWithinTheMemory) {
   for (unsigned threads : {1u, 2u, 16u, 164u, 165u, 224u, 512u}) {
     const uint64_t budget = DefaultMemoryBudget(plenty, options, threads);
     EXPECT_GE(budget, kMinDefaultBudget);
-    EXPECT_EQ(ThreadsTheBudgetFeeds(threads, budget, budget / 8, CodecStateBytesPerThread(options),
-                                    SlotBytes(options)),
+    EXPECT_EQ(ThreadsTheBudgetFeeds(threads, budget, budget / 8, CodecStateBytesPerThread(options), SlotBytes(options)),
               threads)
         << threads << " threads, budget " << budget;
   }

@@ -8,8 +8,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -32,10 +32,10 @@
 #include "tests/support/cli_child.h"
 #include "tests/support/test_util.h"
 #include "tests/support/tls_test_files.h"
+#include "transport/core/uri.h"
 #include "transport/net/net_options.h"
 #include "transport/net/net_source.h"
 #include "transport/net/shared_key.h"
-#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -54,9 +54,7 @@ bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -333,8 +331,8 @@ TEST(NetCli, SendRecvRoundTripOverTcpWithTlsOrInsecure) {
   WriteFileBytes(dir.File("in.bin"), data);
   auto cert = [](const std::string& name) {
     const testing::TlsFiles& files = testing::Files();
-    return std::vector<std::string>{"--cert", files.File(name + ".pem"), "--key", files.File(name + ".key"), "--ca",
-                                    files.File("ca.pem")};
+    return std::vector<std::string>{"--cert", files.File(name + ".pem"), "--key", files.File(name + ".key"),
+                                    "--ca",   files.File("ca.pem")};
   };
   struct Case {
     std::vector<std::string> receiver_flags;
@@ -385,8 +383,10 @@ TEST(NetCli, TcpWithoutCredentialsIsRefused) {
   Ran recv = RunVf(dir, {"recv", "--listen", "tcp://127.0.0.1:0", "-o", dir.File("out")}, 60000ms, no_env);
   EXPECT_NE(recv.code, 0);
   EXPECT_TRUE(Contains(recv.output, "needs TLS credentials")) << recv.output;
-  Ran both = RunVf(dir, {"recv", "--listen", "tcp://127.0.0.1:0", "-o", dir.File("out"), "--insecure", "--key-file",
-                         dir.File("key")}, 60000ms, no_env);
+  Ran both = RunVf(
+      dir,
+      {"recv", "--listen", "tcp://127.0.0.1:0", "-o", dir.File("out"), "--insecure", "--key-file", dir.File("key")},
+      60000ms, no_env);
   EXPECT_NE(both.code, 0);
   EXPECT_TRUE(Contains(both.output, "--insecure and TLS credentials")) << both.output;
 }
@@ -413,10 +413,12 @@ TEST(NetCli, PackToTcpAndUnpackFromTcpRestoresTheFile) {
   WriteFileBytes(dir.File("in.bin"), data);
   ReservedPort reserved;
   const uint16_t port = reserved.port();
-  Child unpack({"unpack", "--listen", Tcp(port), "-o", dir.File("outdir") + "/", "--accept-timeout", "20", "--key-file", KeyFile()},
+  Child unpack({"unpack", "--listen", Tcp(port), "-o", dir.File("outdir") + "/", "--accept-timeout", "20", "--key-file",
+                KeyFile()},
                dir.File("unpack.log"));
   ASSERT_TRUE(WaitTcpListening(port, &unpack)) << unpack.Log();
-  Ran packed = RunVf(dir, {"pack", dir.File("in.bin"), "--to", Tcp(port), "--streams", "4", "-q", "--key-file", KeyFile()});
+  Ran packed =
+      RunVf(dir, {"pack", dir.File("in.bin"), "--to", Tcp(port), "--streams", "4", "-q", "--key-file", KeyFile()});
   EXPECT_EQ(packed.code, 0) << packed.output;
   ASSERT_EQ(unpack.Wait(30000ms), 0) << unpack.Log();
   EXPECT_TRUE(Contains(unpack.Log(), "verified")) << unpack.Log();
@@ -534,12 +536,13 @@ TEST(NetCli, KeyFromTheEnvironmentMatchesAKeyFile) {
     ReservedPort reserved;
     const uint16_t port = reserved.port();
     const std::string out = dir.File("out" + std::to_string(round++) + ".bin");
-    Child recv({"recv", "--listen", Tcp(port), "-o", out, "--key-file", dir.File("key"), "-q", "--accept-timeout", "20"},
-               dir.File("recv.log"), -1, {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
+    Child recv(
+        {"recv", "--listen", Tcp(port), "-o", out, "--key-file", dir.File("key"), "-q", "--accept-timeout", "20"},
+        dir.File("recv.log"), -1, {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
     ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
     // Without the key the sender is refused; with it from the environment it is served.
-    Ran refused = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "-q"}, 60000ms,
-                        {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
+    Ran refused =
+        RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "-q"}, 60000ms, {"VRAMFLOW_KEY_FILE=", "VRAMFLOW_KEY="});
     EXPECT_NE(refused.code, 0) << refused.output;
     EXPECT_TRUE(Contains(refused.output, "key")) << refused.output;
     Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "-q"}, 60000ms, {env});
@@ -561,8 +564,8 @@ TEST(NetCli, UnusableKeyFileFailsTheJob) {
   Ran shortkey = RunVf(dir, {"send", dir.File("in.bin"), "tcp://127.0.0.1:9", "--key-file", dir.File("short")});
   EXPECT_EQ(shortkey.code, 1) << shortkey.output;
   EXPECT_TRUE(Contains(shortkey.output, "at least 16")) << shortkey.output;
-  Ran openkey = RunVf(dir, {"recv", "--listen", "unix:" + dir.File("s"), "-o", dir.File("o"), "--key-file",
-                            dir.File("open")});
+  Ran openkey =
+      RunVf(dir, {"recv", "--listen", "unix:" + dir.File("s"), "-o", dir.File("o"), "--key-file", dir.File("open")});
   EXPECT_EQ(openkey.code, 1) << openkey.output;
   Ran missing = RunVf(dir, {"send", dir.File("in.bin"), "tcp://127.0.0.1:9", "--key-file", dir.File("none")});
   EXPECT_EQ(missing.code, 1) << missing.output;
@@ -622,9 +625,9 @@ TEST(NetCli, RecvOntoAFullTmpfsFailsBothEndsAndLeavesNothing) {
 
   WriteFileBytes(dir.File("big.bin"), Packed(dir, RandomData(4 << 20, 10)));
   const std::string sock = dir.File("sock");
-  Child recv({"recv", "--listen", "unix:" + sock, "-o", small.path() + "/out.vfs", "--accept-timeout", "20",
-              "--timeout", "5"},
-             dir.File("recv.log"));
+  Child recv(
+      {"recv", "--listen", "unix:" + sock, "-o", small.path() + "/out.vfs", "--accept-timeout", "20", "--timeout", "5"},
+      dir.File("recv.log"));
   ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
   Ran sent = RunVf(dir, {"send", dir.File("big.bin"), "unix:" + sock, "--timeout", "5"});
   EXPECT_EQ(sent.code, 1) << sent.output;
@@ -825,10 +828,14 @@ TEST(NetCli, RecvOutputDirStoresNamedStreamsAndRefusesHostileNames) {
     std::string why;
   };
   const Hostile hostile[] = {
-      {"../escaped.img", "starts with '.'"},  {"sub/x.img", "contains '/'"},
-      {"/tmp/abs.img", "contains '/'"},       {".hidden", "starts with '.'"},
-      {"-rf", "starts with '-'"},             {"bad\x1b[31mname", "other than A-Z"},
-      {std::nullopt, "did not name its stream"}, {"taken.img", "exists (use --force"},
+      {"../escaped.img", "starts with '.'"},
+      {"sub/x.img", "contains '/'"},
+      {"/tmp/abs.img", "contains '/'"},
+      {".hidden", "starts with '.'"},
+      {"-rf", "starts with '-'"},
+      {"bad\x1b[31mname", "other than A-Z"},
+      {std::nullopt, "did not name its stream"},
+      {"taken.img", "exists (use --force"},
   };
   for (const Hostile& h : hostile) {
     SCOPED_TRACE(h.name.value_or("(unnamed)"));
@@ -889,9 +896,9 @@ TEST(NetCli, RecvOutputDirReplacesOnlyPluginStreamsAndRefusesTemporaryNames) {
   WriteFileBytes(dir.File("a.bin"), a);
   WriteFileBytes(dir.File("b.bin"), b);
   const std::string sock = dir.File("sock");
-  Child recv({"recv", "--listen", "unix:" + sock, "-d", dir.File("out"), "--count", "3", "-q", "--accept-timeout",
-              "20"},
-             dir.File("recv.log"));
+  Child recv(
+      {"recv", "--listen", "unix:" + sock, "-d", dir.File("out"), "--count", "3", "-q", "--accept-timeout", "20"},
+      dir.File("recv.log"));
   ASSERT_TRUE(WaitUnixListening(sock, &recv)) << recv.Log();
   auto send = [&](const std::string& file, const std::string& name) {
     return RunVf(dir, {"send", "-q", dir.File(file), "unix:" + sock, "--name", name});
@@ -973,15 +980,16 @@ TEST(NetCli, RecvStoresOnlyCompleteVerifiedStreams) {
     Child sender({"send", "-", "unix:" + sock, "--name", "cut.img", "--timeout", "5"}, dir.File("cut.log"),
                  pipe.read_end);
     pipe.CloseRead();
-    ASSERT_TRUE(WriteWithTimeout(pipe.write_end, std::vector<uint8_t>(stream.begin(), stream.begin() + stream.size() / 2),
-                                 5000ms));
+    ASSERT_TRUE(WriteWithTimeout(pipe.write_end,
+                                 std::vector<uint8_t>(stream.begin(), stream.begin() + stream.size() / 2), 5000ms));
     pipe.CloseWrite();
     EXPECT_EQ(sender.Wait(20000ms), 1) << sender.Log();
     EXPECT_TRUE(Contains(sender.Log(), "truncated")) << sender.Log();
     EXPECT_FALSE(Contains(sender.Log(), "stored all of it")) << sender.Log();
   }
-  for (const auto& [file, why] : {std::pair<std::string, std::string>{"text.txt", "not a complete, valid vramflow stream"},
-                                  {"flipped.vfs", "hash mismatch"}}) {
+  for (const auto& [file, why] :
+       {std::pair<std::string, std::string>{"text.txt", "not a complete, valid vramflow stream"},
+        {"flipped.vfs", "hash mismatch"}}) {
     SCOPED_TRACE(file);
     Ran sent = RunVf(dir, {"send", dir.File(file), "unix:" + sock, "--name", file + ".img", "--timeout", "5"});
     EXPECT_EQ(sent.code, 1) << sent.output;
@@ -1106,8 +1114,8 @@ TEST(NetCli, RecvSurvivesAResetFloodWithLimitedAddressSpace) {
   WriteFileBytes(dir.File("in.bin"), data);
   ReservedPort reserved;
   const uint16_t port = reserved.port();
-  Child recv({"recv", "--listen", Tcp(port), "-o", dir.File("out.bin"), "--accept-timeout", "30", "--key-file", KeyFile(),
-              "--max-connections", "16", "--max-handshakes", "8"},
+  Child recv({"recv", "--listen", Tcp(port), "-o", dir.File("out.bin"), "--accept-timeout", "30", "--key-file",
+              KeyFile(), "--max-connections", "16", "--max-handshakes", "8"},
              dir.File("recv.log"), -1, {"MALLOC_ARENA_MAX=2"});
   ASSERT_TRUE(WaitTcpListening(port, &recv)) << recv.Log();
   SetLimit(recv.pid(), RLIMIT_AS, VmSize(recv.pid()) + (400ull << 20));
@@ -1150,8 +1158,8 @@ TEST(NetCli, RecvOutOfDescriptorsNeitherSpinsNorKeepsAKeyedSenderOut) {
   std::this_thread::sleep_for(1000ms);
   EXPECT_LT(CpuSeconds(recv.pid()) - cpu_before, 0.3) << "recv spins while out of descriptors";
   auto start = Clock::now();
-  Ran sent = RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--key-file", dir.File("key"), "--timeout", "5"},
-                   30000ms);
+  Ran sent =
+      RunVf(dir, {"send", dir.File("in.bin"), Tcp(port), "--key-file", dir.File("key"), "--timeout", "5"}, 30000ms);
   EXPECT_EQ(sent.code, 0) << sent.output << recv.Log();
   EXPECT_LT(SecondsSince(start), 5.0) << sent.output;
   EXPECT_EQ(recv.Wait(20000ms), 0) << recv.Log();
@@ -1203,7 +1211,6 @@ TEST(NetCli, RecvUnixSocketIsPrivateWhateverTheUmask) {
   ASSERT_EQ(::stat(sock.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
-
 
 // A TCP connection to 127.0.0.1:port, or an invalid fd.
 UniqueFd ConnectTcp(uint16_t port) {
@@ -1426,8 +1433,8 @@ TEST(NetCli, ListenSystemdRefusesWithoutAPassedListeningSocket) {
   TempDir dir;
   ASSERT_EQ(RunVf(dir, {"keygen", "-o", dir.File("key")}).code, 0);
   ASSERT_EQ(::mkdir(dir.File("out").c_str(), 0755), 0);
-  const std::vector<std::string> recv = {"recv", "--listen", "systemd:", "--output-dir", dir.File("out"),
-                                         "--key-file", dir.File("key")};
+  const std::vector<std::string> recv = {"recv",          "--listen",   "systemd:",     "--output-dir",
+                                         dir.File("out"), "--key-file", dir.File("key")};
   Ran none = RunVf(dir, recv);
   EXPECT_EQ(none.code, 1) << none.output;
   EXPECT_TRUE(Contains(none.output, "no socket was passed: $LISTEN_PID is not set")) << none.output;

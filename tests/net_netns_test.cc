@@ -72,7 +72,8 @@ TEST(NetNamespaces, TransferAcrossAVethLinkWithAKey) {
   std::string bin = VramflowBinary(), key = dir.File("key"), out = dir.File("out.vfs");
   ASSERT_EQ(Sh(bin + " keygen -o " + key), 0);
   std::string addr = "tcp://" + ns.AddressOfB() + ":7301";
-  Background(dir, "recv", ns.InB(bin + " recv -q --accept-timeout 20 --key-file " + key + " --listen " + addr + " -o " + out));
+  Background(dir, "recv",
+             ns.InB(bin + " recv -q --accept-timeout 20 --key-file " + key + " --listen " + addr + " -o " + out));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::string output;
   int rc = -1;
@@ -97,7 +98,9 @@ TEST(NetNamespaces, SlowButMovingLinkDoesNotTimeOut) {
   std::string bin = VramflowBinary(), key = dir.File("key"), out = dir.File("out.vfs");
   ASSERT_EQ(Sh(bin + " keygen -o " + key), 0);
   std::string addr = "tcp://" + ns.AddressOfB() + ":7302";
-  Background(dir, "recv", ns.InB(bin + " recv -q --timeout 1 --accept-timeout 20 --key-file " + key + " --listen " + addr + " -o " + out));
+  Background(
+      dir, "recv",
+      ns.InB(bin + " recv -q --timeout 1 --accept-timeout 20 --key-file " + key + " --listen " + addr + " -o " + out));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::string output;
   auto start = std::chrono::steady_clock::now();
@@ -120,10 +123,13 @@ TEST(NetNamespaces, CutLinkStopsBothEndsAndStoresNothing) {
   std::string bin = VramflowBinary(), key = dir.File("key"), out = dir.File("out.vfs");
   ASSERT_EQ(Sh(bin + " keygen -o " + key), 0);
   std::string addr = "tcp://" + ns.AddressOfB() + ":7303";
-  Background(dir, "recv", ns.InB(bin + " recv -q --timeout 1 --resume-timeout 2 --accept-timeout 20 --key-file " + key + " --listen " + addr +
-                                 " -o " + out));
+  Background(dir, "recv",
+             ns.InB(bin + " recv -q --timeout 1 --resume-timeout 2 --accept-timeout 20 --key-file " + key +
+                    " --listen " + addr + " -o " + out));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  Background(dir, "send", ns.InA(bin + " send -q --timeout 1 --connect-timeout 1 --retries 2 --key-file " + key + " " + stream + " " + addr));
+  Background(dir, "send",
+             ns.InA(bin + " send -q --timeout 1 --connect-timeout 1 --retries 2 --key-file " + key + " " + stream +
+                    " " + addr));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   ASSERT_EQ(WaitFor(dir, "send", 0), -1) << "finished before the cut: " << Log(dir, "send");
   ns.CutLink();

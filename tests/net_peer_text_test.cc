@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "transport/core/uri.h"
 #include "transport/net/net_options.h"
 #include "transport/net/net_protocol.h"
 #include "transport/net/net_source.h"
 #include "transport/net/socket.h"
-#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -43,8 +43,8 @@ TEST(NetPeerText, ASendersErrorReachesTheReceiverEscaped) {
   ASSERT_TRUE(source.ok()) << source.status().ToString();
 
   const std::string forged = "x\x1b]0;owned\x07\r\nvramflow recv: stored /ckpt/a.img (1 GiB)\n";
-  ASSERT_TRUE(conn->channel->Send(MsgType::kError, 0, {reinterpret_cast<const uint8_t*>(forged.data()), forged.size()})
-                  .ok());
+  ASSERT_TRUE(
+      conn->channel->Send(MsgType::kError, 0, {reinterpret_cast<const uint8_t*>(forged.data()), forged.size()}).ok());
   std::vector<uint8_t> buf(16);
   Result<size_t> read = (*source)->Read(buf);
   ASSERT_FALSE(read.ok());

@@ -15,13 +15,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "transport/core/uri.h"
 #include "transport/net/connection_threads.h"
 #include "transport/net/net_options.h"
 #include "transport/net/net_protocol.h"
@@ -29,7 +30,6 @@
 #include "transport/net/net_source.h"
 #include "transport/net/refusal_log.h"
 #include "transport/net/socket.h"
-#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -236,8 +236,8 @@ TEST(NetReceiverLimits, DataFarAheadBeyondTheBudgetFailsTheSession) {
   std::unique_ptr<NetReceiver> receiver = Listen(options);
   ASSERT_NE(receiver, nullptr);
   constexpr uint32_t kSegment = 1 << 20;
-  Result<ClientConnection> conn =
-      ClientHandshake(std::make_unique<PlainConnection>(Dial(receiver->uri())), Hello(0, 4, kSegment, 1ull << 30, 1), 3000ms, "raw");
+  Result<ClientConnection> conn = ClientHandshake(std::make_unique<PlainConnection>(Dial(receiver->uri())),
+                                                  Hello(0, 4, kSegment, 1ull << 30, 1), 3000ms, "raw");
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
   EXPECT_LE(conn->window_bytes, (8u << 20) - kSegment) << "the grant leaves room for one resent segment";
   Result<std::unique_ptr<ByteSource>> source = receiver->Accept(3000ms);
@@ -247,7 +247,8 @@ TEST(NetReceiverLimits, DataFarAheadBeyondTheBudgetFailsTheSession) {
   // connection = 12 MiB), beyond the budget.
   std::vector<uint8_t> segment(kSegment, 1);
   Status last;
-  for (uint64_t i = 0; i < 12 && last.ok(); ++i) last = conn->channel->Send(MsgType::kData, (4ull << 30) + i * kSegment, segment);
+  for (uint64_t i = 0; i < 12 && last.ok(); ++i)
+    last = conn->channel->Send(MsgType::kData, (4ull << 30) + i * kSegment, segment);
   Result<MsgHeader> reply = conn->channel->ReceiveHeader(4096);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   ASSERT_EQ(reply->type, MsgType::kError);
@@ -268,13 +269,12 @@ TEST(NetReceiverLimits, SegmentsTooLargeForTheBudgetAreRefused) {
   options.window_bytes = 16 << 20;
   std::unique_ptr<NetReceiver> receiver = Listen(options);
   ASSERT_NE(receiver, nullptr);
-  Result<ClientConnection> conn = ClientHandshake(std::make_unique<PlainConnection>(Dial(receiver->uri())), Hello(0, 64, kMaxSegmentBytes, 1ull << 30, 2),
-                                                  3000ms, "raw");
+  Result<ClientConnection> conn = ClientHandshake(std::make_unique<PlainConnection>(Dial(receiver->uri())),
+                                                  Hello(0, 64, kMaxSegmentBytes, 1ull << 30, 2), 3000ms, "raw");
   ASSERT_FALSE(conn.ok());
   EXPECT_EQ(conn.status().code(), Status::Code::kInvalidArgument) << conn.status().ToString();
   EXPECT_NE(conn.status().message().find("memory budget"), std::string::npos) << conn.status().ToString();
 }
-
 
 // A burst of refusals costs one line at once (the first, with its peer) and
 // one summary once the interval has passed; nothing is lost from the count.

@@ -38,14 +38,14 @@
 #include "tests/support/test_util.h"
 #include "tests/support/tls_test_files.h"
 #include "tools/transfer.h"
+#include "transport/core/uri.h"
 #include "transport/net/net_options.h"
 #include "transport/net/net_protocol.h"
 #include "transport/net/net_sink.h"
 #include "transport/net/net_source.h"
-#include "transport/open_uri.h"
 #include "transport/net/shared_key.h"
 #include "transport/net/socket.h"
-#include "transport/core/uri.h"
+#include "transport/open_uri.h"
 
 namespace vramflow {
 namespace {
@@ -126,9 +126,7 @@ bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Incompressible, seeded bytes; each 4 KiB block also starts with its index so
 // a misplaced segment is easy to name in a failure message.
@@ -329,14 +327,14 @@ class Sender {
 class Proxy {
  public:
   struct Options {
-    uint64_t flip_payload_at = UINT64_MAX; // flip the first DATA payload byte at or after this connection byte
-    uint64_t flip_at = UINT64_MAX;         // flip the sender's byte at this connection byte, whatever it is (TLS)
-    uint64_t replay_after = UINT64_MAX;    // send the first DATA message starting after this byte twice
-    uint64_t cut_after = UINT64_MAX;       // close both sides after this many sender bytes (once)
-    bool drop_done = false;                // swallow the receiver's first DONE and close both sides (--insecure)
-    size_t record_bytes = 0;               // keep the first bytes the sender sends on connection 0
-    milliseconds delay_odd{0};             // hold each chunk this long on odd-numbered connections
-    std::set<int> reset;                   // accepted connections (0, 1, ... in order) to reset, unanswered
+    uint64_t flip_payload_at = UINT64_MAX;  // flip the first DATA payload byte at or after this connection byte
+    uint64_t flip_at = UINT64_MAX;          // flip the sender's byte at this connection byte, whatever it is (TLS)
+    uint64_t replay_after = UINT64_MAX;     // send the first DATA message starting after this byte twice
+    uint64_t cut_after = UINT64_MAX;        // close both sides after this many sender bytes (once)
+    bool drop_done = false;                 // swallow the receiver's first DONE and close both sides (--insecure)
+    size_t record_bytes = 0;                // keep the first bytes the sender sends on connection 0
+    milliseconds delay_odd{0};              // hold each chunk this long on odd-numbered connections
+    std::set<int> reset;                    // accepted connections (0, 1, ... in order) to reset, unanswered
   };
 
   Proxy(const std::string& target, Options options) : target_(Parse(target)), options_(options) {
@@ -465,7 +463,8 @@ class Proxy {
       }
       size_t count = static_cast<size_t>(n);
       bool cut_here = false;
-      if (from_sender && index % 2 == 1 && options_.delay_odd.count() > 0) std::this_thread::sleep_for(options_.delay_odd);
+      if (from_sender && index % 2 == 1 && options_.delay_odd.count() > 0)
+        std::this_thread::sleep_for(options_.delay_odd);
       if (from_sender) {
         if (options_.cut_after != UINT64_MAX && !cut_.load() && pos + count >= options_.cut_after && ClaimCut()) {
           count = static_cast<size_t>(options_.cut_after - pos);
@@ -495,7 +494,7 @@ class Proxy {
     } else {
       conn->Shut();
     }
-    if (--conn->pumps == 0) {  // the last pump closes the sockets (a real close, not just a FIN)
+    if (--conn->pumps == 0) {     // the last pump closes the sockets (a real close, not just a FIN)
       std::lock_guard lock(mu_);  // so ~Proxy never shuts a reused descriptor
       conn->Shut();
       conn->client.Reset();
@@ -589,7 +588,7 @@ struct RoundTripCase {
 
 std::string CaseName(const ::testing::TestParamInfo<RoundTripCase>& info) {
   const RoundTripCase& c = info.param;
-  const char* t = c.transport == Transport::kTcpSharedKey     ? "TcpSharedKey"
+  const char* t = c.transport == Transport::kTcpSharedKey      ? "TcpSharedKey"
                   : c.transport == Transport::kTcpCertificates ? "TcpCertificates"
                   : c.transport == Transport::kTcpInsecure     ? "TcpInsecure"
                                                                : "Unix";
@@ -652,19 +651,18 @@ TEST_P(NetRoundTrip, ArrivesByteIdenticalAndCommitsOnlyAfterFinish) {
   EXPECT_EQ(acked_progress.load(), data.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    NetTransport, NetRoundTrip,
-    ::testing::Values(RoundTripCase{Transport::kTcpSharedKey, 1, 64 << 10, 6 << 20},
-                      RoundTripCase{Transport::kTcpSharedKey, 8, 4096, 3 << 20},
-                      RoundTripCase{Transport::kTcpSharedKey, 8, 64 << 10, 6 << 20},
-                      RoundTripCase{Transport::kTcpCertificates, 1, 64 << 10, 6 << 20},
-                      RoundTripCase{Transport::kTcpCertificates, 8, 16 << 10, 4 << 20},
-                      RoundTripCase{Transport::kTcpInsecure, 1, 64 << 10, 6 << 20},
-                      RoundTripCase{Transport::kTcpInsecure, 8, 4096, 3 << 20},
-                      RoundTripCase{Transport::kUnix, 1, 64 << 10, 6 << 20},
-                      RoundTripCase{Transport::kUnix, 8, 4096, 3 << 20},
-                      RoundTripCase{Transport::kUnix, 8, 32 << 10, 6 << 20}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(NetTransport, NetRoundTrip,
+                         ::testing::Values(RoundTripCase{Transport::kTcpSharedKey, 1, 64 << 10, 6 << 20},
+                                           RoundTripCase{Transport::kTcpSharedKey, 8, 4096, 3 << 20},
+                                           RoundTripCase{Transport::kTcpSharedKey, 8, 64 << 10, 6 << 20},
+                                           RoundTripCase{Transport::kTcpCertificates, 1, 64 << 10, 6 << 20},
+                                           RoundTripCase{Transport::kTcpCertificates, 8, 16 << 10, 4 << 20},
+                                           RoundTripCase{Transport::kTcpInsecure, 1, 64 << 10, 6 << 20},
+                                           RoundTripCase{Transport::kTcpInsecure, 8, 4096, 3 << 20},
+                                           RoundTripCase{Transport::kUnix, 1, 64 << 10, 6 << 20},
+                                           RoundTripCase{Transport::kUnix, 8, 4096, 3 << 20},
+                                           RoundTripCase{Transport::kUnix, 8, 32 << 10, 6 << 20}),
+                         CaseName);
 
 TEST(NetTransport, StripedTcpPutsManySmallSegmentsBackInOrder) {
   // 2048 segments of 4 KiB over 8 connections. Half the connections go
@@ -909,7 +907,8 @@ TEST(NetTransport, CertificateOfAnotherCaIsRefusedBothWays) {
   ASSERT_NE(receiver, nullptr);
   // A sender whose certificate another CA signed; then one that does not
   // trust the receiver's CA.
-  for (NetOptions sending : {WithCertificate(Fast(2), "other-client"), WithCertificate(Fast(2), "client", "other-ca")}) {
+  for (NetOptions sending :
+       {WithCertificate(Fast(2), "other-client"), WithCertificate(Fast(2), "client", "other-ca")}) {
     Result<std::unique_ptr<ByteSink>> sink = Connect(receiver->uri(), sending);
     ASSERT_FALSE(sink.ok());
     EXPECT_TRUE(Contains(sink.status().message(), receiver->uri())) << sink.status().ToString();
@@ -1342,9 +1341,9 @@ TEST(NetTransport, TamperedStreamIsNotStoredByRecv) {
   po.flip_payload_at = 3 << 20;
   Proxy proxy(transfer.source, po);
   // A valid stream, so that only the tampering can fail it.
-  const std::vector<uint8_t> data = testing::PackToMemory(
-      {{"x.bin", RandomData(8 << 20, 36)}},
-      EncoderOptions{.codec = CodecChoice::kRaw, .transform = TransformChoice::kNone}, 1 << 20);
+  const std::vector<uint8_t> data =
+      testing::PackToMemory({{"x.bin", RandomData(8 << 20, 36)}},
+                            EncoderOptions{.codec = CodecChoice::kRaw, .transform = TransformChoice::kNone}, 1 << 20);
   SendOutcome sent;
   {
     NetOptions sender_options = transfer.transport.net;
@@ -1640,8 +1639,9 @@ TEST(NetTransport, ReceiverExpectingANameRefusesAnother) {
   Result<NetStream> stream = receiver->AcceptStream(5000ms);
   ASSERT_FALSE(stream.ok());
   EXPECT_EQ(stream.status().code(), Status::Code::kInvalidArgument) << stream.status().ToString();
-  EXPECT_TRUE(Contains(stream.status().message(), "'amdgpu-vram-1-8192.img', but this receiver expects "
-                                                  "'amdgpu-vram-1-4096.img'"))
+  EXPECT_TRUE(Contains(stream.status().message(),
+                       "'amdgpu-vram-1-8192.img', but this receiver expects "
+                       "'amdgpu-vram-1-4096.img'"))
       << stream.status().ToString();
   const SendOutcome& sent = sender.Join();
   EXPECT_FALSE(sent.committed);

@@ -30,8 +30,8 @@ constexpr char kLimit[] = "ulimit -n 256";  // far below kFiles
 // Runs a shell line under kLimit in `dir`, with $VF the built binary.
 ::vramflow::testing::CommandResult LimitedSh(const std::string& dir, const std::string& line) {
   ::vramflow::testing::CommandResult r;
-  r.code = RunCommand("( " + std::string(kLimit) + " && cd " + ShellQuote(dir) + " && VF=" +
-                          ShellQuote(VramflowBinary()) + " && " + line + " )",
+  r.code = RunCommand("( " + std::string(kLimit) + " && cd " + ShellQuote(dir) +
+                          " && VF=" + ShellQuote(VramflowBinary()) + " && " + line + " )",
                       &r.output);
   return r;
 }

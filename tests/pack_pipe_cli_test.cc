@@ -44,9 +44,10 @@ TEST_F(PackPipeCli, ParallelEncodingWritesTheSameStream) {
             0);
   for (int threads : {1, 2, 5}) {
     const std::string j = std::to_string(threads);
-    CommandResult r = Sh("rm -f z.fifo && mkfifo z.fifo && { cat z.bin > z.fifo & cat a.bin | $VF pack --chunk-size "
-                         "256K -j " + j + " - z.fifo c.part empty.bin --name a.bin -o s" + j +
-                         ".vfs; s=$?; wait; exit $s; }");
+    CommandResult r =
+        Sh("rm -f z.fifo && mkfifo z.fifo && { cat z.bin > z.fifo & cat a.bin | $VF pack --chunk-size "
+           "256K -j " +
+           j + " - z.fifo c.part empty.bin --name a.bin -o s" + j + ".vfs; s=$?; wait; exit $s; }");
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_TRUE(Contains(r.output, "read in order (stdin, pipe or s3:// input) on " + j + " thread(s)")) << r.output;
     EXPECT_FALSE(Contains(r.output, "serially")) << r.output;

@@ -142,8 +142,9 @@ TEST(PipelineTest, ThreadsBeyondTheBudgetAreCappedWithANote) {
   EXPECT_GE(stats.threads, 1u);
   EXPECT_LE(stats.budget_peak, o.max_memory);
   ASSERT_EQ(notes.size(), 1u);
-  EXPECT_EQ(notes[0], "running " + std::to_string(stats.threads) + " threads, not 64: a memory budget of 2.00 MiB "
-                      "feeds no more");
+  EXPECT_EQ(notes[0], "running " + std::to_string(stats.threads) +
+                          " threads, not 64: a memory budget of 2.00 MiB "
+                          "feeds no more");
   ASSERT_TRUE(Dump(*p, &one, SmallOptions(1), &stats).ok());
   EXPECT_EQ(capped.bytes(), one.bytes());
 

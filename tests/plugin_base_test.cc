@@ -182,8 +182,7 @@ TEST(PluginBase, OneBaseStreamForTwoGpusIsRefused) {
 TEST(PluginBase, RestoreFromTheNetworkOpensNoBaseTheSenderNames) {
   TwoDumps d;
   const std::string stream_name = VramStreamName(kFileId, d.m.kfd.GpuIds()[0]);
-  Result<std::unique_ptr<RandomAccessSource>> stream =
-      OpenFileRandomAccess(d.second_dir.File(stream_name));
+  Result<std::unique_ptr<RandomAccessSource>> stream = OpenFileRandomAccess(d.second_dir.File(stream_name));
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
   Result<BaseDescriptor> wanted = ReadBaseFrame(**stream, stream_name);
   ASSERT_TRUE(wanted.ok()) << wanted.status().ToString();

@@ -20,8 +20,8 @@
 #include "streamer/format/amdgpu_pages.h"
 #include "tests/support/test_util.h"
 #include "transport/core/memory_stream.h"
-#include "transport/net/net_source.h"
 #include "transport/core/uri.h"
+#include "transport/net/net_source.h"
 
 namespace vramflow {
 namespace {

@@ -43,11 +43,13 @@ std::string Joined(const std::vector<std::string>& lines) {
 //! k/K, M or G suffix.
 TEST(PluginSettings, BufferSizeReadAsUpstream) {
   const std::vector<std::pair<std::string, uint64_t>> cases = {
-      {"268435456", 256ull << 20},  {"0x10000000", 256ull << 20}, {"0X8000000", 128ull << 20},
-      {"01000000000", 128ull << 20},  // octal
-      {"64M", 64ull << 20},         {"65536k", 64ull << 20},      {"65536K", 64ull << 20},
-      {"1G", 1ull << 30},           {"0x40M", 64ull << 20},       {"020M", 16ull << 20},
-      {"64MB", 64ull << 20},        {"64MiB", 64ull << 20},       {" 32M", 32ull << 20},
+      {"268435456", 256ull << 20}, {"0x10000000", 256ull << 20},
+      {"0X8000000", 128ull << 20}, {"01000000000", 128ull << 20},  // octal
+      {"64M", 64ull << 20},        {"65536k", 64ull << 20},
+      {"65536K", 64ull << 20},     {"1G", 1ull << 30},
+      {"0x40M", 64ull << 20},      {"020M", 16ull << 20},
+      {"64MB", 64ull << 20},       {"64MiB", 64ull << 20},
+      {" 32M", 32ull << 20},
   };
   for (const auto& [value, bytes] : cases) {
     PluginOptions o = Read({{"KFD_MAX_BUFFER_SIZE", value}});
@@ -86,7 +88,7 @@ TEST(PluginSettings, BadValuesAreWarningsAndKeepTheDefault) {
       {"KFD_MAX_BUFFER_SIZE", "64m"},  // upstream takes k or K, but only M and G
       {"KFD_MAX_BUFFER_SIZE", "-1"},
       {"KFD_MAX_BUFFER_SIZE", "99999999999999999999999"},  // strtoul: ERANGE
-      {"KFD_MAX_BUFFER_SIZE", "0x1000000000000G"},          // past 2^64 once shifted
+      {"KFD_MAX_BUFFER_SIZE", "0x1000000000000G"},         // past 2^64 once shifted
       {"VRAMFLOW_CODEC", "gzip"},
       {"VRAMFLOW_CODEC", "lz4:3"},  // lz4 takes no level: not even "lz4" is kept
       {"VRAMFLOW_THREADS", "two"},
@@ -162,12 +164,29 @@ TEST(PluginSettings, UnusableKeyFileIsDeferredNotDropped) {
 TEST(PluginSettings, ParamLinesShowTheEffectiveSettings) {
   const std::vector<std::string> defaults = Read({}).ParamLines();
   for (const std::string& line : defaults) EXPECT_EQ(line.rfind("param: ", 0), 0u) << line;
-  for (const char* name : {"KFD_MAX_BUFFER_SIZE", "KFD_FW_VER_CHECK", "KFD_SDMA_FW_VER_CHECK", "KFD_CACHES_COUNT_CHECK",
-                           "KFD_NUM_GWS_CHECK", "KFD_VRAM_SIZE_CHECK", "KFD_NUMA_CHECK", "KFD_CAPABILITY_CHECK",
-                           "VRAMFLOW_CODEC", "VRAMFLOW_THREADS", "VRAMFLOW_TARGET", "VRAMFLOW_KEY_FILE",
-                           "VRAMFLOW_TLS_CERT", "VRAMFLOW_TLS_KEY", "VRAMFLOW_TLS_CA", "VRAMFLOW_INSECURE",
-                           "VRAMFLOW_PARALLEL_RESTORE", "VRAMFLOW_CRIU_STREAM", "VRAMFLOW_KFD_TOPOLOGY",
-                           "VRAMFLOW_BASE", "VRAMFLOW_BASE_REFS_ONLY", "VRAMFLOW_S3_SSE", "VRAMFLOW_S3_SSE_KMS_KEY_ID",
+  for (const char* name : {"KFD_MAX_BUFFER_SIZE",
+                           "KFD_FW_VER_CHECK",
+                           "KFD_SDMA_FW_VER_CHECK",
+                           "KFD_CACHES_COUNT_CHECK",
+                           "KFD_NUM_GWS_CHECK",
+                           "KFD_VRAM_SIZE_CHECK",
+                           "KFD_NUMA_CHECK",
+                           "KFD_CAPABILITY_CHECK",
+                           "VRAMFLOW_CODEC",
+                           "VRAMFLOW_THREADS",
+                           "VRAMFLOW_TARGET",
+                           "VRAMFLOW_KEY_FILE",
+                           "VRAMFLOW_TLS_CERT",
+                           "VRAMFLOW_TLS_KEY",
+                           "VRAMFLOW_TLS_CA",
+                           "VRAMFLOW_INSECURE",
+                           "VRAMFLOW_PARALLEL_RESTORE",
+                           "VRAMFLOW_CRIU_STREAM",
+                           "VRAMFLOW_KFD_TOPOLOGY",
+                           "VRAMFLOW_BASE",
+                           "VRAMFLOW_BASE_REFS_ONLY",
+                           "VRAMFLOW_S3_SSE",
+                           "VRAMFLOW_S3_SSE_KMS_KEY_ID",
                            "VRAMFLOW_S3_SSE_C_KEY_FILE"}) {
     EXPECT_TRUE(AnyLineHas(defaults, std::string("param: ") + name + ": ")) << name << "\n" << Joined(defaults);
   }

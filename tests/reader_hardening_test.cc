@@ -242,11 +242,12 @@ TEST(HostileStreamReader, MaxOutputCountsEveryObject) {
 // child, so that the test process's own children do not count.
 uint64_t PeakKib(const std::string& args, int* code) {
   CliRun r;
-  r.code = RunCommand("python3 -c 'import resource,subprocess,sys; c=subprocess.call(sys.argv[1:], "
-                      "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
-                      "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(c)' " +
-                          Q(VramflowBinary()) + " " + args,
-                      &r.output);
+  r.code = RunCommand(
+      "python3 -c 'import resource,subprocess,sys; c=subprocess.call(sys.argv[1:], "
+      "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+      "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(c)' " +
+          Q(VramflowBinary()) + " " + args,
+      &r.output);
   *code = r.code;
   return std::stoull(r.output);
 }
@@ -290,7 +291,8 @@ TEST(HostileStreamReader, ScatteredChunksAreChargedToTheBudget) {
   if (kRssIsMeaningful) {
     EXPECT_LT(kib, 40u * 1024) << "peak RSS of unpack -m 32M";
   }
-  std::printf("unpack -m 32M of 512K scattered one-byte zero runs: peak %llu KiB\n", static_cast<unsigned long long>(kib));
+  std::printf("unpack -m 32M of 512K scattered one-byte zero runs: peak %llu KiB\n",
+              static_cast<unsigned long long>(kib));
 }
 
 //! Defect 5: metadata is kept only while its object is open: 400 objects
@@ -312,7 +314,7 @@ TEST(HostileStreamReader, ObjectMetadataIsDroppedAtTheObjectsEnd) {
     s.Finish();
   }
   for (const std::string& cmd : {"verify " + Q(stream), "unpack " + Q(stream) + " -o " + Q(dir.File("out")) + " -m 32M",
-                                  "unpack " + Q(stream) + " -o " + Q(dir.File("sel")) + " -m 32M --object o7"}) {
+                                 "unpack " + Q(stream) + " -o " + Q(dir.File("sel")) + " -m 32M --object o7"}) {
     int code = 0;
     const uint64_t kib = PeakKib(cmd, &code);
     EXPECT_EQ(code, 0) << cmd;
@@ -363,7 +365,6 @@ TEST(HostileStreamReader, UnpackMovesEveryFileOrNone) {
   EXPECT_EQ(testing::ReadFileBytes(out + "/d/c"), std::vector<uint8_t>({'3'}));
 }
 
-
 //! Defect 9: a move into place that fails after every check passed (here
 //! the third object's, failed by an LD_PRELOAD library) takes back the
 //! files moved before it: a new file is removed again, a file replaced with
@@ -390,8 +391,8 @@ TEST(HostileStreamReader, UnpackRollsBackWhenALaterMoveFails) {
   WriteFileBytes(out + "/b", {'o', 'l', 'd'});
   const std::string preload = std::string("LD_PRELOAD=") + Q(VRAMFLOW_RENAME_FAIL_PRELOAD) + " VRAMFLOW_FAIL_RENAME=c ";
   CliRun r;
-  r.code = RunCommand(preload + Q(VramflowBinary()) + " unpack " + Q(stream) + " -o " + Q(out) + " --force 2>&1",
-                      &r.output);
+  r.code =
+      RunCommand(preload + Q(VramflowBinary()) + " unpack " + Q(stream) + " -o " + Q(out) + " --force 2>&1", &r.output);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("the 2 files moved before it were moved back"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Input/output error"), std::string::npos) << r.output;
@@ -450,7 +451,8 @@ TEST(HostileStreamReader, UnpackChargesItsPerObjectRecordsToTheBudget) {
   if (kRssIsMeaningful) {
     EXPECT_LT(kib, 48u * 1024) << "peak RSS of unpack -m 32M";
   }
-  std::printf("unpack -m 32M of 100k objects with 200-byte names: peak %llu KiB\n", static_cast<unsigned long long>(kib));
+  std::printf("unpack -m 32M of 100k objects with 200-byte names: peak %llu KiB\n",
+              static_cast<unsigned long long>(kib));
   // verify keeps nothing per object: the same stream passes within -m 32M.
   EXPECT_EQ(Vf("verify -q " + Q(stream) + " -m 32M").code, 0);
 }

@@ -49,8 +49,8 @@ class RealCriuRepeated : public RealCriu {
  protected:
   // `criu dump --leave-running` of `pid`: the process and its KFD state stay.
   void DumpLeavingRunning(pid_t pid, const std::string& env = "") {
-    testing::CommandResult r = RunShell(Criu("dump", TestPluginDir(), env) + " -t " + std::to_string(pid) +
-                                        " --leave-running -o dump.log");
+    testing::CommandResult r =
+        RunShell(Criu("dump", TestPluginDir(), env) + " -t " + std::to_string(pid) + " --leave-running -o dump.log");
     ASSERT_EQ(r.code, 0) << r.output << "\n--- dump.log (tail)\n" << LogTail(images_ + "/dump.log");
     ASSERT_TRUE(ProcessExists(pid));
   }
@@ -121,10 +121,10 @@ TEST_F(RealCriuRepeated, SecondDumpToTheSameReceiverReplacesTheStreams) {
   const pid_t pid = StartGpuProcess();
   const std::string received = dir_.File("received"), socket = dir_.File("recv.sock");
   std::filesystem::create_directories(received);
-  testing::CommandResult started = RunShell(
-      "(" + Vramflow() + " recv --listen unix:" + ShellQuote(socket) + " --output-dir " + ShellQuote(received) +
-      " --count 4 --accept-timeout 60; echo $? > " + ShellQuote(dir_.File("recv.rc")) + ") > " +
-      ShellQuote(dir_.File("recv.log")) + " 2>&1 < /dev/null &");
+  testing::CommandResult started =
+      RunShell("(" + Vramflow() + " recv --listen unix:" + ShellQuote(socket) + " --output-dir " +
+               ShellQuote(received) + " --count 4 --accept-timeout 60; echo $? > " + ShellQuote(dir_.File("recv.rc")) +
+               ") > " + ShellQuote(dir_.File("recv.log")) + " 2>&1 < /dev/null &");
   ASSERT_EQ(started.code, 0) << started.output;
   for (int i = 0; i < 500 && !std::filesystem::exists(socket); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -69,11 +69,11 @@ int DumpThroughCapture(const std::string& images, const std::string& work, pid_t
                        int* capture_rc, std::string* capture_err) {
   const std::string rc_file = work + "/capture.rc";
   const std::string err_file = work + "/capture.err";
-  testing::CommandResult r = RunShell(
-      "(" + Vramflow() + " streamer -D " + ShellQuote(images) + " capture -o " + ShellQuote(output) + " 2>" +
-      ShellQuote(err_file) + "; echo $? > " + ShellQuote(rc_file) + ") & cap=$!; " + WaitForSocket(images) +
-      CriuBinary() + " dump -D " + ShellQuote(images) + " --stream -t " + std::to_string(pid) +
-      " -v4 -o dump.log; rc=$?; wait $cap; exit $rc");
+  testing::CommandResult r =
+      RunShell("(" + Vramflow() + " streamer -D " + ShellQuote(images) + " capture -o " + ShellQuote(output) + " 2>" +
+               ShellQuote(err_file) + "; echo $? > " + ShellQuote(rc_file) + ") & cap=$!; " + WaitForSocket(images) +
+               CriuBinary() + " dump -D " + ShellQuote(images) + " --stream -t " + std::to_string(pid) +
+               " -v4 -o dump.log; rc=$?; wait $cap; exit $rc");
   *capture_rc = std::stoi("0" + ReadText(rc_file));
   *capture_err = ReadText(err_file);
   return r.code;
@@ -113,7 +113,8 @@ TEST_F(RealCriu, StreamerCaptureShellLoopRestoresFromUnpack) {
   const std::string stream = dir_.File("checkpoint.vf");
   int capture_rc = -1;
   std::string capture_err;
-  ASSERT_EQ(DumpThroughCapture(images_, dir_.path(), pid, stream, &capture_rc, &capture_err), 0) << ReadText(images_ + "/dump.log");
+  ASSERT_EQ(DumpThroughCapture(images_, dir_.path(), pid, stream, &capture_rc, &capture_err), 0)
+      << ReadText(images_ + "/dump.log");
   ASSERT_EQ(capture_rc, 0) << capture_err;
   EXPECT_NE(capture_err.find("checkpoint-start"), std::string::npos) << capture_err;
   EXPECT_NE(capture_err.find("{\"shards\":[{\"size\":" + std::to_string(std::filesystem::file_size(stream))),
@@ -139,8 +140,8 @@ TEST_F(RealCriu, StreamerCapturePythonFloatsIntact) {
   REQUIRE_REAL_CRIU();
   const std::string trigger = dir_.File("trigger");
   const std::string report = dir_.File("report");
-  const pid_t pid = StartPlain({"/usr/bin/python3", "-c", kFloatHolder, "2000000", trigger, report},
-                               dir_.File("python.log"));
+  const pid_t pid =
+      StartPlain({"/usr/bin/python3", "-c", kFloatHolder, "2000000", trigger, report}, dir_.File("python.log"));
   started_.push_back(pid);
   ASSERT_TRUE(WaitForFile(report)) << ReadText(dir_.File("python.log"));
   const std::string dumped = ReadText(report);
@@ -150,16 +151,15 @@ TEST_F(RealCriu, StreamerCapturePythonFloatsIntact) {
   const std::string stream = dir_.File("checkpoint.vf");
   int capture_rc = -1;
   std::string capture_err;
-  ASSERT_EQ(DumpThroughCapture(images_, dir_.path(), pid, stream, &capture_rc, &capture_err), 0) << ReadText(images_ + "/dump.log");
+  ASSERT_EQ(DumpThroughCapture(images_, dir_.path(), pid, stream, &capture_rc, &capture_err), 0)
+      << ReadText(images_ + "/dump.log");
   ASSERT_EQ(capture_rc, 0) << capture_err;
   ASSERT_TRUE(WaitGone(pid));
 
   const std::string restored = dir_.File("restored");
   UnpackAndRestore(stream, restored);
   ASSERT_TRUE(ProcessExists(pid));
-  {
-    std::ofstream touch(trigger);
-  }
+  { std::ofstream touch(trigger); }
   ASSERT_TRUE(WaitForFile(report)) << "the restored process does not answer";
   EXPECT_EQ(ReadText(report), dumped) << "the floats changed across the checkpoint";
 }
@@ -183,13 +183,16 @@ TEST_F(RealCriu, StreamerCaptureCriuKilledMidDumpLeavesNothing) {
   const std::string stream = out_dir + "/checkpoint.vf";
   const std::string rc_file = dir_.File("capture.rc");
   // Kill CRIU once some MiB of the stream are written, well before the end.
-  testing::CommandResult r = RunShell(
-      "(" + Vramflow() + " streamer -D " + ShellQuote(images_) + " capture -o " + ShellQuote(stream) + " 2>" +
-      ShellQuote(dir_.File("capture.err")) + "; echo $? > " + ShellQuote(rc_file) + ") & cap=$!; " + WaitForSocket(images_) +
-      CriuBinary() + " dump -D " + ShellQuote(images_) + " --stream -t " + std::to_string(pid) +
-      " -v4 -o dump.log & criu=$!; "
-      "for i in $(seq 2000); do s=$(du -sb " + ShellQuote(out_dir) + " | cut -f1); [ \"$s\" -gt 8000000 ] && break; "
-      "sleep 0.005; done; kill -9 $criu; wait $criu; rc=$?; wait $cap; exit $rc");
+  testing::CommandResult r =
+      RunShell("(" + Vramflow() + " streamer -D " + ShellQuote(images_) + " capture -o " + ShellQuote(stream) + " 2>" +
+               ShellQuote(dir_.File("capture.err")) + "; echo $? > " + ShellQuote(rc_file) + ") & cap=$!; " +
+               WaitForSocket(images_) + CriuBinary() + " dump -D " + ShellQuote(images_) + " --stream -t " +
+               std::to_string(pid) +
+               " -v4 -o dump.log & criu=$!; "
+               "for i in $(seq 2000); do s=$(du -sb " +
+               ShellQuote(out_dir) +
+               " | cut -f1); [ \"$s\" -gt 8000000 ] && break; "
+               "sleep 0.005; done; kill -9 $criu; wait $criu; rc=$?; wait $cap; exit $rc");
   ASSERT_EQ(r.code, 128 + SIGKILL) << "CRIU was not killed mid-dump: " << r.output << ReadText(images_ + "/dump.log");
   const std::string err = ReadText(dir_.File("capture.err"));
   EXPECT_NE(std::stoi("0" + ReadText(rc_file)), 0) << err;

@@ -41,12 +41,12 @@ class PackedDump {
   int ServeAndRestore(const std::string& serve_options, int* serve_code, std::string* serve_output) {
     const std::string log = tmp_ + "/../serve.log", rc = tmp_ + "/../serve.rc";
     const std::string socket = images_ + "/streamer-serve.sock";
-    testing::CommandResult r = RunShell(
-        "(TMPDIR=" + ShellQuote(tmp_) + " " + Vramflow() + " streamer -D " + ShellQuote(images_) + " -i " +
-        ShellQuote(stream_) + " " + serve_options + " serve > " + ShellQuote(log) + " 2>&1; echo $? > " +
-        ShellQuote(rc) + ") & srv=$!; for i in $(seq 500); do [ -S " + ShellQuote(socket) +
-        " ] && break; sleep 0.02; done; " + CriuBinary() + " restore -D " + ShellQuote(images_) +
-        " --stream -d -v4 -o restore.log; criu=$?; wait $srv; exit $criu");
+    testing::CommandResult r =
+        RunShell("(TMPDIR=" + ShellQuote(tmp_) + " " + Vramflow() + " streamer -D " + ShellQuote(images_) + " -i " +
+                 ShellQuote(stream_) + " " + serve_options + " serve > " + ShellQuote(log) + " 2>&1; echo $? > " +
+                 ShellQuote(rc) + ") & srv=$!; for i in $(seq 500); do [ -S " + ShellQuote(socket) +
+                 " ] && break; sleep 0.02; done; " + CriuBinary() + " restore -D " + ShellQuote(images_) +
+                 " --stream -d -v4 -o restore.log; criu=$?; wait $srv; exit $criu");
     const std::string code = ReadText(rc);
     *serve_code = code.empty() ? -1 : std::atoi(code.c_str());
     *serve_output = ReadText(log);
@@ -75,10 +75,10 @@ TEST_F(RealCriu, StreamerServeFromAPackedDump) {
   ASSERT_EQ(criu, 0) << RestoreLog() << serve_output;
   EXPECT_EQ(serve_code, 0) << serve_output;
   // socket-init at once, the stats line once the stream was read.
-  EXPECT_EQ(serve_output.rfind("socket-init\n{\"shards\":[{\"size\":" +
-                                   std::to_string(std::filesystem::file_size(packed.stream())) +
-                                   ",\"transfer_duration_millis\":",
-                               0),
+  EXPECT_EQ(serve_output.rfind(
+                "socket-init\n{\"shards\":[{\"size\":" + std::to_string(std::filesystem::file_size(packed.stream())) +
+                    ",\"transfer_duration_millis\":",
+                0),
             0u)
       << serve_output;
   CheckFloatHolder(pid);

@@ -85,7 +85,8 @@ TEST_F(RealCriu, StreamerExtractThenPlainRestore) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const std::string stream = dir_.File("loop.vfs");
   StartStreamer("capture", "capture | cat > " + ShellQuote(stream), "streamer-capture.sock");
-  testing::CommandResult r = RunShell(Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) + " -o dump.log");
+  testing::CommandResult r =
+      RunShell(Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) + " -o dump.log");
   ASSERT_EQ(r.code, 0) << LogTail(images_ + "/dump.log");
   ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
   ASSERT_TRUE(WaitGone(pid));
@@ -126,12 +127,13 @@ TEST_F(RealCriu, StreamerExtractMatchesTheRealStreamer) {
   auto theirs = [&](const std::string& name) {
     const std::string image = dir_.File(name + ".img"), out = dir_.File("extract-" + name);
     std::filesystem::remove(images_ + "/streamer-capture.sock");
-    testing::CommandResult r = RunShell(
-        "(" + StreamerBinary() + " -D " + ShellQuote(images_) + " capture | cat > " + ShellQuote(image) + ") & cap=$!; " +
-        "for i in $(seq 1500); do [ -S " + ShellQuote(images_ + "/streamer-capture.sock") + " ] && break; sleep 0.02; done; " +
-        Criu("dump", TestPluginDir()) + " --stream --leave-running -t " + std::to_string(pid) + " -o " + name +
-        // A streamer CRIU never reached waits for it forever: stop it.
-        ".log; rc=$?; [ $rc -eq 0 ] || pkill -P $cap; wait $cap; exit $rc");
+    testing::CommandResult r =
+        RunShell("(" + StreamerBinary() + " -D " + ShellQuote(images_) + " capture | cat > " + ShellQuote(image) +
+                 ") & cap=$!; " + "for i in $(seq 1500); do [ -S " + ShellQuote(images_ + "/streamer-capture.sock") +
+                 " ] && break; sleep 0.02; done; " + Criu("dump", TestPluginDir()) + " --stream --leave-running -t " +
+                 std::to_string(pid) + " -o " + name +
+                 // A streamer CRIU never reached waits for it forever: stop it.
+                 ".log; rc=$?; [ $rc -eq 0 ] || pkill -P $cap; wait $cap; exit $rc");
     EXPECT_EQ(r.code, 0) << r.output << LogTail(images_ + "/" + name + ".log");
     std::filesystem::create_directories(out);
     r = RunShell("cat " + ShellQuote(image) + " | " + StreamerBinary() + " -D " + ShellQuote(out) + " extract");
@@ -144,7 +146,8 @@ TEST_F(RealCriu, StreamerExtractMatchesTheRealStreamer) {
   ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
   const std::string second = theirs("theirs2");
   const std::string extracted = dir_.File("extract-ours");
-  testing::CommandResult r = RunShell(Vramflow() + " streamer -D " + ShellQuote(extracted) + " extract -i " + ShellQuote(ours));
+  testing::CommandResult r =
+      RunShell(Vramflow() + " streamer -D " + ShellQuote(extracted) + " extract -i " + ShellQuote(ours));
   ASSERT_EQ(r.code, 0) << r.output;
   ::kill(pid, SIGCONT);
 
@@ -173,8 +176,8 @@ TEST_F(RealCriu, StreamerExtractMatchesTheRealStreamer) {
         if (first == std::string::npos) first = i;
         last = i;
       }
-    const bool a_page_of_parasite_bytes = name.rfind("pages-", 0) == 0 && mine.size() == a.size() &&
-                                          differing <= 64 && first / 4096 == last / 4096;
+    const bool a_page_of_parasite_bytes =
+        name.rfind("pages-", 0) == 0 && mine.size() == a.size() && differing <= 64 && first / 4096 == last / 4096;
     EXPECT_TRUE(a_page_of_parasite_bytes) << name << " differs from what the real streamer gave, twice: " << differing
                                           << " bytes between offsets " << first << " and " << last;
     if (a_page_of_parasite_bytes) timed.insert(name);
@@ -209,7 +212,8 @@ TEST_F(RealCriu, StreamerCarriesThePluginsVramStreams) {
   EXPECT_NE(listed.output.find("amdgpu-vram-"), std::string::npos) << listed.output.substr(0, 3000);
   const std::string one = dir_.File("vram-object");
   std::filesystem::create_directories(one);
-  testing::CommandResult unpacked = RunShell(Vramflow() + " unpack -q " + ShellQuote(stream) + " -o " + ShellQuote(one + "/"));
+  testing::CommandResult unpacked =
+      RunShell(Vramflow() + " unpack -q " + ShellQuote(stream) + " -o " + ShellQuote(one + "/"));
   ASSERT_EQ(unpacked.code, 0) << unpacked.output;
   int vram_streams = 0;
   for (const auto& e : std::filesystem::directory_iterator(one)) {
@@ -282,7 +286,8 @@ TEST_F(RealCriu, StreamerMigratesOverTcpWithAKey) {
                 ns.InB(""));
   StartStreamer("capture", "-o " + address + " --key-file " + ShellQuote(key) + " capture", "streamer-capture.sock",
                 ns.InA(""));
-  testing::CommandResult r = RunShell(Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) + " -o dump.log");
+  testing::CommandResult r =
+      RunShell(Criu("dump", TestPluginDir()) + " --stream -t " + std::to_string(pid) + " -o dump.log");
   ASSERT_EQ(r.code, 0) << LogTail(images_ + "/dump.log") << StreamerErr("capture");
   ASSERT_EQ(WaitStreamer("capture"), 0) << StreamerErr("capture");
   ASSERT_TRUE(WaitGone(pid));
@@ -321,7 +326,8 @@ TEST_F(RealCriu, StreamerLinkCutMidStreamFailsBothEnds) {
   EXPECT_FALSE(StreamerErr("serve").empty());
   EXPECT_TRUE(std::filesystem::is_empty(spill)) << "spill files left behind";
   EXPECT_FALSE(std::filesystem::exists(images_ + "/streamer-serve.sock"));
-  for (int i = 0; i < 500 && !std::filesystem::exists(dump_rc); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 500 && !std::filesystem::exists(dump_rc); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // CRIU's dump failed with its streamer: the process runs on, undumped.
   EXPECT_NE(std::stoi(ReadText(dump_rc)), 0) << LogTail(images_ + "/dump.log");
   EXPECT_TRUE(ProcessExists(pid));

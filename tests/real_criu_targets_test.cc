@@ -76,13 +76,15 @@ TEST_F(RealCriu, TcpTargetToRecvOutputDir) {
   std::filesystem::create_directories(received);
   const testing::TlsFiles& files = testing::Files();
   // Port 0: recv prints the port it got. Its exit status lands in recv.rc.
-  testing::CommandResult started = RunShell(
-      "(" + ShellQuote(testing::VramflowBinary()) + " recv --listen tcp://127.0.0.1:0 --output-dir " +
-      ShellQuote(received) + " --cert " + ShellQuote(files.File("server.pem")) + " --key " +
-      ShellQuote(files.File("server.key")) + " --ca " + ShellQuote(files.File("ca.pem")) + " --count 2 --accept-timeout 120; echo $? > " + ShellQuote(dir_.File("recv.rc")) +
-      ") > " + ShellQuote(dir_.File("recv.log")) + " 2>&1 < /dev/null &");
+  testing::CommandResult started =
+      RunShell("(" + ShellQuote(testing::VramflowBinary()) + " recv --listen tcp://127.0.0.1:0 --output-dir " +
+               ShellQuote(received) + " --cert " + ShellQuote(files.File("server.pem")) + " --key " +
+               ShellQuote(files.File("server.key")) + " --ca " + ShellQuote(files.File("ca.pem")) +
+               " --count 2 --accept-timeout 120; echo $? > " + ShellQuote(dir_.File("recv.rc")) + ") > " +
+               ShellQuote(dir_.File("recv.log")) + " 2>&1 < /dev/null &");
   ASSERT_EQ(started.code, 0) << started.output;
-  const std::string port = WaitForMatch(dir_.File("recv.log"), std::regex("listening on tcp://127\\.0\\.0\\.1:([0-9]+)"));
+  const std::string port =
+      WaitForMatch(dir_.File("recv.log"), std::regex("listening on tcp://127\\.0\\.0\\.1:([0-9]+)"));
   ASSERT_FALSE(port.empty()) << ReadText(dir_.File("recv.log"));
 
   Dump(pid, "VRAMFLOW_TARGET=tcp://127.0.0.1:" + port + " VRAMFLOW_TLS_CERT=" + ShellQuote(files.File("client.pem")) +
@@ -127,7 +129,8 @@ TEST_F(RealCriu, S3TargetOnRgw) {
   ASSERT_GE(id, 0) << "no amdgpu-kfd-<id>.img in the images directory";
   for (uint32_t gpu : kfd_->GpuIds()) {
     const std::string object = prefix + VramStreamName(id, gpu);
-    testing::CommandResult verified = RunShell(ShellQuote(testing::VramflowBinary()) + " verify -q " + ShellQuote(object));
+    testing::CommandResult verified =
+        RunShell(ShellQuote(testing::VramflowBinary()) + " verify -q " + ShellQuote(object));
     EXPECT_EQ(verified.code, 0) << object << ": " << verified.output;
   }
 

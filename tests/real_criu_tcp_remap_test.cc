@@ -11,8 +11,8 @@
 
 #include <algorithm>
 
-#include "tests/support/real_criu_fixture.h"
 #include "image_streamer/tcp_remap.h"
+#include "tests/support/real_criu_fixture.h"
 
 namespace vramflow {
 namespace real_criu {
@@ -181,7 +181,8 @@ TEST_F(RealCriu, StreamerTcpListenRemapRestoresOnTheNewPort) {
 
   {
     std::ofstream out(files_img, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(moved->files_img.data()), static_cast<std::streamsize>(moved->files_img.size()));
+    out.write(reinterpret_cast<const char*>(moved->files_img.data()),
+              static_cast<std::streamsize>(moved->files_img.size()));
   }
   testing::CommandResult r = RestorePlain(images_);
   ASSERT_EQ(r.code, 0) << r.output << ReadText(images_ + "/restore.log");
@@ -256,27 +257,27 @@ StreamerRemap DumpAndRemapWithCriuImageStreamer(const std::string& root, pid_t p
   const std::string images = root + "/stream-images";
   const std::string shard = root + "/shard";
   std::filesystem::create_directories(images);
-  const std::string wait_for =
-      "for i in $(seq 500); do [ -S \"$1\" ] && exit 0; sleep 0.02; done; exit 1";
-  testing::CommandResult r = RunShell(
-      "(" + StreamerBinary() + " -D " + ShellQuote(images) + " capture | cat > " + ShellQuote(shard) +
-      ") & cap=$!; sh -c " + ShellQuote(wait_for) + " sh " + ShellQuote(images + "/streamer-capture.sock") +
-      " || exit 99; " + CriuBinary() + " dump -D " + ShellQuote(images) + " --stream -v4 -t " + std::to_string(pid) +
-      " -o dump.log; rc=$?; wait $cap; exit $rc");
+  const std::string wait_for = "for i in $(seq 500); do [ -S \"$1\" ] && exit 0; sleep 0.02; done; exit 1";
+  testing::CommandResult r =
+      RunShell("(" + StreamerBinary() + " -D " + ShellQuote(images) + " capture | cat > " + ShellQuote(shard) +
+               ") & cap=$!; sh -c " + ShellQuote(wait_for) + " sh " + ShellQuote(images + "/streamer-capture.sock") +
+               " || exit 99; " + CriuBinary() + " dump -D " + ShellQuote(images) + " --stream -v4 -t " +
+               std::to_string(pid) + " -o dump.log; rc=$?; wait $cap; exit $rc");
   EXPECT_EQ(r.code, 0) << r.output << ReadText(images + "/dump.log");
   EXPECT_TRUE(WaitGone(pid));
   // Shards must be pipes.
-  r = RunShell("cat " + ShellQuote(shard) + " | " + StreamerBinary() + " -D " + ShellQuote(root + "/extracted") + " extract");
+  r = RunShell("cat " + ShellQuote(shard) + " | " + StreamerBinary() + " -D " + ShellQuote(root + "/extracted") +
+               " extract");
   EXPECT_EQ(r.code, 0) << r.output;
   out.extracted = ReadBytes(root + "/extracted/files.img");
   const std::string serve_dir = root + "/serve";
   std::filesystem::create_directories(serve_dir);
   r = RunShell("(cat " + ShellQuote(shard) + " | " + StreamerBinary() + " -D " + ShellQuote(serve_dir) +
                " --tcp-listen-remap " + std::to_string(old_port) + ":" + std::to_string(new_port) +
-               " serve) & srv=$!; sh -c " + ShellQuote(wait_for) + " sh " + ShellQuote(serve_dir + "/streamer-serve.sock") +
-               " || exit 99; /usr/bin/python3 -c " + ShellQuote(kFetchFromStreamer) + " " +
-               ShellQuote(serve_dir + "/streamer-serve.sock") + " files.img " + ShellQuote(root + "/served.img") +
-               "; rc=$?; wait $srv; exit $rc");
+               " serve) & srv=$!; sh -c " + ShellQuote(wait_for) + " sh " +
+               ShellQuote(serve_dir + "/streamer-serve.sock") + " || exit 99; /usr/bin/python3 -c " +
+               ShellQuote(kFetchFromStreamer) + " " + ShellQuote(serve_dir + "/streamer-serve.sock") + " files.img " +
+               ShellQuote(root + "/served.img") + "; rc=$?; wait $srv; exit $rc");
   EXPECT_EQ(r.code, 0) << r.output;
   out.served = ReadBytes(root + "/served.img");
   return out;

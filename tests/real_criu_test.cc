@@ -29,9 +29,8 @@ TEST_F(RealCriu, ProductPluginLoadsAndPlainProcessRoundTrips) {
   std::filesystem::copy_file(VRAMFLOW_PRODUCT_PLUGIN, libdir + "/amdgpu_plugin.so");
   const pid_t pid = StartSleeper("", dir_.File("app.log"));
   started_.push_back(pid);
-  testing::CommandResult r =
-      RunShell(CriuBinary() + " dump -D " + ShellQuote(images_) + " -v4 --libdir " + ShellQuote(libdir) + " -t " +
-               std::to_string(pid) + " -o dump.log");
+  testing::CommandResult r = RunShell(CriuBinary() + " dump -D " + ShellQuote(images_) + " -v4 --libdir " +
+                                      ShellQuote(libdir) + " -t " + std::to_string(pid) + " -o dump.log");
   const std::string dump_log = ReadText(images_ + "/dump.log");
   ASSERT_EQ(r.code, 0) << r.output << dump_log;
   EXPECT_NE(dump_log.find("Plugin \"amdgpu_plugin\""), std::string::npos) << dump_log;
@@ -115,11 +114,11 @@ TEST_F(RealCriu, BoSharedBetweenTwoProcessesRefusesTheDump) {
   AddGpuProcess(parent, parent_node, {kfd_->GpuIds()[0]}, 1);
   AddGpuProcess(child, child_node, {kfd_->GpuIds()[0]}, 2);
   ASSERT_TRUE(kfd_->ShareBo(parent, 0, child, 0x7e0000000000ull).ok());
-  testing::CommandResult r =
-      RunShell(Criu("dump", TestPluginDir()) + " -t " + std::to_string(parent) + " -o dump.log");
+  testing::CommandResult r = RunShell(Criu("dump", TestPluginDir()) + " -t " + std::to_string(parent) + " -o dump.log");
   const std::string log = ReadText(images_ + "/dump.log");
   EXPECT_NE(r.code, 0) << log;
-  EXPECT_NE(log.find("shared through a dma-buf"), std::string::npos) << log.substr(log.size() > 6000 ? log.size() - 6000 : 0);
+  EXPECT_NE(log.find("shared through a dma-buf"), std::string::npos)
+      << log.substr(log.size() > 6000 ? log.size() - 6000 : 0);
   EXPECT_TRUE(ProcessExists(parent));
   EXPECT_TRUE(ProcessExists(child));
   EXPECT_EQ(kfd_->ProcessState(parent).value(), SimKfdProcessState::kRunning);
@@ -258,7 +257,8 @@ TEST_F(RealCriu, StreamThroughRealImageStreamer) {
   StartKfd();
   const pid_t pid = StartGpuProcess();
   const std::string image = dir_.File("checkpoint.img");
-  const std::string wait_for = "for i in $(seq 500); do [ -S " + ShellQuote(images_) + "/$0 ] && exit 0; sleep 0.02; done; exit 1";
+  const std::string wait_for =
+      "for i in $(seq 500); do [ -S " + ShellQuote(images_) + "/$0 ] && exit 0; sleep 0.02; done; exit 1";
   // capture: the shard must be a pipe.
   testing::CommandResult r = RunShell(
       "(" + StreamerBinary() + " -D " + ShellQuote(images_) + " capture | cat > " + ShellQuote(image) + ") & cap=$!; " +
@@ -269,9 +269,9 @@ TEST_F(RealCriu, StreamThroughRealImageStreamer) {
   ASSERT_TRUE(kfd_->RemoveProcess(pid).ok());
   for (const auto& e : std::filesystem::directory_iterator(images_))
     EXPECT_EQ(e.path().filename().string().rfind("amdgpu-", 0), std::string::npos) << "image on disk: " << e.path();
-  r = RunShell("(cat " + ShellQuote(image) + " | " + StreamerBinary() + " -D " + ShellQuote(images_) + " serve) & srv=$!; " +
-               "sh -c " + ShellQuote(wait_for) + " streamer-serve.sock || exit 99; " + Criu("restore", TestPluginDir()) +
-               " --stream -d -o restore.log; rc=$?; wait $srv; exit $rc");
+  r = RunShell("(cat " + ShellQuote(image) + " | " + StreamerBinary() + " -D " + ShellQuote(images_) +
+               " serve) & srv=$!; " + "sh -c " + ShellQuote(wait_for) + " streamer-serve.sock || exit 99; " +
+               Criu("restore", TestPluginDir()) + " --stream -d -o restore.log; rc=$?; wait $srv; exit $rc");
   ASSERT_EQ(r.code, 0) << r.output << RestoreLog();
   Check(pid);
 }

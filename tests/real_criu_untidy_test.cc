@@ -123,8 +123,8 @@ TEST_F(RealCriu, KfdFileSharedWithALowerPidWorkerIsNotRestoredInTheWorker) {
   EXPECT_NE(r.code, 0) << "criu restore exited 0; KFD state in the parent " << parent << ": " << parent_has_state
                        << ", in the worker " << worker << ": " << worker_has_state;
   EXPECT_FALSE(worker_has_state) << "the parent's GPU state came back in the worker";
-  const std::string refusal = "is process " + std::to_string(parent) + "'s KFD file, but CRIU restores it in process " +
-                              std::to_string(worker);
+  const std::string refusal =
+      "is process " + std::to_string(parent) + "'s KFD file, but CRIU restores it in process " + std::to_string(worker);
   EXPECT_NE(log.find(refusal), std::string::npos) << LogTail(images_ + "/restore.log");
   EXPECT_TRUE(WaitGone(parent, std::chrono::seconds(5))) << "the tree of a failed restore is running";
   EXPECT_TRUE(WaitGone(worker, std::chrono::seconds(5))) << "the tree of a failed restore is running";

@@ -189,7 +189,8 @@ class RealCriuUpstream : public RealCriu {
     size_t gpus = 0;
     for (const kfd_device_entry& device : image.device_entries()) {
       if (device.gpu_id() == 0) continue;
-      testing::WriteFileBytes(images_ + "/" + PagesName(id, device.gpu_id()), ExpectedPages(pid, image, device.gpu_id()));
+      testing::WriteFileBytes(images_ + "/" + PagesName(id, device.gpu_id()),
+                              ExpectedPages(pid, image, device.gpu_id()));
       ++gpus;
     }
     ASSERT_EQ(gpus, 2u);
@@ -240,8 +241,8 @@ TEST_F(RealCriuUpstream, UpstreamPagesOfWrongSizeFailRestore) {
   testing::WriteFileBytes(images_ + "/" + short_pages, bytes);
   testing::CommandResult r = Restore("VRAMFLOW_PARALLEL_RESTORE=0");
   EXPECT_NE(r.code, 0) << r.output << RestoreLog();
-  EXPECT_NE(RestoreLog().find(short_pages), std::string::npos)
-      << "the restore log does not name the short pages file\n" << RestoreLog();
+  EXPECT_NE(RestoreLog().find(short_pages), std::string::npos) << "the restore log does not name the short pages file\n"
+                                                               << RestoreLog();
   EXPECT_TRUE(WaitGone(pid, std::chrono::seconds(5))) << "the task of a failed restore is running";
 }
 
@@ -257,8 +258,8 @@ TEST_F(RealCriuUpstream, ExportUpstreamThenRestoreFromPages) {
   Dump(pid);
   const int id = KfdImageId();
 
-  testing::CommandResult r = RunShell(std::string(VRAMFLOW_BINARY) + " criu export-upstream --remove-streams " +
-                                      ShellQuote(images_));
+  testing::CommandResult r =
+      RunShell(std::string(VRAMFLOW_BINARY) + " criu export-upstream --remove-streams " + ShellQuote(images_));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("wrote " + PagesName(id, kfd_->GpuIds()[0])), std::string::npos) << r.output;
 
@@ -266,10 +267,9 @@ TEST_F(RealCriuUpstream, ExportUpstreamThenRestoreFromPages) {
   const std::string body_path = dir_.File("kfd-body.bin");
   const std::string body = UpstreamImageBody(kfd_path);
   testing::WriteFileBytes(body_path, std::vector<uint8_t>(body.begin(), body.end()));
-  testing::CommandResult decoded =
-      RunShell(std::string(VRAMFLOW_PROTOC) + " --decode=criu_kfd -I " + ShellQuote(VRAMFLOW_UPSTREAM_PROTO_DIR) + " " +
-               ShellQuote(std::string(VRAMFLOW_UPSTREAM_PROTO_DIR) + "/criu-amdgpu.proto") + " < " +
-               ShellQuote(body_path));
+  testing::CommandResult decoded = RunShell(
+      std::string(VRAMFLOW_PROTOC) + " --decode=criu_kfd -I " + ShellQuote(VRAMFLOW_UPSTREAM_PROTO_DIR) + " " +
+      ShellQuote(std::string(VRAMFLOW_UPSTREAM_PROTO_DIR) + "/criu-amdgpu.proto") + " < " + ShellQuote(body_path));
   ASSERT_EQ(decoded.code, 0) << "protoc with upstream's criu-amdgpu.proto cannot decode our image:\n" << decoded.output;
   size_t bo_entries = 0;
   for (size_t at = 0; (at = decoded.output.find("bo_entries {", at)) != std::string::npos; ++at) ++bo_entries;

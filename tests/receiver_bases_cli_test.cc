@@ -171,8 +171,9 @@ TEST(ReceiverBases, ErrorRepliesNameNothingOfTheReceiversStore) {
     EXPECT_FALSE(Contains(reply, " raw")) << reply;
   };
   {  // a base never offered (the store holds only another process's stream)
-    Receiver receiver(dir, sock, {"unpack", "--listen", "unix:" + sock, "-o", dir.File("out1"), "--base-store", store,
-                                  "-q", "--accept-timeout", "30"});
+    Receiver receiver(dir, sock,
+                      {"unpack", "--listen", "unix:" + sock, "-o", dir.File("out1"), "--base-store", store, "-q",
+                       "--accept-timeout", "30"});
     ASSERT_TRUE(receiver.listening());
     Ran sent = RunVf(dir, {"send", "-q", s.ck2, "unix:" + sock});
     Ran received = receiver.Wait();
@@ -182,8 +183,9 @@ TEST(ReceiverBases, ErrorRepliesNameNothingOfTheReceiversStore) {
   }
   {  // an offered base that changed after the scan: the file now holds another stream
     std::filesystem::copy_file(s.ck1, store + "/ck1.vfs");
-    Receiver receiver(dir, sock, {"unpack", "--listen", "unix:" + sock, "-o", dir.File("out2"), "--base-store", store,
-                                  "-q", "--accept-timeout", "30"});
+    Receiver receiver(dir, sock,
+                      {"unpack", "--listen", "unix:" + sock, "-o", dir.File("out2"), "--base-store", store, "-q",
+                       "--accept-timeout", "30"});
     ASSERT_TRUE(receiver.listening());
     std::filesystem::copy_file(s.other, store + "/ck1.vfs", std::filesystem::copy_options::overwrite_existing);
     Ran sent = RunVf(dir, {"send", "-q", s.ck2, "unix:" + sock});
@@ -194,8 +196,9 @@ TEST(ReceiverBases, ErrorRepliesNameNothingOfTheReceiversStore) {
     EXPECT_TRUE(Contains(received.output, store + "/ck1.vfs")) << "the receiver's own log says which file";
   }
   {  // recv --output-dir: a name that is taken
-    Receiver receiver(dir, sock, {"recv", "--listen", "unix:" + sock, "--output-dir", store, "--count", "1",
-                                  "--accept-timeout", "30", "--progress", "none"});
+    Receiver receiver(dir, sock,
+                      {"recv", "--listen", "unix:" + sock, "--output-dir", store, "--count", "1", "--accept-timeout",
+                       "30", "--progress", "none"});
     ASSERT_TRUE(receiver.listening());
     Ran sent = RunVf(dir, {"send", "-q", s.other, "unix:" + sock, "--name", "other.vfs"});
     EXPECT_NE(sent.code, 0);
@@ -222,9 +225,8 @@ TEST(ReceiverBases, ControlBytesOfABaseLocationAreEscaped) {
     std::filesystem::remove(dir.File(forged));
     if (!missing) std::filesystem::copy_file(s.other, dir.File(forged));
     const std::string ck3 = ShellQuote(dir.File("ck3.vfs"));
-    for (const std::string& line :
-         {vf + " verify " + ck3, vf + " unpack " + ck3 + " -o " + ShellQuote(dir.File("out")),
-          vf + " streamer -D " + ShellQuote(dir.File("img")) + " extract < " + ck3}) {
+    for (const std::string& line : {vf + " verify " + ck3, vf + " unpack " + ck3 + " -o " + ShellQuote(dir.File("out")),
+                                    vf + " streamer -D " + ShellQuote(dir.File("img")) + " extract < " + ck3}) {
       std::filesystem::create_directories(dir.File("img"));
       const auto r = RunShell(line);
       EXPECT_NE(r.code, 0) << line << "\n" << r.output;

@@ -25,10 +25,11 @@ std::string Env(const char* name) {
 std::string SignedStatus(const std::string& method, const std::string& url, const std::string& secret) {
   std::string out;
   const std::string verb = method == "HEAD" ? "-I" : "-X " + method;  // -X HEAD would wait for a body
-  RunCommand("curl -s -o /dev/null -m 10 -w '%{http_code}' " + verb + " --aws-sigv4 'aws:amz:" +
-                 Env("AWS_REGION") + ":s3' --user '" + Env("AWS_ACCESS_KEY_ID") + ":" + secret +
+  RunCommand("curl -s -o /dev/null -m 10 -w '%{http_code}' " + verb + " --aws-sigv4 'aws:amz:" + Env("AWS_REGION") +
+                 ":s3' --user '" + Env("AWS_ACCESS_KEY_ID") + ":" + secret +
                  "' -H 'x-amz-content-sha256: "
-                 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' '" + url + "'",
+                 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' '" +
+                 url + "'",
              &out);
   return out;
 }
@@ -52,13 +53,13 @@ TEST(S3Rgw, ServerAnswersAndBucketExists) {
 
   // Debian's awscli 2.9 ignores AWS_ENDPOINT_URL (read from 2.13 on), so pass it explicitly.
   const char* aws = RunCommand("test -x /usr/bin/aws", &out) == 0 ? "/usr/bin/aws"
-                    : RunCommand("command -v aws", &out) == 0    ? "aws"
-                                                                 : nullptr;
+                    : RunCommand("command -v aws", &out) == 0     ? "aws"
+                                                                  : nullptr;
   if (aws != nullptr) {
-    EXPECT_EQ(RunCommand(std::string(aws) + " --endpoint-url '" + endpoint + "' s3api head-bucket --bucket '" +
-                             bucket + "'",
-                         &out),
-              0)
+    EXPECT_EQ(
+        RunCommand(std::string(aws) + " --endpoint-url '" + endpoint + "' s3api head-bucket --bucket '" + bucket + "'",
+                   &out),
+        0)
         << out;
   }
   EXPECT_EQ(SignedStatus("HEAD", endpoint + "/" + bucket, Env("AWS_SECRET_ACCESS_KEY")), "200");

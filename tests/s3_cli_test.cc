@@ -4,10 +4,10 @@
 // checked against the `aws` CLI (Debian's awscli) on the same bucket. They
 // run the built binary through a shell, as cli_test.cc does, and skip with
 // the reason when no RGW is configured.
-#include <gtest/gtest.h>
-#include <stdlib.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,8 +24,8 @@
 #include "tests/support/s3_fault_proxy.h"
 #include "tests/support/s3_rgw_fixture.h"
 #include "tests/support/shell.h"
-#include "transport/s3/s3_client.h"
 #include "transport/aws/xml.h"
+#include "transport/s3/s3_client.h"
 
 namespace vramflow {
 namespace {
@@ -93,10 +93,9 @@ class Work {
   std::string dir_;
 };
 
-#define NEED_AWS(aws)                                                                          \
-  const std::string aws = AwsCli();                                                            \
+#define NEED_AWS(aws)               \
+  const std::string aws = AwsCli(); \
   if (aws.empty()) GTEST_SKIP() << "no aws CLI (scripts/setup.sh installs Debian's awscli)"
-
 
 //! pack -o s3:// writes exactly the bytes pack -o FILE writes (streams are
 //! deterministic), as the aws CLI downloads them; verify s3:// passes.
@@ -133,9 +132,9 @@ TEST_F(S3Rgw, UnpackReadsAStreamTheAwsCliUploaded) {
     EXPECT_TRUE(ReadFile(w.File(std::string("out/") + name)) == original) << name;
   }
   // One object to stdout, as it is read.
-  CommandResult one = Sh(Q(VRAMFLOW_BINARY) + " pack " + Q(w.File("weights.bin")) + " -q -o " + Q(Uri("one.vfs")) +
-                         " && " + Q(VRAMFLOW_BINARY) + " unpack -q " + Q(Uri("one.vfs")) + " -o - | cmp - " +
-                         Q(w.File("weights.bin")));
+  CommandResult one =
+      Sh(Q(VRAMFLOW_BINARY) + " pack " + Q(w.File("weights.bin")) + " -q -o " + Q(Uri("one.vfs")) + " && " +
+         Q(VRAMFLOW_BINARY) + " unpack -q " + Q(Uri("one.vfs")) + " -o - | cmp - " + Q(w.File("weights.bin")));
   EXPECT_CODE(one, 0);
 }
 
@@ -154,8 +153,8 @@ TEST_F(S3Rgw, InspectWorksAndAMissingKeyFailsClearly) {
   EXPECT_TRUE(Contains(json.output, "\"name\": \"weights.bin\"")) << json.output;
 
   const std::string missing = Uri("no-such-key.vfs");
-  for (const std::string& command : {"inspect " + Q(missing), "verify " + Q(missing),
-                                     "unpack " + Q(missing) + " -o " + Q(w.File("never"))}) {
+  for (const std::string& command :
+       {"inspect " + Q(missing), "verify " + Q(missing), "unpack " + Q(missing) + " -o " + Q(w.File("never"))}) {
     CommandResult r = Vf(command);
     EXPECT_CODE(r, 1);
     EXPECT_TRUE(Contains(r.output, missing + ": HeadObject: HTTP 404")) << command << "\n" << r.output;
@@ -230,8 +229,8 @@ TEST_F(S3Rgw, PackRefusesAnExistingObjectUnlessForced) {
 
   CommandResult refused = Vf("pack " + Q(w.File("weights.bin")) + " -o " + Q(uri));
   EXPECT_CODE(refused, 1);
-  EXPECT_TRUE(Contains(refused.output, "vramflow pack: error: already exists: " + uri +
-                                          " exists (use --force to overwrite)"))
+  EXPECT_TRUE(
+      Contains(refused.output, "vramflow pack: error: already exists: " + uri + " exists (use --force to overwrite)"))
       << refused.output;
   EXPECT_TRUE(holds("optimizer.bin")) << "a refused pack changed the object";
   // The same rule for a file, for comparison.
@@ -304,9 +303,9 @@ TEST_F(S3Rgw, PackKilledMidUploadLeavesNoVisibleObject) {
   // The packer reads the fifo, so it uploads what it is given and then waits.
   // Its upload journal of its own: no other test's upload (which aborts
   // the journaled uploads of dead writers first) takes this one away.
-  CommandResult started = Sh("XDG_STATE_HOME=" + Q(w.File("state")) + " " + Q(VRAMFLOW_BINARY) + " pack -c raw -q " +
-                             Q(fifo) + " -o " + Q(Uri("killed.vfs")) +
-                             " > " + Q(w.File("pack.log")) + " 2>&1 & echo $!");
+  CommandResult started =
+      Sh("XDG_STATE_HOME=" + Q(w.File("state")) + " " + Q(VRAMFLOW_BINARY) + " pack -c raw -q " + Q(fifo) + " -o " +
+         Q(Uri("killed.vfs")) + " > " + Q(w.File("pack.log")) + " 2>&1 & echo $!");
   ASSERT_CODE(started, 0);
   const pid_t pid = static_cast<pid_t>(std::stol(started.output));
   int fd = ::open(fifo.c_str(), O_WRONLY);  // returns once the packer has opened it
@@ -371,7 +370,8 @@ TEST_F(S3Rgw, PackKilledMidUploadLeavesNoVisibleObject) {
 TEST_F(S3Rgw, IncrementalNetBaseStoreOnS3) {
   Work w;
   ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
-  ASSERT_CODE(Sh("mkdir -p " + Q(w.File("v2")) + " && cp " + Q(w.File("weights.bin")) + " " + Q(w.File("v2/weights.bin"))), 0);
+  ASSERT_CODE(
+      Sh("mkdir -p " + Q(w.File("v2")) + " && cp " + Q(w.File("weights.bin")) + " " + Q(w.File("v2/weights.bin"))), 0);
   ASSERT_CODE(Vf("gen -k adam-v -s 5M --seed 5 -o " + Q(w.File("v2/optimizer.bin"))), 0);
   const std::string options = " -c auto --chunk-size 1M -q";
   ASSERT_CODE(Vf("pack " + w.Inputs() + " -o " + Q(w.File("ck1.vfs")) + options), 0);
@@ -381,9 +381,10 @@ TEST_F(S3Rgw, IncrementalNetBaseStoreOnS3) {
       Q(VRAMFLOW_BINARY) + " unpack --listen unix:" + Q(sock) + " -o " + Q(w.File("out")) + " --base-store " +
       Q(Uri("store/")) + " -q --accept-timeout 30 > " + Q(w.File("unpack.log")) + " 2>&1 & pid=$!; " +
       "for i in $(seq 400); do python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' " +
-      Q(sock) + " 2>/dev/null && break; sleep 0.05; done; " + Q(VRAMFLOW_BINARY) + " pack " + Q(w.File("v2/weights.bin")) +
-      " " + Q(w.File("v2/optimizer.bin")) + " --to unix:" + Q(sock) + " --base " + Q(w.File("ck1.vfs")) + options +
-      " --json; sent=$?; wait $pid; echo \"sent=$sent restored=$?\"; cat " + Q(w.File("unpack.log"));
+      Q(sock) + " 2>/dev/null && break; sleep 0.05; done; " + Q(VRAMFLOW_BINARY) + " pack " +
+      Q(w.File("v2/weights.bin")) + " " + Q(w.File("v2/optimizer.bin")) + " --to unix:" + Q(sock) + " --base " +
+      Q(w.File("ck1.vfs")) + options + " --json; sent=$?; wait $pid; echo \"sent=$sent restored=$?\"; cat " +
+      Q(w.File("unpack.log"));
   CommandResult r = Sh(line);
   EXPECT_CODE(r, 0);
   EXPECT_TRUE(Contains(r.output, "sent=0 restored=0")) << r.output;
@@ -397,7 +398,6 @@ TEST_F(S3Rgw, IncrementalNetBaseStoreOnS3) {
   EXPECT_LT(std::stoull(r.output.substr(at + key.size())), 6ull << 20) << r.output;
 }
 
-
 //! An incremental checkpoint whose base is an S3 object, and which is an S3
 //! object itself: pack reads the base by ranges (references only: its index
 //! and digests, and the chunk frames it references, to prove them), the
@@ -406,13 +406,14 @@ TEST_F(S3Rgw, IncrementalNetBaseStoreOnS3) {
 TEST_F(S3Rgw, IncrementalPackAndUnpackAgainstABaseOnS3) {
   Work w;
   ASSERT_NO_FATAL_FAILURE(w.MakeInputs());
-  ASSERT_CODE(Sh("mkdir -p " + Q(w.File("v2")) + " && cp " + Q(w.File("weights.bin")) + " " + Q(w.File("v2/weights.bin"))), 0);
+  ASSERT_CODE(
+      Sh("mkdir -p " + Q(w.File("v2")) + " && cp " + Q(w.File("weights.bin")) + " " + Q(w.File("v2/weights.bin"))), 0);
   ASSERT_CODE(Vf("gen -k adam-v -s 5M --seed 6 -o " + Q(w.File("v2/optimizer.bin"))), 0);
   const std::string options = " -c auto --chunk-size 1M -q";
   ASSERT_CODE(Vf("pack " + w.Inputs() + " --digests -o " + Q(Uri("inc/ck1.vfs")) + options), 0);
   const std::string v2 = Q(w.File("v2/weights.bin")) + " " + Q(w.File("v2/optimizer.bin"));
-  CommandResult packed =
-      Vf("pack " + v2 + " --base " + Q(Uri("inc/ck1.vfs")) + " --base-refs-only --json -o " + Q(Uri("inc/ck2.vfs")) + options);
+  CommandResult packed = Vf("pack " + v2 + " --base " + Q(Uri("inc/ck1.vfs")) + " --base-refs-only --json -o " +
+                            Q(Uri("inc/ck2.vfs")) + options);
   ASSERT_CODE(packed, 0);
   EXPECT_TRUE(Contains(packed.output, "\"base_ref_bytes\"")) << packed.output;
   CommandResult listed = Vf("inspect --json " + Q(Uri("inc/ck2.vfs")));
@@ -537,15 +538,16 @@ TEST_F(S3Rgw, SseS3IsAppliedOrNothingIsLeft) {
   for (const std::string& inputs : {w.Inputs(), Q(w.File("small.bin"))}) {
     const std::string uri = Uri(inputs == w.Inputs() ? "sse-s3/big.vfs" : "sse-s3/small.vfs");
     CommandResult packed = Vf("pack " + inputs + " -o " + Q(uri) + " --sse AES256 -q");
-    CommandResult head = Aws(aws, "s3api head-object " + AwsObject(bucket_, uri) +
-                                      " --query ServerSideEncryption --output text");
+    CommandResult head =
+        Aws(aws, "s3api head-object " + AwsObject(bucket_, uri) + " --query ServerSideEncryption --output text");
     if (packed.code == 0) {
       EXPECT_CODE(head, 0);
       EXPECT_TRUE(Contains(head.output, "AES256")) << head.output;
     } else {
       EXPECT_CODE(packed, 1);
-      EXPECT_TRUE(Contains(packed.output, "did not confirm the server-side encryption asked for: its reply has no "
-                                          "'x-amz-server-side-encryption: AES256'"))
+      EXPECT_TRUE(Contains(packed.output,
+                           "did not confirm the server-side encryption asked for: its reply has no "
+                           "'x-amz-server-side-encryption: AES256'"))
           << packed.output;
       EXPECT_NE(head.code, 0) << "the object stored without encryption is still there: " << head.output;
     }

@@ -69,8 +69,8 @@ TEST_F(S3Rgw, PrivateCaHttpsEndpointLikeTheAwsCli) {
   Scratch s;
   // No endpoint in the environment: the flag names it.
   // SSL_CERT_DIR stays as it is (the system's store, where set).
-  const std::string env = "env -u AWS_ENDPOINT_URL -u AWS_CA_BUNDLE -u SSL_CERT_FILE AWS_EC2_METADATA_DISABLED=true HOME=" +
-                          Q(s.File(""));
+  const std::string env =
+      "env -u AWS_ENDPOINT_URL -u AWS_CA_BUNDLE -u SSL_CERT_FILE AWS_EC2_METADATA_DISABLED=true HOME=" + Q(s.File(""));
   const std::string vf = env + " " + Q(VRAMFLOW_BINARY);
   const std::string aws = env + " /usr/bin/aws --endpoint-url " + front.endpoint();
   const std::string with_env = env + " AWS_CA_BUNDLE=" + Q(front.ca_file()) + " ";
@@ -98,9 +98,11 @@ TEST_F(S3Rgw, PrivateCaHttpsEndpointLikeTheAwsCli) {
   ASSERT_CODE(Sh(with_env + Q(VRAMFLOW_BINARY) + " pack " + Q(s.File("local.bin")) + " -q -o " + Q(Uri("https.vfs")) +
                  " --endpoint-url " + front.endpoint()),
               0);
-  CommandResult verified = Sh(with_env + Q(VRAMFLOW_BINARY) + " verify " + Q(Uri("https.vfs")) + " --endpoint-url " + front.endpoint());
+  CommandResult verified =
+      Sh(with_env + Q(VRAMFLOW_BINARY) + " verify " + Q(Uri("https.vfs")) + " --endpoint-url " + front.endpoint());
   EXPECT_CODE(verified, 0);
-  CommandResult listed = Sh(with_env + "/usr/bin/aws --endpoint-url " + front.endpoint() + " s3 ls " + Q("s3://" + bucket_ + "/" + prefix_));
+  CommandResult listed = Sh(with_env + "/usr/bin/aws --endpoint-url " + front.endpoint() + " s3 ls " +
+                            Q("s3://" + bucket_ + "/" + prefix_));
   EXPECT_CODE(listed, 0);
   EXPECT_TRUE(Contains(listed.output, "https.vfs")) << listed.output;
 }
@@ -111,9 +113,10 @@ TEST_F(S3Rgw, ProfileFlagOutranksTheEnvironmentsKeys) {
   Scratch s;
   std::ofstream(s.File("credentials")) << "[rgw]\naws_access_key_id = " << std::getenv("AWS_ACCESS_KEY_ID")
                                        << "\naws_secret_access_key = " << std::getenv("AWS_SECRET_ACCESS_KEY") << "\n";
-  const std::string env = "env -u AWS_ENDPOINT_URL AWS_SHARED_CREDENTIALS_FILE=" + Q(s.File("credentials")) +
-                          " AWS_CONFIG_FILE=" + Q(s.File("config")) +
-                          " AWS_ACCESS_KEY_ID=AKWRONG AWS_SECRET_ACCESS_KEY=wrong AWS_REGION=eu-west-9 AWS_EC2_METADATA_DISABLED=true ";
+  const std::string env =
+      "env -u AWS_ENDPOINT_URL AWS_SHARED_CREDENTIALS_FILE=" + Q(s.File("credentials")) +
+      " AWS_CONFIG_FILE=" + Q(s.File("config")) +
+      " AWS_ACCESS_KEY_ID=AKWRONG AWS_SECRET_ACCESS_KEY=wrong AWS_REGION=eu-west-9 AWS_EC2_METADATA_DISABLED=true ";
   const std::string endpoint = std::string(" --endpoint-url ") + std::getenv("AWS_ENDPOINT_URL");
   const std::string gen = Q(VRAMFLOW_BINARY) + " gen -s 64K -o " + Q(Uri("profile.bin")) + endpoint;
 

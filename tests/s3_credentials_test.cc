@@ -131,8 +131,8 @@ TEST_F(S3Credentials, WebIdentityTokenFile) {
 
 TEST_F(S3Credentials, WebIdentityFromTheProfile) {
   aws_.SetWebIdentityToken("profile-token");
-  Write(".aws/config", "[profile irsa]\nrole_arn = arn:aws:iam::1:role/r\nweb_identity_token_file = " + dir_ +
-                           "/tok\n");
+  Write(".aws/config",
+        "[profile irsa]\nrole_arn = arn:aws:iam::1:role/r\nweb_identity_token_file = " + dir_ + "/tok\n");
   Write("tok", "profile-token");
   env_["AWS_PROFILE"] = "irsa";
   ASSERT_TRUE(Upload("p").ok());
@@ -142,9 +142,10 @@ TEST_F(S3Credentials, WebIdentityFromTheProfile) {
 TEST_F(S3Credentials, AssumeRoleFromSourceProfile) {
   aws_.AllowSource("AKBASE", "base-secret");
   Write(".aws/credentials", "[base]\naws_access_key_id = AKBASE\naws_secret_access_key = base-secret\n");
-  Write(".aws/config",
-        "[profile writer]\nrole_arn = arn:aws:iam::1:role/writer\nsource_profile = base\nexternal_id = ext-9\n"
-        "role_session_name = ckpt\n[profile chained]\nrole_arn = arn:aws:iam::1:role/second\nsource_profile = writer\n");
+  Write(
+      ".aws/config",
+      "[profile writer]\nrole_arn = arn:aws:iam::1:role/writer\nsource_profile = base\nexternal_id = ext-9\n"
+      "role_session_name = ckpt\n[profile chained]\nrole_arn = arn:aws:iam::1:role/second\nsource_profile = writer\n");
   // --profile: the environment's keys are not used, as with `aws --profile`.
   env_["AWS_ACCESS_KEY_ID"] = "AKSTATIC";
   env_["AWS_SECRET_ACCESS_KEY"] = "static-secret";
@@ -179,8 +180,9 @@ TEST_F(S3Credentials, AssumeRoleFromSourceProfile) {
   EXPECT_GT(s3_.SignedBy(aws_.Issued()[2]), 0);
 
   // A loop of source profiles is refused.
-  Write(".aws/config", "[profile a]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = b\n"
-                       "[profile b]\nrole_arn = arn:aws:iam::1:role/b\nsource_profile = a\n");
+  Write(".aws/config",
+        "[profile a]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = b\n"
+        "[profile b]\nrole_arn = arn:aws:iam::1:role/b\nsource_profile = a\n");
   env_["AWS_PROFILE"] = "a";
   auto config = s3::LoadConfig(options_);
   ASSERT_FALSE(config.ok());
@@ -195,8 +197,9 @@ TEST_F(S3Credentials, AssumeRoleFromSourceProfile) {
   EXPECT_NE(config.status().message().find("SignatureDoesNotMatch"), std::string::npos) << config.status().message();
 
   // Settings STS would refuse are refused here, naming the profile.
-  Write(".aws/config", "[profile writer]\nrole_arn = arn:aws:iam::1:role/writer\nsource_profile = base\n"
-                       "duration_seconds = 1h\n");
+  Write(".aws/config",
+        "[profile writer]\nrole_arn = arn:aws:iam::1:role/writer\nsource_profile = base\n"
+        "duration_seconds = 1h\n");
   config = s3::LoadConfig(options_);
   ASSERT_FALSE(config.ok());
   EXPECT_NE(config.status().message().find("profile 'writer': duration_seconds '1h'"), std::string::npos)
@@ -205,12 +208,14 @@ TEST_F(S3Credentials, AssumeRoleFromSourceProfile) {
 
 TEST_F(S3Credentials, CredentialProcess) {
   s3_.AddKey("AKPROC", "proc-secret", "proc-token");
-  std::string script = Write("creds.sh",
-                             "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"AKPROC\", \"SecretAccessKey\": "
-                             "\"proc-secret\", \"SessionToken\": \"proc-token\", \"Expiration\": \"2999-01-01T00:00:00Z\"}'\n");
+  std::string script =
+      Write("creds.sh",
+            "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"AKPROC\", \"SecretAccessKey\": "
+            "\"proc-secret\", \"SessionToken\": \"proc-token\", \"Expiration\": \"2999-01-01T00:00:00Z\"}'\n");
   ::chmod(script.c_str(), 0755);
-  Write(".aws/config", "[default]\ncredential_process = " + script + " --flag\n[profile failing]\n"
-                       "credential_process = sh -c 'echo broken >&2; exit 3'\n");
+  Write(".aws/config", "[default]\ncredential_process = " + script +
+                           " --flag\n[profile failing]\n"
+                           "credential_process = sh -c 'echo broken >&2; exit 3'\n");
   ASSERT_TRUE(Upload("proc").ok());
   EXPECT_GT(s3_.SignedBy("AKPROC"), 0);
 
@@ -233,7 +238,8 @@ TEST_F(S3Credentials, CredentialProcess) {
   std::ifstream pid_in(pid_file);
   pid_t grandchild = 0;
   ASSERT_TRUE(pid_in >> grandchild);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the kill is delivered at once; reaping by init may lag
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(100));        // the kill is delivered at once; reaping by init may lag
   bool alive = ::kill(grandchild, 0) == 0 &&  // and not a zombie waiting for init
                testing::RunShell("ps -o stat= -p " + std::to_string(grandchild) + " | grep -qv Z").code == 0;
   EXPECT_FALSE(alive) << "the sleep the command started outlived it";
@@ -449,10 +455,11 @@ TEST_F(S3Credentials, CliWithWebIdentity) {
 TEST_F(S3Credentials, SsoCachedToken) {
   aws_.SetSsoToken("sso-access-token");
   env_["AWS_ENDPOINT_URL_SSO"] = aws_.endpoint();
-  Write(".aws/config", "[profile dev]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Writer\n"
-                       "[sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\nsso_region = eu-west-1\n"
-                       "[profile legacy]\nsso_start_url = https://old.awsapps.com/start\nsso_region = us-east-1\n"
-                       "sso_account_id = 444455556666\nsso_role_name = Reader\n");
+  Write(".aws/config",
+        "[profile dev]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Writer\n"
+        "[sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\nsso_region = eu-west-1\n"
+        "[profile legacy]\nsso_start_url = https://old.awsapps.com/start\nsso_region = us-east-1\n"
+        "sso_account_id = 444455556666\nsso_role_name = Reader\n");
   auto sha1 = [](const std::string& key) {
     testing::CommandResult r = testing::RunShell("printf %s " + testing::ShellQuote(key) + " | sha1sum | cut -c1-40");
     return r.output.substr(0, 40);
@@ -500,9 +507,10 @@ class S3SsoRenewal : public S3Credentials {
     env_["AWS_ENDPOINT_URL_SSO"] = aws_.endpoint();
     env_["AWS_ENDPOINT_URL_SSO_OIDC"] = aws_.endpoint();
     env_["AWS_PROFILE"] = "dev";
-    Write(".aws/config", "[profile dev]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Writer\n"
-                         "region = eu-west-1\n[sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\n"
-                         "sso_region = eu-west-1\n");
+    Write(".aws/config",
+          "[profile dev]\nsso_session = corp\nsso_account_id = 111122223333\nsso_role_name = Writer\n"
+          "region = eu-west-1\n[sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\n"
+          "sso_region = eu-west-1\n");
     testing::CommandResult r = testing::RunShell("printf %s corp | sha1sum | cut -c1-40");
     cache_ = dir_ + "/.aws/sso/cache/" + r.output.substr(0, 40) + ".json";
   }
@@ -541,9 +549,10 @@ TEST_F(S3SsoRenewal, ExpiredTokenIsRenewed) {
   EXPECT_EQ(aws_.Count("OidcToken"), 1);
   EXPECT_EQ(aws_.Count("Sso"), 1);
   EXPECT_GT(s3_.SignedBy(aws_.Issued().at(0)), 0);
-  EXPECT_EQ(nlohmann::json::parse(aws_.LastOidcBody()),
-            (nlohmann::json{{"grantType", "refresh_token"}, {"clientId", "cid"}, {"clientSecret", "csecret"},
-                            {"refreshToken", "rt-1"}}));
+  EXPECT_EQ(
+      nlohmann::json::parse(aws_.LastOidcBody()),
+      (nlohmann::json{
+          {"grantType", "refresh_token"}, {"clientId", "cid"}, {"clientSecret", "csecret"}, {"refreshToken", "rt-1"}}));
 
   nlohmann::ordered_json cache = Cache();
   ASSERT_TRUE(cache.is_object());
@@ -658,8 +667,7 @@ TEST_F(S3SsoRenewal, ParallelRenewalsRenewOnce) {
   });
   Status results[2];
   std::thread runs[2];
-  for (int i = 0; i < 2; ++i)
-    runs[i] = std::thread([&, i] { results[i] = s3::LoadConfig(options_).status(); });
+  for (int i = 0; i < 2; ++i) runs[i] = std::thread([&, i] { results[i] = s3::LoadConfig(options_).status(); });
   for (std::thread& run : runs) run.join();
   for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(aws_.Count("OidcToken"), 1);
@@ -683,8 +691,8 @@ TEST_F(S3SsoRenewal, RenewalAgreesWithTheAwsCli) {
     Write(std::string("awsdata/") + service + "/2019-06-10/endpoint-rule-set-1.json",
           nlohmann::json{{"version", "1.0"}, {"parameters", {{"Region", region}}}, {"rules", {rule}}}.dump());
   auto aws = [&] {
-    return testing::RunShell("env -i PATH=/usr/bin:/bin HOME=" + testing::ShellQuote(dir_) + " AWS_DATA_PATH=" +
-                             testing::ShellQuote(dir_ + "/awsdata") +
+    return testing::RunShell("env -i PATH=/usr/bin:/bin HOME=" + testing::ShellQuote(dir_) +
+                             " AWS_DATA_PATH=" + testing::ShellQuote(dir_ + "/awsdata") +
                              " /usr/bin/aws configure export-credentials --profile dev 2>&1");
   };
   WriteCache("old-token", -60);
@@ -770,8 +778,10 @@ TEST_F(S3Credentials, FakesAgreeWithTheAwsCli) {
   aws_.SetImdsV1(false);
 
   aws_.SetContainerToken("ecs-token");
-  r = aws("AWS_EC2_METADATA_DISABLED=true AWS_CONTAINER_AUTHORIZATION_TOKEN=ecs-token "
-          "AWS_CONTAINER_CREDENTIALS_FULL_URI=" + aws_.endpoint() + "/container/creds",
+  r =
+      aws("AWS_EC2_METADATA_DISABLED=true AWS_CONTAINER_AUTHORIZATION_TOKEN=ecs-token "
+          "AWS_CONTAINER_CREDENTIALS_FULL_URI=" +
+              aws_.endpoint() + "/container/creds",
           "aws-container");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(aws_.Count("Container"), 1);
@@ -841,11 +851,11 @@ bool HasControlByte(const std::string& text) {
 // errors naming the source, never an exception (which ended every S3
 // command, and the plugin inside CRIU, with SIGABRT).
 TEST_F(S3Credentials, HostileExpirationIsAnError) {
-  for (const char* bad : {"2030-01-01T00:00:00+ab:cd", "2030-01-01T00:00:00-0x:00", "2030-01-01T00:00:00+1:000",
-                          "2030-01-01T00:00:00+24:00", "2030-01-01T00:00:00+05:60", "2030-01-01T-1:00:00Z",
-                          " 2030-01-01T00:00:00Z", "+2030-01-01T00:00:00Z", "2030-01-01T00:00:00.Z",
-                          "2030-01-01T00:00:00Zjunk", "2030-02-30T00:00:00Z", "2030-01-01T00:00:61Z",
-                          "2030-01-01 00:00:00Z", "2030-01-01T00:00:00+\x1b[31m", ""}) {
+  for (const char* bad :
+       {"2030-01-01T00:00:00+ab:cd", "2030-01-01T00:00:00-0x:00", "2030-01-01T00:00:00+1:000",
+        "2030-01-01T00:00:00+24:00", "2030-01-01T00:00:00+05:60", "2030-01-01T-1:00:00Z", " 2030-01-01T00:00:00Z",
+        "+2030-01-01T00:00:00Z", "2030-01-01T00:00:00.Z", "2030-01-01T00:00:00Zjunk", "2030-02-30T00:00:00Z",
+        "2030-01-01T00:00:61Z", "2030-01-01 00:00:00Z", "2030-01-01T00:00:00+\x1b[31m", ""}) {
     SCOPED_TRACE(bad);
     Result<std::time_t> t = s3::ParseIso8601(bad);
     EXPECT_FALSE(t.ok());
@@ -862,15 +872,19 @@ TEST_F(S3Credentials, HostileExpirationIsAnError) {
 
   const std::string expiration = "2030-01-01T00:00:00+ab:cd";
   Result<s3::TimedCredentials> sts = s3::ParseStsReply(
-      200, "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>AK</AccessKeyId><SecretAccessKey>s"
-           "</SecretAccessKey><Expiration>" + expiration + "</Expiration></Credentials></AssumeRoleResult>"
-           "</AssumeRoleResponse>", "STS");
+      200,
+      "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>AK</AccessKeyId><SecretAccessKey>s"
+      "</SecretAccessKey><Expiration>" +
+          expiration +
+          "</Expiration></Credentials></AssumeRoleResult>"
+          "</AssumeRoleResponse>",
+      "STS");
   ASSERT_FALSE(sts.ok());
   EXPECT_NE(sts.status().message().find("time zone"), std::string::npos) << sts.status().message();
 
   // Through the chain: credential_process, the container endpoint, IMDS.
-  const std::string json = "{\"Version\": 1, \"AccessKeyId\": \"AK\", \"SecretAccessKey\": \"s\", \"Expiration\": \"" +
-                           expiration + "\"}";
+  const std::string json =
+      "{\"Version\": 1, \"AccessKeyId\": \"AK\", \"SecretAccessKey\": \"s\", \"Expiration\": \"" + expiration + "\"}";
   Write(".aws/config", "[default]\ncredential_process = printf '%s' '" + json + "'\n");
   auto config = s3::LoadConfig(options_);
   ASSERT_FALSE(config.ok());
@@ -895,11 +909,11 @@ TEST_F(S3Credentials, HostileExpirationIsAnError) {
 // Keys that a header could not carry, and a Version that is 1 only when
 // cut to an int, are refused.
 TEST_F(S3Credentials, HostileCredentialFieldsAreRefused) {
-  for (const char* fields : {R"("AccessKeyId": "AK\r\nX-Injected: 1", "SecretAccessKey": "s")",
-                             R"("AccessKeyId": "AK", "SecretAccessKey": "s", "SessionToken": "t\nX-Injected: 1")",
-                             R"("AccessKeyId": "AK", "SecretAccessKey": "s", "Token": "t\u001b[2J")",
-                             R"("AccessKeyId": "A K", "SecretAccessKey": "s")",
-                             R"("AccessKeyId": "AK", "SecretAccessKey": "s\u0000x")"}) {
+  for (const char* fields :
+       {R"("AccessKeyId": "AK\r\nX-Injected: 1", "SecretAccessKey": "s")",
+        R"("AccessKeyId": "AK", "SecretAccessKey": "s", "SessionToken": "t\nX-Injected: 1")",
+        R"("AccessKeyId": "AK", "SecretAccessKey": "s", "Token": "t\u001b[2J")",
+        R"("AccessKeyId": "A K", "SecretAccessKey": "s")", R"("AccessKeyId": "AK", "SecretAccessKey": "s\u0000x")"}) {
     SCOPED_TRACE(fields);
     Result<s3::TimedCredentials> parsed = s3::ParseCredentialJson(std::string("{") + fields + "}", "container");
     ASSERT_FALSE(parsed.ok());
@@ -907,12 +921,14 @@ TEST_F(S3Credentials, HostileCredentialFieldsAreRefused) {
     EXPECT_FALSE(HasControlByte(parsed.status().message())) << parsed.status().message();
   }
   Result<s3::TimedCredentials> sts = s3::ParseStsReply(
-      200, "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>AK</AccessKeyId><SecretAccessKey>s"
-           "</SecretAccessKey><SessionToken>t&#13;&#10;X: 1</SessionToken></Credentials></AssumeRoleResult>"
-           "</AssumeRoleResponse>", "STS");
+      200,
+      "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>AK</AccessKeyId><SecretAccessKey>s"
+      "</SecretAccessKey><SessionToken>t&#13;&#10;X: 1</SessionToken></Credentials></AssumeRoleResult>"
+      "</AssumeRoleResponse>",
+      "STS");
   EXPECT_FALSE(sts.ok());
-  auto v = s3::RunCredentialProcess(
-      "echo '{\"Version\": 4294967297, \"AccessKeyId\": \"a\", \"SecretAccessKey\": \"b\"}'");
+  auto v =
+      s3::RunCredentialProcess("echo '{\"Version\": 4294967297, \"AccessKeyId\": \"a\", \"SecretAccessKey\": \"b\"}'");
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.status().message().find("Version"), std::string::npos) << v.status().message();
 }
@@ -934,8 +950,8 @@ TEST_F(S3Credentials, PeerTextIsEscaped) {
   env_["AWS_SECRET_ACCESS_KEY"] = "static-secret";
   options_.endpoint = aws_.endpoint();
   options_.overwrite = true;
-  aws_.AnswerNext("Other", 400, "<Error><Code>Bad" + forged_xml + "</Code><Message>" + forged_xml +
-                                    "</Message></Error>");
+  aws_.AnswerNext("Other", 400,
+                  "<Error><Code>Bad" + forged_xml + "</Code><Message>" + forged_xml + "</Message></Error>");
   expect_escaped(Upload("x"), "S3", "\\x0d");
   env_.erase("AWS_ACCESS_KEY_ID");
   env_.erase("AWS_SECRET_ACCESS_KEY");
@@ -945,8 +961,9 @@ TEST_F(S3Credentials, PeerTextIsEscaped) {
   env_["AWS_WEB_IDENTITY_TOKEN_FILE"] = Write("token", "t");
   env_["AWS_ROLE_ARN"] = "arn:aws:iam::1:role/r";
   aws_.AnswerNext("AssumeRoleWithWebIdentity", 403,
-                  "<ErrorResponse><Error><Code>" + forged_xml + "</Code><Message>" + forged_xml + "</Message></Error>"
-                  "</ErrorResponse>");
+                  "<ErrorResponse><Error><Code>" + forged_xml + "</Code><Message>" + forged_xml +
+                      "</Message></Error>"
+                      "</ErrorResponse>");
   expect_escaped(s3::LoadConfig(options_).status(), "STS", "\\x0d");
   env_.erase("AWS_WEB_IDENTITY_TOKEN_FILE");
 
@@ -977,8 +994,9 @@ TEST_F(S3Credentials, PeerTextIsEscaped) {
 // Errors name a credential_process by its profile: its command line may
 // carry a secret.
 TEST_F(S3Credentials, CredentialProcessCommandLineIsNotShown) {
-  Write(".aws/config", "[profile failing]\ncredential_process = sh -c 'exit 3' --token=SECRET-TOKEN-7\n"
-                       "[profile slow]\ncredential_process = sleep 5 --token=SECRET-TOKEN-7\n");
+  Write(".aws/config",
+        "[profile failing]\ncredential_process = sh -c 'exit 3' --token=SECRET-TOKEN-7\n"
+        "[profile slow]\ncredential_process = sleep 5 --token=SECRET-TOKEN-7\n");
   options_.profile = "failing";
   auto config = s3::LoadConfig(options_);
   ASSERT_FALSE(config.ok());
@@ -992,18 +1010,18 @@ TEST_F(S3Credentials, CredentialProcessCommandLineIsNotShown) {
 // with whatever that started (its process group).
 TEST_F(S3Credentials, SigtermKillsTheCredentialProcessTree) {
   const std::string pids = dir_ + "/pids";
-  std::string script = Write("slow.sh", "#!/bin/sh\nsleep 30 &\necho $$ $! > " + pids + ".tmp\nmv " + pids +
-                                            ".tmp " + pids + "\nwait\n");
+  std::string script = Write(
+      "slow.sh", "#!/bin/sh\nsleep 30 &\necho $$ $! > " + pids + ".tmp\nmv " + pids + ".tmp " + pids + "\nwait\n");
   ::chmod(script.c_str(), 0755);
   Write(".aws/config", "[default]\ncredential_process = " + script + "\n");
   Write("input", "some bytes to pack");
   std::vector<std::string> env = {"HOME=" + dir_, "AWS_EC2_METADATA_DISABLED=true"};
-  for (const char* unset : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                            "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
-                            "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "XDG_STATE_HOME"})
+  for (const char* unset :
+       {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+        "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "XDG_STATE_HOME"})
     env.push_back(std::string(unset) + "=");
-  const std::vector<std::string> args = {"pack",         "-q", dir_ + "/input", "-o", "s3://bkt/sigterm.vfs",
+  const std::vector<std::string> args = {"pack",           "-q",          dir_ + "/input", "-o", "s3://bkt/sigterm.vfs",
                                          "--endpoint-url", s3_.endpoint()};
   testing::CliChild pack(VRAMFLOW_BINARY, args, dir_ + "/pack.log", -1, env);
   pid_t shell = 0, sleeper = 0;
@@ -1014,8 +1032,8 @@ TEST_F(S3Credentials, SigtermKillsTheCredentialProcessTree) {
   EXPECT_EQ(pack.Wait(std::chrono::seconds(15)), 143) << pack.Log();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // reaping by init may lag
   for (pid_t pid : {shell, sleeper}) {
-    bool alive = ::kill(pid, 0) == 0 &&
-                 testing::RunShell("ps -o stat= -p " + std::to_string(pid) + " | grep -qv Z").code == 0;
+    bool alive =
+        ::kill(pid, 0) == 0 && testing::RunShell("ps -o stat= -p " + std::to_string(pid) + " | grep -qv Z").code == 0;
     EXPECT_FALSE(alive) << "process " << pid << " of the credential_process outlived vramflow";
     if (alive) ::kill(pid, SIGKILL);
   }

@@ -14,9 +14,9 @@
 
 #include "common/owner_tag.h"
 #include "tests/support/s3_fake_server.h"
+#include "transport/aws/xml.h"
 #include "transport/s3/s3_client.h"
 #include "transport/s3/s3_config.h"
-#include "transport/aws/xml.h"
 
 namespace vramflow::s3 {
 namespace {

@@ -168,7 +168,7 @@ TEST_F(S3Rgw, EveryUploadPartFailingAbortsTheUpload) {
   ASSERT_FALSE(s.ok()) << Describe(log);
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
   const std::vector<std::string> parts_of_the_message = {Uri("given-up") + ": UploadPart ", "gave up after 3 attempts",
-                                                          "HTTP 500 InternalError", "(multipart upload aborted)"};
+                                                         "HTTP 500 InternalError", "(multipart upload aborted)"};
   for (const std::string& part : parts_of_the_message)
     EXPECT_NE(s.message().find(part), std::string::npos) << part << "\n" << s.message();
 
@@ -256,8 +256,8 @@ TEST_F(S3Rgw, StreamBeyondMaxPartsAtTheMinimumSizeGrowsItsParts) {
   std::unique_ptr<FaultProxy> proxy = StartProxy(options_, &proxied);
   ASSERT_TRUE(proxy);
   proxied.s3.limits = S3Limits{5 * kMiB, 5ull << 30, 8};
-  proxied.s3.part_size = 0;               // from the budget: at least the minimum
-  proxied.s3.memory_budget = 10 * kMiB;   // one big part in flight at a time
+  proxied.s3.part_size = 0;              // from the budget: at least the minimum
+  proxied.s3.memory_budget = 10 * kMiB;  // one big part in flight at a time
   proxied.s3.concurrency = 2;
   const uint64_t size = 72 * kMiB + 123;
   ASSERT_GT(size, proxied.s3.limits.max_parts * proxied.s3.limits.min_part_size);

@@ -20,8 +20,8 @@
 #include "tests/support/cli_child.h"
 #include "tests/support/s3_rgw_fixture.h"
 #include "tests/support/shell.h"
-#include "transport/s3/s3_client.h"
 #include "transport/aws/xml.h"
+#include "transport/s3/s3_client.h"
 
 namespace vramflow {
 namespace {
@@ -180,8 +180,8 @@ TEST_F(S3Rgw, SignalsNextUploadAbortsAKilledPacksUpload) {
   ASSERT_NO_FATAL_FAILURE(StartUpload(b, w, "killed.vfs", &pack, &input));
   pack->Kill(SIGKILL);
   EXPECT_EQ(pack->Wait(15000ms), 128 + SIGKILL);
-  CliChild next(VRAMFLOW_BINARY, {"pack", "-q", "-c", "raw", w.File("noise"), "-o", b.Uri("next.vfs")}, w.File("next.log"),
-                -1, w.Env());
+  CliChild next(VRAMFLOW_BINARY, {"pack", "-q", "-c", "raw", w.File("noise"), "-o", b.Uri("next.vfs")},
+                w.File("next.log"), -1, w.Env());
   EXPECT_EQ(next.Wait(60000ms), 0) << next.Log();
   ExpectNoOpenUpload(b);
   EXPECT_EQ(w.Records(), 0u);

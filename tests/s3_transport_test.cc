@@ -268,7 +268,7 @@ TEST_F(S3Fake, LostCompleteUnderSseKmsIsConfirmedByTheUploadsToken) {
 TEST_F(S3Fake, SseCObjectsAreReadOnlyWithTheirKeyAsAwsAnswers) {
   auto key = [](char fill) { return std::string(32, fill); };
   auto data = RandomBytes(300 << 10, 21);  // multipart
-  auto small = RandomBytes(10 << 10, 22);   // one PutObject
+  auto small = RandomBytes(10 << 10, 22);  // one PutObject
   options_.encryption.customer_key = key('a');
   ASSERT_TRUE(Upload("ssec", data).ok());
   ASSERT_TRUE(Upload("ssec-small", small).ok());
@@ -299,8 +299,9 @@ TEST_F(S3Fake, SseCObjectsAreReadOnlyWithTheirKeyAsAwsAnswers) {
     return sink.ok() ? Status::Ok() : sink.status();
   };
   Status s = refused("ssec");
-  EXPECT_EQ(s.message(), "s3://bkt/ssec exists, encrypted with SSE-C (read with --sse-c-key) (use --force to "
-                         "overwrite)");
+  EXPECT_EQ(s.message(),
+            "s3://bkt/ssec exists, encrypted with SSE-C (read with --sse-c-key) (use --force to "
+            "overwrite)");
   options_.encryption.customer_key = key('b');
   s = refused("ssec");
   EXPECT_EQ(s.message(), "s3://bkt/ssec exists, encrypted with another SSE-C key (use --force to overwrite)");
@@ -386,8 +387,7 @@ TEST_F(S3Fake, ErrorsNameObjectAndRange) {
   Result<size_t> n = size_t{0};
   for (int i = 0; i < 10 && n.ok(); ++i) n = (*source)->Read(buf);
   ASSERT_FALSE(n.ok());
-  EXPECT_NE(n.status().message().find("s3://bkt/flaky: GetObject bytes="), std::string::npos)
-      << n.status().message();
+  EXPECT_NE(n.status().message().find("s3://bkt/flaky: GetObject bytes="), std::string::npos) << n.status().message();
   EXPECT_NE(n.status().message().find("HTTP 500 InternalError"), std::string::npos) << n.status().message();
 }
 

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "transport/s3/s3_config.h"
-#include "transport/s3/s3_encryption.h"
-#include "transport/s3/s3_part_plan.h"
 #include "transport/aws/sigv4.h"
 #include "transport/aws/xml.h"
 #include "transport/core/uri.h"
+#include "transport/s3/s3_config.h"
+#include "transport/s3/s3_encryption.h"
+#include "transport/s3/s3_part_plan.h"
 
 namespace vramflow::s3 {
 namespace {
@@ -35,7 +35,9 @@ std::string SignatureOf(const std::string& authorization) {
 //! "Example: GET Object": a Range header, empty payload hash.
 TEST(S3Signer, AwsExampleGetObject) {
   SignRequest r{"GET", "/test.txt", {}, {}, std::string(kEmptySha256)};
-  r.headers = {{"Host", kExampleHost}, {"Range", "bytes=0-9"}, {"x-amz-content-sha256", std::string(kEmptySha256)},
+  r.headers = {{"Host", kExampleHost},
+               {"Range", "bytes=0-9"},
+               {"x-amz-content-sha256", std::string(kEmptySha256)},
                {"x-amz-date", kExampleDate}};
   EXPECT_EQ(Authorization(kExampleCredentials, "us-east-1", kExampleDate, r),
             "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request,"
@@ -50,11 +52,14 @@ TEST(S3Signer, AwsExamplePutObject) {
   std::string path = "/" + UriEncode("test$file.text", true);
   EXPECT_EQ(path, "/test%24file.text");
   SignRequest r{"PUT", path, {}, {}, payload_hash};
-  r.headers = {{"Date", "Fri, 24 May 2013 00:00:00 GMT"}, {"Host", kExampleHost},
-               {"x-amz-content-sha256", payload_hash}, {"x-amz-date", kExampleDate},
+  r.headers = {{"Date", "Fri, 24 May 2013 00:00:00 GMT"},
+               {"Host", kExampleHost},
+               {"x-amz-content-sha256", payload_hash},
+               {"x-amz-date", kExampleDate},
                {"x-amz-storage-class", "REDUCED_REDUNDANCY"}};
   std::string auth = Authorization(kExampleCredentials, "us-east-1", kExampleDate, r);
-  EXPECT_NE(auth.find("SignedHeaders=date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class,"), std::string::npos);
+  EXPECT_NE(auth.find("SignedHeaders=date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class,"),
+            std::string::npos);
   EXPECT_EQ(SignatureOf(auth), "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd");
 }
 
@@ -63,8 +68,8 @@ TEST(S3Signer, AwsExamplePutObject) {
 TEST(S3Signer, AwsExampleQueries) {
   auto sign = [](std::vector<std::pair<std::string, std::string>> query) {
     SignRequest r{"GET", "/", std::move(query), {}, std::string(kEmptySha256)};
-    r.headers = {{"Host", kExampleHost}, {"x-amz-content-sha256", std::string(kEmptySha256)},
-                 {"x-amz-date", kExampleDate}};
+    r.headers = {
+        {"Host", kExampleHost}, {"x-amz-content-sha256", std::string(kEmptySha256)}, {"x-amz-date", kExampleDate}};
     return SignatureOf(Authorization(kExampleCredentials, "us-east-1", kExampleDate, r));
   };
   EXPECT_EQ(sign({{"lifecycle", ""}}), "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543");
@@ -79,9 +84,9 @@ TEST(S3Signer, MultipartETag) {
   EXPECT_EQ(MultipartETag({"\"900150983cd24fb0d6963f7d28e17f72\"", "\"4ED9407630EB1000C0F6B63842DEFA7D\""}),
             "\"4c8e93283780e078db9e0c6b9b3f8043-2\"");
   EXPECT_EQ(MultipartETag({}), "");
-  EXPECT_EQ(MultipartETag({"900150983cd24fb0d6963f7d28e17f72"}), "");                   // not quoted
-  EXPECT_EQ(MultipartETag({"\"900150983cd24fb0d6963f7d28e17f7g\""}), "");             // not hex
-  EXPECT_EQ(MultipartETag({"\"900150983cd24fb0d6963f7d28e17f72-2\""}), "");           // a multipart ETag
+  EXPECT_EQ(MultipartETag({"900150983cd24fb0d6963f7d28e17f72"}), "");        // not quoted
+  EXPECT_EQ(MultipartETag({"\"900150983cd24fb0d6963f7d28e17f7g\""}), "");    // not hex
+  EXPECT_EQ(MultipartETag({"\"900150983cd24fb0d6963f7d28e17f72-2\""}), "");  // a multipart ETag
   EXPECT_EQ(MultipartETag({"\"\""}), "");
 }
 
@@ -210,8 +215,9 @@ TEST_F(S3ConfigTest, ProfilesFromTheCliFiles) {
 // the config file's keys; a named profile that exists nowhere is an error
 // even where the environment has keys (as `aws` says "could not be found").
 TEST_F(S3ConfigTest, ChainOrderWithinAProfile) {
-  Write(".aws/config", "[default]\ncredential_process = echo '{\"Version\": 1, \"AccessKeyId\": \"PROC\", "
-                       "\"SecretAccessKey\": \"PS\"}'\naws_access_key_id = CFG\naws_secret_access_key = CS\n");
+  Write(".aws/config",
+        "[default]\ncredential_process = echo '{\"Version\": 1, \"AccessKeyId\": \"PROC\", "
+        "\"SecretAccessKey\": \"PS\"}'\naws_access_key_id = CFG\naws_secret_access_key = CS\n");
   auto c = Load();
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->credentials->Get()->access_key, "PROC");
@@ -343,8 +349,9 @@ TEST(S3Xml, ParsedAsXmlNotSearched) {
   EXPECT_NE(too_deep.status().message().find("deeper"), std::string::npos) << too_deep.status().message();
   EXPECT_FALSE(ParseXml("<a>" + std::string(kMaxXmlBytes, 'x') + "</a>").ok());
   // STS wraps its error in <ErrorResponse>.
-  auto sts = ParseError("<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type>"
-                        "<Code>InvalidIdentityToken</Code><Message>bad token</Message></Error></ErrorResponse>");
+  auto sts = ParseError(
+      "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type>"
+      "<Code>InvalidIdentityToken</Code><Message>bad token</Message></Error></ErrorResponse>");
   ASSERT_TRUE(sts.has_value());
   EXPECT_EQ(sts->code, "InvalidIdentityToken");
   EXPECT_EQ(sts->message, "bad token");
@@ -486,14 +493,18 @@ TEST_F(S3ConfigTest, SseCKeyFilesHoldTheKeyRawOrInBase64) {
     std::ofstream(dir_ + "/key", std::ios::binary | std::ios::trunc) << content;
     return LoadCustomerKey(dir_ + "/key");
   };
-  for (const auto& [content, key] : {std::pair{raw, raw}, {base64, bytes_0_31}, {base64 + "\n", bytes_0_31},
-                                     {base64 + "\r\n", bytes_0_31}}) {
+  for (const auto& [content, key] :
+       {std::pair{raw, raw}, {base64, bytes_0_31}, {base64 + "\n", bytes_0_31}, {base64 + "\r\n", bytes_0_31}}) {
     Result<std::string> loaded = load(content);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     EXPECT_EQ(*loaded, key);
   }
-  const std::vector<std::string> refused = {raw.substr(0, 31), raw + "x", base64.substr(0, 43), std::string(44, '='),
-                                           "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHg==", std::string(100, 'a')};
+  const std::vector<std::string> refused = {raw.substr(0, 31),
+                                            raw + "x",
+                                            base64.substr(0, 43),
+                                            std::string(44, '='),
+                                            "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHg==",
+                                            std::string(100, 'a')};
   for (const std::string& bad : refused) {
     Result<std::string> loaded = load(bad);
     ASSERT_FALSE(loaded.ok()) << bad;

@@ -188,7 +188,8 @@ TEST_F(SeekCliTest, UnpackOneGpuOfATwoGpuCheckpoint) {
     SCOPED_TRACE(dedup);
     fs::remove_all(File("all"));
     fs::remove_all(File("g1"));
-    ASSERT_CODE(Sh(dir_.path(), std::string("$VF demo -q -f -g 2 -s 8M -j 2 --to gpus.vfs ") + dedup + " > /dev/null"), 0);
+    ASSERT_CODE(Sh(dir_.path(), std::string("$VF demo -q -f -g 2 -s 8M -j 2 --to gpus.vfs ") + dedup + " > /dev/null"),
+                0);
     ASSERT_CODE(Sh(dir_.path(), "$VF unpack -q gpus.vfs -o all/"), 0);
     CommandResult u = Sh(dir_.path(), "$VF unpack gpus.vfs --gpu 1 -o g1/");
     ASSERT_CODE(u, 0);

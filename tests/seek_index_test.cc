@@ -469,7 +469,8 @@ TEST(SeekIndex, ReadSeekIndexRejectsBlocksThatContradictEachOther) {
   MemoryRandomAccess at(stream);
   Result<StoredStreamIndex> stored = ReadSeekIndex(at);
   ASSERT_FALSE(stored.ok());
-  EXPECT_NE(stored.status().ToString().find("expected an INDEX_BLOCK"), std::string::npos) << stored.status().ToString();
+  EXPECT_NE(stored.status().ToString().find("expected an INDEX_BLOCK"), std::string::npos)
+      << stored.status().ToString();
 }
 
 TEST(SeekIndex, ValidatorRejectsAnIndexThatDisagreesWithTheFrames) {
@@ -555,7 +556,8 @@ TEST(SeekIndex, OnlySeekableSinksGetAnIndex) {
   testing::WriteFileBytes(dir.File("in.bin"), bytes);
   std::string out;
   const std::string bin = testing::VramflowBinary();
-  ASSERT_EQ(testing::RunCommand(bin + " pack -q " + dir.File("in.bin") + " -o " + dir.File("file.vfs"), &out), 0) << out;
+  ASSERT_EQ(testing::RunCommand(bin + " pack -q " + dir.File("in.bin") + " -o " + dir.File("file.vfs"), &out), 0)
+      << out;
   ASSERT_EQ(testing::RunCommand(bin + " pack -q " + dir.File("in.bin") + " -o - > " + dir.File("pipe.vfs"), &out), 0)
       << out;
   // stdin is packed serially; its output file gets an index all the same.

@@ -44,7 +44,6 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-
 // --- Keys ---
 
 const std::string kGoodKey = "0123456789abcdef0123456789abcdef";

@@ -91,7 +91,8 @@ TEST(SignPlanesTest, TopBitsPayloadIsWhatBitpackMakesOfTheSignPlane) {
   inputs.push_back(std::vector<uint8_t>(33, 0xC5));  // every sign 1
   inputs.push_back(std::vector<uint8_t>(1, 0x80));
   for (const std::vector<uint8_t>& src : inputs) {
-    const std::string what = "n " + std::to_string(src.size()) + (src.empty() ? "" : " first " + std::to_string(src[0]));
+    const std::string what =
+        "n " + std::to_string(src.size()) + (src.empty() ? "" : " first " + std::to_string(src[0]));
     std::vector<uint8_t> signs(src.size());
     for (size_t i = 0; i < src.size(); ++i) signs[i] = src[i] >> 7;
     std::vector<uint8_t> expected(BitPackBound(signs.size()));
@@ -188,7 +189,8 @@ TEST(SignPlanesTest, AutoPicksThemForFp8AndTheyBeatZstd) {
     const size_t zstd = EncodedSize(*data, "none", &plain);  // auto's codec for ungrouped chunks: zstd
     EXPECT_EQ(chosen, kSigns) << name;
     EXPECT_EQ(plain, TransformId::kNone) << name;
-    EXPECT_LE(static_cast<double>(signs), static_cast<double>(zstd) * (1 - min_gain)) << name << " " << signs << " vs " << zstd;
+    EXPECT_LE(static_cast<double>(signs), static_cast<double>(zstd) * (1 - min_gain))
+        << name << " " << signs << " vs " << zstd;
     EXPECT_EQ(AnalyzeChunk(*data, PlanePolicy::kKeepSpeed).best_transform, kSigns) << name;
   }
 }

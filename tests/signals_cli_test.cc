@@ -130,9 +130,8 @@ std::string Stream(const TempDir& dir, const std::string& name, int objects, con
   std::vector<std::string> args = {"pack", "-c", "raw", "-q", "-o", dir.File(name)};
   for (int i = 0; i < objects; ++i) {
     const std::string input = dir.File(name + "-in" + std::to_string(i));
-    EXPECT_EQ(Vf({"gen", "-k", "random", "--seed", std::to_string(i + 1), "-s", size, "-o", input},
-                 dir.File("gen.log")),
-              0);
+    EXPECT_EQ(
+        Vf({"gen", "-k", "random", "--seed", std::to_string(i + 1), "-s", size, "-o", input}, dir.File("gen.log")), 0);
     args.push_back(input);
   }
   EXPECT_EQ(Vf(args, dir.File("pack.log")), 0);
@@ -161,8 +160,8 @@ TEST(Signals, PackRemovesItsTemporaryOutputAtEveryMoment) {
       input.CloseRead();
       const std::string head = data.substr(0, before);
       size_t offset = 0;
-      ASSERT_TRUE(WaitUntil([&] { return BytesOf(out.path(), ".vf-tmp-") >= static_cast<int64_t>(before / 2); },
-                            &input, &head, &offset))
+      ASSERT_TRUE(WaitUntil([&] { return BytesOf(out.path(), ".vf-tmp-") >= static_cast<int64_t>(before / 2); }, &input,
+                            &head, &offset))
           << pack.Log();
       pack.Kill(c.signal);
       EXPECT_EQ(pack.Wait(10000ms), c.exit_status) << pack.Log();
@@ -340,11 +339,11 @@ TEST(Signals, DemoRemovesItsStream) {
   const bool shm = ::access("/dev/shm", W_OK) == 0;
   const std::string where = shm ? "/dev/shm" : dir.path();
   // zstd at a high level: the dump takes seconds, however fast the machine.
-  CliChild demo(VramflowBinary(), {"demo", "-g", "1", "-s", "512M", "-q", "-c", "zstd:12", "-j", "2"},
-                dir.File("log"), -1, {"TMPDIR=" + dir.path()});
+  CliChild demo(VramflowBinary(), {"demo", "-g", "1", "-s", "512M", "-q", "-c", "zstd:12", "-j", "2"}, dir.File("log"),
+                -1, {"TMPDIR=" + dir.path()});
   const std::string mine = "vramflow-demo-" + std::to_string(demo.pid()) + ".";
-  ASSERT_TRUE(WaitUntil([&] { return BytesOf(where, mine) >= (256 << 10) || !demo.running(); }, nullptr, nullptr,
-                        nullptr, 60s))
+  ASSERT_TRUE(
+      WaitUntil([&] { return BytesOf(where, mine) >= (256 << 10) || !demo.running(); }, nullptr, nullptr, nullptr, 60s))
       << demo.Log();
   ASSERT_TRUE(demo.running()) << "the demo ended before the signal: " << demo.Log();
   demo.Kill(SIGTERM);

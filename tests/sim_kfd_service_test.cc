@@ -55,7 +55,8 @@ std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
 
 // Page-aligned host memory for SimDevice staging.
 struct Staging {
-  explicit Staging(size_t n) : size(n), data(static_cast<uint8_t*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096))) {}
+  explicit Staging(size_t n)
+      : size(n), data(static_cast<uint8_t*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096))) {}
   ~Staging() { std::free(data); }
   size_t size;
   uint8_t* data;

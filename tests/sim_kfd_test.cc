@@ -29,13 +29,10 @@ constexpr pid_t kRestoredPid = 5555;
 // Two GPUs, every kind of BO; VRAM/GTT BOs get model data (FillLayout).
 std::vector<SimKfdBoSpec> TwoGpuLayout(const std::vector<uint32_t>& gpus) {
   return {
-      {kVa, 1 << 20, kKfdBoVram | kWritable, gpus[0]},
-      {kVa + 0x200000, 64 << 10, kKfdBoGtt, gpus[0]},
-      {kVa + 0x400000, 8 << 10, kKfdBoUserptr, gpus[0]},
-      {kVa + 0x600000, 8 << 10, kKfdBoDoorbell, gpus[0]},
+      {kVa, 1 << 20, kKfdBoVram | kWritable, gpus[0]},    {kVa + 0x200000, 64 << 10, kKfdBoGtt, gpus[0]},
+      {kVa + 0x400000, 8 << 10, kKfdBoUserptr, gpus[0]},  {kVa + 0x600000, 8 << 10, kKfdBoDoorbell, gpus[0]},
       {kVa, (256 << 10) + 100, kKfdBoVram, gpus[1]},  // same VA on another GPU; unaligned size
-      {kVa + 0x600000, 8 << 10, kKfdBoDoorbell, gpus[1]},
-      {kVa + 0x800000, 4096, kKfdBoMmioRemap, gpus[1]},
+      {kVa + 0x600000, 8 << 10, kKfdBoDoorbell, gpus[1]}, {kVa + 0x800000, 4096, kKfdBoMmioRemap, gpus[1]},
   };
 }
 constexpr size_t kBoCount = 7;
@@ -554,8 +551,7 @@ TEST(SimKfdTest, CallLogRecordsEveryCallInOrder) {
   CloseDmabufs(state);
   ASSERT_TRUE(ops->Resume(fd->get(), kRestoredPid).ok());
   EXPECT_FALSE(ops->Resume(fd->get(), kRestoredPid).ok());
-  EXPECT_EQ(src.kfd.CallLog(),
-            (std::vector<std::string>{"Unpause", "GetVersion", "Restore", "Resume", "Resume"}));
+  EXPECT_EQ(src.kfd.CallLog(), (std::vector<std::string>{"Unpause", "GetVersion", "Restore", "Resume", "Resume"}));
   // Both processes live on the one machine, with their own BOs.
   EXPECT_TRUE(src.kfd.HasProcess(kPid));
   EXPECT_EQ(src.kfd.Bos(kRestoredPid)->size(), kBoCount);

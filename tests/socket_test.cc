@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/inotify.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -98,7 +98,7 @@ TEST(FormatSecondsTest, ExactToTheMillisecondWithoutTrailingZeros) {
   EXPECT_EQ(FormatSeconds(milliseconds(30000)), "30 s");
   EXPECT_EQ(FormatSeconds(milliseconds(120000)), "120 s");  // was "1.2e+02 s" in the network messages
   EXPECT_EQ(FormatSeconds(milliseconds(500)), "0.5 s");
-  EXPECT_EQ(FormatSeconds(milliseconds(50)), "0.05 s");     // was "0.1 s"
+  EXPECT_EQ(FormatSeconds(milliseconds(50)), "0.05 s");  // was "0.1 s"
   EXPECT_EQ(FormatSeconds(milliseconds(1234)), "1.234 s");
   EXPECT_EQ(FormatSeconds(milliseconds(0)), "0 s");
 }
@@ -211,8 +211,7 @@ TEST(SocketTest, UnixSocketFileGoesWithTheCleanupButNotAnotherFileAtItsPath) {
     ASSERT_TRUE(Exists(path));
     cleanup.Run("interrupted by SIGTERM");
     EXPECT_FALSE(Exists(path));
-    EXPECT_EQ(Listener::Open(Parse("unix:" + path), FastOptions(), &cleanup).status().code(),
-              Status::Code::kCancelled);
+    EXPECT_EQ(Listener::Open(Parse("unix:" + path), FastOptions(), &cleanup).status().code(), Status::Code::kCancelled);
     EXPECT_FALSE(Exists(path));
   }
   for (bool by_cleanup : {true, false}) {
@@ -332,7 +331,8 @@ TEST(SocketTest, AUnixSocketFileAppearsOnlyOnceItListens) {
       at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
     }
     EXPECT_EQ(moved_in, std::vector<std::string>{"ready.sock"}) << "round " << round;
-    EXPECT_EQ(std::count(created.begin(), created.end(), "ready.sock"), 0) << "bound under its own name, round " << round;
+    EXPECT_EQ(std::count(created.begin(), created.end(), "ready.sock"), 0)
+        << "bound under its own name, round " << round;
     std::vector<std::string> files;
     for (const auto& entry : std::filesystem::directory_iterator(dir.path())) files.push_back(entry.path().filename());
     EXPECT_EQ(files, std::vector<std::string>{"ready.sock"}) << "round " << round;

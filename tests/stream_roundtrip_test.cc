@@ -285,9 +285,11 @@ std::vector<uint8_t> WriteUnknownSize(const std::vector<uint8_t>& content, uint3
 TEST(UnknownSizeTest, ObjectOfUnknownSizeRoundTripsAndReportsItsRealSize) {
   std::vector<uint8_t> trailing_zeros = ModelBytes(DataKind::kBf16Weights, 6 * kChunk + 5, 8);
   std::fill(trailing_zeros.begin() + 3 * kChunk, trailing_zeros.end(), 0);
-  const std::vector<std::vector<uint8_t>> contents = {
-      {}, {7}, ModelBytes(DataKind::kFp32Weights, 3 * kChunk + 5, 4), trailing_zeros,
-      std::vector<uint8_t>(4 * kChunk, 0)};
+  const std::vector<std::vector<uint8_t>> contents = {{},
+                                                      {7},
+                                                      ModelBytes(DataKind::kFp32Weights, 3 * kChunk + 5, 4),
+                                                      trailing_zeros,
+                                                      std::vector<uint8_t>(4 * kChunk, 0)};
   for (const std::vector<uint8_t>& content : contents) {
     std::vector<uint8_t> stream = WriteUnknownSize(content, kChunk);
     MemorySource source(stream);
@@ -543,8 +545,8 @@ TEST(RangeSetTest, OverlapsAreRefusedAndChangeNothing) {
   RangeSet r;
   ASSERT_TRUE(r.Add(10, 20));
   ASSERT_TRUE(r.Add(40, 50));
-  const std::pair<uint64_t, uint64_t> overlapping[] = {
-      {10, 20}, {12, 15}, {5, 25}, {5, 11}, {19, 30}, {0, 100}, {15, 45}, {35, 41}, {49, 60}, {45, 46}};
+  const std::pair<uint64_t, uint64_t> overlapping[] = {{10, 20}, {12, 15}, {5, 25},  {5, 11},  {19, 30},
+                                                       {0, 100}, {15, 45}, {35, 41}, {49, 60}, {45, 46}};
   for (auto [b, e] : overlapping) {
     EXPECT_FALSE(r.Add(b, e)) << "[" << b << ", " << e << ")";
     EXPECT_EQ(r.range_count(), 2u);

@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "image_streamer/capture.h"
+#include "sim/criu/criu_streamer_protocol.h"
 #include "streamer/concurrent_dump.h"
 #include "streamer/format/stream_reader.h"
 #include "tests/support/cli_child.h"
 #include "tests/support/shell.h"
 #include "tests/support/test_util.h"
-#include "sim/criu/criu_streamer_protocol.h"
-#include "image_streamer/capture.h"
 #include "transport/core/memory_stream.h"
 #include "transport/open_uri.h"
 
@@ -88,7 +88,8 @@ class Collector : public StreamVisitor {
     ReadBack::Object& object = out_->objects[chunk.object.metadata.name];
     const uint64_t end = chunk.header.offset + chunk.header.raw_size;
     if (object.bytes.size() < end) object.bytes.resize(end, 0);
-    if (!chunk.data.empty()) std::memcpy(object.bytes.data() + chunk.header.offset, chunk.data.data(), chunk.data.size());
+    if (!chunk.data.empty())
+      std::memcpy(object.bytes.data() + chunk.header.offset, chunk.data.data(), chunk.data.size());
     object.codecs.insert(chunk.header.codec);
     object.transforms.insert(chunk.header.transform);
     ++object.frames;
@@ -187,7 +188,8 @@ class Capture {
     ::fcntl(progress_read_.get(), F_SETFL, O_NONBLOCK);
     char buffer[4096];
     ssize_t n;
-    while ((n = ::read(progress_read_.get(), buffer, sizeof buffer)) > 0) progress_.append(buffer, static_cast<size_t>(n));
+    while ((n = ::read(progress_read_.get(), buffer, sizeof buffer)) > 0)
+      progress_.append(buffer, static_cast<size_t>(n));
     std::vector<std::string> lines;
     size_t start = 0;
     for (size_t nl; (nl = progress_.find('\n', start)) != std::string::npos; start = nl + 1)
@@ -311,7 +313,8 @@ TEST(StreamerCapture, FileListAndProgressLines) {
   EXPECT_EQ(capture.ProgressLines(1), std::vector<std::string>{"socket-init"});
   capture.WriteFile("cpuinfo.img", Bytes("cpu"));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(capture.ProgressLines(), std::vector<std::string>{"socket-init"}) << "cpuinfo.img is read before the freeze";
+  EXPECT_EQ(capture.ProgressLines(), std::vector<std::string>{"socket-init"})
+      << "cpuinfo.img is read before the freeze";
   capture.WriteFile("core-7.img", Bytes("core"));
   capture.WriteFile("inventory.img", Inventory());
   ext_writer.join();
@@ -366,7 +369,8 @@ TEST(StreamerCapture, TruncatedInventoryFails) {
   capture.WriteFile("inventory.img", cut);
   Status s = capture.End();
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("inventory.img holds 12 bytes where its entry needs 13"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("inventory.img holds 12 bytes where its entry needs 13"), std::string::npos)
+      << s.ToString();
   EXPECT_FALSE(std::filesystem::exists(capture.output()));
 }
 
@@ -376,11 +380,11 @@ TEST(StreamerCaptureCli, StreamToStdout) {
   TempDir dir;
   const std::string images = dir.File("images");
   const std::string stream = dir.File("stream.vf");
-  FILE* capture = ::popen((testing::ShellQuote(VRAMFLOW_BINARY) + " streamer -D " + testing::ShellQuote(images) +
-                           " capture > " + testing::ShellQuote(stream) + " 2>" + testing::ShellQuote(dir.File("err")) +
-                           "; echo $?")
-                              .c_str(),
-                          "r");
+  FILE* capture =
+      ::popen((testing::ShellQuote(VRAMFLOW_BINARY) + " streamer -D " + testing::ShellQuote(images) + " capture > " +
+               testing::ShellQuote(stream) + " 2>" + testing::ShellQuote(dir.File("err")) + "; echo $?")
+                  .c_str(),
+              "r");
   ASSERT_NE(capture, nullptr);
   for (int i = 0; i < 500 && !std::filesystem::exists(images + "/streamer-capture.sock"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "image_streamer/criu_image_socket.h"
 #include "tests/support/shell.h"
 #include "tests/support/test_util.h"
 #include "tools/streamer_command.h"
-#include "image_streamer/criu_image_socket.h"
 
 namespace vramflow {
 namespace {
@@ -103,8 +103,8 @@ TEST(StreamerCommand, BaseFlagsAreChecked) {
     EXPECT_EQ(r.code, 2) << c.args << ": " << r.output;
     EXPECT_NE(r.output.find(c.says), std::string::npos) << c.args << ": " << r.output;
   }
-  CommandResult missing = RunLine(streamer + " -o " + Q(dir.File("out.vfs")) + " --base " +
-                                  Q(dir.File("no-such.vfs")) + " capture");
+  CommandResult missing =
+      RunLine(streamer + " -o " + Q(dir.File("out.vfs")) + " --base " + Q(dir.File("no-such.vfs")) + " capture");
   EXPECT_EQ(missing.code, 1) << missing.output;
   EXPECT_NE(missing.output.find("--base " + dir.File("no-such.vfs")), std::string::npos) << missing.output;
   EXPECT_EQ(missing.output.find("socket-init"), std::string::npos) << missing.output;

@@ -22,15 +22,15 @@
 #include "codecs/chunk_codec.h"
 #include "common/hash.h"
 #include "gtest/gtest.h"
+#include "image_streamer/image_file_store.h"
+#include "image_streamer/tcp_remap.h"
+#include "sim/criu/criu_streamer_protocol.h"
 #include "streamer/format/stream_writer.h"
 #include "tests/support/cli_child.h"
 #include "tests/support/criu_files_img_builder.h"
 #include "tests/support/hostile_stream.h"
 #include "tests/support/shell.h"
 #include "tests/support/test_util.h"
-#include "sim/criu/criu_streamer_protocol.h"
-#include "image_streamer/tcp_remap.h"
-#include "image_streamer/image_file_store.h"
 #include "transport/core/fd_stream.h"
 #include "transport/core/memory_stream.h"
 
@@ -267,8 +267,9 @@ TEST_F(ServeTest, AnswersAsEarlyAsTheStreamAllows) {
   Send(stream.Pending());
   EXPECT_EQ(Finish(), 0) << serve_->Log();
   const std::string log = serve_->Log();
-  EXPECT_NE(log.find("{\"shards\":[{\"size\":" + std::to_string(stream.all().size()) + ",\"transfer_duration_millis\":"),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("{\"shards\":[{\"size\":" + std::to_string(stream.all().size()) + ",\"transfer_duration_millis\":"),
+      std::string::npos)
       << log;
   EXPECT_LT(log.find("socket-init"), log.find("shards"));
   EXPECT_TRUE(TmpIsEmpty()) << "the spill directory is left behind";
@@ -532,7 +533,8 @@ TEST_F(ServeTest, TruncatedStreamHandsNothingOver) {
 TEST_F(ServeTest, InterruptedServeLeavesNothingBehind) {
   TestStream stream;
   StartServe({"-m", "8M"});
-  for (int i = 0; i < 3; ++i) stream.File("pages-" + std::to_string(i) + ".img", ModelBytes(DataKind::kFp32Weights, 6 << 20, 20 + i));
+  for (int i = 0; i < 3; ++i)
+    stream.File("pages-" + std::to_string(i) + ".img", ModelBytes(DataKind::kFp32Weights, 6 << 20, 20 + i));
   Send(stream.Pending());  // no end yet
   for (int i = 0; i < 500 && TmpIsEmpty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_FALSE(TmpIsEmpty());
@@ -582,7 +584,8 @@ TEST(StreamerExtract, ReceivesTheStreamFromASender) {
   testing::WriteFileBytes(dir.File("in/pages-1.img"), pages);
   testing::WriteFileBytes(dir.File("in/inventory.img"), {5, 6});
   const std::string socket = dir.File("s.sock");
-  CliChild extract(testing::VramflowBinary(), {"streamer", "-D", dir.File("out"), "--listen", "unix:" + socket, "extract"},
+  CliChild extract(testing::VramflowBinary(),
+                   {"streamer", "-D", dir.File("out"), "--listen", "unix:" + socket, "extract"},
                    dir.File("extract.log"));
   for (int i = 0; i < 500 && !std::filesystem::exists(socket); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -633,14 +636,14 @@ TEST(StreamerExtract, CorruptStreamWritesNothing) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.File("out")));
 }
 
-
 // Peak resident memory (KiB) of `vramflow <args>` (a shell command line's
 // tail), run as a child of a child, so that the test process's own children
 // do not count. Its output goes to `log`.
 uint64_t ExtractPeakKib(const std::string& args, const std::string& log, int* code) {
-  auto r = RunShell("python3 -c 'import resource,subprocess,sys; c=subprocess.call(sys.argv[1], shell=True); "
-                    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(c)' " +
-                    ShellQuote(ShellQuote(testing::VramflowBinary()) + " " + args + " >" + ShellQuote(log) + " 2>&1"));
+  auto r = RunShell(
+      "python3 -c 'import resource,subprocess,sys; c=subprocess.call(sys.argv[1], shell=True); "
+      "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(c)' " +
+      ShellQuote(ShellQuote(testing::VramflowBinary()) + " " + args + " >" + ShellQuote(log) + " 2>&1"));
   *code = r.code;
   return r.output.empty() ? 0 : std::stoull(r.output);
 }
@@ -664,9 +667,9 @@ TEST(StreamerExtract, OneByteZeroRunsStayWithinTheBudget) {
     s.Finish();
   }
   int code = -1;
-  const uint64_t kib = ExtractPeakKib("streamer -D " + ShellQuote(dir.File("out")) + " -m 16M extract < " +
-                                          ShellQuote(dir.File("s.vfs")),
-                                      dir.File("log"), &code);
+  const uint64_t kib = ExtractPeakKib(
+      "streamer -D " + ShellQuote(dir.File("out")) + " -m 16M extract < " + ShellQuote(dir.File("s.vfs")),
+      dir.File("log"), &code);
   std::printf("extract -m 16M of %llu one-byte zero runs: peak %llu KiB\n", static_cast<unsigned long long>(kFrames),
               static_cast<unsigned long long>(kib));
   ASSERT_EQ(code, 0) << LogText(dir.File("log"));
@@ -698,9 +701,9 @@ TEST(StreamerExtract, AlternatingPiecesStayWithinTheBudget) {
     s.Finish();
   }
   int code = -1;
-  const uint64_t kib = ExtractPeakKib("streamer -D " + ShellQuote(dir.File("out")) + " -m 16M extract < " +
-                                          ShellQuote(dir.File("s.vfs")),
-                                      dir.File("log"), &code);
+  const uint64_t kib = ExtractPeakKib(
+      "streamer -D " + ShellQuote(dir.File("out")) + " -m 16M extract < " + ShellQuote(dir.File("s.vfs")),
+      dir.File("log"), &code);
   std::printf("extract -m 16M of %llu alternating one-byte frames: peak %llu KiB\n",
               static_cast<unsigned long long>(kFrames), static_cast<unsigned long long>(kib));
   ASSERT_EQ(code, 0) << LogText(dir.File("log"));
@@ -728,9 +731,9 @@ TEST(StreamerExtract, TheFileListIsChargedToTheBudget) {
   stream.Finish();
   testing::WriteFileBytes(dir.File("s.vfs"), stream.all());
   int code = -1;
-  const uint64_t kib = ExtractPeakKib("streamer -D " + ShellQuote(dir.File("out")) + " -m 24M extract < " +
-                                          ShellQuote(dir.File("s.vfs")),
-                                      dir.File("log"), &code);
+  const uint64_t kib = ExtractPeakKib(
+      "streamer -D " + ShellQuote(dir.File("out")) + " -m 24M extract < " + ShellQuote(dir.File("s.vfs")),
+      dir.File("log"), &code);
   std::printf("extract -m 24M of a list of %zu names: peak %llu KiB\n", names.size(),
               static_cast<unsigned long long>(kib));
   EXPECT_EQ(code, 0) << LogText(dir.File("log"));

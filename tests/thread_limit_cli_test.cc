@@ -46,8 +46,8 @@ TEST(ThreadLimitCli, PackAndUnpackFailCleanlyWhenThreadsCannotStart) {
           "unpack -q -j 3 " + stream + " -o " + ShellQuote(dir.File("out.bin")) + " -f"}) {
       SCOPED_TRACE("at most " + std::to_string(max_threads) + " threads: " + command);
       CommandResult r = RunShell("VRAMFLOW_MAX_THREADS=" + std::to_string(max_threads) +
-                                 " LD_PRELOAD=" + ShellQuote(VRAMFLOW_THREAD_CAP_PRELOAD) +
-                                 " timeout -s KILL 10 " + bin + " " + command);
+                                 " LD_PRELOAD=" + ShellQuote(VRAMFLOW_THREAD_CAP_PRELOAD) + " timeout -s KILL 10 " +
+                                 bin + " " + command);
       if (max_threads == kEnough) {
         EXPECT_EQ(r.code, 0) << r.output;
         continue;
@@ -64,7 +64,6 @@ TEST(ThreadLimitCli, PackAndUnpackFailCleanlyWhenThreadsCannotStart) {
   }
 }
 
-
 // The same for a network transfer: `recv` and `send` over a UNIX socket,
 // each with at most N threads (the receiver's accept loop, its pings and a
 // thread per connection; the sender's connections, control loop and
@@ -77,7 +76,8 @@ TEST(ThreadLimitCli, NetworkTransferFailsCleanlyWhenThreadsCannotStart) {
   TempDir dir;
   const std::string bin = ShellQuote(VramflowBinary());
   const std::string in = ShellQuote(dir.File("in.bin")), stream = ShellQuote(dir.File("s.vfs"));
-  CommandResult made = RunShell(bin + " gen -k bf16 -s 2M -o " + in + " && " + bin + " pack -q " + in + " -o " + stream);
+  CommandResult made =
+      RunShell(bin + " gen -k bf16 -s 2M -o " + in + " && " + bin + " pack -q " + in + " -o " + stream);
   ASSERT_EQ(made.code, 0) << made.output;
   const std::string sock = ShellQuote(dir.File("sock"));
   const std::string recv_log = ShellQuote(dir.File("recv.log"));
@@ -94,8 +94,10 @@ TEST(ThreadLimitCli, NetworkTransferFailsCleanlyWhenThreadsCannotStart) {
         capped + " recv -q --listen unix:" + sock + " -o " + out + " --accept-timeout 2 --resume-timeout 1 > " +
         recv_log + " 2>&1 & pid=$!; for i in $(seq 200); do [ -S " + sock +
         " ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.02; done; " + capped + " send -q " + stream +
-        " unix:" + sock + " --connect-timeout 3 --timeout 3 --retries 1; echo \"send=$?\"; wait $pid; echo \"recv=$?\"; "
-        "cat " + recv_log);
+        " unix:" + sock +
+        " --connect-timeout 3 --timeout 3 --retries 1; echo \"send=$?\"; wait $pid; echo \"recv=$?\"; "
+        "cat " +
+        recv_log);
     const bool sent = Contains(r.output, "send=0"), received = Contains(r.output, "recv=0");
     for (const std::string end : {"send", "recv"}) {
       EXPECT_TRUE(Contains(r.output, end + "=0") || Contains(r.output, end + "=1"))

@@ -22,18 +22,18 @@
 #include "tests/support/shell.h"
 #include "tests/support/test_util.h"
 #include "tests/support/tls_test_files.h"
-#include "transport/net/socket.h"
 #include "transport/core/uri.h"
+#include "transport/net/socket.h"
 
 namespace vramflow {
 namespace {
 
 using std::chrono::milliseconds;
-using testing::RunShell;
-using testing::ShellQuote;
 using testing::Files;
 using testing::kKeyHex;
 using testing::kOtherKeyHex;
+using testing::RunShell;
+using testing::ShellQuote;
 
 constexpr milliseconds kTimeout{10000};
 
@@ -320,9 +320,8 @@ Result<Pair> Connect(const TlsCredentials& client_creds, const TlsCredentials& s
   auto client_ctx = Context(client_creds, TlsContext::Role::kClient);
   auto server_ctx = Context(server_creds, TlsContext::Role::kServer);
   if (!client_ctx || !server_ctx) return Status::Internal("no context");
-  auto server = std::async(std::launch::async, [&] {
-    return TlsConnection::Handshake(*server_ctx, std::move(b), "", timeout, "client");
-  });
+  auto server = std::async(std::launch::async,
+                           [&] { return TlsConnection::Handshake(*server_ctx, std::move(b), "", timeout, "client"); });
   auto client = TlsConnection::Handshake(*client_ctx, std::move(a), "127.0.0.1", timeout, "server");
   auto served = server.get();
   VF_RETURN_IF_ERROR(client.status());
@@ -465,14 +464,16 @@ TEST(TlsTest, PskFromKey) {
   EXPECT_EQ((*psk)[0], 0x00);
   EXPECT_EQ((*psk)[1], 0x11);
   EXPECT_EQ((*psk)[31], 0xff);
-  SharedKey text{std::vector<uint8_t>{'a', ' ', 'p', 'a', 's', 's', 'p', 'h', 'r', 'a', 's', 'e', ' ', 'o', 'f', ' ', 'x'}, "t"};
+  SharedKey text{
+      std::vector<uint8_t>{'a', ' ', 'p', 'a', 's', 's', 'p', 'h', 'r', 'a', 's', 'e', ' ', 'o', 'f', ' ', 'x'}, "t"};
   psk = TlsPskFromKey(text);
   ASSERT_TRUE(psk.ok());
   EXPECT_EQ(*psk, text.secret);
   SharedKey short_hex{std::vector<uint8_t>(kKeyHex, kKeyHex + 20), "short"};
   auto r = TlsPskFromKey(short_hex);
   EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("10 bytes (written in hex, 20 digits)"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("10 bytes (written in hex, 20 digits)"), std::string::npos)
+      << r.status().ToString();
 }
 
 }  // namespace

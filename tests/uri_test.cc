@@ -72,7 +72,8 @@ TEST(UriTest, SystemdSocket) {
   for (const char* bad : {"systemd:x", "systemd://", "systemd:?streams=2"}) {
     auto refused = ParseEndpoint(bad);
     EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument) << bad;
-    EXPECT_NE(refused.status().message().find("write systemd: alone"), std::string::npos) << refused.status().ToString();
+    EXPECT_NE(refused.status().message().find("write systemd: alone"), std::string::npos)
+        << refused.status().ToString();
   }
 }
 
@@ -147,13 +148,28 @@ TEST(UriTest, TcpHostsAndPorts) {
 }
 
 TEST(UriTest, BadTcp) {
-  const std::vector<std::string> bad = {
-      "tcp://",            "tcp://host",         "tcp://host:",        "tcp://host:65536",
-      "tcp://host:-1",     "tcp://host:80x",     "tcp://host:99999999999", "tcp://::1:80",
-      "tcp://[::1]",       "tcp://[::1]80",      "tcp://[::1:80",      "tcp://[]:80",
-      "tcp://[host]:80",   "tcp://host:80/path", "tcp://ho st:80",     "tcp://host:80?streams=0",
-      "tcp://host:80?streams=65", "tcp://host:80?streams=two", "tcp://host:80?level=3",
-      "tcp://host:80?streams=2&streams=3", "tcp://host:80?streams=2&", "tcp:host:80"};
+  const std::vector<std::string> bad = {"tcp://",
+                                        "tcp://host",
+                                        "tcp://host:",
+                                        "tcp://host:65536",
+                                        "tcp://host:-1",
+                                        "tcp://host:80x",
+                                        "tcp://host:99999999999",
+                                        "tcp://::1:80",
+                                        "tcp://[::1]",
+                                        "tcp://[::1]80",
+                                        "tcp://[::1:80",
+                                        "tcp://[]:80",
+                                        "tcp://[host]:80",
+                                        "tcp://host:80/path",
+                                        "tcp://ho st:80",
+                                        "tcp://host:80?streams=0",
+                                        "tcp://host:80?streams=65",
+                                        "tcp://host:80?streams=two",
+                                        "tcp://host:80?level=3",
+                                        "tcp://host:80?streams=2&streams=3",
+                                        "tcp://host:80?streams=2&",
+                                        "tcp:host:80"};
   for (const std::string& uri : bad) {
     auto r = ParseEndpoint(uri);
     ASSERT_FALSE(r.ok()) << uri;
@@ -168,10 +184,14 @@ TEST(UriTest, BadTcp) {
 // probably meant and how to write a file of that name.
 TEST(UriTest, HostPortWithoutSchemeIsRefusedWithAHint) {
   const std::vector<std::pair<std::string, std::string>> meant = {
-      {"127.0.0.1:7999", "tcp://127.0.0.1:7999"},     {"hostB:7070", "tcp://hostB:7070"},
-      {"node-3.example.com:1", "tcp://node-3.example.com:1"}, {"10.0.0.2:7070/ckpt.vfs", "tcp://10.0.0.2:7070"},
-      {"[::1]:7999", "tcp://[::1]:7999"},             {"[fe80::1%eth0]:80", "tcp://[fe80::1%eth0]:80"},
-      {":7070", "tcp://:7070"},                       {"localhost:0", "tcp://localhost:0"}};
+      {"127.0.0.1:7999", "tcp://127.0.0.1:7999"},
+      {"hostB:7070", "tcp://hostB:7070"},
+      {"node-3.example.com:1", "tcp://node-3.example.com:1"},
+      {"10.0.0.2:7070/ckpt.vfs", "tcp://10.0.0.2:7070"},
+      {"[::1]:7999", "tcp://[::1]:7999"},
+      {"[fe80::1%eth0]:80", "tcp://[fe80::1%eth0]:80"},
+      {":7070", "tcp://:7070"},
+      {"localhost:0", "tcp://localhost:0"}};
   for (const auto& [uri, hint] : meant) {
     auto r = ParseEndpoint(uri);
     ASSERT_FALSE(r.ok()) << uri;

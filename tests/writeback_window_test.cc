@@ -4,10 +4,10 @@
 // what it wrote cached, whatever the file's size.
 #include <gtest/gtest.h>
 
-#include <sys/mman.h>
-#include <sys/vfs.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <vector>
@@ -68,10 +68,11 @@ TEST(WritebackWindow, AnUnpackedFileKeepsAFewWindowsCached) {
   const uint64_t size = 96ull << 20;
   const std::string vf = testing::ShellQuote(testing::VramflowBinary());
   std::string out;
-  ASSERT_EQ(testing::RunCommand("cd " + testing::ShellQuote(dir.path()) + " && " + vf + " gen -s 96M -k bf16 -o in.bin && " +
-                                    vf + " pack -q in.bin -o s.vfs && " + vf + " unpack -q s.vfs -o out.bin -j 2",
-                                &out),
-            0)
+  ASSERT_EQ(
+      testing::RunCommand("cd " + testing::ShellQuote(dir.path()) + " && " + vf + " gen -s 96M -k bf16 -o in.bin && " +
+                              vf + " pack -q in.bin -o s.vfs && " + vf + " unpack -q s.vfs -o out.bin -j 2",
+                          &out),
+      0)
       << out;
   const uint64_t cached = CachedBytes(dir.File("out.bin"));
   // The window, and the chunks in flight past it: at most three of the

@@ -48,8 +48,9 @@ Status CodecBenchCommand::Run(const CommandContext& context) {
 
 void PipelineBenchCommand::Add(CLI::App* parent) {
   cmd_ = parent->add_subcommand(
-      "pipeline", "Dump and restore throughput of the flow graphs on a simulated GPU process, with 1 thread and with N "
-                  "(bench/compare.sh runs this beside pzstd, zstd and lz4)");
+      "pipeline",
+      "Dump and restore throughput of the flow graphs on a simulated GPU process, with 1 thread and with N "
+      "(bench/compare.sh runs this beside pzstd, zstd and lz4)");
   cmd_->add_option("-g,--gpus", options_.gpus, "simulated GPUs")->capture_default_str();
   cmd_->add_option("-s,--size-per-gpu", size_, "VRAM per GPU")->capture_default_str()->check(SizeValidator());
   cmd_->add_option("--layout", options_.layout, "model (the demo's BOs) or zeros (one zero-filled BO per GPU)")

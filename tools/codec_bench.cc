@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/codec_bench.h"
 
-#include <sys/wait.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -198,8 +198,8 @@ Status RunCodecBench(const CodecBenchOptions& options, std::ostream& out, std::v
         CodecBenchRow row;
         row.tool = name;
         row.raw_bytes = data.size();
-        if (!output.ok() ||
-            !ParsePeerBenchOutput(*output, &row.raw_bytes, &row.stored_bytes, &row.compress_mbps, &row.decompress_mbps)) {
+        if (!output.ok() || !ParsePeerBenchOutput(*output, &row.raw_bytes, &row.stored_bytes, &row.compress_mbps,
+                                                  &row.decompress_mbps)) {
           out << "  (" << name << " unavailable: " << (output.ok() ? "unrecognised output" : output.status().ToString())
               << ")\n";
           continue;

@@ -23,11 +23,11 @@ struct CodecBenchOptions {
   uint32_t chunk_size = 1u << 20;
   std::vector<DataKind> kinds = AllDataKinds();
   std::vector<std::string> codecs = {"auto", "zstd:1", "zstd:-1", "lz4"};
-  bool peers = true;          // also run `zstd -b` and `lz4 -b`
-  double min_seconds = 0.5;   // per measurement
+  bool peers = true;         // also run `zstd -b` and `lz4 -b`
+  double min_seconds = 0.5;  // per measurement
   uint64_t seed = 1;
-  std::string json_path;      // write results here when not empty
-  std::string temp_dir;       // where peers read the data from (default: /dev/shm or /tmp)
+  std::string json_path;  // write results here when not empty
+  std::string temp_dir;   // where peers read the data from (default: /dev/shm or /tmp)
 };
 
 struct CodecBenchRow {

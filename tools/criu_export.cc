@@ -17,14 +17,14 @@
 
 #include "common/owner_tag.h"
 #include "common/unique_fd.h"
-#include "criu_amdgpu.pb.h"
-#include "plugin/kfd_image.h"
-#include "plugin/kfd/kfd_ops.h"
-#include "plugin/vram_io.h"
-#include "streamer/format/amdgpu_pages.h"
-#include "streamer/device/file_device.h"
-#include "transport/core/fd_stream.h"
 #include "common/units.h"
+#include "criu_amdgpu.pb.h"
+#include "plugin/kfd/kfd_ops.h"
+#include "plugin/kfd_image.h"
+#include "plugin/vram_io.h"
+#include "streamer/device/file_device.h"
+#include "streamer/format/amdgpu_pages.h"
+#include "transport/core/fd_stream.h"
 
 namespace vramflow {
 namespace {
@@ -112,7 +112,8 @@ Status PlanImage(const ExportUpstreamOptions& options, int id, std::vector<GpuPl
     VF_ASSIGN_OR_RETURN(bool has_pages, Exists(options.dir + "/" + plan.gpu.pages));
     if (!has_stream && !has_pages)
       return Status::InvalidArgument(where + ": neither " + plan.gpu.stream + " nor " + plan.gpu.pages + " in '" +
-                                     options.dir + "' (a stream sent elsewhere with VRAMFLOW_TARGET, or inside a "
+                                     options.dir +
+                                     "' (a stream sent elsewhere with VRAMFLOW_TARGET, or inside a "
                                      "--stream checkpoint, must be copied into the directory first)");
     if (has_stream && has_pages && !options.force)
       return Status::AlreadyExists(where + ": '" + options.dir + "/" + plan.gpu.pages +
@@ -154,8 +155,11 @@ class TempFile {
   }
   TempFile() = default;
   TempFile(TempFile&& other) noexcept
-      : dir_(std::move(other.dir_)), final_name_(std::move(other.final_name_)),
-        path_(std::exchange(other.path_, std::string())), fd_(std::move(other.fd_)), entry_(std::move(other.entry_)) {}
+      : dir_(std::move(other.dir_)),
+        final_name_(std::move(other.final_name_)),
+        path_(std::exchange(other.path_, std::string())),
+        fd_(std::move(other.fd_)),
+        entry_(std::move(other.entry_)) {}
   TempFile& operator=(TempFile&&) = delete;
   TempFile(const TempFile&) = delete;
   ~TempFile() {
@@ -177,7 +181,8 @@ class TempFile {
     const int r = replace ? ::rename(path_.c_str(), target.c_str())
                           : ::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE);
     if (r != 0) {
-      if (errno == EEXIST) return Status::AlreadyExists("'" + target + "' appeared meanwhile (use --force to replace it)");
+      if (errno == EEXIST)
+        return Status::AlreadyExists("'" + target + "' appeared meanwhile (use --force to replace it)");
       return Status::FromErrno("renaming '" + path_ + "' to '" + target + "'", errno);
     }
     path_.clear();

@@ -42,8 +42,10 @@ Status ExportUpstreamCommand::Run(const CommandContext& context) {
                    gpu.pages.c_str(), gpu.gpu_id);
   }
   for (const std::string& stream : report.removed) std::fprintf(stderr, "removed %s\n", stream.c_str());
-  std::fprintf(stderr, "upstream's amdgpu_plugin.so can now restore %s (the metadata images are upstream's "
-                       "already)\n", options_.dir.c_str());
+  std::fprintf(stderr,
+               "upstream's amdgpu_plugin.so can now restore %s (the metadata images are upstream's "
+               "already)\n",
+               options_.dir.c_str());
   return Status::Ok();
 }
 

@@ -10,19 +10,19 @@
 #include <ostream>
 
 #include "common/owner_tag.h"
+#include "common/progress.h"
 #include "common/units.h"
 #include "sim/gpu/sim_process.h"
-#include "streamer/base/base_store.h"
 #include "sim/gpu/training_step.h"
-#include "streamer/pipeline_fit.h"
 #include "streamer/base/base_opener.h"
+#include "streamer/base/base_store.h"
 #include "streamer/budget_plan.h"
+#include "streamer/pipeline_fit.h"
 #include "tools/cli/cli_util.h"
 #include "tools/json_report.h"
-#include "common/progress.h"
 #include "transport/core/fd_stream.h"
-#include "transport/net/net_source.h"
 #include "transport/core/uri.h"
+#include "transport/net/net_source.h"
 
 namespace vramflow {
 
@@ -103,13 +103,12 @@ Status RunDemoReceiver(const DemoOptions& options, const SimDeviceOptions& devic
   if (!endpoint.is_network()) return Status::InvalidArgument("--listen needs tcp://HOST:PORT, unix:PATH or systemd:");
   VF_ASSIGN_OR_RETURN(pipeline.open_base, OfferStore(options.base_store, {}, /*stores=*/false, &transport,
                                                      StderrLog("demo"), budget.base_index));
-  VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver,
-                      NetReceiver::Listen(endpoint, transport.net));
-  std::string security = endpoint.kind == Endpoint::Kind::kUnix    ? "unix socket, mode 0600"
+  VF_ASSIGN_OR_RETURN(std::unique_ptr<NetReceiver> receiver, NetReceiver::Listen(endpoint, transport.net));
+  std::string security = endpoint.kind == Endpoint::Kind::kUnix ? "unix socket, mode 0600"
                          : receiver->uri().starts_with("unix:") ? "unix socket (passed by systemd)"
-                         : transport.net.insecure ? "no TLS (--insecure)"
-                         : transport.net.tls.key  ? "TLS, shared key " + transport.net.tls.key->origin
-                                                  : "TLS, certificate " + transport.net.tls.cert_file;
+                         : transport.net.insecure               ? "no TLS (--insecure)"
+                         : transport.net.tls.key                ? "TLS, shared key " + transport.net.tls.key->origin
+                                                                : "TLS, certificate " + transport.net.tls.cert_file;
   std::fprintf(stderr, "waiting on %s for a sender (%u GPUs, %s of VRAM to restore; %s)\n", receiver->uri().c_str(),
                options.gpus, FormatSize(restored.total_bytes()).c_str(), security.c_str());
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, receiver->Accept(transport.accept_timeout));
@@ -162,8 +161,10 @@ std::string DemoStreamDirectory(uint64_t largest) {
   const char* tmp = std::getenv("TMPDIR");
   const std::string fallback = tmp && *tmp ? tmp : "/var/tmp";
   if (::access("/dev/shm", W_OK) == 0)
-    std::fprintf(stderr, "vramflow demo: note: /dev/shm has %s free, less than the %s the stream may take; writing it "
-                 "to %s instead\n", FormatSize(shm_free).c_str(), FormatSize(largest).c_str(), fallback.c_str());
+    std::fprintf(stderr,
+                 "vramflow demo: note: /dev/shm has %s free, less than the %s the stream may take; writing it "
+                 "to %s instead\n",
+                 FormatSize(shm_free).c_str(), FormatSize(largest).c_str(), fallback.c_str());
   return fallback;
 }
 
@@ -207,8 +208,9 @@ Status DumpToFile(SimProcess& process, const std::string& path, const PipelineOp
 Status RunIncrementalDemo(const DemoOptions& options, const SimDeviceOptions& device_options, std::ostream& out,
                           DemoReport* report) {
   if (!options.listen.empty() || !options.destination.empty())
-    return Status::InvalidArgument("--base keeps both checkpoints here, in temporary files: it does not combine with "
-                                   "--to or --listen");
+    return Status::InvalidArgument(
+        "--base keeps both checkpoints here, in temporary files: it does not combine with "
+        "--to or --listen");
   std::vector<SimBoSpec> layout = DemoLayout(options.gpus, options.bytes_per_gpu);
   SimProcess original(options.gpus, device_options);
   VF_RETURN_IF_ERROR(original.Allocate(layout));
@@ -249,8 +251,8 @@ Status RunIncrementalDemo(const DemoOptions& options, const SimDeviceOptions& de
   // The base's index within the budget, as pack and unpack hold theirs.
   const uint64_t index_budget = WithMachineDefaults(pipeline).max_memory;
   VF_ASSIGN_OR_RETURN(second.base, OpenCliBase(base_location, options.transport, index_budget));
-  VF_RETURN_IF_ERROR(DumpToFile(original, file.path(), second, options.transport, options.progress,
-                                "incremental dump", &dump, &report->dump_peak_anon)
+  VF_RETURN_IF_ERROR(DumpToFile(original, file.path(), second, options.transport, options.progress, "incremental dump",
+                                &dump, &report->dump_peak_anon)
                          .WithContext("the incremental dump"));
   second.base.reset();  // the restore opens the base itself, as any reader does
 
@@ -310,8 +312,8 @@ Status RunIncrementalDemo(const DemoOptions& options, const SimDeviceOptions& de
   row("incremental checkpoint", FormatSize(report->stream_bytes) + " (ratio " +
                                     FormatRatio(report->raw_bytes, report->stream_bytes) + "), dump " +
                                     Rate(dump.raw_bytes, dump.seconds));
-  row("  taken from the base", FormatSize(report->base_ref_bytes) + " as references, " +
-                                   FormatSize(report->base_delta_bytes) + " as deltas");
+  row("  taken from the base",
+      FormatSize(report->base_ref_bytes) + " as references, " + FormatSize(report->base_delta_bytes) + " as deltas");
   row("restore (with the base)", Rate(restore.raw_bytes, restore.seconds));
   row("peak RSS, private (dump)", FormatSize(report->dump_peak_anon));
   row("peak RSS, private (restore)", FormatSize(report->restore_peak_anon));
@@ -385,8 +387,7 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     RssAnonSampler rss;
     VF_RETURN_IF_ERROR(rss.status());
     Stopwatch delivered;
-    VF_RETURN_IF_ERROR(
-        budget.Explain(RunDump(sources, sink.get(), run, &dump)).WithContext("dump"));
+    VF_RETURN_IF_ERROR(budget.Explain(RunDump(sources, sink.get(), run, &dump)).WithContext("dump"));
     VF_RETURN_IF_ERROR(sink->Commit());
     // Sent elsewhere or uploaded, the dump is done when the receiver or the store has everything.
     if (!IsLocalFile(path)) dump.seconds = delivered.Seconds();
@@ -409,9 +410,8 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
     run.progress = [&](uint64_t done) { bar.Update(done); };
     RssAnonSampler rss;
     VF_RETURN_IF_ERROR(rss.status());
-    VF_RETURN_IF_ERROR(
-        budget.Explain(RunRestore(source.get(), restored.devices(), restored.Resolver(), run, &restore))
-            .WithContext("restore"));
+    VF_RETURN_IF_ERROR(budget.Explain(RunRestore(source.get(), restored.devices(), restored.Resolver(), run, &restore))
+                           .WithContext("restore"));
     bar.Update(restore.raw_bytes);
     report->restore_peak_anon = rss.peak_bytes();
     VF_RETURN_IF_ERROR(original.Compare(restored).WithContext("verify"));
@@ -438,14 +438,16 @@ Status RunDemo(const DemoOptions& options, std::ostream& out, DemoReport* report
   out << "\nvramflow demo: " << options.gpus << " simulated GPUs, " << layout.size() << " BOs, " << report->threads
       << " threads, codec " << DescribeOptions(pipeline.encoder) << "\n";
   row("raw VRAM", FormatSize(report->raw_bytes));
-  row("stream", FormatSize(report->stream_bytes) + " (" + path + (options.destination.empty() ? ", removed" : "") + ")");
+  row("stream",
+      FormatSize(report->stream_bytes) + " (" + path + (options.destination.empty() ? ", removed" : "") + ")");
   if (!restore_here) {
     row("dump and send", Rate(report->raw_bytes, report->seconds));
     row("ratio", FormatRatio(report->raw_bytes, report->stream_bytes));
     row("dedup savings", FormatSize(report->dedup_bytes));
     row("peak RSS, private (dump)", FormatSize(report->dump_peak_anon));
     row("delivered", IsLocalFile(path) || path == "-" || path.rfind("fd:", 0) == 0
-                         ? "written" : "the receiver restored and verified every byte");
+                         ? "written"
+                         : "the receiver restored and verified every byte");
     return Status::Ok();
   }
   row("ratio", FormatRatio(report->raw_bytes, report->stream_bytes));

@@ -21,9 +21,9 @@
 #include <iosfwd>
 #include <string>
 
+#include "common/progress.h"
 #include "common/status.h"
 #include "streamer/pipeline.h"
-#include "common/progress.h"
 #include "tools/stream_figures.h"
 #include "transport/open_uri.h"
 
@@ -32,7 +32,7 @@ namespace vramflow {
 struct DemoOptions {
   uint32_t gpus = 2;
   uint64_t bytes_per_gpu = 1ull << 30;
-  uint32_t rings = 2;               // simulated SDMA rings per GPU
+  uint32_t rings = 2;                // simulated SDMA rings per GPU
   double ring_bytes_per_second = 0;  // 0: memcpy speed
   PipelineOptions pipeline;
   // Where the stream goes: a file (kept), a network receiver, -, fd:N; empty:

@@ -47,8 +47,9 @@ Status DemoCommand::Resolve() {
     return Status::InvalidArgument(
         "--to -: demo reads its stream back to restore it; give a file, s3:// or a receiver");
   if (options_.incremental && (!options_.listen.empty() || !options_.destination.empty()))
-    return Status::InvalidArgument("--base keeps both checkpoints here, in temporary files: it does not combine with "
-                                   "--to or --listen");
+    return Status::InvalidArgument(
+        "--base keeps both checkpoints here, in temporary files: it does not combine with "
+        "--to or --listen");
   VF_RETURN_IF_ERROR(net_.Resolve(&options_.transport));
   options_.bytes_per_gpu = ParseSize(size_).value();  // checked by SizeValidator
   options_.progress = quiet_ || options_.json

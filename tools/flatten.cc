@@ -13,13 +13,13 @@
 #include "common/cleanup_registry.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
+#include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "streamer/decode_ahead.h"
-#include "streamer/machine/memory_budget.h"
 #include "streamer/format/seek_index.h"
 #include "streamer/format/stream_reader.h"
 #include "streamer/format/stream_writer.h"
-#include "streamer/base/base_opener.h"
-#include "streamer/budget_plan.h"
+#include "streamer/machine/memory_budget.h"
 #include "tools/cli/cli_util.h"
 
 namespace vramflow {

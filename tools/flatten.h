@@ -24,10 +24,10 @@ namespace vramflow {
 
 struct FlattenOptions {
   std::string input;
-  std::string output;               // a file, s3://, or - (stdout)
-  std::vector<std::string> bases;   // --base (streamer/base/base_opener.h)
+  std::string output;              // a file, s3://, or - (stdout)
+  std::vector<std::string> bases;  // --base (streamer/base/base_opener.h)
   uint64_t max_memory = 256ull << 20;
-  bool force = false;               // replace an existing output file
+  bool force = false;  // replace an existing output file
   TransportOptions transport;
 };
 

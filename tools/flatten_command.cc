@@ -9,11 +9,13 @@ namespace vramflow {
 
 void FlattenCommand::Add(CLI::App* parent) {
   cmd_ = parent->add_subcommand(
-      "flatten", "Write an incremental stream as a self-contained one: every chunk its base holds is read from the "
-                 "base, checked, and stored in the output, which needs no base");
+      "flatten",
+      "Write an incremental stream as a self-contained one: every chunk its base holds is read from the "
+      "base, checked, and stored in the output, which needs no base");
   source_.AddStream(cmd_, "incremental stream");
-  source_.AddBases(cmd_, "the base (a file or s3://); repeatable: more are links of its chain. Default: where the "
-                         "stream's BASE frame says its base was");
+  source_.AddBases(cmd_,
+                   "the base (a file or s3://); repeatable: more are links of its chain. Default: where the "
+                   "stream's BASE frame says its base was");
   cmd_->add_option("-o,--output", options_.output, "where the flat stream goes: a file, s3://BUCKET/KEY or -")
       ->required();
   cmd_->add_flag("-f,--force", options_.force, "overwrite an existing output file");

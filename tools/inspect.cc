@@ -12,16 +12,16 @@
 #include "codecs/chunk_codec.h"
 #include "common/printable.h"
 #include "common/units.h"
-#include "streamer/decode_ahead.h"
-#include "streamer/machine/memory_budget.h"
-#include "streamer/pipeline_fit.h"
-#include "streamer/format/seek_index.h"
-#include "streamer/format/stream_reader.h"
 #include "streamer/base/base_opener.h"
 #include "streamer/budget_plan.h"
+#include "streamer/decode_ahead.h"
+#include "streamer/format/seek_index.h"
+#include "streamer/format/stream_reader.h"
+#include "streamer/machine/memory_budget.h"
+#include "streamer/pipeline_fit.h"
 #include "tools/cli/cli_util.h"
-#include "tools/inspect_index.h"
 #include "tools/cli/json_object_writer.h"
+#include "tools/inspect_index.h"
 #include "tools/json_report.h"
 #include "transport/core/counting_source.h"
 #include "transport/core/fd_stream.h"
@@ -80,7 +80,8 @@ class SummaryVisitor final : public StreamVisitor {
   Status OnObjectBegin(const ObjectState& o) override {
     uint64_t bytes = kSummaryRecordBytes + o.metadata.name.size();
     for (const auto& [key, value] : o.metadata.attributes) bytes += key.size() + value.size() + 2 * sizeof(std::string);
-    VF_RETURN_IF_ERROR(Charge(bytes, "the summary of object " + std::to_string(o.id) + " " + Printable(o.metadata.name)));
+    VF_RETURN_IF_ERROR(
+        Charge(bytes, "the summary of object " + std::to_string(o.id) + " " + Printable(o.metadata.name)));
     ObjectSummary& s = objects[o.id];
     s.id = o.id;
     s.name = o.metadata.name;
@@ -167,8 +168,9 @@ class SummaryVisitor final : public StreamVisitor {
   Status Charge(uint64_t bytes, const std::string& what) {
     Status s = budget_->Charge(bytes, "inspect's report, at " + std::to_string(objects.size()) + " objects: " + what);
     if (!s.ok())
-      return s.WithContext("the report keeps every object's summary; give more --max-memory, or inspect without "
-                           "--full a stream with a seek index");
+      return s.WithContext(
+          "the report keeps every object's summary; give more --max-memory, or inspect without "
+          "--full a stream with a seek index");
     charged_ += bytes;
     return Status::Ok();
   }
@@ -306,9 +308,10 @@ Result<bool> InspectIndex(const InspectOptions& options, std::ostream& out, std:
   // Like the reader's other records, the index gets an eighth of the budget.
   Result<StoredStreamIndex> stored = ReadSeekIndex(counting, std::max<uint64_t>(options.max_memory / 8, 1u << 20));
   if (!stored.ok()) {
-    *why_whole = stored.status().code() == Status::Code::kNotSupported
-                     ? stored.status().message()
-                     : "the seek index of " + counting.Describe() + " cannot be used (" + stored.status().ToString() + ")";
+    *why_whole =
+        stored.status().code() == Status::Code::kNotSupported
+            ? stored.status().message()
+            : "the seek index of " + counting.Describe() + " cannot be used (" + stored.status().ToString() + ")";
     return false;
   }
   StreamIdentity identity;
@@ -402,9 +405,9 @@ Status RunVerify(const std::string& input, bool quiet, uint64_t max_memory, cons
     report->seconds = clock.Seconds();
   }
   if (status.ok() && !quiet)
-    out << "OK: " << input << ": " << visitor.totals.object_count << " objects, " << FormatSize(visitor.totals.raw_bytes)
-        << " raw, " << visitor.totals.frame_count << " frames, every hash and range checked ("
-        << FormatRate(visitor.totals.raw_bytes, clock.Seconds()) << ")\n";
+    out << "OK: " << input << ": " << visitor.totals.object_count << " objects, "
+        << FormatSize(visitor.totals.raw_bytes) << " raw, " << visitor.totals.frame_count
+        << " frames, every hash and range checked (" << FormatRate(visitor.totals.raw_bytes, clock.Seconds()) << ")\n";
   return status;
 }
 

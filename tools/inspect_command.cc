@@ -9,9 +9,10 @@ namespace vramflow {
 
 void InspectCommand::Add(CLI::App* parent) {
   cmd_ = parent->add_subcommand(
-      "inspect", "Show a stream's objects, chunks, codec mix, ratio and detected word sizes (framing is checked; add "
-                 "--decode to check payloads too). A file or s3:// stream with a seek index: its objects from the "
-                 "index alone, reading only the stream's ends (--full reads every frame)");
+      "inspect",
+      "Show a stream's objects, chunks, codec mix, ratio and detected word sizes (framing is checked; add "
+      "--decode to check payloads too). A file or s3:// stream with a seek index: its objects from the "
+      "index alone, reading only the stream's ends (--full reads every frame)");
   source_.AddStreamOrListen(cmd_, "inspect what a sender sends");
   source_.AddNetwork(cmd_, /*sending=*/false, /*receiving=*/true);
   cmd_->add_flag("--json", options_.json, "print JSON");
@@ -19,8 +20,9 @@ void InspectCommand::Add(CLI::App* parent) {
                  "read every frame (codec mix, word sizes) even when the stream has a seek index; without it "
                  "a file or s3:// stream with an index is read only at its ends");
   cmd_->add_flag("--decode", options_.decode, "also decode every payload and check its hash (implies --full)");
-  memory_.Add(cmd_, "reading every frame: the reader's buffers and records, the report's summary of each "
-                    "object, a network receive window");
+  memory_.Add(cmd_,
+              "reading every frame: the reader's buffers and records, the report's summary of each "
+              "object, a network receive window");
 }
 
 Status InspectCommand::Resolve() {
@@ -39,14 +41,16 @@ Status InspectCommand::Run(const CommandContext& context) {
 
 void VerifyCommand::Add(CLI::App* parent) {
   cmd_ = parent->add_subcommand(
-      "verify", "Check a stream completely: framing, checksums, ranges, payload hashes, object digests, totals. Exit "
-                "status 0 means the stream is complete and intact");
+      "verify",
+      "Check a stream completely: framing, checksums, ranges, payload hashes, object digests, totals. Exit "
+      "status 0 means the stream is complete and intact");
   source_.AddStreamOrListen(cmd_, "verify what a sender sends");
   source_.AddNetwork(cmd_, /*sending=*/false, /*receiving=*/true);
   out_.Add(cmd_, /*with_json=*/true);
   memory_.Add(cmd_, "the reader's buffers and records, and a network receive window");
-  source_.AddBases(cmd_, "the base of an incremental stream (a file or s3://), whose bytes are then checked too; "
-                         "repeatable, as for unpack");
+  source_.AddBases(cmd_,
+                   "the base of an incremental stream (a file or s3://), whose bytes are then checked too; "
+                   "repeatable, as for unpack");
   source_.AddBaseStore(cmd_);
   cmd_->add_option("-j,--threads", threads_,
                    "threads decoding and hashing, a few frames ahead of the checks made in order (0: the CPUs this "

@@ -19,11 +19,11 @@ struct ObjectFigures {
   uint64_t zero_bytes = 0;
   uint64_t dedup_refs = 0;
   uint64_t dedup_bytes = 0;
-  uint64_t stored_bytes = 0;  // payload bytes of DATA, DEDUP_REF, BASE_REF and BASE_DELTA frames
+  uint64_t stored_bytes = 0;      // payload bytes of DATA, DEDUP_REF, BASE_REF and BASE_DELTA frames
   uint64_t new_bytes = 0;         // raw bytes of DATA frames: what the stream holds itself
   uint64_t base_ref_bytes = 0;    // raw bytes taken from the base as they are
   uint64_t base_delta_bytes = 0;  // raw bytes coded against the base
-  uint64_t frame_bytes = 0;   // every byte of the object's frames: what restoring it alone reads
+  uint64_t frame_bytes = 0;       // every byte of the object's frames: what restoring it alone reads
 };
 
 ObjectFigures Figures(const SeekIndexObject& o) {
@@ -101,8 +101,8 @@ nlohmann::ordered_json AttributesJson(const std::vector<std::pair<std::string, s
 }
 
 std::string DescribeStreamHeader(const StreamHeader& h) {
-  std::string line = (h.producer.empty() ? "?" : ShownText(h.producer)) + ", format version " + std::to_string(h.version) +
-                     ", chunk size " + FormatSize(h.chunk_size);
+  std::string line = (h.producer.empty() ? "?" : ShownText(h.producer)) + ", format version " +
+                     std::to_string(h.version) + ", chunk size " + FormatSize(h.chunk_size);
   if (h.flags & kStreamFlagBase) line += ", incremental";
   if (h.flags & kStreamFlagDedup)
     line += h.dedup_window ? ", dedup window " + std::to_string(h.dedup_window) + " DATA frames"
@@ -141,7 +141,8 @@ void PrintIndexText(const StoredStreamIndex& stored, const StreamIdentity& ident
   out << "status:   complete (by its STREAM_END and seek index; frames not read: verify checks every one)\n";
   out << "read:     " << FormatSize(bytes_read) << " of " << FormatSize(stored.stream_size) << " ("
       << Percent(bytes_read, stored.stream_size)
-      << "): the stream header, the seek index, its blocks and STREAM_END (--full reads every frame, for the codec mix)\n\n";
+      << "): the stream header, the seek index, its blocks and STREAM_END (--full reads every frame, for the codec "
+         "mix)\n\n";
 
   char line[512];
   std::snprintf(line, sizeof(line), "%5s  %-32s %14s %8s %8s %8s %14s %7s\n", "id", "name", "size", "chunks", "zeros",
@@ -157,8 +158,8 @@ void PrintIndexText(const StoredStreamIndex& stored, const StreamIdentity& ident
     out << line;
     for (const auto& [k, v] : o.metadata.attributes) out << "       " << ShownText(k) << " = " << ShownText(v) << "\n";
     if (identity.base)
-      out << "       from the base: " << FormatSize(f.base_ref_bytes) << " referenced, " << FormatSize(f.base_delta_bytes)
-          << " as deltas, " << FormatSize(f.new_bytes) << " new\n";
+      out << "       from the base: " << FormatSize(f.base_ref_bytes) << " referenced, "
+          << FormatSize(f.base_delta_bytes) << " as deltas, " << FormatSize(f.new_bytes) << " new\n";
   }
 }
 

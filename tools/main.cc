@@ -9,8 +9,8 @@
 // 3 the stream is corrupt or incomplete, 4 authentication failed,
 // 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM (tools/cli/interrupt.h; its
 // temporary files removed).
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -168,9 +168,10 @@ int Main(int argc, char** argv) {
   CLI::App app{"vramflow: checkpoint, migrate and restore GPU memory as compressed, checksummed chunk streams"};
   app.set_version_flag("--version", "vramflow " + VersionString());
   app.require_subcommand(1);
-  app.footer("Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line, 3 the stream "
-             "is corrupt or incomplete, 4 authentication failed (key, certificate, peer), 129/130/143 stopped by "
-             "SIGHUP/SIGINT/SIGTERM (temporary files removed, uploads aborted).");
+  app.footer(
+      "Exit status: 0 success, 1 failure (the message says what and where), 2 bad command line, 3 the stream "
+      "is corrupt or incomplete, 4 authentication failed (key, certificate, peer), 129/130/143 stopped by "
+      "SIGHUP/SIGINT/SIGTERM (temporary files removed, uploads aborted).");
   const std::vector<std::unique_ptr<Command>> commands = AddCommands(&app);
   if (std::optional<int> exit_status = Parse(app, argc, argv)) return *exit_status;
 

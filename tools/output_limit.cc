@@ -30,11 +30,11 @@ Status OutputLimit::Claim(uint64_t bytes, const std::string& what) {
                             (before ? ", " + FormatSize(total) + " with the objects before it" : "");
   if (max_output_ != 0 && (overflow || total > max_output_))
     return Status::InvalidArgument(sizes + ": more than --max-output " + FormatSize(max_output_) +
-                                     "; nothing of it was written");
+                                   "; nothing of it was written");
   if (free_bytes_ != kNone && (overflow || total > free_bytes_))
     return Status::InvalidArgument(sizes + ": more than the " + FormatSize(free_bytes_) + " free in " + where_ +
-                                     " (is the stream a decompression bomb? zero runs are declared, not stored); "
-                                     "nothing of it was written");
+                                   " (is the stream a decompression bomb? zero runs are declared, not stored); "
+                                   "nothing of it was written");
   claimed_ = total;
   return Status::Ok();
 }

@@ -12,23 +12,23 @@
 #include <map>
 #include <memory>
 
+#include "common/progress.h"
+#include "common/safe_path.h"
+#include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
+#include "streamer/device/file_device.h"
 #include "streamer/format/amdgpu_pages.h"
 #include "streamer/format/base_stream.h"
-#include "streamer/device/file_device.h"
+#include "streamer/format/stream_writer.h"
 #include "streamer/machine/machine_limits.h"
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_fit.h"
 #include "streamer/sequential_dump.h"
-#include "streamer/format/stream_writer.h"
 #include "tools/cli/cli_util.h"
 #include "tools/planned_file.h"
-#include "common/progress.h"
-#include "streamer/base/base_opener.h"
-#include "streamer/budget_plan.h"
-#include "common/safe_path.h"
 #include "transport/core/fd_stream.h"
-#include "transport/open_uri.h"
 #include "transport/core/uri.h"
+#include "transport/open_uri.h"
 
 namespace vramflow {
 namespace {
@@ -132,7 +132,8 @@ Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options, u
   Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(options.bases.front(), open);
   if (!base.ok()) return base.status().WithContext("base '" + options.bases.front() + "'");
   if (options.base_refs_only && !(*base)->has_digests())
-    return Status::InvalidArgument("base '" + options.bases.front() + "' has no chunk digests (DIGEST_BLOCKs), which "
+    return Status::InvalidArgument("base '" + options.bases.front() +
+                                   "' has no chunk digests (DIGEST_BLOCKs), which "
                                    "--base-refs-only needs: pack the base with --digests, or leave out "
                                    "--base-refs-only");
   return base;
@@ -141,8 +142,7 @@ Result<std::shared_ptr<const BaseStream>> OpenBase(const PackOptions& options, u
 // Streams that are not regular files (stdin, pipes, S3 objects) have no size
 // up front and cannot be read at offsets: they are read in order and
 // encoded on every thread, as objects of unknown size.
-Status PackSequential(const PackOptions& options, ByteSink* sink, const PipelineOptions& pipeline,
-                      PackReport* report) {
+Status PackSequential(const PackOptions& options, ByteSink* sink, const PipelineOptions& pipeline, PackReport* report) {
   std::vector<SequentialInput> inputs;
   for (const std::string& path : options.inputs) {
     SequentialInput in;
@@ -173,7 +173,8 @@ Status RunPack(const PackOptions& options, PackReport* report) {
     VF_RETURN_IF_ERROR(SplitSafeRelativePath(name).status());
     auto [it, inserted] = names.emplace(name, path);
     if (!inserted)
-      return Status::InvalidArgument("inputs '" + it->second + "' and '" + path + "' would both be named '" + name + "'");
+      return Status::InvalidArgument("inputs '" + it->second + "' and '" + path + "' would both be named '" + name +
+                                     "'");
   }
 
   // Regular files ride the dump graph; any stdin or pipe input makes the
@@ -218,8 +219,9 @@ Status RunPack(const PackOptions& options, PackReport* report) {
     sink = std::move(chosen.sink);
     pipeline.base = std::move(chosen.base);
     if (pipeline.base && options.base_refs_only && !pipeline.base->has_digests())
-      return Status::InvalidArgument("the base the receiver holds has no chunk digests (DIGEST_BLOCKs), which "
-                                     "--base-refs-only needs: leave out --base-refs-only");
+      return Status::InvalidArgument(
+          "the base the receiver holds has no chunk digests (DIGEST_BLOCKs), which "
+          "--base-refs-only needs: leave out --base-refs-only");
     if (!pipeline.base) pipeline.base_refs_only = false;
     // Stored, the stream may be the next one's base, also a refs-only one.
     if (chosen.offer.stores) pipeline.chunk_digests = true;

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
-#include "streamer/pipeline.h"
-#include "streamer/base/net_base_choice.h"
-#include "tools/stream_figures.h"
 #include "common/progress.h"
+#include "common/status.h"
+#include "streamer/base/net_base_choice.h"
+#include "streamer/pipeline.h"
+#include "tools/stream_figures.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -52,8 +52,8 @@ struct PackOptions {
 // The stream's figures (zero_bytes, dedup_bytes and the base's bytes included), and:
 struct PackReport : StreamFigures {
   uint64_t legacy_images = 0;
-  bool sequential = false;  // inputs read in order (stdin, pipe or s3:// inputs), without dedup
-  unsigned threads = 0;     // encoding threads used
+  bool sequential = false;    // inputs read in order (stdin, pipe or s3:// inputs), without dedup
+  unsigned threads = 0;       // encoding threads used
   double writer_seconds = 0;  // the ordered writer (PipelineStats::serial_seconds)
   // With a base: its stream id (StreamFigures has the raw bytes taken from
   // it as they are and coded as deltas against it).

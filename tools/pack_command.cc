@@ -12,9 +12,10 @@ namespace vramflow {
 
 void PackCommand::Add(CLI::App* parent) {
   cmd_ = parent->add_subcommand("pack", "Pack files (or - for stdin) into one chunk stream");
-  cmd_->add_option("inputs", options_.inputs, "files to pack; - reads stdin, s3://BUCKET/KEY an S3 object; legacy "
-                                              "CRIU amdgpu-pages-*.img images are recognised and restored byte for "
-                                              "byte by unpack")
+  cmd_->add_option("inputs", options_.inputs,
+                   "files to pack; - reads stdin, s3://BUCKET/KEY an S3 object; legacy "
+                   "CRIU amdgpu-pages-*.img images are recognised and restored byte for "
+                   "byte by unpack")
       ->required();
   cmd_->add_option("-o,--output,--to", options_.output,
                    "where the stream goes: a file, - (stdout), fd:N, tcp://HOST:PORT or unix:PATH (connects to a "

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "common/progress.h"
 #include "common/units.h"
 #include "sim/gpu/sim_process.h"
 #include "tools/cli/cli_util.h"
-#include "common/progress.h"
 #include "tools/cli/thread_cpu.h"
 #include "transport/core/fd_stream.h"
 
@@ -54,8 +54,8 @@ Status MeasureOnce(const std::vector<SimBoSpec>& layout, SimProcess& original, c
     RssAnonSampler rss;
     VF_RETURN_IF_ERROR(rss.status());
     VF_ASSIGN_OR_RETURN(CpuUse before, ProcessCpuUse());
-    VF_RETURN_IF_ERROR(
-        RunRestore(source.get(), restored.devices(), restored.Resolver(), pipeline, &run->restore).WithContext("restore"));
+    VF_RETURN_IF_ERROR(RunRestore(source.get(), restored.devices(), restored.Resolver(), pipeline, &run->restore)
+                           .WithContext("restore"));
     VF_ASSIGN_OR_RETURN(CpuUse after, ProcessCpuUse());
     run->restore_cpu = after - before;
     run->restore_rss_anon = rss.peak_bytes();
@@ -157,8 +157,8 @@ nlohmann::ordered_json PrintThroughput(const PipelineBenchOptions& options, uint
                                        const std::vector<Run>& runs, std::ostream& out) {
   char line[200];
   out << "vramflow pipeline on " << options.gpus << " simulated GPUs, layout " << options.layout << ", "
-      << FormatSize(raw_bytes) << " of VRAM, codec " << DescribeOptions(options.pipeline.encoder)
-      << ", budget " << FormatSize(options.pipeline.max_memory) << ", stream in " << dir << "; best of "
+      << FormatSize(raw_bytes) << " of VRAM, codec " << DescribeOptions(options.pipeline.encoder) << ", budget "
+      << FormatSize(options.pipeline.max_memory) << ", stream in " << dir << "; best of "
       << std::max(1u, options.repeat) << " runs\n";
   if (!options.dma_cpus.empty()) {
     std::string list;
@@ -166,7 +166,8 @@ nlohmann::ordered_json PrintThroughput(const PipelineBenchOptions& options, uint
       if (!list.empty()) list += ',';
       list += std::to_string(cpu);
     }
-    out << "the simulated rings run on CPU " << list << " only (--dma-cpus): their copies cost the pipeline's CPUs "
+    out << "the simulated rings run on CPU " << list
+        << " only (--dma-cpus): their copies cost the pipeline's CPUs "
            "nothing, as with SDMA\n";
   }
   std::snprintf(line, sizeof(line), "%-8s %10s %10s %8s %12s %12s %14s %14s\n", "threads", "dump", "restore", "ratio",

@@ -13,15 +13,15 @@
 #include <vector>
 
 #include "common/printable.h"
+#include "common/safe_path.h"
 #include "common/units.h"
 #include "streamer/base/base_store.h"
 #include "streamer/budget_plan.h"
-#include "tools/cli/cli_util.h"
-#include "common/safe_path.h"
 #include "streamer/format/verified_copy.h"
+#include "tools/cli/cli_util.h"
 #include "transport/core/fd_stream.h"
-#include "transport/net/net_source.h"
 #include "transport/core/uri.h"
+#include "transport/net/net_source.h"
 
 namespace vramflow {
 namespace {
@@ -62,10 +62,12 @@ Result<std::string> OutputPath(const std::string& dir, const std::string& name, 
     return Status::FromErrno("checking where to store " + Printable(name), errno);
   }
   if (!S_ISREG(st.st_mode))
-    return Status::AlreadyExists("a stream named " + Printable(name) + " cannot be stored: that name exists and is "
+    return Status::AlreadyExists("a stream named " + Printable(name) +
+                                 " cannot be stored: that name exists and is "
                                  "not a regular file");
   if (!overwrite && !IsPluginStreamName(name))
-    return Status::AlreadyExists("a stream named " + Printable(name) + " exists (use --force to overwrite, on the "
+    return Status::AlreadyExists("a stream named " + Printable(name) +
+                                 " exists (use --force to overwrite, on the "
                                  "receiver)");
   return path;
 }
@@ -95,8 +97,9 @@ Status StoreStream(const ReceiveDirOptions& options, uint64_t verify_memory, Net
   std::string path;
   Status status = [&]() -> Status {
     if (stream.name.empty())
-      return Status::InvalidArgument("the sender did not name its stream, and this receiver stores streams under "
-                                     "their names (send it with `vramflow send --name NAME`)");
+      return Status::InvalidArgument(
+          "the sender did not name its stream, and this receiver stores streams under "
+          "their names (send it with `vramflow send --name NAME`)");
     VF_ASSIGN_OR_RETURN(path, OutputPath(options.dir, stream.name, options.transport.file.overwrite));
     FileSinkOptions file = options.transport.file;
     file.overwrite = file.overwrite || IsPluginStreamName(stream.name);  // as OutputPath allowed

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/status.h"
 #include "common/progress.h"
+#include "common/status.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -31,7 +31,7 @@ struct ReceiveDirOptions {
   unsigned count = 0;          // stop after this many stored streams; 0: only on SIGINT or SIGTERM
   TransportOptions transport;  // file.overwrite, file.fsync, net (keys, timeouts), accept_timeout (per stream)
   ProgressStyle progress = ProgressStyle(true);  // on stderr
-  bool notes = true;  // the listening address and a line per stored stream, on stderr
+  bool notes = true;                             // the listening address and a line per stored stream, on stderr
   // --max-memory: the receive window (a quarter, at most 64 MiB) and the
   // verification of each stream (the rest).
   uint64_t max_memory = 256ull << 20;

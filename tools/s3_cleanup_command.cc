@@ -9,9 +9,10 @@ namespace vramflow {
 
 void S3CleanupCommand::Add(CLI::App* parent) {
   cmd_ = parent->add_subcommand(
-      "cleanup", "Abort the multipart uploads that a killed vramflow left pending (journaled in $XDG_STATE_HOME/"
-                 "vramflow/s3-uploads, else ~/.local/state/vramflow/s3-uploads), with the credentials of this "
-                 "environment; uploads of running processes are left alone");
+      "cleanup",
+      "Abort the multipart uploads that a killed vramflow left pending (journaled in $XDG_STATE_HOME/"
+      "vramflow/s3-uploads, else ~/.local/state/vramflow/s3-uploads), with the credentials of this "
+      "environment; uploads of running processes are left alone");
   cmd_->add_option("--journal", journal_, "the journal directory (default: as above)");
   cmd_->add_flag("--all", all_, "also abort the uploads of processes still running");
   s3_.Add(cmd_, /*encryption=*/false);  // aborting an upload needs no key

@@ -4,11 +4,11 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "image_streamer/capture.h"
+#include "image_streamer/serve.h"
 #include "streamer/base/base_opener.h"
 #include "tools/cli/cli_uri.h"
 #include "tools/cli/cli_util.h"
-#include "image_streamer/capture.h"
-#include "image_streamer/serve.h"
 
 namespace vramflow {
 namespace {
@@ -79,8 +79,10 @@ void StreamerCommand::Add(CLI::App* parent) {
       "Also runs as `criu-image-streamer` (a link to vramflow of that name)");
   streamer_->require_subcommand(1);
   streamer_->set_version_flag("-V,--version", ProducerString());
-  streamer_->add_option("-D,--images-dir", images_dir_, "CRIU's images directory: the socket goes here (created if "
-                                                        "missing); extract writes the image files here")
+  streamer_
+      ->add_option("-D,--images-dir", images_dir_,
+                   "CRIU's images directory: the socket goes here (created if "
+                   "missing); extract writes the image files here")
       ->required();
   streamer_->add_option("-s,--shard-fds", shard_fds_,
                         "the stream's fd (default: stdout for capture, stdin for serve and extract); one fd: several "
@@ -88,15 +90,18 @@ void StreamerCommand::Add(CLI::App* parent) {
   streamer_->add_option("-e,--ext-file-fds", ext_file_fds_,
                         "NAME:FD,...: capture stores what FD gives until its end as file NAME; serve and extract "
                         "write file NAME into FD");
-  streamer_->add_option("-p,--progress-fd", progress_fd_,
-                        "fd for the progress lines (socket-init, checkpoint-start, the JSON stats line)")
+  streamer_
+      ->add_option("-p,--progress-fd", progress_fd_,
+                   "fd for the progress lines (socket-init, checkpoint-start, the JSON stats line)")
       ->capture_default_str();
   streamer_->add_option("--tcp-listen-remap", tcp_listen_remap_,
                         "OLD:NEW,... (serve): TCP sockets that listened on port OLD listen on NEW after the restore");
-  streamer_->add_option("-o,--to", to_, "capture: where the stream goes (a file, -, fd:N, tcp://HOST:PORT, unix:PATH, "
-                                        "s3://BUCKET/KEY); default: the shard fd");
+  streamer_->add_option("-o,--to", to_,
+                        "capture: where the stream goes (a file, -, fd:N, tcp://HOST:PORT, unix:PATH, "
+                        "s3://BUCKET/KEY); default: the shard fd");
   CLI::Option* from = streamer_->add_option(
-      "-i,--from", from_, "serve, extract: the stream to read (a file, -, fd:N, s3://BUCKET/KEY); default: the shard fd");
+      "-i,--from", from_,
+      "serve, extract: the stream to read (a file, -, fd:N, s3://BUCKET/KEY); default: the shard fd");
   streamer_->add_option("--listen", listen_, "serve, extract: receive the stream on tcp://HOST:PORT or unix:PATH")
       ->excludes(from);
   streamer_->add_option("--spill-dir", spill_dir_,
@@ -104,11 +109,12 @@ void StreamerCommand::Add(CLI::App* parent) {
                         "directory in $TMPDIR or /tmp)");
   streamer_->add_option("--criu-timeout", criu_timeout_s_,
                         "seconds to wait for CRIU to connect (default: forever, as criu-image-streamer)");
-  streamer_->add_option("--base", base_,
-                        "capture: an earlier stream (a file or s3://BUCKET/KEY with a seek index) to code this one "
-                        "against, each image file against the file of the same name there (an incremental "
-                        "checkpoint); serve, extract: where that base is (default: where the stream's BASE frame "
-                        "says). Again for more links of the base's own chain")
+  streamer_
+      ->add_option("--base", base_,
+                   "capture: an earlier stream (a file or s3://BUCKET/KEY with a seek index) to code this one "
+                   "against, each image file against the file of the same name there (an incremental "
+                   "checkpoint); serve, extract: where that base is (default: where the stream's BASE frame "
+                   "says). Again for more links of the base's own chain")
       ->allow_extra_args(false);  // one stream per --base
   streamer_->add_option("--base-store", base_store_,
                         "serve, extract with --listen: earlier streams the sender may build its stream on, offered "
@@ -165,12 +171,15 @@ Status StreamerCommand::Resolve() {
     VF_ASSIGN_OR_RETURN(options->tcp_listen_remap, ParsePortRemap(tcp_listen_remap_));
   }
   if (capture) {
-    if (!from_.empty() || !listen_.empty()) return Status::InvalidArgument("capture writes a stream: give -o/--to, not -i/--from or --listen");
-    if (!to_.empty() && !options->shard_fds.empty()) return Status::InvalidArgument("give -o/--to or --shard-fds, not both");
+    if (!from_.empty() || !listen_.empty())
+      return Status::InvalidArgument("capture writes a stream: give -o/--to, not -i/--from or --listen");
+    if (!to_.empty() && !options->shard_fds.empty())
+      return Status::InvalidArgument("give -o/--to or --shard-fds, not both");
     if (!to_.empty()) VF_RETURN_IF_ERROR(CheckWriteUri(to_));
     options->stream_uri = to_;
   } else {
-    if (!to_.empty()) return Status::InvalidArgument("serve and extract read a stream: give -i/--from or --listen, not -o/--to");
+    if (!to_.empty())
+      return Status::InvalidArgument("serve and extract read a stream: give -i/--from or --listen, not -o/--to");
     if ((!from_.empty() || !listen_.empty()) && !options->shard_fds.empty())
       return Status::InvalidArgument("give -i/--from, --listen or --shard-fds, not two of them");
     if (!listen_.empty()) {
@@ -178,7 +187,8 @@ Status StreamerCommand::Resolve() {
       options->stream_uri = listen_;
       options->listen = true;
     } else if (!from_.empty()) {
-      VF_RETURN_IF_ERROR(CheckReadUri(from_, "vramflow streamer " + std::string(serve_->parsed() ? "serve" : "extract") + " --listen"));
+      VF_RETURN_IF_ERROR(CheckReadUri(
+          from_, "vramflow streamer " + std::string(serve_->parsed() ? "serve" : "extract") + " --listen"));
       options->stream_uri = from_;
     }
   }
@@ -195,8 +205,8 @@ Status StreamerCommand::Resolve() {
     return Status::InvalidArgument("--base-store offers bases to a sender: serve and extract with --listen only");
   options->base_store = base_store_;
   options->force = force_;
-  options->progress = ProgressStyle(ParseProgressMode(progress_).value_or(ProgressStyle::Mode::kNone),
-                                    std::chrono::milliseconds(5000));
+  options->progress =
+      ProgressStyle(ParseProgressMode(progress_).value_or(ProgressStyle::Mode::kNone), std::chrono::milliseconds(5000));
   VF_RETURN_IF_ERROR(dump_.Resolve(&options->pipeline));
   options->pipeline.base_refs_only = base_refs_only_;
   options->pipeline.chunk_digests = digests_;

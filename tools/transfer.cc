@@ -7,17 +7,18 @@
 
 #include <vector>
 
+#include "common/progress.h"
 #include "streamer/base/base_store.h"
 #include "streamer/budget_plan.h"
-#include "tools/cli/cli_util.h"
-#include "common/progress.h"
 #include "streamer/format/verified_copy.h"
-#include "transport/net/shared_key.h"
+#include "tools/cli/cli_util.h"
 #include "transport/core/uri.h"
+#include "transport/net/shared_key.h"
 
 namespace vramflow {
 
-Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress, uint64_t* bytes) {
+Status CopyStream(ByteSource& source, ByteSink& sink, const std::string& label, ProgressStyle progress,
+                  uint64_t* bytes) {
   ProgressBar bar(label, 0, progress);
   std::vector<uint8_t> buf(1u << 20);
   for (;;) {
@@ -43,9 +44,10 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   OpenBaseFn open_base;
   if (from.ok() && from->is_network()) {
     VF_ASSIGN_OR_RETURN(open_base, OfferStore(options.base_store, {}, /*stores=*/sink->Seekable(), &transport,
-                                                 StderrLog("recv"), verify_memory));
+                                              StderrLog("recv"), verify_memory));
   } else if (!options.base_store.empty()) {
-    return Status::InvalidArgument("--base-store offers bases to a sender; '" + options.source + "' is no network source");
+    return Status::InvalidArgument("--base-store offers bases to a sender; '" + options.source +
+                                   "' is no network source");
   }
   VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(options.source, transport));
   Stopwatch clock;  // from the first connection: waiting for a sender is not transfer time
@@ -53,14 +55,15 @@ Status RunTransfer(const TransferOptions& options, const std::string& label, Tra
   // object store. Sent to a receiver, the receiver does (its DONE says so).
   Result<Endpoint> to = ParseEndpoint(options.sink);
   const bool stored_here = !(to.ok() && to->is_network());
-  Status status = stored_here ? CopyVerifiedStream(*source, *sink, label, options.progress, verify_memory, &report->bytes,
-                                                   open_base)
+  Status status = stored_here ? CopyVerifiedStream(*source, *sink, label, options.progress, verify_memory,
+                                                   &report->bytes, open_base)
                               : CopyStream(*source, *sink, label, options.progress, &report->bytes);
   report->peer = source->Describe();
   Status told = source->Finish(status);
   report->seconds = clock.Seconds();
   VF_RETURN_IF_ERROR(status);
-  return told.ok() ? Status::Ok() : told.WithContext("the stream is stored, but telling " + source->Describe() + " failed");
+  return told.ok() ? Status::Ok()
+                   : told.WithContext("the stream is stored, but telling " + source->Describe() + " failed");
 }
 
 Status RunKeygen(const std::string& path, CleanupRegistry* cleanup) {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "common/cleanup_registry.h"
-#include "common/status.h"
 #include "common/progress.h"
+#include "common/status.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

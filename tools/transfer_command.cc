@@ -14,8 +14,9 @@ namespace vramflow {
 
 void SendCommand::Add(CLI::App* parent) {
   cmd_ = parent->add_subcommand(
-      "send", "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
-              "Succeeds only once the receiver has stored the whole stream");
+      "send",
+      "Send a stream as it is from SRC to DEST, typically a file to a `vramflow recv` on another host. "
+      "Succeeds only once the receiver has stored the whole stream");
   cmd_->add_option("source", options_.source, "a file, - (stdin), fd:N or s3://BUCKET/KEY")->required();
   cmd_->add_option("destination", options_.sink,
                    "tcp://HOST:PORT or unix:PATH (connects to a receiver there), s3://BUCKET/KEY, or any other "
@@ -63,11 +64,12 @@ Status SendCommand::Run(const CommandContext& context) {
 
 void RecvCommand::Add(CLI::App* parent) {
   cmd_ = parent->add_subcommand(
-      "recv", "Receive a stream from a sender (send, pack --to, demo --to, the plugin) and store it at -o OUT, or "
-              "streams one after another into --output-dir DIR, each under the name its sender gave it (the plugin "
-              "names each GPU's stream after its image). Output appears only once a whole stream has arrived; other "
-              "senders are refused while one is active. "
-              "(To restore as it arrives instead, give the address to `unpack` or `demo --listen`.)");
+      "recv",
+      "Receive a stream from a sender (send, pack --to, demo --to, the plugin) and store it at -o OUT, or "
+      "streams one after another into --output-dir DIR, each under the name its sender gave it (the plugin "
+      "names each GPU's stream after its image). Output appears only once a whole stream has arrived; other "
+      "senders are refused while one is active. "
+      "(To restore as it arrives instead, give the address to `unpack` or `demo --listen`.)");
   cmd_->add_option("--listen", options_.source,
                    "address to listen on: tcp://HOST:PORT (HOST may be empty) or unix:PATH")
       ->required();

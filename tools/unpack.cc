@@ -18,24 +18,24 @@
 #include "common/owner_tag.h"
 #include "common/printable.h"
 #include "common/private_directory.h"
-#include "streamer/format/amdgpu_pages.h"
+#include "common/progress.h"
+#include "common/safe_path.h"
+#include "streamer/base/base_opener.h"
+#include "streamer/budget_plan.h"
 #include "streamer/decode_ahead.h"
 #include "streamer/device/file_device.h"
-#include "streamer/machine/memory_budget.h"
-#include "streamer/pipeline.h"
-#include "streamer/pipeline_fit.h"
+#include "streamer/format/amdgpu_pages.h"
 #include "streamer/format/seek_index.h"
 #include "streamer/format/stream_reader.h"
 #include "streamer/format/sub_stream.h"
-#include "streamer/base/base_opener.h"
-#include "streamer/budget_plan.h"
+#include "streamer/machine/memory_budget.h"
+#include "streamer/pipeline.h"
+#include "streamer/pipeline_fit.h"
 #include "tools/cli/cli_util.h"
 #include "tools/output_limit.h"
-#include "common/progress.h"
-#include "common/safe_path.h"
 #include "transport/core/fd_stream.h"
-#include "transport/s3/s3_part_plan.h"
 #include "transport/core/uri.h"
+#include "transport/s3/s3_part_plan.h"
 
 namespace vramflow {
 namespace {
@@ -95,7 +95,10 @@ class SequentialVisitor final : public StreamVisitor {
  public:
   SequentialVisitor(int fd, std::string description, const ObjectSelector* filter, OutputLimit* limit,
                     MemoryBudget* budget)
-      : sink_(BorrowFdSink(fd, description)), description_(std::move(description)), filter_(filter), limit_(limit),
+      : sink_(BorrowFdSink(fd, description)),
+        description_(std::move(description)),
+        filter_(filter),
+        limit_(limit),
         budget_(budget) {}
   ~SequentialVisitor() override { budget_->Refund(charged_); }
   SequentialVisitor(const SequentialVisitor&) = delete;
@@ -109,7 +112,8 @@ class SequentialVisitor final : public StreamVisitor {
     }
     if (++objects_ > 1)
       return Status::InvalidArgument("the stream holds more than one object (object " + std::to_string(o.id) + " " +
-                                     Printable(o.metadata.name) + "); unpack to a directory instead of " + description_);
+                                     Printable(o.metadata.name) + "); unpack to a directory instead of " +
+                                     description_);
     if (o.size != kUnknownObjectSize) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name)));
     unknown_size_ = o.size == kUnknownObjectSize;
     name_ = o.metadata.name;
@@ -161,8 +165,9 @@ class SequentialVisitor final : public StreamVisitor {
                                           " objects: the name of object " + std::to_string(o.id) + " " +
                                           Printable(o.metadata.name));
     if (!s.ok())
-      return s.WithContext("with --object or --gpu, unpack keeps every object's name to check the selection; give "
-                           "more --max-memory, or unpack a stream with a seek index from a file or s3://");
+      return s.WithContext(
+          "with --object or --gpu, unpack keeps every object's name to check the selection; give "
+          "more --max-memory, or unpack a stream with a seek index from a file or s3://");
     charged_ += bytes;
     seen_.push_back(std::move(key));
     return Status::Ok();
@@ -224,8 +229,15 @@ class StagedFiles {
  public:
   StagedFiles(int staging_fd, std::string output, bool directory_forced, bool force, bool fsync, FileDevice* device,
               const ObjectSelector* filter, OutputLimit* limit, CleanupRegistry* cleanup)
-      : staging_fd_(staging_fd), output_(std::move(output)), directory_forced_(directory_forced), force_(force),
-        fsync_(fsync), device_(device), filter_(filter), limit_(limit), cleanup_(cleanup) {}
+      : staging_fd_(staging_fd),
+        output_(std::move(output)),
+        directory_forced_(directory_forced),
+        force_(force),
+        fsync_(fsync),
+        device_(device),
+        filter_(filter),
+        limit_(limit),
+        cleanup_(cleanup) {}
 
   // Creates the staged file of an object that begins; its content goes
   // through the device, after the legacy header if it has one.
@@ -255,7 +267,8 @@ class StagedFiles {
     // it, so an unpack holds a few files open however many objects it has.
     VF_RETURN_IF_ERROR(CreateEntry([&]() -> Status {
       VF_ASSIGN_OR_RETURN(UniqueFd dir, OpenParentDirectory(staging_fd_, parts, /*create=*/true));
-      UniqueFd created(::openat(dir.get(), parts.back().c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      UniqueFd created(
+          ::openat(dir.get(), parts.back().c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
       if (!created.valid()) return Status::FromErrno("creating staged file for " + Printable(o.metadata.name), errno);
       return Status::Ok();
     }));
@@ -287,7 +300,8 @@ class StagedFiles {
       EncodeAmdgpuPagesHeader(o.size, f.legacy_little_endian, header);
       VF_RETURN_IF_ERROR(PwriteAll(fd.get(), header, 0, what));
     }
-    if (!f.claimed) VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name) + " (of unknown size)"));
+    if (!f.claimed)
+      VF_RETURN_IF_ERROR(limit_->Claim(o.size, "object " + Printable(o.metadata.name) + " (of unknown size)"));
     if (::ftruncate(fd.get(), static_cast<off_t>(f.header + o.size)) != 0)
       return Status::FromErrno("sizing " + what, errno);
     if (fsync_ && ::fsync(fd.get()) != 0) return Status::FromErrno("syncing " + what, errno);
@@ -324,16 +338,18 @@ class StagedFiles {
       Status s = MoveOne(out.get(), *f, /*back=*/false);
       if (!s.ok()) {
         for (auto it = moved.rbegin(); it != moved.rend(); ++it) (void)MoveOne(out.get(), **it, /*back=*/true);
-        return s.WithContext(moved.empty() ? "nothing was moved" : "the " + std::to_string(moved.size()) +
-                                                                   " files moved before it were moved back");
+        return s.WithContext(moved.empty()
+                                 ? "nothing was moved"
+                                 : "the " + std::to_string(moved.size()) + " files moved before it were moved back");
       }
       moved.push_back(f);
     }
     for (const OpenFile* f : kept) report->written.push_back(Shown(*f));
-    if (fsync_) {  // every directory that gained an entry, new subdirectories' parents too
+    if (fsync_) {                               // every directory that gained an entry, new subdirectories' parents too
       std::set<std::vector<std::string>> dirs;  // as paths under output_
       for (const OpenFile* f : kept)
-        for (size_t depth = 0; depth < f->parts.size(); ++depth) dirs.emplace(f->parts.begin(), f->parts.begin() + depth);
+        for (size_t depth = 0; depth < f->parts.size(); ++depth)
+          dirs.emplace(f->parts.begin(), f->parts.begin() + depth);
       for (const std::vector<std::string>& dir : dirs) VF_RETURN_IF_ERROR(SyncSubdirectory(out.get(), dir));
     }
     return Status::Ok();
@@ -377,8 +393,7 @@ class StagedFiles {
         return Status::AlreadyExists(Printable(output_ + "/" + path) + " is a symlink, which unpack does not follow");
       if (!last && !S_ISDIR(st.st_mode))
         return Status::AlreadyExists(Printable(output_ + "/" + path) + " exists and is not a directory");
-      if (last && S_ISDIR(st.st_mode))
-        return Status::AlreadyExists(Printable(Shown(f)) + " exists and is a directory");
+      if (last && S_ISDIR(st.st_mode)) return Status::AlreadyExists(Printable(Shown(f)) + " exists and is a directory");
       if (last && !force_) return Status::AlreadyExists(Printable(Shown(f)) + " exists (use --force to overwrite)");
     }
     return Status::Ok();
@@ -445,8 +460,10 @@ class StagedFiles {
     if (skipped_dir_.fd() < 0) VF_RETURN_IF_ERROR(skipped_dir_.Create(output_, cleanup_));
     const std::string file = std::to_string(o.id);
     VF_RETURN_IF_ERROR(CreateEntry([&]() -> Status {
-      UniqueFd created(::openat(skipped_dir_.fd(), file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-      if (!created.valid()) return Status::FromErrno("creating a scratch file for " + Printable(o.metadata.name), errno);
+      UniqueFd created(
+          ::openat(skipped_dir_.fd(), file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!created.valid())
+        return Status::FromErrno("creating a scratch file for " + Printable(o.metadata.name), errno);
       return Status::Ok();
     }));
     files_[o.id].skipped = true;
@@ -494,8 +511,7 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     const unsigned threads = WithMachineDefaults(pipeline).threads;
     // Digests are left to `verify`, as the restore graph leaves them: the
     // bytes written are each checked by their own hash.
-    const ReadOptions read{
-        .decode = true, .budget = &budget, .open_base = pipeline.open_base, .check_digests = false};
+    const ReadOptions read{.decode = true, .budget = &budget, .open_base = pipeline.open_base, .check_digests = false};
     VF_RETURN_IF_ERROR(ReadStreamDecodingAhead(*source, visitor, DecodeAheadOptions{threads, read, pipeline.note}));
     if (filter) VF_RETURN_IF_ERROR(filter->CheckEachMatched(visitor.seen(), source->Describe()));
     report->objects = visitor.objects();
@@ -516,7 +532,8 @@ Status UnpackFrom(ByteSource& input, const UnpackOptions& options, const Pipelin
     return unpack_sequentially(fd.get(), "'" + output + "'");
   }
   if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-    return Status::InvalidArgument("'" + output + "' is neither a file, a directory, a character device nor a named pipe");
+    return Status::InvalidArgument("'" + output +
+                                   "' is neither a file, a directory, a character device nor a named pipe");
   bool directory_forced = options.output.back() == '/' || (exists && S_ISDIR(st.st_mode));
   if (exists && !directory_forced && !options.force)
     return Status::AlreadyExists("'" + output + "' exists (use --force to overwrite)");
@@ -603,8 +620,7 @@ Result<bool> UnpackThroughIndex(const UnpackOptions& options, const TransportOpt
   Status status = UnpackFrom(*source, options, pipeline, nullptr, report);
   if (status.code() == Status::Code::kCorruption || status.code() == Status::Code::kTruncated)
     status = status.WithContext(source->Describe() + "; frame numbers and stream offsets count in that selection");
-  else
-    status = budget.Explain(status, pipeline.max_memory, options.input + " (the selected frames, fetched ahead)");
+  else status = budget.Explain(status, pipeline.max_memory, options.input + " (the selected frames, fetched ahead)");
   report->through_index = true;
   report->stream_bytes = stored->stream_size;
   report->bytes_read = counting->bytes();

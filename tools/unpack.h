@@ -29,11 +29,11 @@
 #include <string>
 #include <vector>
 
+#include "common/progress.h"
 #include "common/status.h"
 #include "streamer/pipeline.h"
 #include "tools/object_selection.h"
 #include "tools/stream_figures.h"
-#include "common/progress.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {
@@ -53,7 +53,7 @@ struct UnpackOptions {
   PipelineOptions pipeline;  // threads and memory budget of the restore graph
   TransportOptions transport;
   ProgressStyle progress;  // on stderr
-  ObjectSelector select;  // empty: every object
+  ObjectSelector select;   // empty: every object
   // With a network input: earlier streams the sender may build its stream on
   // (base_store.h; docs/NETWORK.md, "Bases"), offered to it and resolved
   // from here. Empty: none.

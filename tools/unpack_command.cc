@@ -26,8 +26,9 @@ void UnpackCommand::Add(CLI::App* parent) {
                    "restore only the objects of this GPU (attribute gpu, or gpu-id; repeatable), as --object");
   cmd_->add_flag("-f,--force", options_.force, "overwrite existing files");
   source_.AddBaseStore(cmd_);
-  source_.AddBases(cmd_, "the base of an incremental stream (a file or s3://); repeatable: more are links of its "
-                         "chain. Default: where the stream's BASE frame says its base was");
+  source_.AddBases(cmd_,
+                   "the base of an incremental stream (a file or s3://); repeatable: more are links of its "
+                   "chain. Default: where the stream's BASE frame says its base was");
   cmd_->add_option("--max-output", max_output_,
                    "refuse a stream whose objects declare more than SIZE bytes in all (they must also fit in "
                    "the free space where files are written)")
@@ -50,8 +51,10 @@ Status UnpackCommand::Resolve() {
   }
   VF_ASSIGN_OR_RETURN(Endpoint out, ParseEndpoint(options_.output));
   if (out.kind == Endpoint::Kind::kS3 || out.is_network() || out.kind == Endpoint::Kind::kFd)
-    return Status::InvalidArgument("-o '" + options_.output + "': unpack writes files (a directory, a file or -); to "
-                                   "store a stream as it is, use `vramflow send STREAM " + options_.output + "`");
+    return Status::InvalidArgument("-o '" + options_.output +
+                                   "': unpack writes files (a directory, a file or -); to "
+                                   "store a stream as it is, use `vramflow send STREAM " +
+                                   options_.output + "`");
   return Status::Ok();
 }
 
@@ -77,9 +80,8 @@ void UnpackCommand::PrintSummary(const UnpackReport& report) {
                "of its %llu objects%s, in %llu ranges\n",
                FormatSize(report.bytes_read).c_str(), FormatSize(report.stream_bytes).c_str(),
                report.stream_bytes ? 100.0 * report.bytes_read / report.stream_bytes : 0.0,
-               static_cast<unsigned long long>(report.bytes_read),
-               static_cast<unsigned long long>(report.stream_bytes), static_cast<unsigned long long>(report.objects),
-               static_cast<unsigned long long>(report.stream_objects),
+               static_cast<unsigned long long>(report.bytes_read), static_cast<unsigned long long>(report.stream_bytes),
+               static_cast<unsigned long long>(report.objects), static_cast<unsigned long long>(report.stream_objects),
                report.moved_refs ? " (with the DATA frames their dedup references name)" : "",
                static_cast<unsigned long long>(report.ranges));
   for (const std::string& path : report.written) std::fprintf(stderr, "  %s\n", EscapedText(path).c_str());

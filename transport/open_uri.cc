@@ -9,11 +9,11 @@
 
 #include "transport/core/background_sink.h"
 #include "transport/core/file_random_access.h"
+#include "transport/core/uri.h"
 #include "transport/net/net_sink.h"
 #include "transport/net/net_source.h"
 #include "transport/s3/s3_sink.h"
 #include "transport/s3/s3_source.h"
-#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -27,12 +27,15 @@ Status CheckFd(int fd, const std::string& uri) {
 Result<std::unique_ptr<ByteSink>> OpenLocalSink(const Endpoint& endpoint, const std::string& uri,
                                                 const TransportOptions& options) {
   switch (endpoint.kind) {
-    case Endpoint::Kind::kStdio: return OpenSinkSpec("-", options.file);
+    case Endpoint::Kind::kStdio:
+      return OpenSinkSpec("-", options.file);
     case Endpoint::Kind::kFd:
       VF_RETURN_IF_ERROR(CheckFd(endpoint.fd, uri));
       return BorrowFdSink(endpoint.fd, uri);
-    case Endpoint::Kind::kPath: return OpenFileSink(endpoint.path, options.file);
-    default: return Status::Internal("'" + uri + "' is not a local destination");
+    case Endpoint::Kind::kPath:
+      return OpenFileSink(endpoint.path, options.file);
+    default:
+      return Status::Internal("'" + uri + "' is not a local destination");
   }
 }
 
@@ -64,10 +67,12 @@ Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const Transpo
       return std::unique_ptr<ByteSink>(new BackgroundSink(std::move(sink), options.background_write_buffer));
     }
     case Endpoint::Kind::kUnix:
-    case Endpoint::Kind::kTcp: return OpenNetSink(endpoint, options.net);
+    case Endpoint::Kind::kTcp:
+      return OpenNetSink(endpoint, options.net);
     case Endpoint::Kind::kSystemd:
       return Status::InvalidArgument("'" + uri + "' is a socket to listen on (--listen), not a destination");
-    case Endpoint::Kind::kS3: return OpenS3Sink(endpoint.bucket, endpoint.key, options.s3);
+    case Endpoint::Kind::kS3:
+      return OpenS3Sink(endpoint.bucket, endpoint.key, options.s3);
   }
   return Status::Internal("unhandled endpoint kind");
 }
@@ -75,11 +80,13 @@ Result<std::unique_ptr<ByteSink>> OpenSink(const std::string& uri, const Transpo
 Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const TransportOptions& options) {
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
   switch (endpoint.kind) {
-    case Endpoint::Kind::kStdio: return OpenSourceSpec("-");
+    case Endpoint::Kind::kStdio:
+      return OpenSourceSpec("-");
     case Endpoint::Kind::kFd:
       VF_RETURN_IF_ERROR(CheckFd(endpoint.fd, uri));
       return BorrowFdSource(endpoint.fd, uri);
-    case Endpoint::Kind::kPath: return OpenFileSource(endpoint.path);
+    case Endpoint::Kind::kPath:
+      return OpenFileSource(endpoint.path);
     case Endpoint::Kind::kUnix:
     case Endpoint::Kind::kTcp:
     case Endpoint::Kind::kSystemd: {
@@ -88,7 +95,8 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const Tra
       VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, receiver->Accept(options.accept_timeout));
       return std::unique_ptr<ByteSource>(new ReceivedSource(std::move(receiver), std::move(source)));
     }
-    case Endpoint::Kind::kS3: return OpenS3Source(endpoint.bucket, endpoint.key, options.s3);
+    case Endpoint::Kind::kS3:
+      return OpenS3Source(endpoint.bucket, endpoint.key, options.s3);
   }
   return Status::Internal("unhandled endpoint kind");
 }
@@ -96,13 +104,16 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const std::string& uri, const Tra
 Result<std::unique_ptr<RandomAccessSource>> OpenRandomAccess(const std::string& uri, const TransportOptions& options) {
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
   switch (endpoint.kind) {
-    case Endpoint::Kind::kPath: return OpenFileRandomAccess(endpoint.path);
-    case Endpoint::Kind::kS3: return OpenS3RandomAccess(endpoint.bucket, endpoint.key, options.s3);
+    case Endpoint::Kind::kPath:
+      return OpenFileRandomAccess(endpoint.path);
+    case Endpoint::Kind::kS3:
+      return OpenS3RandomAccess(endpoint.bucket, endpoint.key, options.s3);
     case Endpoint::Kind::kStdio:
     case Endpoint::Kind::kFd:
     case Endpoint::Kind::kUnix:
     case Endpoint::Kind::kTcp:
-    case Endpoint::Kind::kSystemd: break;
+    case Endpoint::Kind::kSystemd:
+      break;
   }
   return Status::NotSupported("'" + uri + "' cannot be read at offsets (only a file or an s3:// object can)");
 }

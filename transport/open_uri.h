@@ -10,8 +10,8 @@
 
 #include "transport/core/byte_stream.h"
 #include "transport/core/fd_stream.h"
-#include "transport/net/net_options.h"
 #include "transport/core/random_access.h"
+#include "transport/net/net_options.h"
 #include "transport/s3/s3_options.h"
 
 namespace vramflow {
@@ -21,8 +21,8 @@ struct TransportOptions {
   // PATH, -, fd:N: when not 0, the sink writes on a thread of its own
   // (background_sink.h) through two buffers of this many bytes each.
   uint64_t background_write_buffer = 0;
-  NetOptions net;        // tcp:// and unix:
-  S3Options s3;          // s3://
+  NetOptions net;  // tcp:// and unix:
+  S3Options s3;    // s3://
   // Receiving: how long to wait for a sender to connect (negative: forever).
   std::chrono::milliseconds accept_timeout{-1};
   // Receiving: called with the address once the receiver listens there

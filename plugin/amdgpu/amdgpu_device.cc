@@ -177,14 +177,16 @@ Status AmdgpuDevice::WaitSequence(Ring& ring, uint64_t sequence, uint64_t timeou
 
 Result<DmaFence> AmdgpuDevice::SubmitCopy(uint32_t ring_index, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
                                           uint32_t staging, size_t staging_offset, size_t size) {
-  if (ring_index >= rings_.size()) return Status::InvalidArgument(Describe() + ": no ring " + std::to_string(ring_index));
+  if (ring_index >= rings_.size())
+    return Status::InvalidArgument(Describe() + ": no ring " + std::to_string(ring_index));
   uint64_t bo_va, staging_va;
   amdgpu_bo_handle bo_handle, staging_handle;
   {
     std::lock_guard<std::mutex> lock(tables_mu_);
     auto b = bos_.find(bo);
     auto s = bos_.find(staging);
-    if (b == bos_.end() || s == bos_.end()) return Status::InvalidArgument(Describe() + ": unknown BO or staging buffer");
+    if (b == bos_.end() || s == bos_.end())
+      return Status::InvalidArgument(Describe() + ": unknown BO or staging buffer");
     if (bo_offset > b->second.size || size > b->second.size - bo_offset || staging_offset > s->second.size ||
         size > s->second.size - staging_offset)
       return Status::InvalidArgument(Describe() + ": copy outside its BO or staging buffer");
@@ -207,8 +209,8 @@ Result<DmaFence> AmdgpuDevice::SubmitCopy(uint32_t ring_index, DmaDirection dire
   if (ring.slot_fence[slot]) VF_RETURN_IF_ERROR(WaitSequence(ring, ring.slot_fence[slot], kIbWaitNs));
   std::memcpy(reinterpret_cast<uint8_t*>(ring.ib_cpu) + uint64_t{slot} * kIbSlotBytes, ib.data(), ib.size() * 4);
 
-  std::vector<amdgpu_bo_handle> listed = CopySubmissionBos(ring.ib.bo, to_host ? bo_handle : staging_handle,
-                                                           to_host ? staging_handle : bo_handle);
+  std::vector<amdgpu_bo_handle> listed =
+      CopySubmissionBos(ring.ib.bo, to_host ? bo_handle : staging_handle, to_host ? staging_handle : bo_handle);
   amdgpu_bo_list_handle bo_list = nullptr;
   int r = amdgpu_bo_list_create(device_, static_cast<uint32_t>(listed.size()), listed.data(), nullptr, &bo_list);
   if (r) return DrmError(Describe() + ": building the BO list of a copy on ring " + std::to_string(ring.hw_ring), r);
@@ -233,7 +235,8 @@ Result<DmaFence> AmdgpuDevice::SubmitCopy(uint32_t ring_index, DmaDirection dire
 }
 
 Status AmdgpuDevice::WaitFence(const DmaFence& fence, std::chrono::milliseconds timeout) {
-  if (fence.ring >= rings_.size()) return Status::InvalidArgument(Describe() + ": no ring " + std::to_string(fence.ring));
+  if (fence.ring >= rings_.size())
+    return Status::InvalidArgument(Describe() + ": no ring " + std::to_string(fence.ring));
   Ring& ring = *rings_[fence.ring];
   return WaitSequence(ring, fence.sequence, static_cast<uint64_t>(timeout.count()) * 1000000);
 }

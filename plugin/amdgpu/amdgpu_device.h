@@ -43,8 +43,8 @@ class AmdgpuDevice final : public Device {
   Status ReleaseBo(uint32_t bo) override;
   Result<uint32_t> RegisterStaging(uint8_t* data, size_t size) override;
   Status UnregisterStaging(uint32_t staging) override;
-  Result<DmaFence> SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
-                              uint32_t staging, size_t staging_offset, size_t size) override;
+  Result<DmaFence> SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset, uint32_t staging,
+                              size_t staging_offset, size_t size) override;
   Status WaitFence(const DmaFence& fence, std::chrono::milliseconds timeout) override;
 
   const SdmaCopyConvention& convention() const { return convention_; }
@@ -83,7 +83,7 @@ class AmdgpuDevice final : public Device {
   std::vector<std::unique_ptr<Ring>> rings_;
 
   std::mutex tables_mu_;
-  std::map<uint32_t, MappedBo> bos_;      // imported BOs and staging buffers
+  std::map<uint32_t, MappedBo> bos_;  // imported BOs and staging buffers
   uint32_t next_handle_ = 1;
 };
 

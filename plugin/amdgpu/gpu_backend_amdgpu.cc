@@ -37,8 +37,7 @@ struct GemListHandlesEntry {
   uint64_t alignment;
 };
 static_assert(sizeof(GemListHandles) == 16 && sizeof(GemListHandlesEntry) == 40);
-constexpr unsigned long kIoctlGemListHandles =
-    DRM_IOWR(DRM_COMMAND_BASE + kDrmAmdgpuGemListHandles, GemListHandles);
+constexpr unsigned long kIoctlGemListHandles = DRM_IOWR(DRM_COMMAND_BASE + kDrmAmdgpuGemListHandles, GemListHandles);
 
 // A DRM ioctl, retried on EINTR/EAGAIN as libdrm's drmIoctl does.
 int DrmIoctl(int fd, unsigned long request, void* arg) {
@@ -107,8 +106,9 @@ class AmdgpuBackend final : public GpuBackend {
       args.num_entries = static_cast<uint32_t>(entries.size());
       if (DrmIoctl(render_fd, kIoctlGemListHandles, &args) != 0) {
         if (errno == EINVAL || errno == ENOTTY)
-          return Status::NotSupported("this kernel has no AMDGPU_GEM_LIST_HANDLES, so a render node's DRM BOs "
-                                      "cannot be listed");
+          return Status::NotSupported(
+              "this kernel has no AMDGPU_GEM_LIST_HANDLES, so a render node's DRM BOs "
+              "cannot be listed");
         return Status::FromErrno("listing a render node's BOs (AMDGPU_GEM_LIST_HANDLES)", errno);
       }
       if (args.num_entries > entries.size()) {  // more handles than room: ask again with enough
@@ -117,8 +117,8 @@ class AmdgpuBackend final : public GpuBackend {
       }
       std::vector<DrmBo> bos;
       for (uint32_t i = 0; i < args.num_entries; ++i)
-        bos.push_back(DrmBo{entries[i].gem_handle, entries[i].size,
-                            (entries[i].flags & kGemListHandlesFlagIsImport) != 0});
+        bos.push_back(
+            DrmBo{entries[i].gem_handle, entries[i].size, (entries[i].flags & kGemListHandlesFlagIsImport) != 0});
       return bos;
     }
   }

@@ -46,11 +46,16 @@ uint64_t ArrayPointer(std::vector<uint8_t>* array) {
 
 const char* OpName(uint32_t op) {
   switch (op) {
-    case KFD_CRIU_OP_PROCESS_INFO: return "PROCESS_INFO";
-    case KFD_CRIU_OP_CHECKPOINT: return "CHECKPOINT";
-    case KFD_CRIU_OP_UNPAUSE: return "UNPAUSE";
-    case KFD_CRIU_OP_RESTORE: return "RESTORE";
-    case KFD_CRIU_OP_RESUME: return "RESUME";
+    case KFD_CRIU_OP_PROCESS_INFO:
+      return "PROCESS_INFO";
+    case KFD_CRIU_OP_CHECKPOINT:
+      return "CHECKPOINT";
+    case KFD_CRIU_OP_UNPAUSE:
+      return "UNPAUSE";
+    case KFD_CRIU_OP_RESTORE:
+      return "RESTORE";
+    case KFD_CRIU_OP_RESUME:
+      return "RESUME";
   }
   return "unknown";
 }
@@ -133,8 +138,8 @@ class RealKfd final : public KfdOps {
  private:
   Status Op(int kfd_fd, kfd_ioctl_criu_args* args) {
     if (KfdIoctl(ioctl_, kfd_fd, AMDKFD_IOC_CRIU_OP, args) != 0)
-      return Status::FromErrno(std::string("KFD CRIU op ") + OpName(args->op) + " (pid " + std::to_string(args->pid) + ")",
-                               errno);
+      return Status::FromErrno(
+          std::string("KFD CRIU op ") + OpName(args->op) + " (pid " + std::to_string(args->pid) + ")", errno);
     return Status::Ok();
   }
 

@@ -50,7 +50,7 @@ struct KfdBo {
   uint64_t restored_offset = 0;  // mmap offset after restore
   uint32_t gpu_id = 0;           // user gpu_id
   uint32_t alloc_flags = 0;
-  int dmabuf_fd = kKfdNoFd;      // VRAM/GTT BOs: a dma-buf fd owned by the caller
+  int dmabuf_fd = kKfdNoFd;  // VRAM/GTT BOs: a dma-buf fd owned by the caller
 };
 
 struct KfdProcessInfo {

@@ -64,11 +64,11 @@
 #include "common/units.h"
 #include "datagen/model_data.h"
 #include "plugin/kfd_image.h"
+#include "sim/criu/criu_streamer_protocol.h"
+#include "sim/criu/criu_task_fds.h"
 #include "sim/kfd/sim_kfd.h"
 #include "sim/kfd/sim_kfd_service.h"
 #include "streamer/format/amdgpu_pages.h"
-#include "sim/criu/criu_streamer_protocol.h"
-#include "sim/criu/criu_task_fds.h"
 
 extern "C" {
 #include <criu/criu-plugin.h>
@@ -177,8 +177,8 @@ struct Vma {
 };
 
 struct Task {
-  pid_t pid = 0;           // its pid on the checkpointed machine
-  int kfd_id = 0;          // CRIU file ids
+  pid_t pid = 0;   // its pid on the checkpointed machine
+  int kfd_id = 0;  // CRIU file ids
   std::vector<int> render_ids;
   std::vector<Vma> vmas;
   std::vector<TaskFd> fds;  // its fd table, as CRIU restores it
@@ -335,9 +335,15 @@ Status WriteTasks(const std::string& path, const std::vector<Task>& tasks) {
     for (const TaskFd& f : t.fds) {
       out << "fd " << f.fd << ' ';
       switch (f.kind) {
-        case TaskFd::Kind::kExt: out << "ext " << f.ext_id << '\n'; break;
-        case TaskFd::Kind::kFile: out << "file " << f.path << '\n'; break;
-        case TaskFd::Kind::kInherit: out << "inherit " << f.inherited << '\n'; break;
+        case TaskFd::Kind::kExt:
+          out << "ext " << f.ext_id << '\n';
+          break;
+        case TaskFd::Kind::kFile:
+          out << "file " << f.path << '\n';
+          break;
+        case TaskFd::Kind::kInherit:
+          out << "inherit " << f.inherited << '\n';
+          break;
       }
     }
     for (int fd : t.files) out << "file " << fd << '\n';
@@ -454,7 +460,8 @@ int OpenImagesDir(const std::string& dir) {
 
 // With --stream, connects to the image streamer as CRIU's open_image_dir()
 // does and makes it what img_streamer_open() uses; null without --stream.
-Result<std::unique_ptr<CriuStreamerClient>> ConnectStreamer(const HostOptions& o, const std::string& images, bool dump) {
+Result<std::unique_ptr<CriuStreamerClient>> ConnectStreamer(const HostOptions& o, const std::string& images,
+                                                            bool dump) {
   if (!o.stream) return std::unique_ptr<CriuStreamerClient>();
   VF_ASSIGN_OR_RETURN(std::unique_ptr<CriuStreamerClient> client, CriuStreamerClient::Connect(images, dump));
   g_streamer = client.get();
@@ -709,7 +716,7 @@ int RestoreTask(const Plugin& plugin, const Task& task, int32_t index, int repor
   std::vector<uint8_t> report(sizeof header + offsets.size() * sizeof(uint64_t) + files.size() * sizeof(InstalledFile));
   if (report.size() > PIPE_BUF) {
     TaskLog(std::to_string(offsets.size()) + " mappings and " + std::to_string(files.size()) +
-             " files do not fit one report");
+            " files do not fit one report");
     return 1;
   }
   uint8_t* at = report.data();
@@ -842,9 +849,11 @@ int RestoreMain(const HostOptions& o, const std::vector<Task>& tasks) {
   for (const TaskReport& r : reports) {
     if (ret != 0) break;
     const int rr = resume(r.pid);
-    if (rr != 0) ret = Fail("restore: RESUME_DEVICES_LATE(" + std::to_string(r.pid) + ") returned " + std::to_string(rr));
+    if (rr != 0)
+      ret = Fail("restore: RESUME_DEVICES_LATE(" + std::to_string(r.pid) + ") returned " + std::to_string(rr));
   }
-  if (ret == 0 && resume(1) != -ENOTSUP) ret = Fail("restore: RESUME_DEVICES_LATE claimed a process it did not restore");
+  if (ret == 0 && resume(1) != -ENOTSUP)
+    ret = Fail("restore: RESUME_DEVICES_LATE claimed a process it did not restore");
   ::close(go[1]);  // CRIU detaches; the tasks go on (here: exit)
   for (pid_t c : children) {
     if (WaitExitStatus(c) != 0) ret = ret ? ret : 1;
@@ -901,12 +910,14 @@ Status CheckTaskFiles(SimKfd& src, SimKfd& dst, const Task& t, const TaskReport&
 
 Status CheckRestored(SimKfd& src, SimKfd& dst, const std::vector<Task>& tasks, const std::string& report_path) {
   VF_ASSIGN_OR_RETURN(std::vector<TaskReport> reports, ReadRestoreReport(report_path));
-  if (reports.size() != tasks.size()) return Status::Internal("restore reported " + std::to_string(reports.size()) + " tasks");
+  if (reports.size() != tasks.size())
+    return Status::Internal("restore reported " + std::to_string(reports.size()) + " tasks");
   uint64_t bytes = 0;
   for (size_t t = 0; t < tasks.size(); ++t) {
     const pid_t pid = reports[t].pid;
     VF_ASSIGN_OR_RETURN(SimKfdProcessState state, dst.ProcessState(pid));
-    if (state != SimKfdProcessState::kRunning) return Status::Internal("task " + std::to_string(pid) + " was not resumed");
+    if (state != SimKfdProcessState::kRunning)
+      return Status::Internal("task " + std::to_string(pid) + " was not resumed");
     VF_RETURN_IF_ERROR(CheckTaskFiles(src, dst, tasks[t], reports[t]));
     VF_ASSIGN_OR_RETURN(std::vector<SimKfdBoInfo> before, src.Bos(tasks[t].pid));
     VF_ASSIGN_OR_RETURN(std::vector<SimKfdBoInfo> after, dst.Bos(pid));

@@ -60,7 +60,8 @@ Result<UniqueFd> RecvFd(int socket) {
   uint8_t dummy;
   std::vector<UniqueFd> fds;
   VF_RETURN_IF_ERROR(RecvWithFds(socket, std::span<uint8_t>(&dummy, 1), &fds, kTimeout, "image streamer pipe"));
-  if (fds.size() != 1) return Status::Corruption("image streamer: expected one pipe, got " + std::to_string(fds.size()));
+  if (fds.size() != 1)
+    return Status::Corruption("image streamer: expected one pipe, got " + std::to_string(fds.size()));
   return std::move(fds[0]);
 }
 
@@ -160,8 +161,8 @@ void ImageStreamer::Run() {
     UniqueFd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     listener_.Reset();  // one CRIU connection, as criu-image-streamer
     status = !connection.valid() ? Status::FromErrno("image streamer: accept", errno)
-             : capture_         ? Capture(connection.get())
-                                : Serve(connection.get());
+             : capture_          ? Capture(connection.get())
+                                 : Serve(connection.get());
   }
   std::lock_guard lock(mu_);
   if (status_.ok()) status_ = status;
@@ -180,22 +181,24 @@ Status ImageStreamer::Capture(int connection) {
     }
     // Files may be written concurrently: each is drained on its own thread.
     std::thread reader;
-    VF_RETURN_IF_ERROR(StartThread(&reader, "reading the image " + name, [this, name, fd = std::make_shared<UniqueFd>(std::move(pipe))] {
-      std::vector<uint8_t> bytes;
-      uint8_t buf[1 << 16];
-      for (;;) {
-        const ssize_t n = ::read(fd->get(), buf, sizeof buf);
-        if (n > 0) bytes.insert(bytes.end(), buf, buf + n);
-        if (n == 0) break;
-        if (n < 0 && errno != EINTR) {
-          std::lock_guard lock(mu_);
-          if (status_.ok()) status_ = Status::FromErrno("image streamer: reading " + name, errno);
-          return;
-        }
-      }
-      std::lock_guard lock(mu_);
-      files_[name] = std::move(bytes);
-    }));
+    VF_RETURN_IF_ERROR(StartThread(&reader, "reading the image " + name,
+                                   [this, name, fd = std::make_shared<UniqueFd>(std::move(pipe))] {
+                                     std::vector<uint8_t> bytes;
+                                     uint8_t buf[1 << 16];
+                                     for (;;) {
+                                       const ssize_t n = ::read(fd->get(), buf, sizeof buf);
+                                       if (n > 0) bytes.insert(bytes.end(), buf, buf + n);
+                                       if (n == 0) break;
+                                       if (n < 0 && errno != EINTR) {
+                                         std::lock_guard lock(mu_);
+                                         if (status_.ok())
+                                           status_ = Status::FromErrno("image streamer: reading " + name, errno);
+                                         return;
+                                       }
+                                     }
+                                     std::lock_guard lock(mu_);
+                                     files_[name] = std::move(bytes);
+                                   }));
     readers_.push_back(std::move(reader));
   }
 }
@@ -206,7 +209,8 @@ Status ImageStreamer::Serve(int connection) {
     VF_ASSIGN_OR_RETURN(std::optional<std::vector<uint8_t>> request, RecvMessage(connection));
     if (!request) return Status::Ok();
     VF_ASSIGN_OR_RETURN(std::string name, DecodeRequest(*request));
-    if (served[name]) return Status::Corruption("image streamer: CRIU is requesting the image file " + name + " multiple times");
+    if (served[name])
+      return Status::Corruption("image streamer: CRIU is requesting the image file " + name + " multiple times");
     auto it = files_.find(name);
     const bool exists = it != files_.end();
     VF_RETURN_IF_ERROR(SendMessage(connection, {0x08, static_cast<uint8_t>(exists ? 1 : 0)}));

@@ -80,8 +80,8 @@ class ImageStreamer {
   std::string socket_path_;
   std::mutex mu_;
   std::map<std::string, std::vector<uint8_t>> files_;  // GUARDED_BY(mu_) during capture
-  std::vector<std::thread> readers_;                  // capture: one per open file
-  Status status_;                                     // GUARDED_BY(mu_)
+  std::vector<std::thread> readers_;                   // capture: one per open file
+  Status status_;                                      // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

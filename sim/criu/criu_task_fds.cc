@@ -45,8 +45,10 @@ std::string Describe(const TaskFd& entry) {
   switch (entry.kind) {
     case TaskFd::Kind::kExt:
       return "fd " + std::to_string(entry.fd) + " (external file " + std::to_string(entry.ext_id) + ")";
-    case TaskFd::Kind::kFile: return "fd " + std::to_string(entry.fd) + " (" + entry.path + ")";
-    case TaskFd::Kind::kInherit: return "fd " + std::to_string(entry.fd) + " (inherited)";
+    case TaskFd::Kind::kFile:
+      return "fd " + std::to_string(entry.fd) + " (" + entry.path + ")";
+    case TaskFd::Kind::kInherit:
+      return "fd " + std::to_string(entry.fd) + " (inherited)";
   }
   return "fd " + std::to_string(entry.fd);
 }

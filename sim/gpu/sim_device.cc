@@ -81,7 +81,7 @@ Status SimDevice::UnregisterStaging(uint32_t staging) { return staging_.Unregist
 
 Result<DmaFence> SimDevice::SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
                                        uint32_t staging, size_t staging_offset, size_t size) {
-  VF_ASSIGN_OR_RETURN(uint8_t* staging_bytes, staging_.Range(staging, staging_offset, size));
+  VF_ASSIGN_OR_RETURN(uint8_t * staging_bytes, staging_.Range(staging, staging_offset, size));
   uint8_t* bo_bytes;
   bool fail, stall;
   {
@@ -89,8 +89,9 @@ Result<DmaFence> SimDevice::SubmitCopy(uint32_t ring, DmaDirection direction, ui
     auto b = bos_.find(bo);
     if (b == bos_.end()) return Status::InvalidArgument(Describe() + ": no BO " + std::to_string(bo));
     if (bo_offset > b->second.size() || size > b->second.size() - bo_offset)
-      return Status::InvalidArgument(Describe() + ": copy [" + std::to_string(bo_offset) + ", +" + std::to_string(size) +
-                                     ") outside a BO of " + std::to_string(b->second.size()) + " bytes");
+      return Status::InvalidArgument(Describe() + ": copy [" + std::to_string(bo_offset) + ", +" +
+                                     std::to_string(size) + ") outside a BO of " + std::to_string(b->second.size()) +
+                                     " bytes");
     bo_bytes = b->second.data() + bo_offset;
     int64_t n = static_cast<int64_t>(copies_++);
     fail = n == options_.fail_copy_at;

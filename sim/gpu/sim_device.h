@@ -33,8 +33,8 @@ struct SimDeviceOptions {
   // pipeline runs on, as SDMA would.
   std::vector<int> ring_cpus;
   // Fault injection, by copy number across all rings (0-based); -1 = never.
-  int64_t fail_copy_at = -1;     // that copy reports an error
-  int64_t stall_copy_at = -1;    // that copy's fence never signals (and its ring stops)
+  int64_t fail_copy_at = -1;   // that copy reports an error
+  int64_t stall_copy_at = -1;  // that copy's fence never signals (and its ring stops)
 };
 
 // Creates a simulated BO: a memfd of `size` bytes with its pages allocated
@@ -68,8 +68,8 @@ class SimDevice final : public Device {
   Status ReleaseBo(uint32_t bo) override;
   Result<uint32_t> RegisterStaging(uint8_t* data, size_t size) override;
   Status UnregisterStaging(uint32_t staging) override;
-  Result<DmaFence> SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
-                              uint32_t staging, size_t staging_offset, size_t size) override;
+  Result<DmaFence> SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset, uint32_t staging,
+                              size_t staging_offset, size_t size) override;
   Status WaitFence(const DmaFence& fence, std::chrono::milliseconds timeout) override;
 
   uint64_t copies_submitted() const;

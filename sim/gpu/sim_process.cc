@@ -32,7 +32,8 @@ SimProcess::SimProcess(uint32_t gpus, const SimDeviceOptions& options) {
 
 Status SimProcess::Allocate(const std::vector<SimBoSpec>& specs) {
   for (const SimBoSpec& spec : specs) {
-    if (spec.gpu >= devices_.size()) return Status::InvalidArgument("BO '" + spec.name + "' on a GPU that does not exist");
+    if (spec.gpu >= devices_.size())
+      return Status::InvalidArgument("BO '" + spec.name + "' on a GPU that does not exist");
     if (!by_name_.emplace(spec.name, bos_.size()).second)
       return Status::InvalidArgument("two BOs named '" + spec.name + "'");
     Bo bo;
@@ -75,11 +76,12 @@ Result<std::vector<DumpSource>> SimProcess::DumpSources() {
 RestoreResolver SimProcess::Resolver() {
   return [this](const ObjectState& object) -> Result<RestoreTarget> {
     auto it = by_name_.find(object.metadata.name);
-    if (it == by_name_.end()) return Status::InvalidArgument("the process has no BO named '" + object.metadata.name + "'");
+    if (it == by_name_.end())
+      return Status::InvalidArgument("the process has no BO named '" + object.metadata.name + "'");
     const SimBoSpec& spec = specs_[it->second];
     if (object.size != spec.size)
-      return Status::InvalidArgument("BO '" + spec.name + "' is " + std::to_string(spec.size) + " bytes, the stream has " +
-                                     std::to_string(object.size));
+      return Status::InvalidArgument("BO '" + spec.name + "' is " + std::to_string(spec.size) +
+                                     " bytes, the stream has " + std::to_string(object.size));
     return RestoreTarget{devices_[spec.gpu].get(), bos_[it->second].handle};
   };
 }

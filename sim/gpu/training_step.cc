@@ -45,12 +45,16 @@ Change ChangeFor(DataKind kind) {
   switch (kind) {
     case DataKind::kFp32Weights:
     case DataKind::kAdamM:
-    case DataKind::kAdamV: return Change::kPerturb;
+    case DataKind::kAdamV:
+      return Change::kPerturb;
     case DataKind::kFp16Weights:
     case DataKind::kFp8Weights:
-    case DataKind::kRandom: return Change::kRewrite;
-    case DataKind::kZeros: return Change::kFillEighth;
-    case DataKind::kBf16Weights: return Change::kNone;
+    case DataKind::kRandom:
+      return Change::kRewrite;
+    case DataKind::kZeros:
+      return Change::kFillEighth;
+    case DataKind::kBf16Weights:
+      return Change::kNone;
   }
   return Change::kNone;
 }
@@ -72,7 +76,8 @@ TrainingStepReport ApplyTrainingStep(SimProcess& process, uint64_t seed) {
     if (change == Change::kNone) continue;
     const uint64_t end = change == Change::kFillEighth ? specs[i].size / 8 / 4096 * 4096 : specs[i].size;
     (change == Change::kPerturb ? report.perturbed_bytes : report.rewritten_bytes) += end;
-    for (uint64_t off = 0; off < end; off += kPiece) pieces.push_back(Piece{i, off, std::min(kPiece, end - off), change});
+    for (uint64_t off = 0; off < end; off += kPiece)
+      pieces.push_back(Piece{i, off, std::min(kPiece, end - off), change});
   }
   oneapi::tbb::parallel_for(size_t{0}, pieces.size(), [&](size_t p) {
     const Piece& piece = pieces[p];
@@ -80,10 +85,17 @@ TrainingStepReport ApplyTrainingStep(SimProcess& process, uint64_t seed) {
     std::span<uint8_t> bytes = process.bytes(piece.bo).subspan(piece.offset, piece.size);
     const uint64_t piece_seed = seed * 0x100000001b3ull ^ (uint64_t{piece.bo} << 40) ^ piece.offset;
     switch (piece.change) {
-      case Change::kPerturb: PerturbLowBits(bytes, piece_seed); break;
-      case Change::kRewrite: GenerateModelData(spec.kind, spec.seed + seed * 7919, piece.offset, bytes); break;
-      case Change::kFillEighth: GenerateModelData(DataKind::kFp16Weights, seed * 7919 + piece.bo, piece.offset, bytes); break;
-      case Change::kNone: break;
+      case Change::kPerturb:
+        PerturbLowBits(bytes, piece_seed);
+        break;
+      case Change::kRewrite:
+        GenerateModelData(spec.kind, spec.seed + seed * 7919, piece.offset, bytes);
+        break;
+      case Change::kFillEighth:
+        GenerateModelData(DataKind::kFp16Weights, seed * 7919 + piece.bo, piece.offset, bytes);
+        break;
+      case Change::kNone:
+        break;
     }
   });
   return report;

@@ -27,7 +27,7 @@ struct SimKfd::Bo {
 };
 
 struct SimKfd::Process {
-  std::vector<KfdDevice> devices;  // user/actual gpu_id; drm_fd unused
+  std::vector<KfdDevice> devices;            // user/actual gpu_id; drm_fd unused
   std::map<uint32_t, SimKfdFile> drm_files;  // restored: actual gpu_id -> the DRM file Restore was given
   std::vector<std::unique_ptr<Bo>> bos;
   SimKfdProcessState state = SimKfdProcessState::kRunning;
@@ -176,7 +176,6 @@ Topology BuildTopology(const SimKfdOptions& o) {
   return t;
 }
 
-
 Status WriteText(const std::filesystem::path& path, const std::string& text) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
@@ -192,7 +191,8 @@ Status WriteNode(const std::filesystem::path& root, const KfdNode& n) {
   const std::filesystem::path dir = root / "nodes" / std::to_string(n.node_id);
   VF_RETURN_IF_ERROR(WriteText(dir / "gpu_id", std::to_string(n.gpu_id) + "\n"));
   std::string props;
-  for (const KfdNodeProperty& k : KfdNodeProperties()) props += std::string(k.key) + " " + std::to_string(n.*k.field) + "\n";
+  for (const KfdNodeProperty& k : KfdNodeProperties())
+    props += std::string(k.key) + " " + std::to_string(n.*k.field) + "\n";
   props += "hive_id " + std::to_string(n.hive_id) + "\n";
   // Keys vramflow does not read, as the kernel prints them.
   props += "gfx_target_version " + std::string(n.is_gpu() ? "90010" : "0") + "\n";
@@ -205,12 +205,12 @@ Status WriteNode(const std::filesystem::path& root, const KfdNode& n) {
                                    "\nflags 0\nwidth 4096\nmem_clk_max 1600\n"));
   for (size_t k = 0; k < n.iolinks.size(); ++k) {
     const IoLink& l = n.iolinks[k];
-    VF_RETURN_IF_ERROR(WriteText(
-        dir / "io_links" / std::to_string(k) / "properties",
-        "type " + std::to_string(l.type) + "\nversion_major 0\nversion_minor 0\nnode_from " +
-            std::to_string(l.node_from) + "\nnode_to " + std::to_string(l.node_to_id) + "\nweight " +
-            std::to_string(l.weight) + "\nmin_latency 0\nmax_latency 0\nmin_bandwidth 312\nmax_bandwidth 64000\n" +
-            "recommended_transfer_size 0\nflags " + std::to_string(l.flags) + "\n"));
+    VF_RETURN_IF_ERROR(WriteText(dir / "io_links" / std::to_string(k) / "properties",
+                                 "type " + std::to_string(l.type) + "\nversion_major 0\nversion_minor 0\nnode_from " +
+                                     std::to_string(l.node_from) + "\nnode_to " + std::to_string(l.node_to_id) +
+                                     "\nweight " + std::to_string(l.weight) +
+                                     "\nmin_latency 0\nmax_latency 0\nmin_bandwidth 312\nmax_bandwidth 64000\n" +
+                                     "recommended_transfer_size 0\nflags " + std::to_string(l.flags) + "\n"));
   }
   return Status::Ok();
 }
@@ -242,8 +242,9 @@ Status CheckPrivData(const std::string& op, const KfdCheckpoint& state) {
   for (const KfdDevice& d : state.devices) user_ids.push_back(d.user_gpu_id);
   std::vector<uint8_t> expected = EncodePrivData(user_ids, PrivBosOf(state.bos));
   if (priv.size() != expected.size()) {
-    return KfdError(op, EINVAL, "private data has " + std::to_string(priv.size()) + " bytes, not " +
-                                    std::to_string(expected.size()));
+    return KfdError(
+        op, EINVAL,
+        "private data has " + std::to_string(priv.size()) + " bytes, not " + std::to_string(expected.size()));
   }
   auto diff = std::mismatch(priv.begin(), priv.end(), expected.begin());
   if (diff.first != priv.end()) {
@@ -526,8 +527,8 @@ Result<UniqueFd> SimKfd::OpenFileLocked(const std::string& name, OpenFile file) 
 Result<UniqueFd> SimKfd::OpenNodeLocked(const std::string& prefix, OpenFile file) {
   // Each file its own node, so that its inode names its process or GPU as
   // a memfd's does.
-  const std::string path = options_.kfd_node_dir + "/" + prefix + "-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(nodes_made_++);
+  const std::string path =
+      options_.kfd_node_dir + "/" + prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(nodes_made_++);
   if (::mknod(path.c_str(), S_IFCHR | 0600, ::makedev(10, 237)) != 0)
     return Status::FromErrno("simulated KFD: making the device node " + path, errno);
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
@@ -593,8 +594,9 @@ Result<uint32_t> SimKfd::AddDrmBo(int render_fd, uint64_t size, bool imported) {
 Result<std::vector<DrmBo>> SimKfd::ListDrmBos(int render_fd) const {
   std::lock_guard lock(mu_);
   if (!options_.gem_list_handles)  // what the real backend makes of the kernel's EINVAL
-    return Status::NotSupported("simulated kernel without AMDGPU_GEM_LIST_HANDLES: a render node's DRM BOs "
-                                "cannot be listed");
+    return Status::NotSupported(
+        "simulated kernel without AMDGPU_GEM_LIST_HANDLES: a render node's DRM BOs "
+        "cannot be listed");
   struct stat st {};
   if (::fstat(render_fd, &st) != 0) return Status::FromErrno("simulated KFD ListDrmBos", errno);
   auto it = files_.find(FileKey{st.st_dev, st.st_ino});
@@ -713,8 +715,9 @@ Result<KfdProcessInfo> SimKfd::ProcessInfoLocked(int kfd_fd, pid_t pid) {
   VF_RETURN_IF_ERROR(EnterOp(op));
   VF_ASSIGN_OR_RETURN(pid_t fd_pid, KfdFilePid(kfd_fd, op));
   if (pid != 0 && pid != fd_pid) {
-    return KfdError(op, ESRCH, "fd " + std::to_string(kfd_fd) + " is the KFD file of pid " + std::to_string(fd_pid) +
-                                   ", not of pid " + std::to_string(pid));
+    return KfdError(op, ESRCH,
+                    "fd " + std::to_string(kfd_fd) + " is the KFD file of pid " + std::to_string(fd_pid) +
+                        ", not of pid " + std::to_string(pid));
   }
   VF_ASSIGN_OR_RETURN(Process * p, FindProcess(fd_pid, op));
   if (p->state == SimKfdProcessState::kRestored) {
@@ -802,8 +805,9 @@ Status SimKfd::RestoreLocked(int kfd_fd, KfdCheckpoint* state) {
     }
     if (d.user_gpu_id == 0 || !user_to_actual.emplace(d.user_gpu_id, d.actual_gpu_id).second ||
         !actual_ids.insert(d.actual_gpu_id).second) {
-      return KfdError(op, EINVAL, "device " + HexId(d.user_gpu_id) + " -> " + HexId(d.actual_gpu_id) +
-                                      " is zero or repeats a gpu_id");
+      return KfdError(
+          op, EINVAL,
+          "device " + HexId(d.user_gpu_id) + " -> " + HexId(d.actual_gpu_id) + " is zero or repeats a gpu_id");
     }
     VF_RETURN_IF_ERROR(CheckDrmFd(d.drm_fd, d.actual_gpu_id));
   }

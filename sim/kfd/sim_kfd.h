@@ -230,7 +230,7 @@ class SimKfd {
   };
   struct OpenFile {
     UniqueFd keepalive;  // holds the inode, so its number is not reused
-    bool kfd = false;     // a KFD file (of `pid`), else a render node (of `gpu_id`)
+    bool kfd = false;    // a KFD file (of `pid`), else a render node (of `gpu_id`)
     pid_t pid = 0;
     uint32_t gpu_id = 0;
     std::vector<DrmBo> drm_bos;  // render node: its DRM BOs (AddDrmBo)

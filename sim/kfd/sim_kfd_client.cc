@@ -103,8 +103,8 @@ class SimGpuBackend final : public GpuBackend {
   std::mutex mu_;
   // gpu_id -> (dev, ino) of a BO's memory -> its GEM handle. GUARDED_BY(mu_)
   std::map<uint32_t, std::map<std::pair<uint64_t, uint64_t>, uint32_t>> gem_handles_;
-  UniqueFd connection_;       // GUARDED_BY(mu_)
-  pid_t connection_pid_ = 0;  // GUARDED_BY(mu_): the process that made connection_
+  UniqueFd connection_;                        // GUARDED_BY(mu_)
+  pid_t connection_pid_ = 0;                   // GUARDED_BY(mu_): the process that made connection_
   const pid_t connection_owner_ = ::getpid();  // the process that keeps its connection between calls
 };
 
@@ -161,7 +161,8 @@ Result<std::pair<GpuFileKind, uint32_t>> SimGpuBackend::ClassifyFile(const struc
   switch (static_cast<GpuFileKind>(kind)) {
     case GpuFileKind::kNone:
     case GpuFileKind::kKfd:
-    case GpuFileKind::kRenderNode: return std::pair{static_cast<GpuFileKind>(kind), gpu_id};
+    case GpuFileKind::kRenderNode:
+      return std::pair{static_cast<GpuFileKind>(kind), gpu_id};
   }
   return Status::Corruption("simulated KFD Classify reply: unknown kind " + std::to_string(kind));
 }

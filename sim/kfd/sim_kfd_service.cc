@@ -100,11 +100,13 @@ Status Handle(SimKfd& kfd, KfdOps& ops, Request& request, Answer* out) {
       sim_wire::PutProcessInfo(info, &out->body);
       return Status::Ok();
     }
-    case Op::kCheckpoint: return HandleCheckpoint(ops, request, out);
+    case Op::kCheckpoint:
+      return HandleCheckpoint(ops, request, out);
     case Op::kUnpause:
       VF_RETURN_IF_ERROR(Expect(request, in, 1));
       return ops.Unpause(request.fds[0].get());
-    case Op::kRestore: return HandleRestore(ops, request, out);
+    case Op::kRestore:
+      return HandleRestore(ops, request, out);
     case Op::kResume: {
       const pid_t pid = in.I32();
       VF_RETURN_IF_ERROR(Expect(request, in, 1));

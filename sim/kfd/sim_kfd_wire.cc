@@ -29,8 +29,8 @@ constexpr uint64_t kBoBytes = 8 + 8 + 8 + 8 + 4 + 4 + 4;
 
 // Sends `header` with the first batch of fds, then `rest`, then the other
 // batches behind their batch headers.
-Status SendFramed(int socket, std::span<const uint8_t> header, std::span<const uint8_t> rest,
-                  std::span<const int> fds, milliseconds timeout, const std::string& what) {
+Status SendFramed(int socket, std::span<const uint8_t> header, std::span<const uint8_t> rest, std::span<const int> fds,
+                  milliseconds timeout, const std::string& what) {
   size_t first = std::min(fds.size(), kMaxFdsPerMessage);
   VF_RETURN_IF_ERROR(SendWithFds(socket, header, fds.first(first), timeout, what));
   if (!rest.empty()) VF_RETURN_IF_ERROR(SendWithFds(socket, rest, {}, timeout, what));
@@ -46,8 +46,8 @@ Status SendFramed(int socket, std::span<const uint8_t> header, std::span<const u
 // Receives `rest_len` bytes after a header whose fds are in *fds, then the
 // further batches, until `num_fds` fds have come. Any mismatch is Corruption,
 // found as soon as it shows (no waiting for batches that cannot come).
-Status RecvRest(int socket, size_t rest_len, uint32_t num_fds, std::vector<uint8_t>* rest,
-                std::vector<UniqueFd>* fds, milliseconds timeout, const std::string& what) {
+Status RecvRest(int socket, size_t rest_len, uint32_t num_fds, std::vector<uint8_t>* rest, std::vector<UniqueFd>* fds,
+                milliseconds timeout, const std::string& what) {
   rest->resize(rest_len);
   if (rest_len > 0) VF_RETURN_IF_ERROR(RecvWithFds(socket, *rest, fds, timeout, what));
   const size_t first = std::min<size_t>(num_fds, kMaxFdsPerMessage);
@@ -76,22 +76,31 @@ Status RecvRest(int socket, size_t rest_len, uint32_t num_fds, std::vector<uint8
 
 const char* OpName(Op op) {
   switch (op) {
-    case Op::kGetVersion: return "GetVersion";
-    case Op::kProcessInfo: return "ProcessInfo";
-    case Op::kCheckpoint: return "Checkpoint";
-    case Op::kUnpause: return "Unpause";
-    case Op::kRestore: return "Restore";
-    case Op::kResume: return "Resume";
-    case Op::kOpenKfd: return "OpenKfd";
-    case Op::kOpenRenderNode: return "OpenRenderNode";
-    case Op::kClassify: return "Classify";
-    case Op::kListDrmBos: return "ListDrmBos";
+    case Op::kGetVersion:
+      return "GetVersion";
+    case Op::kProcessInfo:
+      return "ProcessInfo";
+    case Op::kCheckpoint:
+      return "Checkpoint";
+    case Op::kUnpause:
+      return "Unpause";
+    case Op::kRestore:
+      return "Restore";
+    case Op::kResume:
+      return "Resume";
+    case Op::kOpenKfd:
+      return "OpenKfd";
+    case Op::kOpenRenderNode:
+      return "OpenRenderNode";
+    case Op::kClassify:
+      return "Classify";
+    case Op::kListDrmBos:
+      return "ListDrmBos";
   }
   return "unknown op";
 }
 
-Status SendRequest(int socket, Op op, std::span<const uint8_t> body, std::span<const int> fds,
-                   milliseconds timeout) {
+Status SendRequest(int socket, Op op, std::span<const uint8_t> body, std::span<const int> fds, milliseconds timeout) {
   const std::string what = std::string("sending a simulated KFD ") + OpName(op) + " request";
   if (fds.size() > kMaxRequestFds || body.size() > kMaxRequestBody) {
     return Status::InvalidArgument(what + ": " + std::to_string(fds.size()) + " fds and " +
@@ -200,7 +209,7 @@ Status Reader::Done(const std::string& what) const {
   if (!ok_) return Status::Corruption(what + ": the message body is too short");
   if (at_ != bytes_.size()) {
     return Status::Corruption(what + ": " + std::to_string(bytes_.size() - at_) +
-                                   " unexpected bytes after the message body");
+                              " unexpected bytes after the message body");
   }
   return Status::Ok();
 }

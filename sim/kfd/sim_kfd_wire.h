@@ -47,9 +47,9 @@ enum class Op : uint32_t {  // DO NOT CHANGE THESE VALUES: both ends must agree
 inline constexpr uint32_t kLastOp = 10;
 const char* OpName(Op op);
 
-inline constexpr size_t kRequestHeaderBytes = 4 + 4 + 4;  // op, num_fds, body_len
+inline constexpr size_t kRequestHeaderBytes = 4 + 4 + 4;    // op, num_fds, body_len
 inline constexpr size_t kReplyHeaderBytes = 4 + 4 + 4 + 4;  // code, num_fds, message_len, body_len
-inline constexpr size_t kBatchHeaderBytes = 4;             // fds in the batch
+inline constexpr size_t kBatchHeaderBytes = 4;              // fds in the batch
 // Limits, so that a garbage header cannot make the other side allocate
 // gigabytes or wait for fds that never come. A Restore of 100k BOs is ~10 MiB.
 inline constexpr uint32_t kMaxRequestBody = 64u << 20;

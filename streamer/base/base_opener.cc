@@ -41,7 +41,8 @@ Status CheckBaseLocation(const std::string& location) {
   Result<Endpoint> endpoint = ParseEndpoint(location);
   if (!endpoint.ok()) return endpoint.status().WithContext("--base " + location);
   if (endpoint->kind == Endpoint::Kind::kPath || endpoint->kind == Endpoint::Kind::kS3) return Status::Ok();
-  return Status::InvalidArgument("--base " + location + ": a base is a stored stream read by ranges, a file or "
+  return Status::InvalidArgument("--base " + location +
+                                 ": a base is a stored stream read by ranges, a file or "
                                  "s3://BUCKET/KEY; not a pipe, stdin, fd:N or a network address");
 }
 
@@ -75,7 +76,8 @@ OpenBaseFn BaseOpenerFor(const std::vector<std::string>& bases, const std::strin
     if (d.location.empty()) return Status::NotFound(needs + "; give it with --base");
     const std::string location = ResolveBaseLocation(d.location, input);
     Result<std::shared_ptr<const BaseStream>> base = OpenBaseStream(location, options, &d);
-    if (!base.ok() && (base.status().code() == Status::Code::kIoError || base.status().code() == Status::Code::kNotFound))
+    if (!base.ok() &&
+        (base.status().code() == Status::Code::kIoError || base.status().code() == Status::Code::kNotFound))
       return Status::NotFound(needs + ", which cannot be opened at " + Printable(location) + " (" +
                               base.status().ToString() + "); give it with --base");
     return base;

@@ -14,12 +14,12 @@
 #include "common/printable.h"
 #include "common/unique_fd.h"
 #include "streamer/base/base_opener.h"
+#include "transport/aws/xml.h"
 #include "transport/core/fd_stream.h"
 #include "transport/core/random_access.h"
+#include "transport/core/uri.h"
 #include "transport/s3/s3_client.h"
 #include "transport/s3/s3_config.h"
-#include "transport/aws/xml.h"
-#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -59,8 +59,7 @@ Result<std::vector<Candidate>> NewestFiles(const std::string& dir, size_t max) {
     const std::string name = entry->d_name;
     if (Hidden(name)) continue;
     struct stat st;
-    if (::fstatat(::dirfd(handle.get()), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-      continue;
+    if (::fstatat(::dirfd(handle.get()), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     char when[32];
     std::snprintf(when, sizeof when, "%020lld",
                   static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec);
@@ -182,8 +181,10 @@ BaseOpenOptions StoreOnly(std::shared_ptr<const BaseStore> store, const Transpor
     for (const StoredBase& s : store->streams) in_store |= s.location == location;
     if (!in_store)
       return Result<std::shared_ptr<RandomAccessSource>>(
-          Status::NotFound("base " + Printable(location) + " (named by a stream's BASE frame) is not in this "
-                           "receiver's store " + EscapedText(store->dir)));
+          Status::NotFound("base " + Printable(location) +
+                           " (named by a stream's BASE frame) is not in this "
+                           "receiver's store " +
+                           EscapedText(store->dir)));
     return open(location);
   };
   options.locate = [store](const StreamId& id) {
@@ -197,15 +198,15 @@ BaseOpenOptions StoreOnly(std::shared_ptr<const BaseStore> store, const Transpor
 
 OpenBaseFn StoreBaseOpener(std::shared_ptr<const BaseStore> store, const BaseOffer& offered,
                            const TransportOptions& transport, ReceiverLog log, uint64_t max_index_bytes) {
-  return [store = std::move(store), offered, transport, log = std::move(log), max_index_bytes](
-             const BaseDescriptor& wanted) -> Result<std::shared_ptr<const BaseStream>> {
+  return [store = std::move(store), offered, transport, log = std::move(log),
+          max_index_bytes](const BaseDescriptor& wanted) -> Result<std::shared_ptr<const BaseStream>> {
     const std::string id = HexDigest(wanted.base_id);
     if (!offered.Holds(wanted.base_id)) {
       if (log)
         log("the sender's stream is built on base " + id + ", not offered: " +
-            (store->dir.empty() ? std::string("this receiver has no base store (--base-store DIR)")
-                                : "it offered " + std::to_string(offered.ids.size()) + " from " +
-                                      EscapedText(store->dir)) +
+            (store->dir.empty()
+                 ? std::string("this receiver has no base store (--base-store DIR)")
+                 : "it offered " + std::to_string(offered.ids.size()) + " from " + EscapedText(store->dir)) +
             SkippedNotes(*store));
       return Status::InvalidArgument("the stream is built on base " + id + ", which this receiver never offered " +
                                      "its sender");
@@ -249,9 +250,8 @@ Result<OpenBaseFn> OfferStore(const std::string& dir, const std::vector<std::str
 }
 
 ReceiverLog StderrLog(const std::string& command) {
-  return [command](const std::string& line) {
-    std::fprintf(stderr, "vramflow %s: %s\n", command.c_str(), line.c_str());
-  };
+  return
+      [command](const std::string& line) { std::fprintf(stderr, "vramflow %s: %s\n", command.c_str(), line.c_str()); };
 }
 
 }  // namespace vramflow

@@ -23,9 +23,9 @@ Result<std::vector<Candidate>> ListCandidates(const BaseCandidates& candidates, 
     list.push_back(Candidate{location, *id});
   }
   if (!candidates.store.empty()) {
-    VF_ASSIGN_OR_RETURN(BaseStore store,
-                        ScanBaseStore(candidates.store, transport, kMaxStoreStreams - candidates.locations.size(),
-                                      max_index_bytes));
+    VF_ASSIGN_OR_RETURN(
+        BaseStore store,
+        ScanBaseStore(candidates.store, transport, kMaxStoreStreams - candidates.locations.size(), max_index_bytes));
     for (const StoredBase& stored : store.streams) list.push_back(Candidate{stored.location, stored.id});
   }
   return list;
@@ -65,8 +65,8 @@ Result<NetSinkWithBase> OpenNetSinkWithBase(const std::string& uri, const Transp
   }
   if (!chosen) {
     if (!candidates.empty())
-      out.note = "the receiver holds none of the " + std::to_string(list.size()) +
-                 " candidate bases: sending a full stream";
+      out.note =
+          "the receiver holds none of the " + std::to_string(list.size()) + " candidate bases: sending a full stream";
     return out;
   }
   Result<std::shared_ptr<const BaseStream>> base =

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "common/status.h"
-#include "streamer/format/base_stream.h"
 #include "streamer/base/base_store.h"
-#include "transport/net/base_offer.h"
+#include "streamer/format/base_stream.h"
 #include "transport/core/byte_stream.h"
+#include "transport/net/base_offer.h"
 #include "transport/open_uri.h"
 
 namespace vramflow {

@@ -105,7 +105,8 @@ Status CopyRings::Wait(const DmaFence& fence, std::chrono::milliseconds timeout)
   if (error == ring.errors.end()) return Status::Ok();
   Status s = std::move(error->second);
   ring.errors.erase(error);
-  return s.WithContext(owner_ + ": DMA copy " + std::to_string(fence.sequence) + " on ring " + std::to_string(fence.ring));
+  return s.WithContext(owner_ + ": DMA copy " + std::to_string(fence.sequence) + " on ring " +
+                       std::to_string(fence.ring));
 }
 
 }  // namespace vramflow

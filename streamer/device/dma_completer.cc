@@ -23,9 +23,9 @@ Status DmaCompleter::Watch(Device* device, const DmaFence& fence, Callback done)
     auto& slot = waiters_[{device, fence.ring}];
     if (!slot) {
       slot = std::make_unique<Waiter>();
-      Status started = StartThread(&slot->thread,
-                                   "waiting on DMA ring " + std::to_string(fence.ring) + " of " + device->Describe(),
-                                   [this, device, w = slot.get()] { Run(device, w); });
+      Status started =
+          StartThread(&slot->thread, "waiting on DMA ring " + std::to_string(fence.ring) + " of " + device->Describe(),
+                      [this, device, w = slot.get()] { Run(device, w); });
       if (!started.ok()) {
         waiters_.erase({device, fence.ring});  // the destructor joins only waiters with a thread
         return started;

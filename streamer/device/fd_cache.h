@@ -49,7 +49,7 @@ class FdCache {
 
   const size_t capacity_;
   mutable std::mutex mu_;
-  std::list<Entry> recent_;  // guarded by mu_; most recently used first
+  std::list<Entry> recent_;                                          // guarded by mu_; most recently used first
   std::unordered_map<uint64_t, std::list<Entry>::iterator> by_key_;  // guarded by mu_
 };
 

@@ -14,7 +14,9 @@ FileDevice::FileDevice(std::string name, uint32_t rings, size_t cached_files)
       rings_("file device " + name_, rings),
       staging_("file device " + name_) {}
 
-Result<uint32_t> FileDevice::ImportBo(int fd, uint64_t size) { return ImportFileRange(fd, 0, size, "fd " + std::to_string(fd)); }
+Result<uint32_t> FileDevice::ImportBo(int fd, uint64_t size) {
+  return ImportFileRange(fd, 0, size, "fd " + std::to_string(fd));
+}
 
 Result<uint32_t> FileDevice::ImportFileRange(int fd, uint64_t base, uint64_t size, std::string description) {
   UniqueFd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
@@ -55,7 +57,7 @@ Result<std::shared_ptr<const UniqueFd>> FileDevice::Acquire(uint32_t bo, const R
 Result<DmaFence> FileDevice::SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
                                         uint32_t staging, size_t staging_offset, size_t size) {
   std::shared_ptr<const Range> range;
-  VF_ASSIGN_OR_RETURN(uint8_t* bytes, staging_.Range(staging, staging_offset, size));
+  VF_ASSIGN_OR_RETURN(uint8_t * bytes, staging_.Range(staging, staging_offset, size));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto r = ranges_.find(bo);
@@ -81,8 +83,9 @@ Result<DmaFence> FileDevice::SubmitCopy(uint32_t ring, DmaDirection direction, u
         return Status::FromErrno((direction == DmaDirection::kDeviceToHost ? "reading " : "writing ") + what +
                                      " at offset " + std::to_string(position + done),
                                  errno);
-      if (n == 0) return Status::Truncated(what + " ended at offset " + std::to_string(position + done) +
-                                           " (did it shrink while being read?)");
+      if (n == 0)
+        return Status::Truncated(what + " ended at offset " + std::to_string(position + done) +
+                                 " (did it shrink while being read?)");
       done += static_cast<size_t>(n);
     }
     if (direction == DmaDirection::kHostToDevice) write_behind_.Wrote(std::move(file), position, size);

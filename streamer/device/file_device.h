@@ -61,8 +61,8 @@ class FileDevice final : public Device {
   Status ReleaseBo(uint32_t bo) override;
   Result<uint32_t> RegisterStaging(uint8_t* data, size_t size) override;
   Status UnregisterStaging(uint32_t staging) override;
-  Result<DmaFence> SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset,
-                              uint32_t staging, size_t staging_offset, size_t size) override;
+  Result<DmaFence> SubmitCopy(uint32_t ring, DmaDirection direction, uint32_t bo, uint64_t bo_offset, uint32_t staging,
+                              size_t staging_offset, size_t size) override;
   Status WaitFence(const DmaFence& fence, std::chrono::milliseconds timeout) override {
     return rings_.Wait(fence, timeout);
   }
@@ -72,8 +72,8 @@ class FileDevice final : public Device {
  private:
   // Shared with the copies in flight, so ReleaseBo cannot pull it from under them.
   struct Range {
-    FileOpener open;                          // ImportFile
-    std::shared_ptr<const UniqueFd> pinned;   // ImportFileRange, ImportBo
+    FileOpener open;                         // ImportFile
+    std::shared_ptr<const UniqueFd> pinned;  // ImportFileRange, ImportBo
     uint64_t base;
     uint64_t size;
     std::string description;
@@ -83,7 +83,7 @@ class FileDevice final : public Device {
   Result<uint32_t> Add(Range range);
 
   std::string name_;
-  FdCache cache_;      // before rings_: the ring threads use it until they stop
+  FdCache cache_;             // before rings_: the ring threads use it until they stop
   WriteBehind write_behind_;  // before rings_, as cache_
   CopyRings rings_;
   std::mutex mu_;

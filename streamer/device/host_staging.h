@@ -28,7 +28,8 @@ class HostStagingTable {
 
   Status Unregister(uint32_t handle) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!buffers_.erase(handle)) return Status::InvalidArgument(owner_ + ": no staging buffer " + std::to_string(handle));
+    if (!buffers_.erase(handle))
+      return Status::InvalidArgument(owner_ + ": no staging buffer " + std::to_string(handle));
     return Status::Ok();
   }
 

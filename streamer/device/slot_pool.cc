@@ -33,7 +33,8 @@ Result<std::unique_ptr<SlotPool>> SlotPool::Create(MemoryBudget* budget, const s
     for (Device* d : devices) {
       Result<uint32_t> handle = d->RegisterStaging(slot.staging.data(), slot.staging.size());
       if (!handle.ok()) {
-        for (size_t k = 0; k < slot.staging_handles.size(); ++k) (void)devices[k]->UnregisterStaging(slot.staging_handles[k]);
+        for (size_t k = 0; k < slot.staging_handles.size(); ++k)
+          (void)devices[k]->UnregisterStaging(slot.staging_handles[k]);
         return handle.status().WithContext("registering a staging buffer with " + d->Describe());
       }
       slot.staging_handles.push_back(*handle);
@@ -45,7 +46,8 @@ Result<std::unique_ptr<SlotPool>> SlotPool::Create(MemoryBudget* budget, const s
 
 SlotPool::~SlotPool() {
   for (Slot& slot : slots_)
-    for (size_t k = 0; k < slot.staging_handles.size(); ++k) (void)devices_[k]->UnregisterStaging(slot.staging_handles[k]);
+    for (size_t k = 0; k < slot.staging_handles.size(); ++k)
+      (void)devices_[k]->UnregisterStaging(slot.staging_handles[k]);
 }
 
 size_t SlotPool::DeviceIndex(const Device* device) const {

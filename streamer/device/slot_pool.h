@@ -20,7 +20,7 @@ namespace vramflow {
 struct Slot {
   BudgetedBuffer staging;
   BudgetedBuffer payload;
-  BudgetedBuffer scratch;  // a graph's own working room per chunk (empty unless asked for)
+  BudgetedBuffer scratch;                 // a graph's own working room per chunk (empty unless asked for)
   std::vector<uint32_t> staging_handles;  // per device, in the pool's device order
 };
 

@@ -9,8 +9,7 @@ namespace vramflow {
 
 void WriteBehind::Wrote(std::shared_ptr<const UniqueFd> file, uint64_t offset, uint64_t size) {
   if (size == 0) return;
-  (void)::sync_file_range(file->get(), static_cast<off64_t>(offset), static_cast<off64_t>(size),
-                          SYNC_FILE_RANGE_WRITE);
+  (void)::sync_file_range(file->get(), static_cast<off64_t>(offset), static_cast<off64_t>(size), SYNC_FILE_RANGE_WRITE);
   std::vector<Written> due;
   {
     std::lock_guard<std::mutex> lock(mu_);

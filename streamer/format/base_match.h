@@ -39,7 +39,7 @@ class BaseObjectMatcher {
  private:
   const SeekIndex& index_;
   std::map<std::tuple<uint32_t, std::string, uint64_t>, size_t> by_gpu_;  // (ordinal, gpu-va, size) -> object
-  std::unordered_map<std::string, size_t> by_name_;                        // objects that are not GPU buffers
+  std::unordered_map<std::string, size_t> by_name_;                       // objects that are not GPU buffers
 };
 
 }  // namespace vramflow

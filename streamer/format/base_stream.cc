@@ -36,7 +36,8 @@ Result<Probed> Probe(const std::string& location, const BaseOpenOptions& options
   VF_RETURN_IF_ERROR(ReadExactly(*p.source, 0, head).WithContext("base " + Shown(location)));
   StreamHeader header;
   VF_RETURN_IF_ERROR(DecodeStreamHeader(head, &header).WithContext("base " + Shown(location)));
-  if ((header.flags & (kStreamFlagSeekIndex | kStreamFlagIndexBlocks)) != (kStreamFlagSeekIndex | kStreamFlagIndexBlocks))
+  if ((header.flags & (kStreamFlagSeekIndex | kStreamFlagIndexBlocks)) !=
+      (kStreamFlagSeekIndex | kStreamFlagIndexBlocks))
     return Status::InvalidArgument("wrong base: " + Shown(location) +
                                    " has no index blocks (it was written to a pipe or socket, or by an older "
                                    "vramflow), so it cannot be a base; only a stored stream with an index can");
@@ -180,17 +181,17 @@ class BaseStreamImpl final : public BaseStream {
     frame.resize(c.frame_bytes());
     VF_RETURN_IF_ERROR(ReadExactly(*source_, c.stream_offset, frame));
     FrameHeader h;
-    VF_RETURN_IF_ERROR(DecodeFrameHeader(frame.data(), &h).WithContext("stream offset " + std::to_string(c.stream_offset)));
+    VF_RETURN_IF_ERROR(
+        DecodeFrameHeader(frame.data(), &h).WithContext("stream offset " + std::to_string(c.stream_offset)));
     const bool coded = c.kind == FrameKind::kData || c.kind == FrameKind::kBaseDelta;
     if (h.kind != static_cast<uint8_t>(c.kind) || h.object_id != object_id || h.offset != c.object_offset ||
         h.raw_size != c.raw_size || h.payload_size != c.payload_size || h.flags != 0 ||
         (!coded && (h.codec != 0 || h.transform != 0)))
-      return Status::Corruption("the frame at stream offset " + std::to_string(c.stream_offset) + " (" +
-                                FrameKindName(h.kind) + " of object " + std::to_string(h.object_id) + " at offset " +
-                                std::to_string(h.offset) + ", " + std::to_string(h.raw_size) +
-                                " bytes) is not the one its index lists (" +
-                                FrameKindName(static_cast<uint8_t>(c.kind)) + ", " + std::to_string(c.raw_size) +
-                                " bytes)");
+      return Status::Corruption(
+          "the frame at stream offset " + std::to_string(c.stream_offset) + " (" + FrameKindName(h.kind) +
+          " of object " + std::to_string(h.object_id) + " at offset " + std::to_string(h.offset) + ", " +
+          std::to_string(h.raw_size) + " bytes) is not the one its index lists (" +
+          FrameKindName(static_cast<uint8_t>(c.kind)) + ", " + std::to_string(c.raw_size) + " bytes)");
     return h;
   }
 
@@ -206,8 +207,7 @@ class BaseStreamImpl final : public BaseStream {
     if (scratch.frames.size() <= level_) scratch.frames.resize(level_ + 1);
     if (scratch.decoded.size() <= level_) scratch.decoded.resize(level_ + 1);
     size_t object = 0, index = 0;
-    if (!Locate(object_id, offset, &object, &index))
-      return Status::Corruption("the base has no chunk there");
+    if (!Locate(object_id, offset, &object, &index)) return Status::Corruption("the base has no chunk there");
     const SeekIndexChunk& c = stored_.index.objects[object].chunks[index];
     if (c.kind == FrameKind::kZeroRun || c.raw_size != out.size())
       return Status::Corruption("the base's chunk there is " + FrameKindName(static_cast<uint8_t>(c.kind)) + " of " +
@@ -217,8 +217,8 @@ class BaseStreamImpl final : public BaseStream {
     std::span<const uint8_t> payload(scratch.frames[level_].data() + kFrameHeaderSize, h.payload_size);
     switch (c.kind) {
       case FrameKind::kData:
-        VF_RETURN_IF_ERROR(scratch.decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
-                                                  payload, out));
+        VF_RETURN_IF_ERROR(
+            scratch.decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform), payload, out));
         return CheckHash(out, h.raw_hash);
       case FrameKind::kDedupRef: {
         DedupRef ref;
@@ -244,7 +244,8 @@ class BaseStreamImpl final : public BaseStream {
         const uint64_t raw_hash = h.raw_hash;
         if (c.kind == FrameKind::kBaseDelta) {
           scratch.decoded[level_].resize(c.raw_size);
-          VF_RETURN_IF_ERROR(scratch.decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform),
+          VF_RETURN_IF_ERROR(scratch.decoder.Decode(static_cast<CodecId>(h.codec),
+                                                    static_cast<TransformId>(h.transform),
                                                     payload.subspan(kBaseChunkRefSize), scratch.decoded[level_]));
         }
         VF_RETURN_IF_ERROR(next_->ReadChunk(ref.base_object_id, ref.base_offset, out, scratch, &ref.base_sha256));
@@ -338,8 +339,7 @@ struct ChainOpener {
       const std::string known = options.locate ? options.locate(own.base_id) : std::string();
       if (known.empty() && own.location.empty())
         return Status::NotFound("base " + Shown(location) + " is incremental: it needs its base " +
-                                HexDigest(own.base_id) +
-                                ", whose location it does not record; give it with --base");
+                                HexDigest(own.base_id) + ", whose location it does not record; give it with --base");
       const std::string next_location = known.empty() ? ResolveBaseLocation(own.location, location) : known;
       Result<Probed> probed_next = ProbeCharged(next_location);
       if (!probed_next.ok()) {

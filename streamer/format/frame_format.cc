@@ -11,18 +11,30 @@ namespace vramflow {
 
 std::string FrameKindName(uint8_t kind) {
   switch (static_cast<FrameKind>(kind)) {
-    case FrameKind::kObjectBegin: return "OBJECT_BEGIN";
-    case FrameKind::kData: return "DATA";
-    case FrameKind::kZeroRun: return "ZERO_RUN";
-    case FrameKind::kObjectEnd: return "OBJECT_END";
-    case FrameKind::kStreamEnd: return "STREAM_END";
-    case FrameKind::kDedupRef: return "DEDUP_REF";
-    case FrameKind::kSeekIndex: return "SEEK_INDEX";
-    case FrameKind::kIndexBlock: return "INDEX_BLOCK";
-    case FrameKind::kBase: return "BASE";
-    case FrameKind::kBaseRef: return "BASE_REF";
-    case FrameKind::kBaseDelta: return "BASE_DELTA";
-    case FrameKind::kDigestBlock: return "DIGEST_BLOCK";
+    case FrameKind::kObjectBegin:
+      return "OBJECT_BEGIN";
+    case FrameKind::kData:
+      return "DATA";
+    case FrameKind::kZeroRun:
+      return "ZERO_RUN";
+    case FrameKind::kObjectEnd:
+      return "OBJECT_END";
+    case FrameKind::kStreamEnd:
+      return "STREAM_END";
+    case FrameKind::kDedupRef:
+      return "DEDUP_REF";
+    case FrameKind::kSeekIndex:
+      return "SEEK_INDEX";
+    case FrameKind::kIndexBlock:
+      return "INDEX_BLOCK";
+    case FrameKind::kBase:
+      return "BASE";
+    case FrameKind::kBaseRef:
+      return "BASE_REF";
+    case FrameKind::kBaseDelta:
+      return "BASE_DELTA";
+    case FrameKind::kDigestBlock:
+      return "DIGEST_BLOCK";
   }
   return "kind#" + std::to_string(kind);
 }
@@ -118,7 +130,8 @@ Status DecodeFrameHeader(const uint8_t in[kFrameHeaderSize], FrameHeader* h) {
   h->offset = LoadLE64(in + 24);
   h->raw_size = LoadLE64(in + 32);
   h->raw_hash = LoadLE64(in + 40);
-  if (in[3] || LoadLE64(in + 48) || LoadLE32(in + 56)) return Status::Corruption("frame header reserved bytes are not zero");
+  if (in[3] || LoadLE64(in + 48) || LoadLE32(in + 56))
+    return Status::Corruption("frame header reserved bytes are not zero");
   if (h->flags & ~kKnownFlags) return Status::Corruption("frame header has reserved flag bits set");
   return Status::Ok();
 }
@@ -225,8 +238,8 @@ Result<std::vector<uint8_t>> EncodeBaseDescriptor(const BaseDescriptor& base) {
     return Status::InvalidArgument("base location is longer than " + std::to_string(kMaxBaseLocationBytes) +
                                    " bytes or holds a NUL byte");
   if (base.chain_length == 0 || base.chain_length > kMaxBaseChain)
-    return Status::InvalidArgument("a base chain of " + std::to_string(base.chain_length) +
-                                   " streams (at most " + std::to_string(kMaxBaseChain) + ")");
+    return Status::InvalidArgument("a base chain of " + std::to_string(base.chain_length) + " streams (at most " +
+                                   std::to_string(kMaxBaseChain) + ")");
   std::vector<uint8_t> out(kBaseDescriptorFixedSize + base.location.size(), 0);
   std::memcpy(out.data(), base.base_id.data(), base.base_id.size());
   StoreLE64(out.data() + 32, base.base_bytes);

@@ -30,8 +30,8 @@ inline constexpr size_t kFrameHeaderSize = 64;
 inline constexpr size_t kProducerBytes = 32;
 
 // Limits a reader enforces before allocating anything.
-inline constexpr uint64_t kMaxChunkSize = 64ull << 20;     // raw bytes of one DATA frame
-inline constexpr uint32_t kMaxMetadataSize = 64u << 10;    // OBJECT_BEGIN payload
+inline constexpr uint64_t kMaxChunkSize = 64ull << 20;   // raw bytes of one DATA frame
+inline constexpr uint32_t kMaxMetadataSize = 64u << 10;  // OBJECT_BEGIN payload
 inline constexpr size_t kMaxObjectNameBytes = 4096;
 // Stream header dedup_window: DATA frames a reference may reach back, at
 // most (each costs a reader up to kDedupWindowEntryBytes, dedup_window.h).
@@ -49,13 +49,13 @@ enum class FrameKind : uint8_t {
   kZeroRun = 3,
   kObjectEnd = 4,
   kStreamEnd = 5,
-  kDedupRef = 6,   // the same bytes as an earlier DATA frame (dedup)
-  kSeekIndex = 7,  // where every object's frames are, for random access (seek_index.h)
-  kIndexBlock = 8, // where some chunk frames of one object are (seek_index.h)
-  kBase = 9,         // the base stream of an incremental stream: its first frame
-  kBaseRef = 10,     // the same bytes as a chunk of the base
-  kBaseDelta = 11,   // a chunk coded as the XOR with a chunk of the base
-  kDigestBlock = 12, // SHA-256 of the chunks the INDEX_BLOCK before it lists (skippable)
+  kDedupRef = 6,      // the same bytes as an earlier DATA frame (dedup)
+  kSeekIndex = 7,     // where every object's frames are, for random access (seek_index.h)
+  kIndexBlock = 8,    // where some chunk frames of one object are (seek_index.h)
+  kBase = 9,          // the base stream of an incremental stream: its first frame
+  kBaseRef = 10,      // the same bytes as a chunk of the base
+  kBaseDelta = 11,    // a chunk coded as the XOR with a chunk of the base
+  kDigestBlock = 12,  // SHA-256 of the chunks the INDEX_BLOCK before it lists (skippable)
 };
 // DATA, ZERO_RUN, DEDUP_REF, BASE_REF and BASE_DELTA: the frames that carry
 // an object's bytes (and count in its digest and its index).
@@ -135,7 +135,7 @@ struct StreamHeader {
   // frames (dedup_window.h). 0 only in dedup streams of earlier writers,
   // where it may name any earlier one; always 0 without kStreamFlagDedup.
   uint32_t dedup_window = 0;
-  std::string producer;     // e.g. "vramflow 0.1.0", at most 32 bytes
+  std::string producer;  // e.g. "vramflow 0.1.0", at most 32 bytes
 };
 
 struct FrameHeader {

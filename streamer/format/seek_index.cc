@@ -100,7 +100,8 @@ Status CheckChunk(const SeekIndexChunk& c) {
     default:
       return Status::Corruption("kind " + FrameKindName(static_cast<uint8_t>(c.kind)) + " is not a chunk");
   }
-  if (c.source_object_id != 0 || c.source_offset != 0) return Status::Corruption("source fields set on a frame that names no other chunk");
+  if (c.source_object_id != 0 || c.source_offset != 0)
+    return Status::Corruption("source fields set on a frame that names no other chunk");
   return Status::Ok();
 }
 
@@ -196,11 +197,10 @@ Status CheckDedupSources(const SeekIndex& index, uint32_t dedup_window) {
       if (dedup_window == 0) continue;  // an earlier writer's stream: any earlier DATA frame
       const uint64_t back = data_frames_before(c.stream_offset) - data_frames_before(source->stream_offset);
       if (back > dedup_window)
-        return Status::Corruption("seek index: " + ChunkName(o, c) + " names the DATA frame of object " +
-                                  std::to_string(c.source_object_id) + " offset " + std::to_string(c.source_offset) +
-                                  ", " + std::to_string(back) +
-                                  " DATA frames back, outside the stream's dedup window of " +
-                                  std::to_string(dedup_window));
+        return Status::Corruption(
+            "seek index: " + ChunkName(o, c) + " names the DATA frame of object " + std::to_string(c.source_object_id) +
+            " offset " + std::to_string(c.source_offset) + ", " + std::to_string(back) +
+            " DATA frames back, outside the stream's dedup window of " + std::to_string(dedup_window));
     }
   }
   return Status::Ok();
@@ -311,7 +311,8 @@ Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> p) {
   std::unordered_set<uint32_t> seen;  // object ids
   uint64_t chunks_seen = 0;
   for (uint32_t i = 0; i < object_count; ++i) {
-    if (end - pos < kObjectRecordBytes) return Status::Corruption("seek index ends inside object record " + std::to_string(i));
+    if (end - pos < kObjectRecordBytes)
+      return Status::Corruption("seek index ends inside object record " + std::to_string(i));
     const uint8_t* r = p.data() + pos;
     SeekIndexObject o;
     o.id = Get32(r);
@@ -340,11 +341,12 @@ Result<SeekIndex> DecodeSeekIndex(std::span<const uint8_t> p) {
       const uint8_t* q = p.data() + pos;
       b.stream_offset = Get64(q);
       b.chunk_count = Get32(q + 8);
-      if (Get32(q + 12) != 0) return Status::Corruption("seek index: reserved bytes set in a block of " + ObjectName(o));
+      if (Get32(q + 12) != 0)
+        return Status::Corruption("seek index: reserved bytes set in a block of " + ObjectName(o));
       if (b.chunk_count == 0 || b.chunk_count > kMaxUnlistedChunks)
         return Status::Corruption("seek index: a block of " + ObjectName(o) + " lists " +
-                                  std::to_string(b.chunk_count) + " chunks (1.." +
-                                  std::to_string(kMaxUnlistedChunks) + " allowed)");
+                                  std::to_string(b.chunk_count) + " chunks (1.." + std::to_string(kMaxUnlistedChunks) +
+                                  " allowed)");
       listed += b.chunk_count;
       pos += kBlockRefBytes;
     }
@@ -471,12 +473,10 @@ class SeekIndexReading {
  private:
   // Reads exactly `length` bytes at `offset`, counting them.
   Status Read(uint64_t offset, uint64_t length, std::vector<uint8_t>* out);
-  std::string Where(uint64_t offset) const {
-    return source_.Describe() + ", stream offset " + std::to_string(offset);
-  }
+  std::string Where(uint64_t offset) const { return source_.Describe() + ", stream offset " + std::to_string(offset); }
   Status TooLarge(uint64_t bytes, const std::string& what) const {
-    return Status::NotSupported(source_.Describe() + ": its seek index (" + what + ") would take " +
-                                FormatSize(bytes) + ", more than the " + FormatSize(options_.max_bytes) +
+    return Status::NotSupported(source_.Describe() + ": its seek index (" + what + ") would take " + FormatSize(bytes) +
+                                ", more than the " + FormatSize(options_.max_bytes) +
                                 " its reader may hold (a share of --max-memory)");
   }
   // The STREAM_END frame, inside the tail read.
@@ -485,9 +485,7 @@ class SeekIndexReading {
   Status ReadStreamEnd();
   // The footer before STREAM_END, then the SEEK_INDEX frame it sizes.
   Status ReadIndexFrame();
-  std::span<const uint8_t> IndexPayload() const {
-    return std::span<const uint8_t>(frame_).subspan(kFrameHeaderSize);
-  }
+  std::span<const uint8_t> IndexPayload() const { return std::span<const uint8_t>(frame_).subspan(kFrameHeaderSize); }
   // The stream id's first parts: the header, the base's id, the SEEK_INDEX payload.
   Status HashHeadAndIndex();
   // Charges the blocks' records and checks that the blocks lie apart.
@@ -496,8 +494,7 @@ class SeekIndexReading {
   // DIGEST_BLOCK would take after it.
   uint64_t BlockReadBytes(const IndexBlockRef& b) const;
   Status ReadBlocks();
-  Status ReadBlock(SeekIndexObject& o, const IndexBlockRef& b, ByteSource& blocks,
-                   std::vector<Sha256Digest>* digests);
+  Status ReadBlock(SeekIndexObject& o, const IndexBlockRef& b, ByteSource& blocks, std::vector<Sha256Digest>* digests);
   Status CheckTotals() const;
 
   RandomAccessSource& source_;
@@ -536,10 +533,12 @@ Status SeekIndexReading::ReadTailAndHeader() {
   }
   VF_RETURN_IF_ERROR(DecodeStreamHeader(head_.data(), &result_.header).WithContext(source_.Describe()));
   if (!(result_.header.flags & kStreamFlagSeekIndex))
-    return Status::NotSupported(source_.Describe() + " has no seek index (it was written to a pipe or socket, or "
+    return Status::NotSupported(source_.Describe() +
+                                " has no seek index (it was written to a pipe or socket, or "
                                 "by an older vramflow)");
   if (!(result_.header.flags & kStreamFlagIndexBlocks))
-    return Status::NotSupported(source_.Describe() + " has a version 1 seek index, written by a vramflow before index "
+    return Status::NotSupported(source_.Describe() +
+                                " has a version 1 seek index, written by a vramflow before index "
                                 "blocks, which this one does not use");
   return Status::Ok();
 }
@@ -631,14 +630,14 @@ Status SeekIndexReading::CheckBlockPlaces() {
   std::vector<std::pair<uint64_t, uint64_t>> block_extents;
   for (const SeekIndexObject& o : result_.index.objects) {
     for (const IndexBlockRef& b : o.blocks) {
-      held_ += uint64_t{b.chunk_count} * (sizeof(SeekIndexChunk) + kCheckBytesPerChunk +
-                                          (options_.digests ? sizeof(Sha256Digest) : 0)) +
+      held_ += uint64_t{b.chunk_count} *
+                   (sizeof(SeekIndexChunk) + kCheckBytesPerChunk + (options_.digests ? sizeof(Sha256Digest) : 0)) +
                sizeof(b);
       if (held_ > options_.max_bytes) return TooLarge(held_, "with the chunk records of its INDEX_BLOCK frames");
       if (b.stream_offset < kStreamHeaderSize || b.stream_offset > index_offset ||
           b.frame_bytes() > index_offset - b.stream_offset)
-        return Status::Corruption(Where(index_offset) + ": the seek index names an INDEX_BLOCK of " +
-                                  ObjectName(o) + " at stream offset " + std::to_string(b.stream_offset) +
+        return Status::Corruption(Where(index_offset) + ": the seek index names an INDEX_BLOCK of " + ObjectName(o) +
+                                  " at stream offset " + std::to_string(b.stream_offset) +
                                   ", outside the frames before it");
       block_extents.emplace_back(b.stream_offset, b.stream_offset + b.frame_bytes());
     }
@@ -646,8 +645,10 @@ Status SeekIndexReading::CheckBlockPlaces() {
   std::sort(block_extents.begin(), block_extents.end());
   for (size_t i = 1; i < block_extents.size(); ++i)
     if (block_extents[i].first < block_extents[i - 1].second)
-      return Status::Corruption(Where(index_offset) + ": the seek index names INDEX_BLOCK frames at stream "
-                                "offsets " + std::to_string(block_extents[i - 1].first) + " and " +
+      return Status::Corruption(Where(index_offset) +
+                                ": the seek index names INDEX_BLOCK frames at stream "
+                                "offsets " +
+                                std::to_string(block_extents[i - 1].first) + " and " +
                                 std::to_string(block_extents[i].first) + ", which overlap");
   return Status::Ok();
 }
@@ -705,8 +706,8 @@ Status SeekIndexReading::ReadBlock(SeekIndexObject& o, const IndexBlockRef& b, B
   FrameHeader bh;
   VF_RETURN_IF_ERROR(DecodeFrameHeader(block_.data(), &bh).WithContext(Where(b.stream_offset)));
   if (bh.kind != static_cast<uint8_t>(FrameKind::kIndexBlock) || bh.object_id != o.id ||
-      bh.payload_size != b.frame_bytes() - kFrameHeaderSize || bh.flags != 0 || bh.offset != 0 ||
-      bh.raw_size != 0 || bh.codec != 0 || bh.transform != 0)
+      bh.payload_size != b.frame_bytes() - kFrameHeaderSize || bh.flags != 0 || bh.offset != 0 || bh.raw_size != 0 ||
+      bh.codec != 0 || bh.transform != 0)
     return Status::Corruption(Where(b.stream_offset) + ": expected an INDEX_BLOCK of " + ObjectName(o) + " with " +
                               std::to_string(b.chunk_count) + " records, found " + FrameKindName(bh.kind) +
                               " of object " + std::to_string(bh.object_id) + " with a payload of " +
@@ -721,16 +722,16 @@ Status SeekIndexReading::ReadBlock(SeekIndexObject& o, const IndexBlockRef& b, B
   if (!options_.digests) return Status::Ok();
 
   const uint64_t block_end = b.stream_offset + b.frame_bytes();
-  VF_ASSIGN_OR_RETURN(bool has, TakeDigestBlock(std::span<const uint8_t>(block_).subspan(b.frame_bytes()), bh,
-                                                *chunks, Where(block_end), digests));
+  VF_ASSIGN_OR_RETURN(bool has, TakeDigestBlock(std::span<const uint8_t>(block_).subspan(b.frame_bytes()), bh, *chunks,
+                                                Where(block_end), digests));
   if (first_block_) {
     result_.has_digests = has;
     first_block_ = false;
   } else if (has != result_.has_digests) {
-    return Status::Corruption(Where(block_end) + ": " +
-                              (has ? "a DIGEST_BLOCK follows this INDEX_BLOCK but not the first one"
-                                   : "no DIGEST_BLOCK follows the INDEX_BLOCK of " + ObjectName(o) +
-                                         ", though the first one has one"));
+    return Status::Corruption(
+        Where(block_end) + ": " +
+        (has ? "a DIGEST_BLOCK follows this INDEX_BLOCK but not the first one"
+             : "no DIGEST_BLOCK follows the INDEX_BLOCK of " + ObjectName(o) + ", though the first one has one"));
   }
   return Status::Ok();
 }
@@ -739,11 +740,10 @@ Status SeekIndexReading::CheckTotals() const {
   uint64_t raw_bytes = 0;
   for (const SeekIndexObject& o : result_.index.objects) raw_bytes += o.size;
   if (result_.index.objects.size() != result_.totals.object_count || raw_bytes != result_.totals.raw_bytes)
-    return Status::Corruption(Where(result_.index_offset) + ": the seek index lists " +
-                              std::to_string(result_.index.objects.size()) + " objects of " +
-                              std::to_string(raw_bytes) + " bytes, STREAM_END counts " +
-                              std::to_string(result_.totals.object_count) + " of " +
-                              std::to_string(result_.totals.raw_bytes));
+    return Status::Corruption(
+        Where(result_.index_offset) + ": the seek index lists " + std::to_string(result_.index.objects.size()) +
+        " objects of " + std::to_string(raw_bytes) + " bytes, STREAM_END counts " +
+        std::to_string(result_.totals.object_count) + " of " + std::to_string(result_.totals.raw_bytes));
   return Status::Ok();
 }
 

@@ -73,9 +73,9 @@ struct SeekIndexObject {
   uint64_t digest = 0;        // the OBJECT_END digest
   uint64_t begin_offset = 0;  // stream offset of the OBJECT_BEGIN frame header
   uint32_t begin_payload_size = 0;
-  uint64_t end_offset = 0;    // stream offset of the OBJECT_END frame header
-  uint64_t chunk_count = 0;   // chunk frames of the object, the sum of its blocks' counts
-  std::vector<IndexBlockRef> blocks;   // in stream order
+  uint64_t end_offset = 0;            // stream offset of the OBJECT_END frame header
+  uint64_t chunk_count = 0;           // chunk frames of the object, the sum of its blocks' counts
+  std::vector<IndexBlockRef> blocks;  // in stream order
   // Filled by ReadSeekIndex from the blocks, sorted by object_offset; empty
   // in the index that the SEEK_INDEX payload alone gives.
   std::vector<SeekIndexChunk> chunks;
@@ -83,8 +83,8 @@ struct SeekIndexObject {
   bool operator==(const SeekIndexObject& o) const {
     return id == o.id && metadata.name == o.metadata.name && metadata.attributes == o.metadata.attributes &&
            size == o.size && digest == o.digest && begin_offset == o.begin_offset &&
-           begin_payload_size == o.begin_payload_size && end_offset == o.end_offset &&
-           chunk_count == o.chunk_count && blocks == o.blocks && chunks == o.chunks;
+           begin_payload_size == o.begin_payload_size && end_offset == o.end_offset && chunk_count == o.chunk_count &&
+           blocks == o.blocks && chunks == o.chunks;
   }
 };
 
@@ -157,8 +157,8 @@ struct StoredStreamIndex {
   // order of SeekIndexObject::chunks (zeros for ZERO_RUNs). Else empty.
   bool has_digests = false;
   std::vector<std::vector<Sha256Digest>> digests;
-  uint64_t bytes_read = 0;    // what finding it cost (for "reads only the index")
-  uint64_t reads = 0;         // in how many reads
+  uint64_t bytes_read = 0;  // what finding it cost (for "reads only the index")
+  uint64_t reads = 0;       // in how many reads
 };
 
 struct SeekIndexReadOptions {

@@ -128,9 +128,9 @@ Status ReferenceRead::Start() {
     const uint64_t window =
         (stream_header.flags & kStreamFlagDedup) ? uint64_t{stream_header.dedup_window} * kDedupWindowEntryBytes : 0;
     VF_RETURN_IF_ERROR(records_.Cover(record_limit, "the reader's records (object metadata, byte ranges, the index)"));
-    VF_RETURN_IF_ERROR(records_.Cover(record_limit + window, "the stream's dedup window of " +
-                                                                 std::to_string(stream_header.dedup_window) +
-                                                                 " DATA frames"));
+    VF_RETURN_IF_ERROR(
+        records_.Cover(record_limit + window,
+                       "the stream's dedup window of " + std::to_string(stream_header.dedup_window) + " DATA frames"));
     validator_.SetRecordLimit(record_limit);
   }
   validator_.SetStreamHeader(stream_header);

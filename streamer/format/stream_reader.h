@@ -17,8 +17,8 @@
 #include "streamer/format/base_stream.h"
 #include "streamer/format/frame_format.h"
 #include "streamer/format/frame_reader.h"
-#include "streamer/machine/memory_budget.h"
 #include "streamer/format/stream_validator.h"
+#include "streamer/machine/memory_budget.h"
 #include "transport/core/byte_stream.h"
 
 namespace vramflow {
@@ -33,7 +33,7 @@ struct ChunkEvent {
   // bytes, taken from the base and checked (SHA-256 of the base's bytes,
   // XXH3 of the result).
   std::span<const uint8_t> data;
-  const DedupRef* dedup = nullptr;   // for DEDUP_REF: the earlier DATA frame holding these bytes
+  const DedupRef* dedup = nullptr;  // for DEDUP_REF: the earlier DATA frame holding these bytes
   // For DATA without decoding: the reader's buffer holding `payload`. A
   // visitor may keep the payload without copying it by swapping in another
   // vector, which the reader then reads into (and charges as its own).

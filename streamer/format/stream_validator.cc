@@ -56,7 +56,8 @@ bool RangeSet::Contains(uint64_t value) const {
 Status StreamValidator::ChargeRecords(int64_t bytes, const std::string& what) {
   if (bytes > 0 && records_ + static_cast<uint64_t>(bytes) > record_limit_)
     return Status::InvalidArgument("the stream needs more than the reader's record limit of " +
-                                   FormatSize(record_limit_) + " (for object metadata, the byte ranges of chunks out "
+                                   FormatSize(record_limit_) +
+                                   " (for object metadata, the byte ranges of chunks out "
                                    "of order, ids of ended objects and the index it rebuilds; " +
                                    FormatSize(records_) + " in use): " + what);
   records_ += static_cast<uint64_t>(bytes);  // wraps back for a refund
@@ -99,8 +100,7 @@ std::string StreamValidator::Describe(const FrameHeader& h, uint64_t stream_offs
     s += ", object " + std::to_string(h.object_id);
     if (const ObjectState* o = object(h.object_id)) s += " " + Printable(o->metadata.name);
   }
-  if (IsChunkKind(h.kind))
-    s += ", offset " + std::to_string(h.offset) + ", " + std::to_string(h.raw_size) + " bytes";
+  if (IsChunkKind(h.kind)) s += ", offset " + std::to_string(h.offset) + ", " + std::to_string(h.raw_size) + " bytes";
   return s + ") at stream offset " + std::to_string(stream_offset);
 }
 
@@ -173,19 +173,31 @@ Status StreamValidator::CheckHeader(const FrameHeader& h, uint64_t stream_offset
   ++totals_.frame_count;
 
   switch (kind) {
-    case FrameKind::kObjectBegin: return CheckObjectBeginHeader(h);
-    case FrameKind::kData: return CheckDataHeader(h, stream_offset);
-    case FrameKind::kDedupRef: return CheckDedupRefHeader(h);
-    case FrameKind::kBase: return CheckBaseHeader(h);
+    case FrameKind::kObjectBegin:
+      return CheckObjectBeginHeader(h);
+    case FrameKind::kData:
+      return CheckDataHeader(h, stream_offset);
+    case FrameKind::kDedupRef:
+      return CheckDedupRefHeader(h);
+    case FrameKind::kBase:
+      return CheckBaseHeader(h);
     case FrameKind::kBaseRef:
-    case FrameKind::kBaseDelta: return CheckBaseChunkHeader(h);
-    case FrameKind::kDigestBlock: return CheckDigestBlockHeader(h, block_before);
-    case FrameKind::kZeroRun: return CheckZeroRunHeader(h, stream_offset);
-    case FrameKind::kObjectEnd: return CheckObjectEndHeader(h, stream_offset);
-    case FrameKind::kStreamEnd: return CheckStreamEndHeader(h, stream_offset);
-    case FrameKind::kSeekIndex: return CheckSeekIndexHeader(h, action);
-    case FrameKind::kIndexBlock: return CheckIndexBlockHeader(h);
-    default: break;
+    case FrameKind::kBaseDelta:
+      return CheckBaseChunkHeader(h);
+    case FrameKind::kDigestBlock:
+      return CheckDigestBlockHeader(h, block_before);
+    case FrameKind::kZeroRun:
+      return CheckZeroRunHeader(h, stream_offset);
+    case FrameKind::kObjectEnd:
+      return CheckObjectEndHeader(h, stream_offset);
+    case FrameKind::kStreamEnd:
+      return CheckStreamEndHeader(h, stream_offset);
+    case FrameKind::kSeekIndex:
+      return CheckSeekIndexHeader(h, action);
+    case FrameKind::kIndexBlock:
+      return CheckIndexBlockHeader(h);
+    default:
+      break;
   }
   return Status::Internal("unhandled frame kind");
 }
@@ -232,11 +244,11 @@ Status StreamValidator::CheckObjectBeginHeader(const FrameHeader& h) {
   // Charged before the payload is read: the metadata while the object is
   // open, and with index blocks its index entry until the end.
   const uint64_t entry = index_blocks() ? kSeekIndexObjectEntryBytes + h.payload_size : 0;
-  VF_RETURN_IF_ERROR(ChargeRecords(static_cast<int64_t>(entry), "the index entry of object " +
-                                                                    std::to_string(h.object_id)));
-  VF_RETURN_IF_ERROR(ChargeRecords(static_cast<int64_t>(kObjectRecordBytes + h.payload_size),
-                                   "object " + std::to_string(h.object_id) + " and its " +
-                                       std::to_string(h.payload_size) + " bytes of metadata"));
+  VF_RETURN_IF_ERROR(
+      ChargeRecords(static_cast<int64_t>(entry), "the index entry of object " + std::to_string(h.object_id)));
+  VF_RETURN_IF_ERROR(ChargeRecords(
+      static_cast<int64_t>(kObjectRecordBytes + h.payload_size),
+      "object " + std::to_string(h.object_id) + " and its " + std::to_string(h.payload_size) + " bytes of metadata"));
   ObjectState& o = objects_[h.object_id];
   o.id = h.object_id;
   o.size = h.raw_size;
@@ -341,12 +353,12 @@ Status StreamValidator::CheckObjectEndHeader(const FrameHeader& h, uint64_t stre
     return Status::Corruption("OBJECT_END gives size " + std::to_string(h.raw_size) + ", OBJECT_BEGIN gave " +
                               std::to_string(o->size));
   if (o->covered.End() > o->size)
-    return Status::Corruption("a chunk ends at " + std::to_string(o->covered.End()) +
-                              ", past the object size " + std::to_string(o->size));
+    return Status::Corruption("a chunk ends at " + std::to_string(o->covered.End()) + ", past the object size " +
+                              std::to_string(o->size));
   uint64_t gap_begin, gap_end;
   if (o->covered.FirstGap(o->size, &gap_begin, &gap_end))
-    return Status::Corruption("object ends with bytes [" + std::to_string(gap_begin) + ", " +
-                              std::to_string(gap_end) + ") missing");
+    return Status::Corruption("object ends with bytes [" + std::to_string(gap_begin) + ", " + std::to_string(gap_end) +
+                              ") missing");
   if (h.raw_hash != o->digest)
     return Status::Corruption("object digest mismatch (stored " + HexHash(h.raw_hash) + ", computed " +
                               HexHash(o->digest) + ")");
@@ -401,8 +413,7 @@ Status StreamValidator::CheckSeekIndexHeader(const FrameHeader& h, FrameAction* 
   if (!expected.ok()) return expected.status();
   if (h.payload_size != expected->size())
     return Status::Corruption("SEEK_INDEX payload is " + std::to_string(h.payload_size) +
-                              " bytes; the frames of this stream make an index of " +
-                              std::to_string(expected->size()));
+                              " bytes; the frames of this stream make an index of " + std::to_string(expected->size()));
   // The entries are charged already; the encoding and the stored payload
   // beside it are not.
   VF_RETURN_IF_ERROR(ChargeRecords(2 * static_cast<int64_t>(h.payload_size), "the SEEK_INDEX frame"));
@@ -411,8 +422,7 @@ Status StreamValidator::CheckSeekIndexHeader(const FrameHeader& h, FrameAction* 
 }
 
 Status StreamValidator::CheckIndexBlockHeader(const FrameHeader& h) {
-  if (!index_blocks())
-    return Status::Corruption("INDEX_BLOCK in a stream whose header does not announce index blocks");
+  if (!index_blocks()) return Status::Corruption("INDEX_BLOCK in a stream whose header does not announce index blocks");
   if (h.offset != 0 || h.raw_size != 0) return Status::Corruption("INDEX_BLOCK with offset or size fields set");
   VF_RETURN_IF_ERROR(OpenObject(h).status());
   // Its records are the object's chunk frames since its last block, so
@@ -443,11 +453,12 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
     VF_RETURN_IF_ERROR(DecodeBaseChunkRef(payload.data(), &ref));
     if (ref.base_object_id == 0) return Status::Corruption(FrameKindName(h.kind) + " names base object 0");
     if (base_ref_out) *base_ref_out = ref;
-    return ListChunk(h.object_id, {frame_offset_, h.offset, h.raw_size, h.payload_size, kind, ref.base_object_id,
-                                   ref.base_offset});
+    return ListChunk(h.object_id,
+                     {frame_offset_, h.offset, h.raw_size, h.payload_size, kind, ref.base_object_id, ref.base_offset});
   }
   if (kind == FrameKind::kDigestBlock) {
-    if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("DIGEST_BLOCK payload hash mismatch");
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash)
+      return Status::Corruption("DIGEST_BLOCK payload hash mismatch");
     static const Sha256Digest kZero{};
     for (size_t i = 0; i < last_block_records_.size(); ++i)
       if (last_block_records_[i].kind == FrameKind::kZeroRun &&
@@ -460,8 +471,8 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
     VF_RETURN_IF_ERROR(DecodeDedupRef(payload.data(), &ref));
     const std::pair<uint64_t, uint64_t>* source = data_frames_.Find({ref.source_object_id, ref.source_offset});
     if (!source) {
-      const std::string named =
-          "DEDUP_REF names object " + std::to_string(ref.source_object_id) + " offset " + std::to_string(ref.source_offset);
+      const std::string named = "DEDUP_REF names object " + std::to_string(ref.source_object_id) + " offset " +
+                                std::to_string(ref.source_offset);
       if (data_frames_.capacity() == 0) return Status::Corruption(named + ", where no earlier DATA frame is");
       return Status::Corruption(named + ", which is not one of the last " + std::to_string(data_frames_.capacity()) +
                                 " DATA frames (the stream's dedup window)");
@@ -473,7 +484,8 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
                                    ref.source_object_id, ref.source_offset});
   }
   if (kind == FrameKind::kObjectBegin) {
-    if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("object metadata hash mismatch");
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash)
+      return Status::Corruption("object metadata hash mismatch");
     ObjectMetadata& metadata = objects_[h.object_id].metadata;
     VF_RETURN_IF_ERROR(DecodeObjectMetadata(payload, &metadata));
     if (index_blocks()) index_.ObjectBegin(h.object_id, metadata, frame_offset_, h.payload_size);
@@ -483,7 +495,8 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
     if (Hash64(payload.data(), payload.size()) != h.raw_hash)
       return Status::Corruption("INDEX_BLOCK payload hash mismatch");
     VF_RETURN_IF_ERROR(CheckIndexBlock(h.object_id, payload));
-    VF_RETURN_IF_ERROR(ChargeRecords(kSeekIndexBlockRefBytes, "the index entry of object " + std::to_string(h.object_id)));
+    VF_RETURN_IF_ERROR(
+        ChargeRecords(kSeekIndexBlockRefBytes, "the index entry of object " + std::to_string(h.object_id)));
     std::span<const SeekIndexChunk> listed = index_.Unlisted(h.object_id);
     last_block_records_.assign(listed.begin(), listed.end());
     block_just_listed_ = h.object_id;
@@ -491,19 +504,21 @@ Status StreamValidator::Apply(const FrameHeader& h, std::span<const uint8_t> pay
     return Status::Ok();
   }
   if (kind == FrameKind::kSeekIndex) {
-    if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("SEEK_INDEX payload hash mismatch");
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash)
+      return Status::Corruption("SEEK_INDEX payload hash mismatch");
     return CheckStoredIndex(payload);
   }
   if (kind == FrameKind::kStreamEnd) {
-    if (Hash64(payload.data(), payload.size()) != h.raw_hash) return Status::Corruption("STREAM_END payload hash mismatch");
+    if (Hash64(payload.data(), payload.size()) != h.raw_hash)
+      return Status::Corruption("STREAM_END payload hash mismatch");
     StreamTotals stored = DecodeStreamTotals(payload.data());
     if (!(stored == totals_))
-      return Status::Corruption("stream totals do not match what was read: stored " +
-                                std::to_string(stored.object_count) + " objects / " +
-                                std::to_string(stored.frame_count) + " frames / " + std::to_string(stored.raw_bytes) +
-                                " raw bytes / " + std::to_string(stored.stream_bytes) + " stream bytes, read " +
-                                std::to_string(totals_.object_count) + " / " + std::to_string(totals_.frame_count) +
-                                " / " + std::to_string(totals_.raw_bytes) + " / " + std::to_string(totals_.stream_bytes));
+      return Status::Corruption(
+          "stream totals do not match what was read: stored " + std::to_string(stored.object_count) + " objects / " +
+          std::to_string(stored.frame_count) + " frames / " + std::to_string(stored.raw_bytes) + " raw bytes / " +
+          std::to_string(stored.stream_bytes) + " stream bytes, read " + std::to_string(totals_.object_count) + " / " +
+          std::to_string(totals_.frame_count) + " / " + std::to_string(totals_.raw_bytes) + " / " +
+          std::to_string(totals_.stream_bytes));
     complete_ = true;
   }
   return Status::Ok();
@@ -529,12 +544,12 @@ Status StreamValidator::CheckIndexBlock(uint32_t object_id, std::span<const uint
     const SeekIndexChunk& s = (*stored)[i];
     const SeekIndexChunk& e = expected[i];
     if (s == e) continue;
-    return Status::Corruption("INDEX_BLOCK record " + std::to_string(i) + " says a " +
-                              FrameKindName(static_cast<uint8_t>(s.kind)) + " frame at stream offset " +
-                              std::to_string(s.stream_offset) + " for object offset " + std::to_string(s.object_offset) +
-                              "; the stream has a " + FrameKindName(static_cast<uint8_t>(e.kind)) + " at " +
-                              std::to_string(e.stream_offset) + " for object offset " + std::to_string(e.object_offset) +
-                              " (or they differ in sizes or source)");
+    return Status::Corruption(
+        "INDEX_BLOCK record " + std::to_string(i) + " says a " + FrameKindName(static_cast<uint8_t>(s.kind)) +
+        " frame at stream offset " + std::to_string(s.stream_offset) + " for object offset " +
+        std::to_string(s.object_offset) + "; the stream has a " + FrameKindName(static_cast<uint8_t>(e.kind)) + " at " +
+        std::to_string(e.stream_offset) + " for object offset " + std::to_string(e.object_offset) +
+        " (or they differ in sizes or source)");
   }
   return Status::Corruption("INDEX_BLOCK differs from the frames it lists");
 }

@@ -24,9 +24,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <vector>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "streamer/format/dedup_window.h"
 #include "streamer/format/frame_format.h"
@@ -156,8 +156,8 @@ class StreamValidator {
   void DropEndedObject();
 
   std::map<uint32_t, ObjectState> objects_;  // open ones, and the one ended last
-  RangeSet ended_ids_;                        // ids of the objects that ended
-  uint32_t just_ended_ = 0;                   // dropped from objects_ at the next frame
+  RangeSet ended_ids_;                       // ids of the objects that ended
+  uint32_t just_ended_ = 0;                  // dropped from objects_ at the next frame
   uint64_t record_limit_ = kDefaultRecordLimit;
   uint64_t records_ = 0;
   uint32_t stream_flags_ = 0;
@@ -180,9 +180,9 @@ class StreamValidator {
   // and per block.
   SeekIndexBuilder index_;
   bool index_seen_ = false;
-  SeekIndex expected_index_;  // index_ built once SEEK_INDEX arrives, to compare the stored one with
+  SeekIndex expected_index_;                   // index_ built once SEEK_INDEX arrives, to compare the stored one with
   std::vector<uint8_t> expected_index_bytes_;  // and its encoding
-  StreamTotals totals_;  // as counted while reading
+  StreamTotals totals_;                        // as counted while reading
   // Incremental streams: the BASE frame.
   bool base_seen_ = false;
   BaseDescriptor base_;

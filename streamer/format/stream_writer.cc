@@ -241,8 +241,11 @@ Status StreamWriter::AddDedupRef(uint32_t object_id, uint64_t offset, uint64_t r
   uint8_t payload[kDedupRefPayloadSize];
   EncodeDedupRef(ref, payload);
   return AddRefFrame(object_id, offset, raw_size, raw_hash,
-                     {.kind = FrameKind::kDedupRef, .what = "dedup reference", .ref = payload,
-                      .source_object_id = ref.source_object_id, .source_offset = ref.source_offset,
+                     {.kind = FrameKind::kDedupRef,
+                      .what = "dedup reference",
+                      .ref = payload,
+                      .source_object_id = ref.source_object_id,
+                      .source_offset = ref.source_offset,
                       .sha256 = sha256 ? *sha256 : Sha256Digest{}});
 }
 
@@ -252,8 +255,11 @@ Status StreamWriter::AddBaseRef(uint32_t object_id, uint64_t offset, uint64_t ra
   uint8_t payload[kBaseChunkRefSize];
   EncodeBaseChunkRef(ref, payload);
   return AddRefFrame(object_id, offset, raw_size, raw_hash,
-                     {.kind = FrameKind::kBaseRef, .what = "base reference", .ref = payload,
-                      .source_object_id = ref.base_object_id, .source_offset = ref.base_offset,
+                     {.kind = FrameKind::kBaseRef,
+                      .what = "base reference",
+                      .ref = payload,
+                      .source_object_id = ref.base_object_id,
+                      .source_offset = ref.base_offset,
                       .sha256 = ref.base_sha256});
 }
 
@@ -267,15 +273,20 @@ Status StreamWriter::AddBaseDelta(uint32_t object_id, uint64_t offset, uint64_t 
   uint8_t head[kBaseChunkRefSize];
   EncodeBaseChunkRef(ref, head);
   return AddRefFrame(object_id, offset, raw_size, raw_hash,
-                     {.kind = FrameKind::kBaseDelta, .what = "base delta", .ref = head, .delta = &delta,
-                      .source_object_id = ref.base_object_id, .source_offset = ref.base_offset,
+                     {.kind = FrameKind::kBaseDelta,
+                      .what = "base delta",
+                      .ref = head,
+                      .delta = &delta,
+                      .source_object_id = ref.base_object_id,
+                      .source_offset = ref.base_offset,
                       .sha256 = sha256 ? *sha256 : Sha256Digest{}});
 }
 
 Status StreamWriter::EndObject(uint32_t object_id) {
   VF_RETURN_IF_ERROR(failed_);
   auto it = open_.find(object_id);
-  if (it == open_.end()) return Status::Internal("EndObject for object " + std::to_string(object_id) + " that is not open");
+  if (it == open_.end())
+    return Status::Internal("EndObject for object " + std::to_string(object_id) + " that is not open");
   OpenObject& object = it->second;
   if (object.size == kUnknownObjectSize) object.size = object.covered;
   if (object.covered != object.size)

@@ -39,7 +39,7 @@ struct WriterStats {
   uint64_t zero_bytes = 0;
   uint64_t stored_payload_bytes = 0;  // DATA and BASE_DELTA payload bytes
   uint64_t base_ref_frames = 0;
-  uint64_t base_ref_bytes = 0;    // raw bytes taken from the base as they are
+  uint64_t base_ref_bytes = 0;  // raw bytes taken from the base as they are
   uint64_t base_delta_frames = 0;
   uint64_t base_delta_bytes = 0;  // raw bytes coded against the base
   uint64_t digest_blocks = 0;     // DIGEST_BLOCK frames

@@ -56,8 +56,7 @@ std::string Where(const Step& s) {
            ") named by its DEDUP_REF at object offset " + std::to_string(s.ref_offset);
   std::string where =
       ObjectName(*s.object) + ": " + kind + " frame at stream offset " + std::to_string(s.stream_offset);
-  if (IsChunkKind(static_cast<uint8_t>(s.kind)))
-    where += " (object offset " + std::to_string(s.offset) + ")";
+  if (IsChunkKind(static_cast<uint8_t>(s.kind))) where += " (object offset " + std::to_string(s.offset) + ")";
   return where;
 }
 
@@ -301,8 +300,8 @@ class SubStreamSource final : public ByteSource {
     ObjectMetadata metadata;
     VF_RETURN_IF_ERROR(DecodeObjectMetadata(payload, &metadata));
     if (metadata.name != step.object->metadata.name || metadata.attributes != step.object->metadata.attributes)
-      return Status::Corruption("metadata: the seek index says " + Printable(step.object->metadata.name) + ", the frame says " +
-                                Printable(metadata.name) + " (or other attributes)");
+      return Status::Corruption("metadata: the seek index says " + Printable(step.object->metadata.name) +
+                                ", the frame says " + Printable(metadata.name) + " (or other attributes)");
     return Status::Ok();
   }
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "streamer/format/verified_copy.h"
 
-#include "streamer/format/stream_reader.h"
 #include "common/progress.h"
+#include "streamer/format/stream_reader.h"
 
 namespace vramflow {
 namespace {

@@ -21,9 +21,9 @@
 #include <memory>
 #include <string>
 
+#include "common/progress.h"
 #include "common/status.h"
 #include "streamer/format/base_stream.h"
-#include "common/progress.h"
 #include "transport/core/byte_stream.h"
 
 namespace vramflow {

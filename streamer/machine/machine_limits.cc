@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "streamer/machine/machine_limits.h"
 
-#include <sched.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -188,7 +188,8 @@ MachineLimits ReadMachineLimits(const std::string& root) {
     const int tbb_default = oneapi::tbb::info::default_concurrency();
     const size_t tbb_allowed =
         oneapi::tbb::global_control::active_value(oneapi::tbb::global_control::max_allowed_parallelism);
-    limits.tbb_threads = static_cast<unsigned>(std::min<size_t>(std::max(tbb_default, 1), std::max<size_t>(tbb_allowed, 1)));
+    limits.tbb_threads =
+        static_cast<unsigned>(std::min<size_t>(std::max(tbb_default, 1), std::max<size_t>(tbb_allowed, 1)));
   }
   CgroupLimits cgroup = ReadCgroupLimits(root);
   limits.cgroup_cpus = cgroup.cpus;

@@ -19,11 +19,11 @@
 namespace vramflow {
 
 struct MachineLimits {
-  unsigned affinity_cpus = 0;               // CPUs in the affinity mask; 0: unknown
-  std::optional<double> cgroup_cpus;        // the tightest CPU quota, in CPUs (1.5 = 150 ms per 100 ms)
-  unsigned tbb_threads = 0;                 // threads oneTBB runs by default; 0: unknown
-  std::optional<uint64_t> mem_available;    // MemAvailable, bytes
-  std::optional<uint64_t> cgroup_memory;    // the tightest cgroup memory limit, bytes
+  unsigned affinity_cpus = 0;             // CPUs in the affinity mask; 0: unknown
+  std::optional<double> cgroup_cpus;      // the tightest CPU quota, in CPUs (1.5 = 150 ms per 100 ms)
+  unsigned tbb_threads = 0;               // threads oneTBB runs by default; 0: unknown
+  std::optional<uint64_t> mem_available;  // MemAvailable, bytes
+  std::optional<uint64_t> cgroup_memory;  // the tightest cgroup memory limit, bytes
 };
 
 // Reads the limits of the calling process. `root` prefixes every path read

@@ -56,7 +56,9 @@ void BudgetedBuffer::Free() {
 BudgetedBuffer::~BudgetedBuffer() { Free(); }
 
 BudgetedBuffer::BudgetedBuffer(BudgetedBuffer&& other) noexcept
-    : budget_(other.budget_), data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
+    : budget_(other.budget_),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
       mapped_(std::exchange(other.mapped_, 0)) {}
 
 BudgetedBuffer& BudgetedBuffer::operator=(BudgetedBuffer&& other) noexcept {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "streamer/machine/tbb_workers.h"
 
-#include <pthread.h>
 #include <oneapi/tbb/global_control.h>
+#include <pthread.h>
 
 #include <cstring>
 #include <new>
@@ -72,7 +72,8 @@ Status CheckWorkersCanStart(unsigned workers) {
     if (int err = pthread_create(&thread, &attr, WaitAtGate, &probe.gate); err != 0)
       return Status::IoError("cannot start the " + std::to_string(workers) + " worker threads the pipeline needs (" +
                              std::to_string(i) + " started, then: " + std::strerror(err) + " [" +
-                             std::to_string(stack >> 20) + " MiB of stack each]); use fewer threads (-j) or raise "
+                             std::to_string(stack >> 20) +
+                             " MiB of stack each]); use fewer threads (-j) or raise "
                              "this process's limits (ulimit -u, ulimit -v)");
     probe.threads.push_back(thread);
   }

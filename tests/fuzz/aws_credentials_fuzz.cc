@@ -42,8 +42,9 @@ void WriteSeeds(const std::string& dir) {
           "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>A</AccessKeyId><SecretAccessKey>S"
           "</SecretAccessKey><SessionToken>T</SessionToken><Expiration>2026-01-01T00:00:00Z</Expiration>"
           "</Credentials></AssumeRoleResult></AssumeRoleResponse>",
-      std::string(1, '\4') + "<ErrorResponse><Error><Code>AccessDenied</Code><Message>m&#13;</Message></Error>"
-                             "</ErrorResponse>",
+      std::string(1, '\4') +
+          "<ErrorResponse><Error><Code>AccessDenied</Code><Message>m&#13;</Message></Error>"
+          "</ErrorResponse>",
   };
   int i = 0;
   for (const std::string& s : seeds) std::ofstream(dir + "/seed" + std::to_string(i++), std::ios::binary) << s;
@@ -74,8 +75,8 @@ void Time(std::string_view text) {
   }
   // "YYYY-MM-DDTHH:MM:SSZ" of a year from 1970 on, seconds below 60: read
   // back as written.
-  const bool canonical = text.size() == 20 && text.back() == 'Z' && text.substr(0, 4) >= "1970" &&
-                         text.substr(17, 2) < "60";
+  const bool canonical =
+      text.size() == 20 && text.back() == 'Z' && text.substr(0, 4) >= "1970" && text.substr(17, 2) < "60";
   if (canonical && vramflow::s3::FormatIso8601(*t) != text) std::abort();
 }
 
@@ -93,11 +94,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string input(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 5) {
-    case 0: Time(input); break;
-    case 1: Check(vramflow::s3::ParseCredentialJson(input, "container")); break;
-    case 2: Check(vramflow::s3::ParseCredentialProcessOutput(input, "credential_process")); break;
-    case 3: Check(vramflow::s3::ParseStsReply(200, input, "STS")); break;
-    default: Check(vramflow::s3::ParseStsReply(403, input, "STS")); break;
+    case 0:
+      Time(input);
+      break;
+    case 1:
+      Check(vramflow::s3::ParseCredentialJson(input, "container"));
+      break;
+    case 2:
+      Check(vramflow::s3::ParseCredentialProcessOutput(input, "credential_process"));
+      break;
+    case 3:
+      Check(vramflow::s3::ParseStsReply(200, input, "STS"));
+      break;
+    default:
+      Check(vramflow::s3::ParseStsReply(403, input, "STS"));
+      break;
   }
   return 0;
 }

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/criu_files_img_builder.h"
 #include "image_streamer/tcp_remap.h"
+#include "tests/support/criu_files_img_builder.h"
 
 namespace vramflow {
 namespace {

@@ -167,9 +167,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0 || size > (1u << 18)) return 0;
   std::span<const uint8_t> rest(data + 1, size - 1);
   switch (data[0] % 3) {
-    case 0: vramflow::FuzzClientHello(rest); break;
-    case 1: vramflow::FuzzServerAnswer(rest); break;
-    case 2: vramflow::FuzzMessages(rest); break;
+    case 0:
+      vramflow::FuzzClientHello(rest);
+      break;
+    case 1:
+      vramflow::FuzzServerAnswer(rest);
+      break;
+    case 2:
+      vramflow::FuzzMessages(rest);
+      break;
   }
   return 0;
 }

@@ -33,8 +33,8 @@
 #include "datagen/model_data.h"
 #include "streamer/format/seek_index.h"
 #include "streamer/format/stream_reader.h"
-#include "streamer/format/sub_stream.h"
 #include "streamer/format/stream_writer.h"
+#include "streamer/format/sub_stream.h"
 #include "transport/core/memory_stream.h"
 
 namespace vramflow {
@@ -116,7 +116,8 @@ void RepairAndRead(std::vector<uint8_t> stream) {
   EncodeFrameHeader(h, stream.data() + at);
   // The INDEX_BLOCK frames it names get their hashes repaired too, so
   // mutated chunk records reach the checks of the index as a whole.
-  Result<SeekIndex> index = DecodeSeekIndex(std::span<const uint8_t>(stream).subspan(at + kFrameHeaderSize, payload_size));
+  Result<SeekIndex> index =
+      DecodeSeekIndex(std::span<const uint8_t>(stream).subspan(at + kFrameHeaderSize, payload_size));
   if (index.ok()) {
     for (const SeekIndexObject& o : index->objects) {
       for (const IndexBlockRef& b : o.blocks) {
@@ -165,10 +166,9 @@ std::vector<uint8_t> SeedStream(int objects, bool dedup, bool digests) {
     std::vector<uint8_t> bytes(3 * kChunk);
     GenerateModelData(DataKind::kBf16Weights, i + 1, 0, bytes);
     std::fill(bytes.begin() + kChunk, bytes.begin() + 2 * kChunk, 0);
-    Result<uint32_t> id =
-        writer.BeginObject(ObjectMetadata{"gpu" + std::to_string(i % 2) + "/bo-" + std::to_string(i),
-                                          {{"gpu", std::to_string(i % 2)}}},
-                           bytes.size());
+    Result<uint32_t> id = writer.BeginObject(
+        ObjectMetadata{"gpu" + std::to_string(i % 2) + "/bo-" + std::to_string(i), {{"gpu", std::to_string(i % 2)}}},
+        bytes.size());
     check(id.status());
     for (uint64_t off = 0; off < bytes.size(); off += kChunk) {
       if (dedup && i > 0 && off == 0) {

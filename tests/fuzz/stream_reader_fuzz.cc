@@ -46,13 +46,13 @@
 #include "codecs/chunk_codec.h"
 #include "common/endian.h"
 #include "common/hash.h"
+#include "common/safe_path.h"
 #include "datagen/model_data.h"
 #include "streamer/decode_ahead.h"
 #include "streamer/format/frame_format.h"
 #include "streamer/format/stream_reader.h"
 #include "streamer/format/stream_writer.h"
 #include "tests/support/poisoning_source.h"
-#include "common/safe_path.h"
 #include "transport/core/memory_stream.h"
 
 namespace vramflow {
@@ -66,8 +66,8 @@ constexpr uint64_t kSliceMaxRaw = 1u << 20;
   std::fprintf(stderr, "stream_reader_fuzz: broken promise: %s (%s)\n", what, status.ToString().c_str());
   std::abort();
 }
-#define FUZZ_CHECK(cond, ...) \
-  do {                        \
+#define FUZZ_CHECK(cond, ...)                              \
+  do {                                                     \
     if (!(cond)) Broken(#cond __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 
@@ -78,7 +78,9 @@ void Touch(std::span<const uint8_t> bytes) {
   for (uint8_t b : bytes) sum += b;
   g_sink = g_sink + sum;
 }
-void Touch(const std::string& s) { Touch(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size())); }
+void Touch(const std::string& s) {
+  Touch(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
+}
 
 struct Combo {
   CodecId codec;
@@ -86,13 +88,19 @@ struct Combo {
 };
 // Every codec/transform pair the validator lets through to the decoder.
 constexpr Combo kCombos[] = {
-    {CodecId::kRaw, TransformId::kNone},        {CodecId::kLz4, TransformId::kNone},
-    {CodecId::kZstd, TransformId::kNone},       {CodecId::kHuffman, TransformId::kNone},
+    {CodecId::kRaw, TransformId::kNone},
+    {CodecId::kLz4, TransformId::kNone},
+    {CodecId::kZstd, TransformId::kNone},
+    {CodecId::kHuffman, TransformId::kNone},
     {CodecId::kBitPack, TransformId::kNone},
-    {CodecId::kPlanar, TransformId::kByteGroup2}, {CodecId::kPlanar, TransformId::kByteGroup4},
-    {CodecId::kPlanar, static_cast<TransformId>(0x21)}, {CodecId::kPlanar, static_cast<TransformId>(0x23)},
-    {CodecId::kPlanar, static_cast<TransformId>(0x27)}, {CodecId::kPlanar, static_cast<TransformId>(0x41)},
-    {CodecId::kPlanar, static_cast<TransformId>(0x44)}, {CodecId::kPlanar, static_cast<TransformId>(0x47)},
+    {CodecId::kPlanar, TransformId::kByteGroup2},
+    {CodecId::kPlanar, TransformId::kByteGroup4},
+    {CodecId::kPlanar, static_cast<TransformId>(0x21)},
+    {CodecId::kPlanar, static_cast<TransformId>(0x23)},
+    {CodecId::kPlanar, static_cast<TransformId>(0x27)},
+    {CodecId::kPlanar, static_cast<TransformId>(0x41)},
+    {CodecId::kPlanar, static_cast<TransformId>(0x44)},
+    {CodecId::kPlanar, static_cast<TransformId>(0x47)},
     {CodecId::kPlanar, TransformId::kSignPlanes1},
 };
 
@@ -137,7 +145,8 @@ class TouchVisitor final : public StreamVisitor {
     Result<std::vector<std::string>> parts = SplitSafeRelativePath(o.metadata.name);
     if (parts.ok()) {
       FUZZ_CHECK(!parts->empty());
-      for (const std::string& p : *parts) FUZZ_CHECK(!p.empty() && p != "." && p != ".." && p.find('/') == std::string::npos);
+      for (const std::string& p : *parts)
+        FUZZ_CHECK(!p.empty() && p != "." && p != ".." && p.find('/') == std::string::npos);
     }
     return Status::Ok();
   }
@@ -284,7 +293,8 @@ std::vector<uint8_t> Repair(std::span<const uint8_t> in, ChunkDecoder& decoder) 
       case FrameKind::kData:
         if (h.raw_size > 0 && h.raw_size <= kSliceMaxRaw && IsKnownCodec(h.codec) && IsKnownTransform(h.transform)) {
           decoded.resize(h.raw_size);
-          if (decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform), payload, decoded).ok())
+          if (decoder.Decode(static_cast<CodecId>(h.codec), static_cast<TransformId>(h.transform), payload, decoded)
+                  .ok())
             h.raw_hash = Hash64(decoded.data(), decoded.size());
         }
         digests[h.object_id] += ObjectDigestTerm(h.offset, h.raw_size, h.raw_hash);
@@ -451,7 +461,8 @@ Status WriteSeeds(const std::string& dir) {
       // Object 1: weights. Object 2: weights' chunks again (by reference in a
       // dedup stream), zeros, then its own first chunk again. Interleaved.
       VF_ASSIGN_OR_RETURN(uint32_t a, writer.BeginObject(ObjectMetadata{"model/a.bf16", {{"k", "v"}}}, weights.size()));
-      VF_ASSIGN_OR_RETURN(uint32_t b, writer.BeginObject(ObjectMetadata{"model/b.bf16", {}}, 4 * kChunk + zeros.size()));
+      VF_ASSIGN_OR_RETURN(uint32_t b,
+                          writer.BeginObject(ObjectMetadata{"model/b.bf16", {}}, 4 * kChunk + zeros.size()));
       std::vector<uint64_t> hashes;
       for (uint64_t off = 0; off < weights.size(); off += kChunk) {
         EncodedChunk chunk;
@@ -558,7 +569,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= vramflow::kStreamMagic.size() &&
       std::memcmp(data, vramflow::kStreamMagic.data(), vramflow::kStreamMagic.size()) == 0)
     vramflow::FuzzStream(in);
-  else
-    vramflow::FuzzDecoders(in);
+  else vramflow::FuzzDecoders(in);
   return 0;
 }

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "transport/aws/credentials.h"
 #include "transport/aws/sigv4.h"
@@ -230,8 +230,9 @@ void FakeAws::Serve(int fd) {
   r.body = in.substr(0, length);
   Reply reply = Handle(r);
   if (reply.dropped) return (void)::close(fd);
-  std::string out = "HTTP/1.1 " + std::to_string(reply.status) + " X\r\nContent-Length: " +
-                    std::to_string(reply.body.size()) + "\r\nConnection: close\r\n\r\n" + reply.body;
+  std::string out = "HTTP/1.1 " + std::to_string(reply.status) +
+                    " X\r\nContent-Length: " + std::to_string(reply.body.size()) + "\r\nConnection: close\r\n\r\n" +
+                    reply.body;
   size_t sent = 0;
   while (sent < out.size()) {
     ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
@@ -288,8 +289,8 @@ std::string FakeAws::CheckStsSignature(const Request& r) const {
   s3::Credentials source{access_key, secret, ""};
   if (SignatureOf(s3::Authorization(source, region, r.Header("x-amz-date"), sign, "sts")) != signature)
     return "SignatureDoesNotMatch";
-  if (r.Header("x-amz-security-token") != token || (!token.empty() && signed_headers.find("x-amz-security-token") ==
-                                                                          std::string::npos))
+  if (r.Header("x-amz-security-token") != token ||
+      (!token.empty() && signed_headers.find("x-amz-security-token") == std::string::npos))
     return "InvalidClientTokenId";
   return "";
 }

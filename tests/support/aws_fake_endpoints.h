@@ -101,7 +101,7 @@ class FakeAws {
     std::string key, secret, token;
     std::time_t expires;
   };
-  Issue NewCredentials();  // REQUIRES(mu_)
+  Issue NewCredentials();                                 // REQUIRES(mu_)
   std::string CheckStsSignature(const Request& r) const;  // REQUIRES(mu_)
 
   FakeS3* s3_;
@@ -111,28 +111,28 @@ class FakeAws {
   std::thread acceptor_;
 
   mutable std::mutex mu_;
-  std::vector<std::thread> connections_;                 // GUARDED_BY(mu_)
-  int lifetime_;                                         // GUARDED_BY(mu_)
+  std::vector<std::thread> connections_;                   // GUARDED_BY(mu_)
+  int lifetime_;                                           // GUARDED_BY(mu_)
   std::string source_key_, source_secret_, source_token_;  // GUARDED_BY(mu_)
-  std::string web_identity_token_;                       // GUARDED_BY(mu_)
-  std::string container_token_;                          // GUARDED_BY(mu_)
-  std::string sso_token_;                                // GUARDED_BY(mu_)
+  std::string web_identity_token_;                         // GUARDED_BY(mu_)
+  std::string container_token_;                            // GUARDED_BY(mu_)
+  std::string sso_token_;                                  // GUARDED_BY(mu_)
   struct SsoRefresh {
     std::string client_id, client_secret, refresh_token, access_token, next_refresh;
     int expires_in = 0;
-  } sso_refresh_;                                        // GUARDED_BY(mu_)
-  std::string last_oidc_body_;                           // GUARDED_BY(mu_)
-  std::function<void()> oidc_hook_;                      // GUARDED_BY(mu_)
-  std::string imds_token_;                               // GUARDED_BY(mu_)
-  bool imds_v1_ = false;                                 // GUARDED_BY(mu_)
-  std::map<std::string, int> drops_;                     // GUARDED_BY(mu_)
-  std::map<std::string, int> counts_;                    // GUARDED_BY(mu_)
-  std::map<std::string, int> failures_;                  // GUARDED_BY(mu_)
+  } sso_refresh_;                                                           // GUARDED_BY(mu_)
+  std::string last_oidc_body_;                                              // GUARDED_BY(mu_)
+  std::function<void()> oidc_hook_;                                         // GUARDED_BY(mu_)
+  std::string imds_token_;                                                  // GUARDED_BY(mu_)
+  bool imds_v1_ = false;                                                    // GUARDED_BY(mu_)
+  std::map<std::string, int> drops_;                                        // GUARDED_BY(mu_)
+  std::map<std::string, int> counts_;                                       // GUARDED_BY(mu_)
+  std::map<std::string, int> failures_;                                     // GUARDED_BY(mu_)
   std::map<std::string, std::vector<std::pair<int, std::string>>> canned_;  // GUARDED_BY(mu_), AnswerNext's
-  std::map<std::string, std::string> last_form_;         // GUARDED_BY(mu_)
-  std::vector<std::string> issued_;                      // GUARDED_BY(mu_)
+  std::map<std::string, std::string> last_form_;                            // GUARDED_BY(mu_)
+  std::vector<std::string> issued_;                                         // GUARDED_BY(mu_)
   std::map<std::string, std::pair<std::string, std::string>> issued_keys_;  // key -> (secret, token); GUARDED_BY(mu_)
-  int serial_ = 0;                                       // GUARDED_BY(mu_)
+  int serial_ = 0;                                                          // GUARDED_BY(mu_)
 };
 
 }  // namespace vramflow::testing

@@ -26,7 +26,9 @@ class PbMessage {
     bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
     return *this;
   }
-  PbMessage& String(uint32_t field, const std::string& s) { return Bytes(field, std::vector<uint8_t>(s.begin(), s.end())); }
+  PbMessage& String(uint32_t field, const std::string& s) {
+    return Bytes(field, std::vector<uint8_t>(s.begin(), s.end()));
+  }
   PbMessage& Message(uint32_t field, const PbMessage& m) { return Bytes(field, m.bytes()); }
   const std::vector<uint8_t>& bytes() const { return bytes_; }
 

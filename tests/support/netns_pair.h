@@ -38,14 +38,12 @@ class NamespacePair {
     std::string out;
     if (Sh("ip netns add " + a_, &out) != 0) return "ip netns unavailable: " + out;
     if (Sh("ip netns add " + b_, &out) != 0) return "ip netns unavailable: " + out;
-    std::string script =
-        "set -e; ip link add va type veth peer name vb netns " + b_ + " 2>&1 || exit 1;" +
-        // the peer was created in our namespace as `va`; move it to A
-        "ip link set va netns " + a_ + ";" +
-        "ip -n " + a_ + " addr add 10.98." + subnet_ + ".1/24 dev va;" +
-        "ip -n " + b_ + " addr add 10.98." + subnet_ + ".2/24 dev vb;" +
-        "ip -n " + a_ + " link set lo up; ip -n " + a_ + " link set va up;" +
-        "ip -n " + b_ + " link set lo up; ip -n " + b_ + " link set vb up";
+    std::string script = "set -e; ip link add va type veth peer name vb netns " + b_ + " 2>&1 || exit 1;" +
+                         // the peer was created in our namespace as `va`; move it to A
+                         "ip link set va netns " + a_ + ";" + "ip -n " + a_ + " addr add 10.98." + subnet_ +
+                         ".1/24 dev va;" + "ip -n " + b_ + " addr add 10.98." + subnet_ + ".2/24 dev vb;" + "ip -n " +
+                         a_ + " link set lo up; ip -n " + a_ + " link set va up;" + "ip -n " + b_ +
+                         " link set lo up; ip -n " + b_ + " link set vb up";
     if (Sh(script, &out) != 0) return "cannot make a veth pair between namespaces: " + out;
     return "";
   }

@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "plugin/kfd/gpu_backend.h"
 #include "plugin/image_store.h"
+#include "plugin/kfd/gpu_backend.h"
 #include "plugin/plugin_context.h"
 #include "plugin/plugin_options.h"
 #include "sim/kfd/sim_kfd.h"

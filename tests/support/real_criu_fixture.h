@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -55,14 +55,14 @@ inline std::string WhyNoRealCriu(bool need_streamer = false) {
   return "";
 }
 
-#define REQUIRE_REAL_CRIU(...)                                                            \
-  do {                                                                                    \
-    const std::string why = WhyNoRealCriu(__VA_ARGS__);                                   \
-    if (!why.empty()) {                                                                   \
-      const char* required = std::getenv("VRAMFLOW_CRIU_REQUIRED");                       \
+#define REQUIRE_REAL_CRIU(...)                                                                     \
+  do {                                                                                             \
+    const std::string why = WhyNoRealCriu(__VA_ARGS__);                                            \
+    if (!why.empty()) {                                                                            \
+      const char* required = std::getenv("VRAMFLOW_CRIU_REQUIRED");                                \
       if (required && std::string(required) == "1") FAIL() << "VRAMFLOW_CRIU_REQUIRED=1: " << why; \
-      GTEST_SKIP() << why;                                                                \
-    }                                                                                     \
+      GTEST_SKIP() << why;                                                                         \
+    }                                                                                              \
   } while (0)
 
 inline std::string ReadText(const std::string& path) {
@@ -167,7 +167,7 @@ inline std::vector<std::string> LinesStartingWith(const std::string& path, const
 
 // Waits until `path` has at least `count` lines starting with `prefix`.
 inline bool WaitForLines(const std::string& path, const std::string& prefix, size_t count,
-                  std::chrono::seconds limit = std::chrono::seconds(20)) {
+                         std::chrono::seconds limit = std::chrono::seconds(20)) {
   const auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {
     if (LinesStartingWith(path, prefix).size() >= count) return true;
@@ -281,7 +281,8 @@ class RealCriu : public ::testing::Test {
     for (size_t i = 0; i < bos.size(); ++i) {
       auto bytes = kfd_->BoBytes(pid, i);
       EXPECT_TRUE(bytes.ok());
-      contents.push_back(testing::ModelBytes(i % 2 ? DataKind::kBf16Weights : DataKind::kFp32Weights, bytes->size(), seed * 100 + i));
+      contents.push_back(
+          testing::ModelBytes(i % 2 ? DataKind::kBf16Weights : DataKind::kFp32Weights, bytes->size(), seed * 100 + i));
       std::copy(contents.back().begin(), contents.back().end(), bytes->begin());
     }
   }
@@ -300,7 +301,8 @@ class RealCriu : public ::testing::Test {
     testing::CommandResult r =
         RunShell(Criu("dump", TestPluginDir(), env) + " -t " + std::to_string(pid) + " -o dump.log");
     const std::string log = ReadText(images_ + "/dump.log");
-    ASSERT_EQ(r.code, 0) << r.output << "\n--- dump.log (tail)\n" << log.substr(log.size() > 6000 ? log.size() - 6000 : 0);
+    ASSERT_EQ(r.code, 0) << r.output << "\n--- dump.log (tail)\n"
+                         << log.substr(log.size() > 6000 ? log.size() - 6000 : 0);
     ASSERT_TRUE(WaitGone(pid)) << "the dumped process " << pid << " is still there";
     if (kfd_ && kfd_->HasProcess(pid)) {
       ASSERT_TRUE(kfd_->RemoveProcess(pid).ok());
@@ -329,7 +331,6 @@ class RealCriu : public ::testing::Test {
     FlipAByteInTheMiddle(stream);
   }
 
-
   // The restored process: running, resumed by KFD, every BO byte as dumped,
   // and fd 3 a KFD file again.
   void Check(pid_t pid) {
@@ -355,8 +356,8 @@ class RealCriu : public ::testing::Test {
   pid_t StartFloatHolder(int megabytes) {
     const std::string script = dir_.File("holder.py"), data = dir_.File("floats.bin");
     std::ofstream(script) << kFloatHolder;
-    testing::CommandResult gen = RunShell(Vramflow() + " gen -k fp32 -s " + std::to_string(megabytes) + "M -o " +
-                                          ShellQuote(data) + " -f");
+    testing::CommandResult gen =
+        RunShell(Vramflow() + " gen -k fp32 -s " + std::to_string(megabytes) + "M -o " + ShellQuote(data) + " -f");
     EXPECT_EQ(gen.code, 0) << gen.output;
     log_ = dir_.File("holder.log");
     const pid_t pid = ::fork();
@@ -392,8 +393,8 @@ class RealCriu : public ::testing::Test {
     // A streamer CRIU never reaches gives up after a minute.
     const std::string command =
         wrap + " " + Vramflow() + " streamer -D " + ShellQuote(images_) + " --criu-timeout 60 " + args;
-    testing::CommandResult r = RunShell("(" + command + " 2> " + ShellQuote(dir_.File(name + ".err")) +
-                                        "; echo $? > " + ShellQuote(dir_.File(name + ".rc")) + ") > /dev/null 2>&1 &");
+    testing::CommandResult r = RunShell("(" + command + " 2> " + ShellQuote(dir_.File(name + ".err")) + "; echo $? > " +
+                                        ShellQuote(dir_.File(name + ".rc")) + ") > /dev/null 2>&1 &");
     ASSERT_EQ(r.code, 0);
     if (!socket.empty()) WaitForStreamerSocket(socket, name);
   }

@@ -3,9 +3,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -57,16 +57,14 @@ std::string ErrorXml(const std::string& code, const std::string& message) {
          "</Message></Error>";
 }
 
-std::span<const uint8_t> Bytes(const std::string& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
+std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 }  // namespace
 
 struct FakeS3::HttpRequest {
   std::string method;
   std::string raw_path;  // as sent (URI-encoded), with the leading '/'
-  std::string path;  // decoded, without the leading '/'
+  std::string path;      // decoded, without the leading '/'
   std::map<std::string, std::string> query;
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
@@ -312,7 +310,8 @@ void FakeS3::Serve(int fd) {
     }
     size_t length = r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
     // The aws CLI asks before sending a body; say go on.
-    if (Lower(r.Header("expect")) == "100-continue" && in.size() < length && !SendAll(fd, "HTTP/1.1 100 Continue\r\n\r\n"))
+    if (Lower(r.Header("expect")) == "100-continue" && in.size() < length &&
+        !SendAll(fd, "HTTP/1.1 100 Continue\r\n\r\n"))
       break;
     while (in.size() < length) {
       ssize_t n = ::recv(fd, buf, sizeof buf, 0);
@@ -356,7 +355,9 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
   if (std::string refused = CheckSignature(r); !refused.empty()) {
     ++rejected_[refused];
     return Reply{refused == "ExpiredToken" || refused == "XAmzContentSHA256Mismatch" ? 400 : 403,
-                 ErrorXml(refused, "refused by the fake S3: " + refused), {}, {}};
+                 ErrorXml(refused, "refused by the fake S3: " + refused),
+                 {},
+                 {}};
   }
   bool lose_reply = false;
   for (const std::string& key : {op, std::string("*")}) {
@@ -369,7 +370,8 @@ FakeS3::Reply FakeS3::Handle(const HttpRequest& r) {
       break;
     }
     if (fault == Fault::kInternalError500) return Reply{500, ErrorXml("InternalError", "injected"), {}, {}};
-    if (fault == Fault::kSlowDown503) return Reply{503, ErrorXml("SlowDown", "Please reduce your request rate."), {}, {}};
+    if (fault == Fault::kSlowDown503)
+      return Reply{503, ErrorXml("SlowDown", "Please reduce your request rate."), {}, {}};
     reply.fault = fault;
     return reply;
   }
@@ -476,9 +478,9 @@ FakeS3::Reply FakeS3::Carry(const std::string& op, const HttpRequest& r) {
       object += part->second;
       sizes.push_back(part->second.size());
     }
-    const std::string object_etag = opaque_etags_ ? "\"" + s3::Md5Hex(Bytes("sse-kms:" + object)) + "-" +
-                                                        std::to_string(numbers.size()) + "\""
-                                                  : s3::MultipartETag(etags);
+    const std::string object_etag =
+        opaque_etags_ ? "\"" + s3::Md5Hex(Bytes("sse-kms:" + object)) + "-" + std::to_string(numbers.size()) + "\""
+                      : s3::MultipartETag(etags);
     objects_[it->second.bucket_key] = object;
     object_metadata_[it->second.bucket_key] = it->second.metadata;
     object_key_md5_[it->second.bucket_key] = it->second.customer_key_md5;

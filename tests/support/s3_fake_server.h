@@ -93,7 +93,7 @@ class FakeS3 {
     std::string bucket_key;
     std::map<int, std::string> parts;
     std::map<std::string, std::string> metadata;  // x-amz-meta-* of the Create, for the object
-    std::string customer_key_md5;  // SSE-C: the Create's key's MD5, for the parts and the object
+    std::string customer_key_md5;                 // SSE-C: the Create's key's MD5, for the parts and the object
   };
   // A part's ETag: the MD5 of its bytes, or with opaque ETags another digest.
   std::string PartETag(const std::string& data) const;
@@ -114,24 +114,24 @@ class FakeS3 {
 
   mutable std::mutex mu_;
   std::condition_variable stopped_;
-  std::vector<std::thread> connections_;          // GUARDED_BY(mu_)
-  std::vector<int> connection_fds_;               // GUARDED_BY(mu_)
-  std::map<std::string, std::string> objects_;    // GUARDED_BY(mu_)
+  std::vector<std::thread> connections_;                                       // GUARDED_BY(mu_)
+  std::vector<int> connection_fds_;                                            // GUARDED_BY(mu_)
+  std::map<std::string, std::string> objects_;                                 // GUARDED_BY(mu_)
   std::map<std::string, std::map<std::string, std::string>> object_metadata_;  // GUARDED_BY(mu_), x-amz-meta-*
-  std::map<std::string, std::string> object_key_md5_;  // GUARDED_BY(mu_), SSE-C objects: their key's MD5
-  std::map<std::string, std::string> multipart_etags_;  // GUARDED_BY(mu_), by bucket/key
+  std::map<std::string, std::string> object_key_md5_;     // GUARDED_BY(mu_), SSE-C objects: their key's MD5
+  std::map<std::string, std::string> multipart_etags_;    // GUARDED_BY(mu_), by bucket/key
   std::map<std::string, std::string> completed_uploads_;  // GUARDED_BY(mu_), id -> the Complete's reply body
   RepeatedComplete repeated_complete_ = RepeatedComplete::kNoSuchUpload404;  // GUARDED_BY(mu_)
-  std::map<std::string, Upload> uploads_;         // GUARDED_BY(mu_)
-  std::map<std::string, std::vector<std::pair<Fault, int>>> faults_;  // GUARDED_BY(mu_)
-  std::map<std::string, int> counts_;             // GUARDED_BY(mu_)
-  std::map<std::string, Key> keys_;               // GUARDED_BY(mu_)
-  std::map<std::string, int> signed_by_;          // GUARDED_BY(mu_)
-  std::map<std::string, int> rejected_;           // GUARDED_BY(mu_)
-  std::vector<size_t> last_part_sizes_;           // GUARDED_BY(mu_)
-  bool empty_complete_etag_ = false;              // GUARDED_BY(mu_)
-  bool opaque_etags_ = false;                     // GUARDED_BY(mu_)
-  int next_upload_ = 1;                           // GUARDED_BY(mu_)
+  std::map<std::string, Upload> uploads_;                                    // GUARDED_BY(mu_)
+  std::map<std::string, std::vector<std::pair<Fault, int>>> faults_;         // GUARDED_BY(mu_)
+  std::map<std::string, int> counts_;                                        // GUARDED_BY(mu_)
+  std::map<std::string, Key> keys_;                                          // GUARDED_BY(mu_)
+  std::map<std::string, int> signed_by_;                                     // GUARDED_BY(mu_)
+  std::map<std::string, int> rejected_;                                      // GUARDED_BY(mu_)
+  std::vector<size_t> last_part_sizes_;                                      // GUARDED_BY(mu_)
+  bool empty_complete_etag_ = false;                                         // GUARDED_BY(mu_)
+  bool opaque_etags_ = false;                                                // GUARDED_BY(mu_)
+  int next_upload_ = 1;                                                      // GUARDED_BY(mu_)
   std::atomic<int> concurrent_{0};
   std::atomic<int> max_concurrent_{0};
 };

@@ -18,7 +18,7 @@
 namespace vramflow::testing {
 namespace {
 
-constexpr size_t kMaxHead = 64 << 10;     // a request or reply head beyond this is refused
+constexpr size_t kMaxHead = 64 << 10;      // a request or reply head beyond this is refused
 constexpr size_t kRelayChunk = 256 << 10;  // bytes moved per recv/send while relaying a body
 
 // A parsed request or reply head. For a request, first/second/third are

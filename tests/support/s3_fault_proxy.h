@@ -47,11 +47,11 @@ class FaultProxy {
   // One request, as the proxy saw it.
   struct Seen {
     std::string method;
-    std::string target;        // "/bucket/key?partNumber=2&uploadId=..."
-    uint64_t body_bytes = 0;   // Content-Length of the request
-    int status = 0;            // the status answered (0: no answer, the connection broke)
-    bool injected = false;     // answered by the proxy, not forwarded
-    bool reply_lost = false;   // forwarded and answered (status), the reply not passed on
+    std::string target;       // "/bucket/key?partNumber=2&uploadId=..."
+    uint64_t body_bytes = 0;  // Content-Length of the request
+    int status = 0;           // the status answered (0: no answer, the connection broke)
+    bool injected = false;    // answered by the proxy, not forwarded
+    bool reply_lost = false;  // forwarded and answered (status), the reply not passed on
   };
   using Match = std::function<bool(const Seen&)>;  // sees method, target and body_bytes
 
@@ -109,9 +109,9 @@ class FaultProxy {
   std::thread acceptor_;
 
   mutable std::mutex mu_;
-  std::vector<Rule> rules_;          // GUARDED_BY(mu_)
-  std::vector<Seen> log_;            // GUARDED_BY(mu_)
-  std::vector<int> open_fds_;        // GUARDED_BY(mu_)
+  std::vector<Rule> rules_;           // GUARDED_BY(mu_)
+  std::vector<Seen> log_;             // GUARDED_BY(mu_)
+  std::vector<int> open_fds_;         // GUARDED_BY(mu_)
   std::vector<std::thread> workers_;  // GUARDED_BY(mu_)
 };
 

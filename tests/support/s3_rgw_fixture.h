@@ -15,17 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "transport/aws/xml.h"
 #include "transport/open_uri.h"
 #include "transport/s3/s3_client.h"
-#include "transport/aws/xml.h"
 
 namespace vramflow {
 
 class S3Rgw : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (const char* skip = std::getenv("VRAMFLOW_TEST_S3_SKIP"); skip && *skip)
-      GTEST_SKIP() << "no Ceph RGW: " << skip;
+    if (const char* skip = std::getenv("VRAMFLOW_TEST_S3_SKIP"); skip && *skip) GTEST_SKIP() << "no Ceph RGW: " << skip;
     const char* endpoint = std::getenv("AWS_ENDPOINT_URL");
     const char* bucket = std::getenv("VRAMFLOW_TEST_S3_BUCKET");
     if (!endpoint || !*endpoint || !bucket || !*bucket)

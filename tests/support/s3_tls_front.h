@@ -31,7 +31,8 @@ class TlsFront {
     dir_ = ::mkdtemp(tmpl);
     std::string d = ShellQuote(dir_);
     auto r = RunShell(
-        "cd " + d + " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -keyout ca.key "
+        "cd " + d +
+        " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -keyout ca.key "
         "-out ca.pem -subj /CN=vramflow-test-private-ca -addext basicConstraints=critical,CA:TRUE "
         "-addext keyUsage=critical,keyCertSign,cRLSign && "
         "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > server.ext && "
@@ -43,8 +44,9 @@ class TlsFront {
       return;
     }
     port_ = FreePort();
-    std::string listen = "OPENSSL-LISTEN:" + std::to_string(port_) + ",bind=127.0.0.1,reuseaddr,fork,verify=0,cert=" +
-                         dir_ + "/server.pem,key=" + dir_ + "/server.key";
+    std::string listen = "OPENSSL-LISTEN:" + std::to_string(port_) +
+                         ",bind=127.0.0.1,reuseaddr,fork,verify=0,cert=" + dir_ + "/server.pem,key=" + dir_ +
+                         "/server.key";
     std::string target = "TCP:127.0.0.1:" + std::to_string(backend_port);
     pid_ = ::fork();
     if (pid_ == 0) {

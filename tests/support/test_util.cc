@@ -153,7 +153,8 @@ class CollectVisitor final : public StreamVisitor {
     if (e.dedup) {
       const std::vector<uint8_t>& src = objects[by_id.at(e.dedup->source_object_id)].bytes;
       auto from = src.begin() + static_cast<ptrdiff_t>(e.dedup->source_offset);
-      std::copy(from, from + static_cast<ptrdiff_t>(e.header.raw_size), b.begin() + static_cast<ptrdiff_t>(e.header.offset));
+      std::copy(from, from + static_cast<ptrdiff_t>(e.header.raw_size),
+                b.begin() + static_cast<ptrdiff_t>(e.header.offset));
     }
     return Status::Ok();
   }

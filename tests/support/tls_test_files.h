@@ -49,16 +49,16 @@ class TlsFiles {
     ASSERT_EQ(r.code, 0) << line << "\n" << r.output;
   }
   void MakeCa(const std::string& name) {
-    Run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -keyout " + name +
-        ".key -out " + name + ".pem -subj /CN=" + name +
+    Run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -keyout " + name + ".key -out " +
+        name + ".pem -subj /CN=" + name +
         " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign");
   }
   void MakeCert(const std::string& ca, const std::string& name, const std::string& cn) {
     Run("printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > " + name + ".ext");
     Run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " + name + ".key -out " + name +
         ".csr -subj /CN=" + cn + "/O=vramflow-test");
-    Run("openssl x509 -req -in " + name + ".csr -CA " + ca + ".pem -CAkey " + ca + ".key -CAcreateserial -days 2 -out " +
-        name + ".pem -extfile " + name + ".ext");
+    Run("openssl x509 -req -in " + name + ".csr -CA " + ca + ".pem -CAkey " + ca +
+        ".key -CAcreateserial -days 2 -out " + name + ".pem -extfile " + name + ".ext");
   }
   TempDir dir_;
 };

@@ -10,15 +10,18 @@ namespace vramflow {
 Status CheckReadUri(const std::string& uri, const std::string& receiver) {
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
   if (endpoint.is_network())
-    return Status::InvalidArgument("'" + uri + "' is a network address, and a source here never listens: to receive "
-                                   "a stream there, use `" + receiver + " --listen " + uri + "`");
+    return Status::InvalidArgument("'" + uri +
+                                   "' is a network address, and a source here never listens: to receive "
+                                   "a stream there, use `" +
+                                   receiver + " --listen " + uri + "`");
   return Status::Ok();
 }
 
 Status CheckListenUri(const std::string& uri) {
   VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(uri));
   if (!endpoint.is_network())
-    return Status::InvalidArgument("--listen '" + uri + "': give the address to listen on, tcp://HOST:PORT (HOST may "
+    return Status::InvalidArgument("--listen '" + uri +
+                                   "': give the address to listen on, tcp://HOST:PORT (HOST may "
                                    "be empty for every address), unix:PATH, or systemd: (the socket systemd passes)");
   return Status::Ok();
 }
@@ -43,7 +46,8 @@ Status CheckDestination(const std::string& uri, bool force) {
 }
 
 Status RefuseDash(const std::string& flag, const std::string& value) {
-  if (value == "-") return Status::InvalidArgument(flag + " names a file or directory; '-' (stdin/stdout) is not one here");
+  if (value == "-")
+    return Status::InvalidArgument(flag + " names a file or directory; '-' (stdin/stdout) is not one here");
   return Status::Ok();
 }
 

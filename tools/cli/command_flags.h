@@ -10,12 +10,12 @@
 #include <string>
 
 #include "codecs/chunk_codec.h"
+#include "common/progress.h"
 #include "common/units.h"
 #include "streamer/machine/machine_limits.h"
 #include "streamer/pipeline.h"
 #include "streamer/pipeline_fit.h"
 #include "tools/cli/cli_util.h"
-#include "common/progress.h"
 
 namespace vramflow {
 
@@ -135,8 +135,10 @@ struct FsyncFlags {
   bool off = false;
 
   void Add(CLI::App* cmd, const std::string& default_text) {
-    CLI::Option* yes = cmd->add_flag("--fsync", on, "make the output durable (fsync files and directories) before "
-                                                    "reporting success (default: " + default_text + ")");
+    CLI::Option* yes = cmd->add_flag("--fsync", on,
+                                     "make the output durable (fsync files and directories) before "
+                                     "reporting success (default: " +
+                                         default_text + ")");
     CLI::Option* no = cmd->add_flag("--no-fsync", off, "do not fsync the output");
     yes->excludes(no);
   }
@@ -162,7 +164,9 @@ struct DumpFlags {
                     "or fp8), auto-fast, none, bytegroup2 (bf16/fp16), bytegroup4 (fp32), signplanes1 (fp8), "
                     "bitplanes2rR / bitplanes4rR (R 1..7); "
                     "default: auto with --codec auto, none otherwise");
-    cmd->add_option("--chunk-size", chunk_size, "raw bytes per chunk (max 64M)")->capture_default_str()->check(SizeValidator());
+    cmd->add_option("--chunk-size", chunk_size, "raw bytes per chunk (max 64M)")
+        ->capture_default_str()
+        ->check(SizeValidator());
     cmd->add_flag("--no-dedup", no_dedup, "write identical chunks in full instead of as references");
     cmd->add_option("--dedup-window", dedup_window,
                     "how many of the latest distinct chunks a reference may name; each costs up to 96 bytes on both "

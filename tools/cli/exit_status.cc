@@ -7,11 +7,15 @@ namespace vramflow {
 
 int ExitStatusFor(const Status& status) {
   switch (status.code()) {
-    case Status::Code::kOk: return kExitOk;
+    case Status::Code::kOk:
+      return kExitOk;
     case Status::Code::kCorruption:
-    case Status::Code::kTruncated: return kExitCorrupt;
-    case Status::Code::kUnauthenticated: return kExitAuthentication;
-    default: return kExitFailure;
+    case Status::Code::kTruncated:
+      return kExitCorrupt;
+    case Status::Code::kUnauthenticated:
+      return kExitAuthentication;
+    default:
+      return kExitFailure;
   }
 }
 

@@ -34,10 +34,14 @@ void Handle(int signal, void (*handler)(int)) {
 
 int ExitStatusForSignal(int signal) {
   switch (signal) {
-    case SIGHUP: return kExitSighup;
-    case SIGINT: return kExitSigint;
-    case SIGTERM: return kExitSigterm;
-    default: return 128 + signal;
+    case SIGHUP:
+      return kExitSighup;
+    case SIGINT:
+      return kExitSigint;
+    case SIGTERM:
+      return kExitSigterm;
+    default:
+      return 128 + signal;
   }
 }
 

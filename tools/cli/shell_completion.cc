@@ -21,7 +21,8 @@ struct CommandTable {
 bool PlainWord(const std::string& word) {
   if (word.empty()) return false;
   for (char c : word)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+          c == '.'))
       return false;
   return true;
 }
@@ -67,7 +68,8 @@ void Walk(const CLI::App& app, const std::string& path, const CommandTable* pare
     }
   out->push_back(table);
   const CommandTable copy = out->back();
-  for (const CLI::App* sub : subs) Walk(*sub, path.empty() ? sub->get_name() : path + " " + sub->get_name(), &copy, out);
+  for (const CLI::App* sub : subs)
+    Walk(*sub, path.empty() ? sub->get_name() : path + " " + sub->get_name(), &copy, out);
 }
 
 std::string Join(const std::vector<std::string>& words) {

@@ -17,10 +17,10 @@
 namespace vramflow {
 
 struct SourceFlags {
-  std::string stream;               // STREAM: a file, -, fd:N or s3://BUCKET/KEY
-  std::string listen;               // --listen URI: receive the stream from a sender instead
-  std::vector<std::string> bases;   // --base (streamer/base/base_open.h)
-  std::string base_store;           // --base-store DIR: bases offered to a sender
+  std::string stream;              // STREAM: a file, -, fd:N or s3://BUCKET/KEY
+  std::string listen;              // --listen URI: receive the stream from a sender instead
+  std::vector<std::string> bases;  // --base (streamer/base/base_open.h)
+  std::string base_store;          // --base-store DIR: bases offered to a sender
   TransportFlags net;
 
   // STREAM, or instead --listen tcp://HOST:PORT or unix:PATH and `what` ("inspect what a sender sends").

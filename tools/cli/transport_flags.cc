@@ -28,7 +28,8 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
   group->add_flag("--insecure", insecure,
                   "tcp://: no TLS: the stream crosses the network readable and unauthenticated (warns)");
   group->add_flag("--ktls", ktls, "tcp://: let the kernel do the TLS record layer where OpenSSL and the kernel can");
-  group->add_option("--timeout", timeout_s, "seconds without progress before a peer counts as gone")->capture_default_str();
+  group->add_option("--timeout", timeout_s, "seconds without progress before a peer counts as gone")
+      ->capture_default_str();
   if (sending) {
     group->add_option("--streams", streams, "parallel connections (or ?streams=N in the URI)")->capture_default_str();
     group->add_option("--connect-timeout", connect_timeout_s, "seconds to wait for the receiver to answer")
@@ -40,19 +41,23 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
         ->capture_default_str();
   }
   if (receiving) {
-    group->add_option("--resume-timeout", resume_timeout_s,
-                      "seconds to wait for a disconnected sender to come back and resume")
+    group
+        ->add_option("--resume-timeout", resume_timeout_s,
+                     "seconds to wait for a disconnected sender to come back and resume")
         ->capture_default_str();
     group->add_option("--accept-timeout", accept_timeout_s, "seconds to wait for a sender (default: forever)");
-    group->add_option("--max-connections", max_connections,
-                      "connections served at once (a thread each), handshakes included; more wait to be accepted")
+    group
+        ->add_option("--max-connections", max_connections,
+                     "connections served at once (a thread each), handshakes included; more wait to be accepted")
         ->capture_default_str();
-    group->add_option("--max-handshakes", max_handshakes,
-                      "of those, connections still in their handshake (not authenticated); a new one past it cuts "
-                      "the oldest off")
+    group
+        ->add_option("--max-handshakes", max_handshakes,
+                     "of those, connections still in their handshake (not authenticated); a new one past it cuts "
+                     "the oldest off")
         ->capture_default_str();
-    group->add_option("--handshake-timeout", handshake_timeout_s,
-                      "seconds a connection may take from accept to the end of its handshake")
+    group
+        ->add_option("--handshake-timeout", handshake_timeout_s,
+                     "seconds a connection may take from accept to the end of its handshake")
         ->capture_default_str();
   }
   s3.Add(cmd);
@@ -60,7 +65,9 @@ void TransportFlags::Add(CLI::App* cmd, bool sending, bool receiving) {
 
 Status TransportFlags::Resolve(TransportOptions* options) const {
   for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--key-file", key_file},
-                                    {"--cert", cert_file}, {"--key", cert_key_file}, {"--ca", ca_file}})
+                                    {"--cert", cert_file},
+                                    {"--key", cert_key_file},
+                                    {"--ca", ca_file}})
     VF_RETURN_IF_ERROR(RefuseDash(flag, value));
   VF_RETURN_IF_ERROR(s3.Resolve(&options->s3));
   NetOptions& net = options->net;

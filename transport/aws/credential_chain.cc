@@ -81,8 +81,8 @@ class Chain {
     }
     return Status::InvalidArgument(
         "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or add aws_access_key_id/"
-        "aws_secret_access_key (or role_arn, credential_process) for profile '" + in_.profile + "' to " +
-        in_.credentials_path + " or " + in_.config_path + imds_failure);
+        "aws_secret_access_key (or role_arn, credential_process) for profile '" +
+        in_.profile + "' to " + in_.credentials_path + " or " + in_.config_path + imds_failure);
   }
 
  private:
@@ -186,8 +186,8 @@ class Chain {
     if (!sso.session.empty()) {
       auto section = in_.config_file.find("sso-session " + sso.session);
       if (section == in_.config_file.end())
-        return Status::InvalidArgument("profile '" + name + "': sso_session '" + sso.session + "' has no [sso-session " +
-                                       sso.session + "] section in " + in_.config_path);
+        return Status::InvalidArgument("profile '" + name + "': sso_session '" + sso.session +
+                                       "' has no [sso-session " + sso.session + "] section in " + in_.config_path);
       for (const auto& [k, v] : section->second) settings[k] = v;
     }
     sso.start_url = Get(settings, "sso_start_url");
@@ -252,8 +252,8 @@ class Chain {
       return Status::InvalidArgument("instance metadata endpoint mode '" + mode +
                                      "' (AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE / ec2_metadata_service_endpoint_mode)"
                                      " must be IPv4 or IPv6");
-    const bool ipv6 = mode.empty() ? Lower(Setting("AWS_IMDS_USE_IPV6", "imds_use_ipv6")) == "true"
-                                   : Lower(mode) == "ipv6";
+    const bool ipv6 =
+        mode.empty() ? Lower(Setting("AWS_IMDS_USE_IPV6", "imds_use_ipv6")) == "true" : Lower(mode) == "ipv6";
     const std::string endpoint = Setting("AWS_EC2_METADATA_SERVICE_ENDPOINT", "ec2_metadata_service_endpoint");
     e.base = !endpoint.empty() ? endpoint : ipv6 ? kImdsIpv6Base : kImdsIpv4Base;  // an endpoint wins over the mode
     const std::string timeout = Setting("AWS_METADATA_SERVICE_TIMEOUT", "metadata_service_timeout");
@@ -263,7 +263,8 @@ class Chain {
       if (end == timeout.c_str() || *end != '\0' || !(seconds > 0 && seconds <= kMaxImdsTimeoutSeconds))
         return Status::InvalidArgument("instance metadata timeout '" + timeout +
                                        "' (AWS_METADATA_SERVICE_TIMEOUT / metadata_service_timeout) must be seconds, "
-                                       "more than 0 and at most " + std::to_string(kMaxImdsTimeoutSeconds));
+                                       "more than 0 and at most " +
+                                       std::to_string(kMaxImdsTimeoutSeconds));
       e.timeout = std::chrono::milliseconds(static_cast<long>(seconds * 1000));
     }
     const std::string attempts = Setting("AWS_METADATA_SERVICE_NUM_ATTEMPTS", "metadata_service_num_attempts");
@@ -273,7 +274,8 @@ class Chain {
       if (end == attempts.c_str() || *end != '\0' || n < 1 || n > kMaxImdsAttempts)
         return Status::InvalidArgument("instance metadata attempts '" + attempts +
                                        "' (AWS_METADATA_SERVICE_NUM_ATTEMPTS / metadata_service_num_attempts) must be "
-                                       "a whole number from 1 to " + std::to_string(kMaxImdsAttempts));
+                                       "a whole number from 1 to " +
+                                       std::to_string(kMaxImdsAttempts));
       e.attempts = static_cast<unsigned>(n);
     }
     e.v1_disabled = Lower(Setting("AWS_EC2_METADATA_V1_DISABLED", "ec2_metadata_v1_disabled")) == "true";

@@ -53,8 +53,8 @@ struct ChainInputs {
   Ini config_file;                // parsed ~/.aws/config
   std::string credentials_path;   // for messages
   std::string config_path;
-  std::string region;             // STS's signing region
-  TlsTrust trust;                 // for STS and https metadata endpoints
+  std::string region;  // STS's signing region
+  TlsTrust trust;      // for STS and https metadata endpoints
   RefreshPolicy refresh;
   // Base of AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (tests point it at loopback).
   std::string container_base = "http://169.254.170.2";

@@ -147,8 +147,8 @@ Result<TimedCredentials> RunCredentialProcess(const std::string& command, const 
   while (out_open || (err_open && !child.Exited())) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
-      return Status::TimedOut(what + ": no result within " + std::to_string(options.timeout.count()) +
-                              " ms (killed)" + StderrNote(err, err_total));
+      return Status::TimedOut(what + ": no result within " + std::to_string(options.timeout.count()) + " ms (killed)" +
+                              StderrNote(err, err_total));
     pollfd p[2] = {{out_open ? child.out_fd() : -1, POLLIN, 0}, {err_open ? child.err_fd() : -1, POLLIN, 0}};
     int wait_ms = static_cast<int>(out_open ? left.count() : std::min<int64_t>(left.count(), 20));
     int n = ::poll(p, 2, wait_ms);
@@ -159,8 +159,7 @@ Result<TimedCredentials> RunCredentialProcess(const std::string& command, const 
     if (out_total > options.max_output)
       return Status::InvalidArgument(what + ": more than " + std::to_string(options.max_output) +
                                      " bytes of output (killed)" + StderrNote(err, err_total));
-    if (p[1].revents != 0 && ReadSome(child.err_fd(), &err, kKeptStderr, &err_total) == Read::kEnd)
-      err_open = false;
+    if (p[1].revents != 0 && ReadSome(child.err_fd(), &err, kKeptStderr, &err_total) == Read::kEnd) err_open = false;
   }
   // What it wrote to stderr just before it exited (bounded: a grandchild may go on writing).
   for (size_t reads = 0; err_open && reads < 256; ++reads)

@@ -75,9 +75,8 @@ Result<std::time_t> ParseIso8601(std::string_view text) {
   // YYYY-MM-DDTHH:MM:SS, every field all digits.
   std::optional<int> y = Digits(text, 0, 4), mo = Digits(text, 5, 2), d = Digits(text, 8, 2), h = Digits(text, 11, 2),
                      mi = Digits(text, 14, 2), sec = Digits(text, 17, 2);
-  if (!y || !mo || !d || !h || !mi || !sec || text[4] != '-' || text[7] != '-' || text[10] != 'T' ||
-      text[13] != ':' || text[16] != ':' || *mo < 1 || *mo > 12 || *d < 1 || *d > DaysInMonth(*y, *mo) ||
-      *h > 23 || *mi > 59 || *sec > 60)
+  if (!y || !mo || !d || !h || !mi || !sec || text[4] != '-' || text[7] != '-' || text[10] != 'T' || text[13] != ':' ||
+      text[16] != ':' || *mo < 1 || *mo > 12 || *d < 1 || *d > DaysInMonth(*y, *mo) || *h > 23 || *mi > 59 || *sec > 60)
     return Status::InvalidArgument(shown + " is not an ISO 8601 time (2026-01-31T12:00:00Z)");
   std::string_view rest = text.substr(19);
   if (!rest.empty() && rest[0] == '.') {

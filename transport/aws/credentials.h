@@ -28,8 +28,8 @@ struct TimedCredentials {
 };
 
 struct RefreshPolicy {
-  std::chrono::seconds margin{600};       // refresh when less than this is left
-  std::chrono::seconds retry_after{10};   // after a failed refresh
+  std::chrono::seconds margin{600};      // refresh when less than this is left
+  std::chrono::seconds retry_after{10};  // after a failed refresh
 };
 
 using CredentialFetch = std::function<Result<TimedCredentials>()>;

@@ -94,8 +94,7 @@ Result<HttpReply> Http(const HttpCall& call) {
   }
   CURLcode rc = curl->easy_perform(h);
   std::string where = call.method + " " + call.url.substr(0, call.url.find('?'));
-  if (sink.overflow)
-    return Status::IoError(where + ": reply larger than " + std::to_string(call.max_reply) + " bytes");
+  if (sink.overflow) return Status::IoError(where + ": reply larger than " + std::to_string(call.max_reply) + " bytes");
   if (rc != CURLE_OK) {
     std::string text = where + ": " + curl->easy_strerror(rc);
     if (rc == CURLE_PEER_FAILED_VERIFICATION) text += CertificateHint(call.trust);

@@ -129,7 +129,8 @@ Result<TimedCredentials> FetchImdsCredentials(const ImdsEndpoint& endpoint) {
     if (status == 200) {
       token = Trim(reply->body);
       if (!IsHeaderToken(token))
-        return Status::InvalidArgument(what + ": PUT /latest/api/token: the token holds a byte that is not printable "
+        return Status::InvalidArgument(what +
+                                       ": PUT /latest/api/token: the token holds a byte that is not printable "
                                        "ASCII or is a space");
       no_token = token.empty() ? "an empty token" : "";
       break;

@@ -28,10 +28,10 @@
 namespace vramflow::s3 {
 
 struct ContainerEndpoint {
-  std::string url;              // full URL to GET
-  std::string token;            // AWS_CONTAINER_AUTHORIZATION_TOKEN
-  std::string token_file;       // AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (wins)
-  TlsTrust trust;               // for an https FULL_URI
+  std::string url;         // full URL to GET
+  std::string token;       // AWS_CONTAINER_AUTHORIZATION_TOKEN
+  std::string token_file;  // AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (wins)
+  TlsTrust trust;          // for an https FULL_URI
   std::chrono::milliseconds timeout{2000};
 };
 

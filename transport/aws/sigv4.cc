@@ -38,7 +38,9 @@ std::string Hmac(std::string_view key, std::string_view data) {
   return std::string(reinterpret_cast<char*>(out), len);
 }
 
-std::string HexOf(const std::string& raw) { return Hex(reinterpret_cast<const unsigned char*>(raw.data()), raw.size()); }
+std::string HexOf(const std::string& raw) {
+  return Hex(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+}
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -150,8 +152,8 @@ std::string CanonicalRequest(const SignRequest& request, std::string* signed_hea
     if (!signed_headers->empty()) *signed_headers += ';';
     *signed_headers += k;
   }
-  return request.method + "\n" + request.path + "\n" + CanonicalQuery(request.query) + "\n" + canonical_headers +
-         "\n" + *signed_headers + "\n" + request.payload_hash;
+  return request.method + "\n" + request.path + "\n" + CanonicalQuery(request.query) + "\n" + canonical_headers + "\n" +
+         *signed_headers + "\n" + request.payload_hash;
 }
 
 std::string Authorization(const Credentials& credentials, const std::string& region, const std::string& amz_date,

@@ -56,7 +56,7 @@ struct SignRequest {
   std::string path;
   std::vector<std::pair<std::string, std::string>> query;
   std::vector<std::pair<std::string, std::string>> headers;  // must include host and x-amz-date
-  std::string payload_hash;                                   // also sent as x-amz-content-sha256
+  std::string payload_hash;                                  // also sent as x-amz-content-sha256
 };
 
 // The canonical request (exposed for tests and debugging).

@@ -145,11 +145,12 @@ Result<RenewedToken> RefreshToken(const SsoProfile& sso, const nlohmann::json& c
   call.method = "POST";
   call.url = oidc + "/token";
   call.headers = {{"Content-Type", "application/json"}};
-  call.body = nlohmann::json{{"grantType", "refresh_token"},
-                             {"clientId", client_id},
-                             {"clientSecret", client_secret},
-                             {"refreshToken", refresh}}
-                  .dump();
+  call.body = nlohmann::json{
+      {"grantType", "refresh_token"},
+      {"clientId", client_id},
+      {"clientSecret", client_secret},
+      {"refreshToken",
+       refresh}}.dump();
   call.timeout = sso.timeout;
   call.trust = sso.trust;
   const std::string what = "SSO OIDC CreateToken at " + oidc;
@@ -163,24 +164,26 @@ Result<RenewedToken> RefreshToken(const SsoProfile& sso, const nlohmann::json& c
   if (doc.is_discarded() || !doc.is_object()) return Status::InvalidArgument(what + ": reply is not a JSON object");
   std::string token = Text(doc, "accessToken");
   auto expires_in = doc.find("expiresIn");
-  if (token.empty() || expires_in == doc.end() || !expires_in->is_number_integer() ||
-      expires_in->get<int64_t>() <= 0 || expires_in->get<int64_t>() > int64_t{366} * 24 * 3600)
+  if (token.empty() || expires_in == doc.end() || !expires_in->is_number_integer() || expires_in->get<int64_t>() <= 0 ||
+      expires_in->get<int64_t>() > int64_t{366} * 24 * 3600)
     return Status::InvalidArgument(what + ": reply lacks accessToken or a valid expiresIn");
   RenewedToken renewed;
   renewed.access_token = token;
   renewed.expires = std::time(nullptr) + static_cast<std::time_t>(expires_in->get<int64_t>());
   // A reply without a new refresh token leaves the old one in force.
   std::string next_refresh = Text(doc, "refreshToken");
-  renewed.cache_text = nlohmann::ordered_json{
-      {"startUrl", sso.start_url},
-      {"region", sso.region},
-      {"accessToken", token},
-      {"expiresAt", FormatIso8601(renewed.expires)},
-      {"clientId", client_id},
-      {"clientSecret", client_secret},
-      {"registrationExpiresAt", registration},
-      {"refreshToken", next_refresh.empty() ? refresh : next_refresh},
-  }.dump();
+  renewed.cache_text =
+      nlohmann::ordered_json{
+          {"startUrl", sso.start_url},
+          {"region", sso.region},
+          {"accessToken", token},
+          {"expiresAt", FormatIso8601(renewed.expires)},
+          {"clientId", client_id},
+          {"clientSecret", client_secret},
+          {"registrationExpiresAt", registration},
+          {"refreshToken", next_refresh.empty() ? refresh : next_refresh},
+      }
+          .dump();
   return renewed;
 }
 

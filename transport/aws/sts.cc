@@ -86,9 +86,8 @@ Result<TimedCredentials> AssumeRole(const StsEndpoint& sts, const Credentials& s
   VF_ASSIGN_OR_RETURN(std::string host, HostOf(sts.url));
   std::string amz_date = AmzDate(std::time(nullptr));
   SignRequest sign{"POST", "/", {}, {}, Sha256Hex(call.body)};
-  sign.headers = {{"content-type", "application/x-www-form-urlencoded; charset=utf-8"},
-                  {"host", host},
-                  {"x-amz-date", amz_date}};
+  sign.headers = {
+      {"content-type", "application/x-www-form-urlencoded; charset=utf-8"}, {"host", host}, {"x-amz-date", amz_date}};
   if (!source.session_token.empty()) sign.headers.emplace_back("x-amz-security-token", source.session_token);
   std::string authorization = Authorization(source, sts.region, amz_date, sign, "sts");
   // curl sends Host itself, from the URL: the same value.

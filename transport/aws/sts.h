@@ -24,7 +24,7 @@ struct StsEndpoint {
 struct AssumeRoleParams {
   std::string role_arn;
   std::string session_name;
-  std::string external_id;    // AssumeRole only; optional
+  std::string external_id;        // AssumeRole only; optional
   unsigned duration_seconds = 0;  // 0: STS's default (one hour)
 };
 

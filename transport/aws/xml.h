@@ -51,7 +51,7 @@ std::vector<std::string> XmlFields(std::string_view xml, std::string_view name);
 std::string XmlEscape(std::string_view s);
 
 struct S3Error {
-  std::string code;     // "SlowDown", "NoSuchKey"; "" when the body has none
+  std::string code;  // "SlowDown", "NoSuchKey"; "" when the body has none
   std::string message;
 };
 // The Code and Message of an <Error> document (S3) or an <ErrorResponse>

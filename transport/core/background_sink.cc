@@ -35,7 +35,8 @@ void BackgroundSink::Run() {
     writing_ticket_ = piece.ticket;
     const bool failed = !error_.ok();
     lock.unlock();
-    Status s = failed ? Status::Ok() : inner_->Write(piece.ticket ? piece.lent : std::span<const uint8_t>(piece.copied));
+    Status s =
+        failed ? Status::Ok() : inner_->Write(piece.ticket ? piece.lent : std::span<const uint8_t>(piece.copied));
     lock.lock();
     if (!s.ok() && error_.ok()) error_ = std::move(s);
     if (piece.ticket) {

@@ -75,14 +75,14 @@ class BackgroundSink final : public ByteSink {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<Piece> queue_;             // for the thread, oldest first
-  std::vector<uint8_t> spare_;          // the other buffer, while neither queued nor written
-  bool spare_free_ = true;              // false while the other buffer is queued or written
-  bool writing_ = false;                // the thread holds a piece
-  uint64_t writing_ticket_ = 0;         // its ticket, if lent
-  uint64_t released_ = 0;               // every ticket up to this one is done
+  std::deque<Piece> queue_;      // for the thread, oldest first
+  std::vector<uint8_t> spare_;   // the other buffer, while neither queued nor written
+  bool spare_free_ = true;       // false while the other buffer is queued or written
+  bool writing_ = false;         // the thread holds a piece
+  uint64_t writing_ticket_ = 0;  // its ticket, if lent
+  uint64_t released_ = 0;        // every ticket up to this one is done
   bool stopping_ = false;
-  Status error_;  // the inner sink's first error
+  Status error_;         // the inner sink's first error
   std::jthread thread_;  // last: started once the rest is built, joined first
 };
 

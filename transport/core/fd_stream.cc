@@ -48,7 +48,10 @@ std::string DirName(const std::string& path) {
 class FileSink final : public ByteSink {
  public:
   FileSink(UniqueFd fd, std::string temp_path, std::string final_path, FileSinkOptions options, CleanupEntry entry)
-      : fd_(std::move(fd)), temp_path_(std::move(temp_path)), final_path_(std::move(final_path)), options_(options),
+      : fd_(std::move(fd)),
+        temp_path_(std::move(temp_path)),
+        final_path_(std::move(final_path)),
+        options_(options),
         entry_(std::move(entry)) {}
   ~FileSink() override {
     if (!committed_) ::unlink(temp_path_.c_str());
@@ -96,7 +99,7 @@ class FileSink final : public ByteSink {
   std::string final_path_;
   FileSinkOptions options_;
   WritebackWindow writeback_;  // the page cache holds a few MiB of the file, not all of it
-  CleanupEntry entry_;  // removes temp_path_ if the process is interrupted
+  CleanupEntry entry_;         // removes temp_path_ if the process is interrupted
   bool committed_ = false;
 };
 
@@ -213,7 +216,8 @@ Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const Fi
           return Status::FromErrno("creating '" + temp + "'", open_errno);
         },
         [temp] { ::unlink(temp.c_str()); });
-    if (entry.ok()) return std::unique_ptr<ByteSink>(new FileSink(UniqueFd(fd), temp, path, options, std::move(*entry)));
+    if (entry.ok())
+      return std::unique_ptr<ByteSink>(new FileSink(UniqueFd(fd), temp, path, options, std::move(*entry)));
     if (open_errno != EEXIST) return entry.status();  // an error, or interrupted before the open
   }
   return Status::IoError("could not find a free temporary name beside '" + path + "'");

@@ -32,7 +32,8 @@ FileMapping::~FileMapping() {
 }
 
 FileMapping::FileMapping(FileMapping&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
       dropped_(std::exchange(other.dropped_, 0)) {}
 
 FileMapping& FileMapping::operator=(FileMapping&& other) noexcept {

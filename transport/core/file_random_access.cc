@@ -52,8 +52,7 @@ Result<std::unique_ptr<RandomAccessSource>> OpenFileRandomAccess(const std::stri
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("opening " + shown, errno);
   if (S_ISDIR(st.st_mode)) return Status::InvalidArgument(shown + " is a directory");
-  if (!S_ISREG(st.st_mode))
-    return Status::NotSupported(shown + " is not a regular file: it cannot be read at offsets");
+  if (!S_ISREG(st.st_mode)) return Status::NotSupported(shown + " is not a regular file: it cannot be read at offsets");
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Status::FromErrno("opening " + shown, errno);
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("opening " + shown, errno);

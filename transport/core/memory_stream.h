@@ -34,8 +34,7 @@ class MemorySink final : public ByteSink {
 // caps each Read() so tests can exercise short reads.
 class MemorySource final : public ByteSource {
  public:
-  explicit MemorySource(std::span<const uint8_t> data, size_t max_read = SIZE_MAX)
-      : data_(data), max_read_(max_read) {}
+  explicit MemorySource(std::span<const uint8_t> data, size_t max_read = SIZE_MAX) : data_(data), max_read_(max_read) {}
   Result<size_t> Read(std::span<uint8_t> out) override;
   std::string Describe() const override { return "memory"; }
 

@@ -77,9 +77,7 @@ Result<std::string_view> TakeQuery(const std::string& uri, std::string_view rest
   return rest.substr(0, q);
 }
 
-bool IsHostNameChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_';
-}
+bool IsHostNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_'; }
 
 Status ParseTcp(const std::string& uri, std::string_view rest, Endpoint* endpoint) {
   VF_ASSIGN_OR_RETURN(std::string_view authority, TakeQuery(uri, rest, endpoint));
@@ -171,7 +169,8 @@ std::optional<std::string> MissingTcpScheme(std::string_view uri) {
 Result<Endpoint> ParseEndpoint(const std::string& uri) {
   Endpoint endpoint;
   endpoint.uri = uri;
-  if (uri.empty()) return Status::InvalidArgument("empty URI (expected PATH, -, fd:N, unix:PATH, tcp://HOST:PORT or s3://BUCKET/KEY)");
+  if (uri.empty())
+    return Status::InvalidArgument("empty URI (expected PATH, -, fd:N, unix:PATH, tcp://HOST:PORT or s3://BUCKET/KEY)");
   std::string_view view(uri);
 
   if (uri == "-") {

@@ -8,8 +8,7 @@ namespace vramflow {
 void WritebackWindow::Wrote(int fd, uint64_t bytes) {
   written_ += bytes;
   while (written_ - started_ >= window_) {
-    (void)::sync_file_range(fd, static_cast<off64_t>(started_), static_cast<off64_t>(window_),
-                            SYNC_FILE_RANGE_WRITE);
+    (void)::sync_file_range(fd, static_cast<off64_t>(started_), static_cast<off64_t>(window_), SYNC_FILE_RANGE_WRITE);
     started_ += window_;
     if (started_ - dropped_ > window_) {
       // The window before the one just started: wait for it, then drop it.

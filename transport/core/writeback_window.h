@@ -26,9 +26,9 @@ class WritebackWindow {
 
  private:
   const uint64_t window_;
-  uint64_t written_ = 0;   // bytes appended so far
-  uint64_t started_ = 0;   // bytes whose writeback has been started
-  uint64_t dropped_ = 0;   // bytes written back and dropped from the cache
+  uint64_t written_ = 0;  // bytes appended so far
+  uint64_t started_ = 0;  // bytes whose writeback has been started
+  uint64_t dropped_ = 0;  // bytes written back and dropped from the cache
 };
 
 }  // namespace vramflow

@@ -18,8 +18,8 @@ namespace vramflow {
 inline constexpr size_t kMaxOfferedBases = 64;
 
 struct BaseOffer {
-  bool stores = false;             // the receiver keeps the stream as it arrives (recv)
-  std::vector<Sha256Digest> ids;   // stream ids it can resolve references from, newest first
+  bool stores = false;            // the receiver keeps the stream as it arrives (recv)
+  std::vector<Sha256Digest> ids;  // stream ids it can resolve references from, newest first
   bool Holds(const Sha256Digest& id) const {
     for (const Sha256Digest& held : ids)
       if (held == id) return true;

@@ -36,8 +36,8 @@
 namespace vramflow {
 
 struct ConnectionLimits {
-  size_t max_threads = 256;     // connection threads alive at once, handshakes included
-  size_t max_handshakes = 128;  // of those, still in their handshake
+  size_t max_threads = 256;                            // connection threads alive at once, handshakes included
+  size_t max_handshakes = 128;                         // of those, still in their handshake
   std::chrono::milliseconds handshake_deadline{5000};  // from accept to HandshakeDone()
 };
 

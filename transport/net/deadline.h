@@ -48,8 +48,8 @@ Status SendWithDeadline(int fd, std::span<const uint8_t> data, std::chrono::mill
 // Fills `data` with `receive`, waiting for `fd` to be readable whenever
 // nothing is there. kTruncated when the peer closes first (the message says
 // after how many bytes), kTimedOut as SendWithDeadline.
-Status ReceiveWithDeadline(int fd, std::span<uint8_t> data, std::chrono::milliseconds timeout,
-                           const std::string& what, const ReceiveStep& receive);
+Status ReceiveWithDeadline(int fd, std::span<uint8_t> data, std::chrono::milliseconds timeout, const std::string& what,
+                           const ReceiveStep& receive);
 
 // "30 s", "0.5 s", "120 s", "0.05 s": seconds, exact to the millisecond and
 // without trailing zeros, for messages.

@@ -32,7 +32,7 @@ Status SendWithFds(int socket, std::span<const uint8_t> data, std::span<const in
 // Receives exactly data.size() bytes and appends every fd that arrived with
 // them to *fds. Fails like RecvAll; also a Corruption error if the kernel
 // truncated the fds (MSG_CTRUNC), with whatever arrived closed.
-Status RecvWithFds(int socket, std::span<uint8_t> data, std::vector<UniqueFd>* fds,
-                   std::chrono::milliseconds timeout, const std::string& what);
+Status RecvWithFds(int socket, std::span<uint8_t> data, std::vector<UniqueFd>* fds, std::chrono::milliseconds timeout,
+                   const std::string& what);
 
 }  // namespace vramflow

@@ -18,8 +18,8 @@
 namespace vramflow {
 
 struct NetOptions {
-  unsigned streams = 4;                // parallel connections (the URI's ?streams=N wins)
-  uint32_t segment_bytes = 1u << 20;   // stream bytes per DATA message
+  unsigned streams = 4;               // parallel connections (the URI's ?streams=N wins)
+  uint32_t segment_bytes = 1u << 20;  // stream bytes per DATA message
   // Sender: most unacknowledged bytes kept for resending. Receiver: its
   // memory budget for one session's received-but-unconsumed bytes, whatever
   // the sender asks for (docs/NETWORK.md, "Memory").

@@ -28,26 +28,40 @@ bool AllZero(const uint8_t* p, size_t n) {
 
 const char* HelloStatusName(HelloStatus status) {
   switch (status) {
-    case HelloStatus::kOk: return "ok";
-    case HelloStatus::kBusy: return "busy";
-    case HelloStatus::kVersion: return "version mismatch";
-    case HelloStatus::kBadRequest: return "bad request";
-    case HelloStatus::kSessionOver: return "session over";
+    case HelloStatus::kOk:
+      return "ok";
+    case HelloStatus::kBusy:
+      return "busy";
+    case HelloStatus::kVersion:
+      return "version mismatch";
+    case HelloStatus::kBadRequest:
+      return "bad request";
+    case HelloStatus::kSessionOver:
+      return "session over";
   }
   return "unknown";
 }
 
 const char* MsgTypeName(MsgType type) {
   switch (type) {
-    case MsgType::kData: return "DATA";
-    case MsgType::kEnd: return "END";
-    case MsgType::kAck: return "ACK";
-    case MsgType::kDone: return "DONE";
-    case MsgType::kError: return "ERROR";
-    case MsgType::kAbort: return "ABORT";
-    case MsgType::kPing: return "PING";
-    case MsgType::kName: return "NAME";
-    case MsgType::kBases: return "BASES";
+    case MsgType::kData:
+      return "DATA";
+    case MsgType::kEnd:
+      return "END";
+    case MsgType::kAck:
+      return "ACK";
+    case MsgType::kDone:
+      return "DONE";
+    case MsgType::kError:
+      return "ERROR";
+    case MsgType::kAbort:
+      return "ABORT";
+    case MsgType::kPing:
+      return "PING";
+    case MsgType::kName:
+      return "NAME";
+    case MsgType::kBases:
+      return "BASES";
   }
   return "unknown";
 }
@@ -89,8 +103,10 @@ Result<ClientHello> ParseClientHello(std::span<const uint8_t, kHelloBytes> b) {
   if (h.segment_bytes == 0 || h.segment_bytes > kMaxSegmentBytes)
     return Status::InvalidArgument("sender's segment size " + std::to_string(h.segment_bytes) + " is out of range");
   if (h.window_bytes < h.segment_bytes)
-    return Status::InvalidArgument("sender's window (" + std::to_string(h.window_bytes) + " bytes) is below its segment size");
-  if (h.flags & ~(kHelloResume | kHelloNamed | kHelloBases)) return Status::InvalidArgument("sender's hello has unknown flags");
+    return Status::InvalidArgument("sender's window (" + std::to_string(h.window_bytes) +
+                                   " bytes) is below its segment size");
+  if (h.flags & ~(kHelloResume | kHelloNamed | kHelloBases))
+    return Status::InvalidArgument("sender's hello has unknown flags");
   return h;
 }
 
@@ -107,8 +123,10 @@ std::array<uint8_t, kHelloBytes> EncodeServerHello(const ServerHello& hello) {
 }
 
 Result<uint16_t> ParseServerHello(std::span<const uint8_t, kHelloBytes> b, ServerHello* h) {
-  if (std::memcmp(b.data(), kMagic, 8) != 0) return Status::Corruption("not a vramflow receiver (bad magic in its hello)");
-  if (LoadLE32(&b[92]) != HeaderChecksum(b.data(), 92)) return Status::Corruption("receiver's hello fails its checksum");
+  if (std::memcmp(b.data(), kMagic, 8) != 0)
+    return Status::Corruption("not a vramflow receiver (bad magic in its hello)");
+  if (LoadLE32(&b[92]) != HeaderChecksum(b.data(), 92))
+    return Status::Corruption("receiver's hello fails its checksum");
   h->version = LoadLE16(&b[8]);
   uint16_t status = LoadLE16(&b[10]);
   if (status > static_cast<uint16_t>(HelloStatus::kSessionOver) || status == 3)
@@ -176,8 +194,7 @@ Result<MsgHeader> Channel::ReceiveHeader(uint32_t max_length) {
   VF_RETURN_IF_ERROR(connection_->RecvAll(recv_header_, io_timeout_, what_));
   const uint8_t* b = recv_header_.data();
   std::string where = what_ + ": message " + std::to_string(recv_seq_);
-  if (LoadLE32(&b[36]) != HeaderChecksum(b, 36))
-    return Status::Corruption(where + ": header fails its checksum");
+  if (LoadLE32(&b[36]) != HeaderChecksum(b, 36)) return Status::Corruption(where + ": header fails its checksum");
   MsgHeader h;
   if (b[0] < static_cast<uint8_t>(MsgType::kData) || b[0] > static_cast<uint8_t>(MsgType::kBases))
     return Status::Corruption(where + ": unknown message type " + std::to_string(b[0]));
@@ -214,8 +231,9 @@ Result<ClientConnection> ClientHandshake(std::unique_ptr<Connection> connection,
   // A TLS receiver answers a plaintext hello with a TLS alert record (0x15 0x03).
   if (!got.ok() || std::memcmp(reply_bytes.data(), kMagic, 8) != 0) {
     if (reply_bytes[0] == 0x15 && reply_bytes[1] == 0x03)
-      return Status::Unauthenticated(what + ": the receiver requires TLS: give the sender its key (--key-file) or a "
-                                            "certificate (--cert, --key, --ca)");
+      return Status::Unauthenticated(what +
+                                     ": the receiver requires TLS: give the sender its key (--key-file) or a "
+                                     "certificate (--cert, --key, --ca)");
     VF_RETURN_IF_ERROR(got);
   }
   ServerHello reply;
@@ -225,13 +243,18 @@ Result<ClientConnection> ClientHandshake(std::unique_ptr<Connection> connection,
     VF_RETURN_IF_ERROR(conn.RecvAll({reinterpret_cast<uint8_t*>(reply.message.data()), message_len}, io_timeout, what));
   std::string refused = what + ": the receiver refused (" + HelloStatusName(reply.status) + "): " + reply.message;
   switch (reply.status) {
-    case HelloStatus::kOk: break;
-    case HelloStatus::kBusy: return Status::AlreadyExists(refused);
-    case HelloStatus::kSessionOver: return Status::Cancelled(refused);
-    default: return Status::InvalidArgument(refused);
+    case HelloStatus::kOk:
+      break;
+    case HelloStatus::kBusy:
+      return Status::AlreadyExists(refused);
+    case HelloStatus::kSessionOver:
+      return Status::Cancelled(refused);
+    default:
+      return Status::InvalidArgument(refused);
   }
   if (reply.version != kNetProtocolVersion)
-    return Status::InvalidArgument(what + ": the receiver answered with protocol version " + std::to_string(reply.version));
+    return Status::InvalidArgument(what + ": the receiver answered with protocol version " +
+                                   std::to_string(reply.version));
   if (reply.window_bytes < hello.segment_bytes || reply.window_bytes > hello.window_bytes)
     return Status::Corruption(what + ": the receiver granted a window of " + std::to_string(reply.window_bytes) +
                               " bytes for segments of " + std::to_string(hello.segment_bytes));
@@ -260,8 +283,9 @@ void RefuseClient(Connection& connection, HelloStatus status, const std::string&
     (void)connection.SendAll(Bytes(reply.message), io_timeout, "refusal");
 }
 
-Result<std::unique_ptr<Channel>> AcceptClient(std::unique_ptr<Connection> connection, uint64_t resume_offset, uint32_t window_bytes,
-                                              std::chrono::milliseconds io_timeout, const std::string& what) {
+Result<std::unique_ptr<Channel>> AcceptClient(std::unique_ptr<Connection> connection, uint64_t resume_offset,
+                                              uint32_t window_bytes, std::chrono::milliseconds io_timeout,
+                                              const std::string& what) {
   ServerHello reply;
   reply.resume_offset = resume_offset;
   reply.window_bytes = window_bytes;

@@ -43,9 +43,9 @@ inline constexpr size_t kMaxStreamName = 200;
 using SessionId = std::array<uint8_t, 16>;
 
 // ClientHello flags (1 and 2 were version 1's "keyed" and "encrypt").
-inline constexpr uint16_t kHelloResume = 4;   // reconnecting to an existing session
-inline constexpr uint16_t kHelloNamed = 8;    // the stream has a name: NAME opens connection 0
-inline constexpr uint16_t kHelloBases = 16;   // the sender asks which bases the receiver holds: BASES answers
+inline constexpr uint16_t kHelloResume = 4;  // reconnecting to an existing session
+inline constexpr uint16_t kHelloNamed = 8;   // the stream has a name: NAME opens connection 0
+inline constexpr uint16_t kHelloBases = 16;  // the sender asks which bases the receiver holds: BASES answers
 
 struct ClientHello {
   uint16_t version = kNetProtocolVersion;
@@ -60,11 +60,11 @@ struct ClientHello {
 
 enum class HelloStatus : uint16_t {
   kOk = 0,
-  kBusy = 1,          // another sender's session is using this receiver's destination
-  kVersion = 2,       // protocol versions differ
+  kBusy = 1,     // another sender's session is using this receiver's destination
+  kVersion = 2,  // protocol versions differ
   // 3 was version 1's "key mismatch"; TLS refuses such peers now.
-  kBadRequest = 4,    // the hello makes no sense (counts, sizes)
-  kSessionOver = 5,   // the session failed or ended and cannot be resumed
+  kBadRequest = 4,   // the hello makes no sense (counts, sizes)
+  kSessionOver = 5,  // the session failed or ended and cannot be resumed
 };
 const char* HelloStatusName(HelloStatus status);
 
@@ -167,7 +167,8 @@ Result<IncomingHello> ReadClientHello(Connection& connection, std::chrono::milli
 void RefuseClient(Connection& connection, HelloStatus status, const std::string& message,
                   std::chrono::milliseconds io_timeout);
 // Accepts the sender: answers, and returns the connection ready for messages.
-Result<std::unique_ptr<Channel>> AcceptClient(std::unique_ptr<Connection> connection, uint64_t resume_offset, uint32_t window_bytes,
-                                              std::chrono::milliseconds io_timeout, const std::string& what);
+Result<std::unique_ptr<Channel>> AcceptClient(std::unique_ptr<Connection> connection, uint64_t resume_offset,
+                                              uint32_t window_bytes, std::chrono::milliseconds io_timeout,
+                                              const std::string& what);
 
 }  // namespace vramflow

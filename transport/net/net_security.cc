@@ -57,7 +57,10 @@ std::string DescribeKtls(const TlsConnection& connection) {
   const bool send = connection.ktls_send(), recv = connection.ktls_recv();
   if (send || recv)
     return std::string("kTLS in use: the kernel does the TLS record layer (") +
-           (send && recv ? "sending and receiving" : send ? "sending only" : "receiving only") + ")";
+           (send && recv ? "sending and receiving"
+            : send       ? "sending only"
+                         : "receiving only") +
+           ")";
   return "kTLS was asked for (--ktls) but is not available here (OpenSSL without it, or a kernel without "
          "CONFIG_TLS / the tls module): TLS runs in user space";
 }

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "common/status.h"
+#include "transport/core/uri.h"
 #include "transport/net/net_options.h"
 #include "transport/net/tls.h"
-#include "transport/core/uri.h"
 
 namespace vramflow {
 

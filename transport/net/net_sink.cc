@@ -93,12 +93,14 @@ class NetSink final : public ByteSink {
     if (resume != 0) return Status::Internal("a new session was asked to resume at " + std::to_string(resume));
     if (options_.ask_bases && options_.on_bases) options_.on_bases(offer_);
     VF_RETURN_IF_ERROR(StartThreads());
-    Status started = StartThread(&supervisor_, "the supervisor of the transfer to " + endpoint_.uri, [this] { Supervise(); });
+    Status started =
+        StartThread(&supervisor_, "the supervisor of the transfer to " + endpoint_.uri, [this] { Supervise(); });
     if (!started.ok()) {
       StopThreads();
       return started;
     }
-    interrupt_entry_ = CleanupEntry(options_.cleanup, [this] { TellInterrupted(); }, CleanupRegistry::Kind::kRemote);
+    interrupt_entry_ = CleanupEntry(
+        options_.cleanup, [this] { TellInterrupted(); }, CleanupRegistry::Kind::kRemote);
     return Status::Ok();
   }
 
@@ -368,7 +370,9 @@ class NetSink final : public ByteSink {
     cv_.notify_all();
   }
 
-  bool Quit(uint64_t number) const { return stop_ || !fatal_.ok() || number != generation_number_ || !generation_alive_; }
+  bool Quit(uint64_t number) const {
+    return stop_ || !fatal_.ok() || number != generation_number_ || !generation_alive_;
+  }
 
   // Sends unsent segments in order, and END once everything is sent.
   // Connection 0 of every generation opens with the stream's NAME, if any.
@@ -459,8 +463,7 @@ class NetSink final : public ByteSink {
       // sending it (a resend). The window bounds how many exist at once, so
       // keeping them all costs no more memory than a full window; freeing
       // them would cost a page fault and a zeroed page per 4 KiB on reuse.
-      if (segments_.front().use_count() == 1)
-        spare_.push_back(std::move(segments_.front()->bytes));
+      if (segments_.front().use_count() == 1) spare_.push_back(std::move(segments_.front()->bytes));
       segments_.pop_front();
       ++first_index_;
     }
@@ -513,8 +516,8 @@ class NetSink final : public ByteSink {
         if (!why.ok()) continue;
         std::lock_guard lock(mu_);
         if (resume < acked_ || resume > position_) {
-          Fail(Status::Corruption(Describe() + " asked to resume at byte " + std::to_string(resume) + " but acknowledged " +
-                                  std::to_string(acked_) + " of " + std::to_string(position_)));
+          Fail(Status::Corruption(Describe() + " asked to resume at byte " + std::to_string(resume) +
+                                  " but acknowledged " + std::to_string(acked_) + " of " + std::to_string(position_)));
           return;
         }
         Acknowledge(resume);
@@ -547,9 +550,9 @@ class NetSink final : public ByteSink {
   uint64_t first_index_ = 0;                       // absolute number of segments_.front()
   uint64_t next_ = 0;                              // absolute number of the next segment to send
   uint64_t queued_bytes_ = 0;
-  uint64_t window_ = 0;  // granted by the receiver
+  uint64_t window_ = 0;                      // granted by the receiver
   std::vector<std::vector<uint8_t>> spare_;  // buffers of acknowledged segments
-  uint64_t position_ = 0;  // stream bytes handed to segments_
+  uint64_t position_ = 0;                    // stream bytes handed to segments_
   uint64_t acked_ = 0;
   bool end_requested_ = false;
   bool end_sent_ = false;

@@ -17,8 +17,8 @@
 #include <memory>
 
 #include "transport/core/byte_stream.h"
-#include "transport/net/net_options.h"
 #include "transport/core/uri.h"
+#include "transport/net/net_options.h"
 
 namespace vramflow {
 

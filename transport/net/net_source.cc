@@ -10,9 +10,9 @@
 #include <deque>
 #include <list>
 #include <map>
-#include <set>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -38,7 +38,7 @@ struct Session {
   uint32_t segment_bytes = 0;
   uint64_t window_bytes = 0;
   std::string peer;
-  bool named = false;  // the hello announced a NAME message
+  bool named = false;       // the hello announced a NAME message
   bool asks_bases = false;  // the hello asked for BASES (kHelloBases)
   BaseOffer offer;          // what this session's sender is offered (fixed when the session starts)
 
@@ -64,7 +64,7 @@ struct Session {
   uint64_t spare_bytes = 0;
   std::mutex discard_mu;
   std::vector<uint8_t> discard;  // guarded by discard_mu
-  uint64_t delivered = 0;  // stream bytes handed to the consumer
+  uint64_t delivered = 0;        // stream bytes handed to the consumer
   uint64_t acked = 0;
   std::optional<uint64_t> end;
   std::optional<std::string> name;  // from the NAME message
@@ -197,7 +197,8 @@ class Core : public std::enable_shared_from_this<Core> {
     Status s = StartThread(&accept_thread_, "the receiver's accept loop on " + uri(),
                            [self = shared_from_this()] { self->AcceptLoop(); });
     if (s.ok())
-      s = StartThread(&ping_thread_, "the receiver's pings on " + uri(), [self = shared_from_this()] { self->PingLoop(); });
+      s = StartThread(&ping_thread_, "the receiver's pings on " + uri(),
+                      [self = shared_from_this()] { self->PingLoop(); });
     if (!s.ok()) Stop();
     return s;
   }
@@ -299,7 +300,8 @@ class Core : public std::enable_shared_from_this<Core> {
     if (hello.version != kNetProtocolVersion)
       return RefuseClient(*conn, HelloStatus::kVersion,
                           "this receiver speaks protocol version " + std::to_string(kNetProtocolVersion) +
-                              ", the sender " + std::to_string(hello.version), timeout);
+                              ", the sender " + std::to_string(hello.version),
+                          timeout);
     if (Granted(hello) == 0)
       return RefuseClient(*conn, HelloStatus::kBadRequest,
                           "the sender's segments of " + std::to_string(hello.segment_bytes) +
@@ -337,9 +339,9 @@ class Core : public std::enable_shared_from_this<Core> {
       finished_ok = session->finished;
       resume = finished_ok && session->end ? *session->end : session->delivered;
     }
-    Result<std::unique_ptr<Channel>> accepted = AcceptClient(
-        std::move(conn), resume, Granted(hello), timeout,
-        "connection " + std::to_string(hello.conn_index) + " from " + peer);
+    Result<std::unique_ptr<Channel>> accepted =
+        AcceptClient(std::move(conn), resume, Granted(hello), timeout,
+                     "connection " + std::to_string(hello.conn_index) + " from " + peer);
     if (!accepted.ok()) return;  // a vanished sender
     std::shared_ptr<Channel> channel(std::move(*accepted));
     connections_.HandshakeDone(id);
@@ -522,7 +524,8 @@ class Core : public std::enable_shared_from_this<Core> {
           break;
         case MsgType::kEnd:
           if ((s.end && *s.end != header->offset) || header->offset < s.delivered ||
-              (!s.pending.empty() && s.pending.rbegin()->first + s.pending.rbegin()->second.bytes.size() > header->offset)) {
+              (!s.pending.empty() &&
+               s.pending.rbegin()->first + s.pending.rbegin()->second.bytes.size() > header->offset)) {
             s.Fail(Status::Corruption(channel->what() + ": END at byte " + std::to_string(header->offset) +
                                       " contradicts the data received"));
           }
@@ -536,11 +539,11 @@ class Core : public std::enable_shared_from_this<Core> {
           if (!s.named || index != 0 || name.empty() || name.size() > kMaxStreamName) {
             s.Fail(Status::Corruption(channel->what() + ": a NAME message of " + std::to_string(name.size()) +
                                       " bytes" + (s.named ? "" : " that the hello did not announce") +
-                                      (index != 0 ? " on a connection other than 0" : "") +
-                                      " (names are 1 to " + std::to_string(kMaxStreamName) + " bytes)"));
+                                      (index != 0 ? " on a connection other than 0" : "") + " (names are 1 to " +
+                                      std::to_string(kMaxStreamName) + " bytes)"));
           } else if (s.name && *s.name != name) {
-            s.Fail(Status::Corruption(channel->what() + ": the stream named " + Printable(*s.name) +
-                                      " was renamed " + Printable(name) + " on reconnecting"));
+            s.Fail(Status::Corruption(channel->what() + ": the stream named " + Printable(*s.name) + " was renamed " +
+                                      Printable(name) + " on reconnecting"));
           } else {
             s.name = std::move(name);
             s.cv.notify_all();
@@ -626,13 +629,13 @@ class Core : public std::enable_shared_from_this<Core> {
   std::condition_variable cv_;
   bool stop_ = false;
   std::shared_ptr<Session> session_;           // the newest session
-  bool handed_ = false;                         // session_ went to the consumer
-  BaseOffer offer_;                             // for new sessions whose senders ask (kHelloBases)
+  bool handed_ = false;                        // session_ went to the consumer
+  BaseOffer offer_;                            // for new sessions whose senders ask (kHelloBases)
   std::deque<std::shared_ptr<Session>> past_;  // finished sessions, oldest first
-  unsigned created_ = 0;                        // sessions so far
-  std::mutex stop_mu_;                          // one Stop() at a time
+  unsigned created_ = 0;                       // sessions so far
+  std::mutex stop_mu_;                         // one Stop() at a time
   ConnectionThreads connections_;
-  RefusalLog refusals_;  // refused connections, rate-limited
+  RefusalLog refusals_;           // refused connections, rate-limited
   std::once_flag ktls_reported_;  // --ktls: whether it runs is logged once
 };
 
@@ -792,8 +795,8 @@ class NetReceiverImpl final : public NetReceiver {
     Result<std::string> name = source->WaitForName();
     if (!name.ok()) {
       (void)source->Finish(name.status());
-      return Status::IoError(source->Describe() + " failed before its stream's name arrived: " +
-                             name.status().message());
+      return Status::IoError(source->Describe() +
+                             " failed before its stream's name arrived: " + name.status().message());
     }
     const std::string& expected = owner_->core->options().name;
     if (!expected.empty() && !name->empty() && *name != expected) {
@@ -829,8 +832,8 @@ Result<std::unique_ptr<NetReceiver>> NetReceiver::Listen(const Endpoint& endpoin
   if (!passed) {
     VF_ASSIGN_OR_RETURN(passed, Listener::Open(endpoint, options.socket, options.cleanup));
   }
-  auto core = std::make_shared<Core>(std::move(*passed), options, std::move(tls),
-                                     security.kind == Endpoint::Kind::kUnix);
+  auto core =
+      std::make_shared<Core>(std::move(*passed), options, std::move(tls), security.kind == Endpoint::Kind::kUnix);
   VF_RETURN_IF_ERROR(core->Start());
   auto owner = std::make_shared<CoreOwner>(core);
   return std::unique_ptr<NetReceiver>(new NetReceiverImpl(std::move(owner)));

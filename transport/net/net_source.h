@@ -31,8 +31,8 @@
 #include <string>
 
 #include "transport/core/byte_stream.h"
-#include "transport/net/net_options.h"
 #include "transport/core/uri.h"
+#include "transport/net/net_options.h"
 
 namespace vramflow {
 

@@ -42,10 +42,10 @@ class RefusalLog {
   const std::string prefix_;
   const std::chrono::milliseconds interval_;
   std::mutex mu_;
-  bool logged_any_ = false;          // guarded by mu_
-  Clock::time_point last_line_;      // guarded by mu_
-  uint64_t unlogged_ = 0;            // guarded by mu_: refusals since the last line
-  std::string latest_;               // guarded by mu_: the latest of those
+  bool logged_any_ = false;      // guarded by mu_
+  Clock::time_point last_line_;  // guarded by mu_
+  uint64_t unlogged_ = 0;        // guarded by mu_: refusals since the last line
+  std::string latest_;           // guarded by mu_: the latest of those
 };
 
 }  // namespace vramflow

@@ -251,8 +251,8 @@ Result<UniqueFd> ListenAtUnixPath(const std::string& path, const SocketOptions& 
     return fd;
   }
   VF_RETURN_IF_ERROR(UnixAddress(path, &addr));
-  VF_ASSIGN_OR_RETURN(UniqueFd fd, BindAndListen(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr),
-                                                 false, options, name, &err));
+  VF_ASSIGN_OR_RETURN(UniqueFd fd, BindAndListen(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr), false,
+                                                 options, name, &err));
   if (::lstat(path.c_str(), bound) != 0) {
     err = errno;
     ::unlink(path.c_str());
@@ -284,9 +284,12 @@ void UnixSocketFile::Remove() {
 
 Result<UniqueFd> ConnectStream(const Endpoint& endpoint, const SocketOptions& options) {
   switch (endpoint.kind) {
-    case Endpoint::Kind::kTcp: return ConnectTcp(endpoint, options);
-    case Endpoint::Kind::kUnix: return ConnectUnix(endpoint, options);
-    default: return Status::InvalidArgument("'" + endpoint.uri + "' is not a network endpoint (unix:PATH or tcp://HOST:PORT)");
+    case Endpoint::Kind::kTcp:
+      return ConnectTcp(endpoint, options);
+    case Endpoint::Kind::kUnix:
+      return ConnectUnix(endpoint, options);
+    default:
+      return Status::InvalidArgument("'" + endpoint.uri + "' is not a network endpoint (unix:PATH or tcp://HOST:PORT)");
   }
 }
 
@@ -297,9 +300,12 @@ Result<Listener> Listener::Adopt(UniqueFd fd, const SocketOptions& options) {
   if (::getsockopt(fd.get(), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0)
     return Status::FromErrno(name + " is not a socket", errno);
   len = sizeof(type);
-  if (::getsockopt(fd.get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0) return Status::FromErrno(name + ": SO_TYPE", errno);
-  if (type != SOCK_STREAM) return Status::InvalidArgument(name + " is not a stream socket (a datagram socket? use ListenStream=)");
-  if (!listening) return Status::InvalidArgument(name + " is a stream socket that does not listen (use ListenStream=, Accept=no)");
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0)
+    return Status::FromErrno(name + ": SO_TYPE", errno);
+  if (type != SOCK_STREAM)
+    return Status::InvalidArgument(name + " is not a stream socket (a datagram socket? use ListenStream=)");
+  if (!listening)
+    return Status::InvalidArgument(name + " is a stream socket that does not listen (use ListenStream=, Accept=no)");
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0)
@@ -313,7 +319,8 @@ Result<Listener> Listener::Adopt(UniqueFd fd, const SocketOptions& options) {
     listener.uri_ = TcpName(host, port);
   } else if (bound.ss_family == AF_UNIX) {
     const auto& addr = reinterpret_cast<const sockaddr_un&>(bound);
-    const size_t path_bytes = bound_len > offsetof(sockaddr_un, sun_path) ? bound_len - offsetof(sockaddr_un, sun_path) : 0;
+    const size_t path_bytes =
+        bound_len > offsetof(sockaddr_un, sun_path) ? bound_len - offsetof(sockaddr_un, sun_path) : 0;
     std::string path(addr.sun_path, strnlen(addr.sun_path, std::min(path_bytes, sizeof(addr.sun_path))));
     listener.uri_ = "unix:" + (path.empty() ? std::string("(abstract)") : path);
     listener.is_unix_ = true;
@@ -349,7 +356,8 @@ Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& o
       any6.sin6_family = AF_INET6;
       any6.sin6_addr = in6addr_any;
       any6.sin6_port = htons(endpoint.port);
-      auto fd = BindAndListen(AF_INET6, reinterpret_cast<const sockaddr*>(&any6), sizeof(any6), true, options, name, &err);
+      auto fd =
+          BindAndListen(AF_INET6, reinterpret_cast<const sockaddr*>(&any6), sizeof(any6), true, options, name, &err);
       if (!fd.ok() && (err == EAFNOSUPPORT || err == EADDRNOTAVAIL || err == EPROTONOSUPPORT)) {
         sockaddr_in any4{};
         any4.sin_family = AF_INET;
@@ -424,7 +432,8 @@ Result<Listener> Listener::Open(const Endpoint& endpoint, const SocketOptions& o
     return listener;
   }
 
-  return Status::InvalidArgument("cannot listen on '" + endpoint.uri + "': not a network endpoint (unix:PATH or tcp://HOST:PORT)");
+  return Status::InvalidArgument("cannot listen on '" + endpoint.uri +
+                                 "': not a network endpoint (unix:PATH or tcp://HOST:PORT)");
 }
 
 Listener::Listener(Listener&& other) noexcept

@@ -94,7 +94,7 @@ class Listener {
  private:
   Listener() = default;
   UniqueFd fd_;
-  UniqueFd wake_;          // an eventfd: readable once Interrupt() was called
+  UniqueFd wake_;                                // an eventfd: readable once Interrupt() was called
   std::shared_ptr<UnixSocketFile> socket_file_;  // UNIX: removed on destruction, or by the cleanup
   CleanupEntry socket_file_entry_;               // after socket_file_: released first
   std::string uri_;

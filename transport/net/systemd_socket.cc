@@ -13,8 +13,9 @@ namespace vramflow {
 namespace {
 
 constexpr int kFirstPassedFd = 3;  // SD_LISTEN_FDS_START
-constexpr const char* kHint = " (--listen systemd: takes the socket systemd passes to a socket-activated service: "
-                              "start it from a .socket unit or with systemd-socket-activate)";
+constexpr const char* kHint =
+    " (--listen systemd: takes the socket systemd passes to a socket-activated service: "
+    "start it from a .socket unit or with systemd-socket-activate)";
 
 // A decimal number without sign, spaces or overflow; nullopt otherwise.
 std::optional<long> ParseCount(const char* text) {
@@ -34,8 +35,8 @@ Result<UniqueFd> TakeSystemdListenSocket() {
   const char* pid_text = std::getenv("LISTEN_PID");
   const char* fds_text = std::getenv("LISTEN_FDS");
   if (pid_text == nullptr || fds_text == nullptr)
-    return Status::InvalidArgument(std::string("no socket was passed: $") + (pid_text == nullptr ? "LISTEN_PID" : "LISTEN_FDS") +
-                                   " is not set" + kHint);
+    return Status::InvalidArgument(std::string("no socket was passed: $") +
+                                   (pid_text == nullptr ? "LISTEN_PID" : "LISTEN_FDS") + " is not set" + kHint);
   std::optional<long> pid = ParseCount(pid_text);
   if (!pid) return Status::InvalidArgument(std::string("$LISTEN_PID='") + pid_text + "' is not a process id" + kHint);
   if (*pid != static_cast<long>(::getpid()))
@@ -49,7 +50,8 @@ Result<UniqueFd> TakeSystemdListenSocket() {
   ::unsetenv("LISTEN_FDNAMES");
   for (long fd = kFirstPassedFd; fd < kFirstPassedFd + *count; ++fd) {
     int flags = ::fcntl(static_cast<int>(fd), F_GETFD);
-    if (flags < 0) return Status::FromErrno("passed socket fd " + std::to_string(fd) + " ($LISTEN_FDS=" + fds_text + ")", errno);
+    if (flags < 0)
+      return Status::FromErrno("passed socket fd " + std::to_string(fd) + " ($LISTEN_FDS=" + fds_text + ")", errno);
     if (::fcntl(static_cast<int>(fd), F_SETFD, flags | FD_CLOEXEC) != 0)
       return Status::FromErrno("passed socket fd " + std::to_string(fd) + ": close-on-exec", errno);
   }

@@ -103,8 +103,8 @@ SSL_SESSION* PskSession(SSL* ssl) {
   if (suite == nullptr) return nullptr;
   SSL_SESSION* session = SSL_SESSION_new();
   if (session == nullptr) return nullptr;
-  if (SSL_SESSION_set1_master_key(session, psk.data(), psk.size()) != 1 || SSL_SESSION_set_cipher(session, suite) != 1 ||
-      SSL_SESSION_set_protocol_version(session, TLS1_3_VERSION) != 1) {
+  if (SSL_SESSION_set1_master_key(session, psk.data(), psk.size()) != 1 ||
+      SSL_SESSION_set_cipher(session, suite) != 1 || SSL_SESSION_set_protocol_version(session, TLS1_3_VERSION) != 1) {
     SSL_SESSION_free(session);
     return nullptr;
   }
@@ -163,12 +163,18 @@ bool IsIpAddress(const std::string& host) {
 // `status` with its message replaced.
 Status Retold(const Status& status, std::string message) {
   switch (status.code()) {
-    case Status::Code::kTimedOut: return Status::TimedOut(std::move(message));
-    case Status::Code::kTruncated: return Status::Truncated(std::move(message));
-    case Status::Code::kIoError: return Status::IoError(std::move(message));
-    case Status::Code::kInvalidArgument: return Status::InvalidArgument(std::move(message));
-    case Status::Code::kInternal: return Status::Internal(std::move(message));
-    default: return Status::Corruption(std::move(message));
+    case Status::Code::kTimedOut:
+      return Status::TimedOut(std::move(message));
+    case Status::Code::kTruncated:
+      return Status::Truncated(std::move(message));
+    case Status::Code::kIoError:
+      return Status::IoError(std::move(message));
+    case Status::Code::kInvalidArgument:
+      return Status::InvalidArgument(std::move(message));
+    case Status::Code::kInternal:
+      return Status::Internal(std::move(message));
+    default:
+      return Status::Corruption(std::move(message));
   }
 }
 
@@ -190,9 +196,9 @@ Result<std::vector<uint8_t>> TlsPskFromKey(const SharedKey& key) {
   if (psk.size() < kMinKeyBytes || psk.size() > kMaxPskBytes) {
     size_t n = psk.size();
     OPENSSL_cleanse(psk.data(), psk.size());
-    return Status::InvalidArgument(key.origin + " is a key of " + std::to_string(n) + " bytes" + spelled + "; TLS needs " +
-                                   std::to_string(kMinKeyBytes) + " to " + std::to_string(kMaxPskBytes) +
-                                   " (make one with `vramflow keygen`)");
+    return Status::InvalidArgument(key.origin + " is a key of " + std::to_string(n) + " bytes" + spelled +
+                                   "; TLS needs " + std::to_string(kMinKeyBytes) + " to " +
+                                   std::to_string(kMaxPskBytes) + " (make one with `vramflow keygen`)");
   }
   return psk;
 }
@@ -203,15 +209,16 @@ Result<std::unique_ptr<TlsContext>> TlsContext::Create(const TlsCredentials& cre
     return Status::InvalidArgument("both a shared key (" + credentials.key->origin +
                                    ") and certificates were given: use one (--key-file, or --cert, --key and --ca)");
   if (!credentials.key && !certs)
-    return Status::InvalidArgument("no TLS credentials: give a shared key (--key-file) or a certificate (--cert, --key, --ca)");
+    return Status::InvalidArgument(
+        "no TLS credentials: give a shared key (--key-file) or a certificate (--cert, --key, --ca)");
   if (certs) {
     std::string missing;
     if (credentials.cert_file.empty()) missing += " --cert";
     if (credentials.key_file.empty()) missing += " --key";
     if (credentials.ca_file.empty()) missing += " --ca";
     if (!missing.empty())
-      return Status::InvalidArgument("mutual TLS needs a certificate, its private key and the CA of the peers: missing" +
-                                     missing);
+      return Status::InvalidArgument(
+          "mutual TLS needs a certificate, its private key and the CA of the peers: missing" + missing);
   }
 
   std::unique_ptr<TlsContext> context(new TlsContext);
@@ -234,10 +241,8 @@ Result<std::unique_ptr<TlsContext>> TlsContext::Create(const TlsCredentials& cre
   if (credentials.key) {
     VF_ASSIGN_OR_RETURN(context->psk_, TlsPskFromKey(*credentials.key));
     SSL_CTX_set_app_data(ctx, &context->psk_);
-    if (role == Role::kServer)
-      SSL_CTX_set_psk_find_session_callback(ctx, FindPsk);
-    else
-      SSL_CTX_set_psk_use_session_callback(ctx, UsePsk);
+    if (role == Role::kServer) SSL_CTX_set_psk_find_session_callback(ctx, FindPsk);
+    else SSL_CTX_set_psk_use_session_callback(ctx, UsePsk);
     context->describe_ = "shared key (" + credentials.key->origin + ")";
     return context;
   }
@@ -287,7 +292,8 @@ Result<int> TlsConnection::Drive(Op op, milliseconds timeout, bool whole_timeout
       saved_errno = errno;
       if (error == SSL_ERROR_SSL) {
         unsigned long first = ERR_peek_error();
-        eof_in_record = ERR_GET_LIB(first) == ERR_LIB_SSL && ERR_GET_REASON(first) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+        eof_in_record =
+            ERR_GET_LIB(first) == ERR_LIB_SSL && ERR_GET_REASON(first) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
         reason = TakeErrors();
       } else {
         ERR_clear_error();
@@ -333,10 +339,10 @@ Result<std::unique_ptr<TlsConnection>> TlsConnection::Handshake(const TlsContext
     if (!context.shared_key()) {
       // The receiver's certificate must name the host we connected to.
       if (server_host.empty()) return Status::InvalidArgument(what + ": no host name to check its certificate against");
-      bool named = IsIpAddress(server_host)
-                       ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), server_host.c_str()) == 1
-                       : SSL_set1_host(ssl, server_host.c_str()) == 1 &&
-                             SSL_set_tlsext_host_name(ssl, server_host.c_str()) == 1;
+      bool named =
+          IsIpAddress(server_host)
+              ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), server_host.c_str()) == 1
+              : SSL_set1_host(ssl, server_host.c_str()) == 1 && SSL_set_tlsext_host_name(ssl, server_host.c_str()) == 1;
       if (!named) return Status::InvalidArgument(what + ": cannot check a certificate against '" + server_host + "'");
     }
   } else {
@@ -352,8 +358,7 @@ Result<std::unique_ptr<TlsConnection>> TlsConnection::Handshake(const TlsContext
     long verify = SSL_get_verify_result(ssl);
     if (verify != X509_V_OK) why += " (certificate: " + std::string(X509_verify_cert_error_string(verify)) + ")";
     if (!client && context.shared_key() && done.status().code() == Status::Code::kCorruption) {
-      if (!notes.offered_identity)
-        why += " (the peer offered no pre-shared key: does it use certificates, or no key?)";
+      if (!notes.offered_identity) why += " (the peer offered no pre-shared key: does it use certificates, or no key?)";
       else if (*notes.offered_identity != kTlsPskIdentity)
         why += " (the peer offered PSK identity " + *notes.offered_identity + ", not '" + kTlsPskIdentity + "')";
     }
@@ -410,8 +415,8 @@ Status TlsConnection::RecvAll(std::span<uint8_t> data, milliseconds timeout, con
     Result<int> got = Drive([&](SSL* s) { return SSL_read(s, data.data(), n); }, timeout, false, what);
     if (!got.ok()) {
       if (got.status().code() == Status::Code::kTruncated)
-        return Status::Truncated(what + ": the peer closed the connection after " + std::to_string(total - data.size()) +
-                                 " of " + std::to_string(total) + " bytes");
+        return Status::Truncated(what + ": the peer closed the connection after " +
+                                 std::to_string(total - data.size()) + " of " + std::to_string(total) + " bytes");
       return got.status();
     }
     data = data.subspan(static_cast<size_t>(*got));

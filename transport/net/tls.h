@@ -47,7 +47,7 @@ struct TlsCredentials {
   std::string cert_file;
   std::string key_file;  // the certificate's private key
   std::string ca_file;
-  bool ktls = false;     // ask OpenSSL for kernel TLS where it can
+  bool ktls = false;  // ask OpenSSL for kernel TLS where it can
   bool empty() const { return !key && cert_file.empty() && key_file.empty() && ca_file.empty(); }
 };
 
@@ -102,8 +102,7 @@ class TlsConnection final : public Connection {
   // PSK without (EC)DHE); the message names `peer` and OpenSSL's reason.
   static Result<std::unique_ptr<TlsConnection>> Handshake(const TlsContext& context, UniqueFd fd,
                                                           const std::string& server_host,
-                                                          std::chrono::milliseconds timeout,
-                                                          const std::string& peer);
+                                                          std::chrono::milliseconds timeout, const std::string& peer);
   // Sends close_notify (best effort, without waiting) and closes the socket.
   ~TlsConnection() override;
 
@@ -129,7 +128,7 @@ class TlsConnection final : public Connection {
   UniqueFd fd_;
   ssl_st* ssl_;
   mutable std::mutex mu_;  // guards every call on ssl_
-  bool broken_ = false;  // a write failed half way: the record stream is lost (guarded by mu_)
+  bool broken_ = false;    // a write failed half way: the record stream is lost (guarded by mu_)
   std::string peer_identity_;
   std::string cipher_;
 };

@@ -3,16 +3,16 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <random>
 #include <thread>
 
 #include "common/printable.h"
-#include "transport/aws/http.h"
 #include "transport/aws/curl_library.h"
+#include "transport/aws/http.h"
 #include "transport/aws/xml.h"
 
 namespace vramflow::s3 {
@@ -156,9 +156,9 @@ class Client::HandlePool {
 // One try's outcome: a response, or a transport failure.
 struct Client::Attempt {
   Response response;
-  Status error;          // transport failure (curl), or an S3 error reply
+  Status error;  // transport failure (curl), or an S3 error reply
   bool retryable = false;
-  std::string s3_code;   // S3 error code of an error reply
+  std::string s3_code;  // S3 error code of an error reply
 };
 
 Client::Client(Config config, const S3Options& options, std::string bucket)
@@ -217,8 +217,8 @@ Client::Attempt Client::SendOnce(const Request& request, const std::atomic<bool>
   if (!credentials.ok()) {
     attempt.error = credentials.status();
     // A credential service that did not answer may answer the next try.
-    attempt.retryable = credentials.status().code() == Status::Code::kIoError ||
-                        credentials.status().code() == Status::Code::kTimedOut;
+    attempt.retryable =
+        credentials.status().code() == Status::Code::kIoError || credentials.status().code() == Status::Code::kTimedOut;
     return attempt;
   }
 

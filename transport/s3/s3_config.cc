@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "transport/s3/s3_config.h"
 
+#include <unistd.h>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
-#include <unistd.h>
 
 #include "transport/s3/s3_encryption.h"
 
@@ -137,7 +137,8 @@ Result<Config> LoadConfig(const S3Options& options) {
   if (addressing.empty()) addressing = Lookup(from_config, {"s3.addressing_style"});
   if (addressing.empty() || addressing == "auto") addressing = custom ? "path" : "virtual";
   if (addressing != "path" && addressing != "virtual")
-    return Status::InvalidArgument("S3 addressing style '" + addressing + "' (VRAMFLOW_S3_ADDRESSING) must be 'path' "
+    return Status::InvalidArgument("S3 addressing style '" + addressing +
+                                   "' (VRAMFLOW_S3_ADDRESSING) must be 'path' "
                                    "or 'virtual'");
   config.path_style = addressing == "path";
 

@@ -30,8 +30,8 @@
 #include "common/status.h"
 #include "transport/aws/credential_chain.h"
 #include "transport/aws/http.h"
-#include "transport/s3/s3_options.h"
 #include "transport/aws/sigv4.h"
+#include "transport/s3/s3_options.h"
 
 namespace vramflow::s3 {
 

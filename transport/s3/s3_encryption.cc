@@ -22,8 +22,8 @@ std::string DecodeKeyBase64(std::string_view text) {
   for (char c : text.substr(0, 43))
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/')) return "";
   std::string out(33, '\0');  // EVP_DecodeBlock counts the padding as a zero byte
-  if (EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                      reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size())) != 33)
+  if (EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(text.data()),
+                      static_cast<int>(text.size())) != 33)
     return "";
   out.resize(kCustomerKeyBytes);
   return out;
@@ -49,14 +49,14 @@ Status CheckEncryptionModes(const std::string& sse, const std::string& kms_key_i
     return Status::InvalidArgument("--sse: '" + sse + "' is neither AES256 (SSE-S3) nor aws:kms (SSE-KMS)");
   if (!kms_key_id.empty() && sse != "aws:kms") return Status::InvalidArgument("--sse-kms-key-id needs --sse aws:kms");
   if (customer_key && !sse.empty())
-    return Status::InvalidArgument("--sse-c-key and --sse cannot go together: an object has one kind of "
-                                   "server-side encryption");
+    return Status::InvalidArgument(
+        "--sse-c-key and --sse cannot go together: an object has one kind of "
+        "server-side encryption");
   return Status::Ok();
 }
 
 Status CheckEncryption(const S3Encryption& encryption, const std::string& scheme, const std::string& host) {
-  VF_RETURN_IF_ERROR(
-      CheckEncryptionModes(encryption.sse, encryption.kms_key_id, !encryption.customer_key.empty()));
+  VF_RETURN_IF_ERROR(CheckEncryptionModes(encryption.sse, encryption.kms_key_id, !encryption.customer_key.empty()));
   if (encryption.customer_key.empty()) return Status::Ok();
   if (encryption.customer_key.size() != kCustomerKeyBytes)
     return Status::InvalidArgument("--sse-c-key: the key is " + std::to_string(encryption.customer_key.size()) +

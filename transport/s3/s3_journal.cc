@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -126,7 +126,8 @@ std::vector<JournaledUpload> ReadJournal(const std::string& dir, std::vector<std
   }
   while (dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
-    if (name.size() <= sizeof(kSuffix) - 1 || name.compare(name.size() - (sizeof(kSuffix) - 1), std::string::npos, kSuffix) != 0)
+    if (name.size() <= sizeof(kSuffix) - 1 ||
+        name.compare(name.size() - (sizeof(kSuffix) - 1), std::string::npos, kSuffix) != 0)
       continue;
     JournaledUpload u;
     u.file = dir + "/" + name;

@@ -22,9 +22,9 @@
 namespace vramflow::s3 {
 
 struct JournaledUpload {
-  std::string file;  // its journal file (empty until written)
-  std::string owner;  // owner tag of the writer
-  std::string endpoint;  // scheme://host[:port]
+  std::string file;        // its journal file (empty until written)
+  std::string owner;       // owner tag of the writer
+  std::string endpoint;    // scheme://host[:port]
   std::string addressing;  // "path" or "virtual"
   std::string region;
   std::string bucket;
@@ -45,8 +45,8 @@ void Forget(const JournaledUpload& upload);
 std::vector<JournaledUpload> ReadJournal(const std::string& dir, std::vector<std::string>* problems);
 
 struct CleanupReport {
-  unsigned aborted = 0;    // uploads aborted (or already gone at S3)
-  unsigned skipped = 0;    // of a live process
+  unsigned aborted = 0;               // uploads aborted (or already gone at S3)
+  unsigned skipped = 0;               // of a live process
   std::vector<std::string> failures;  // what could not be aborted, and why
 };
 // Aborts every journaled upload whose writer is no longer running (all of

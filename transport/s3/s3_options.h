@@ -55,8 +55,8 @@ struct S3Options {
   uint64_t range_size = 8ull << 20;
   // Overrides of the environment / ~/.aws settings (s3_config.h); empty =
   // not overridden. addressing: "path" or "virtual".
-  std::string endpoint;    // --endpoint-url
-  std::string region;      // --region
+  std::string endpoint;  // --endpoint-url
+  std::string region;    // --region
   std::string addressing;
   // --profile: the profile to use; unlike AWS_PROFILE it also skips the
   // environment's keys (as the aws CLI's --profile does).

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "common/printable.h"
+#include "transport/aws/sigv4.h"
+#include "transport/aws/xml.h"
 #include "transport/s3/s3_encryption.h"
 #include "transport/s3/s3_journal.h"
 #include "transport/s3/s3_part_plan.h"
-#include "transport/aws/sigv4.h"
-#include "transport/aws/xml.h"
 
 namespace vramflow {
 namespace {
@@ -54,12 +54,18 @@ struct InFlight {
 Status WithNote(const Status& s, const std::string& note) {
   std::string m = s.message() + note;
   switch (s.code()) {
-    case Status::Code::kTimedOut: return Status::TimedOut(m);
-    case Status::Code::kCancelled: return Status::Cancelled(m);
-    case Status::Code::kInvalidArgument: return Status::InvalidArgument(m);
-    case Status::Code::kInternal: return Status::Internal(m);
-    case Status::Code::kUnauthenticated: return Status::Unauthenticated(m);
-    default: return Status::IoError(m);
+    case Status::Code::kTimedOut:
+      return Status::TimedOut(m);
+    case Status::Code::kCancelled:
+      return Status::Cancelled(m);
+    case Status::Code::kInvalidArgument:
+      return Status::InvalidArgument(m);
+    case Status::Code::kInternal:
+      return Status::Internal(m);
+    case Status::Code::kUnauthenticated:
+      return Status::Unauthenticated(m);
+    default:
+      return Status::IoError(m);
   }
 }
 
@@ -152,7 +158,8 @@ class S3Sink final : public ByteSink {
     std::string note;
     if (!upload_id_.empty()) {
       Status aborted = Abort();
-      note = aborted.ok() ? " (multipart upload aborted)" : " (aborting the upload failed too: " + aborted.message() + ")";
+      note =
+          aborted.ok() ? " (multipart upload aborted)" : " (aborting the upload failed too: " + aborted.message() + ")";
       upload_id_.clear();
     }
     failed_ = WithNote(status, note);
@@ -180,24 +187,25 @@ class S3Sink final : public ByteSink {
     std::string what = "UploadPart " + std::to_string(number) + " (" + Range(position_, size) + ")";
     position_ += size;
     in_flight_bytes_ += size;
-    in_flight_.push_back(InFlight{
-        number, size,
-        std::async(std::launch::async,
-                   [client = client_, key = key_, id = upload_id_, number, what, cancel = &cancel_,
-                    data = std::move(buffer_)]() -> Result<std::string> {
-                     Request r;
-                     r.method = "PUT";
-                     r.key = key;
-                     r.query = {{"partNumber", std::to_string(number)}, {"uploadId", id}};
-                     r.headers = {{"Content-MD5", s3::Md5Base64(data)}};
-                     s3::AddCustomerKeyHeaders(client->encryption(), &r.headers);
-                     r.body = data;
-                     r.what = what;
-                     VF_ASSIGN_OR_RETURN(Response response, client->Send(r, cancel));
-                     std::string etag = response.Header("etag");
-                     if (etag.empty()) return Status::IoError(client->Uri(key) + ": " + what + ": reply has no ETag");
-                     return etag;
-                   })});
+    in_flight_.push_back(InFlight{number, size,
+                                  std::async(std::launch::async,
+                                             [client = client_, key = key_, id = upload_id_, number, what,
+                                              cancel = &cancel_, data = std::move(buffer_)]() -> Result<std::string> {
+                                               Request r;
+                                               r.method = "PUT";
+                                               r.key = key;
+                                               r.query = {{"partNumber", std::to_string(number)}, {"uploadId", id}};
+                                               r.headers = {{"Content-MD5", s3::Md5Base64(data)}};
+                                               s3::AddCustomerKeyHeaders(client->encryption(), &r.headers);
+                                               r.body = data;
+                                               r.what = what;
+                                               VF_ASSIGN_OR_RETURN(Response response, client->Send(r, cancel));
+                                               std::string etag = response.Header("etag");
+                                               if (etag.empty())
+                                                 return Status::IoError(client->Uri(key) + ": " + what +
+                                                                        ": reply has no ETag");
+                                               return etag;
+                                             })});
     buffer_ = std::vector<uint8_t>();
     return Status::Ok();
   }
@@ -434,7 +442,7 @@ class S3Sink final : public ByteSink {
   unsigned concurrency_;
   std::atomic<bool> cancel_{false};
 
-  std::string upload_id_;  // "" until the first part is full
+  std::string upload_id_;     // "" until the first part is full
   std::string upload_token_;  // this upload's kUploadTokenHeader
   std::vector<uint8_t> buffer_;
   uint64_t part_size_ = 0;  // of the part in buffer_
@@ -447,9 +455,9 @@ class S3Sink final : public ByteSink {
   bool committed_ = false;
   std::string journal_dir_;
   CleanupRegistry* cleanup_;
-  s3::JournaledUpload journal_;    // of the upload in progress
+  s3::JournaledUpload journal_;             // of the upload in progress
   std::shared_ptr<PendingUpload> pending_;  // shared with the interrupt's undo
-  CleanupEntry interrupt_entry_;  // aborts it if the process is interrupted
+  CleanupEntry interrupt_entry_;            // aborts it if the process is interrupted
 };
 
 // Refuses an existing object, as a file sink refuses an existing file.
@@ -467,9 +475,9 @@ Status RefuseExisting(Client& client, const std::string& key) {
     return Status::AlreadyExists(client.Uri(key) + " exists" + how + " (use --force to overwrite)");
   };
   const bool sse_c = !client.encryption().customer_key.empty();
-  VF_ASSIGN_OR_RETURN(Response head, client.Send(HeadRequest(client.encryption(), key,
-                                                             "HeadObject (is there an object already?)",
-                                                             {301, 400, 403, 404})));
+  VF_ASSIGN_OR_RETURN(Response head,
+                      client.Send(HeadRequest(client.encryption(), key, "HeadObject (is there an object already?)",
+                                              {301, 400, 403, 404})));
   if (head.status / 100 == 2) return refuse("");
   if (head.status != 400 && !(sse_c && head.status == 403)) return Status::Ok();
   Request probe;

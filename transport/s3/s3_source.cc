@@ -125,8 +125,7 @@ Result<std::unique_ptr<ByteSource>> OpenS3Source(const std::string& bucket, cons
 Result<std::unique_ptr<RandomAccessSource>> OpenS3RandomAccess(const std::string& bucket, const std::string& key,
                                                                const S3Options& options) {
   VF_ASSIGN_OR_RETURN(s3::Config config, s3::LoadConfig(options));
-  return NewS3RandomAccess(std::make_shared<Client>(std::move(config), options, bucket), key,
-                           s3::Concurrency(options));
+  return NewS3RandomAccess(std::make_shared<Client>(std::move(config), options, bucket), key, s3::Concurrency(options));
 }
 
 }  // namespace vramflow
