@@ -211,7 +211,7 @@ TEST_F(S3ConfigTest, ProfilesFromTheCliFiles) {
 }
 
 // botocore's order among the sources a profile may name (see
-// aws_credential_chain.h): credentials file, then credential_process, then
+// transport/aws/credential_chain.h): credentials file, then credential_process, then
 // the config file's keys; a named profile that exists nowhere is an error
 // even where the environment has keys (as `aws` says "could not be found").
 TEST_F(S3ConfigTest, ChainOrderWithinAProfile) {

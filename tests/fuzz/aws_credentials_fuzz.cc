@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target: what AWS credential sources send, as vramflow parses it
-// (transport/aws/credentials.h, aws_credential_process.h, aws_sts.h): the
+// (transport/aws/credentials.h, credential_process.h, sts.h): the
 // JSON of the container endpoint and instance metadata, a
 // credential_process's output, STS's XML replies (credentials and errors),
 // and the Expiration time in all of them. The first byte picks the parser,

@@ -173,7 +173,7 @@ int FakeS3::Rejected(const std::string& code) const {
 }
 
 // Recomputes the request's SigV4 signature with the secret of the key it
-// names (s3_signer.h builds the canonical request from what was received).
+// names (transport/aws/sigv4.h builds the canonical request from what was received).
 std::string FakeS3::CheckSignature(const HttpRequest& r) {
   if (keys_.empty()) return "";
   std::string auth = r.Header("authorization");

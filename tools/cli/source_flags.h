@@ -19,7 +19,7 @@ namespace vramflow {
 struct SourceFlags {
   std::string stream;              // STREAM: a file, -, fd:N or s3://BUCKET/KEY
   std::string listen;              // --listen URI: receive the stream from a sender instead
-  std::vector<std::string> bases;  // --base (streamer/base/base_open.h)
+  std::vector<std::string> bases;  // --base (streamer/base/base_opener.h)
   std::string base_store;          // --base-store DIR: bases offered to a sender
   TransportFlags net;
 

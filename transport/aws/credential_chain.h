@@ -15,18 +15,18 @@
 //                      web_identity_token_file + role_arn: STS
 //                      AssumeRoleWithWebIdentity (the file is read at each refresh)
 //   4 SSO              sso_start_url / sso_session profiles: the token that
-//                      `aws sso login` cached, then GetRoleCredentials (aws_sso.h)
+//                      `aws sso login` cached, then GetRoleCredentials (sso.h)
 //   5 credentials file the profile's aws_access_key_id / aws_secret_access_key
 //   6 process          the profile's credential_process
 //   7 config file      the profile's keys in ~/.aws/config
-//   8 container        AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI (aws_metadata.h)
+//   8 container        AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI (metadata.h)
 //   9 instance         EC2 IMDSv2 unless AWS_EC2_METADATA_DISABLED=true
 //
 // STS is reached at AWS_ENDPOINT_URL_STS, else AWS_ENDPOINT_URL, else the
 // profile's `sts =` / `endpoint_url`, else https://sts.REGION.amazonaws.com.
 // The first source configured wins; if it then fails (STS refuses, the
 // process exits 1) that is the error, as in botocore. Temporary keys are
-// refreshed before they expire (aws_credentials.h).
+// refreshed before they expire (credentials.h).
 #pragma once
 
 #include <chrono>
@@ -60,7 +60,7 @@ struct ChainInputs {
   std::string container_base = "http://169.254.170.2";
   std::chrono::milliseconds process_timeout{60000};
   // A credential_process running when the command is interrupted is killed
-  // with its process group (aws_credential_process.h); nullptr: it is not.
+  // with its process group (credential_process.h); nullptr: it is not.
   CleanupRegistry* cleanup = nullptr;
 };
 

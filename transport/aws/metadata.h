@@ -12,7 +12,7 @@
 //              PUT is refused with 403/404/405 or gets no reply (a container
 //              behind a hop limit of 1), unless IMDSv1 is disabled. Each
 //              request is tried `attempts` times. The chain
-//              (aws_credential_chain.h) takes the endpoint, its mode (IPv4:
+//              (credential_chain.h) takes the endpoint, its mode (IPv4:
 //              http://169.254.169.254, IPv6: http://[fd00:ec2::254]), the
 //              timeout, the attempts and IMDSv1's refusal from the variables
 //              and profile keys botocore reads.

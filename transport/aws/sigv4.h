@@ -3,7 +3,7 @@
 // requests need (SHA-256 payload hashes, Content-MD5).
 //
 // Spec: "Authenticating Requests: Using the Authorization Header (AWS
-// Signature Version 4)" in the S3 API reference; tests/s3_signer_test.cc
+// Signature Version 4)" in the S3 API reference; tests/s3_unit_test.cc
 // reproduces its worked examples. Everything here is a pure function of its
 // arguments (the clock is passed in), so it is thread-safe and testable.
 #pragma once

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // AWS STS: AssumeRole (signed with the source credentials) and
 // AssumeRoleWithWebIdentity (unsigned; the OIDC token is the proof), as the
-// credential chain (aws_credential_chain.h) uses them. Query API over POST,
-// XML replies parsed with s3_xml.h.
+// credential chain (credential_chain.h) uses them. Query API over POST,
+// XML replies parsed with xml.h.
 #pragma once
 
 #include <chrono>

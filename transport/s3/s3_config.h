@@ -6,7 +6,7 @@
 //                AWS_DEFAULT_PROFILE, else "default"; read from
 //                AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials) and
 //                AWS_CONFIG_FILE (~/.aws/config, sections "[profile NAME]")
-//   credentials  botocore's chain (aws_credential_chain.h): environment,
+//   credentials  botocore's chain (transport/aws/credential_chain.h): environment,
 //                assume role, web identity, files, credential_process,
 //                container endpoint, instance metadata
 //   region       S3Options::region, AWS_REGION, AWS_DEFAULT_REGION, the

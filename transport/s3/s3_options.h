@@ -66,7 +66,7 @@ struct S3Options {
   // SSL_CERT_DIR, the system's store).
   std::string ca_bundle;
   // Temporary credentials are fetched again when less than this is left
-  // (tests shrink it; see aws_credentials.h).
+  // (tests shrink it; see transport/aws/credentials.h).
   std::chrono::seconds credential_refresh_margin{600};
   // Base URL of AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (tests: a loopback fake).
   std::string container_credentials_base = "http://169.254.170.2";
