@@ -7,22 +7,21 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 
-#include "streamer/machine/machine_limits.h"
 #include "tests/support/shell.h"
 #include "tests/support/test_util.h"
+#include "tests/support/thread_caps.h"
 
 namespace vramflow {
 namespace {
 
 using ::vramflow::testing::CommandResult;
+using ::vramflow::testing::ExpectThreadCapsOnlyFromMemory;
+using ::vramflow::testing::FittingMemoryMib;
 using ::vramflow::testing::RunShell;
 using ::vramflow::testing::ShellQuote;
 using ::vramflow::testing::TempDir;
@@ -37,36 +36,6 @@ long long JsonNumber(const std::string& json, const std::string& field) {
   std::smatch m;
   if (!std::regex_search(json, m, std::regex("\"" + field + "\": ([0-9]+)"))) return -1;
   return std::stoll(m[1]);
-}
-
-// The memory a default budget is a quarter of: MemAvailable or the cgroup's
-// limit, the smaller.
-double FittingMemoryMib() {
-  const MachineLimits limits = ReadMachineLimits();
-  uint64_t bytes = limits.mem_available.value_or(UINT64_MAX);
-  if (limits.cgroup_memory) bytes = std::min(bytes, *limits.cgroup_memory);
-  return static_cast<double>(bytes) / (1 << 20);
-}
-
-// Expects every "note:" line of `output` to say that a default budget, a
-// quarter of the memory left to fit to, feeds fewer than `cpus` threads;
-// true when there is none.
-bool ExpectNotesOnlyWhereMemoryCaps(const std::string& output, int cpus) {
-  const std::regex note("vramflow [a-z]+: note: running [0-9]+ threads, not " + std::to_string(cpus) +
-                        ": a memory budget of ([0-9.]+) MiB feeds no more");
-  bool none = true;
-  std::istringstream lines(output);
-  for (std::string line; std::getline(lines, line);) {
-    if (!Contains(line, "note:")) continue;
-    none = false;
-    std::smatch m;
-    if (!std::regex_match(line, m, note)) {
-      ADD_FAILURE() << "unexpected note: " << line;
-      continue;
-    }
-    EXPECT_LT(FittingMemoryMib(), 8 * std::stod(m[1])) << "not a quarter of the memory left: " << line;
-  }
-  return none;
 }
 
 std::string FakeCpus(int cpus) {
@@ -113,11 +82,11 @@ TEST(MachineFitCli, DefaultsWorkWithManyCpus) {
     TempDir dir;
     // The default budget feeds every thread, unless a quarter of the memory left feeds fewer.
     const std::string output = PackUnpackRoundTrip(FakeCpus(cpus), dir);
-    ExpectNotesOnlyWhereMemoryCaps(output, cpus);
+    ExpectThreadCapsOnlyFromMemory(output, cpus);
     CommandResult demo = RunShell(FakeCpus(cpus) + "timeout -s KILL 60 " + bin + " demo -s 4M --json 2>&1");
     ASSERT_EQ(demo.code, 0) << demo.output;
     EXPECT_GT(JsonNumber(demo.output, "max_memory"), 256ll << 20) << demo.output;
-    if (ExpectNotesOnlyWhereMemoryCaps(demo.output, cpus)) {
+    if (ExpectThreadCapsOnlyFromMemory(demo.output, cpus)) {
       EXPECT_EQ(JsonNumber(demo.output, "threads"), cpus) << demo.output;
     }
   }
@@ -171,8 +140,8 @@ TEST(MachineFitCli, ExplicitThreadsBeyondTheBudgetAreCapped) {
         << fitted.output;
     const double budget_mib = std::stod(m[1]);
     EXPECT_LT(budget_mib, 830) << fitted.output;
-    EXPECT_LT(FittingMemoryMib(), 8 * budget_mib) << "the budget is not a quarter of the available memory: "
-                                                  << fitted.output;
+    EXPECT_LT(FittingMemoryMib(), 8 * budget_mib)
+        << "the budget is not a quarter of the available memory: " << fitted.output;
   }
   EXPECT_EQ(testing::ReadFileBytes(dir.File("fitted.vfs")), testing::ReadFileBytes(dir.File("one.vfs")));
   CommandResult unpacked = RunShell(bin + " unpack -q -j 200 -m 64M " + ShellQuote(dir.File("many.vfs")) + " -o " +
