@@ -341,6 +341,11 @@ class DumpGraph {
   Status Run();
   uint64_t done_bytes() const { return done_bytes_; }
   double write_seconds() const { return write_seconds_; }  // inside the serial write stage
+  // The serial stages' CPU (with options.measure_serial_cpu); `finish_cpu`:
+  // the writer's Finish() after the graph, counted with the write stage.
+  std::vector<SerialStageCpu> serial_stages(double finish_cpu) const {
+    return {{"generate", generate_cpu_}, {"dedup", dedup_cpu_}, {"write", write_cpu_ + finish_cpu}};
+  }
 
  private:
   using DmaNode = flow::async_node<DumpJob, DumpJob>;
@@ -374,6 +379,9 @@ class DumpGraph {
   FirstCopies first_copies_;          // the dedup stage's (serial)
   uint64_t done_bytes_ = 0;           // the write stage's
   double write_seconds_ = 0;          // the write stage's
+  // Each serial stage's CPU seconds, each its own stage's; null: not measured.
+  double generate_cpu_ = 0, dedup_cpu_ = 0, write_cpu_ = 0;
+  double* CpuOf(double* stage) const { return options_.measure_serial_cpu ? stage : nullptr; }
   // Last: destroyed first, waiting for every watched fence, whose callbacks
   // use the members above.
   DmaCompleter completer_;
@@ -438,6 +446,7 @@ void DumpGraph::RunGraph(StageCoders& coders) {
 // The input node: the next job in stream order, until every source is done
 // or the dump failed.
 DumpJob DumpGraph::Generate(oneapi::tbb::flow_control& fc) {
+  StageCpuClock clock(CpuOf(&generate_cpu_));
   DumpJob job;
   if (errors_.failed() || !generator_.Next(&job)) fc.stop();
   return job;
@@ -563,6 +572,7 @@ Status DumpGraph::TryDelta(DumpJob& job, std::span<const uint8_t> data, StageCod
 // chunk that becomes a BASE_REF or a BASE_DELTA is never a first copy
 // (though it may itself repeat one).
 DumpJob DumpGraph::Dedup(DumpJob job) {
+  StageCpuClock clock(CpuOf(&dedup_cpu_));
   if (job.kind != DumpJob::kChunk || job.zero || job.base_equal || !options_.dedup || errors_.failed()) return job;
   if (const auto* first = first_copies_.Find(job.content)) {
     const auto& [ref_source, ref_offset] = *first;
@@ -602,6 +612,7 @@ DumpJob DumpGraph::Encode(DumpJob job, StageCoders& coders) {
 // slot back to the pool; a DATA frame's payload is lent to the sink, and
 // its slot given back once the sink is done with it.
 void DumpGraph::Write(const DumpJob& job, WriteNode::output_ports_type& ports) {
+  StageCpuClock clock(CpuOf(&write_cpu_));
   const auto give_back = [&](uint32_t slot) { std::get<0>(ports).try_put(slot); };
   uint64_t ticket = 0;  // under which the sink holds the payload, if it does
   if (errors_.failed()) {
@@ -667,7 +678,11 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
   DumpGraph graph(sources, sink, plan, pool.get(), &writer, &lent);
   VF_RETURN_IF_ERROR(graph.Run());
   const auto finish_began = std::chrono::steady_clock::now();
-  VF_RETURN_IF_ERROR(writer.Finish());
+  double finish_cpu = 0;
+  {
+    StageCpuClock clock(plan.options.measure_serial_cpu ? &finish_cpu : nullptr);
+    VF_RETURN_IF_ERROR(writer.Finish());
+  }
   lent.WaitAll();
   FillPipelineStats(WrittenStats(writer, sources.size(), graph.done_bytes()),
                     EngineFigures{.slots = pool->size(),
@@ -676,6 +691,8 @@ Status Dump(const std::vector<DumpSource>& sources, ByteSink* sink, const Pipeli
                                   .start = start,
                                   .serial_seconds = graph.write_seconds() + SecondsSince(finish_began)},
                     stats);
+  stats->serial_stages.clear();
+  if (plan.options.measure_serial_cpu) stats->serial_stages = graph.serial_stages(finish_cpu);
   return Status::Ok();
 }
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "codecs/chunk_codec.h"
@@ -74,6 +75,18 @@ struct PipelineOptions {
   // Called before the graph runs with one line for the user, when it runs
   // fewer threads than asked for because the budget cannot feed them.
   std::function<void(const std::string&)> note;
+  // Dump and restore graphs: clock the CPU time of each serial stage's body
+  // (PipelineStats::serial_stages), for `bench pipeline`. Off by default:
+  // it reads the thread's CPU clock (a system call) twice per job.
+  bool measure_serial_cpu = false;
+};
+
+// The CPU one serial stage of a graph used (user + system of the threads
+// that ran its bodies, one at a time). A serial stage caps the graph at
+// raw_bytes / cpu_seconds bytes a second, whatever the number of cores.
+struct SerialStageCpu {
+  std::string name;  // dump: "generate", "dedup", "write"; restore: "read", "account"
+  double cpu_seconds = 0;
 };
 
 struct PipelineStats {
@@ -97,6 +110,9 @@ struct PipelineStats {
   // frame reader of a restore (the source's reads and parsing). Close to
   // `seconds`, that stage is the bottleneck and more threads cannot help.
   double serial_seconds = 0;
+  // With PipelineOptions::measure_serial_cpu: each serial stage of the dump
+  // or restore graph, in graph order; empty otherwise.
+  std::vector<SerialStageCpu> serial_stages;
 };
 
 // One object to dump: a BO of `device`, imported by the caller.

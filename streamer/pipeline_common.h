@@ -4,6 +4,7 @@
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -69,6 +70,30 @@ inline Status ReadyTbbThreads(unsigned threads, const std::string& context,
 inline double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+// The calling thread's CPU time so far (user + system), in seconds.
+inline double ThreadCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Adds the CPU time this thread spends in its scope to `*total`; does
+// nothing (reads no clock) when `total` is null. For a serial stage's body,
+// which never runs on two threads at once.
+class StageCpuClock {
+ public:
+  explicit StageCpuClock(double* total) : total_(total), began_(total ? ThreadCpuSeconds() : 0.0) {}
+  ~StageCpuClock() {
+    if (total_) *total_ += ThreadCpuSeconds() - began_;
+  }
+  StageCpuClock(const StageCpuClock&) = delete;
+  StageCpuClock& operator=(const StageCpuClock&) = delete;
+
+ private:
+  double* const total_;
+  const double began_;
+};
 
 // What `writer` has written, `objects` objects of `raw_bytes` in all: the
 // stream's side of a dump's PipelineStats (the engine's left zero).

@@ -512,6 +512,8 @@ class RestoreGraph {
   uint64_t reference_batches() const { return reference_batches_; }
   size_t slots() const { return pool_->size(); }
   double read_seconds() const { return read_seconds_; }  // inside the serial read stage
+  // The serial stages' CPU (with options.measure_serial_cpu).
+  std::vector<SerialStageCpu> serial_stages() const { return {{"read", read_cpu_}, {"account", account_cpu_}}; }
 
  private:
   using ReadNode = flow::multifunction_node<uint32_t, std::tuple<RestoreJob>>;
@@ -539,6 +541,9 @@ class RestoreGraph {
   uint64_t done_bytes_ = 0;      // the account stage's (serial), and Run()'s between graph runs
   uint64_t reference_batches_ = 0;
   double read_seconds_ = 0;  // the read stage's
+  double read_cpu_ = 0;      // the read stage's CPU seconds
+  double account_cpu_ = 0;   // the account stage's
+  double* CpuOf(double* stage) const { return options_.measure_serial_cpu ? stage : nullptr; }
   // After what its callbacks use and the staging they copy from: destroyed
   // before them, waiting for every watched fence.
   DmaCompleter completer_;
@@ -636,6 +641,7 @@ void RestoreGraph::RunGraph() {
 
 // The read stage (serial): the next job from the frame source, for `slot`.
 void RestoreGraph::Read(uint32_t slot, ReadNode::output_ports_type& out) {
+  StageCpuClock clock(CpuOf(&read_cpu_));
   const auto began = std::chrono::steady_clock::now();
   RestoreJob job;
   const bool more = frames_->Next(slot, &job);
@@ -702,6 +708,7 @@ void RestoreGraph::StartDma(const RestoreJob& job, DmaNode::gateway_type& gatewa
 
 // The account stage (serial): counts the job's bytes and frees its slot.
 uint32_t RestoreGraph::Account(const RestoreJob& job) {
+  StageCpuClock clock(CpuOf(&account_cpu_));
   done_bytes_ += job.size;
   if (options_.progress && !errors_->failed()) options_.progress(done_bytes_);
   return job.slot;
@@ -735,6 +742,8 @@ Status Restore(ByteSource* source, const std::vector<Device*>& devices, const Re
                                   .serial_seconds = graph.read_seconds()},
                     stats);
   stats->reference_batches = graph.reference_batches();
+  stats->serial_stages.clear();
+  if (options.measure_serial_cpu) stats->serial_stages = graph.serial_stages();
   return Status::Ok();
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -880,6 +881,53 @@ TEST(CliBenchTest, CodecsBenchWritesTableAndJson) {
   }
   EXPECT_TRUE(saw_bf16);
   EXPECT_TRUE(saw_zeros);
+}
+
+// The pipeline bench's CPU figures (issue 54): per GiB for dump and restore,
+// the simulated rings' share apart, each serial stage's, and the bounds on
+// many cores. Only that they are there and plausible: no timing is asserted.
+TEST(CliBenchTest, PipelineBenchReportsCpuPerGibAndSerialStages) {
+  TempDir dir;
+  CommandResult r =
+      Vf("bench pipeline --gpus 1 --size-per-gpu 8M --repeat 1 --threads 2 --work-dir " + dir.path() + " --json p.json",
+         dir.path());
+  EXPECT_CODE(r, 0);
+  for (const char* heading : {"CPU seconds per GiB", "serial stages", "128 cores"})
+    EXPECT_TRUE(Contains(r.output, heading)) << heading << "\n" << r.output;
+  std::vector<uint8_t> bytes = ReadFileBytes(dir.File("p.json"));
+  nlohmann::json j = nlohmann::json::parse(std::string(bytes.begin(), bytes.end()));
+  ASSERT_EQ(j["runs"].size(), 2u) << j.dump();
+  const std::map<std::string, std::vector<std::string>> stages = {{"dump_cpu", {"generate", "dedup", "write"}},
+                                                                  {"restore_cpu", {"read", "account"}}};
+  for (const nlohmann::json& run : j["runs"]) {
+    for (const auto& [graph, names] : stages) {
+      const nlohmann::json& g = run[graph];
+      SCOPED_TRACE(graph + " " + g.dump());
+      const double total = g["cpu_s_per_gib"], dma = g["dma_cpu_s_per_gib"];
+      EXPECT_GT(total, 0);
+      EXPECT_GE(dma, 0);
+      EXPECT_LE(dma, total);
+      EXPECT_NEAR(g["cpu_s_per_gib_without_dma"].get<double>(), total - dma, 1e-9);
+      EXPECT_NEAR(g["gib_per_s_per_core"].get<double>() * (total - dma), 1.0, 1e-9);
+      double serial = 0;
+      ASSERT_EQ(g["serial_stages"].size(), names.size());
+      for (size_t i = 0; i < names.size(); ++i) {
+        const nlohmann::json& stage = g["serial_stages"][i];
+        EXPECT_EQ(stage["stage"], names[i]);
+        EXPECT_GE(stage["cpu_s_per_gib"].get<double>(), 0);
+        EXPECT_GE(stage["bound_gbps"].get<double>(), 0);
+        serial += stage["cpu_s_per_gib"].get<double>();
+      }
+      EXPECT_LE(serial, total - dma + 1e-6) << "the serial stages are part of the process's CPU";
+      EXPECT_GE(g["parallel_cpu_s_per_gib"].get<double>(), 0);
+      double last = 0;
+      for (const char* cores : {"16", "64", "128"}) {
+        const double gbps = g["bounds_on_cores"][cores]["gbps"];
+        EXPECT_GE(gbps, last) << "more cores never lower the bound";
+        last = gbps;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "sim/gpu/sim_process.h"
@@ -351,6 +352,36 @@ TEST(PipelineTest, SerialStageTimeShowsASlowSinkOrSourceSetsThePace) {
   EXPECT_GE(restore.serial_seconds, 0.008);
   EXPECT_LE(restore.serial_seconds, restore.seconds);
   EXPECT_GT(restore.serial_seconds, 0.5 * restore.seconds) << "the slow source should dominate";
+}
+
+// measure_serial_cpu (issue 54) clocks each serial stage of both graphs and
+// changes nothing else: the same stream, the same restore.
+TEST(PipelineTest, SerialStageCpuIsClockedOnlyWhenAskedAndChangesNothing) {
+  auto p = MakeProcess(MixedLayout(), 2);
+  MemorySink plain, measured;
+  PipelineStats plain_stats, dump_stats, restore_stats;
+  ASSERT_TRUE(Dump(*p, &plain, SmallOptions(), &plain_stats).ok());
+  EXPECT_TRUE(plain_stats.serial_stages.empty());
+  PipelineOptions options = SmallOptions();
+  options.measure_serial_cpu = true;
+  ASSERT_TRUE(Dump(*p, &measured, options, &dump_stats).ok());
+  EXPECT_EQ(measured.bytes(), plain.bytes());
+  SimProcess restored(2, SimDeviceOptions{});
+  ASSERT_TRUE(restored.Allocate(MixedLayout()).ok());
+  Status s = Restore(measured.bytes(), restored, options, &restore_stats);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(p->Compare(restored).ok());
+  auto names = [](const PipelineStats& stats) {
+    std::vector<std::string> n;
+    for (const SerialStageCpu& stage : stats.serial_stages) {
+      EXPECT_GE(stage.cpu_seconds, 0) << stage.name;
+      n.push_back(stage.name);
+    }
+    return n;
+  };
+  EXPECT_EQ(names(dump_stats), (std::vector<std::string>{"generate", "dedup", "write"}));
+  EXPECT_EQ(names(restore_stats), (std::vector<std::string>{"read", "account"}));
+  EXPECT_GT(dump_stats.serial_stages[2].cpu_seconds, 0) << "framing and writing every frame takes some CPU";
 }
 
 TEST(PipelineTest, PayloadsReadInPlaceAreLetGoOnlyOnceTheirChunksAreDone) {

@@ -140,6 +140,7 @@ Result<std::vector<Run>> MeasureBest(const std::vector<SimBoSpec>& layout, SimPr
       PipelineOptions pipeline = options.pipeline;
       pipeline.threads = thread_counts[k];
       pipeline.producer = ProducerString();
+      pipeline.measure_serial_cpu = true;  // the serial stages' CPU, for their bounds
       Run run;
       VF_RETURN_IF_ERROR(MeasureOnce(layout, original, device_options, pipeline, path, &run));
       KeepBest(run, i == 0, &runs[k]);
@@ -150,6 +151,69 @@ Result<std::vector<Run>> MeasureBest(const std::vector<SimBoSpec>& layout, SimPr
 }
 
 double Gbps(uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0.0; }
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr unsigned kBoundCores[] = {16, 64, 128};
+
+// CPU seconds per GiB of raw bytes.
+double PerGib(double seconds, uint64_t raw_bytes) {
+  return raw_bytes ? seconds / (static_cast<double>(raw_bytes) / kGiB) : 0.0;
+}
+// The throughput (GB/s, decimal) that `cores` cores give at `s_per_gib` CPU
+// seconds per GiB; 0 where nothing was measured.
+double BoundGbps(double s_per_gib, unsigned cores = 1) { return s_per_gib > 0 ? cores * kGiB / s_per_gib / 1e9 : 0.0; }
+
+// One graph's CPU per GiB: the whole process's, the simulated rings' part,
+// and each serial stage's; what is left is the parallel stages' (and
+// oneTBB's, the DMA completers', the main thread's).
+struct GraphCpu {
+  const char* graph;
+  double total = 0, dma = 0, serial = 0;  // CPU s per GiB
+  std::vector<SerialStageCpu> stages;     // cpu_seconds per GiB
+  double without_dma() const { return std::max(0.0, total - dma); }
+  double parallel() const { return std::max(0.0, without_dma() - serial); }
+  // The graph's bound on `cores` cores: the lower of the parallel stages'
+  // and every serial stage's.
+  std::pair<double, std::string> Bound(unsigned cores) const {
+    std::pair<double, std::string> bound{BoundGbps(parallel(), cores), "parallel"};
+    for (const SerialStageCpu& s : stages)
+      if (s.cpu_seconds > 0 && BoundGbps(s.cpu_seconds) < bound.first) bound = {BoundGbps(s.cpu_seconds), s.name};
+    return bound;
+  }
+};
+
+GraphCpu GraphCpuOf(const char* graph, const PipelineStats& stats, const CpuUse& cpu) {
+  GraphCpu g;
+  g.graph = graph;
+  g.total = PerGib(cpu.total_seconds, stats.raw_bytes);
+  g.dma = PerGib(cpu.dma_ring_seconds, stats.raw_bytes);
+  for (const SerialStageCpu& s : stats.serial_stages) {
+    g.stages.push_back({s.name, PerGib(s.cpu_seconds, stats.raw_bytes)});
+    g.serial += g.stages.back().cpu_seconds;
+  }
+  return g;
+}
+
+// A graph's CPU per GiB for the JSON report: the totals, each serial stage
+// and its bound, and the graph's bounds on 16, 64 and 128 cores.
+nlohmann::ordered_json GraphCpuJson(const GraphCpu& g) {
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (const SerialStageCpu& s : g.stages)
+    stages.push_back({{"stage", s.name}, {"cpu_s_per_gib", s.cpu_seconds}, {"bound_gbps", BoundGbps(s.cpu_seconds)}});
+  nlohmann::ordered_json bounds = nlohmann::ordered_json::object();
+  for (unsigned cores : kBoundCores) {
+    const auto [gbps, limit] = g.Bound(cores);
+    bounds[std::to_string(cores)] = {{"gbps", gbps}, {"limited_by", limit}};
+  }
+  return {{"cpu_s_per_gib", g.total},
+          {"dma_cpu_s_per_gib", g.dma},
+          {"cpu_s_per_gib_without_dma", g.without_dma()},
+          {"gib_per_s_per_core", g.without_dma() > 0 ? 1.0 / g.without_dma() : 0.0},
+          {"gib_per_s_per_core_with_dma", g.total > 0 ? 1.0 / g.total : 0.0},
+          {"serial_stages", stages},
+          {"parallel_cpu_s_per_gib", g.parallel()},
+          {"bounds_on_cores", bounds}};
+}
 
 // The heading, then one line of throughput, ratio and memory per run; the
 // same figures (and the CPU ones) as the JSON report's "runs".
@@ -198,7 +262,9 @@ nlohmann::ordered_json PrintThroughput(const PipelineBenchOptions& options, uint
                     {"restore_cpu_seconds", r.restore_cpu.total_seconds},
                     {"restore_dma_cpu_seconds", r.restore_cpu.dma_ring_seconds},
                     {"dump_writer_seconds", r.dump.serial_seconds},
-                    {"restore_reader_seconds", r.restore.serial_seconds}});
+                    {"restore_reader_seconds", r.restore.serial_seconds},
+                    {"dump_cpu", GraphCpuJson(GraphCpuOf("dump", r.dump, r.dump_cpu))},
+                    {"restore_cpu", GraphCpuJson(GraphCpuOf("restore", r.restore, r.restore_cpu))}});
   }
   return rows;
 }
@@ -220,6 +286,59 @@ void PrintCpu(const std::vector<Run>& runs, std::ostream& out) {
                   percent(r.dump.serial_seconds, r.dump.seconds), r.restore_cpu.total_seconds,
                   r.restore_cpu.dma_ring_seconds, r.restore_cpu.cores_busy(),
                   percent(r.restore.serial_seconds, r.restore.seconds));
+    out << line;
+  }
+}
+
+// CPU per GiB of every run, with and without the simulated rings' copies,
+// and the throughput per core that implies.
+void PrintCpuPerGib(const std::vector<Run>& runs, std::ostream& out) {
+  char line[200];
+  out << "CPU seconds per GiB of VRAM (user + system); DMA: of it the simulated rings' copies; per core: GiB/s "
+         "one core gives\nwithout them (1 / CPU s per GiB less DMA), as with SDMA, which costs the host no CPU\n";
+  std::snprintf(line, sizeof(line), "%-8s %10s %10s %10s %10s %13s %10s %10s %10s\n", "threads", "dump s/GiB",
+                "of it DMA", "less DMA", "per core", "restore s/GiB", "of it DMA", "less DMA", "per core");
+  out << line;
+  for (const Run& r : runs) {
+    const GraphCpu d = GraphCpuOf("dump", r.dump, r.dump_cpu), x = GraphCpuOf("restore", r.restore, r.restore_cpu);
+    auto per_core = [](double s) { return s > 0 ? 1.0 / s : 0.0; };
+    std::snprintf(line, sizeof(line), "%-8u %10.3f %10.3f %10.3f %5.2f GiB/s %13.3f %10.3f %10.3f %5.2f GiB/s\n",
+                  r.threads, d.total, d.dma, d.without_dma(), per_core(d.without_dma()), x.total, x.dma,
+                  x.without_dma(), per_core(x.without_dma()));
+    out << line;
+  }
+}
+
+// The serial stages of the run with the most threads: each one's CPU per
+// GiB and the throughput it caps the graph at, then each graph's bound on
+// 16, 64 and 128 cores (the parallel stages' cores / CPU s per GiB, or a
+// serial stage's, whichever is lower).
+void PrintSerialStages(const Run& r, std::ostream& out) {
+  char line[200];
+  out << "serial stages (" << r.threads
+      << "-thread run): each caps its graph at 1 / its CPU s per GiB, whatever the cores\n";
+  std::snprintf(line, sizeof(line), "%-8s %-10s %12s %14s\n", "graph", "stage", "CPU s/GiB", "bound");
+  out << line;
+  const GraphCpu graphs[] = {GraphCpuOf("dump", r.dump, r.dump_cpu), GraphCpuOf("restore", r.restore, r.restore_cpu)};
+  for (const GraphCpu& g : graphs)
+    for (const SerialStageCpu& s : g.stages) {
+      std::snprintf(line, sizeof(line), "%-8s %-10s %12.4f %9.1f GB/s\n", g.graph, s.name.c_str(), s.cpu_seconds,
+                    BoundGbps(s.cpu_seconds));
+      out << line;
+    }
+  out << "bounds on many cores, without the rings' copies (parallel: the rest of the CPU, spread over the cores)\n";
+  std::snprintf(line, sizeof(line), "%-8s %14s %22s %22s %22s\n", "graph", "parallel s/GiB", "16 cores", "64 cores",
+                "128 cores");
+  out << line;
+  for (const GraphCpu& g : graphs) {
+    std::string cells;
+    for (unsigned cores : kBoundCores) {
+      const auto [gbps, limit] = g.Bound(cores);
+      char cell[64];
+      std::snprintf(cell, sizeof(cell), " %8.1f GB/s (%s)", gbps, limit.c_str());
+      cells += cell;
+    }
+    std::snprintf(line, sizeof(line), "%-8s %14.3f%s\n", g.graph, g.parallel(), cells.c_str());
     out << line;
   }
 }
@@ -304,6 +423,8 @@ Status RunPipelineBench(const PipelineBenchOptions& options, std::ostream& out) 
   const nlohmann::ordered_json rows = PrintThroughput(options, original.total_bytes(), dir, runs, out);
   const unsigned cpus = UsableCpus();
   PrintCpu(runs, out);
+  PrintCpuPerGib(runs, out);
+  PrintSerialStages(runs.back(), out);
   const nlohmann::ordered_json scaling = PrintScaling(runs, cpus, out);
   if (!options.json_path.empty()) VF_RETURN_IF_ERROR(WriteJsonReport(options, original.total_bytes(), rows, scaling));
   return Status::Ok();
