@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 # Pipeline benchmark: vramflow's dump and restore graphs beside pzstd, zstd
 # and lz4 on the same bytes, in the same run, with peak RSS from
-# /usr/bin/time -v. Prints a table and writes bench/results/compare.json.
+# /usr/bin/time -v, and the CPU each GiB costs (user + system seconds per GiB:
+# the pipeline's from its own report, with the simulated rings' copies shown
+# apart; the peers' from /usr/bin/time). Prints tables and writes
+# bench/results/compare.json.
 #
 #   bench/compare.sh [SIZE_PER_GPU] [GPUS]     default 512M, 2
 #   BIG=1 bench/compare.sh                     also the 8 GiB/--max-memory 64M
@@ -27,7 +30,7 @@ work=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")
 trap 'rm -rf "$work"' EXIT
 
 # timed NAME CMD...: runs CMD under /usr/bin/time -v into $work/NAME.time
-# (wall time and peak RSS, read back by the summary below).
+# (wall time, peak RSS and user + system CPU, read back by the summary below).
 timed() {
   local name=$1; shift
   /usr/bin/time -v -o "$work/$name.time" "$@"
@@ -91,6 +94,11 @@ def t(name):
     secs = 0.0
     for part in wall: secs = secs * 60 + float(part)
     return secs, int(d["Maximum resident set size (kbytes)"]) * 1024
+def cpu(name):  # user + system seconds, lowest of the repeated runs
+    if os.path.exists(f"{work}/{name}1.time"):
+        return min(cpu(f"{name}{i}") for i in (1, 2, 3))
+    d = dict(line.strip().partition(": ")[::2] for line in open(f"{work}/{name}.time"))
+    return float(d["User time (seconds)"]) + float(d["System time (seconds)"])
 sizes = dict(line.split() for line in open(f"{work}/sizes"))
 size = lambda f: int(sizes[f])
 rows = []
@@ -128,9 +136,50 @@ thresholds = {"dump >= 2.5x pzstd -1": 2.5, "restore >= 2x zstd -d": 2.0,
 if 1 in runs and max(runs) != 1:
     targets["dump scaling 1 -> N threads"] = runs[1]["dump_seconds"] / best["dump_seconds"]
     targets["restore scaling 1 -> N threads"] = runs[1]["restore_seconds"] / best["restore_seconds"]
+# CPU per GiB of raw bytes: the pipeline's (its report's dump_cpu and
+# restore_cpu, the simulated rings' copies apart) and the peers' whole processes.
+gib = raw / 2**30
+print(f"\n{'CPU seconds per GiB':28} {'dump':>8} {'less DMA':>9} {'per core':>12} {'restore':>8} {'less DMA':>9}"
+      f" {'per core':>12}")
+cpu_rows = []
+def cpu_row(name, comp, comp_less, decomp, decomp_less):
+    cpu_rows.append({"tool": name, "dump_cpu_s_per_gib": comp, "dump_cpu_s_per_gib_without_dma": comp_less,
+                     "restore_cpu_s_per_gib": decomp, "restore_cpu_s_per_gib_without_dma": decomp_less})
+    less = lambda v: f"{v:9.3f}" if v is not None else f"{'-':>9}"
+    print(f"{name:28} {comp:8.3f} {less(comp_less)} {1 / (comp_less or comp):6.2f} GiB/s {decomp:8.3f}"
+          f" {less(decomp_less)} {1 / (decomp_less or decomp):6.2f} GiB/s")
+for r in sorted(runs.values(), key=lambda r: -r["threads"]):
+    d, x = r["dump_cpu"], r["restore_cpu"]
+    cpu_row(f"vramflow ({r['threads']} thread{'s' if r['threads'] > 1 else ''})", d["cpu_s_per_gib"],
+            d["cpu_s_per_gib_without_dma"], x["cpu_s_per_gib"], x["cpu_s_per_gib_without_dma"])
+cpu_row(f"pzstd -1 -p {threads}", cpu("pzstd_c") / gib, None, cpu("pzstd_d") / gib, None)
+cpu_row(f"zstd -1 -T{threads} / zstd -d", cpu("zstd_c") / gib, None, cpu("zstd_d") / gib, None)
+cpu_row("lz4 -1", cpu("lz4_c") / gib, None, cpu("lz4_d") / gib, None)
+print("(less DMA: without the simulated rings' copies, which SDMA does without the CPU; per core: 1 / the CPU per GiB,"
+      " less DMA for vramflow; peers: whole processes reading raw.bin from /dev/shm, zstd -d and lz4 -d to /dev/null)")
+stages = best["dump_cpu"]["serial_stages"] + best["restore_cpu"]["serial_stages"]
+print("serial stages (CPU s per GiB -> the bound each puts on any number of cores): " +
+      ", ".join(f"{s['stage']} {s['cpu_s_per_gib']:.4f} -> {s['bound_gbps']:.1f} GB/s" for s in stages))
+for g in ("dump", "restore"):
+    b = best[f"{g}_cpu"]["bounds_on_cores"]
+    print(f"  {g} bound on " + ", ".join(f"{c} cores {b[c]['gbps']:.1f} GB/s ({b[c]['limited_by']})" for c in b))
+zc = next(r for r in cpu_rows if r["tool"].startswith("zstd"))
+ours_cpu = cpu_rows[0]
+# Issue 54: CPU per GiB (the pipeline's less the simulated DMA) against zstd's, as how many times
+# less CPU ours takes; the bounds on 16 cores over 10 GB/s.
+targets["dump CPU/GiB <= zstd -1's / 2.5"] = zc["dump_cpu_s_per_gib"] / ours_cpu["dump_cpu_s_per_gib_without_dma"]
+targets["dump ratio better than zstd -1's"] = zd["ratio"] < rows[0]["ratio"]
+targets["restore CPU/GiB <= zstd -d's"] = zc["restore_cpu_s_per_gib"] / ours_cpu["restore_cpu_s_per_gib_without_dma"]
+for g in ("dump", "restore"):
+    targets[f"{g} bound >= 10 GB/s on 16 cores"] = best[f"{g}_cpu"]["bounds_on_cores"]["16"]["gbps"] / 10
+    thresholds[f"{g} bound >= 10 GB/s on 16 cores"] = 1.0
+thresholds["dump CPU/GiB <= zstd -1's / 2.5"] = 2.5
+thresholds["restore CPU/GiB <= zstd -d's"] = 1.0
+
 print("\ntargets:")
 for k, v in targets.items():
-    print(f"  {k:34} {v:.2f}" if isinstance(v, float) else f"  {k:34} {v}")
+    need = f"  (needs >= {thresholds[k]:g}: {'holds' if v >= thresholds[k] else 'misses'})" if k in thresholds else ""
+    print(f"  {k:40} {v:.2f}{need}" if isinstance(v, float) else f"  {k:40} {v}")
 sc = ours.get("scaling")
 if sc:  # what the measured CPU use leaves room for (vramflow bench pipeline's CPU table)
     print(f"  (room the measured CPU use leaves on {sc['usable_cpus']} CPUs, approximately: dump x{sc['dump_cpu_estimate']:.2f},"
@@ -153,7 +202,8 @@ if dma and dma.get("runs"):
     print(f"  with the rings on CPU {','.join(map(str, dma['dma_cpus']))} only: dump {dma_dump:.2f} GB/s,"
           f" x{targets['dump >= 3x pzstd -1, rings off these CPUs']:.2f} pzstd -1; restore {dma_restore:.2f} GB/s,"
           f" x{targets['restore >= 4x zstd -d, rings off these CPUs']:.2f} zstd -d")
-result = {"raw_bytes": raw, "threads": threads, "rows": rows, "targets": targets, "thresholds": thresholds,
+result = {"raw_bytes": raw, "threads": threads, "rows": rows, "cpu_rows": cpu_rows, "targets": targets,
+          "thresholds": thresholds,
           "pipeline": ours,
           "pipeline_dma_cpus": dma, "big": json.loads(big) if big != "null" else None}
 json.dump(result, open("bench/results/compare.json", "w"), indent=2)
