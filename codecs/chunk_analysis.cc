@@ -146,105 +146,68 @@ bool LooksLikeFp8(const uint32_t (&all)[256]) {
          asymmetry * kFp8AsymmetryDenominator <= total;
 }
 
-}  // namespace
+// Sparse words are considered where at least 1/64 of the sampled words are
+// zero, and taken where they save 0.5% of the estimate. Their bitmap is
+// priced at kSparseBitmapFloorBits per word plus kSparseBitsPerSwitch per
+// change between zero and non-zero words (a run's boundary costs zstd a
+// match and a literal or two), at most the bit a word it takes raw.
+constexpr uint64_t kSparseMinZerosDenominator = 64;
+constexpr double kSparseMinSaving = 0.005;
+constexpr double kSparseBitmapFloorBits = 0.02;
+constexpr double kSparseBitsPerSwitch = 16;
 
-ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
-  ChunkAnalysis a;
-  if (data.empty()) return a;
+// What the analysis counts in its sample: bytes 0 and 2 of each 4-byte
+// group (and every byte of a partial group) in `hist`, the 16-bit halves in
+// `halves` (bytes 1 and 3 are their top 8 bits), and the words that are zero.
+struct SampleCounts {
   uint32_t hist[4][256];
-  std::memset(hist, 0, sizeof(hist));
   uint64_t counts[4] = {0, 0, 0, 0};
   // halves[0]: bytes 0-1 of each 4-byte group, halves[1]: bytes 2-3.
   std::array<HalfHistogram, 2> halves{};
+  // Zero 4-byte words, zero low and high halves, and how often the sequence
+  // of zero and non-zero changes (4-byte words; halves in order).
+  uint64_t zero4 = 0, zero_low = 0, zero_high = 0, switches4 = 0, switches2 = 0;
+};
 
-  // Sample 16 evenly spaced, 64-byte aligned segments (or everything).
-  constexpr size_t kSegments = 16;
-  constexpr size_t kSegmentBytes = kAnalysisSampleBytes / kSegments;
-  // `begin` is a multiple of 4, so position i & 3 is the byte's place in its word.
-  // Bytes 1 and 3 of whole words are counted only in the halves, whose top
-  // 8 bits they are: added to hist[1] and hist[3] below.
-  auto add = [&](size_t begin, size_t end) {
-    const uint8_t* d = data.data();
-    size_t i = begin;
-    // Two words per load, taken apart by shifts.
-    auto count_word = [&](uint32_t word) {
-      ++hist[0][word & 0xff];
-      ++hist[2][(word >> 16) & 0xff];
-      ++halves[0][(word & 0xffff) >> kUncountedBits];
-      ++halves[1][word >> (16 + kUncountedBits)];
-    };
-    for (; i + 8 <= end; i += 8) {
-      const uint64_t words = LoadLE64(d + i);
-      count_word(static_cast<uint32_t>(words));
-      count_word(static_cast<uint32_t>(words >> 32));
-    }
-    for (; i + 4 <= end; i += 4) count_word(LoadLE32(d + i));
-    for (size_t p = 0; p < 4; ++p) counts[p] += (i - begin) / 4;
-    for (; i < end; ++i) {
-      ++hist[i & 3][d[i]];
-      ++counts[i & 3];
-    }
-  };
-  if (data.size() <= kAnalysisSampleBytes) {
-    add(0, data.size());
-  } else {
-    size_t stride = data.size() / kSegments;
-    for (size_t s = 0; s < kSegments; ++s) {
-      size_t begin = (s * stride) & ~size_t{63};
-      add(begin, std::min(data.size(), begin + kSegmentBytes));
-    }
-  }
-
+// Order-0 entropies of the byte positions (hist[1] and hist[3] from the halves).
+void SampleEntropies(SampleCounts c, ChunkAnalysis* a) {
   constexpr uint32_t kHalvesPerHighByte = 1u << (8 - kUncountedBits);
-  for (uint32_t k = 0; k < halves[0].size(); ++k) {
-    hist[1][k / kHalvesPerHighByte] += halves[0][k];
-    hist[3][k / kHalvesPerHighByte] += halves[1][k];
+  for (uint32_t k = 0; k < c.halves[0].size(); ++k) {
+    c.hist[1][k / kHalvesPerHighByte] += c.halves[0][k];
+    c.hist[3][k / kHalvesPerHighByte] += c.halves[1][k];
   }
-
   uint32_t mod2[2][256];
   uint32_t all[256];
   for (int v = 0; v < 256; ++v) {
-    mod2[0][v] = hist[0][v] + hist[2][v];
-    mod2[1][v] = hist[1][v] + hist[3][v];
+    mod2[0][v] = c.hist[0][v] + c.hist[2][v];
+    mod2[1][v] = c.hist[1][v] + c.hist[3][v];
     all[v] = mod2[0][v] + mod2[1][v];
   }
-  for (int p = 0; p < 4; ++p) a.entropy_mod4[p] = HistogramEntropy(hist[p], counts[p]);
-  a.entropy_mod2[0] = HistogramEntropy(mod2[0], counts[0] + counts[2]);
-  a.entropy_mod2[1] = HistogramEntropy(mod2[1], counts[1] + counts[3]);
-  a.entropy_all = HistogramEntropy(all, counts[0] + counts[1] + counts[2] + counts[3]);
+  for (int p = 0; p < 4; ++p) a->entropy_mod4[p] = HistogramEntropy(c.hist[p], c.counts[p]);
+  a->entropy_mod2[0] = HistogramEntropy(mod2[0], c.counts[0] + c.counts[2]);
+  a->entropy_mod2[1] = HistogramEntropy(mod2[1], c.counts[1] + c.counts[3]);
+  a->entropy_all = HistogramEntropy(all, c.counts[0] + c.counts[1] + c.counts[2] + c.counts[3]);
+  a->fp8_like = LooksLikeFp8(all);
+  a->bits_word1 = PlaneCost(a->entropy_all);
+  a->bits_word2 = (PlaneCost(a->entropy_mod2[0]) + PlaneCost(a->entropy_mod2[1])) / 2;
+  a->bits_word4 = 0;
+  for (double h : a->entropy_mod4) a->bits_word4 += PlaneCost(h) / 4;
+}
 
-  a.bits_word1 = PlaneCost(a.entropy_all);
-  a.bits_word2 = (PlaneCost(a.entropy_mod2[0]) + PlaneCost(a.entropy_mod2[1])) / 2;
-  a.bits_word4 = 0;
-  for (double h : a.entropy_mod4) a.bits_word4 += PlaneCost(h) / 4;
-
-  // Grouping costs a pass over the data; take it only for a clear gain.
-  a.best_word = 1;
-  double best = a.bits_word1;
-  if (a.bits_word2 < best * 0.97) {
-    best = a.bits_word2;
-    a.best_word = 2;
-  }
-  if (a.bits_word4 < best * 0.97) {
-    best = a.bits_word4;
-    a.best_word = 4;
-  }
-  if (a.best_word == 1) {
-    if (LooksLikeFp8(all)) a.best_transform = TransformId::kSignPlanes1;
-    return a;
-  }
-
-  // Byte grouping or bit planes: the same estimate for every rotation. For
-  // 2-byte words both halves are words; for 4-byte words the upper half is
-  // rotated and the two low bytes are grouped as they are.
+// Byte grouping or bit planes for a->best_word (2 or 4): the transform, its
+// planes' entropies and the estimated bits per input byte.
+void PickPlanes(const std::array<HalfHistogram, 2>& halves, PlanePolicy policy, ChunkAnalysis* a) {
+  // The same estimate for every rotation. For 2-byte words both halves are
+  // words; for 4-byte words the upper half is rotated and the two low bytes
+  // are grouped as they are.
   HalfHistogram words = halves[1];
-  if (a.best_word == 2)
+  if (a->best_word == 2)
     for (size_t k = 0; k < words.size(); ++k) words[k] = static_cast<uint16_t>(words[k] + halves[0][k]);
   double fixed_bits = 0;  // the low bytes of 4-byte words, the same for every rotation
-  if (a.best_word == 4) fixed_bits = PlaneCost(a.entropy_mod4[0]) + PlaneCost(a.entropy_mod4[1]);
+  if (a->best_word == 4) fixed_bits = PlaneCost(a->entropy_mod4[0]) + PlaneCost(a->entropy_mod4[1]);
   // Byte grouping entropy-codes the upper half's planes below the threshold;
   // kKeepSpeed allows no layout that codes more of them.
-  const double* upper = a.best_word == 2 ? a.entropy_mod2.data() : a.entropy_mod4.data() + 2;
+  const double* upper = a->best_word == 2 ? a->entropy_mod2.data() : a->entropy_mod4.data() + 2;
   const unsigned grouping_coded = (upper[0] < kIncompressibleBitsPerByte) + (upper[1] < kIncompressibleBitsPerByte);
   // Every rotation's entropies first; then Huffman prices (a code built per
   // plane, the costly part) in order of those lower bounds, until the bound
@@ -273,19 +236,131 @@ ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
   // r = 0 is never ruled out by the policy, and the loop stops early only
   // once it has a choice: best_rotation is set.
   const PlanePair& best_pair = pairs[best_rotation];
-  a.best_transform =
-      best_rotation == 0 ? static_cast<TransformId>(a.best_word) : BitPlanesTransform(a.best_word, best_rotation);
+  a->best_transform =
+      best_rotation == 0 ? static_cast<TransformId>(a->best_word) : BitPlanesTransform(a->best_word, best_rotation);
   if (best_rotation == 0) {  // the exact entropies of the byte planes
-    if (a.best_word == 2) a.plane_entropy = {a.entropy_mod2[0], a.entropy_mod2[1], 0, 0};
-    else a.plane_entropy = a.entropy_mod4;
-    a.bits_best = a.best_word == 2 ? a.bits_word2 : a.bits_word4;
-  } else if (a.best_word == 2) {
-    a.plane_entropy = {best_pair.entropy[0], best_pair.entropy[1], 0, 0};
-    a.bits_best = best_pair.bits / 2;
+    if (a->best_word == 2) a->plane_entropy = {a->entropy_mod2[0], a->entropy_mod2[1], 0, 0};
+    else a->plane_entropy = a->entropy_mod4;
+    a->bits_best = a->best_word == 2 ? a->bits_word2 : a->bits_word4;
+  } else if (a->best_word == 2) {
+    a->plane_entropy = {best_pair.entropy[0], best_pair.entropy[1], 0, 0};
+    a->bits_best = best_pair.bits / 2;
   } else {
-    a.plane_entropy = {a.entropy_mod4[0], a.entropy_mod4[1], best_pair.entropy[0], best_pair.entropy[1]};
-    a.bits_best = (fixed_bits + best_pair.bits) / 4;
+    a->plane_entropy = {a->entropy_mod4[0], a->entropy_mod4[1], best_pair.entropy[0], best_pair.entropy[1]};
+    a->bits_best = (fixed_bits + best_pair.bits) / 4;
   }
+}
+
+// Sparse words (sparse_words.h) where the sample's zero words make them
+// smaller than a->best_transform: the same choice of rotation, made on the
+// non-zero words alone, plus the bitmap.
+void ConsiderSparse(const SampleCounts& c, PlanePolicy policy, ChunkAnalysis* a) {
+  const unsigned w = a->best_word;
+  const uint64_t words = w == 4 ? c.counts[0] : c.counts[0] + c.counts[2];  // whole words sampled
+  const uint64_t zeros = w == 4 ? c.zero4 : c.zero_low + c.zero_high;
+  if (words == 0 || zeros * kSparseMinZerosDenominator < words) return;
+  SampleCounts nonzero = c;
+  auto remove = [&](uint64_t n, int low_byte, int half) {  // n zero words (w = 4) or halves (w = 2)
+    nonzero.hist[low_byte][0] -= static_cast<uint32_t>(n);
+    nonzero.counts[low_byte] -= n;
+    nonzero.counts[low_byte + 1] -= n;
+    nonzero.halves[half][0] = static_cast<uint16_t>(nonzero.halves[half][0] - n);
+  };
+  if (w == 4) {
+    remove(c.zero4, 0, 0);
+    remove(c.zero4, 2, 1);
+  } else {
+    remove(c.zero_low, 0, 0);
+    remove(c.zero_high, 2, 1);
+  }
+  ChunkAnalysis b;
+  SampleEntropies(nonzero, &b);
+  b.best_word = w;
+  PickPlanes(nonzero.halves, policy, &b);
+  // The bitmap: a bit a word stored raw; runs of zero words (what sparse
+  // data holds) make it far smaller, which its codecs find.
+  const double switches = static_cast<double>(w == 4 ? c.switches4 : c.switches2);
+  const double bitmap_bits = std::min(1.0, kSparseBitmapFloorBits + kSparseBitsPerSwitch * switches / words);
+  const double kept = 1.0 - static_cast<double>(zeros) / words;
+  const double bits = kept * b.bits_best + bitmap_bits / w;
+  if (bits >= a->bits_best * (1.0 - kSparseMinSaving)) return;
+  a->best_transform = SparseTransform(w, RotationBits(b.best_transform));
+  a->plane_entropy = b.plane_entropy;
+  a->bits_best = bits;
+}
+
+}  // namespace
+
+ChunkAnalysis AnalyzeChunk(std::span<const uint8_t> data, PlanePolicy policy) {
+  ChunkAnalysis a;
+  if (data.empty()) return a;
+  SampleCounts c;
+  std::memset(c.hist, 0, sizeof(c.hist));
+  bool zero4 = false, zero2 = false;  // the last word, the last half
+
+  // Sample 16 evenly spaced, 64-byte aligned segments (or everything).
+  constexpr size_t kSegments = 16;
+  constexpr size_t kSegmentBytes = kAnalysisSampleBytes / kSegments;
+  // `begin` is a multiple of 4, so position i & 3 is the byte's place in its word.
+  // Bytes 1 and 3 of whole words are counted only in the halves, whose top
+  // 8 bits they are: added to hist[1] and hist[3] by SampleEntropies.
+  auto add = [&](size_t begin, size_t end) {
+    const uint8_t* d = data.data();
+    size_t i = begin;
+    // Two words per load, taken apart by shifts.
+    auto count_word = [&](uint32_t word) {
+      ++c.hist[0][word & 0xff];
+      ++c.hist[2][(word >> 16) & 0xff];
+      ++c.halves[0][(word & 0xffff) >> kUncountedBits];
+      ++c.halves[1][word >> (16 + kUncountedBits)];
+      const bool z4 = word == 0, low = (word & 0xffff) == 0, high = (word >> 16) == 0;
+      c.zero4 += z4;
+      c.zero_low += low;
+      c.zero_high += high;
+      c.switches4 += z4 != zero4;
+      c.switches2 += (low != zero2) + (high != low);
+      zero4 = z4, zero2 = high;
+    };
+    for (; i + 8 <= end; i += 8) {
+      const uint64_t words = LoadLE64(d + i);
+      count_word(static_cast<uint32_t>(words));
+      count_word(static_cast<uint32_t>(words >> 32));
+    }
+    for (; i + 4 <= end; i += 4) count_word(LoadLE32(d + i));
+    for (size_t p = 0; p < 4; ++p) c.counts[p] += (i - begin) / 4;
+    for (; i < end; ++i) {
+      ++c.hist[i & 3][d[i]];
+      ++c.counts[i & 3];
+    }
+  };
+  if (data.size() <= kAnalysisSampleBytes) {
+    add(0, data.size());
+  } else {
+    size_t stride = data.size() / kSegments;
+    for (size_t s = 0; s < kSegments; ++s) {
+      size_t begin = (s * stride) & ~size_t{63};
+      add(begin, std::min(data.size(), begin + kSegmentBytes));
+    }
+  }
+  SampleEntropies(c, &a);
+
+  // Grouping costs a pass over the data; take it only for a clear gain.
+  a.best_word = 1;
+  double best = a.bits_word1;
+  if (a.bits_word2 < best * 0.97) {
+    best = a.bits_word2;
+    a.best_word = 2;
+  }
+  if (a.bits_word4 < best * 0.97) {
+    best = a.bits_word4;
+    a.best_word = 4;
+  }
+  if (a.best_word == 1) {
+    if (a.fp8_like) a.best_transform = TransformId::kSignPlanes1;
+    return a;
+  }
+  PickPlanes(c.halves, policy, &a);
+  ConsiderSparse(c, policy, &a);
   return a;
 }
 

@@ -37,9 +37,13 @@ struct ChunkAnalysis {
   // byte grouping or bit planes with the best rotation (bit_planes.h), the
   // order-0 entropy of each of its planes (bits per byte) and the estimated
   // compressed bits per input byte.
+  // Sparse words (kSparse2, kSparse4 with a rotation, sparse_words.h) where
+  // enough of the sampled words are zero that leaving them out pays; the
+  // plane entropies are then those of the non-zero words' planes.
   TransformId best_transform = TransformId::kNone;
   std::array<double, 4> plane_entropy{};
   double bits_best = 8.0;
+  bool fp8_like = false;  // the sampled bytes look like fp8 values of both signs
 };
 
 // Planes (or whole chunks) whose entropy is at least this are stored raw.

@@ -9,6 +9,7 @@
 #include "codecs/bit_pack.h"
 #include "codecs/bit_planes.h"
 #include "codecs/chunk_analysis.h"
+#include "codecs/sparse_words.h"
 #include "common/endian.h"
 #include "common/hash.h"
 
@@ -40,13 +41,18 @@ Result<int> ParseLevel(std::string_view text) {
   return level;
 }
 
-// "bitplanes2r1" .. "bitplanes4r7".
+// "bitplanes2r1" .. "bitplanes4r7", "sparse2r0" .. "sparse4r7".
 std::optional<TransformId> BitPlanesByName(std::string_view spec) {
   for (unsigned word : {2u, 4u})
-    for (unsigned r = 1; r <= 7; ++r)
-      if (spec == TransformName(BitPlanesTransform(word, r))) return BitPlanesTransform(word, r);
+    for (unsigned r = 0; r <= 7; ++r) {
+      if (r > 0 && spec == TransformName(BitPlanesTransform(word, r))) return BitPlanesTransform(word, r);
+      if (spec == TransformName(SparseTransform(word, r))) return SparseTransform(word, r);
+    }
   return std::nullopt;
 }
+
+// Words compacted and grouped at a time by EncodeSparse.
+constexpr size_t kSparseBlockWords = 4096;
 
 // Whether bitpack stores `plane` about as small as Huffman would: its bits
 // that vary across the plane are no more than the (sampled) entropy of its
@@ -113,7 +119,8 @@ Status ParseTransformSpec(std::string_view spec, EncoderOptions* options) {
   } else {
     return Status::InvalidArgument(
         "unknown transform '" + std::string(spec) +
-        "' (use auto, auto-fast, none, bytegroup2, bytegroup4, signplanes1, bitplanes2rR or bitplanes4rR with R 1..7)");
+        "' (use auto, auto-fast, none, bytegroup2, bytegroup4, signplanes1, bitplanes2rR or bitplanes4rR with R 1..7, "
+        "sparse2rR or sparse4rR with R 0..7)");
   }
   return Status::Ok();
 }
@@ -153,7 +160,11 @@ size_t ChunkEncoder::MaxPayloadSize(size_t raw_size) {
   size_t group4 = kPlaneEntryBytes * 4 + 4 * BlockCompressor::Bound(raw_size / 4) + 3;
   size_t sign_planes =
       kPlaneEntryBytes * 2 + BlockCompressor::Bound(raw_size);  // signs packed within (EncodeSignPlanes)
-  return std::max({whole, group2, group4, sign_planes});
+  auto sparse = [&](size_t w) {                                 // the bitmap's entry and payload in front of the planes
+    return kPlaneEntryBytes * (w + 1) + BlockCompressor::Bound(SparseMaskBytes(raw_size / w)) +
+           w * BlockCompressor::Bound(raw_size / w) + w - 1;
+  };
+  return std::max({whole, group2, group4, sign_planes, sparse(2), sparse(4)});
 }
 
 Status ChunkEncoder::EncodeInto(std::span<const uint8_t> raw, std::span<uint8_t> payload_buffer, EncodedChunk* out,
@@ -201,7 +212,8 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
       transform = TransformId::kByteGroup4;
       break;
     case TransformChoice::kBitPlanes:
-      if (!IsKnownTransform(static_cast<uint8_t>(options_.bit_planes)) || RotationBits(options_.bit_planes) == 0)
+      if (!IsKnownTransform(static_cast<uint8_t>(options_.bit_planes)) ||
+          (RotationBits(options_.bit_planes) == 0 && !IsSparse(options_.bit_planes)))
         return Status::InvalidArgument("transform " + TransformName(options_.bit_planes) +
                                        " is not a bit-plane transform");
       transform = options_.bit_planes;
@@ -227,6 +239,7 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
     if (transform == TransformId::kSignPlanes1) return EncodeSignPlanes(codec, raw, out);
     if (word == 1) return EncodeWhole(codec, raw, out);
     CodecId plane_codecs[4] = {codec, codec, codec, codec};
+    if (IsSparse(transform)) return EncodeSparse(transform, plane_codecs, raw, out);
     return EncodePlanar(transform, plane_codecs, raw, out);
   }
 
@@ -257,6 +270,8 @@ Status ChunkEncoder::EncodeChunk(std::span<const uint8_t> raw, std::optional<uin
     plane_entropy[p] = h;
     any_compressed |= plane_codecs[p] != CodecId::kRaw;
   }
+  // Leaving zero words out pays even where every plane is stored raw.
+  if (IsSparse(transform)) return EncodeSparse(transform, plane_codecs, raw, out, plane_entropy);
   if (!any_compressed) return Status::Ok();
   return EncodePlanar(transform, plane_codecs, raw, out, plane_entropy);
 }
@@ -289,8 +304,21 @@ Status ChunkEncoder::EncodePlanar(TransformId transform, const CodecId* plane_co
   for (unsigned p = placed; p < word; ++p) plane_ptrs[p] = planes_.data() + p * plane_size;
   SplitPlanes(transform, raw.data(), raw.size(), plane_ptrs);
 
-  size_t pos = table;
-  for (unsigned p = 0; p < word; ++p) {
+  VF_ASSIGN_OR_RETURN(size_t pos,
+                      CodePlanes(plane_ptrs, word, plane_size, placed, plane_codecs, plane_entropy, dst, 0, table));
+  std::memcpy(dst.data() + pos, raw.data() + plane_size * word, tail);
+  pos += tail;
+  if (!WorthIt(pos, raw.size())) return Status::Ok();  // keep raw
+  out->codec = CodecId::kPlanar;
+  out->transform = transform;
+  out->payload = dst.first(pos);
+  return Status::Ok();
+}
+
+Result<size_t> ChunkEncoder::CodePlanes(uint8_t* const* plane_ptrs, unsigned count, size_t plane_size, unsigned placed,
+                                        const CodecId* plane_codecs, const double* plane_entropy,
+                                        std::span<uint8_t> dst, size_t entries_at, size_t pos) {
+  for (unsigned p = 0; p < count; ++p) {
     std::span<const uint8_t> plane(plane_ptrs[p], plane_size);
     CodecId codec = plane_codecs[p];
     std::optional<uint8_t> pack_mask;
@@ -308,10 +336,61 @@ Status ChunkEncoder::EncodePlanar(TransformId transform, const CodecId* plane_co
       stored = plane_size;
       if (p >= placed) std::memcpy(dst.data() + pos, plane.data(), plane_size);
     }
-    WritePlaneEntry(dst.data() + p * kPlaneEntryBytes, codec, stored);
+    WritePlaneEntry(dst.data() + entries_at + p * kPlaneEntryBytes, codec, stored);
     pos += stored;
   }
-  std::memcpy(dst.data() + pos, raw.data() + plane_size * word, tail);
+  return pos;
+}
+
+Status ChunkEncoder::EncodeSparse(TransformId transform, const CodecId* plane_codecs, std::span<const uint8_t> raw,
+                                  EncodedChunk* out, const double* plane_entropy) {
+  const unsigned word = WordSize(transform);
+  const size_t words = raw.size() / word, tail = raw.size() % word;
+  const size_t mask_bytes = SparseMaskBytes(words);
+  if (mask_.size() < mask_bytes) mask_.resize(mask_bytes);
+  const size_t kept = BuildSparseMask(raw.data(), words, word, mask_.data());
+  const std::span<const uint8_t> mask(mask_.data(), mask_bytes);
+  const size_t table = kPlaneEntryBytes * (word + 1);
+  std::span<uint8_t> dst =
+      Output(table + BlockCompressor::Bound(mask_bytes) + word * BlockCompressor::Bound(kept) + tail);
+
+  // The bitmap: runs of zero words are runs of 0x00 bytes among 0xff, which
+  // zstd's matches take better than Huffman's one bit a byte; scattered zeros
+  // the other way round. The smaller is kept (the bitmap is 1/32 or 1/16 of
+  // the chunk), raw where neither pays.
+  if (planes_.size() < std::max(kept * word, BlockCompressor::Bound(mask_bytes)))
+    planes_.resize(std::max(kept * word, BlockCompressor::Bound(mask_bytes)));
+  VF_ASSIGN_OR_RETURN(size_t mask_stored,
+                      compressor_.Compress(CodecId::kHuffman, options_.zstd_level, mask, dst.subspan(table)));
+  CodecId mask_codec = CodecId::kHuffman;
+  VF_ASSIGN_OR_RETURN(size_t by_zstd, compressor_.Compress(CodecId::kZstd, options_.zstd_level, mask, planes_));
+  if (by_zstd < mask_stored) {
+    std::memcpy(dst.data() + table, planes_.data(), by_zstd);
+    mask_codec = CodecId::kZstd, mask_stored = by_zstd;
+  }
+  if (!WorthIt(mask_stored, mask_bytes)) {
+    std::memcpy(dst.data() + table, mask.data(), mask_bytes);
+    mask_codec = CodecId::kRaw, mask_stored = mask_bytes;
+  }
+  WritePlaneEntry(dst.data(), mask_codec, mask_stored);
+
+  // The non-zero words, compacted a block at a time and grouped into planes.
+  if (block_.size() < kSparseBlockWords * word) block_.resize(kSparseBlockWords * word);
+  uint8_t* plane_ptrs[4];
+  for (unsigned p = 0; p < word; ++p) plane_ptrs[p] = planes_.data() + p * kept;
+  const TransformId dense = DenseTransform(transform);
+  size_t done = 0;  // words grouped
+  for (size_t first = 0; first < words; first += kSparseBlockWords) {
+    const size_t n =
+        CompactWords(raw.data(), first, std::min(kSparseBlockWords, words - first), word, mask.data(), block_.data());
+    uint8_t* at[4];
+    for (unsigned p = 0; p < word; ++p) at[p] = plane_ptrs[p] + done;
+    SplitPlanes(dense, block_.data(), n, at);
+    done += n / word;
+  }
+  VF_ASSIGN_OR_RETURN(size_t pos, CodePlanes(plane_ptrs, word, kept, 0, plane_codecs, plane_entropy, dst,
+                                             kPlaneEntryBytes, table + mask_stored));
+  std::memcpy(dst.data() + pos, raw.data() + words * word, tail);
   pos += tail;
   if (!WorthIt(pos, raw.size())) return Status::Ok();  // keep raw
   out->codec = CodecId::kPlanar;
@@ -367,7 +446,13 @@ Status ReadPlaneTable(TransformId transform, std::span<const uint8_t> payload, u
     if (entry[1] || entry[2] || entry[3])
       return Status::Corruption("plane " + std::to_string(p) + " has non-zero reserved bytes");
     PlaneInfo info{static_cast<CodecId>(entry[0]), LoadLE32(entry + 4)};
-    if (info.codec == CodecId::kRaw && info.stored_bytes != plane_size)
+    // Sparse words: plane 0 is the bitmap; the others' size is only known
+    // once it is decoded (DecodeSparse checks their raw sizes).
+    const bool sparse = IsSparse(transform);
+    if (sparse && p == 0 && info.codec == CodecId::kRaw && info.stored_bytes != SparseMaskBytes(plane_size))
+      return Status::Corruption("raw sparse-words bitmap stores " + std::to_string(info.stored_bytes) +
+                                " bytes, expected " + std::to_string(SparseMaskBytes(plane_size)));
+    if (!sparse && info.codec == CodecId::kRaw && info.stored_bytes != plane_size)
       return Status::Corruption("raw plane " + std::to_string(p) + " stores " + std::to_string(info.stored_bytes) +
                                 " bytes, expected " + std::to_string(plane_size));
     total += info.stored_bytes;
@@ -394,6 +479,7 @@ Status ChunkDecoder::Decode(CodecId codec, TransformId transform, std::span<cons
                               CodecName(codec));
   std::vector<PlaneInfo> planes;
   VF_RETURN_IF_ERROR(ReadPlaneTable(transform, payload, dst.size(), &planes));
+  if (IsSparse(transform)) return DecodeSparse(transform, planes, payload, dst);
   const unsigned word = WordSize(transform), count = PlaneCount(transform);
   const size_t plane_size = dst.size() / word;
   // Sign planes decode their seven-bit plane into dst, where JoinPlanes
@@ -418,6 +504,51 @@ Status ChunkDecoder::Decode(CodecId codec, TransformId transform, std::span<cons
   }
   JoinPlanes(transform, plane_ptrs, dst.size(), dst.data());
   if (dst.size() % word) std::memcpy(dst.data() + plane_size * word, payload.data() + pos, dst.size() % word);
+  return Status::Ok();
+}
+
+}  // namespace vramflow
+
+namespace vramflow {
+
+Status ChunkDecoder::DecodeSparse(TransformId transform, const std::vector<PlaneInfo>& planes,
+                                  std::span<const uint8_t> payload, std::span<uint8_t> dst) {
+  const unsigned word = WordSize(transform);
+  const size_t words = dst.size() / word, mask_bytes = SparseMaskBytes(words);
+  // Scratch: the bitmap, then the planes of the non-zero words (at most all).
+  if (planes_.size() < mask_bytes + words * word) planes_.resize(mask_bytes + words * word);
+  size_t pos = kPlaneEntryBytes * (word + 1);
+  const uint8_t* mask = payload.data() + pos;  // a raw bitmap is read in place
+  if (planes[0].codec != CodecId::kRaw) {
+    Status s = decompressor_.Decompress(planes[0].codec, payload.subspan(pos, planes[0].stored_bytes),
+                                        std::span<uint8_t>(planes_.data(), mask_bytes));
+    if (!s.ok()) return s.WithContext("sparse-words bitmap");
+    mask = planes_.data();
+  }
+  pos += planes[0].stored_bytes;
+  VF_ASSIGN_OR_RETURN(const size_t kept, CountSparseMask(mask, words));
+  const uint8_t* plane_ptrs[4];
+  for (unsigned p = 0; p < word; ++p) {
+    const PlaneInfo& info = planes[p + 1];
+    std::span<const uint8_t> src = payload.subspan(pos, info.stored_bytes);
+    if (info.codec == CodecId::kRaw) {
+      if (info.stored_bytes != kept)
+        return Status::Corruption("raw plane " + std::to_string(p + 1) + " stores " +
+                                  std::to_string(info.stored_bytes) + " bytes, expected " + std::to_string(kept) +
+                                  " (the non-zero words)");
+      plane_ptrs[p] = src.data();
+    } else {
+      std::span<uint8_t> plane(planes_.data() + mask_bytes + p * kept, kept);
+      Status s = decompressor_.Decompress(info.codec, src, plane);
+      if (!s.ok()) return s.WithContext("plane " + std::to_string(p + 1));
+      plane_ptrs[p] = plane.data();
+    }
+    pos += info.stored_bytes;
+  }
+  // The non-zero words at the end of the chunk, then each moved to its place.
+  JoinPlanes(DenseTransform(transform), plane_ptrs, kept * word, dst.data() + (words - kept) * word);
+  ExpandWords(mask, words, kept, word, dst.data());
+  if (dst.size() % word) std::memcpy(dst.data() + words * word, payload.data() + pos, dst.size() % word);
   return Status::Ok();
 }
 

@@ -86,7 +86,7 @@ class ChunkEncoder {
   // Memory an encoder keeps for chunks of `raw_size` with EncodeInto:
   // grouping scratch plus codec state.
   static size_t MemoryBytes(const EncoderOptions& options, size_t raw_size) {
-    return raw_size + CompressorStateBytes(options.zstd_level, raw_size);
+    return raw_size + raw_size / 16 + 4 * 4096 + CompressorStateBytes(options.zstd_level, raw_size);
   }
 
  private:
@@ -99,11 +99,23 @@ class ChunkEncoder {
   // Sign planes (fp8): the seven-bit plane coded with `codec`, the signs
   // bit-packed after it (always: one bit per byte is what they hold).
   Status EncodeSignPlanes(CodecId codec, std::span<const uint8_t> raw, EncodedChunk* out);
+  // Sparse words (docs/FORMAT.md 8.6): the bitmap of non-zero words, then
+  // their planes coded as EncodePlanar codes a chunk's.
+  Status EncodeSparse(TransformId transform, const CodecId* plane_codecs, std::span<const uint8_t> raw,
+                      EncodedChunk* out, const double* plane_entropy = nullptr);
+  // Codes `count` planes of `plane_size` bytes into dst from `pos` on, each
+  // entry of the plane table at dst[entries_at + 8 p]; planes before
+  // `placed` are already in place. Returns where the last one ends.
+  Result<size_t> CodePlanes(uint8_t* const* plane_ptrs, unsigned count, size_t plane_size, unsigned placed,
+                            const CodecId* plane_codecs, const double* plane_entropy, std::span<uint8_t> dst,
+                            size_t entries_at, size_t pos);
   std::span<uint8_t> Output(size_t size);
 
   EncoderOptions options_;
   BlockCompressor compressor_;
   std::vector<uint8_t> planes_;  // grouped bytes
+  std::vector<uint8_t> mask_;    // EncodeSparse's bitmap
+  std::vector<uint8_t> block_;   // EncodeSparse's compacted words
   std::vector<uint8_t> output_;  // encoded payload, unless external_ is set
   std::span<uint8_t> external_;  // EncodeInto's buffer
 };
@@ -111,11 +123,15 @@ class ChunkEncoder {
 class ChunkDecoder {
  public:
   // Memory a decoder keeps for chunks of `raw_size`.
-  static size_t MemoryBytes(size_t raw_size) { return raw_size + DecompressorStateBytes(); }
+  // (Sparse words add their bitmap, raw_size / 16 at most.)
+  static size_t MemoryBytes(size_t raw_size) { return raw_size + raw_size / 16 + DecompressorStateBytes(); }
   // Decodes `payload` into exactly dst.size() bytes.
   Status Decode(CodecId codec, TransformId transform, std::span<const uint8_t> payload, std::span<uint8_t> dst);
 
  private:
+  Status DecodeSparse(TransformId transform, const std::vector<PlaneInfo>& planes, std::span<const uint8_t> payload,
+                      std::span<uint8_t> dst);
+
   BlockDecompressor decompressor_;
   std::vector<uint8_t> planes_;
 };

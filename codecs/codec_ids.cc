@@ -16,7 +16,19 @@ bool IsKnownTransform(uint8_t id) {
       id == static_cast<uint8_t>(TransformId::kByteGroup4) || id == static_cast<uint8_t>(TransformId::kSignPlanes1))
     return true;
   const unsigned word = id >> 4, rotation = id & 0x0f;
+  if (rotation & kSparseBit) return word == 2 || word == 4;  // sparse words, rotation 0..7
   return (word == 2 || word == 4) && rotation >= 1 && rotation <= 7;
+}
+
+bool IsSparse(TransformId t) {
+  const auto id = static_cast<unsigned>(t);
+  return (id >> 4 == 2 || id >> 4 == 4) && (id & kSparseBit);
+}
+
+TransformId DenseTransform(TransformId t) {
+  if (!IsSparse(t)) return t;
+  const unsigned word = WordSize(t), r = RotationBits(t);
+  return r == 0 ? static_cast<TransformId>(word) : BitPlanesTransform(word, r);
 }
 
 unsigned WordSize(TransformId t) {
@@ -25,11 +37,14 @@ unsigned WordSize(TransformId t) {
   return id < 0x10 ? id : id >> 4;
 }
 
-unsigned PlaneCount(TransformId t) { return t == TransformId::kSignPlanes1 ? 2 : WordSize(t); }
+unsigned PlaneCount(TransformId t) {
+  if (t == TransformId::kSignPlanes1) return 2;
+  return IsSparse(t) ? WordSize(t) + 1 : WordSize(t);
+}
 
 unsigned RotationBits(TransformId t) {
   const auto id = static_cast<unsigned>(t);
-  return id < 0x10 ? 0 : id & 0x0f;
+  return id < 0x10 ? 0 : id & 0x07;
 }
 
 std::string CodecName(CodecId id) {
@@ -63,6 +78,8 @@ std::string TransformName(TransformId id) {
     default:
       break;
   }
+  if (IsKnownTransform(static_cast<uint8_t>(id)) && IsSparse(id))
+    return "sparse" + std::to_string(WordSize(id)) + "r" + std::to_string(RotationBits(id));
   if (IsKnownTransform(static_cast<uint8_t>(id)))
     return "bitplanes" + std::to_string(WordSize(id)) + "r" + std::to_string(RotationBits(id));
   return "transform#" + std::to_string(static_cast<int>(id));

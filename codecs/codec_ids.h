@@ -29,6 +29,11 @@ enum class CodecId : uint8_t {
 // for fp32) are rotated left by r before byte grouping, so that the sign bit
 // leaves the exponent's byte and the exponent shares a byte only with its
 // neighbouring mantissa bits (docs/FORMAT.md, section 8.3).
+// 0x28..0x2f and 0x48..0x4f: sparse words. Bit 3 set, the low three bits a
+// rotation r (0..7, 0 = plain byte grouping): the words that are all zero
+// (unused embedding rows, their gradients and Adam moments) are left out and
+// marked in a bitmap plane; the others are grouped as the transform without
+// bit 3 groups them (docs/FORMAT.md, section 8.6).
 enum class TransformId : uint8_t {
   kNone = 0,
   kByteGroup2 = 2,       // bf16 / fp16: planes of low and high bytes
@@ -36,11 +41,21 @@ enum class TransformId : uint8_t {
   kSignPlanes1 = 0x10,   // fp8: plane 0 the low seven bits of each byte, plane 1 its top (sign) bit, 0 or 1
   kBitPlanes2R1 = 0x21,  // 2-byte words rotated left by 1 (bf16: exponent byte, sign+mantissa byte) ... R7 = 0x27
   kBitPlanes4R1 = 0x41,  // 4-byte words, upper half rotated left by 1 (fp32: exponent byte) ... R7 = 0x47
+  kSparse2 = 0x28,       // 2-byte words, zero words left out, the others byte-grouped ... rotated by 7: 0x2f
+  kSparse4 = 0x48,       // 4-byte words, zero words left out, the others byte-grouped ... rotated by 7: 0x4f
 };
+
+inline constexpr unsigned kSparseBit = 0x08;
 
 // The bit-plane transform for `word` (2 or 4) and rotation r (1..7).
 inline TransformId BitPlanesTransform(unsigned word, unsigned rotation) {
   return static_cast<TransformId>(word << 4 | rotation);
+}
+
+// The sparse-words transform for `word` (2 or 4) whose non-zero words are
+// grouped with rotation r (0..7).
+inline TransformId SparseTransform(unsigned word, unsigned rotation) {
+  return static_cast<TransformId>(word << 4 | kSparseBit | rotation);
 }
 
 bool IsKnownCodec(uint8_t id);
@@ -52,9 +67,15 @@ std::string TransformName(TransformId id);
 unsigned WordSize(TransformId t);
 // Planes of a planar payload with transform t, each of raw_size / WordSize(t)
 // bytes: the word size for byte grouping and bit planes, 2 for sign planes,
-// 1 for none (no planar payload).
+// 1 for none (no planar payload). Sparse words: the bitmap plane and one
+// plane per byte of a word, w + 1.
 unsigned PlaneCount(TransformId t);
-// Rotation of a bit-plane transform (1..7); 0 for the others.
+// Rotation of a bit-plane or sparse transform (0..7); 0 for the others.
 unsigned RotationBits(TransformId t);
+// Whether t is a sparse-words transform (0x28..0x2f, 0x48..0x4f).
+bool IsSparse(TransformId t);
+// The transform that groups a sparse transform's non-zero words (byte
+// grouping or bit planes of the same word and rotation); t itself otherwise.
+TransformId DenseTransform(TransformId t);
 
 }  // namespace vramflow

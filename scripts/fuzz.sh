@@ -9,7 +9,7 @@
 #   seek_index_fuzz      seek indexes and stored streams' tails (tests/fuzz/seek_index_fuzz.cc)
 #   criu_files_img_fuzz  CRIU's files.img under --tcp-listen-remap (tests/fuzz/criu_files_img_fuzz.cc;
 #                        a small parser: a fixed 5 s share)
-#   codec_fuzz           the huffman and bitpack decoders on bare payloads (tests/fuzz/codec_fuzz.cc)
+#   codec_fuzz           the huffman and bitpack decoders on bare payloads, and sparse-words chunks (tests/fuzz/codec_fuzz.cc)
 #   aws_credentials_fuzz what AWS credential sources send: their JSON, credential_process output, STS XML,
 #                        Expiration times (tests/fuzz/aws_credentials_fuzz.cc; small parsers: a fixed 5 s share)
 #

@@ -236,8 +236,9 @@ TEST(BitPlanesTest, UnknownTransformIdsAreRefusedByName) {
     Status s = ReadPlaneTable(static_cast<TransformId>(id), payload, out.size(), &planes);
     EXPECT_NE(s.ToString().find("unknown transform id " + std::to_string(id)), std::string::npos) << s.ToString();
   }
-  EXPECT_EQ(known, 4 + 14);  // none, bytegroup2, bytegroup4, signplanes1, bitplanes2r1..7, bitplanes4r1..7
-  for (int id : {0x20, 0x28, 0x2f, 0x40, 0x48, 0x31, 0x81, 0x11, 0x18, 0x1f})
+  // none, bytegroup2, bytegroup4, signplanes1, bitplanes2r1..7, bitplanes4r1..7, sparse2r0..7, sparse4r0..7
+  EXPECT_EQ(known, 4 + 14 + 16);
+  for (int id : {0x20, 0x40, 0x31, 0x38, 0x58, 0x81, 0x88, 0x11, 0x18, 0x1f})
     EXPECT_FALSE(IsKnownTransform(static_cast<uint8_t>(id)));
 }
 

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target: untrusted bytes straight into the plane codecs' decoders
-// (huffman, bitpack), without the stream reader's checksums in front.
+// (huffman, bitpack) and the sparse-words transforms' chunk decoder, without
+// the stream reader's checksums in front.
 //
-// Input: [u8 selector][u24 decoded size, little-endian][payload]. The
+// Input: [u8 selector][u24 decoded size, little-endian][payload]. With the
+// selector's bit 1 set, the payload is a planar chunk of the sparse-words
+// transform its bits 2 (word 4, else 2) and 3-5 (rotation) name, decoded by
+// a ChunkDecoder kept from input to input; what it accepts must survive a
+// sparse-words encode and decode. Otherwise the
 // payload is decoded by the codec the selector's low bit names (a Huffman
 // decoder kept from input to input, as BlockDecompressor keeps one, so its
 // cached table is exercised too) into exactly that many bytes (at most
@@ -25,7 +30,9 @@
 #include <vector>
 
 #include "codecs/bit_pack.h"
+#include "codecs/chunk_codec.h"
 #include "codecs/huffman.h"
+#include "codecs/sparse_words.h"
 
 namespace vramflow {
 namespace {
@@ -78,6 +85,24 @@ void ExpectEncodersAgree(std::span<const uint8_t> src) {
   if (c != d) Broken("the baseline and BMI2 bitpack encoders give different payloads");
 }
 
+TransformId SparseOf(uint8_t selector) { return SparseTransform(selector & 4 ? 4 : 2, (selector >> 3) & 7); }
+
+// `raw` through the sparse-words encoder (forced) and back.
+void ExpectSparseRoundTrip(TransformId transform, std::span<const uint8_t> raw, ChunkDecoder& decoder) {
+  EncoderOptions options;
+  options.transform = TransformChoice::kBitPlanes;
+  options.bit_planes = transform;
+  options.detect_zero_runs = false;
+  ChunkEncoder encoder(options);
+  EncodedChunk chunk;
+  if (!encoder.Encode(raw, &chunk).ok()) Broken("the sparse-words encoder failed");
+  std::vector<uint8_t> back(raw.size());
+  if (chunk.codec == CodecId::kRaw && chunk.transform == TransformId::kNone) return;  // stored raw
+  if (!decoder.Decode(chunk.codec, chunk.transform, chunk.payload, back).ok())
+    Broken("a sparse-words payload the encoder wrote does not decode");
+  if (!std::equal(back.begin(), back.end(), raw.begin())) Broken("a sparse-words round trip changed the bytes");
+}
+
 void WriteSeeds(const std::string& dir) {
   std::mt19937_64 rng(1);
   int count = 0;
@@ -100,6 +125,24 @@ void WriteSeeds(const std::string& dir) {
     for (auto& b : plane) b = static_cast<uint8_t>((rng() & 0xf9) | 0x04);  // bits 1 and 2 constant
     write(false, plane);
   }
+  // Sparse-words chunks: float-like words with runs of zero words.
+  for (uint8_t selector : {0x02, 0x06, 0x0e, 0x1a, 0x26}) {
+    const unsigned word = selector & 4 ? 4 : 2;
+    for (size_t size : {9, 100, 5000}) {
+      std::vector<uint8_t> raw(size);
+      for (size_t i = 0; i < size; ++i) raw[i] = (i / word / 7) % 2 ? 0 : static_cast<uint8_t>(0x3c + rng() % 3);
+      EncoderOptions options;
+      options.transform = TransformChoice::kBitPlanes;
+      options.bit_planes = SparseOf(selector);
+      ChunkEncoder encoder(options);
+      EncodedChunk chunk;
+      if (!encoder.Encode(raw, &chunk).ok() || chunk.codec != CodecId::kPlanar) continue;
+      std::vector<uint8_t> input = {selector, static_cast<uint8_t>(size), static_cast<uint8_t>(size >> 8), 0};
+      input.insert(input.end(), chunk.payload.begin(), chunk.payload.end());
+      std::ofstream(dir + "/seed-" + std::to_string(count++), std::ios::binary)
+          .write(reinterpret_cast<const char*>(input.data()), static_cast<std::streamsize>(input.size()));
+    }
+  }
 }
 
 }  // namespace
@@ -121,7 +164,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ExpectRoundTrip(true, input, decoder);
   ExpectRoundTrip(false, input, decoder);
   if (bmi2) ExpectEncodersAgree(input);
+  static ChunkDecoder chunk_decoder;  // kept from input to input, as a reader keeps one
+  ExpectSparseRoundTrip(SparseOf(size ? data[0] : 0), input, chunk_decoder);
   if (size < 4) return 0;
+  if (data[0] & 2) {
+    const TransformId transform = SparseOf(data[0]);
+    const size_t raw_size = std::min<size_t>(data[1] | data[2] << 8 | data[3] << 16, kMaxDecodedBytes);
+    std::vector<uint8_t> out(raw_size);
+    Status s = chunk_decoder.Decode(CodecId::kPlanar, transform, input.subspan(4), out);
+    if (!s.ok()) {
+      if (s.code() != Status::Code::kCorruption)
+        Broken("a malformed sparse-words chunk gave another error than corruption");
+      return 0;
+    }
+    ExpectSparseRoundTrip(transform, out, chunk_decoder);
+    return 0;
+  }
   const bool huffman = (data[0] & 1) == 0;
   const size_t decoded = std::min<size_t>(data[1] | data[2] << 8 | data[3] << 16, kMaxDecodedBytes);
   std::span<const uint8_t> payload = input.subspan(4);
