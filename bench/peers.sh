@@ -10,6 +10,10 @@
 #   bench/peers.sh [SIZE] [FILE:DTYPE ...]    SIZE per generated kind, default 256M;
 #                                              DTYPE float32, bfloat16, float16 or float8_e4m3fn
 #   REPEAT=5 bench/peers.sh                    runs per measurement (best of them; default 3)
+#   TRAIN_STATE=DIR bench/peers.sh [SIZE]      real training state too: DIR's weights, gradients,
+#                                              Adam moments (fp32), bf16 and fp16 weights, which
+#                                              bench/train_state.py writes there first if missing
+#                                              (needs python3-torch); SIZE 0: no generated kinds
 #   VRAMFLOW_BIN=build-x/vramflow bench/peers.sh
 #
 # How each tool is timed:
@@ -46,10 +50,18 @@ trap 'rm -rf "$work"' EXIT
 
 inputs=()  # "PATH DTYPE LABEL"
 for kind in fp32 bf16 fp16 fp8 adam-m adam-v; do
+  [ "$size" != 0 ] || break
   case $kind in bf16) dtype=bfloat16 ;; fp16) dtype=float16 ;; fp8) dtype=float8_e4m3fn ;; *) dtype=float32 ;; esac
   "$bin" gen -k "$kind" -s "$size" -o "$work/$kind.bin"
   inputs+=("$work/$kind.bin $dtype $kind")
 done
+if [ -n "${TRAIN_STATE:-}" ]; then
+  [ -f "$TRAIN_STATE/weights.f16" ] || /usr/bin/python3 bench/train_state.py "$TRAIN_STATE" >&2
+  for f in weights.f32:float32 grads.f32:float32 adam-m.f32:float32 adam-v.f32:float32 weights.bf16:bfloat16 \
+    weights.f16:float16; do
+    set -- "$@" "$TRAIN_STATE/$f"
+  done
+fi
 for arg in "$@"; do
   file=${arg%:*} dtype=${arg##*:}
   [ -f "$file" ] && [ "$file" != "$arg" ] || { echo "peers: expected FILE:DTYPE, got '$arg'" >&2; exit 2; }
