@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codecs/chunk_codec.h"
 #include "common/hash.h"
 #include "common/printable.h"
 #include "common/units.h"
@@ -21,10 +22,13 @@ namespace vramflow {
 struct ImageFileStore::File {
   enum class State { kArriving, kComplete, kTaken, kReleased };
   struct Segment {
-    enum class Kind { kMemory, kZero, kFile };
+    // kFrame: one DATA frame's bytes, read from the stream file and decoded
+    // again when written out.
+    enum class Kind { kMemory, kZero, kFile, kFrame };
     Kind kind = Kind::kMemory;
     uint64_t size = 0;
     BudgetedBuffer data;  // kMemory
+    StoredFrame frame;    // kFrame
   };
   uint32_t id = 0;
   std::string name;
@@ -40,6 +44,11 @@ struct ImageFileStore::File {
   // (CoverSpillLocked) before it is read there.
   uint64_t spill_length = 0;
   uint64_t spill_needed = 0;
+  // The largest kFrame payload and decoded size, and what Take charged for
+  // the buffers that decode them again (refunded by Release).
+  uint64_t frame_payload_max = 0;
+  uint64_t frame_raw_max = 0;
+  uint64_t decoding_charged = 0;
 };
 
 // The stream's list of files, charged to the budget: the names as they came
@@ -136,7 +145,37 @@ uint64_t PageRound(uint64_t n) { return (std::max<uint64_t>(n, 1) + 4095) / 4096
 // What one segment costs in memory (a std::map node with its Segment), and
 // one file beyond its name (the File, its two map entries): charged to the
 // budget, so that a stream of many tiny frames or objects cannot grow past it.
-constexpr uint64_t kSegmentBytes = 96;
+constexpr uint64_t kSegmentBytes = 128;
+
+// A kFrame segment's bytes: its payload read from the stream file into
+// `payload`, decoded into `raw` (the segment's size) and checked against
+// the frame's hash, as the reader checked them before.
+struct FrameDecoding {
+  ChunkDecoder decoder;
+  std::vector<uint8_t> payload;
+};
+
+Status DecodeStoredFrame(int stream_fd, uint64_t stream_start, const StoredFrame& frame, std::span<uint8_t> raw,
+                         FrameDecoding* d, const std::string& what) {
+  d->payload.resize(frame.payload_size);
+  const std::string where = what + ": its frame at stream offset " + std::to_string(frame.payload_offset);
+  uint64_t at = stream_start + frame.payload_offset;
+  for (size_t done = 0; done < d->payload.size();) {
+    ssize_t n = ::pread(stream_fd, d->payload.data() + done, d->payload.size() - done, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno("reading " + where + " again", errno);
+    if (n == 0) return Status::Corruption(where + " is gone: the stream file was cut short while serve used it");
+    done += static_cast<size_t>(n);
+    at += static_cast<uint64_t>(n);
+  }
+  Status s =
+      d->decoder.Decode(static_cast<CodecId>(frame.codec), static_cast<TransformId>(frame.transform), d->payload, raw);
+  if (!s.ok() || Hash64(raw.data(), raw.size()) != frame.raw_hash)
+    return Status::Corruption(where +
+                              " no longer decodes to the bytes verified: the stream file changed while "
+                              "serve used it");
+  return Status::Ok();
+}
 constexpr uint64_t kFileBytes = 320;
 
 }  // namespace
@@ -146,7 +185,10 @@ ImageFileStore::ImageFileStore(MemoryBudget* budget, std::string spill_dir, bool
     : budget_(budget), spill_dir_(std::move(spill_dir)), spill_all_(spill_all), unlisted_(std::move(unlisted)) {}
 
 ImageFileStore::~ImageFileStore() {
-  for (auto& [id, file] : by_id_) ClearSegmentsLocked(file.get());
+  for (auto& [id, file] : by_id_) {
+    ClearSegmentsLocked(file.get());
+    budget_->Refund(file->decoding_charged);
+  }
   file_list_.reset();
   budget_->Refund(files_charged_);
 }
@@ -155,6 +197,17 @@ Status ImageFileStore::Open() {
   spill_fd_.Reset(::open(spill_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!spill_fd_.valid()) return Status::FromErrno("opening the spill directory " + Printable(spill_dir_), errno);
   return Status::Ok();
+}
+
+void ImageFileStore::SetStreamFile(UniqueFd fd, uint64_t stream_start) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stream_fd_ = std::move(fd);
+  stream_start_ = stream_start;
+}
+
+uint64_t ImageFileStore::FrameDecodingBytes(const File& file) {
+  if (file.frame_raw_max == 0) return 0;
+  return file.frame_payload_max + file.frame_raw_max + ChunkDecoder::MemoryBytes(file.frame_raw_max);
 }
 
 void ImageFileStore::SetRewrite(const std::string& name, ImageFileRewrite rewrite) {
@@ -258,12 +311,18 @@ Status ImageFileStore::SpillLocked(File* file) {
     file->spill_length = std::max(file->spill_length, offset + segment.size);
   }
   file->memory = 0;
-  // Zero runs become holes of the spill file, and ranges that touch, one.
+  // Zero runs become holes of the spill file, and ranges that touch, one;
+  // frames stay where they are in the stream file.
   for (auto it = file->segments.begin(); it != file->segments.end();) {
+    if (it->second.kind == File::Segment::Kind::kFrame) {
+      ++it;
+      continue;
+    }
     it->second.kind = File::Segment::Kind::kFile;
     file->spill_needed = std::max(file->spill_needed, it->first + it->second.size);
     auto next = std::next(it);
-    if (next != file->segments.end() && it->first + it->second.size == next->first) {
+    if (next != file->segments.end() && next->second.kind != File::Segment::Kind::kFrame &&
+        it->first + it->second.size == next->first) {
       it->second.size += next->second.size;
       file->segments.erase(next);
       budget_->Refund(kSegmentBytes);
@@ -369,6 +428,27 @@ Status ImageFileStore::Write(uint32_t id, uint64_t offset, std::span<const uint8
   return AddFileBytesLocked(file, offset, data);
 }
 
+Status ImageFileStore::WriteFrame(uint32_t id, uint64_t offset, const StoredFrame& frame,
+                                  std::span<const uint8_t> data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  File* file = FindLocked(id, "data");
+  if (!file) return Status::Internal("data for object " + std::to_string(id) + ", which is not arriving");
+  // The file list and a file to rewrite are read whole at their end: their
+  // bytes are kept.
+  if (!stream_fd_.valid() || spill_all_ || file->file_list || rewrites_.count(file->name) || data.empty())
+    return AddFileBytesLocked(file, offset, data);
+  VF_RETURN_IF_ERROR(ChargeLocked(kSegmentBytes, "the " + std::to_string(file->segments.size() + 1) +
+                                                     " byte ranges of image file " + Printable(file->name)));
+  File::Segment segment;
+  segment.kind = File::Segment::Kind::kFrame;
+  segment.size = data.size();
+  segment.frame = frame;
+  file->segments[offset] = std::move(segment);
+  file->frame_payload_max = std::max<uint64_t>(file->frame_payload_max, frame.payload_size);
+  file->frame_raw_max = std::max<uint64_t>(file->frame_raw_max, data.size());
+  return Status::Ok();
+}
+
 Status ImageFileStore::WriteZeros(uint32_t id, uint64_t offset, uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   File* file = FindLocked(id, "zeros");
@@ -376,7 +456,7 @@ Status ImageFileStore::WriteZeros(uint32_t id, uint64_t offset, uint64_t size) {
   return AddRangeLocked(file, offset, size, /*in_spill=*/false);
 }
 
-Status ImageFileStore::ReadLocked(const File& file, uint64_t offset, std::span<uint8_t> out) const {
+Status ImageFileStore::ReadLocked(const File& file, uint64_t offset, std::span<uint8_t> out) {
   uint64_t done = 0;
   while (done < out.size()) {
     const uint64_t at = offset + done;
@@ -401,6 +481,23 @@ Status ImageFileStore::ReadLocked(const File& file, uint64_t offset, std::span<u
         VF_RETURN_IF_ERROR(
             PreadAll(file.spill.get(), out.data() + done, n, at, "the spill file of " + Printable(file.name)));
         break;
+      case File::Segment::Kind::kFrame: {
+        // The whole frame is decoded, for the part wanted; the caller made
+        // room for the buffers (FrameDecodingBytes).
+        const uint64_t bytes = FrameDecodingBytes(file);
+        VF_RETURN_IF_ERROR(budget_->Charge(bytes, "decoding a frame of image file " + Printable(file.name)));
+        Status s;
+        {
+          FrameDecoding decoding;
+          std::vector<uint8_t> raw(static_cast<size_t>(it->second.size));
+          s = DecodeStoredFrame(stream_fd_.get(), stream_start_, it->second.frame, raw, &decoding,
+                                "image file " + Printable(file.name));
+          if (s.ok()) std::memcpy(out.data() + done, raw.data() + into, n);
+        }
+        budget_->Refund(bytes);
+        VF_RETURN_IF_ERROR(s);
+        break;
+      }
     }
     done += n;
   }
@@ -421,7 +518,7 @@ Status ImageFileStore::Copy(uint32_t id, uint64_t offset, uint32_t source, uint6
                                 "over (extract, or a stream without references across files, works)");
   // The referenced bytes pass through one buffer (a chunk, at most 64 MiB).
   bool fits = false;
-  VF_RETURN_IF_ERROR(MakeRoomLocked(PageRound(size) + kSegmentBytes, &fits));
+  VF_RETURN_IF_ERROR(MakeRoomLocked(PageRound(size) + kSegmentBytes + FrameDecodingBytes(from), &fits));
   if (!fits)
     return Status::InvalidArgument("no memory left within --max-memory to copy a dedup reference of " +
                                    FormatSize(size) + " into " + Printable(file->name) +
@@ -533,6 +630,12 @@ Result<std::shared_ptr<ImageFileStore::File>> ImageFileStore::Take(const std::st
       if (file.state == File::State::kTaken || file.state == File::State::kReleased)
         return Status::InvalidArgument("image file " + Printable(name) + " is requested a second time");
       if (file.state == File::State::kComplete) {
+        // The buffers that decode its frames again as it is written out.
+        const uint64_t decoding = FrameDecodingBytes(file);
+        if (decoding > 0) {
+          VF_RETURN_IF_ERROR(ChargeLocked(decoding, "decoding image file " + Printable(name) + " as it is pushed"));
+          file.decoding_charged = decoding;
+        }
         file.state = File::State::kTaken;
         return it->second;
       }
@@ -547,6 +650,8 @@ Status ImageFileStore::WriteTo(const File& file, int fd, const std::string& what
   // Only the taker touches a taken file's segments (nobody spills it).
   uint64_t next = 0;
   static const uint8_t kZeros[64 << 10] = {};
+  FrameDecoding decoding;  // within what Take charged (FrameDecodingBytes)
+  std::vector<uint8_t> raw;
   for (const auto& [offset, segment] : file.segments) {
     if (offset != next) return Status::Internal(what + ": a gap at offset " + std::to_string(next));
     switch (segment.kind) {
@@ -563,6 +668,11 @@ Status ImageFileStore::WriteTo(const File& file, int fd, const std::string& what
       case File::Segment::Kind::kFile:
         VF_RETURN_IF_ERROR(CopyFileRange(file.spill.get(), offset, segment.size, fd, what));
         break;
+      case File::Segment::Kind::kFrame:
+        raw.resize(static_cast<size_t>(segment.size));
+        VF_RETURN_IF_ERROR(DecodeStoredFrame(stream_fd_.get(), stream_start_, segment.frame, raw, &decoding, what));
+        VF_RETURN_IF_ERROR(WriteAll(fd, raw.data(), raw.size(), what));
+        break;
     }
     next += segment.size;
   }
@@ -572,6 +682,8 @@ Status ImageFileStore::WriteTo(const File& file, int fd, const std::string& what
 void ImageFileStore::Release(const std::shared_ptr<File>& file) {
   std::lock_guard<std::mutex> lock(mu_);
   ClearSegmentsLocked(file.get());
+  budget_->Refund(file->decoding_charged);
+  file->decoding_charged = 0;
   if (file->spill.valid()) {
     file->spill.Reset();
     ::unlinkat(spill_fd_.get(), file->spill_name.c_str(), 0);

@@ -25,6 +25,15 @@
 // more separate ranges or names than the budget holds fails, naming
 // --max-memory, instead of growing past it.
 //
+// A stream read from a regular file (SetStreamFile, serve -i FILE): DATA
+// bytes are not copied at all. The reader decodes and checks each DATA frame
+// as always, and the store keeps only where its payload lies in the file
+// (WriteFrame); the taker reads the payload again and decodes it as it
+// writes the file out, checking the decoded bytes against the frame's hash
+// once more (a file changed since it was verified fails the push). So a
+// stream far larger than the budget is served without spilling, and memory
+// holds the decoders of the files being pushed, not their bytes.
+//
 // The file list: an object with metadata attribute kStreamerAttribute =
 // kStreamerFileListValue lists every image file of the dump (names, each
 // followed by a NUL). It is kept out of the files; once it has arrived, Take
@@ -59,6 +68,16 @@ using ImageFileRewrite = std::function<Result<std::vector<uint8_t>>(std::vector<
 // The largest file a rewrite is given (it is read whole into memory).
 inline constexpr uint64_t kMaxRewrittenFile = 64ull << 20;
 
+// Where a verified DATA frame's payload lies in the stream file, and how
+// to decode it (the frame header's fields).
+struct StoredFrame {
+  uint64_t payload_offset = 0;  // from the start of the stream
+  uint32_t payload_size = 0;
+  uint8_t codec = 0;
+  uint8_t transform = 0;
+  uint64_t raw_hash = 0;  // XXH3-64 of the decoded bytes
+};
+
 class ImageFileStore {
  public:
   struct File;  // one image file; opaque to users
@@ -75,6 +94,13 @@ class ImageFileStore {
   // Before the stream is read: file `name` is rewritten at its end.
   void SetRewrite(const std::string& name, ImageFileRewrite rewrite);
 
+  // Before the stream is read: it is read from `fd`, a regular file that
+  // only its owner (this user or root) may write, in which the stream
+  // starts at `stream_start`. DATA given to WriteFrame is then read again
+  // from there when its file is written out, instead of being held (not
+  // with `spill_all`, whose files are written out whole).
+  void SetStreamFile(UniqueFd fd, uint64_t stream_start);
+
   // ---- the reader (one thread) ----
   // What the reader's own buffers may still need of the budget (its payload
   // and decode buffers for a frame of the stream's chunk size): files leave
@@ -84,6 +110,10 @@ class ImageFileStore {
   Status Begin(uint32_t id, const std::string& name, bool file_list);
   // Bytes of object `id` at `offset` (verified DATA).
   Status Write(uint32_t id, uint64_t offset, std::span<const uint8_t> data);
+  // Verified DATA of object `id` at `offset`: `data`, decoded from `frame`.
+  // With a stream file, only where the frame lies is kept (the file list
+  // and a file to rewrite keep their bytes); else as Write.
+  Status WriteFrame(uint32_t id, uint64_t offset, const StoredFrame& frame, std::span<const uint8_t> data);
   Status WriteZeros(uint32_t id, uint64_t offset, uint64_t size);
   // A dedup reference: `size` bytes of object `source` at `source_offset`,
   // checked against `raw_hash` (XXH3-64) once copied. Fails when `source`
@@ -101,6 +131,8 @@ class ImageFileStore {
   // stream failed, or the file was taken before.
   Result<std::shared_ptr<File>> Take(const std::string& name);
   // Writes the whole file into `fd` (a pipe or a file), `what` naming it.
+  // Frames kept in the stream file are read and decoded here, on the
+  // caller's thread, with buffers Take charged to the budget.
   Status WriteTo(const File& file, int fd, const std::string& what) const;
   // Frees the file's memory and spill file.
   void Release(const std::shared_ptr<File>& file);
@@ -138,7 +170,9 @@ class ImageFileStore {
   // MoveInto's steps: true when the file replaced (was exchanged with) one.
   Result<bool> MoveOneInto(const File& file, int dir_fd, const std::string& shown) const;
   void MoveOneBack(const File& file, int dir_fd, bool exchanged) const;
-  Status ReadLocked(const File& file, uint64_t offset, std::span<uint8_t> out) const;
+  Status ReadLocked(const File& file, uint64_t offset, std::span<uint8_t> out);
+  // What decoding a file's frames again takes (WriteTo's buffers).
+  static uint64_t FrameDecodingBytes(const File& file);
   Status AddFileBytesLocked(File* file, uint64_t offset, std::span<const uint8_t> data);
   Status CheckAgainstListLocked(const std::string& name) const;
   Status TakeFileListLocked(File* file);
@@ -149,6 +183,8 @@ class ImageFileStore {
   bool spill_all_;
   std::set<std::string> unlisted_;
   UniqueFd spill_fd_;
+  UniqueFd stream_fd_;  // SetStreamFile
+  uint64_t stream_start_ = 0;
 
   mutable std::mutex mu_;
   std::condition_variable changed_;

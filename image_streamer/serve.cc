@@ -32,8 +32,13 @@
 #include "image_streamer/tcp_remap.h"
 #include "streamer/base/base_opener.h"
 #include "streamer/budget_plan.h"
+#include "streamer/decode_ahead.h"
+#include "streamer/format/frame_format.h"
 #include "streamer/format/stream_reader.h"
+#include "streamer/pipeline_fit.h"
 #include "transport/core/counting_source.h"
+#include "transport/core/file_mapping.h"
+#include "transport/core/uri.h"
 
 namespace vramflow {
 namespace {
@@ -89,8 +94,12 @@ class StoreVisitor final : public StreamVisitor {
   Status OnChunk(const ChunkEvent& e) override {
     VF_RETURN_IF_ERROR(Stopped());
     switch (static_cast<FrameKind>(e.header.kind)) {
-      case FrameKind::kData:
-        return store_->Write(e.header.object_id, e.header.offset, e.data);
+      case FrameKind::kData: {
+        // Where its payload lies, for a store that reads the stream file again.
+        const StoredFrame frame{e.stream_offset + kFrameHeaderSize, e.header.payload_size, e.header.codec,
+                                e.header.transform, e.header.raw_hash};
+        return store_->WriteFrame(e.header.object_id, e.header.offset, frame, e.data);
+      }
       case FrameKind::kZeroRun:
         return store_->WriteZeros(e.header.object_id, e.header.offset, e.header.raw_size);
       case FrameKind::kBaseRef:
@@ -177,15 +186,20 @@ class StreamReaderThread {
         ReaderBaseOpener(Uri(), options_.base, options_.base_store, &base_reads, ReceiverName(), budget_->limit());
     if (!open_base.ok()) return status_ = open_base.status();
     transport_.net.base_offer = base_reads.net.base_offer;
-    Result<std::unique_ptr<ByteSource>> source = OpenSource(Uri(), transport_);
+    Result<std::unique_ptr<ByteSource>> source = OpenStreamSource();
     if (!source.ok()) return status_ = source.status();
     source_ = std::move(*source);
     CountingSource counting(source_.get());
     StoreVisitor visitor(store_, check_names_, &stop_);
-    ReadOptions read;
-    read.budget = budget_;
-    read.open_base = std::move(*open_base);
-    Status s = ReadStream(counting, visitor, read);
+    // Frames are decoded and checked on several threads ahead of the
+    // visitor, which still sees them in stream order.
+    DecodeAheadOptions ahead;
+    ahead.threads = WithMachineDefaults(options_.pipeline).threads;
+    ahead.read.budget = budget_;
+    ahead.read.open_base = std::move(*open_base);
+    // No note: stderr is criu-image-streamer's progress fd by default, whose
+    // lines are read by tools (a budget that feeds fewer threads only slows).
+    Status s = ReadStreamDecodingAhead(counting, visitor, ahead);
     if (!s.ok()) s = s.WithContext("reading the stream from " + counting.Describe());
     if (!s.ok() || tell_sender_at_end_) {
       Status told = source_->Finish(s);
@@ -201,9 +215,42 @@ class StreamReaderThread {
     return status_ = s;
   }
 
+  // The stream's source. A regular file (PATH, or stdin or fd:N open on
+  // one) that only its owner may write is also given to the store, which
+  // then reads DATA frames again from it instead of holding their bytes
+  // (ImageFileStore::SetStreamFile); a PATH is opened once for both.
+  Result<std::unique_ptr<ByteSource>> OpenStreamSource() {
+    VF_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(Uri()));
+    if (endpoint.kind == Endpoint::Kind::kPath) {
+      struct stat st;
+      if (::stat(endpoint.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return OpenSource(Uri(), transport_);
+      stream_file_.Reset(::open(endpoint.path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!stream_file_.valid()) return Status::FromErrno("opening '" + endpoint.path + "'", errno);
+      ::posix_fadvise(stream_file_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+      GiveStoreTheStreamFile(stream_file_.get());
+      return BorrowFdSource(stream_file_.get(), "'" + endpoint.path + "'");
+    }
+    VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(Uri(), transport_));
+    if (endpoint.kind == Endpoint::Kind::kStdio) GiveStoreTheStreamFile(STDIN_FILENO);
+    if (endpoint.kind == Endpoint::Kind::kFd) GiveStoreTheStreamFile(endpoint.fd);
+    return source;
+  }
+  // Before anything is read from `fd`: the store gets its own descriptor of
+  // it, if it is a regular file it may read again (file_mapping.h's rule).
+  void GiveStoreTheStreamFile(int fd) {
+    if (options_.mode != StreamerOptions::Mode::kServe) return;  // extract writes every file out anyway
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !OnlyOwnerMayWrite(st.st_uid, st.st_mode, ::geteuid())) return;
+    const off_t start = ::lseek(fd, 0, SEEK_CUR);
+    UniqueFd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (start < 0 || !own.valid()) return;
+    store_->SetStreamFile(std::move(own), static_cast<uint64_t>(start));
+  }
+
   const StreamerOptions& options_;
   bool print_stats_;
   bool tell_sender_at_end_;
+  UniqueFd stream_file_;  // a PATH source's fd; declared before source_, which reads it
   std::unique_ptr<ByteSource> source_;
   std::string stats_line_;
   ImageFileStore* store_;

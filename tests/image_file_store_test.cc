@@ -13,6 +13,8 @@
 #include <future>
 #include <thread>
 
+#include "codecs/chunk_codec.h"
+#include "common/hash.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_util.h"
 
@@ -178,6 +180,120 @@ TEST(ImageFileStore, RewritesAFileBeforeItIsTaken) {
   Status s = store.End(2, 10);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.ToString().find("port 80"), std::string::npos) << s.ToString();
+}
+
+// A stream file as serve -i reads it, reduced to what the store reads
+// again: DATA payloads (lz4) after a few bytes of stream header.
+class FramesInAFile {
+ public:
+  explicit FramesInAFile(const std::string& path) : path_(path) {
+    EncoderOptions options;
+    options.codec = CodecChoice::kLz4;
+    options.transform = TransformChoice::kNone;
+    options.detect_zero_runs = false;
+    encoder_ = std::make_unique<ChunkEncoder>(options);
+    bytes_.assign(64, 0xee);
+  }
+  // Appends `raw` as one frame; where it lies.
+  StoredFrame Add(std::span<const uint8_t> raw) {
+    EncodedChunk chunk;
+    EXPECT_TRUE(encoder_->Encode(raw, &chunk).ok());
+    StoredFrame frame{bytes_.size(), static_cast<uint32_t>(chunk.payload.size()), static_cast<uint8_t>(chunk.codec),
+                      static_cast<uint8_t>(chunk.transform), chunk.raw_hash};
+    bytes_.insert(bytes_.end(), chunk.payload.begin(), chunk.payload.end());
+    return frame;
+  }
+  // Writes the file; an fd of it for the store, the stream starting at `start`.
+  UniqueFd Open(uint64_t start = 0) {
+    std::vector<uint8_t> file(start, 0x55);
+    file.insert(file.end(), bytes_.begin(), bytes_.end());
+    UniqueFd fd(::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    EXPECT_EQ(::pwrite(fd.get(), file.data(), file.size(), 0), static_cast<ssize_t>(file.size()));
+    return fd;
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<ChunkEncoder> encoder_;
+  std::vector<uint8_t> bytes_;
+};
+
+// Issue 54: with a stream file, DATA is not held nor spilled but read
+// again from the file and decoded when the file is written out: files four
+// times the budget stay within it with nothing spilled, come back intact,
+// and a dedup reference into such a file is decoded from it too.
+TEST(ImageFileStore, FramesAreReadAgainFromTheStreamFile) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("spill"));
+  constexpr size_t kFrame = 256 << 10;
+  MemoryBudget budget(2 << 20);
+  ImageFileStore store(&budget, dir.File("spill"), false);
+  ASSERT_TRUE(store.Open().ok());
+  FramesInAFile stream(dir.File("s.vfs"));
+  std::vector<std::vector<uint8_t>> files;
+  std::vector<std::vector<StoredFrame>> frames;
+  for (uint32_t id = 1; id <= 2; ++id) {
+    files.push_back(Bytes(4 << 20, static_cast<uint8_t>(id)));
+    frames.emplace_back();
+    for (size_t at = 0; at < files.back().size(); at += kFrame)
+      frames.back().push_back(stream.Add(std::span<const uint8_t>(files.back()).subspan(at, kFrame)));
+  }
+  store.SetStreamFile(stream.Open(/*start=*/100), 100);
+  for (uint32_t id = 1; id <= 2; ++id) {
+    ASSERT_TRUE(store.Begin(id, Name(id), false).ok());
+    for (size_t i = 0; i < frames[id - 1].size(); ++i) {
+      auto bytes = std::span<const uint8_t>(files[id - 1]).subspan(i * kFrame, kFrame);
+      ASSERT_TRUE(store.WriteFrame(id, i * kFrame, frames[id - 1][i], bytes).ok());
+    }
+    ASSERT_TRUE(store.End(id, files[id - 1].size()).ok());
+  }
+  // File 3: a dedup reference to the second frame of file 1.
+  ASSERT_TRUE(store.Begin(3, Name(3), false).ok());
+  auto referenced = std::span<const uint8_t>(files[0]).subspan(kFrame, kFrame);
+  ASSERT_TRUE(store.Copy(3, 0, 1, kFrame, kFrame, Hash64(referenced.data(), referenced.size())).ok());
+  ASSERT_TRUE(store.End(3, kFrame).ok());
+  EXPECT_EQ(store.spilled_bytes(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.File("spill")));
+  EXPECT_LE(budget.peak(), budget.limit());
+  for (uint32_t id = 1; id <= 3; ++id) {
+    auto file = store.Take(Name(id));
+    ASSERT_TRUE(file.ok() && *file) << id;
+    const std::vector<uint8_t> expected =
+        id == 3 ? std::vector<uint8_t>(referenced.begin(), referenced.end()) : files[id - 1];
+    EXPECT_EQ(Contents(store, **file), expected) << id;
+    store.Release(*file);
+  }
+  EXPECT_LT(budget.in_use(), 4096u) << "only what the store keeps of each file (its name, its state)";
+}
+
+// A stream file changed after its frames were verified: writing the file
+// out fails, naming it and the frame, instead of handing over other bytes.
+TEST(ImageFileStore, AStreamFileChangedSinceItWasReadFailsThePush) {
+  TempDir dir;
+  MemoryBudget budget(4 << 20);
+  ImageFileStore store(&budget, dir.path(), false);
+  ASSERT_TRUE(store.Open().ok());
+  FramesInAFile stream(dir.File("s.vfs"));
+  const std::vector<uint8_t> bytes = Bytes(100000, 9);
+  const StoredFrame frame = stream.Add(bytes);
+  UniqueFd fd = stream.Open();
+  const int raw_fd = fd.get();
+  store.SetStreamFile(std::move(fd), 0);
+  ASSERT_TRUE(store.Begin(1, "pages-1.img", false).ok());
+  ASSERT_TRUE(store.WriteFrame(1, 0, frame, bytes).ok());
+  ASSERT_TRUE(store.End(1, bytes.size()).ok());
+  const uint8_t flipped = 0x42;
+  ASSERT_EQ(::pwrite(raw_fd, &flipped, 1, static_cast<off_t>(frame.payload_offset + 10)), 1);
+  auto file = store.Take("pages-1.img");
+  ASSERT_TRUE(file.ok() && *file);
+  UniqueFd out(::memfd_create("image", MFD_CLOEXEC));
+  Status s = store.WriteTo(**file, out.get(), "image file pages-1.img");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("pages-1.img"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("stream offset " + std::to_string(frame.payload_offset)), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.ToString().find("changed"), std::string::npos) << s.ToString();
+  store.Release(*file);
 }
 
 }  // namespace

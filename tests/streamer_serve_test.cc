@@ -6,6 +6,7 @@
 // runs in real_criu_streamer_test.cc.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -367,6 +368,44 @@ TEST_F(ServeTest, SpillsBeyondTheMemoryBudget) {
   std::printf("serve peak RSS %.1f MiB for a %.1f MiB stream with -m %.0f MiB\n", peak / 1048576.0,
               stream_bytes / 1048576.0, kBudget / 1048576.0);
   EXPECT_GT(peak, 0u);
+  if (kRssIsMeaningful) {
+    EXPECT_LT(peak, kBudget + (24ull << 20)) << "serve held more than -m plus a fixed overhead";
+  }
+  EXPECT_EQ(Finish(), 0) << serve_->Log();
+  EXPECT_TRUE(TmpIsEmpty()) << "the spill directory is left behind";
+}
+
+// Issue 54: a stream read from a file (-i FILE) is not copied: serve keeps
+// where each frame lies and decodes it again as it pushes the file, so
+// files three times -m are served intact with nothing spilled, within -m.
+TEST_F(ServeTest, AStreamFileIsReadAgainInsteadOfSpilled) {
+  constexpr uint64_t kBudget = 16ull << 20;
+  std::vector<std::vector<uint8_t>> files;
+  TestStream stream(CodecChoice::kAuto);
+  for (int i = 0; i < 6; ++i) {
+    files.push_back(ModelBytes(DataKind::kFp32Weights, 8 << 20, 50 + i));
+    stream.File("pages-" + std::to_string(i) + ".img", files.back());
+  }
+  stream.File("inventory.img", {1, 2, 3});
+  stream.Finish();
+  const std::string path = dir_.File("s.vfs");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(stream.all().data()), static_cast<std::streamsize>(stream.all().size()));
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  StartServe({"-m", "16M", "-i", path});
+  for (int i = 0; i < 1000 && serve_->Log().find("shards") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_NE(serve_->Log().find("shards"), std::string::npos) << serve_->Log();
+  // Serve's spill directory is there, but holds no file.
+  size_t spill_files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_.File("tmp")))
+    spill_files += entry.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(spill_files, 0u) << "48 MiB of files within 16 MiB were spilled, not read again from the stream file";
+  EXPECT_EQ(Fetch("inventory.img"), (std::vector<uint8_t>{1, 2, 3}));
+  for (int i = 5; i >= 0; --i) EXPECT_EQ(Fetch("pages-" + std::to_string(i) + ".img"), files[i]) << i;
+  const uint64_t peak = PeakRssKiB(serve_->pid()) << 10;
   if (kRssIsMeaningful) {
     EXPECT_LT(peak, kBudget + (24ull << 20)) << "serve held more than -m plus a fixed overhead";
   }
