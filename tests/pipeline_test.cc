@@ -15,6 +15,7 @@
 #include "tests/support/poisoning_source.h"
 #include "tests/support/test_util.h"
 #include "transport/core/background_sink.h"
+#include "transport/core/fd_stream.h"
 #include "transport/core/memory_stream.h"
 
 namespace vramflow {
@@ -22,6 +23,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::PoisoningSource;
+using testing::ReadFileBytes;
+using testing::TempDir;
 
 PipelineOptions SmallOptions(unsigned threads = 2) {
   PipelineOptions o;
@@ -307,6 +310,31 @@ TEST(PipelineTest, PayloadsLentToABackgroundSinkMakeTheSameStream) {
     EXPECT_EQ(written->bytes(), copied.bytes()) << threads << " threads";
     // Copied bytes arrive a buffer at a time; lent payloads whole.
     EXPECT_GT(std::count_if(sizes.begin(), sizes.end(), [](size_t n) { return n > kBuffer; }), 10) << threads;
+  }
+}
+
+// A file sink with writer threads takes the payloads off the ordered write
+// stage (issue 54): the file holds the same stream (seek index included) as
+// a file written on the write stage's own thread.
+TEST(PipelineTest, PayloadsWrittenOnTheFileSinksThreadsMakeTheSameStream) {
+  auto p = MakeProcess(MixedLayout(), 2);
+  TempDir dir;
+  for (unsigned threads : {1u, 4u}) {
+    std::vector<std::vector<uint8_t>> files;
+    for (unsigned writers : {0u, 3u}) {
+      FileSinkOptions options;
+      options.writer_threads = writers;
+      const std::string path = dir.File("s" + std::to_string(threads) + "-" + std::to_string(writers) + ".vfs");
+      Result<std::unique_ptr<ByteSink>> file = OpenFileSink(path, options);
+      ASSERT_TRUE(file.ok()) << file.status().ToString();
+      PipelineStats stats;
+      Status s = Dump(*p, file->get(), SmallOptions(threads), &stats);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ASSERT_TRUE((*file)->Commit().ok());
+      files.push_back(ReadFileBytes(path));
+    }
+    EXPECT_GT(files[0].size(), 1u << 20);
+    EXPECT_EQ(files[1], files[0]) << threads << " threads";
   }
 }
 

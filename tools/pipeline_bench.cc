@@ -37,6 +37,10 @@ Status MeasureOnce(const std::vector<SimBoSpec>& layout, SimProcess& original, c
     VF_ASSIGN_OR_RETURN(std::vector<DumpSource> sources, original.DumpSources());
     FileSinkOptions sink_options;
     sink_options.overwrite = true;
+    // With N threads the payloads are written on N threads of the sink's,
+    // out of the ordered write stage, which then only frames and copies
+    // headers (its CPU caps the dump on many cores: serial stages, below).
+    sink_options.writer_threads = pipeline.threads;
     VF_ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink, OpenFileSink(path, sink_options));
     RssAnonSampler rss;
     VF_RETURN_IF_ERROR(rss.status());

@@ -12,6 +12,7 @@
 
 #include "common/owner_tag.h"
 #include "transport/core/file_mapping.h"
+#include "transport/core/parallel_writes.h"
 #include "transport/core/writeback_window.h"
 
 namespace vramflow {
@@ -56,14 +57,37 @@ class FileSink final : public ByteSink {
   ~FileSink() override {
     if (!committed_) ::unlink(temp_path_.c_str());
   }
+  // FileSinkOptions::writer_threads: the threads that write lent bytes.
+  Status StartWriters(unsigned threads) {
+    VF_ASSIGN_OR_RETURN(parallel_, ParallelWrites::Start(fd_.get(), threads, Describe(), [this](uint64_t bytes) {
+                          writeback_.Wrote(fd_.get(), bytes);
+                        }));
+    return Status::Ok();
+  }
   Status Write(std::span<const uint8_t> data) override {
     if (committed_) return Status::Internal("write to committed " + Describe());
+    if (parallel_) return parallel_->Write(data);
     VF_RETURN_IF_ERROR(WriteAll(fd_.get(), data, Describe()));
     writeback_.Wrote(fd_.get(), data.size());
     return Status::Ok();
   }
+  Result<uint64_t> WriteBorrowed(std::span<const uint8_t> data) override {
+    if (!parallel_ || committed_) return ByteSink::WriteBorrowed(data);
+    return parallel_->WriteBorrowed(data);
+  }
+  bool Released(uint64_t ticket) override { return !parallel_ || parallel_->Released(ticket); }
+  void WaitReleased(uint64_t ticket) override {
+    if (parallel_) parallel_->WaitReleased(ticket);
+  }
+  void DropBorrowed() override {
+    if (parallel_) parallel_->DropBorrowed();
+  }
   Status Commit() override {
     if (committed_) return Status::Ok();
+    if (parallel_) {
+      VF_RETURN_IF_ERROR(parallel_->Flush());
+      parallel_.reset();  // its threads joined: nothing writes the file any more
+    }
     if (options_.fsync && ::fsync(fd_.get()) != 0) return Status::FromErrno("fsync " + Describe(), errno);
     if (::close(fd_.Release()) != 0) return Status::FromErrno("closing " + Describe(), errno);
     auto move_into_place = [&]() -> Status {
@@ -101,6 +125,7 @@ class FileSink final : public ByteSink {
   WritebackWindow writeback_;  // the page cache holds a few MiB of the file, not all of it
   CleanupEntry entry_;         // removes temp_path_ if the process is interrupted
   bool committed_ = false;
+  std::unique_ptr<ParallelWrites> parallel_;  // last: its threads, which use the members above, stop first
 };
 
 class FdSink final : public ByteSink {
@@ -216,8 +241,11 @@ Result<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, const Fi
           return Status::FromErrno("creating '" + temp + "'", open_errno);
         },
         [temp] { ::unlink(temp.c_str()); });
-    if (entry.ok())
-      return std::unique_ptr<ByteSink>(new FileSink(UniqueFd(fd), temp, path, options, std::move(*entry)));
+    if (entry.ok()) {
+      auto sink = std::make_unique<FileSink>(UniqueFd(fd), temp, path, options, std::move(*entry));
+      if (options.writer_threads > 1) VF_RETURN_IF_ERROR(sink->StartWriters(options.writer_threads));
+      return std::unique_ptr<ByteSink>(std::move(sink));
+    }
     if (open_errno != EEXIST) return entry.status();  // an error, or interrupted before the open
   }
   return Status::IoError("could not find a free temporary name beside '" + path + "'");

@@ -22,6 +22,12 @@ struct FileSinkOptions {
   // Where the temporary file is registered, to be removed if the process is
   // interrupted (common/cleanup_registry.h); nullptr: not registered.
   CleanupRegistry* cleanup = nullptr;
+  // A regular file: more than 1 writes lent bytes (WriteBorrowed, a dump's
+  // payloads) on that many threads of the sink's own, each at its place
+  // (transport/core/parallel_writes.h), and copies the rest; so the one
+  // thread that writes the stream does not copy every payload into the
+  // page cache. 0 or 1: written on the caller's thread.
+  unsigned writer_threads = 0;
 };
 
 // The marker in a temporary file's name: PATH + kTempMarker + owner tag +
