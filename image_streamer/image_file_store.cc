@@ -394,7 +394,8 @@ Status ImageFileStore::AddRangeLocked(File* file, uint64_t offset, uint64_t size
     VF_RETURN_IF_ERROR(ChargeLocked(kSegmentBytes, "the " + std::to_string(file->segments.size() + 1) +
                                                        " separate byte ranges of image file " + Printable(file->name)));
   }
-  file->segments[offset] = File::Segment{in_spill ? File::Segment::Kind::kFile : File::Segment::Kind::kZero, size, {}};
+  file->segments[offset] =
+      File::Segment{in_spill ? File::Segment::Kind::kFile : File::Segment::Kind::kZero, size, {}, {}};
   return Status::Ok();
 }
 
@@ -408,7 +409,7 @@ Status ImageFileStore::AddFileBytesLocked(File* file, uint64_t offset, std::span
     VF_RETURN_IF_ERROR(budget_->Charge(kSegmentBytes, what));
     std::memcpy(buffer.data(), data.data(), data.size());
     file->memory += data.size();
-    file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, data.size(), std::move(buffer)};
+    file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, data.size(), std::move(buffer), {}};
     return Status::Ok();
   }
   // Spilled, or no room in memory even after spilling the rest (the files
@@ -534,7 +535,7 @@ Status ImageFileStore::Copy(uint32_t id, uint64_t offset, uint32_t source, uint6
   if (file->spill.valid()) return AddFileBytesLocked(file, offset, bytes);
   VF_RETURN_IF_ERROR(budget_->Charge(kSegmentBytes, "a dedup reference into " + Printable(file->name)));
   file->memory += size;
-  file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, size, std::move(buffer)};
+  file->segments[offset] = File::Segment{File::Segment::Kind::kMemory, size, std::move(buffer), {}};
   return Status::Ok();
 }
 

@@ -223,6 +223,15 @@ class ServeTest : public ::testing::Test {
     return serve_->Wait(std::chrono::seconds(30));
   }
   bool TmpIsEmpty() const { return std::filesystem::is_empty(dir_.File("tmp")); }
+  // `bytes` as a stream file for serve -i (only its owner may write it).
+  std::string StreamFile(const std::vector<uint8_t>& bytes) {
+    const std::string path = dir_.File("s.vfs");
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    EXPECT_EQ(::chmod(path.c_str(), 0600), 0);
+    return path;
+  }
   std::string images() const { return dir_.File("images"); }
 
   TempDir dir_;
@@ -388,13 +397,7 @@ TEST_F(ServeTest, AStreamFileIsReadAgainInsteadOfSpilled) {
   }
   stream.File("inventory.img", {1, 2, 3});
   stream.Finish();
-  const std::string path = dir_.File("s.vfs");
-  {
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(stream.all().data()), static_cast<std::streamsize>(stream.all().size()));
-  }
-  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
-  StartServe({"-m", "16M", "-i", path});
+  StartServe({"-m", "16M", "-i", StreamFile(stream.all())});
   for (int i = 0; i < 1000 && serve_->Log().find("shards") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_NE(serve_->Log().find("shards"), std::string::npos) << serve_->Log();
@@ -549,6 +552,29 @@ TEST_F(ServeTest, CorruptStreamHandsNothingOver) {
   EXPECT_EQ(log.find("shards"), std::string::npos) << log;
   EXPECT_TRUE(TmpIsEmpty());
   EXPECT_FALSE(std::filesystem::exists(images() + "/streamer-serve.sock"));
+}
+
+// Issue 54: the same from a stream file (-i FILE), whose frames serve
+// decodes again as it pushes them: every frame is still checked before
+// CRIU can take its file (a page image CRIU took and found cut short
+// still let the restored process run).
+TEST_F(ServeTest, CorruptStreamFileHandsNothingOver) {
+  const std::vector<uint8_t> pages = ModelBytes(DataKind::kFp32Weights, 2 * kChunk, 5);
+  TestStream stream;  // raw payloads: the file's bytes are in the stream as they are
+  stream.File("inventory.img", {1, 2, 3, 4});
+  stream.File("pages-1.img", pages);
+  stream.Finish();
+  std::vector<uint8_t> bytes = stream.Pending();
+  auto at = std::search(bytes.begin(), bytes.end(), pages.begin() + kChunk, pages.begin() + kChunk + 64);
+  ASSERT_NE(at, bytes.end());
+  at[100] ^= 0x10;
+  StartServe({"-i", StreamFile(bytes)});
+  EXPECT_EQ(Within(Ask("pages-1.img"), std::chrono::seconds(20)), -1) << "a corrupt file must not be handed over";
+  EXPECT_NE(Finish(), 0);
+  const std::string log = serve_->Log();
+  EXPECT_NE(log.find("hash mismatch"), std::string::npos) << log;
+  EXPECT_NE(log.find("offset"), std::string::npos) << log;
+  EXPECT_EQ(log.find("shards"), std::string::npos) << log;
 }
 
 // A stream cut before a file's end: that file is never handed over.
