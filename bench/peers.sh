@@ -84,7 +84,9 @@ results="$work/results.jsonl"
 : >"$results"
 # record LABEL TOOL BYTES STORED "COMPRESS_SECONDS..." "DECOMPRESS_SECONDS..." "COMPRESS_CPU..." "DECOMPRESS_CPU..."
 record() {
-  echo "{\"input\": \"$1\", \"tool\": \"$2\", \"bytes\": $3, \"stored\": $4, \"comp_s\": [${5// /, }], \"decomp_s\": [${6// /, }], \"comp_cpu\": [${7// /, }], \"decomp_cpu\": [${8// /, }]}" >>"$results"
+  echo "{\"input\": \"$1\", \"tool\": \"$2\", \"bytes\": $3, \"stored\": $4," \
+    "\"comp_s\": [${5// /, }], \"decomp_s\": [${6// /, }]," \
+    "\"comp_cpu\": [${7// /, }], \"decomp_cpu\": [${8// /, }]}" >>"$results"
 }
 
 for input in "${inputs[@]}"; do
@@ -113,7 +115,8 @@ print(z["compressed"], mb / z["compress_MBps"], mb / z["decompress_MBps"])')
     done
     record "$label" "vramflow -j $threads" "$bytes" "$(stat -c %s "$work/s.vfs")" "${c% }" "${d% }" "${cc% }" "${dc% }"
     zcpu=$(/usr/bin/python3 bench/zipnn_cpu.py "$zipnn" "$file" "$dtype" "$threads")
-    read -r zcc zdc < <(echo "$zcpu" | /usr/bin/python3 -c 'import json, sys; z = json.load(sys.stdin); print(z["comp_cpu"], z["decomp_cpu"])')
+    read -r zcc zdc < <(echo "$zcpu" |
+      /usr/bin/python3 -c 'import json, sys; z = json.load(sys.stdin); print(z["comp_cpu"], z["decomp_cpu"])')
     record "$label" "zipnn threads=$threads" "$bytes" "$zstored" "${zc% }" "${zd% }" "$zcc" "$zdc"
   done
   for tool in "zstd -1" "pzstd -1 -p 2" "lz4 -1"; do
@@ -121,7 +124,8 @@ print(z["compressed"], mb / z["compress_MBps"], mb / z["decompress_MBps"])')
     for _ in $(seq "$repeat"); do
       case $tool in
         zstd*) timed c cc zstd -q -1 -f "$file" -o "$work/p.out"; timed d dc zstd -q -d -f "$work/p.out" -o /dev/null ;;
-        pzstd*) timed c cc pzstd -q -1 -p 2 -f "$file" -o "$work/p.out"; timed d dc pzstd -q -d -p 2 -f "$work/p.out" -o /dev/null ;;
+        pzstd*) timed c cc pzstd -q -1 -p 2 -f "$file" -o "$work/p.out"
+                timed d dc pzstd -q -d -p 2 -f "$work/p.out" -o /dev/null ;;
         lz4*) timed c cc lz4 -q -1 -f "$file" "$work/p.out"; timed d dc lz4 -q -d -f "$work/p.out" /dev/null ;;
       esac
     done
@@ -147,11 +151,13 @@ for r in rows:
 print("(every tool: best of its runs, in brackets their median and spread; ZipNN in memory, the others file to file)")
 # CPU per GiB: the lowest of the runs; per core: the GiB/s that one core gives at that cost.
 gib = lambda r, key: min(r[key]) / (r["bytes"] / 2**30)
-print(f"\n{'input':10} {'tool':18} {'compress CPU s/GiB':>19} {'per core':>12}  {'decompress CPU s/GiB':>21} {'per core':>12}")
+print(f"\n{'input':10} {'tool':18} {'compress CPU s/GiB':>19} {'per core':>12}"
+      f"  {'decompress CPU s/GiB':>21} {'per core':>12}")
 for r in rows:
     c, d = gib(r, "comp_cpu"), gib(r, "decomp_cpu")
     print(f"{r['input']:10} {r['tool']:18} {c:19.3f} {1 / c:7.2f} GiB/s  {d:21.3f} {1 / d:7.2f} GiB/s")
-print("(vramflow, zstd, pzstd, lz4: whole processes, file to file, reading and writing included; ZipNN: its calls alone)")
+print("(vramflow, zstd, pzstd, lz4: whole processes, file to file, reading and writing included;"
+      " ZipNN: its calls alone)")
 print("\ntargets: pack CPU/GiB at most 1/2.5 of zstd -1's with a better ratio; unpack CPU/GiB at most zstd -d's")
 for i in dict.fromkeys(r["input"] for r in rows):
     by = {r["tool"]: r for r in rows if r["input"] == i}
@@ -161,8 +167,9 @@ for i in dict.fromkeys(r["input"] for r in rows):
         dump_x = gib(z, "comp_cpu") / gib(v, "comp_cpu")
         better = v["stored"] < z["stored"]
         restore_x = gib(z, "decomp_cpu") / gib(v, "decomp_cpu")
-        print(f"{i:10} -j {t}: pack {gib(v, 'comp_cpu'):.3f} s/GiB, zstd -1 {gib(z, 'comp_cpu'):.3f}: x{dump_x:.2f} less"
-              f" ({'holds' if dump_x >= 2.5 and better else 'misses'}: >= 2.5, ratio {'better' if better else 'not better'});"
+        print(f"{i:10} -j {t}: pack {gib(v, 'comp_cpu'):.3f} s/GiB, zstd -1 {gib(z, 'comp_cpu'):.3f}:"
+              f" x{dump_x:.2f} less ({'holds' if dump_x >= 2.5 and better else 'misses'}: >= 2.5,"
+              f" ratio {'better' if better else 'not better'});"
               f" unpack {gib(v, 'decomp_cpu'):.3f}, zstd -d {gib(z, 'decomp_cpu'):.3f}: x{restore_x:.2f}"
               f" ({'holds' if restore_x >= 1 else 'misses'}: >= 1)")
 inputs = dict.fromkeys(r["input"] for r in rows)
