@@ -11,6 +11,9 @@
 namespace vramflow {
 namespace {
 
+// Workers from which a file output is written on threads of its own (below).
+constexpr unsigned kParallelWriteThreads = 8;
+
 // The budget less `share`, never below 0.
 uint64_t Less(uint64_t budget, uint64_t share) { return budget > share ? budget - share : 0; }
 
@@ -25,10 +28,20 @@ uint64_t Less(uint64_t budget, uint64_t share) { return budget > share ? budget 
 // take CPU from the workers (-j 2 on 2 CPUs: 17% slower when it copied
 // payloads, still 20 to 30% slower without the copy), so the workers write.
 // Returns what the two buffers take of the pipeline's budget.
+// With kParallelWriteThreads workers or more, one thread that copies every
+// payload into the page cache (about 0.15 CPU-s per GiB on tmpfs) would cap
+// the dump below 10 GB/s (`bench pipeline`'s serial stages): a regular
+// file's payloads are then written at their offsets on a quarter as many
+// threads of the file sink's own (2 to 16, transport/core/parallel_writes.h),
+// which take nothing from the budget (the payloads stay in their slots).
 uint64_t WriteBehindShare(const PipelineOptions& pipeline, TransportOptions* transport) {
   const MachineLimits machine = ReadMachineLimits();
   PipelineOptions resolved = pipeline;
   ResolveMachineDefaults(&resolved, machine);
+  if (resolved.threads >= kParallelWriteThreads) {
+    transport->file.writer_threads = std::clamp(resolved.threads / 4, 2u, 16u);
+    return 0;
+  }
   if (resolved.threads >= DefaultThreads(machine)) return 0;
   const uint64_t buffer = std::min<uint64_t>(resolved.max_memory / 16, 4ull << 20);
   transport->background_write_buffer = buffer;

@@ -883,6 +883,19 @@ TEST(CliBenchTest, CodecsBenchWritesTableAndJson) {
   EXPECT_TRUE(saw_zeros);
 }
 
+// With 8 threads or more, pack writes a file's payloads on threads of the
+// file sink's own (issue 54: off the ordered write stage): the same stream
+// as with one thread, and it verifies.
+TEST(CliBenchTest, PackWithManyThreadsWritesTheSameStream) {
+  TempDir dir;
+  ASSERT_EQ(Vf("gen -k bf16 -s 6M -o in.bin", dir.path()).code, 0);
+  for (const char* threads : {"1", "8"})
+    EXPECT_CODE(
+        Vf(std::string("pack -q --chunk-size 64K -j ") + threads + " in.bin -o j" + threads + ".vfs", dir.path()), 0);
+  EXPECT_EQ(ReadFileBytes(dir.File("j8.vfs")), ReadFileBytes(dir.File("j1.vfs")));
+  EXPECT_CODE(Vf("verify -q j8.vfs", dir.path()), 0);
+}
+
 // The pipeline bench's CPU figures (issue 54): per GiB for dump and restore,
 // the simulated rings' share apart, each serial stage's, and the bounds on
 // many cores. Only that they are there and plausible: no timing is asserted.
