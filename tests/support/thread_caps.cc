@@ -21,7 +21,7 @@ double FittingMemoryMib() {
 
 bool ExpectThreadCapsOnlyFromMemory(const std::string& output, int wanted) {
   const std::regex cap("running [0-9]+ threads, not " + std::to_string(wanted) +
-                       ": a memory budget of ([0-9.]+) MiB feeds no more$");
+                       ": a memory budget of ([0-9.]+) (MiB|GiB) feeds no more$");
   bool none = true;
   std::istringstream lines(output);
   for (std::string line; std::getline(lines, line);) {
@@ -32,7 +32,8 @@ bool ExpectThreadCapsOnlyFromMemory(const std::string& output, int wanted) {
       ADD_FAILURE() << "unexpected note: " << line;
       continue;
     }
-    EXPECT_LT(FittingMemoryMib(), 8 * std::stod(m[1])) << "not a quarter of the memory left: " << line;
+    const double budget_mib = std::stod(m[1]) * (m[2] == "GiB" ? 1024 : 1);
+    EXPECT_LT(FittingMemoryMib(), 8 * budget_mib) << "not a quarter of the memory left: " << line;
   }
   return none;
 }
