@@ -21,7 +21,7 @@ case "$mode" in
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVRAMFLOW_SANITIZE=thread -DCMAKE_PREFIX_PATH="$tbb" -DTBB_DIR="$tbb/lib/cmake/TBB")
     # Not the CriuHost tests either (CriuHost.IncrementalDump* matches): the host counts the process's
     # threads around each plugin hook, and TSan's own background thread counts as one the plugin left.
-    filter=(-R 'Pipeline|CopyRings|DmaCompleter|NetTransport|NetReceiverLimits|Tls|Socket|RangeReader|SubStream|ConcurrentDump|StreamerCapture|ServeTest|ImageFileStore|IncrementalDump|BaseStream|DecodeAhead|RestoreGraph|IncrementalNet|BackgroundSink|LentSlots' -E '^(RealCriu|CriuHost)') ;;
+    filter=(-R 'Pipeline|CopyRings|DmaCompleter|NetTransport|NetReceiverLimits|Tls|Socket|RangeReader|SubStream|ConcurrentDump|StreamerCapture|ServeTest|ImageFileStore|IncrementalDump|BaseStream|DecodeAhead|RestoreGraph|IncrementalNet|BackgroundSink|LentSlots|ParallelWrites' -E '^(RealCriu|CriuHost)') ;;
   *) echo "usage: $0 [release|asan|tsan]" >&2; exit 2 ;;
 esac
 # The RealCriu.* tests run a real CRIU 4.2 and criu-image-streamer, built from the source
