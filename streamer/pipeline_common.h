@@ -106,7 +106,8 @@ inline PipelineStats WrittenStats(const StreamWriter& writer, uint64_t objects, 
                        .dedup_bytes = w.dedup_bytes,
                        .data_chunks = w.data_frames,
                        .base_ref_bytes = w.base_ref_bytes,
-                       .base_delta_bytes = w.base_delta_bytes};
+                       .base_delta_bytes = w.base_delta_bytes,
+                       .serial_stages = {}};
 }
 
 // How an engine ran: the machine's side of PipelineStats.

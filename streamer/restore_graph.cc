@@ -161,7 +161,8 @@ class FrameSource {
                          .dedup_bytes = dedup_bytes_,
                          .data_chunks = data_chunks_,
                          .base_ref_bytes = base_ref_bytes_,
-                         .base_delta_bytes = base_delta_bytes_};
+                         .base_delta_bytes = base_delta_bytes_,
+                         .serial_stages = {}};
   }
 
  private:
