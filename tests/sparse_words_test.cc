@@ -102,9 +102,10 @@ TEST(SparseWordsTest, EveryRotationAndPatternRoundTripsAndZerosAreLeftOut) {
           Status s;
           EXPECT_EQ(Decode(chunk, raw.size(), &s), raw) << what;
           EXPECT_TRUE(s.ok()) << what << ": " << s.ToString();
-          if (std::string(pattern) == "runs" && size >= 4097)
+          if (std::string(pattern) == "runs" && size >= 4097) {
             EXPECT_EQ(chunk.codec, CodecId::kPlanar) << what;  // half the words zero: it pays
-          if (chunk.codec != CodecId::kPlanar) continue;       // stored raw: too small to pay
+          }
+          if (chunk.codec != CodecId::kPlanar) continue;  // stored raw: too small to pay
           EXPECT_EQ(chunk.transform, SparseTransform(word, r)) << what;
           std::vector<PlaneInfo> planes;
           ASSERT_TRUE(ReadPlaneTable(chunk.transform, chunk.payload, raw.size(), &planes).ok()) << what;
@@ -189,7 +190,9 @@ TEST(SparseWordsTest, EveryTruncationAndDamageIsRefusedOrDecodesWithoutHarm) {
     std::vector<uint8_t> damaged = payload;
     damaged[rng() % std::min<size_t>(damaged.size(), 200)] ^= static_cast<uint8_t>(1 + rng() % 255);
     Status s = decoder.Decode(chunk.codec, chunk.transform, damaged, out);
-    if (!s.ok()) EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+    }
   }
 }
 
