@@ -95,13 +95,18 @@ void ParallelWrites::Done(const Piece& piece) {
   changed_.notify_all();
   if (released_end_ == before || !written_ || !error_.ok()) return;
   // The file's complete prefix grew: tell its writeback window, outside
-  // this lock but one call at a time.
+  // this lock but one call at a time. The growth is taken now: another
+  // thread may move released_end_ on while this one waits.
+  const uint64_t grown = released_end_ - before;
+  ++reporting_;
   mutex_.unlock();
   {
     std::lock_guard written_lock(written_mutex_);
-    written_(released_end_ - before);
+    written_(grown);
   }
   mutex_.lock();
+  --reporting_;
+  changed_.notify_all();
 }
 
 Result<uint64_t> ParallelWrites::Hand(std::span<const uint8_t> lent) {
@@ -164,7 +169,7 @@ void ParallelWrites::DropBorrowed() {
 Status ParallelWrites::Flush() {
   if (!copied_.empty()) VF_RETURN_IF_ERROR(Hand({}).status());
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return released_ == last_seq_; });
+  changed_.wait(lock, [&] { return released_ == last_seq_ && reporting_ == 0; });
   return error_;
 }
 

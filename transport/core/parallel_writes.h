@@ -52,7 +52,7 @@ class ParallelWrites {
   void WaitReleased(uint64_t ticket);
   void DropBorrowed();
   // Hands over what is still copied and waits until every piece is
-  // written; the first error, if any.
+  // written and reported to `written`; the first error, if any.
   Status Flush();
 
  private:
@@ -89,6 +89,7 @@ class ParallelWrites {
   std::map<uint64_t, bool> writing_;   // seqs being written (true: lent)
   bool stopping_ = false;
   Status error_;
+  unsigned reporting_ = 0;            // calls of written_ under way
   std::mutex written_mutex_;          // one call of written_ at a time
   std::vector<std::thread> threads_;  // joined by the destructor
 };
