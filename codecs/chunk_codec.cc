@@ -24,6 +24,19 @@ bool WorthIt(size_t compressed, size_t raw) {
   return static_cast<double>(compressed) <= static_cast<double>(raw) * (1.0 - kMinSaving);
 }
 
+// Ends a planar payload of `pos` bytes in `dst` with the chunk's `tail`
+// bytes (those no word holds) and takes it for `out` where it is worth it;
+// otherwise `out` keeps the chunk raw.
+void TakePlanar(TransformId transform, std::span<const uint8_t> raw, size_t tail, std::span<uint8_t> dst, size_t pos,
+                EncodedChunk* out) {
+  std::memcpy(dst.data() + pos, raw.data() + raw.size() - tail, tail);
+  pos += tail;
+  if (!WorthIt(pos, raw.size())) return;  // keep raw
+  out->codec = CodecId::kPlanar;
+  out->transform = transform;
+  out->payload = dst.first(pos);
+}
+
 Result<int> ParseLevel(std::string_view text) {
   if (text.empty()) return Status::InvalidArgument("empty zstd level");
   std::string s(text);
@@ -306,12 +319,7 @@ Status ChunkEncoder::EncodePlanar(TransformId transform, const CodecId* plane_co
 
   VF_ASSIGN_OR_RETURN(size_t pos,
                       CodePlanes(plane_ptrs, word, plane_size, placed, plane_codecs, plane_entropy, dst, 0, table));
-  std::memcpy(dst.data() + pos, raw.data() + plane_size * word, tail);
-  pos += tail;
-  if (!WorthIt(pos, raw.size())) return Status::Ok();  // keep raw
-  out->codec = CodecId::kPlanar;
-  out->transform = transform;
-  out->payload = dst.first(pos);
+  TakePlanar(transform, raw, tail, dst, pos, out);
   return Status::Ok();
 }
 
@@ -390,12 +398,7 @@ Status ChunkEncoder::EncodeSparse(TransformId transform, const CodecId* plane_co
   }
   VF_ASSIGN_OR_RETURN(size_t pos, CodePlanes(plane_ptrs, word, kept, 0, plane_codecs, plane_entropy, dst,
                                              kPlaneEntryBytes, table + mask_stored));
-  std::memcpy(dst.data() + pos, raw.data() + words * word, tail);
-  pos += tail;
-  if (!WorthIt(pos, raw.size())) return Status::Ok();  // keep raw
-  out->codec = CodecId::kPlanar;
-  out->transform = transform;
-  out->payload = dst.first(pos);
+  TakePlanar(transform, raw, tail, dst, pos, out);
   return Status::Ok();
 }
 
