@@ -136,6 +136,21 @@ std::vector<uint8_t> ReadAll(int fd) {
 }
 
 // `vramflow streamer serve` reading its stream from a pipe the test writes.
+// A stream of an inventory and two chunks of pages, stored raw, with one
+// byte of the second chunk's payload flipped.
+std::vector<uint8_t> StreamWithAFlippedPageByte() {
+  const std::vector<uint8_t> pages = ModelBytes(DataKind::kFp32Weights, 2 * kChunk, 5);
+  TestStream stream;  // raw payloads: the file's bytes are in the stream as they are
+  stream.File("inventory.img", {1, 2, 3, 4});
+  stream.File("pages-1.img", pages);
+  stream.Finish();
+  std::vector<uint8_t> bytes = stream.Pending();
+  auto at = std::search(bytes.begin(), bytes.end(), pages.begin() + kChunk, pages.begin() + kChunk + 64);
+  EXPECT_NE(at, bytes.end());
+  if (at != bytes.end()) at[100] ^= 0x10;
+  return bytes;
+}
+
 class ServeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -221,6 +236,16 @@ class ServeTest : public ::testing::Test {
     client_.reset();
     CloseStream();
     return serve_->Wait(std::chrono::seconds(30));
+  }
+  // Serve of StreamWithAFlippedPageByte(): pages-1.img is never handed
+  // over, and serve fails naming the hash mismatch and its offset.
+  void ExpectCorruptPagesRefused() {
+    EXPECT_EQ(Within(Ask("pages-1.img"), std::chrono::seconds(20)), -1) << "a corrupt file must not be handed over";
+    EXPECT_NE(Finish(), 0);
+    const std::string log = serve_->Log();
+    EXPECT_NE(log.find("hash mismatch"), std::string::npos) << log;
+    EXPECT_NE(log.find("offset"), std::string::npos) << log;
+    EXPECT_EQ(log.find("shards"), std::string::npos) << log;
   }
   bool TmpIsEmpty() const { return std::filesystem::is_empty(dir_.File("tmp")); }
   // `bytes` as a stream file for serve -i (only its owner may write it).
@@ -533,23 +558,11 @@ TEST_F(ServeTest, TcpListenRemapOfAPortNotListeningFails) {
 // A flipped byte in a DATA payload: the file is never handed over, serve
 // fails naming the frame, and nothing is left behind.
 TEST_F(ServeTest, CorruptStreamHandsNothingOver) {
-  const std::vector<uint8_t> pages = ModelBytes(DataKind::kFp32Weights, 2 * kChunk, 5);
-  TestStream stream;  // raw payloads: the file's bytes are in the stream as they are
-  stream.File("inventory.img", {1, 2, 3, 4});
-  stream.File("pages-1.img", pages);
-  stream.Finish();
-  std::vector<uint8_t> bytes = stream.Pending();
-  auto at = std::search(bytes.begin(), bytes.end(), pages.begin() + kChunk, pages.begin() + kChunk + 64);
-  ASSERT_NE(at, bytes.end());
-  at[100] ^= 0x10;
+  const std::vector<uint8_t> bytes = StreamWithAFlippedPageByte();
+  ASSERT_FALSE(HasFailure()) << "the pages' second chunk is not in the stream";
   StartServe();
   Send(bytes);
-  EXPECT_EQ(Within(Ask("pages-1.img"), std::chrono::seconds(20)), -1) << "a corrupt file must not be handed over";
-  EXPECT_NE(Finish(), 0);
-  const std::string log = serve_->Log();
-  EXPECT_NE(log.find("hash mismatch"), std::string::npos) << log;
-  EXPECT_NE(log.find("offset"), std::string::npos) << log;
-  EXPECT_EQ(log.find("shards"), std::string::npos) << log;
+  ExpectCorruptPagesRefused();
   EXPECT_TRUE(TmpIsEmpty());
   EXPECT_FALSE(std::filesystem::exists(images() + "/streamer-serve.sock"));
 }
@@ -559,22 +572,10 @@ TEST_F(ServeTest, CorruptStreamHandsNothingOver) {
 // CRIU can take its file (a page image CRIU took and found cut short
 // still let the restored process run).
 TEST_F(ServeTest, CorruptStreamFileHandsNothingOver) {
-  const std::vector<uint8_t> pages = ModelBytes(DataKind::kFp32Weights, 2 * kChunk, 5);
-  TestStream stream;  // raw payloads: the file's bytes are in the stream as they are
-  stream.File("inventory.img", {1, 2, 3, 4});
-  stream.File("pages-1.img", pages);
-  stream.Finish();
-  std::vector<uint8_t> bytes = stream.Pending();
-  auto at = std::search(bytes.begin(), bytes.end(), pages.begin() + kChunk, pages.begin() + kChunk + 64);
-  ASSERT_NE(at, bytes.end());
-  at[100] ^= 0x10;
+  const std::vector<uint8_t> bytes = StreamWithAFlippedPageByte();
+  ASSERT_FALSE(HasFailure()) << "the pages' second chunk is not in the stream";
   StartServe({"-i", StreamFile(bytes)});
-  EXPECT_EQ(Within(Ask("pages-1.img"), std::chrono::seconds(20)), -1) << "a corrupt file must not be handed over";
-  EXPECT_NE(Finish(), 0);
-  const std::string log = serve_->Log();
-  EXPECT_NE(log.find("hash mismatch"), std::string::npos) << log;
-  EXPECT_NE(log.find("offset"), std::string::npos) << log;
-  EXPECT_EQ(log.find("shards"), std::string::npos) << log;
+  ExpectCorruptPagesRefused();
 }
 
 // A stream cut before a file's end: that file is never handed over.
